@@ -1,0 +1,208 @@
+"""How close is %gputime to the truth, next to the usual anchors? Run on a GPU host.
+
+Truth: CUPTI GPU-busy time per call (union of kernel intervals, torch.profiler) over many back-to-back calls, hot
+cache, taken right before *and* after each method and averaged, because clocks drift under sustained power
+(an H100 fp16 matmul read 1579 µs in one run and 1604 µs in the next).
+
+Methods, side by side in one process: gpumagic's default median, its ``--graph`` median and its kernel-time figure;
+``torch.utils.benchmark.Timer.blocked_autorange`` median; ``triton.testing.do_bench`` median (where Triton exists).
+
+    python benchmarks/timing_accuracy.py [--json PATH] [--ops NAME,...]
+
+Prints one table (op, truth, each method's value and relative error, the wall seconds each took) and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+import gpumagic  # noqa: E402
+from gpumagic.timing import gpu_intervals, union_length  # noqa: E402
+from gpumagic.units import format_time  # noqa: E402
+
+
+def make_ops(dev: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (statement, globals). Built lazily per op so memory stays small."""
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def rnd(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, device=dev, dtype=dtype, generator=g)
+
+    ops: dict[str, Callable[[], tuple[str, dict[str, Any]]]] = {
+        "matmul fp32 4096²": lambda: ("A @ B", {"A": rnd(4096, 4096), "B": rnd(4096, 4096)}),
+        "matmul bf16 8192²": lambda: (
+            "A @ B",
+            {"A": rnd(8192, 8192, dtype=torch.bfloat16), "B": rnd(8192, 8192, dtype=torch.bfloat16)},
+        ),
+        "add 1e7": lambda: ("x + y", {"x": rnd(10_000_000), "y": rnd(10_000_000)}),
+        "add 64K (tiny)": lambda: ("x + y", {"x": rnd(65536), "y": rnd(65536)}),
+        "softmax 4096²": lambda: ("torch.softmax(x, dim=-1)", {"x": rnd(4096, 4096), "torch": torch}),
+        "linear+relu+residual": lambda: (
+            "x + torch.relu(lin(x))",
+            {"x": rnd(4096, 2048), "lin": torch.nn.Linear(2048, 2048).to(dev), "torch": torch},
+        ),
+    }
+    return ops  # type: ignore[return-value]
+
+
+def cupti_truth(fn_n: Callable[[int], None], per_call_guess: float, target: float = 0.05) -> tuple[float, int]:
+    """GPU busy seconds per call over many back-to-back calls (at least ``target`` seconds of GPU time)."""
+    calls = int(min(20_000, max(20, math.ceil(target / max(per_call_guess, 1e-7)))))
+    fn_n(3)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn_n(calls)
+        torch.cuda.synchronize()
+    return union_length(gpu_intervals(prof)) * 1e-9 / calls, calls
+
+
+def run(op_names: list[str] | None) -> list[dict[str, Any]]:
+    dev = "cuda"
+    try:
+        import triton.testing as tt  # noqa: F401
+
+        have_triton = True
+    except ImportError:
+        have_triton = False
+    from torch.utils.benchmark import Timer
+
+    # Settle clocks before anything is measured.
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 2.0:
+        a @ a
+    torch.cuda.synchronize()
+    del a
+    # Warm the profiler once, as any long-lived process would be (CUPTI start-up is not what is measured here).
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        torch.ones(1, device=dev).add_(1)
+        torch.cuda.synchronize()
+
+    rows = []
+    for name, build in make_ops(dev).items():
+        if op_names and name not in op_names:
+            continue
+        stmt, ns = build()
+        code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<bench>", "exec")
+        exec(code, ns)
+        fn_n = ns["_n"]
+        fn = lambda: fn_n(1)  # noqa: E731
+        fn_n(5)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn_n(10)
+        e.record()
+        e.synchronize()
+        guess = s.elapsed_time(e) * 1e-3 / 10
+
+        truths: list[float] = []
+        results: dict[str, dict[str, Any]] = {}
+
+        def bracket(method: str, call: Callable[[], float]) -> None:
+            before, _ = cupti_truth(fn_n, guess)
+            w0 = time.perf_counter()
+            value = call()
+            wall = time.perf_counter() - w0
+            after, _ = cupti_truth(fn_n, guess)
+            truths.extend([before, after])
+            truth = (before + after) / 2
+            results[method] = {"value": value, "truth": truth, "error": value / truth - 1, "wall_s": wall}
+
+        holder: dict[str, Any] = {}
+
+        def gm_default() -> float:
+            r = gpumagic.gputime(stmt, globals=ns)
+            holder["default"] = r
+            return r.median
+
+        def gm_graph() -> float:
+            r = gpumagic.gputime(stmt, globals=ns, graph=True)
+            holder["graph"] = r
+            return r.median
+
+        bracket("gputime", gm_default)
+        bracket("gputime --graph", gm_graph)
+        r = holder["default"]
+        kt = r.kernel_time if r.kernel_time is not None else float("nan")
+        truth_k = results["gputime"]["truth"]
+        results["gputime kernel_time"] = {
+            "value": kt,
+            "truth": truth_k,
+            "error": kt / truth_k - 1,
+            "wall_s": 0.0,
+        }
+        bracket("torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median)
+        if have_triton:
+            import triton.testing as tt
+
+            bracket("do_bench", lambda: tt.do_bench(fn, return_mode="median") * 1e-3)
+        row = {
+            "op": name,
+            "stmt": stmt,
+            "truth": sum(truths) / len(truths),
+            "truth_spread": (max(truths) - min(truths)) / (sum(truths) / len(truths)),
+            "methods": results,
+            "gputime_line": r.line(),
+            "gputime_launch_bound": r.launch_bound,
+            "gputime_wall_s": r.wall_time,
+            "graph_line": holder["graph"].line(),
+            "graph_backend": holder["graph"].backend,
+        }
+        rows.append(row)
+        print(f"  {name}: {r.line()}", flush=True)
+        del ns, fn_n
+        torch.cuda.empty_cache()
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    methods = [m for m in rows[0]["methods"]] if rows else []
+    head = f"{'op':<22} {'truth':>10} " + " ".join(f"{m:>26}" for m in methods)
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        cells = []
+        for m in methods:
+            res = row["methods"].get(m)
+            if res is None:
+                cells.append(f"{'—':>26}")
+                continue
+            cells.append(f"{format_time(res['value']):>10} {res['error']:+7.2%} {res['wall_s']:5.2f}s")
+        print(f"{row['op']:<22} {format_time(row['truth']):>10} " + " ".join(f"{c:>26}" for c in cells))
+    print("cells: value, error vs bracketing CUPTI truth, wall seconds of the method")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "timing_accuracy.json"))
+    ap.add_argument("--ops", default="", help="comma-separated op names (default: all)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("timing_accuracy.py needs CUDA: run it on a GPU host")
+    rows = run([o.strip() for o in args.ops.split(",") if o.strip()] or None)
+    print_table(rows)
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpumagic": gpumagic.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    with open(args.json, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

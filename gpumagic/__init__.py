@@ -1,0 +1,35 @@
+"""gpumagic: how fast is this on the GPU, and why? IPython magics on PyTorch.
+
+``%load_ext gpumagic`` registers ``%gputime``/``%%gputime``. The measuring core works without IPython:
+``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .result import TimingResult
+from .timing import TimingOptions, gputime
+
+__version__ = "0.1.0"
+__all__ = ["gputime", "TimingResult", "TimingOptions", "load_ipython_extension", "unload_ipython_extension"]
+
+_MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime"]}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the magics and make their settings reachable from ``%config GpuMagics``."""
+    from .magics import GpuMagics  # IPython is imported only when the extension is loaded
+
+    magics = GpuMagics(shell=ipython)
+    ipython.register_magics(magics)
+    ipython.configurables[:] = [c for c in ipython.configurables if type(c).__name__ != "GpuMagics"]
+    ipython.configurables.append(magics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    table = ipython.magics_manager.magics
+    for kind, names in _MAGIC_NAMES.items():
+        for name in names:
+            table[kind].pop(name, None)
+    ipython.configurables[:] = [c for c in ipython.configurables if type(c).__name__ != "GpuMagics"]

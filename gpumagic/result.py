@@ -1,0 +1,230 @@
+"""TimingResult: the raw samples of one ``%gputime`` run and everything derived from them.
+
+Like ``torch.utils.benchmark.Measurement`` it keeps the raw data and derives the statistics, and like IPython's
+``TimeitResult`` its text form is the one line the magic prints. Warnings that say when not to trust the number
+are part of the text, never a separate side channel.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import stats
+from .units import format_time
+
+__all__ = ["TimingResult"]
+
+#: GPU busy below this share of the per-call time means the GPU waits between calls.
+BUSY_THRESHOLD = 0.9
+#: ... and it is the host's launch rate that it waits on when the host needs at least this share of the time.
+HOST_SHARE_FOR_LAUNCH_BOUND = 0.8
+#: IQR / median above which the spread is called out (torch.utils.benchmark uses 10 % and 25 %).
+NOISY_IQR = 0.10
+
+
+@dataclass
+class TimingResult:
+    """Per-call timing of a statement.
+
+    Times are seconds. ``samples`` holds one per-call time per sample (a sample is ``calls_per_sample`` calls
+    back-to-back between two device events, or two host clock reads on the CPU).
+    """
+
+    samples: list[float]
+    calls_per_sample: int
+    device: str
+    backend: str
+    first_call: float | None = None
+    kernel_time: float | None = None
+    kernels_per_call: float | None = None
+    host_per_call: float | None = None
+    flush_l2: bool = False
+    stop_reason: str = ""
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+    wall_time: float = 0.0
+    precision: int = 3
+    first_call_ratio: float = 2.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # --- statistics -------------------------------------------------------------------------------------------
+    @property
+    def median(self) -> float:
+        return stats.median(self.samples)
+
+    @property
+    def iqr(self) -> float:
+        return stats.iqr(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.backend != "host"
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """Share of the per-call time during which the GPU ran this statement's kernels (CUPTI), at most 1."""
+        if self.kernel_time is None or not self.samples or self.median <= 0:
+            return None
+        return min(1.0, self.kernel_time / self.median)
+
+    @property
+    def launch_bound(self) -> bool:
+        """The GPU idles between calls because the host cannot issue work as fast as the GPU finishes it."""
+        busy = self.gpu_busy
+        if busy is None or busy >= BUSY_THRESHOLD or self.host_per_call is None:
+            return False
+        return self.host_per_call >= HOST_SHARE_FOR_LAUNCH_BOUND * self.median
+
+    @property
+    def first_call_slow(self) -> bool:
+        return (
+            self.first_call is not None
+            and bool(self.samples)
+            and self.first_call > self.first_call_ratio * self.median
+        )
+
+    # --- text -------------------------------------------------------------------------------------------------
+    def _t(self, seconds: float) -> str:
+        return format_time(seconds, self.precision)
+
+    def _details(self) -> list[str]:
+        n = len(self.samples)
+        count = f"{n} sample{'s' if n != 1 else ''}"
+        if self.calls_per_sample > 1:
+            count += f" \u00d7 {self.calls_per_sample} calls"
+        parts = [f"median \u00b1 IQR of {count}"]
+        if self.backend == "cuda-graph":
+            parts.append("CUDA graph replay")
+        if self.flush_l2:
+            parts.append("L2 flushed before each call")
+        busy = self.gpu_busy
+        if self.launch_bound:
+            parts.append(
+                f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
+            )
+        elif busy is not None:
+            parts.append(f"GPU busy {busy:.0%}")
+        if self.first_call_slow:
+            parts.append(f"first call {self._t(self.first_call)}")
+        if self.interrupted:
+            parts.append("interrupted")
+        return parts
+
+    def line(self) -> str:
+        """The one-line summary, e.g. '3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87 samples; …)'."""
+        if not self.samples:
+            return f"no samples measured on {self.device}" + (" (interrupted)" if self.interrupted else "")
+        return (
+            f"{self._t(self.median)} \u00b1 {self._t(self.iqr)} per call on {self.device} "
+            f"({'; '.join(self._details())})"
+        )
+
+    def warnings(self) -> list[str]:
+        """Sentences that qualify the line: what to distrust and what to try."""
+        out = list(self.notes)
+        if not self.samples:
+            return out
+        med = self.median
+        if med > 0 and self.iqr / med > NOISY_IQR and len(self.samples) >= 4:
+            out.append(
+                f"The spread is {self.iqr / med:.0%} of the median: something else may be using the "
+                f"{'GPU' if self.on_gpu else 'CPU'}, or the statement's work varies from call to call."
+            )
+        if self.launch_bound:
+            hint = "" if self.backend == "cuda-graph" else " --graph replays the calls without launch overhead;"
+            out.append(
+                f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time: the host needs "
+                f"{self._t(self.host_per_call)} to launch what the GPU runs in {self._t(self.kernel_time)}."
+                f"{hint} larger batches or torch.compile cut the launches."
+            )
+        elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD:
+            out.append(
+                f"The GPU is idle {1 - self.gpu_busy:.0%} of the time between this statement's kernels "
+                f"(host synchronization or CPU work inside the statement)."
+            )
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join([self.line(), *self.warnings()])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(f"<TimingResult : {self}>")
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("median", self._t(self.median) if self.samples else "—"),
+            ("IQR", self._t(self.iqr) if self.samples else "—"),
+            ("min", self._t(self.min) if self.samples else "—"),
+            ("samples × calls", f"{len(self.samples)} × {self.calls_per_sample}"),
+            ("GPU kernel time per call", self._t(self.kernel_time) if self.kernel_time is not None else "—"),
+            ("host time per call", self._t(self.host_per_call) if self.host_per_call is not None else "—"),
+            ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
+            ("timer", self.backend),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in rows
+        )
+        warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings())
+        return (
+            f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"
+            f"<details><summary>details</summary><table>{body}</table></details></div>"
+        )
+
+    # --- data -------------------------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The derived figures as a flat dict (seconds), for comparing runs or writing JSON."""
+        has = bool(self.samples)
+        return {
+            "device": self.device,
+            "backend": self.backend,
+            "median": self.median if has else None,
+            "iqr": self.iqr if has else None,
+            "mean": self.mean if has else None,
+            "min": self.min if has else None,
+            "max": self.max if has else None,
+            "samples": len(self.samples),
+            "calls_per_sample": self.calls_per_sample,
+            "first_call": self.first_call,
+            "kernel_time": self.kernel_time,
+            "kernels_per_call": self.kernels_per_call,
+            "host_per_call": self.host_per_call,
+            "gpu_busy": self.gpu_busy,
+            "launch_bound": self.launch_bound,
+            "flush_l2": self.flush_l2,
+            "stop_reason": self.stop_reason,
+            "interrupted": self.interrupted,
+            "wall_time": self.wall_time,
+            **{f"meta.{k}": v for k, v in self.meta.items()},
+        }
+
+    def to_dataframe(self) -> Any:
+        """One row per sample (per-call seconds); the summary figures are in ``df.attrs``."""
+        import pandas as pd
+
+        df = pd.DataFrame(
+            {
+                "sample": range(len(self.samples)),
+                "calls": [self.calls_per_sample] * len(self.samples),
+                "time_per_call_s": list(self.samples),
+            }
+        )
+        df.attrs.update(self.summary())
+        return df

@@ -1,0 +1,112 @@
+"""%gputime on a real GPU. Run on the GPU host: python3 -m pytest tests/gpu (skipped where CUDA is absent)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+import gpumagic  # noqa: E402
+from gpumagic.timing import gpu_intervals, union_length  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ns():
+    return {
+        "A": torch.randn(4096, 4096, device="cuda"),
+        "x": torch.randn(65536, device="cuda"),
+        "torch": torch,
+    }
+
+
+def cupti_per_call(stmt: str, ns: dict, calls: int) -> float:
+    code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<t>", "exec")
+    local = dict(ns)
+    exec(code, local)
+    local["_n"](3)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        local["_n"](calls)
+        torch.cuda.synchronize()
+    return union_length(gpu_intervals(prof)) * 1e-9 / calls
+
+
+def test_matmul_median_matches_cupti_and_is_gpu_bound(ns):
+    r = gpumagic.gputime("A @ A", globals=ns)
+    truth = cupti_per_call("A @ A", ns, 50)
+    assert r.backend == "cuda-events"
+    assert r.device == torch.cuda.get_device_name()
+    assert abs(r.median / truth - 1) < 0.03, (r.line(), truth)
+    assert r.kernel_time is not None and abs(r.kernel_time / truth - 1) < 0.03
+    assert r.gpu_busy > 0.95 and not r.launch_bound
+    assert "GPU busy" in r.line() and f"on {r.device}" in r.line()
+
+
+def test_tiny_op_is_reported_launch_bound(ns):
+    r = gpumagic.gputime("x + 1", globals=ns)
+    assert r.launch_bound, r.line()
+    assert "launch-bound: kernels" in r.line()
+    assert r.kernel_time < r.median
+    assert r.kernels_per_call == pytest.approx(1.0)
+
+
+def test_graph_mode_removes_launch_overhead(ns):
+    eager = gpumagic.gputime("x + 1", globals=ns)
+    graph = gpumagic.gputime("x + 1", globals=ns, graph=True)
+    assert graph.backend == "cuda-graph"
+    assert "CUDA graph replay" in graph.line()
+    assert graph.median < eager.median
+
+
+def test_graph_capture_failure_falls_back_with_a_note(ns):
+    r = gpumagic.gputime("(x + 1).sum().item()", globals=ns, graph=True)
+    assert r.backend == "cuda-events"
+    assert any("cannot be captured in a CUDA graph" in n for n in r.notes), r.notes
+    # the device is still usable afterwards
+    assert float((ns["x"] * 0).sum()) == 0.0
+
+
+def test_flush_l2_reads_cold_cache_slower_than_hot():
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n = l2 // 4 // 4  # a working set well inside L2 (x and the output: half of it)
+    g = {"x": torch.randn(n, device="cuda")}
+    hot = gpumagic.gputime("x * 2", globals=g)
+    cold = gpumagic.gputime("x * 2", globals=g, flush_l2=True)
+    assert cold.calls_per_sample == 1 and cold.flush_l2
+    assert "L2 flushed before each call" in cold.line()
+    assert cold.kernel_time > hot.kernel_time
+
+
+def test_cpu_tensors_on_a_gpu_host_are_timed_on_the_host():
+    r = gpumagic.gputime("a @ a", globals={"a": torch.randn(64, 64)})
+    assert r.backend == "host" and r.device == "CPU"
+    assert any("on the CPU" in n for n in r.notes)
+
+
+def test_statement_error_propagates_and_leaves_cuda_usable(ns):
+    with pytest.raises(RuntimeError):
+        gpumagic.gputime("A @ torch.ones(3, 3, device='cuda')", globals=ns)
+    assert torch.cuda.is_available()
+    assert float(torch.ones(2, device="cuda").sum()) == 2.0
+
+
+def test_default_run_of_a_matmul_finishes_in_under_a_second(ns):
+    t0 = time.perf_counter()
+    r = gpumagic.gputime("A @ A", globals=ns)
+    assert time.perf_counter() - t0 < 1.0, r.stop_reason
+
+
+def test_magic_prints_the_line_on_the_gpu(ns):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpumagic")
+    shell.user_ns.update(ns)
+    with capture_output() as cap:
+        r = shell.run_line_magic("gputime", "-o A @ A")
+    assert f"per call on {torch.cuda.get_device_name()}" in cap.stdout
+    assert r.backend == "cuda-events"
