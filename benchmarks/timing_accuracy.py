@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 import gpumagic  # noqa: E402
-from gpumagic.timing import gpu_intervals, union_length  # noqa: E402
+from gpumagic.timing import busy_per_call  # noqa: E402
 from gpumagic.units import format_time  # noqa: E402
 
 
@@ -55,15 +55,18 @@ def make_ops(dev: str) -> dict[str, tuple[str, dict[str, Any]]]:
     return ops  # type: ignore[return-value]
 
 
-def cupti_truth(fn_n: Callable[[int], None], per_call_guess: float, target: float = 0.05) -> tuple[float, int]:
-    """GPU busy seconds per call over many back-to-back calls (at least ``target`` seconds of GPU time)."""
-    calls = int(min(20_000, max(20, math.ceil(target / max(per_call_guess, 1e-7)))))
-    fn_n(3)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn_n(calls)
-        torch.cuda.synchronize()
-    return union_length(gpu_intervals(prof)) * 1e-9 / calls, calls
+def cupti_truth(fn_n: Callable[[int], None], per_call_guess: float, host_guess: float) -> float:
+    """GPU busy seconds per call over many back-to-back calls: ~0.3 s of them, after ~0.1 s of preload.
+
+    The preload keeps the GPU at its sustained clocks while the profiler starts, and 0.3 s is as long as a
+    measurement under test runs: a 50 ms truth taken after an idle GPU describes a faster GPU than the one any
+    sustained loop sees (bf16 matmuls at the H100's power limit run ~4 % slower after a few hundred ms).
+    """
+    per = max(per_call_guess, host_guess, 1e-7)
+    calls = int(min(50_000, max(20, math.ceil(0.3 / per))))
+    preload = int(min(20_000, math.ceil(0.1 / per)))
+    busy, _ = busy_per_call(fn_n, calls, preload=preload)
+    return busy
 
 
 def run(op_names: list[str] | None) -> list[dict[str, Any]]:
@@ -84,9 +87,7 @@ def run(op_names: list[str] | None) -> list[dict[str, Any]]:
     torch.cuda.synchronize()
     del a
     # Warm the profiler once, as any long-lived process would be (CUPTI start-up is not what is measured here).
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
-        torch.ones(1, device=dev).add_(1)
-        torch.cuda.synchronize()
+    busy_per_call(lambda n: torch.ones(1, device=dev).add_(1), 1)
 
     rows = []
     for name, build in make_ops(dev).items():
@@ -103,18 +104,22 @@ def run(op_names: list[str] | None) -> list[dict[str, Any]]:
         s.record()
         fn_n(10)
         e.record()
+        h0 = time.perf_counter()
+        fn_n(10)
+        host_guess = (time.perf_counter() - h0) / 10
         e.synchronize()
         guess = s.elapsed_time(e) * 1e-3 / 10
+        torch.cuda.synchronize()
 
         truths: list[float] = []
         results: dict[str, dict[str, Any]] = {}
 
         def bracket(method: str, call: Callable[[], float]) -> None:
-            before, _ = cupti_truth(fn_n, guess)
+            before = cupti_truth(fn_n, guess, host_guess)
             w0 = time.perf_counter()
             value = call()
             wall = time.perf_counter() - w0
-            after, _ = cupti_truth(fn_n, guess)
+            after = cupti_truth(fn_n, guess, host_guess)
             truths.extend([before, after])
             truth = (before + after) / 2
             results[method] = {"value": value, "truth": truth, "error": value / truth - 1, "wall_s": wall}

@@ -47,6 +47,7 @@ class TimingResult:
     wall_time: float = 0.0
     precision: int = 3
     first_call_ratio: float = 2.0
+    first_call_min: float = 1e-3
     meta: dict[str, Any] = field(default_factory=dict)
 
     # --- statistics -------------------------------------------------------------------------------------------
@@ -95,6 +96,7 @@ class TimingResult:
             self.first_call is not None
             and bool(self.samples)
             and self.first_call > self.first_call_ratio * self.median
+            and self.first_call - self.median > self.first_call_min
         )
 
     # --- text -------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import gc
 import math
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
@@ -59,9 +60,11 @@ class TimingOptions:
     cpu: bool = False
     kernel_time: bool = True
     kernel_pass_time: float = 0.01
+    kernel_preload_time: float = 0.05
     max_kernel_pass_calls: int = 2000
     host_pass_time: float = 0.002
     first_call_ratio: float = 2.0
+    first_call_min: float = 1e-3
     precision: int = 3
 
     def validate(self) -> None:
@@ -114,7 +117,7 @@ class Sampler:
     def collect(self, handle: Any) -> list[float]:
         raise NotImplementedError
 
-    def kernel_pass(self, inner: Callable[[int], None], calls: int) -> tuple[float, float] | None:
+    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
         """(busy seconds per call, kernels per call) from a profiler, or None where there is none."""
         return None
 
@@ -194,6 +197,7 @@ class CudaSampler(Sampler):
         self.backend = "cuda-events"
         self._flush_buffer: Any = None
         self._boundary: Any = None
+        self.profiler_startup: float | None = None
 
     # helpers ---------------------------------------------------------------------------------------------------
     def _event(self) -> Any:
@@ -252,6 +256,13 @@ class CudaSampler(Sampler):
             size = 2 * int(getattr(self.props, "L2_cache_size", 0) or 64 * 2**20)
             self._flush_buffer = self.torch.empty(size, dtype=self.torch.uint8, device=self.dev)
         if self.use_graph:
+            blocker = self._sync_inside(inner, k)
+            if blocker:
+                notes.append(
+                    f"--graph: the statement synchronizes with the host ({blocker}), which a CUDA graph cannot "
+                    "capture; timed without a graph."
+                )
+                return notes
             graph = self.torch.cuda.CUDAGraph()
             try:
                 self._sync()
@@ -272,6 +283,28 @@ class CudaSampler(Sampler):
                 self.graph = graph
                 self.backend = "cuda-graph"
         return notes
+
+    def _sync_inside(self, inner: Callable[[int], None], k: int) -> str | None:
+        """Run the calls once with synchronizing operations turned into errors; the error text, if any.
+
+        A capture that fails half-way leaves PyTorch's RNG and allocator in capture state ("Offset increment
+        outside graph capture"), so statements that would fail are screened out before capturing.
+        """
+        torch = self.torch
+        previous = torch.cuda.get_sync_debug_mode()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Synchronization debug mode is a prototype feature"
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            inner(k)
+        except RuntimeError as exc:
+            return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        finally:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.cuda.set_sync_debug_mode(previous)
+        self._sync()
+        return None
 
     def start(self, backlog: float) -> None:
         self._sync()
@@ -304,28 +337,23 @@ class CudaSampler(Sampler):
         global _PROFILER_WARM
         if _PROFILER_WARM:
             return
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]):
-            self.torch.ones(1, device=self.dev).add_(1)
-            self._sync()
+        t0 = time.perf_counter()
+        busy_per_call(lambda n: self.torch.ones(1, device=self.dev).add_(1), 1, self.dev.index)
+        self.profiler_startup = time.perf_counter() - t0
         _PROFILER_WARM = True
 
-    def kernel_pass(self, inner: Callable[[int], None], calls: int) -> tuple[float, float] | None:
-        from torch.profiler import ProfilerActivity, profile
-
+    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
         self._warm_profiler()
-        self._sync()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            if self.graph is not None:
-                self.graph.replay()
-            else:
-                inner(calls)
-            self._sync()
-        intervals = gpu_intervals(prof, self.dev.index)
-        if not intervals:
-            return None
-        return union_length(intervals) * 1e-9 / calls, len(intervals) / calls
+        if self.graph is not None:
+            graph = self.graph
+
+            def run(n: int) -> None:
+                for _ in range(n):
+                    graph.replay()
+
+            # one unit is one replay of calls_per_sample calls: the caller divides
+            return busy_per_call(run, calls, self.dev.index, preload=preload)
+        return busy_per_call(inner, calls, self.dev.index, preload=preload)
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         self._sync()
@@ -348,14 +376,49 @@ class CudaSampler(Sampler):
         }
 
 
-def gpu_intervals(prof: Any, device_index: int | None = None) -> list[tuple[int, int]]:
-    """(start_ns, end_ns) of every GPU activity (kernels, memcpy, memset) in a finished torch.profiler capture."""
-    out = []
+def gpu_intervals(prof: Any, device_index: int | None = None, launched_only: bool = True) -> list[tuple[int, int]]:
+    """(start_ns, end_ns) of the GPU activities (kernels, memcpy, memset) in a finished torch.profiler capture.
+
+    With ``launched_only``, only activities whose correlation id matches a CUDA API call recorded in the same
+    capture are kept: work launched before the capture started (a preload that keeps the GPU busy while the
+    profiler starts) is left out by identity, never by time window.
+    """
+    gpu, launched = [], set()
     for ev in prof.profiler.kineto_results.events():
-        if str(ev.device_type()).endswith("CUDA") and (device_index is None or ev.device_index() == device_index):
-            start = ev.start_ns()
-            out.append((start, start + ev.duration_ns()))
-    return out
+        if str(ev.device_type()).endswith("CUDA"):
+            if device_index is None or ev.device_index() == device_index:
+                gpu.append(ev)
+        elif ev.correlation_id():
+            launched.add(ev.correlation_id())
+    keep = (lambda ev: ev.correlation_id() in launched) if launched_only and launched else (lambda ev: True)
+    return [(ev.start_ns(), ev.start_ns() + ev.duration_ns()) for ev in gpu if keep(ev)]
+
+
+def busy_per_call(
+    run: Callable[[int], None], calls: int, device_index: int | None = None, preload: int = 0
+) -> tuple[float, float] | None:
+    """GPU busy seconds per call and GPU activities per call of ``run(calls)``, measured with CUPTI.
+
+    ``preload`` calls are issued first, outside the capture, so that the GPU is busy (and at its sustained clocks)
+    while the profiler starts: a GPU left idle for the profiler's start-up speeds up, and the figure would describe
+    a GPU the statement never runs on. Returns None when no GPU activity was recorded.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if preload:
+        run(preload)
+    else:
+        torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "Profiler clears events at the end of each cycle"
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run(calls)
+            torch.cuda.synchronize()
+    intervals = gpu_intervals(prof, device_index)
+    if not intervals:
+        return None
+    return union_length(intervals) * 1e-9 / calls, len(intervals) / calls
 
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
@@ -566,23 +629,34 @@ def measure(
             gc.enable()
 
     kernel_time = kernels_per_call = host_per_call = None
-    if not interrupted and opts.kernel_time:
-        calls = 1 if sampler.backend == "cuda-graph" else int(
-            min(opts.max_kernel_pass_calls, max(1, math.ceil(opts.kernel_pass_time / max(per_call, 1e-9))))
-        )
-        if sampler.backend == "cuda-graph":
-            calls = k
+    if not interrupted and opts.kernel_time and isinstance(sampler, CudaSampler):
+        graph = sampler.backend == "cuda-graph"
+        unit = k if graph else 1  # a graph replay runs k calls
+        units = max(1, math.ceil(opts.kernel_pass_time / max(unit * per_call, 1e-9)))
+        units = int(min(units, max(1, opts.max_kernel_pass_calls // unit)))
+        # Keep a GPU-bound statement's GPU busy while the profiler starts (sustained clocks); a launch-bound
+        # one idles anyway, so it gets no preload.
+        preload = 0
+        if host_est < per_call:
+            preload = int(min(math.ceil(opts.kernel_preload_time / (unit * per_call)), opts.max_kernel_pass_calls))
         try:
-            found = sampler.kernel_pass(statement.inner, calls)
+            found = sampler.kernel_pass(statement.inner, units, preload)
         except RuntimeError as exc:  # another CUPTI subscriber (nsys, ncu) or a profiler already running
             notes.append(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
             found = None
+        if sampler.profiler_startup is not None and sampler.profiler_startup > 1.0:
+            notes.append(
+                f"The profiler's first start in this process took {sampler.profiler_startup:.1f} s (CUPTI start-up, "
+                "once per process); `%config GpuMagics.kernel_time = False` skips the kernel-time pass."
+            )
         if found is not None:
-            kernel_time, kernels_per_call = found
-        elif isinstance(sampler, CudaSampler):
+            kernel_time, kernels_per_call = found[0] / unit, found[1] / unit
+        else:
             notes.append("The profiler saw no GPU activity from this statement: is it running on the GPU?")
-        if isinstance(sampler, CudaSampler) and sampler.backend != "cuda-graph":
-            host_calls = int(max(1, min(256 // max(1, math.ceil(kernels_per_call or 1)), math.ceil(opts.host_pass_time / max(host_est, 1e-9)))))
+        if not graph:
+            issue_calls = math.ceil(opts.host_pass_time / max(host_est, 1e-9))
+            launch_cap = 256 // max(1, math.ceil(kernels_per_call or 1))  # never fill the launch queue
+            host_calls = int(max(1, min(launch_cap, issue_calls)))
             host_per_call = min(sampler.host_pass(statement.inner, host_calls) for _ in range(3))
 
     meta = {"compile_time": statement.compile_time, **sampler.meta()}
@@ -602,6 +676,7 @@ def measure(
         wall_time=wall_clock() - wall0,
         precision=opts.precision,
         first_call_ratio=opts.first_call_ratio,
+        first_call_min=opts.first_call_min,
         meta=meta,
     )
 
