@@ -23,20 +23,21 @@ def split_options(line: str, parser: Any) -> tuple[str, str]:
 
     ``parse_argstring`` alone would shell-split the statement and eat its quotes (``d['k']`` -> ``d[k]``), so, as
     ``%timeit`` does, only the leading options are parsed: tokens that start with '-' and the values of options
-    that take one (``-n 10``, ``-n10``, ``--flush-l2``); ``--`` ends the options. An unknown option is left with
-    the options so that argparse reports it.
+    that take one (``-n 10``, ``-n10``, ``--flush-l2``); ``--`` ends the options. An unknown long option stays
+    with the options so that argparse reports it; an unknown single-dash token starts the statement (``-x + 1``).
     """
     actions = parser._option_string_actions  # argparse keeps no public map from option string to action
     pos = 0
     taken: list[str] = []
     while True:
+        end_of_options = re.match(r"\s*--(\s|$)", line[pos:])
+        if end_of_options:
+            pos += end_of_options.end()
+            break
         m = _OPTION.match(line, pos)
         if not m:
             break
         opt, inline_value = m.group(1), m.group(2)
-        if opt == "--":
-            pos = m.end()
-            break
         action = actions.get(opt)
         if action is None and opt[1] != "-" and opt[:2] in actions and actions[opt[:2]].nargs != 0:
             # glued short option value: -n10
@@ -44,11 +45,11 @@ def split_options(line: str, parser: Any) -> tuple[str, str]:
             pos = m.end()
             continue
         if action is None:
-            if opt[1] == "-" or len(opt) == 2:
-                taken.append(opt)  # unknown: let argparse name it
+            if opt[1] == "-":
+                taken.append(opt + (inline_value or ""))  # unknown long option: let argparse name it
                 pos = m.end()
                 continue
-            break  # e.g. "-x" as the start of an expression
+            break  # an unknown single dash starts the statement: "-x + 1"
         taken.append(opt + (inline_value or ""))
         pos = m.end()
         if action.nargs != 0 and not inline_value:

@@ -97,6 +97,11 @@ class Sampler:
     device: str = "CPU"
     backend: str = "host"
 
+    @property
+    def on_device(self) -> bool:
+        """Whether this clock times a GPU (so a kernel-time pass and a host-issue pass make sense)."""
+        return self.backend != "host"
+
     def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
         raise NotImplementedError
 
@@ -116,6 +121,13 @@ class Sampler:
 
     def collect(self, handle: Any) -> list[float]:
         raise NotImplementedError
+
+    def salvage(self, handle: Any) -> list[float]:
+        """After an interrupt and :meth:`finish`: the durations of a round that completed, in part or whole."""
+        try:
+            return self.collect(handle)
+        except Exception:  # noqa: BLE001 - salvage is best effort
+            return []
 
     def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
         """(busy seconds per call, kernels per call) from a profiler, or None where there is none."""
@@ -152,17 +164,22 @@ class HostSampler(Sampler):
         dt = time.perf_counter() - t0
         return dt, dt
 
-    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> list[float]:
-        out = []
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> dict[str, Any]:
+        # The host clock has no queue to fill: the round runs when it is collected, sample by sample, so an
+        # interrupt keeps the samples already taken.
+        return {"inner": inner, "k": k, "m": m, "done": []}
+
+    def collect(self, handle: dict[str, Any]) -> list[float]:
+        inner, k, done = handle["inner"], handle["k"], handle["done"]
         clock = time.perf_counter
-        for _ in range(m):
+        for _ in range(handle["m"] - len(done)):
             t0 = clock()
             inner(k)
-            out.append(clock() - t0)
-        return out
+            done.append(clock() - t0)
+        return done
 
-    def collect(self, handle: list[float]) -> list[float]:
-        return handle
+    def salvage(self, handle: dict[str, Any]) -> list[float]:
+        return handle["done"]
 
 
 def _torch() -> Any | None:
@@ -573,7 +590,7 @@ def measure(
     elif opts.calls_per_sample is not None:
         k = opts.calls_per_sample
     else:
-        k = int(min(opts.max_calls_per_sample, max(1, math.ceil(opts.target_sample_time / max(per_call, 1e-9)))))
+        k = int(min(opts.max_calls_per_sample, max(1, math.ceil(opts.target_sample_time / max(per_call, 1e-9) - 1e-6))))
     notes.extend(sampler.prepare(statement.inner, k))
 
     samples: list[float] = []
@@ -584,13 +601,15 @@ def measure(
     per_round = max(1, min(64, math.ceil(opts.round_time / max(k * per_call, 1e-9))))
     if opts.samples is not None:
         per_round = min(per_round, opts.samples)
+    current: Any = None
+    pending = deque()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         # Queue ahead of the first start event about the time the host needs to issue two rounds.
         sampler.start(backlog=min(0.02, 2 * per_round * k * host_est))
         sample_wall0 = wall_clock()
-        pending: deque[Any] = deque([sampler.enqueue(statement.inner, k, per_round)])
+        pending.append(sampler.enqueue(statement.inner, k, per_round))
         issued = per_round
         stopping = False
         while pending:
@@ -598,7 +617,9 @@ def measure(
                 m = per_round if opts.samples is None else min(per_round, opts.samples - issued)
                 pending.append(sampler.enqueue(statement.inner, k, m))
                 issued += m
-            durations = sampler.collect(pending.popleft())
+            current = pending.popleft()
+            durations = sampler.collect(current)
+            current = None
             samples.extend(d / k for d in durations)
             measured += sum(durations)
             if stopping:
@@ -622,6 +643,8 @@ def measure(
             sampler.finish()
         except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
             pass
+        for handle in ([current] if current is not None else []) + list(pending):
+            samples.extend(d / k for d in sampler.salvage(handle))
         if not samples:
             raise
     finally:
@@ -629,7 +652,7 @@ def measure(
             gc.enable()
 
     kernel_time = kernels_per_call = host_per_call = None
-    if not interrupted and opts.kernel_time and isinstance(sampler, CudaSampler):
+    if not interrupted and opts.kernel_time and sampler.on_device:
         graph = sampler.backend == "cuda-graph"
         unit = k if graph else 1  # a graph replay runs k calls
         units = max(1, math.ceil(opts.kernel_pass_time / max(unit * per_call, 1e-9)))
@@ -644,9 +667,10 @@ def measure(
         except RuntimeError as exc:  # another CUPTI subscriber (nsys, ncu) or a profiler already running
             notes.append(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
             found = None
-        if sampler.profiler_startup is not None and sampler.profiler_startup > 1.0:
+        startup = getattr(sampler, "profiler_startup", None)
+        if startup is not None and startup > 1.0:
             notes.append(
-                f"The profiler's first start in this process took {sampler.profiler_startup:.1f} s (CUPTI start-up, "
+                f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
                 "once per process); `%config GpuMagics.kernel_time = False` skips the kernel-time pass."
             )
         if found is not None:
