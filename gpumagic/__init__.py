@@ -8,11 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from .kernels import KernelName
+from .kernels import decode as decode_kernel
 from .result import TimingResult
 from .timing import TimingOptions, gputime
 
 __version__ = "0.1.0"
-__all__ = ["gputime", "TimingResult", "TimingOptions", "load_ipython_extension", "unload_ipython_extension"]
+__all__ = [
+    "gputime",
+    "TimingResult",
+    "TimingOptions",
+    "decode_kernel",
+    "KernelName",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+]
 
 _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime"]}
 
