@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .capture.chrome_trace import load_trace
 from .kernels import KernelName
 from .kernels import decode as decode_kernel
 from .result import TimingResult
@@ -19,12 +20,13 @@ __all__ = [
     "TimingResult",
     "TimingOptions",
     "decode_kernel",
+    "load_trace",
     "KernelName",
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
 
-_MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime"]}
+_MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -47,6 +47,13 @@ class GpuMagicsConfig(Configurable):
         2.0, help="Report the first call when it took more than this many times the median."
     ).tag(config=True)
     precision = Int(3, help="Significant digits in printed times.").tag(config=True)
+    profile_warmup = Int(1, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning).").tag(
+        config=True
+    )
+    profile_top = Int(15, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
+    timeline_max_glyphs = Int(
+        4000, help="%%gpuprofile: events per timeline lane before they are merged into time buckets."
+    ).tag(config=True)
 
     def timing_options(self, **overrides: Any) -> TimingOptions:
         """TimingOptions from the configured defaults, with per-call ``overrides`` (None values are ignored)."""

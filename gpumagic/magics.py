@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .config import GpuMagicsConfig
@@ -141,3 +141,83 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.output:
             return result
         return None
+
+    @magic_arguments()
+    @argument("-w", "--warmup", type=int, default=None, help="Runs of the cell before the capture (default 1; 0 allowed).")
+    @argument("-n", "--iters", type=int, default=1, help="Runs of the cell inside the capture (default 1).")
+    @argument("--trace", default=None, metavar="PATH", help="Also write a Chrome/Perfetto trace JSON to PATH.")
+    @argument("--top", type=int, default=None, help="Rows in the kernel and other tables (default 15).")
+    @argument("--no-timeline", action="store_true", help="Leave the timeline out (smaller output).")
+    @argument("-o", dest="output", default=None, metavar="VAR", help="Keep the ProfileReport in variable VAR.")
+    @argument("--label", default=None, help="Name of the NVTX range / record_function around the cell.")
+    @cell_magic
+    def gpuprofile(self, line: str, cell: str) -> None:
+        """Profile a cell: every kernel it runs, what each one is, and a timeline.
+
+        Usage:
+          %%gpuprofile [options]
+          cell body...
+
+        The cell runs ``-w`` times as warm-up (outside the capture: lazy init, cuBLAS heuristics, autotuning), then
+        ``-n`` times under torch.profiler inside an NVTX range and a record_function named after the cell. Its
+        assignments land in the namespace as a normal run would leave them. Shown: a summary line (device, GPU busy
+        time, wall time, GPU utilisation, backend), findings, the kernel table (nsys' cuda_gpu_kern_sum columns plus
+        each name decoded), torch ops (Self CPU vs GPU), CUDA API calls, NVTX ranges and a Bokeh timeline.
+        Without CUDA it still runs and shows the CPU ops.
+
+        Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs).
+        """
+        args = parse_argstring(self.gpuprofile, line)
+        warmup = self.profile_warmup if args.warmup is None else args.warmup
+        top = self.profile_top if args.top is None else args.top
+        if warmup < 0:
+            raise UsageError("%%gpuprofile: -w must be 0 or more")
+        if args.iters < 1:
+            raise UsageError("%%gpuprofile: -n must be at least 1")
+        if top < 1:
+            raise UsageError("%%gpuprofile: --top must be at least 1")
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
+        if not cell.strip():
+            raise UsageError("%%gpuprofile needs code in the cell body")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
+
+        from .capture.torch_profiler import capture
+        from .render.report import ProfileReport
+
+        shell = self.shell
+        source = shell.transform_cell(cell)
+        filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
+        code = compile(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename, "exec")
+        label = args.label or f"cell:{shell.execution_count}"
+
+        def run_once() -> None:
+            exec(code, shell.user_ns)  # noqa: S102 - the user's own cell
+
+        for _ in range(warmup):
+            run_once()
+
+        def run_all() -> None:
+            for _ in range(args.iters):
+                run_once()
+
+        result = capture(run_all, label)
+        trace = result.trace
+        notes = []
+        if warmup == 0:
+            notes.append("No warm-up (-w 0): first-call costs (lazy init, autotuning) are in the capture.")
+        if args.iters > 1:
+            notes.append(f"The cell ran {args.iters} times inside the capture; totals cover all of them.")
+        report = ProfileReport(trace, label=label, top=top, timeline=not args.no_timeline,
+                               max_glyphs_per_lane=self.timeline_max_glyphs, notes=notes)  # fmt: skip
+        if args.trace:
+            report.to_chrome_trace(args.trace)
+            report.notes.append(f"Chrome/Perfetto trace written to {args.trace}")
+        if args.output:
+            shell.user_ns[args.output] = report
+        from IPython.display import display
+
+        display(report)

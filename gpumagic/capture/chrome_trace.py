@@ -1,0 +1,141 @@
+"""Read a torch.profiler (Kineto) Chrome trace into a Trace: ``load_trace(path)``.
+
+The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a saved trace and a live capture go
+through one parser. Kineto writes times in microseconds with three decimals (nanosecond resolution); they are
+rounded to integer nanoseconds. Categories are matched case-insensitively (Kineto once renamed ``Kernel`` to
+``kernel``, kineto #659), and fields that a torch version lacks are left empty rather than failing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from typing import Any
+
+import pandas as pd
+
+from ..trace import Trace, frame, nesting_depth
+
+__all__ = ["load_trace", "trace_from_chrome"]
+
+_MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
+
+
+class TraceFormatError(ValueError):
+    """The file is not a torch.profiler Chrome trace gpumagic can read."""
+
+
+def _ns(us: Any) -> int:
+    return int(round(float(us) * 1000.0))
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or ``.json.gz``)."""
+    path = os.fspath(path)
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"{path}: not a readable Chrome-trace JSON ({exc})") from exc
+    trace = trace_from_chrome(data)
+    trace.meta.setdefault("source", path)
+    return trace
+
+
+def trace_from_chrome(data: dict[str, Any] | list[Any]) -> Trace:
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise TraceFormatError("no 'traceEvents' list: not a Chrome trace")
+    kernels, memops, api, ops, ranges = [], [], [], [], []
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        cat = str(ev.get("cat", "")).lower()
+        args = ev.get("args") or {}
+        try:
+            start = _ns(ev["ts"])
+            end = start + _ns(ev.get("dur", 0))
+        except (KeyError, TypeError, ValueError):
+            continue
+        name = str(ev.get("name", ""))
+        if cat == "kernel":
+            kernels.append(
+                dict(
+                    name=name, start=start, end=end, device=args.get("device"), stream=args.get("stream"),
+                    correlation=args.get("correlation"), grid=_dim(args.get("grid")), block=_dim(args.get("block")),
+                    registers=args.get("registers per thread"), shared_memory=args.get("shared memory"),
+                )
+            )  # fmt: skip
+        elif cat in ("gpu_memcpy", "gpu_memset"):
+            kind = "memset" if cat == "gpu_memset" else (_MEMCPY_KIND.search(name) or [None, "memcpy"])[1]
+            memops.append(
+                dict(kind=kind, name=name, bytes=args.get("bytes"), start=start, end=end, device=args.get("device"),
+                     stream=args.get("stream"), correlation=args.get("correlation"))  # fmt: skip
+            )
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            api.append(dict(name=name, start=start, end=end, thread=ev.get("tid"), correlation=args.get("correlation")))
+        elif cat == "cpu_op":
+            ops.append(
+                dict(name=name, start=start, end=end, thread=ev.get("tid"), shapes=_shapes(args),
+                     external_id=args.get("External id"))  # fmt: skip
+            )
+        elif cat == "user_annotation":
+            ranges.append(dict(text=name, start=start, end=end, thread=ev.get("tid"), domain="torch.profiler",
+                               style="PushPop"))  # fmt: skip
+    ops_df = frame("ops", ops)
+    if not ops_df.empty:
+        ops_df["depth"] = nesting_depth(ops_df)
+    nvtx_df = frame("nvtx", ranges)
+    if not nvtx_df.empty:
+        nvtx_df["depth"] = nesting_depth(nvtx_df)
+    meta = _meta(data if isinstance(data, dict) else {}, events)
+    return Trace(
+        kernels=_ints(frame("kernels", kernels), ["correlation", "registers", "shared_memory"]),
+        memops=_ints(frame("memops", memops), ["bytes", "correlation"]),
+        api=_ints(frame("api", api), ["correlation"]),
+        ops=_ints(ops_df, ["external_id"]),
+        nvtx=nvtx_df,
+        meta=meta,
+    )
+
+
+def _ints(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    for c in cols:
+        if c in df.columns and not df.empty:
+            df[c] = pd.to_numeric(df[c], errors="coerce").fillna(-1).astype("int64")
+    return df
+
+
+def _dim(v: Any) -> str | None:
+    if isinstance(v, (list, tuple)):
+        return "x".join(str(int(x)) for x in v)
+    return None if v is None else str(v)
+
+
+def _shapes(args: dict[str, Any]) -> str | None:
+    dims = args.get("Input Dims")
+    if not dims:
+        return None
+    return ", ".join("[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list) else str(d) for d in dims)
+
+
+def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"backend": "torch.profiler"}
+    props = data.get("deviceProperties") or []
+    if props:
+        p = props[0]
+        meta["device"] = p.get("name")
+        meta["sm_count"] = p.get("numSms")
+        if "computeMajor" in p:
+            meta["compute_capability"] = f"{p.get('computeMajor')}.{p.get('computeMinor')}"
+    for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "schemaVersion"):
+        if key in data:
+            meta[key] = data[key]
+    spans = [e for e in events if isinstance(e, dict) and e.get("cat") == "Trace" and e.get("ph") == "X"]
+    if spans:
+        s = _ns(spans[0]["ts"])
+        meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
+    return meta
