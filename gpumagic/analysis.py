@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .kernels import decode
@@ -164,34 +165,52 @@ def _sm_num(sm: str) -> int:
 
 def op_table(trace: Trace) -> pd.DataFrame:
     """Torch ops aggregated by name: calls, CPU total, self CPU (minus children), and the GPU time of the kernels
-    they launched (through launch correlation). Sorted by self CPU, the column that shows host overhead."""
+    they launched (kernel -> launching API call by correlation -> innermost op enclosing that call). Sorted by self
+    CPU, the column that shows host overhead. One sweep per thread: O(n log n)."""
     ops = trace.ops
     cols = ["Name", "Calls", "CPU total (ns)", "Self CPU (ns)", "GPU (ns)", "Input shapes"]
     if ops.empty:
         return pd.DataFrame(columns=cols)
-    ops = ops.sort_values(["thread", "start"]).reset_index(drop=True)
-    dur = (ops["end"] - ops["start"]).astype("int64")
-    child = pd.Series(0, index=ops.index, dtype="int64")
-    for _, g in ops.groupby("thread", sort=False):
+    ops = ops.sort_values(["thread", "start", "end"], ascending=[True, True, False]).reset_index(drop=True)
+    start = ops["start"].to_numpy(dtype="int64")
+    end = ops["end"].to_numpy(dtype="int64")
+    dur = end - start
+    child = np.zeros(len(ops), dtype="int64")
+    gpu = np.zeros(len(ops), dtype="int64")
+    kdur: dict[int, int] = {}
+    if not trace.kernels.empty:
+        kd = trace.kernels.assign(d=trace.kernels["end"] - trace.kernels["start"]).groupby("correlation")["d"].sum()
+        kdur = {int(c): int(v) for c, v in kd.items()}
+    api = trace.api[trace.api["correlation"].isin(list(kdur))] if kdur and not trace.api.empty else trace.api.iloc[0:0]
+    api_by_thread = {th: g.sort_values("start") for th, g in api.groupby("thread")} if not api.empty else {}
+    threads = ops["thread"].to_numpy()
+    bounds = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        a = api_by_thread.get(threads[lo])
+        a_start = a["start"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
+        a_corr = a["correlation"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
+        j = 0
         stack: list[int] = []
-        for idx in g.index:
-            s = ops.at[idx, "start"]
-            while stack and ops.at[stack[-1], "end"] <= s:
+        for i in range(lo, hi):
+            s = start[i]
+            while j < len(a_start) and a_start[j] < s:  # API calls before this op starts: attribute to the stack
+                while stack and end[stack[-1]] <= a_start[j]:
+                    stack.pop()
+                if stack:
+                    gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
+                j += 1
+            while stack and end[stack[-1]] <= s:
                 stack.pop()
             if stack:
-                child[stack[-1]] += dur[idx]
-            stack.append(idx)
-    self_cpu = dur - child
-    gpu = pd.Series(0, index=ops.index, dtype="int64")
-    if not trace.kernels.empty and not trace.api.empty:
-        # kernel -> launching API call (correlation) -> innermost op enclosing that call on its thread
-        kdur = trace.kernels.assign(d=trace.kernels["end"] - trace.kernels["start"]).groupby("correlation")["d"].sum()
-        api = trace.api[trace.api["correlation"].isin(kdur.index)]
-        for _, a in api.iterrows():
-            cand = ops[(ops["thread"] == a["thread"]) & (ops["start"] <= a["start"]) & (ops["end"] >= a["end"])]
-            if not cand.empty:
-                gpu[cand["depth"].idxmax()] += int(kdur[a["correlation"]])
-    df = pd.DataFrame({"Name": ops["name"], "dur": dur, "self": self_cpu, "gpu": gpu, "shapes": ops["shapes"]})
+                child[stack[-1]] += dur[i]
+            stack.append(i)
+        while j < len(a_start):
+            while stack and end[stack[-1]] <= a_start[j]:
+                stack.pop()
+            if stack:
+                gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
+            j += 1
+    df = pd.DataFrame({"Name": ops["name"], "dur": dur, "self": dur - child, "gpu": gpu, "shapes": ops["shapes"]})
     g = df.groupby("Name", sort=False)
     out = pd.DataFrame({
         "Calls": g.size(), "CPU total (ns)": g["dur"].sum(), "Self CPU (ns)": g["self"].sum(), "GPU (ns)": g["gpu"].sum(),

@@ -52,7 +52,7 @@ class GpuMagicsConfig(Configurable):
     )
     profile_top = Int(15, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
     timeline_max_glyphs = Int(
-        4000, help="%%gpuprofile: events per timeline lane before they are merged into time buckets."
+        2500, help="%%gpuprofile: events per timeline lane before they are merged into time buckets."
     ).tag(config=True)
 
     def timing_options(self, **overrides: Any) -> TimingOptions:

@@ -30,7 +30,7 @@ class ProfileReport:
     label: str = ""
     top: int = 15
     timeline: bool = True
-    max_glyphs_per_lane: int = 4000
+    max_glyphs_per_lane: int = 2500
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..kernels import decode
@@ -27,17 +28,19 @@ _MAX_DEPTH = 6
 
 
 def _bucket(df: pd.DataFrame, limit: int) -> pd.DataFrame:
-    """Merge a lane's events into at most ``limit`` time buckets (per depth)."""
+    """Merge a lane's events into at most ``limit`` time buckets per depth; each bucket is labelled by its longest
+    event and says how many it holds."""
     if len(df) <= limit:
         return df.assign(count=1)
-    t0, t1 = df["start"].min(), df["end"].max()
+    t0, t1 = int(df["start"].min()), int(df["end"].max())
     width = max(1, (t1 - t0) // limit + 1)
-    b = (df["start"] - t0) // width
-    g = df.assign(_b=b).groupby(["_b", "depth"], sort=False)
-    out = g.agg(start=("start", "min"), end=("end", "max"), name=("name", lambda s: s.value_counts().index[0]),
-                raw=("raw", "first"), family=("family", lambda s: s.value_counts().index[0]),
-                extra=("extra", "first"), count=("start", "size")).reset_index(drop=False)  # fmt: skip
-    out["name"] = out.apply(lambda r: r["name"] if r["count"] == 1 else f"{r['count']} events, mostly {r['name']}", axis=1)
+    d = df.assign(_b=(df["start"] - t0) // width, _dur=df["end"] - df["start"])
+    g = d.groupby(["_b", "depth"], sort=False)
+    longest = d.loc[g["_dur"].idxmax()].set_index(["_b", "depth"])
+    agg = g.agg(start=("start", "min"), end=("end", "max"), count=("start", "size"))
+    out = agg.join(longest[["name", "raw", "family", "extra"]]).reset_index()
+    many = out["count"] > 1
+    out.loc[many, "name"] = out.loc[many, "count"].astype(str) + " events, longest: " + out.loc[many, "name"].astype(str)
     return out.drop(columns=["_b"])
 
 
@@ -47,17 +50,17 @@ def _lanes(trace: Trace) -> list[tuple[str, str, pd.DataFrame]]:
     if not trace.nvtx.empty:
         for th, g in trace.nvtx.groupby("thread", sort=True):
             lanes.append((f"ranges (thread {th})", "nvtx", pd.DataFrame({
-                "start": g["start"], "end": g["end"], "name": g["text"].astype(str), "raw": g["text"].astype(str),
+                "start": g["start"], "end": g["end"], "name": g["text"].astype(str), "raw": "",
                 "family": "nvtx", "extra": g["domain"].astype(str), "depth": g["depth"].clip(upper=_MAX_DEPTH)})))  # fmt: skip
     if not trace.ops.empty:
         for th, g in trace.ops.groupby("thread", sort=True):
             lanes.append((f"CPU ops (thread {th})", "ops", pd.DataFrame({
-                "start": g["start"], "end": g["end"], "name": g["name"].astype(str), "raw": g["name"].astype(str),
+                "start": g["start"], "end": g["end"], "name": g["name"].astype(str), "raw": "",
                 "family": "ops", "extra": g["shapes"].fillna("").astype(str), "depth": g["depth"].clip(upper=_MAX_DEPTH)})))  # fmt: skip
     if not trace.api.empty:
         for th, g in trace.api.groupby("thread", sort=True):
             lanes.append((f"CUDA API (thread {th})", "api", pd.DataFrame({
-                "start": g["start"], "end": g["end"], "name": g["name"].astype(str), "raw": g["name"].astype(str),
+                "start": g["start"], "end": g["end"], "name": g["name"].astype(str), "raw": "",
                 "family": "api", "extra": "correlation " + g["correlation"].astype(str), "depth": 0})))  # fmt: skip
     gpu = []
     if not trace.kernels.empty:
@@ -79,44 +82,47 @@ def _lanes(trace: Trace) -> list[tuple[str, str, pd.DataFrame]]:
     return lanes
 
 
-def timeline_figure(trace: Trace, max_glyphs_per_lane: int = 4000, title: str | None = None) -> Any:
+def timeline_figure(trace: Trace, max_glyphs_per_lane: int = 2500, title: str | None = None) -> Any:
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
     lanes = _lanes(trace)
     t0, _ = trace.window()
-    rows = []
+    parts = []
     ticks, labels = [], {}
     y = 0.0
     for label, kind, ev in lanes:
         ev = _bucket(ev.reset_index(drop=True), max_glyphs_per_lane)
-        depth_rows = int(ev["depth"].max()) + 1 if not ev.empty else 1
-        lane_top = y
-        for _, r in ev.iterrows():
-            top = lane_top - r["depth"] * 0.8
-            fam = r["family"]
-            rows.append({
-                "left": (r["start"] - t0) / 1e6, "right": max(r["end"], r["start"] + 1) / 1e6 - t0 / 1e6,
-                "top": top, "bottom": top - 0.7, "name": r["name"], "raw": r["raw"], "lane": label,
-                "dur": format_time((r["end"] - r["start"]) * 1e-9), "extra": r["extra"], "count": int(r.get("count", 1)),
-                "color": FAMILY_COLORS.get(fam, _LANE_COLORS.get(fam if fam in _LANE_COLORS else kind, "#c7c7c7")),
-            })  # fmt: skip
-        center = lane_top - 0.35 - (depth_rows - 1) * 0.4
+        depth = ev["depth"].astype(float).to_numpy()
+        depth_rows = int(depth.max()) + 1 if len(ev) else 1
+        top = y - depth * 0.8
+        fam = ev["family"].astype(str)
+        color = fam.map(FAMILY_COLORS).fillna(fam.map(_LANE_COLORS)).fillna(_LANE_COLORS.get(kind, "#c7c7c7"))
+        start = ev["start"].to_numpy(dtype="int64")
+        end = np.maximum(ev["end"].to_numpy(dtype="int64"), start + 1)
+        parts.append(pd.DataFrame({
+            "left": (start - t0) / 1e6, "right": (end - t0) / 1e6, "top": top, "bottom": top - 0.7,
+            "name": ev["name"].astype(str).to_numpy(), "raw": ev["raw"].astype(str).str.slice(0, 240).to_numpy(),
+            "dur": [format_time(x * 1e-9) for x in (end - start)], "extra": ev["extra"].astype(str).to_numpy(),
+            "count": ev["count"].to_numpy(), "color": color.to_numpy(),
+        }))  # fmt: skip
+        center = y - 0.35 - (depth_rows - 1) * 0.4
         ticks.append(center)
         labels[center] = label
-        y = lane_top - depth_rows * 0.8 - 0.5
+        y = y - depth_rows * 0.8 - 0.5
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     n = len(rows)
     height = int(max(160, min(900, 60 + (-y) * 28)))
     p = figure(
         height=height, sizing_mode="stretch_width", x_axis_label="ms since capture start", tools="xpan,xwheel_zoom,box_zoom,reset,save",
         active_scroll="xwheel_zoom", title=title, output_backend="webgl" if n > 5000 else "canvas",
     )  # fmt: skip
-    src = ColumnDataSource(pd.DataFrame(rows).to_dict("list") if rows else {k: [] for k in ("left", "right", "top", "bottom", "color",
-                                                                               "name", "raw", "lane", "dur", "extra", "count")})  # fmt: skip
+    src = ColumnDataSource(rows.to_dict("list") if n else {k: [] for k in ("left", "right", "top", "bottom", "color",
+                                                                               "name", "raw", "dur", "extra", "count")})  # fmt: skip
     r = p.quad(left="left", right="right", top="top", bottom="bottom", fill_color="color", line_color="color", source=src,
                fill_alpha=0.85)  # fmt: skip
     p.add_tools(HoverTool(renderers=[r], tooltips=[("name", "@name"), ("raw", "@raw"), ("duration", "@dur"),
-                                                   ("lane", "@lane"), ("detail", "@extra"), ("events", "@count")]))  # fmt: skip
+                                                   ("detail", "@extra"), ("events", "@count")]))  # fmt: skip
     p.yaxis.ticker = ticks
     p.yaxis.major_label_overrides = {float(k): v for k, v in labels.items()}
     p.ygrid.grid_line_color = None
@@ -124,7 +130,7 @@ def timeline_figure(trace: Trace, max_glyphs_per_lane: int = 4000, title: str | 
     return p
 
 
-def timeline_html(trace: Trace, max_glyphs_per_lane: int = 4000, title: str = "gpumagic timeline") -> str:
+def timeline_html(trace: Trace, max_glyphs_per_lane: int = 2500, title: str = "gpumagic timeline") -> str:
     """A standalone HTML page with the timeline, BokehJS inlined (GPU boxes are often offline)."""
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
