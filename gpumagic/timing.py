@@ -138,6 +138,10 @@ class Sampler:
         inner(calls)
         return (time.perf_counter() - t0) / calls
 
+    def sm_clock(self) -> int | None:
+        """Current SM clock in MHz where the device reports it (NVML), else None."""
+        return None
+
     def finish(self) -> None:
         """Wait for everything issued (errors from asynchronous work surface here)."""
 
@@ -383,6 +387,14 @@ class CudaSampler(Sampler):
     def finish(self) -> None:
         self._sync()
 
+    def sm_clock(self) -> int | None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return int(self.torch.cuda.clock_rate(self.dev))
+        except Exception:  # noqa: BLE001 - no NVML (pynvml), or the device does not report clocks
+            return None
+
     def meta(self) -> dict[str, Any]:
         torch = self.torch
         return {
@@ -602,7 +614,9 @@ def measure(
     if opts.samples is not None:
         per_round = min(per_round, opts.samples)
     current: Any = None
+    unsettled = ""
     pending = deque()
+    clock_start, clock_end = sampler.sm_clock(), None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -634,8 +648,10 @@ def measure(
                 stopping = True
             elif wall_clock() - sample_wall0 > opts.time_budget and len(samples) >= opts.min_samples_on_budget:
                 stop_reason = f"time budget of {opts.time_budget:g} s ended ({decision.reason})"
+                unsettled = decision.reason
                 stopping = True
         sampler.finish()
+        clock_end = sampler.sm_clock()
     except KeyboardInterrupt:
         interrupted = True
         stop_reason = "interrupted"
@@ -683,7 +699,17 @@ def measure(
             host_calls = int(max(1, min(launch_cap, issue_calls)))
             host_per_call = min(sampler.host_pass(statement.inner, host_calls) for _ in range(3))
 
+    if unsettled and ("halves differ" in unsettled or "CI" in unsettled):
+        notes.append(
+            f"The median had not settled when the {opts.time_budget:g} s budget ended ({unsettled}): clocks may still "
+            "be changing under sustained load. A longer run: %config GpuMagics.time_budget = 2"
+        )
     meta = {"compile_time": statement.compile_time, **sampler.meta()}
+    if not interrupted and clock_start and clock_end:
+        meta["sm_clock_mhz"] = (clock_start, clock_end)
+        if abs(clock_end - clock_start) / clock_start > 0.03:
+            notes.append(f"The SM clock moved from {clock_start} to {clock_end} MHz while sampling (power or thermal "
+                         "limits): the samples span both.")
     return TimingResult(
         samples=samples,
         calls_per_sample=k,

@@ -108,6 +108,25 @@ def test_noise_runs_until_the_time_budget():
     assert 0.3 <= clock.now - 0.2 <= 0.5  # first call 0.2 s, then ~budget (+ one round in flight + warm-up)
 
 
+def test_unsettled_median_at_budget_end_is_said():
+    result, _, _ = run(lambda i: 1e-3 * (1 + 0.002 * i), TimingOptions(time_budget=0.3))  # steady drift
+    assert any("had not settled" in w and "time_budget" in w for w in result.warnings())
+
+
+def test_sm_clock_change_is_reported():
+    class Throttling(ScriptedSampler):
+        clocks = iter([1980, 1755])
+
+        def sm_clock(self):
+            return next(self.clocks)
+
+    clock = FakeClock()
+    r = measure(compile_statement("pass", globals={}), {}, TimingOptions(), sampler=Throttling(clock, lambda i: 1e-3),
+                wall_clock=clock)  # fmt: skip
+    assert r.meta["sm_clock_mhz"] == (1980, 1755)
+    assert any("1980 to 1755 MHz" in w for w in r.warnings())
+
+
 def test_drift_keeps_sampling_until_it_settles():
     # clocks settle: 1.05 ms for the first 30 samples, then 1.00 ms. At 100 samples (the minimum time) the
     # halves still disagree, so sampling goes on until the slow start no longer moves the first half's median.
