@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .capture.chrome_trace import load_trace
+from .capture.nsys_sqlite import load_nsys
 from .kernels import KernelName
 from .kernels import decode as decode_kernel
 from .result import TimingResult
@@ -21,6 +22,7 @@ __all__ = [
     "TimingOptions",
     "decode_kernel",
     "load_trace",
+    "load_nsys",
     "KernelName",
     "load_ipython_extension",
     "unload_ipython_extension",

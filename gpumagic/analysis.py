@@ -65,7 +65,11 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
     out: list[Finding] = []
     fig = cell_figures(trace)
     k = trace.kernels
-    launches = trace.api[trace.api["name"].isin(_LAUNCH_APIS)] if not trace.api.empty else trace.api
+    launches = (
+        trace.api[trace.api["name"].str.replace(r"_v\d+$", "", regex=True).isin(_LAUNCH_APIS)]
+        if not trace.api.empty
+        else trace.api
+    )
 
     # --- self-checks first: numbers that do not add up are the most important thing to say ---------------------
     if k.empty and trace.memops.empty:

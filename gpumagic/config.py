@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from traitlets import Bool, Float, Int
+from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Configurable
 
 from .stats import StopRule
@@ -51,6 +51,14 @@ class GpuMagicsConfig(Configurable):
         config=True
     )
     profile_top = Int(15, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
+    nsys_path = Unicode(
+        "", help="%%gpuprofile --nsys: the nsys binary (default: PATH, then the usual install locations)."
+    ).tag(config=True)
+    profile_dir = Unicode(
+        "gpumagic-profiles", help="%%gpuprofile --nsys: where the .nsys-rep and .sqlite files are kept."
+    ).tag(config=True)
+    nsys_trace = Unicode("cuda,nvtx,osrt", help="%%gpuprofile --nsys: what nsys traces (-t).").tag(config=True)
+    nsys_timeout = Float(300.0, help="%%gpuprofile --nsys: seconds before the nsys run is stopped.").tag(config=True)
     timeline_max_glyphs = Int(
         2500, help="%%gpuprofile: events per timeline lane before they are merged into time buckets."
     ).tag(config=True)

@@ -60,6 +60,13 @@ def split_options(line: str, parser: Any) -> tuple[str, str]:
     return " ".join(taken), line[pos:].strip()
 
 
+def _unquote(value: str | None) -> str | None:
+    """magic_arguments keeps the quotes around a quoted value ('k = 1'): drop one matching pair."""
+    if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
 @magics_class
 class GpuMagics(Magics, GpuMagicsConfig):
     """The gpumagic magics. Settings: ``%config GpuMagics`` lists them."""
@@ -150,6 +157,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--no-timeline", action="store_true", help="Leave the timeline out (smaller output).")
     @argument("-o", dest="output", default=None, metavar="VAR", help="Keep the ProfileReport in variable VAR.")
     @argument("--label", default=None, help="Name of the NVTX range / record_function around the cell.")
+    @argument("--nsys", action="store_true", help="Re-run the cell in a subprocess under Nsight Systems instead.")
+    @argument("--setup", default=None, metavar="CODE", help="--nsys: code run in the subprocess before the cell.")
+    @argument("--nsys-args", default="", metavar="ARGS", help="--nsys: extra nsys profile arguments (shell-split).")
+    @argument("--timeout", type=float, default=None, metavar="S", help="--nsys: seconds before the run is stopped.")
     @cell_magic
     def gpuprofile(self, line: str, cell: str) -> None:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
@@ -185,14 +196,25 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except ImportError:
             raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
-        from .capture.torch_profiler import capture
         from .render.report import ProfileReport
 
         shell = self.shell
+        label = args.label or f"cell:{shell.execution_count}"
+        if args.nsys:
+            report = self._profile_with_nsys(args, cell, label, warmup, top)
+            if args.output:
+                shell.user_ns[args.output] = report
+            from IPython.display import display
+
+            display(report)
+            return
+        if args.setup or args.nsys_args or args.timeout is not None:
+            raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
+        from .capture.torch_profiler import capture
+
         source = shell.transform_cell(cell)
         filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
         code = compile(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename, "exec")
-        label = args.label or f"cell:{shell.execution_count}"
 
         def run_once() -> None:
             exec(code, shell.user_ns)  # noqa: S102 - the user's own cell
@@ -221,3 +243,33 @@ class GpuMagics(Magics, GpuMagicsConfig):
         from IPython.display import display
 
         display(report)
+
+    def _profile_with_nsys(self, args: Any, cell: str, label: str, warmup: int, top: int) -> Any:
+        import sys
+
+        from .capture.nsys import CellError, NsysError, profile_cell
+        from .capture.nsys_sqlite import NsysExportError
+        from .capture.shipping import ShippingError
+        from .render.report import ProfileReport
+
+        source = self.shell.transform_cell(cell)
+        try:
+            run = profile_cell(
+                source, self.shell.user_ns, label, setup=_unquote(args.setup), warmup=warmup, iters=args.iters,
+                nsys_path=self.nsys_path or None, profile_dir=self.profile_dir, trace=self.nsys_trace,
+                extra_args=_unquote(args.nsys_args) or "",
+                timeout=args.timeout if args.timeout is not None else self.nsys_timeout,
+            )  # fmt: skip
+        except CellError as exc:
+            print(exc.traceback, file=sys.stderr)
+            raise UsageError(str(exc).splitlines()[0]) from None
+        except (ShippingError, NsysError, NsysExportError) as exc:
+            raise UsageError(f"%%gpuprofile --nsys: {exc}") from None
+        notes = [f"report: {run.report}" if run.report else "report: (not kept)", f"SQLite export: {run.sqlite}"]
+        if args.trace:
+            notes.append(f"Chrome/Perfetto trace written to {args.trace}")
+        report = ProfileReport(run.trace, label=label, top=top, timeline=not args.no_timeline,
+                               max_glyphs_per_lane=self.timeline_max_glyphs, notes=notes)  # fmt: skip
+        if args.trace:
+            report.to_chrome_trace(args.trace)
+        return report

@@ -1,0 +1,237 @@
+"""The nsys path: reading exports (checked row for row against `nsys stats` from the same nsys), shipping a cell's
+names, and the orchestration of `%%gpuprofile --nsys` with a stand-in nsys on every error path."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pathlib
+import shutil
+import sqlite3
+
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from gpumagic import load_nsys
+from gpumagic.capture.nsys import NsysNotFoundError, find_nsys
+from gpumagic.capture.nsys_sqlite import NoCudaDataError, NsysExportError
+from gpumagic.capture.shipping import ShippingError, free_names, restore, ship
+
+DATA = pathlib.Path(__file__).parent / "data" / "nsys"
+FAKE = str(pathlib.Path(__file__).parent / "fake_nsys" / "nsys")
+torch = pytest.importorskip("torch")
+
+
+def unzip(name: str, tmp_path: pathlib.Path) -> str:
+    out = tmp_path / f"{name}.sqlite"
+    with gzip.open(DATA / f"{name}.sqlite.gz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return str(out)
+
+
+REPORTS = [
+    ("cuda_gpu_kern_sum", "kernel_summary"), ("cuda_api_sum", "api_summary"), ("nvtx_sum", "nvtx_summary"),
+    ("osrt_sum", "osrt_summary"), ("cuda_gpu_mem_time_sum", "memop_summary"), ("cuda_gpu_mem_size_sum", "memop_size_summary"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["matmul", "block"])
+@pytest.mark.parametrize("report, method", REPORTS)
+def test_summaries_equal_nsys_stats_row_for_row(name, report, method, tmp_path):
+    got = getattr(load_nsys(unzip(name, tmp_path)), method)()
+    csv = DATA / f"{name}.stats_{report}.csv"
+    if csv.stat().st_size == 0:  # nsys stats: "SKIPPED: ... does not contain ... data"
+        assert got.empty
+        return
+    ref = pd.read_csv(csv)
+    assert list(got.columns) == list(ref.columns)
+    assert len(got) == len(ref)
+    key = list(ref.columns[-2:]) if report == "nvtx_sum" else [ref.columns[-1]]
+    merged = ref.merge(got, on=key, suffixes=("_nsys", "_gm"), validate="one_to_one")
+    assert len(merged) == len(ref), "row names differ"
+    for col in ref.columns:
+        if col in key:
+            continue
+        a, b = merged[f"{col}_nsys"].astype(float), merged[f"{col}_gm"].astype(float)
+        # nsys prints one decimal (three for MB): equal to the printed precision
+        tol = 0.0006 if "(MB)" in col else 0.051
+        assert ((a - b).abs() <= tol).all(), (col, list(zip(a, b)))
+    assert got[got.columns[-1]].tolist() == ref[ref.columns[-1]].tolist() or report == "nvtx_sum"
+
+
+def test_block_export_contents(tmp_path):
+    t = load_nsys(unzip("block", tmp_path))
+    assert t.meta["device"] == "NVIDIA H100 80GB HBM3" and t.meta["schema_version"] == "3.20.3"
+    assert set(t.memops["kind"]) == {"HtoD", "DtoH", "memset"}
+    assert {":warmup", ":cell:block", ":qkv", ":ffn"} <= set(t.nvtx["text"])
+    assert not t.osrt.empty and t.ops.empty
+    inner = t.nvtx[t.nvtx["text"] == ":qkv"]
+    assert (inner["depth"] == 1).all()
+
+
+def test_matmul_capture_holds_only_the_cell(tmp_path):
+    t = load_nsys(unzip("matmul", tmp_path))
+    assert len(t.kernels) == 3  # the three calls inside the range; the warm-up call is outside the capture
+    assert t.nvtx["text"].tolist() == [":cell:matmul"]
+
+
+def test_unreadable_exports_are_explained(tmp_path):
+    zero = tmp_path / "zero.sqlite"
+    zero.write_bytes(b"\x00" * 4096)
+    with pytest.raises(NsysExportError, match="zeroed file"):
+        load_nsys(zero)
+    (tmp_path / "text.sqlite").write_text("hello")
+    with pytest.raises(NsysExportError, match="not an SQLite file"):
+        load_nsys(tmp_path / "text.sqlite")
+    old = unzip("matmul", tmp_path)
+    con = sqlite3.connect(old)
+    con.execute("UPDATE META_DATA_EXPORT SET value='2' WHERE name='EXPORT_SCHEMA_VERSION_MAJOR'")
+    con.commit()
+    con.close()
+    with pytest.raises(NsysExportError, match="export schema"):
+        load_nsys(old)
+    with pytest.raises(NoCudaDataError, match="outside its container"):
+        load_nsys(unzip("nocuda", tmp_path))
+
+
+# --- shipping ----------------------------------------------------------------------------------------------------
+
+
+def test_free_names():
+    assert free_names("y = torch.matmul(A, B) + x\nz = y * 2\nprint(len(z))") == ["torch", "A", "B", "x"]
+    assert free_names("for i in range(3): pass") == []
+    assert free_names("x = x + 1") == ["x"] and free_names("n += 1") == ["n"]
+    assert free_names("import numpy as np\nnp.ones(3)") == []
+    assert free_names("def f(a):\n    return a * W\nf(v)") == ["W", "v"]
+    assert free_names("[w * q for w in ws]") == ["ws", "q"]
+
+
+def test_ship_and_restore_round_trip(tmp_path):
+    import json as json_module
+
+    a = torch.arange(6.0).reshape(2, 3)
+    ns = {"a": a, "cfg": {"k": [1, 2]}, "jm": json_module, "lin": torch.nn.Linear(2, 2), "unused": object()}
+    ship(["a", "cfg", "jm", "lin", "missing"], ns, str(tmp_path))
+    back = restore(str(tmp_path))
+    assert torch.equal(back["a"], a) and back["cfg"] == {"k": [1, 2]}
+    assert back["jm"] is json_module and isinstance(back["lin"], torch.nn.Linear)
+    assert "unused" not in back and "missing" not in back
+
+
+def test_unshippable_names_are_listed_with_the_fix(tmp_path):
+    def helper():  # defined in a test module, but pretend it is the notebook's
+        return 1
+
+    helper.__module__ = "__main__"
+    gen = (i for i in range(3))
+    with pytest.raises(ShippingError) as exc:
+        ship(["helper", "gen"], {"helper": helper, "gen": gen}, str(tmp_path))
+    msg = str(exc.value)
+    assert "helper: a function defined in the notebook" in msg and "gen: generator cannot be pickled" in msg
+    assert "--setup" in msg
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_find_nsys_says_where_it_looked(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("gpumagic.capture.nsys._SEARCH", ("/nonexistent/*/nsys",))
+    with pytest.raises(NsysNotFoundError, match="Looked in: PATH, /nonexistent/\\*/nsys.*GpuMagics.nsys_path"):
+        find_nsys()
+    with pytest.raises(NsysNotFoundError, match="configured path '/no/nsys'"):
+        find_nsys("/no/nsys")
+    assert find_nsys(FAKE) == FAKE
+
+
+# --- the magic with the stand-in nsys -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nsys_ip(ip, tmp_path, monkeypatch):
+    log = tmp_path / "nsys.log"
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
+    monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
+    ip.log_path = log
+    return ip
+
+
+def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tmp_path):
+    nsys_ip.user_ns["A"] = torch.arange(4.0)
+    nsys_ip.user_ns["marker"] = str(tmp_path / "ran.txt")
+    with capture_output() as cap:
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 2 -o rep --label cell:t --nsys-args '--sample=none'",
+                               "open(marker, 'a').write(str(float(A.sum())) + '\\n')")  # fmt: skip
+    assert (tmp_path / "ran.txt").read_text().splitlines() == ["6.0", "6.0", "6.0"]  # 2 warm-up + 1 captured
+    rep = nsys_ip.user_ns["rep"]
+    assert len(rep.trace.kernels) == 3 and rep.trace.meta["backend"] == "nsys"
+    log = nsys_ip.log_path.read_text()
+    for piece in ("profile -t cuda,nvtx,osrt", "--capture-range=nvtx", "--nvtx-capture=cell:t",
+                  "--capture-range-end=stop", "--force-overwrite=true", "--export=sqlite", "--sample=none",
+                  "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"):  # fmt: skip
+        assert piece in log, piece
+    paths = [n.split(": ", 1)[1] for n in rep.notes if n.startswith(("report:", "SQLite export:"))]
+    assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
+    assert "text/html" in cap.outputs[0].data
+    assert "A" in nsys_ip.user_ns  # the namespace is left as it was
+
+
+def test_report_only_is_exported_with_the_same_nsys(nsys_ip, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_MODE", "report")
+    nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep", "x = 1")
+    assert "export --type sqlite --force-overwrite true" in nsys_ip.log_path.read_text()
+    assert len(nsys_ip.user_ns["rep"].trace.kernels) == 3
+
+
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("noreport", "capture range .* never opened"),
+        ("nocuda", "does not contain CUDA trace data"),
+        ("fail", "exited with status 1(.|\\n)*failed to start the profiling session"),
+        ("newer", "newer Nsight Systems"),
+    ],
+)
+def test_nsys_failures_name_cause_and_fix(nsys_ip, monkeypatch, mode, message):
+    monkeypatch.setenv("FAKE_NSYS_MODE", mode)
+    with pytest.raises(UsageError, match=message):
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
+
+
+def test_timeout_stops_nsys_and_says_so(nsys_ip, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_MODE", "hang")
+    with pytest.raises(UsageError, match="did not finish within 2 s"):
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys --timeout 2", "x = 1")
+
+
+def test_unshippable_names_stop_before_nsys_runs(nsys_ip):
+    nsys_ip.run_cell("def notebook_fn():\n    return 1")
+    with pytest.raises(UsageError, match="notebook_fn: a function defined in the notebook"):
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys", "notebook_fn()")
+    assert not nsys_ip.log_path.exists()
+
+
+def test_setup_code_runs_in_the_subprocess(nsys_ip, tmp_path):
+    nsys_ip.user_ns["marker"] = str(tmp_path / "setup.txt")
+    nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0 --setup 'k = 41'", "open(marker, 'w').write(str(k + 1))")
+    assert (tmp_path / "setup.txt").read_text() == "42"
+
+
+def test_cell_exception_in_the_subprocess_is_the_cells_error(nsys_ip):
+    with capture_output() as cap:
+        with pytest.raises(UsageError, match="ZeroDivisionError"):
+            nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "1 / 0")
+    assert "Traceback" in cap.stderr and "1 / 0" in cap.stderr
+
+
+def test_nsys_not_found_is_a_usage_error(nsys_ip):
+    nsys_ip.run_line_magic("config", "GpuMagics.nsys_path = '/nonexistent/nsys'")
+    with pytest.raises(UsageError, match="GpuMagics.nsys_path"):
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys", "x = 1")
+
+
+def test_nsys_only_options_need_nsys(ip):
+    with pytest.raises(UsageError, match="go with --nsys"):
+        ip.run_cell_magic("gpuprofile", "--setup 'x=1'", "y = 2")
