@@ -219,6 +219,7 @@ class CudaSampler(Sampler):
         self._flush_buffer: Any = None
         self._boundary: Any = None
         self.profiler_startup: float | None = None
+        self.notes_for_result: list[str] = []
 
     # helpers ---------------------------------------------------------------------------------------------------
     def _event(self) -> Any:
@@ -374,6 +375,23 @@ class CudaSampler(Sampler):
 
             # one unit is one replay of calls_per_sample calls: the caller divides
             return busy_per_call(run, calls, self.dev.index, preload=preload)
+        if self.flush_l2:
+            # The kernel time must be the cold-cache one the samples measure: flush before each call here too, and
+            # leave the flush's own activity out by name.
+            buf = self._flush_buffer
+            flush_names = gpu_activity_names(buf.zero_)
+
+            def run_cold(n: int) -> None:
+                for _ in range(n):
+                    buf.zero_()
+                    inner(1)
+
+            found = busy_per_call(run_cold, calls, self.dev.index, exclude=flush_names)
+            if found is None:
+                self.notes_for_result.append(
+                    "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
+                )
+            return found
         return busy_per_call(inner, calls, self.dev.index, preload=preload)
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
@@ -405,12 +423,15 @@ class CudaSampler(Sampler):
         }
 
 
-def gpu_intervals(prof: Any, device_index: int | None = None, launched_only: bool = True) -> list[tuple[int, int]]:
+def gpu_intervals(
+    prof: Any, device_index: int | None = None, launched_only: bool = True, exclude: frozenset[str] = frozenset()
+) -> list[tuple[int, int]]:
     """(start_ns, end_ns) of the GPU activities (kernels, memcpy, memset) in a finished torch.profiler capture.
 
     With ``launched_only``, only activities whose correlation id matches a CUDA API call recorded in the same
     capture are kept: work launched before the capture started (a preload that keeps the GPU busy while the
-    profiler starts) is left out by identity, never by time window.
+    profiler starts) is left out by identity, never by time window. Activities named in ``exclude`` (an L2 flush's
+    own kernels) are left out too.
     """
     gpu, launched = [], set()
     for ev in prof.profiler.kineto_results.events():
@@ -420,11 +441,15 @@ def gpu_intervals(prof: Any, device_index: int | None = None, launched_only: boo
         elif ev.correlation_id():
             launched.add(ev.correlation_id())
     keep = (lambda ev: ev.correlation_id() in launched) if launched_only and launched else (lambda ev: True)
-    return [(ev.start_ns(), ev.start_ns() + ev.duration_ns()) for ev in gpu if keep(ev)]
+    return [(ev.start_ns(), ev.start_ns() + ev.duration_ns()) for ev in gpu if keep(ev) and ev.name() not in exclude]
 
 
 def busy_per_call(
-    run: Callable[[int], None], calls: int, device_index: int | None = None, preload: int = 0
+    run: Callable[[int], None],
+    calls: int,
+    device_index: int | None = None,
+    preload: int = 0,
+    exclude: frozenset[str] = frozenset(),
 ) -> tuple[float, float] | None:
     """GPU busy seconds per call and GPU activities per call of ``run(calls)``, measured with CUPTI.
 
@@ -444,10 +469,24 @@ def busy_per_call(
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             run(calls)
             torch.cuda.synchronize()
-    intervals = gpu_intervals(prof, device_index)
+    intervals = gpu_intervals(prof, device_index, exclude=exclude)
     if not intervals:
         return None
     return union_length(intervals) * 1e-9 / calls, len(intervals) / calls
+
+
+def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
+    """Names of the GPU activities ``run()`` launches (profiled once)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+    return frozenset(ev.name() for ev in prof.profiler.kineto_results.events() if str(ev.device_type()).endswith("CUDA"))
 
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
@@ -689,9 +728,10 @@ def measure(
                 f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
                 "once per process); `%config GpuMagics.kernel_time = False` skips the kernel-time pass."
             )
+        notes.extend(getattr(sampler, "notes_for_result", []))
         if found is not None:
             kernel_time, kernels_per_call = found[0] / unit, found[1] / unit
-        else:
+        elif not getattr(sampler, "notes_for_result", []):
             notes.append("The profiler saw no GPU activity from this statement: is it running on the GPU?")
         if not graph:
             issue_calls = math.ceil(opts.host_pass_time / max(host_est, 1e-9))
