@@ -86,7 +86,8 @@ class TimingResult:
     def launch_bound(self) -> bool:
         """The GPU idles between calls because the host cannot issue work as fast as the GPU finishes it."""
         busy = self.gpu_busy
-        if busy is None or busy >= BUSY_THRESHOLD or self.host_per_call is None:
+        if self.flush_l2 or busy is None or busy >= BUSY_THRESHOLD or self.host_per_call is None:
+            # with --flush-l2 each call is queued behind its own flush: the host is never what the GPU waits on
             return False
         return self.host_per_call >= HOST_SHARE_FOR_LAUNCH_BOUND * self.median
 
@@ -118,6 +119,9 @@ class TimingResult:
             parts.append(
                 f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
             )
+        elif self.flush_l2 and self.kernel_time is not None:
+            # one event pair per call: the window holds the event overhead too, so give the kernel time itself
+            parts.append(f"kernels {self._t(self.kernel_time)} per call")
         elif busy is not None:
             parts.append(f"GPU busy {busy:.0%}")
         if self.first_call_slow:
@@ -153,7 +157,7 @@ class TimingResult:
                 f"{self._t(self.host_per_call)} to launch what the GPU runs in {self._t(self.kernel_time)}."
                 f"{hint} larger batches or torch.compile cut the launches."
             )
-        elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD:
+        elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD and not self.flush_l2:
             out.append(
                 f"The GPU is idle {1 - self.gpu_busy:.0%} of the time between this statement's kernels "
                 f"(host synchronization or CPU work inside the statement)."

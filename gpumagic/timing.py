@@ -465,7 +465,7 @@ def busy_per_call(
     else:
         torch.cuda.synchronize()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's "Profiler clears events at the end of each cycle"
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             run(calls)
             torch.cuda.synchronize()

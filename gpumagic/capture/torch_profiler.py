@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from typing import Any, Callable
 
 from ..trace import Trace
@@ -65,17 +66,20 @@ def capture(run: Callable[[], Any], label: str, *, cuda: bool | None = None, rec
     fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
     os.close(fd)
     try:
-        with profile(activities=activities, record_shapes=record_shapes) as prof:
-            t0 = time.perf_counter_ns()
-            try:
-                with nvtx_range(label), record_function(label):
-                    try:
-                        run()
-                    finally:
-                        if cuda:  # inside the range: the cell's wall time includes its GPU work
-                            torch.cuda.synchronize()
-            finally:
-                wall = time.perf_counter_ns() - t0
+        with warnings.catch_warnings():
+            # torch's own "Profiler clears events at the end of each cycle" notice; the cell's warnings still show
+            warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+            with profile(activities=activities, record_shapes=record_shapes) as prof:
+                t0 = time.perf_counter_ns()
+                try:
+                    with nvtx_range(label), record_function(label):
+                        try:
+                            run()
+                        finally:
+                            if cuda:  # inside the range: the cell's wall time includes its GPU work
+                                torch.cuda.synchronize()
+                finally:
+                    wall = time.perf_counter_ns() - t0
         prof.export_chrome_trace(path)
         trace = load_trace(path)
     finally:
