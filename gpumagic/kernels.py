@@ -254,6 +254,20 @@ def _dims(text: str) -> str:
     return "\u00d7".join(text.split("x"))
 
 
+def _geometry(k: KernelName, *, mn_only: bool = False, cluster: bool = False, schedule: bool = False) -> str:
+    """The tile / cluster / layout / schedule tail of a GEMM's short label: ' 128×128, cluster 2×1×1, nn'."""
+    out = ""
+    if k.tile:
+        out += f" {_dims('x'.join(k.tile.split('x')[:2]) if mn_only else k.tile)}"
+    if cluster and k.cluster:
+        out += f", cluster {_dims(k.cluster)}"
+    if k.layout:
+        out += f", {k.layout}"
+    if schedule and "schedule" in k.details:
+        out += f", {str(k.details['schedule']).replace('warpspecialized_', '')}"
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Family decoders. Each takes (k, symbol, full) and returns True when it recognised the name.
 # ---------------------------------------------------------------------------------------------------------------
@@ -345,11 +359,7 @@ def _decode_cutlass2(k: KernelName, sym: str, full: str) -> bool:
     op_label = {"gemm": "GEMM", "conv_fprop": "conv fprop", "conv_dgrad": "conv dgrad", "conv_wgrad": "conv wgrad"}
     kind = "SIMT" if not k.tensor_cores else "tensor-core"
     prec = (k.precision or "").upper()
-    k.short = f"CUTLASS {kind} {prec} {op_label.get(k.op, k.op)}".replace("  ", " ")
-    if k.tile:
-        k.short += f" {_dims(k.tile.split('x')[0] + 'x' + k.tile.split('x')[1])}"
-    if k.layout:
-        k.short += f", {k.layout}"
+    k.short = f"CUTLASS {kind} {prec} {op_label.get(k.op, k.op)}".replace("  ", " ") + _geometry(k, mn_only=True)
     return True
 
 
@@ -450,15 +460,7 @@ def _decode_cutlass3(k: KernelName, sym: str, full: str) -> bool:
             k._add(t, "raw", "not decoded")
         i += 1
     prec = (k.precision or "").upper()
-    k.short = f"CUTLASS 3 {prec} {k.op.upper() if k.op == 'gemm' else k.op}"
-    if k.tile:
-        k.short += f" {_dims(k.tile)}"
-    if k.cluster:
-        k.short += f", cluster {_dims(k.cluster)}"
-    if k.layout:
-        k.short += f", {k.layout}"
-    if "schedule" in k.details:
-        k.short += f", {k.details['schedule'].replace('warpspecialized_', '')}"
+    k.short = f"CUTLASS 3 {prec} {k.op.upper() if k.op == 'gemm' else k.op}" + _geometry(k, cluster=True, schedule=True)
     return True
 
 
@@ -560,11 +562,7 @@ def _decode_xmma(k: KernelName, sym: str, full: str) -> bool:
     prec = (k.precision or "").upper()
     path = "FFMA" if ffma else "tensor-core"
     label = {"gemm": "GEMM", "conv_fprop": "conv fprop", "conv_dgrad": "conv dgrad", "conv_wgrad": "conv wgrad"}
-    k.short = f"{k.library} {prec} {label.get(k.op, k.op)} ({path})"
-    if k.tile:
-        k.short += f" {_dims(k.tile)}"
-    if k.layout:
-        k.short += f", {k.layout}"
+    k.short = f"{k.library} {prec} {label.get(k.op, k.op)} ({path})" + _geometry(k)
     return True
 
 
@@ -638,11 +636,7 @@ def _decode_legacy(k: KernelName, sym: str, full: str) -> bool:
         k.precision = "tf32" if d == "fp32" and k.tensor_cores else d
     label = "tensor-core" if k.tensor_cores else "SIMT"
     k.short = f"{k.library} {label} {(k.precision or '').upper()} {k.op.upper() if k.op == 'gemm' else k.op}"
-    if k.tile:
-        k.short += f" {_dims(k.tile)}"
-    if k.layout:
-        k.short += f", {k.layout}"
-    k.short = k.short.replace("  ", " ")
+    k.short = k.short.replace("  ", " ") + _geometry(k)
     return True
 
 
@@ -715,11 +709,7 @@ def _decode_nvjet(k: KernelName, sym: str, full: str) -> bool:
             k._add(t, "k split", "split-K: partial sums reduced after")
         else:
             k._add(t, "raw", "not decoded")
-    k.short = f"cuBLAS nvjet {(k.precision or '').upper()} GEMM"
-    if k.tile:
-        k.short += f" {_dims(k.tile)}"
-    if k.layout:
-        k.short += f", {k.layout}"
+    k.short = f"cuBLAS nvjet {(k.precision or '').upper()} GEMM" + _geometry(k)
     return True
 
 
