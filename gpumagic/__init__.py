@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .capture.chrome_trace import load_trace
-from .capture.nsys_sqlite import load_nsys
 from .kernels import KernelName
 from .kernels import decode as decode_kernel
 from .result import TimingResult
@@ -27,6 +25,21 @@ __all__ = [
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
+
+
+
+def __getattr__(name: str) -> Any:
+    # The trace readers pull in pandas: imported on first use, so `%load_ext gpumagic` stays quick.
+    if name == "load_trace":
+        from .capture.chrome_trace import load_trace
+
+        return load_trace
+    if name == "load_nsys":
+        from .capture.nsys_sqlite import load_nsys
+
+        return load_nsys
+    raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
+
 
 _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}
 

@@ -32,6 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from .intervals import union_length
 from .result import TimingResult
 from .statement import CompiledStatement, compile_statement
 from .stats import StopRule
@@ -487,22 +488,6 @@ def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
             run()
             torch.cuda.synchronize()
     return frozenset(ev.name() for ev in prof.profiler.kineto_results.events() if str(ev.device_type()).endswith("CUDA"))
-
-
-def union_length(intervals: Iterable[tuple[int, int]]) -> int:
-    """Total length covered by possibly overlapping intervals (concurrent kernels count once)."""
-    total = 0
-    cur_start = cur_end = None
-    for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .intervals import union_length
 __all__ = ["Trace", "COLUMNS", "union_ns", "nesting_depth"]
 
 COLUMNS: dict[str, list[str]] = {
@@ -50,18 +51,7 @@ def frame(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataF
 
 def union_ns(starts: Iterable[int], ends: Iterable[int]) -> int:
     """Length covered by intervals (overlaps once): GPU busy time."""
-    total = 0
-    cur_s = cur_e = None
-    for s, e in sorted(zip(starts, ends)):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return int(total)
+    return union_length(zip(starts, ends))
 
 
 def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
