@@ -243,13 +243,6 @@ def _cpp_dtypes(text: str) -> tuple[str, ...]:
     return tuple(sorted(first, key=first.__getitem__))
 
 
-def _first_cpp_dtype(args: list[str]) -> str | None:
-    for a in args:
-        if a in _CPP_TYPE:
-            return _CPP_TYPE[a]
-    return None
-
-
 def _dims(text: str) -> str:
     return "\u00d7".join(text.split("x"))
 
@@ -1127,8 +1120,6 @@ def decode(name: str) -> KernelName:
             path = _function_path(full)
             k.short = path.split("::")[-1] if path else full[:80]
             k.op = ""
-        if k.arch is None and k.family in ("aten", "triton", "other"):
-            pass
         k.short = re.sub(r"\s+", " ", k.short).strip() or full[:80]
         return k
     except Exception as exc:  # noqa: BLE001 - a decoder bug must never break a profile

@@ -97,6 +97,12 @@ class Sampler:
 
     device: str = "CPU"
     backend: str = "host"
+    #: seconds the profiler's first start took in this process, when this sampler paid for it
+    profiler_startup: float | None = None
+
+    def kernel_pass_notes(self) -> list[str]:
+        """Sentences about the kernel pass (why a kernel time is missing) for the result."""
+        return []
 
     @property
     def on_device(self) -> bool:
@@ -220,7 +226,7 @@ class CudaSampler(Sampler):
         self._flush_buffer: Any = None
         self._boundary: Any = None
         self.profiler_startup: float | None = None
-        self.notes_for_result: list[str] = []
+        self._kernel_pass_notes: list[str] = []
 
     # helpers ---------------------------------------------------------------------------------------------------
     def _event(self) -> Any:
@@ -389,11 +395,14 @@ class CudaSampler(Sampler):
 
             found = busy_per_call(run_cold, calls, self.dev.index, exclude=flush_names)
             if found is None:
-                self.notes_for_result.append(
+                self._kernel_pass_notes.append(
                     "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
                 )
             return found
         return busy_per_call(inner, calls, self.dev.index, preload=preload)
+
+    def kernel_pass_notes(self) -> list[str]:
+        return list(self._kernel_pass_notes)
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         self._sync()
@@ -601,14 +610,14 @@ def measure(
     wall0 = wall_clock()
     namespace = namespace or {}
     notes: list[str] = []
+    values = [namespace[n] for n in statement.read_names if n in namespace]
     if sampler is None:
-        values = [namespace[n] for n in statement.read_names if n in namespace]
         sampler, notes = choose_sampler(opts, values)
 
     first_call, value = sampler.first_call(statement.once)
     if isinstance(sampler, CudaSampler) and not opts.cpu:
         devices = tensor_devices([value])
-        if devices and "cuda" not in devices and not tensor_devices([namespace[n] for n in statement.read_names if n in namespace]):
+        if devices and "cuda" not in devices and not tensor_devices(values):
             # Nothing in the namespace said where it runs, and it returned CPU tensors: a CPU statement.
             sampler = HostSampler("the statement returns CPU tensors")
             notes.append("The statement returns CPU tensors: timed on the host clock.")
@@ -707,16 +716,17 @@ def measure(
         except RuntimeError as exc:  # another CUPTI subscriber (nsys, ncu) or a profiler already running
             notes.append(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
             found = None
-        startup = getattr(sampler, "profiler_startup", None)
+        startup = sampler.profiler_startup
         if startup is not None and startup > 1.0:
             notes.append(
                 f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
                 "once per process); `%config GpuMagics.kernel_time = False` skips the kernel-time pass."
             )
-        notes.extend(getattr(sampler, "notes_for_result", []))
+        pass_notes = sampler.kernel_pass_notes()
+        notes.extend(pass_notes)
         if found is not None:
             kernel_time, kernels_per_call = found[0] / unit, found[1] / unit
-        elif not getattr(sampler, "notes_for_result", []):
+        elif not pass_notes:
             notes.append("The profiler saw no GPU activity from this statement: is it running on the GPU?")
         if not graph:
             issue_calls = math.ceil(opts.host_pass_time / max(host_est, 1e-9))
