@@ -20,11 +20,11 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "capture"))
 
-import torch  # noqa: E402
-import workloads  # noqa: E402
+import torch
+import workloads
 
-from gpumagic.capture.torch_profiler import capture  # noqa: E402
-from gpumagic.render.report import ProfileReport  # noqa: E402
+from gpumagic.capture.torch_profiler import capture
+from gpumagic.render.report import ProfileReport
 
 
 def main() -> None:
@@ -61,8 +61,17 @@ def main() -> None:
     for k, v in rows.items():
         print(f"{k:<48} {v:>10.4f} {v / base:>7.2f}x")
     with open(args.json, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "repeats": args.repeats,
-                   "median_s": rows, "html_bytes": len(html)}, f, indent=2)  # fmt: skip
+        json.dump(
+            {
+                "device": torch.cuda.get_device_name(),
+                "torch": torch.__version__,
+                "repeats": args.repeats,
+                "median_s": rows,
+                "html_bytes": len(html),
+            },
+            f,
+            indent=2,
+        )
     print(f"wrote {args.json}")
 
 

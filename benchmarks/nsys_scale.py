@@ -27,8 +27,14 @@ sys.path.insert(0, str(ROOT))
 from gpumagic import load_nsys  # noqa: E402
 from gpumagic.render.report import ProfileReport  # noqa: E402
 
-TABLES = ("StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-          "NVTX_EVENTS")  # fmt: skip
+TABLES = (
+    "StringIds",
+    "META_DATA_EXPORT",
+    "TARGET_INFO_GPU",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+)
 
 
 def build(path: str, n: int, seed: int = 0) -> None:
@@ -48,7 +54,10 @@ def build(path: str, n: int, seed: int = 0) -> None:
     os.remove(src)
     names = [f"void kernel_{i}<float>(float*, int)" for i in range(300)] + [
         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-        "cudaLaunchKernel", "cudaDeviceSynchronize", "ioctl"]  # fmt: skip
+        "cudaLaunchKernel",
+        "cudaDeviceSynchronize",
+        "ioctl",
+    ]
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(names)))
     rng = np.random.default_rng(seed)
     dur = rng.integers(2_000, 100_000, n)
@@ -57,9 +66,24 @@ def build(path: str, n: int, seed: int = 0) -> None:
     base = dict.fromkeys(kcols, 0)
     rows = []
     for i in range(n):
-        r = dict(base, start=int(start[i]), end=int(start[i] + dur[i]), deviceId=0, streamId=7, correlationId=i,
-                 globalPid=1 << 24, demangledName=int(name_id[i]), shortName=int(name_id[i]), gridX=128, gridY=1, gridZ=1,
-                 blockX=256, blockY=1, blockZ=1, registersPerThread=64)  # fmt: skip
+        r = dict(
+            base,
+            start=int(start[i]),
+            end=int(start[i] + dur[i]),
+            deviceId=0,
+            streamId=7,
+            correlationId=i,
+            globalPid=1 << 24,
+            demangledName=int(name_id[i]),
+            shortName=int(name_id[i]),
+            gridX=128,
+            gridY=1,
+            gridZ=1,
+            blockX=256,
+            blockY=1,
+            blockZ=1,
+            registersPerThread=64,
+        )
         rows.append(tuple(r[c] for c in kcols))
     con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * len(kcols))})", rows)
     con.executemany(
@@ -67,8 +91,10 @@ def build(path: str, n: int, seed: int = 0) -> None:
         "VALUES (?, ?, 0, ?, ?, 301, 0)",
         ((int(start[i] - 4_000), int(start[i] - 1_000), (1 << 24) + 1, i) for i in range(n)),
     )
-    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, 'cell', ?, 0)",
-                (int(start[0] - 10_000), int(start[-1] + dur[-1]), (1 << 24) + 1))  # fmt: skip
+    con.execute(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, 'cell', ?, 0)",
+        (int(start[0] - 10_000), int(start[-1] + dur[-1]), (1 << 24) + 1),
+    )
     con.commit()
     con.close()
 
@@ -98,14 +124,30 @@ def main() -> None:
     shutil.rmtree(tmp)
     ok = load_s + summ_s < 10 and size < 5_000_000
     print(f"{'step':<40} {'seconds':>8}")
-    for k, v in (("build synthetic export (not timed)", build_s), ("load_nsys", load_s), ("all six summaries", summ_s),
-                 ("report HTML with timeline", report_s)):  # fmt: skip
+    for k, v in (
+        ("build synthetic export (not timed)", build_s),
+        ("load_nsys", load_s),
+        ("all six summaries", summ_s),
+        ("report HTML with timeline", report_s),
+    ):
         print(f"{k:<40} {v:>8.2f}")
-    print(f"{args.kernels:,} kernels + {args.kernels:,} API rows: load + summaries {load_s + summ_s:.2f} s (target < 10 s), "
-          f"report {size / 1e6:.2f} MB (target < 5 MB) -> {'PASS' if ok else 'FAIL'}")  # fmt: skip
+    print(
+        f"{args.kernels:,} kernels + {args.kernels:,} API rows: load + summaries {load_s + summ_s:.2f} s (target < 10 s), "
+        f"report {size / 1e6:.2f} MB (target < 5 MB) -> {'PASS' if ok else 'FAIL'}"
+    )
     with open(args.json, "w") as f:
-        json.dump({"kernels": args.kernels, "load_s": load_s, "summaries_s": summ_s, "report_s": report_s,
-                   "html_bytes": size, "pass": ok}, f, indent=2)  # fmt: skip
+        json.dump(
+            {
+                "kernels": args.kernels,
+                "load_s": load_s,
+                "summaries_s": summ_s,
+                "report_s": report_s,
+                "html_bytes": size,
+                "pass": ok,
+            },
+            f,
+            indent=2,
+        )
     print(f"wrote {args.json}")
 
 

@@ -19,9 +19,9 @@ import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from gpumagic.analysis import findings  # noqa: E402
-from gpumagic.render.report import ProfileReport  # noqa: E402
-from gpumagic.trace import Trace, frame  # noqa: E402
+from gpumagic.analysis import findings
+from gpumagic.render.report import ProfileReport
+from gpumagic.trace import Trace, frame
 
 NAMES = [
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
@@ -41,19 +41,57 @@ def synthetic(n: int, seed: int = 0) -> Trace:
     gap = rng.integers(500, 5_000, size=n)
     start = np.cumsum(dur + gap)
     streams = rng.choice([7, 13], size=n, p=[0.9, 0.1])
-    kernels = pd.DataFrame({
-        "name": np.array(NAMES, dtype=object)[names], "start": start, "end": start + dur, "device": 0,
-        "stream": streams, "correlation": np.arange(n), "grid": "128x1x1", "block": "256x1x1", "registers": 128,
-        "shared_memory": 0,
-    })  # fmt: skip
-    api = pd.DataFrame({"name": "cudaLaunchKernel", "start": start - 4_000, "end": start - 1_000, "thread": 1,
-                        "correlation": np.arange(n)})  # fmt: skip
-    ops = pd.DataFrame({"name": "aten::add", "start": start - 6_000, "end": start - 500, "thread": 1, "depth": 0,
-                        "shapes": "[1024, 1024]"})  # fmt: skip
-    nvtx = pd.DataFrame({"text": ["cell"], "start": [int(start[0] - 10_000)], "end": [int(start[-1] + dur[-1])],
-                         "thread": [1], "depth": [0], "domain": ["gpumagic"], "style": ["PushPop"]})  # fmt: skip
-    return Trace(kernels=frame("kernels", kernels), api=frame("api", api), ops=frame("ops", ops),
-                 nvtx=frame("nvtx", nvtx), meta={"device": "synthetic", "label": "cell", "backend": "synthetic"})  # fmt: skip
+    kernels = pd.DataFrame(
+        {
+            "name": np.array(NAMES, dtype=object)[names],
+            "start": start,
+            "end": start + dur,
+            "device": 0,
+            "stream": streams,
+            "correlation": np.arange(n),
+            "grid": "128x1x1",
+            "block": "256x1x1",
+            "registers": 128,
+            "shared_memory": 0,
+        }
+    )
+    api = pd.DataFrame(
+        {
+            "name": "cudaLaunchKernel",
+            "start": start - 4_000,
+            "end": start - 1_000,
+            "thread": 1,
+            "correlation": np.arange(n),
+        }
+    )
+    ops = pd.DataFrame(
+        {
+            "name": "aten::add",
+            "start": start - 6_000,
+            "end": start - 500,
+            "thread": 1,
+            "depth": 0,
+            "shapes": "[1024, 1024]",
+        }
+    )
+    nvtx = pd.DataFrame(
+        {
+            "text": ["cell"],
+            "start": [int(start[0] - 10_000)],
+            "end": [int(start[-1] + dur[-1])],
+            "thread": [1],
+            "depth": [0],
+            "domain": ["gpumagic"],
+            "style": ["PushPop"],
+        }
+    )
+    return Trace(
+        kernels=frame("kernels", kernels),
+        api=frame("api", api),
+        ops=frame("ops", ops),
+        nvtx=frame("nvtx", nvtx),
+        meta={"device": "synthetic", "label": "cell", "backend": "synthetic"},
+    )
 
 
 def main() -> None:
@@ -82,11 +120,22 @@ def main() -> None:
     for step, secs, b in rows:
         print(f"{step:<32} {secs:>8.3f} {'' if b is None else f'{b:,}':>12}")
     ok = total < 5.0 and size < 5_000_000
-    print(f"{args.kernels:,} kernels: summaries + findings + report in {total:.2f} s (target < 5 s), "
-          f"output {size / 1e6:.2f} MB (target < 5 MB) -> {'PASS' if ok else 'FAIL'}")  # fmt: skip
+    print(
+        f"{args.kernels:,} kernels: summaries + findings + report in {total:.2f} s (target < 5 s), "
+        f"output {size / 1e6:.2f} MB (target < 5 MB) -> {'PASS' if ok else 'FAIL'}"
+    )
     with open(args.json, "w") as fh:
-        json.dump({"kernels": args.kernels, "steps": [dict(step=s, seconds=t, bytes=b) for s, t, b in rows],
-                   "total_s": total, "html_bytes": size, "pass": ok}, fh, indent=2)  # fmt: skip
+        json.dump(
+            {
+                "kernels": args.kernels,
+                "steps": [dict(step=s, seconds=t, bytes=b) for s, t, b in rows],
+                "total_s": total,
+                "html_bytes": size,
+                "pass": ok,
+            },
+            fh,
+            indent=2,
+        )
     print(f"wrote {args.json}")
 
 

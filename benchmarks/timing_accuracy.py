@@ -21,15 +21,16 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import torch  # noqa: E402
+import torch
 
-import gpumagic  # noqa: E402
-from gpumagic.timing import busy_per_call  # noqa: E402
-from gpumagic.units import format_time  # noqa: E402
+import gpumagic
+from gpumagic.timing import busy_per_call
+from gpumagic.units import format_time
 
 
 def make_ops(dev: str) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -187,8 +188,12 @@ def run(op_names: list[str] | None) -> list[dict[str, Any]]:
                     if str(e.device_type()).endswith("CUDA") and e.name() in by_name:
                         by_name[e.name()].append(e.duration_ns())
                 truth_c = sum(statistics.median(d) for d in by_name.values() if d) * 1e-9
-                concurrent[method] = {"value": value, "truth": truth_c, "error": value / truth_c - 1,
-                                      "kernels": sum(len(d) for d in by_name.values())}  # fmt: skip
+                concurrent[method] = {
+                    "value": value,
+                    "truth": truth_c,
+                    "error": value / truth_c - 1,
+                    "kernels": sum(len(d) for d in by_name.values()),
+                }
         row = {
             "concurrent": concurrent,
             "op": name,
@@ -234,8 +239,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         cells = []
         for m in ("gputime", "torch Timer", "do_bench"):
             r = c.get(m)
-            cells.append(f"{'—':>28}" if r is None else
-                         f"{format_time(r['value']):>9} vs {format_time(r['truth']):>9} {r['error']:+7.2%}")  # fmt: skip
+            cells.append(
+                f"{'—':>28}"
+                if r is None
+                else f"{format_time(r['value']):>9} vs {format_time(r['truth']):>9} {r['error']:+7.2%}"
+            )
         print(f"{row['op']:<22} " + " ".join(cells))
 
 

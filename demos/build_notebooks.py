@@ -20,35 +20,65 @@ print("device:", torch.cuda.get_device_name() if device == "cuda" else "CPU (no 
 
 NOTEBOOKS = {
     "01_gpu_is_real": [
-        ("md", "# 1. The GPU is real, and `%timeit` does not see it\n\nA matmul on the GPU returns before the work is done: "
-               "the host only *launches* it. `%timeit` times the launch; `%gputime` synchronizes, warms up and times the "
-               "work with CUDA events."),
+        (
+            "md",
+            "# 1. The GPU is real, and `%timeit` does not see it\n\nA matmul on the GPU returns before the work is done: "
+            "the host only *launches* it. `%timeit` times the launch; `%gputime` synchronizes, warms up and times the "
+            "work with CUDA events.",
+        ),
         ("code", SETUP),
-        ("code", "N = 4096 if device == 'cuda' else 512\nA = torch.randn(N, N, device=device)\nB = torch.randn(N, N, device=device)"),
-        ("md", "**Look at:** the first call. It pays for CUDA context creation, cuBLAS heuristics and kernel loading "
-               "(the series saw 189 ms cold vs 3.7 ms warm on a GB10)."),
-        ("code", "cold = %gputime -o -q torch.matmul(A, B)\nprint(f'first call {cold.first_call * 1e3:.1f} ms, steady {cold.median * 1e3:.3f} ms '\n      f'({cold.first_call / cold.median:.0f}x)')"),
-        ("md", "**Look at:** the spread and the value. On a GPU `%timeit` reports the launch time, often with a "
-               "'slowest run took N times longer' warning."),
+        (
+            "code",
+            "N = 4096 if device == 'cuda' else 512\nA = torch.randn(N, N, device=device)\nB = torch.randn(N, N, device=device)",
+        ),
+        (
+            "md",
+            "**Look at:** the first call. It pays for CUDA context creation, cuBLAS heuristics and kernel loading "
+            "(the series saw 189 ms cold vs 3.7 ms warm on a GB10).",
+        ),
+        (
+            "code",
+            "cold = %gputime -o -q torch.matmul(A, B)\nprint(f'first call {cold.first_call * 1e3:.1f} ms, steady {cold.median * 1e3:.3f} ms '\n      f'({cold.first_call / cold.median:.0f}x)')",
+        ),
+        (
+            "md",
+            "**Look at:** the spread and the value. On a GPU `%timeit` reports the launch time, often with a "
+            "'slowest run took N times longer' warning.",
+        ),
         ("code", "%timeit -n 10 -r 3 A @ B"),
         ("md", "**Look at:** one honest line: median ± IQR, samples × calls, GPU busy share."),
         ("code", "%gputime A @ B"),
-        ("md", "A tiny op is a different story: the GPU finishes faster than the host can launch. The line says "
-               "*launch-bound* and gives both numbers; `--graph` replays the calls from a CUDA graph."),
+        (
+            "md",
+            "A tiny op is a different story: the GPU finishes faster than the host can launch. The line says "
+            "*launch-bound* and gives both numbers; `--graph` replays the calls from a CUDA graph.",
+        ),
         ("code", "x = torch.randn(65536, device=device)\n%gputime x + 1"),
-        ("code", "if device == 'cuda':\n    get_ipython().run_line_magic('gputime', '--graph x + 1')\nelse:\n    print('--graph needs CUDA: skipped on CPU')"),
+        (
+            "code",
+            "if device == 'cuda':\n    get_ipython().run_line_magic('gputime', '--graph x + 1')\nelse:\n    print('--graph needs CUDA: skipped on CPU')",
+        ),
     ],
     "02_kernels_have_names": [
-        ("md", "# 2. Kernels have names\n\nBuild a transformer block one operation at a time and watch which kernel "
-               "each step adds. Every name is decoded: library, SM target, tensor cores or not, precision, tile, layout."),
-        ("code", SETUP + "\nfrom gpumagic import decode_kernel\nseen = set()\n\ndef new_kernels(report):\n"
-                 "    names = [n for n in report.trace.kernel_summary()['Name'] if n not in seen]\n    seen.update(names)\n"
-                 "    for n in names:\n        k = decode_kernel(n)\n        print(f'{k.short:<60} {k.family:<14} tensor cores: {k.tensor_cores}')\n"
-                 "    if not names:\n        print('(no new GPU kernels' + (')' if device == 'cuda' else ': CPU only)'))"),
-        ("code", "# the series' block: batch 16, seq 512, hidden 4096, FFN 16384 (smaller on the CPU)\n"
-                 "b, s, h, f = (16, 512, 4096, 16384) if device == 'cuda' else (2, 64, 128, 512)\n"
-                 "x = torch.randn(b, s, h, device=device)\nWqkv = torch.randn(h, 3 * h, device=device) * 0.02\n"
-                 "W1 = torch.randn(h, f, device=device) * 0.02\nW2 = torch.randn(f, h, device=device) * 0.02"),
+        (
+            "md",
+            "# 2. Kernels have names\n\nBuild a transformer block one operation at a time and watch which kernel "
+            "each step adds. Every name is decoded: library, SM target, tensor cores or not, precision, tile, layout.",
+        ),
+        (
+            "code",
+            SETUP + "\nfrom gpumagic import decode_kernel\nseen = set()\n\ndef new_kernels(report):\n"
+            "    names = [n for n in report.trace.kernel_summary()['Name'] if n not in seen]\n    seen.update(names)\n"
+            "    for n in names:\n        k = decode_kernel(n)\n        print(f'{k.short:<60} {k.family:<14} tensor cores: {k.tensor_cores}')\n"
+            "    if not names:\n        print('(no new GPU kernels' + (')' if device == 'cuda' else ': CPU only)'))",
+        ),
+        (
+            "code",
+            "# the series' block: batch 16, seq 512, hidden 4096, FFN 16384 (smaller on the CPU)\n"
+            "b, s, h, f = (16, 512, 4096, 16384) if device == 'cuda' else (2, 64, 128, 512)\n"
+            "x = torch.randn(b, s, h, device=device)\nWqkv = torch.randn(h, 3 * h, device=device) * 0.02\n"
+            "W1 = torch.randn(h, f, device=device) * 0.02\nW2 = torch.randn(f, h, device=device) * 0.02",
+        ),
         ("md", "**Step 1, a matmul.** One GEMM kernel: an fp32 GEMM on the FFMA path unless TF32 is enabled."),
         ("code", "%%gpuprofile --no-timeline -o r\ny = x @ W1"),
         ("code", "new_kernels(r)"),
@@ -59,74 +89,134 @@ NOTEBOOKS = {
         ("code", "%%gpuprofile --no-timeline -o r\ny = (torch.relu(x @ W1) @ W2) + x"),
         ("code", "new_kernels(r)"),
         ("md", "**Step 4, QKV and QKᵀ.** The transposed operand changes the GEMM's layout letters (`tn`)."),
-        ("code", "%%gpuprofile --no-timeline -o r\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nscores = q @ k.transpose(-2, -1) / h ** 0.5"),
+        (
+            "code",
+            "%%gpuprofile --no-timeline -o r\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nscores = q @ k.transpose(-2, -1) / h ** 0.5",
+        ),
         ("code", "new_kernels(r)"),
         ("md", "**Step 5, softmax.**"),
         ("code", "%%gpuprofile --no-timeline -o r\nattn = torch.softmax(scores, dim=-1)"),
         ("code", "new_kernels(r)"),
         ("md", "**The full block.** Look at the findings and at the GEMM share of GPU time."),
-        ("code", "%%gpuprofile --no-timeline -o block\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
-                 "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden"),
-        ("code", "ks = block.kernel_summary()\ngemm = ks[ks['Op'] == 'gemm']['Time (%)'].sum() if len(ks) else 0.0\n"
-                 "print(f'{len(ks)} distinct kernels; GEMMs take {gemm:.0f}% of GPU time')"),
+        (
+            "code",
+            "%%gpuprofile --no-timeline -o block\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
+            "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden",
+        ),
+        (
+            "code",
+            "ks = block.kernel_summary()\ngemm = ks[ks['Op'] == 'gemm']['Time (%)'].sum() if len(ks) else 0.0\n"
+            "print(f'{len(ks)} distinct kernels; GEMMs take {gemm:.0f}% of GPU time')",
+        ),
     ],
     "03_nsys_in_the_notebook": [
-        ("md", "# 3. Nsight Systems in the notebook\n\n`%%gpuprofile --nsys` re-runs the cell in a subprocess under `nsys`, "
-               "in this same container, with the cell's tensors shipped over. Only the cell's NVTX range is captured: "
-               "the warm-up is not in the report."),
-        ("code", SETUP + "\nimport shutil\nhave_nsys = device == 'cuda' and shutil.which('nsys') is not None\n"
-                 "print('nsys:', shutil.which('nsys') or 'not found (the --nsys cells are skipped)')"),
-        ("code", "b, s, h, f = (16, 512, 4096, 16384) if device == 'cuda' else (2, 64, 128, 512)\n"
-                 "x = torch.randn(b, s, h, device=device)\nWqkv = torch.randn(h, 3 * h, device=device) * 0.02\n"
-                 "W1 = torch.randn(h, f, device=device) * 0.02\nW2 = torch.randn(f, h, device=device) * 0.02\n"
-                 "cell = '''q, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
-                 "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden'''"),
-        ("md", "**Look at:** the CUDA API table (with warm-up, the one-time `cuLibraryLoadData` module loading "
-               "dominates), the memory operations and the OS-runtime calls."),
-        ("code", "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 1 -o warm', cell)\nelse:\n    print('skipped: needs CUDA and nsys')"),
+        (
+            "md",
+            "# 3. Nsight Systems in the notebook\n\n`%%gpuprofile --nsys` re-runs the cell in a subprocess under `nsys`, "
+            "in this same container, with the cell's tensors shipped over. Only the cell's NVTX range is captured: "
+            "the warm-up is not in the report.",
+        ),
+        (
+            "code",
+            SETUP + "\nimport shutil\nhave_nsys = device == 'cuda' and shutil.which('nsys') is not None\n"
+            "print('nsys:', shutil.which('nsys') or 'not found (the --nsys cells are skipped)')",
+        ),
+        (
+            "code",
+            "b, s, h, f = (16, 512, 4096, 16384) if device == 'cuda' else (2, 64, 128, 512)\n"
+            "x = torch.randn(b, s, h, device=device)\nWqkv = torch.randn(h, 3 * h, device=device) * 0.02\n"
+            "W1 = torch.randn(h, f, device=device) * 0.02\nW2 = torch.randn(f, h, device=device) * 0.02\n"
+            "cell = '''q, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
+            "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden'''",
+        ),
+        (
+            "md",
+            "**Look at:** the CUDA API table (with warm-up, the one-time `cuLibraryLoadData` module loading "
+            "dominates), the memory operations and the OS-runtime calls.",
+        ),
+        (
+            "code",
+            "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 1 -o warm', cell)\nelse:\n    print('skipped: needs CUDA and nsys')",
+        ),
         ("md", "**Warm-up off:** the first-call costs land inside the capture."),
-        ("code", "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 0 --no-timeline -o cold', cell)\n"
-                 "    print(cold.trace.api_summary().head(5)[['Time (%)', 'Total Time (ns)', 'Num Calls', 'Name']])\nelse:\n    print('skipped: needs CUDA and nsys')"),
+        (
+            "code",
+            "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 0 --no-timeline -o cold', cell)\n"
+            "    print(cold.trace.api_summary().head(5)[['Time (%)', 'Total Time (ns)', 'Num Calls', 'Name']])\nelse:\n    print('skipped: needs CUDA and nsys')",
+        ),
         ("md", "Without nsys, the same views come from torch.profiler:"),
         ("code", "get_ipython().run_cell_magic('gpuprofile', '--no-timeline', cell)"),
     ],
     "04_overhead_vs_compute": [
-        ("md", "# 4. Overhead-bound vs compute-bound\n\nA small matmul + bias spends its time in the host (Python, "
-               "dispatch, launch): Self CPU far above GPU time. A large one keeps the GPU busy. `torch.compile` cuts "
-               "the host work."),
+        (
+            "md",
+            "# 4. Overhead-bound vs compute-bound\n\nA small matmul + bias spends its time in the host (Python, "
+            "dispatch, launch): Self CPU far above GPU time. A large one keeps the GPU busy. `torch.compile` cuts "
+            "the host work.",
+        ),
         ("code", SETUP),
-        ("code", "def layer(x, w, b):\n    return x @ w + b\n\nsmall = [torch.randn(64, 64, device=device) for _ in range(2)] + [torch.randn(64, device=device)]\n"
-                 "N = 4096 if device == 'cuda' else 512\nlarge = [torch.randn(N, N, device=device) for _ in range(2)] + [torch.randn(N, device=device)]"),
+        (
+            "code",
+            "def layer(x, w, b):\n    return x @ w + b\n\nsmall = [torch.randn(64, 64, device=device) for _ in range(2)] + [torch.randn(64, device=device)]\n"
+            "N = 4096 if device == 'cuda' else 512\nlarge = [torch.randn(N, N, device=device) for _ in range(2)] + [torch.randn(N, device=device)]",
+        ),
         ("md", "**Look at:** the findings. At 64 the GPU is idle most of the time: overhead-bound."),
         ("code", "%%gpuprofile --no-timeline -n 20 -o r_small\ny = layer(*small)"),
         ("md", "**At the large size** the GPU is busy; the GEMM dominates."),
         ("code", "%%gpuprofile --no-timeline -o r_large\ny = layer(*large)"),
-        ("code", "from gpumagic.analysis import op_table\nprint(op_table(r_small.trace).head(4)[['Name', 'Calls', 'Self CPU (ns)', 'GPU (ns)']])"),
-        ("md", "**torch.compile** fuses the bias into the GEMM's epilogue or a Triton kernel (GPU only here: compiling "
-               "on the CPU takes long)."),
-        ("code", "if device == 'cuda':\n    clayer = torch.compile(layer)\n    clayer(*small)\n"
-                 "    get_ipython().run_cell_magic('gpuprofile', '--no-timeline -n 20', 'y = clayer(*small)')\n"
-                 "    get_ipython().run_line_magic('gputime', 'layer(*small)')\n    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
-                 "else:\n    print('torch.compile comparison skipped on CPU')"),
+        (
+            "code",
+            "from gpumagic.analysis import op_table\nprint(op_table(r_small.trace).head(4)[['Name', 'Calls', 'Self CPU (ns)', 'GPU (ns)']])",
+        ),
+        (
+            "md",
+            "**torch.compile** fuses the bias into the GEMM's epilogue or a Triton kernel (GPU only here: compiling "
+            "on the CPU takes long).",
+        ),
+        (
+            "code",
+            "if device == 'cuda':\n    clayer = torch.compile(layer)\n    clayer(*small)\n"
+            "    get_ipython().run_cell_magic('gpuprofile', '--no-timeline -n 20', 'y = clayer(*small)')\n"
+            "    get_ipython().run_line_magic('gputime', 'layer(*small)')\n    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
+            "else:\n    print('torch.compile comparison skipped on CPU')",
+        ),
     ],
     "05_tensor_cores": [
-        ("md", "# 5. Tensor cores\n\nThe same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores): the kernel "
-               "changes, the time changes, and the decoded name says why."),
+        (
+            "md",
+            "# 5. Tensor cores\n\nThe same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores): the kernel "
+            "changes, the time changes, and the decoded name says why.",
+        ),
         ("code", SETUP + "\nfrom gpumagic import decode_kernel"),
         ("code", "N = 4096 if device == 'cuda' else 256\nA = torch.randn(N, N, device=device)\nAb = A.bfloat16()"),
-        ("code", "def show(label, stmt_result, report=None):\n    print(f'{label:<6} {stmt_result.line()}')\n"
-                 "    if report is not None:\n        for n in report.trace.kernel_summary()['Name'][:1]:\n            k = decode_kernel(n)\n"
-                 "            print(f'       {k.short}: tensor cores {k.tensor_cores}, precision {k.precision}')"),
+        (
+            "code",
+            "def show(label, stmt_result, report=None):\n    print(f'{label:<6} {stmt_result.line()}')\n"
+            "    if report is not None:\n        for n in report.trace.kernel_summary()['Name'][:1]:\n            k = decode_kernel(n)\n"
+            "            print(f'       {k.short}: tensor cores {k.tensor_cores}, precision {k.precision}')",
+        ),
         ("md", "**fp32, TF32 off:** look for `ffma` (or `simt`) in the kernel name: CUDA cores."),
-        ("code", "torch.backends.cuda.matmul.allow_tf32 = False\nt_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-                 "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_fp32', 'C = A @ A')"),
+        (
+            "code",
+            "torch.backends.cuda.matmul.allow_tf32 = False\nt_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
+            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_fp32', 'C = A @ A')",
+        ),
         ("md", "**TF32:** the same fp32 tensors, now on tensor cores (`tf32` in the name)."),
-        ("code", "torch.backends.cuda.matmul.allow_tf32 = True\nt_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-                 "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_tf32', 'C = A @ A')\ntorch.backends.cuda.matmul.allow_tf32 = False"),
+        (
+            "code",
+            "torch.backends.cuda.matmul.allow_tf32 = True\nt_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
+            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_tf32', 'C = A @ A')\ntorch.backends.cuda.matmul.allow_tf32 = False",
+        ),
         ("md", "**bf16:** half the bytes, the tensor cores' native input."),
-        ("code", "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\nget_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_bf16', 'C = Ab @ Ab')"),
-        ("code", "for label, t, r in (('fp32', t_fp32, r_fp32), ('tf32', t_tf32, r_tf32), ('bf16', t_bf16, r_bf16)):\n"
-                 "    show(label, t, r if device == 'cuda' else None)\nprint(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')"),
+        (
+            "code",
+            "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\nget_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_bf16', 'C = Ab @ Ab')",
+        ),
+        (
+            "code",
+            "for label, t, r in (('fp32', t_fp32, r_fp32), ('tf32', t_tf32, r_tf32), ('bf16', t_bf16, r_bf16)):\n"
+            "    show(label, t, r if device == 'cuda' else None)\nprint(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')",
+        ),
     ],
 }
 

@@ -15,17 +15,16 @@ from .timing import TimingOptions, gputime
 
 __version__ = "0.1.0"
 __all__ = [
-    "gputime",
-    "TimingResult",
-    "TimingOptions",
-    "decode_kernel",
-    "load_trace",
-    "load_nsys",
     "KernelName",
+    "TimingOptions",
+    "TimingResult",
+    "decode_kernel",
+    "gputime",
     "load_ipython_extension",
+    "load_nsys",
+    "load_trace",
     "unload_ipython_extension",
 ]
-
 
 
 def __getattr__(name: str) -> Any:

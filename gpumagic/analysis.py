@@ -17,12 +17,19 @@ from .kernels import decode
 from .trace import Trace, union_ns
 from .units import format_time
 
-__all__ = ["Finding", "findings", "cell_figures"]
+__all__ = ["Finding", "cell_figures", "findings"]
 
 #: A kernel shorter than this is "tiny": its launch (a few µs of host time) costs as much as its work.
 TINY_KERNEL_NS = 10_000
-_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchCooperativeKernel",
-                "cudaGraphLaunch", "cuGraphLaunch")  # fmt: skip
+_LAUNCH_APIS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
 
 
 @dataclass
@@ -74,13 +81,23 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
     # --- self-checks first: numbers that do not add up are the most important thing to say ---------------------
     if k.empty and trace.memops.empty:
         if not launches.empty:
-            out.append(Finding("kernels_dropped", "error",
-                               f"{len(launches)} kernel launches were recorded but no kernel ran in the capture: the "
-                               "profiler dropped them (a known CUPTI start-up issue); run the cell again.",
-                               {"launches": len(launches)}))  # fmt: skip
+            out.append(
+                Finding(
+                    "kernels_dropped",
+                    "error",
+                    f"{len(launches)} kernel launches were recorded but no kernel ran in the capture: the "
+                    "profiler dropped them (a known CUPTI start-up issue); run the cell again.",
+                    {"launches": len(launches)},
+                )
+            )
         elif trace.meta.get("cuda_available") is False or trace.meta.get("device") == "CPU":
-            out.append(Finding("no_gpu", "info", "No GPU activity was captured: CUDA is not available here, so only CPU "
-                               "ops are shown."))  # fmt: skip
+            out.append(
+                Finding(
+                    "no_gpu",
+                    "info",
+                    "No GPU activity was captured: CUDA is not available here, so only CPU ops are shown.",
+                )
+            )
         else:
             out.append(Finding("no_gpu_work", "info", "The cell launched no GPU work (its tensors may be on the CPU)."))
         return out
@@ -90,10 +107,15 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
         graph_launches = launches["name"].str.contains("Graph").sum()
         missing = launched - seen
         if missing and not graph_launches:
-            out.append(Finding("kernels_missing", "warn",
-                               f"{len(missing)} of {len(launched)} kernel launches have no kernel in the capture: the "
-                               "profiler lost them, so GPU time is under-reported.",
-                               {"missing": len(missing), "launches": len(launched)}))  # fmt: skip
+            out.append(
+                Finding(
+                    "kernels_missing",
+                    "warn",
+                    f"{len(missing)} of {len(launched)} kernel launches have no kernel in the capture: the "
+                    "profiler lost them, so GPU time is under-reported.",
+                    {"missing": len(missing), "launches": len(launched)},
+                )
+            )
 
     # --- where the time goes ------------------------------------------------------------------------------------
     wall, busy = fig["wall_ns"], fig["gpu_busy_ns"]
@@ -101,10 +123,12 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
         idle = 1 - busy / wall
         cpu = fig["cpu_ops_ns"]
         sev = "warn"
-        msg = (f"The GPU is idle {idle:.0%} of the cell's {_t(wall)}: it is busy for {_t(busy)}")
+        msg = f"The GPU is idle {idle:.0%} of the cell's {_t(wall)}: it is busy for {_t(busy)}"
         if cpu and cpu >= 3 * busy:
-            msg += (f", while the CPU spends {_t(cpu)} in torch ops. Overhead-bound: the host, not the GPU, sets the "
-                    "pace (bigger batches, CUDA graphs or torch.compile help).")  # fmt: skip
+            msg += (
+                f", while the CPU spends {_t(cpu)} in torch ops. Overhead-bound: the host, not the GPU, sets the "
+                "pace (bigger batches, CUDA graphs or torch.compile help)."
+            )
         else:
             msg += "."
         out.append(Finding("gpu_idle", sev, msg, {"idle": idle, "wall_ns": wall, "busy_ns": busy, "cpu_ns": cpu}))
@@ -113,52 +137,89 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
         durs = (k["end"] - k["start"]).astype("int64")
         tiny = durs < TINY_KERNEL_NS
         if len(k) >= 20 and tiny.mean() >= 0.5:
-            out.append(Finding("tiny_kernels", "warn",
-                               f"{int(tiny.sum())} of {len(k)} kernels ran for less than {_t(TINY_KERNEL_NS)} (median "
-                               f"{_t(float(durs.median()))}): each costs a launch of a few µs of host time. Launch-bound: "
-                               "CUDA graphs or torch.compile (fusion) remove launches.",
-                               {"tiny": int(tiny.sum()), "kernels": len(k), "median_ns": float(durs.median())}))  # fmt: skip
+            out.append(
+                Finding(
+                    "tiny_kernels",
+                    "warn",
+                    f"{int(tiny.sum())} of {len(k)} kernels ran for less than {_t(TINY_KERNEL_NS)} (median "
+                    f"{_t(float(durs.median()))}): each costs a launch of a few µs of host time. Launch-bound: "
+                    "CUDA graphs or torch.compile (fusion) remove launches.",
+                    {"tiny": int(tiny.sum()), "kernels": len(k), "median_ns": float(durs.median())},
+                )
+            )
 
         decoded = k["name"].map(decode)
         total = int(durs.sum())
-        ffma = decoded.map(lambda d: d.op in ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
-                           and d.tensor_cores is False and d.precision == "fp32")  # fmt: skip
+        ffma = decoded.map(
+            lambda d: (
+                d.op in ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
+                and d.tensor_cores is False
+                and d.precision == "fp32"
+            )
+        )
         if ffma.any():
             t_ffma = int(durs[ffma].sum())
             names = sorted({d.short for d in decoded[ffma]})
-            out.append(Finding("ffma_gemm", "warn",
-                               f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {_t(t_ffma)}, "
-                               f"{t_ffma / total:.0%} of GPU time ({'; '.join(names[:2])}). "
-                               "torch.backends.cuda.matmul.allow_tf32 = True (or "
-                               "torch.set_float32_matmul_precision('high')) lets them use TF32 tensor cores.",
-                               {"ffma_ns": t_ffma, "share": t_ffma / total}))  # fmt: skip
+            out.append(
+                Finding(
+                    "ffma_gemm",
+                    "warn",
+                    f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {_t(t_ffma)}, "
+                    f"{t_ffma / total:.0%} of GPU time ({'; '.join(names[:2])}). "
+                    "torch.backends.cuda.matmul.allow_tf32 = True (or "
+                    "torch.set_float32_matmul_precision('high')) lets them use TF32 tensor cores.",
+                    {"ffma_ns": t_ffma, "share": t_ffma / total},
+                )
+            )
         cc = trace.meta.get("compute_capability")
         if cc:
             dev_sm = "sm" + cc.replace(".", "")
-            older = decoded.map(lambda d: d.arch is not None and d.family in ("cublas_xmma", "cutlass2", "cudnn")
-                                and _sm_num(d.arch) < _sm_num(dev_sm) and d.tensor_cores is not False)  # fmt: skip
+            older = decoded.map(
+                lambda d: (
+                    d.arch is not None
+                    and d.family in ("cublas_xmma", "cutlass2", "cudnn")
+                    and _sm_num(d.arch) < _sm_num(dev_sm)
+                    and d.tensor_cores is not False
+                )
+            )
             if older.any():
                 t_old = int(durs[older].sum())
-                out.append(Finding("compat_kernel", "info",
-                                   f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
-                                   f"({_t(t_old)}, {t_old / total:.0%} of GPU time): compatibility kernels, which may "
-                                   "miss this GPU's newer instructions.", {"ns": t_old}))  # fmt: skip
+                out.append(
+                    Finding(
+                        "compat_kernel",
+                        "info",
+                        f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
+                        f"({_t(t_old)}, {t_old / total:.0%} of GPU time): compatibility kernels, which may "
+                        "miss this GPU's newer instructions.",
+                        {"ns": t_old},
+                    )
+                )
         copies = decoded.map(lambda d: d.op == "copy")
         dtod = trace.memops[trace.memops["kind"] == "DtoD"] if not trace.memops.empty else trace.memops
         t_copy = int(durs[copies].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)
         n_copy = int(copies.sum()) + len(dtod)
         if n_copy and t_copy / max(total, 1) >= 0.05:
-            out.append(Finding("copies", "info",
-                               f"{n_copy} device-to-device copies ({_t(t_copy)}, {t_copy / max(total, 1):.0%} of GPU time): "
-                               "often .contiguous(), dtype casts or non-contiguous views feeding a GEMM.",
-                               {"copies": n_copy, "ns": t_copy}))  # fmt: skip
+            out.append(
+                Finding(
+                    "copies",
+                    "info",
+                    f"{n_copy} device-to-device copies ({_t(t_copy)}, {t_copy / max(total, 1):.0%} of GPU time): "
+                    "often .contiguous(), dtype casts or non-contiguous views feeding a GEMM.",
+                    {"copies": n_copy, "ns": t_copy},
+                )
+            )
         summ = trace.kernel_summary()
         head = summ.head(top)
         share = head["Time (%)"].sum()
         parts = [f"{decode(n).short} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
-        out.append(Finding("top_kernels", "info",
-                           f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of GPU time: {'; '.join(parts)}.",
-                           {"share": share}))  # fmt: skip
+        out.append(
+            Finding(
+                "top_kernels",
+                "info",
+                f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of GPU time: {'; '.join(parts)}.",
+                {"share": share},
+            )
+        )
     return out
 
 
@@ -216,10 +277,15 @@ def op_table(trace: Trace) -> pd.DataFrame:
             j += 1
     df = pd.DataFrame({"Name": ops["name"], "dur": dur, "self": dur - child, "gpu": gpu, "shapes": ops["shapes"]})
     g = df.groupby("Name", sort=False)
-    out = pd.DataFrame({
-        "Calls": g.size(), "CPU total (ns)": g["dur"].sum(), "Self CPU (ns)": g["self"].sum(), "GPU (ns)": g["gpu"].sum(),
-        "Input shapes": g["shapes"].first(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "Calls": g.size(),
+            "CPU total (ns)": g["dur"].sum(),
+            "Self CPU (ns)": g["self"].sum(),
+            "GPU (ns)": g["gpu"].sum(),
+            "Input shapes": g["shapes"].first(),
+        }
+    )
     out["Name"] = out.index
     out.index.name = None
     return out.sort_values("Self CPU (ns)", ascending=False).reset_index(drop=True)[cols]

@@ -43,9 +43,9 @@ class GpuMagicsConfig(Configurable):
     kernel_time = Bool(
         True, help="Measure GPU kernel time per call with the profiler (CUPTI) in a short extra pass."
     ).tag(config=True)
-    first_call_ratio = Float(
-        2.0, help="Report the first call when it took more than this many times the median."
-    ).tag(config=True)
+    first_call_ratio = Float(2.0, help="Report the first call when it took more than this many times the median.").tag(
+        config=True
+    )
     precision = Int(3, help="Significant digits in printed times.").tag(config=True)
     profile_warmup = Int(1, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning).").tag(
         config=True

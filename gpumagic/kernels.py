@@ -19,32 +19,79 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Iterable
+from functools import cache, lru_cache
 
-__all__ = ["KernelName", "decode", "demangle", "normalize", "FAMILIES"]
+__all__ = ["FAMILIES", "KernelName", "decode", "demangle", "normalize"]
 
 FAMILIES = (
-    "cutlass2", "cutlass3", "cublas_xmma", "cublas_legacy", "nvjet", "cudnn", "flash_attention",
-    "aten", "triton", "nccl", "memop", "other",
-)  # fmt: skip
+    "cutlass2",
+    "cutlass3",
+    "cublas_xmma",
+    "cublas_legacy",
+    "nvjet",
+    "cudnn",
+    "flash_attention",
+    "aten",
+    "triton",
+    "nccl",
+    "memop",
+    "other",
+)
 
 # Short dtype codes used across CUTLASS, cuBLAS, cuDNN names -> canonical names.
 _DTYPE = {
-    "f64": "fp64", "f32": "fp32", "tf32": "tf32", "f16": "fp16", "bf16": "bf16", "e4m3": "fp8e4m3",
-    "e5m2": "fp8e5m2", "f8": "fp8", "s8": "int8", "u8": "uint8", "i8": "int8", "s32": "int32", "i32": "int32",
-    "s4": "int4", "u4": "uint4", "void": "void", "e2m1": "fp4e2m1", "ue8m0": "ue8m0", "fp16": "fp16", "fp32": "fp32",
-    "half": "fp16", "float": "fp32", "double": "fp64", "bfloat16": "bf16",
-}  # fmt: skip
+    "f64": "fp64",
+    "f32": "fp32",
+    "tf32": "tf32",
+    "f16": "fp16",
+    "bf16": "bf16",
+    "e4m3": "fp8e4m3",
+    "e5m2": "fp8e5m2",
+    "f8": "fp8",
+    "s8": "int8",
+    "u8": "uint8",
+    "i8": "int8",
+    "s32": "int32",
+    "i32": "int32",
+    "s4": "int4",
+    "u4": "uint4",
+    "void": "void",
+    "e2m1": "fp4e2m1",
+    "ue8m0": "ue8m0",
+    "fp16": "fp16",
+    "fp32": "fp32",
+    "half": "fp16",
+    "float": "fp32",
+    "double": "fp64",
+    "bfloat16": "bf16",
+}
 # CUTLASS 2.x and legacy cuBLAS one-letter precision prefixes (s1688gemm, h16816gemm, sgemm, dgemm, ...).
 _PREFIX = {"s": "fp32", "h": "fp16", "d": "fp64", "i": "int32", "c": "complex64", "z": "complex128"}
 # nvjet letters for A/B, C, compute, D (cuBLASLt): h=fp16, t=bf16, s=fp32, d=fp64, q=fp8 e4m3, o=fp8 e5m2, i=int8.
-_NVJET_LETTERS = {"h": "fp16", "t": "bf16", "s": "fp32", "d": "fp64", "q": "fp8e4m3", "o": "fp8e5m2", "i": "int8", "e": "fp8e5m2"}
+_NVJET_LETTERS = {
+    "h": "fp16",
+    "t": "bf16",
+    "s": "fp32",
+    "d": "fp64",
+    "q": "fp8e4m3",
+    "o": "fp8e5m2",
+    "i": "int8",
+    "e": "fp8e5m2",
+}
 # MMA instruction shapes and the input precision they imply (Volta 884, Turing/Ampere 1688/16816/8816/16832).
 _MMA_SHAPE = {"1688": "tf32", "16816": "fp16/bf16", "884": "fp16", "8816": "int8", "16832": "int8", "1684": "tf32"}
-_ARCH_NAMES = {"maxwell": "sm50", "pascal": "sm60", "volta": "sm70", "turing": "sm75", "ampere": "sm80",
-               "ada": "sm89", "hopper": "sm90", "blackwell": "sm100"}  # fmt: skip
+_ARCH_NAMES = {
+    "maxwell": "sm50",
+    "pascal": "sm60",
+    "volta": "sm70",
+    "turing": "sm75",
+    "ampere": "sm80",
+    "ada": "sm89",
+    "hopper": "sm90",
+    "blackwell": "sm100",
+}
 _LAYOUT_MEANING = {"n": "column-major (not transposed)", "t": "row-major (transposed)"}
 
 
@@ -98,7 +145,7 @@ class KernelName:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cxa_demangle() -> object | None:
     for libname in ("stdc++", "c++"):
         path = ctypes.util.find_library(libname) or (f"lib{libname}.so.6" if sys.platform.startswith("linux") else None)
@@ -226,11 +273,26 @@ def _split_top(args: str) -> list[str]:
 
 
 _CPP_TYPE = {
-    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "cutlass::half_t": "fp16",
-    "cutlass::bfloat16_t": "bf16", "__half": "fp16", "__nv_bfloat16": "bf16", "long": "int64", "int": "int32",
-    "bool": "bool", "unsigned char": "uint8", "signed char": "int8", "short": "int16", "c10::Float8_e4m3fn": "fp8e4m3",
-    "c10::Float8_e5m2": "fp8e5m2", "unsigned int": "uint32", "unsigned long": "uint64", "c10::complex<float>": "complex64",
-}  # fmt: skip
+    "float": "fp32",
+    "double": "fp64",
+    "c10::Half": "fp16",
+    "c10::BFloat16": "bf16",
+    "cutlass::half_t": "fp16",
+    "cutlass::bfloat16_t": "bf16",
+    "__half": "fp16",
+    "__nv_bfloat16": "bf16",
+    "long": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "unsigned char": "uint8",
+    "signed char": "int8",
+    "short": "int16",
+    "c10::Float8_e4m3fn": "fp8e4m3",
+    "c10::Float8_e5m2": "fp8e5m2",
+    "unsigned int": "uint32",
+    "unsigned long": "uint64",
+    "c10::complex<float>": "complex64",
+}
 
 
 def _cpp_dtypes(text: str) -> tuple[str, ...]:
@@ -294,8 +356,12 @@ def _decode_cutlass2(k: KernelName, sym: str, full: str) -> bool:
         if shape:
             mma = "\u00d7".join(_split_shape(shape))
             mma_prec = _MMA_SHAPE.get(shape)
-            k._add(prefix + shape, "mma", f"accumulate in {accum or prefix}; {mma} MMA instruction"
-                   + (f" ({mma_prec} inputs)" if mma_prec else ""))
+            k._add(
+                prefix + shape,
+                "mma",
+                f"accumulate in {accum or prefix}; {mma} MMA instruction"
+                + (f" ({mma_prec} inputs)" if mma_prec else ""),
+            )
             k.details["mma_shape"] = mma
             k.details["accumulator"] = accum
             k.precision = mma_prec if mma_prec and "/" not in mma_prec else None
@@ -306,11 +372,23 @@ def _decode_cutlass2(k: KernelName, sym: str, full: str) -> bool:
         if mid:
             k._add(mid, "mma input", f"{_DTYPE.get(mid, mid)} inputs to the MMA")
             k.precision = _DTYPE.get(mid, mid)
-        k.op = {"gemm": "gemm", "fprop": "conv_fprop", "dgrad": "conv_dgrad", "wgrad": "conv_wgrad", "gemv": "gemv"}.get(
-            op, op
+        k.op = {
+            "gemm": "gemm",
+            "fprop": "conv_fprop",
+            "dgrad": "conv_dgrad",
+            "wgrad": "conv_wgrad",
+            "gemv": "gemv",
+        }.get(op, op)
+        k._add(
+            op + tail,
+            "op",
+            {
+                "gemm": "matrix multiply (GEMM)",
+                "fprop": "convolution forward",
+                "dgrad": "convolution data gradient",
+                "wgrad": "convolution weight gradient",
+            }.get(op, op),
         )
-        k._add(op + tail, "op", {"gemm": "matrix multiply (GEMM)", "fprop": "convolution forward",
-                                  "dgrad": "convolution data gradient", "wgrad": "convolution weight gradient"}.get(op, op))  # fmt: skip
     rest = (m.group("rest") or "").lstrip("_")
     toks = rest.split("_") if rest else []
     i = 0
@@ -358,8 +436,16 @@ def _decode_cutlass2(k: KernelName, sym: str, full: str) -> bool:
 
 def _split_shape(shape: str) -> list[str]:
     """'1688' -> ['16','8','8'], '16816' -> ['16','8','16'], '884' -> ['8','8','4'], '16832' -> ['16','8','32']."""
-    known = {"1688": ["16", "8", "8"], "16816": ["16", "8", "16"], "884": ["8", "8", "4"], "8816": ["8", "8", "16"],
-             "16832": ["16", "8", "32"], "1684": ["16", "8", "4"], "16864": ["16", "8", "64"], "884884": ["8", "8", "4"]}  # fmt: skip
+    known = {
+        "1688": ["16", "8", "8"],
+        "16816": ["16", "8", "16"],
+        "884": ["8", "8", "4"],
+        "8816": ["8", "8", "16"],
+        "16832": ["16", "8", "32"],
+        "1684": ["16", "8", "4"],
+        "16864": ["16", "8", "64"],
+        "884884": ["8", "8", "4"],
+    }
     return known.get(shape, [shape])
 
 
@@ -375,13 +461,19 @@ def _decode_cutlass3(k: KernelName, sym: str, full: str) -> bool:
     k._add("cutlass3x", "library", "CUTLASS 3.x (CuTe) generated kernel")
     k._set_arch(m.group("arch"), m.group("arch").rstrip("a"))
     k.tensor_cores = m.group("opclass") != "simt"
-    k.math = "tensor cores (wgmma)" if k.tensor_cores and k.arch == "sm90" else ("tensor cores" if k.tensor_cores else "SIMT")
+    k.math = (
+        "tensor cores (wgmma)"
+        if k.tensor_cores and k.arch == "sm90"
+        else ("tensor cores" if k.tensor_cores else "SIMT")
+    )
     k._add(m.group("opclass"), "math", "tensor cores" if k.tensor_cores else "SIMT: CUDA cores")
     toks = m.group("body").split("_")
     i = 0
     # instruction: [s|h|...][MxNxK][tf32]gemm, or plain 'gemm'
     t = toks[0]
-    im = re.fullmatch(r"(?:([shdi])(?=\d|gemm))?(\d+x\d+x\d+)?([a-z0-9]*?)(gemm|conv\dd\w*|fprop|dgrad|wgrad|sparse_gemm)", t)
+    im = re.fullmatch(
+        r"(?:([shdi])(?=\d|gemm))?(\d+x\d+x\d+)?([a-z0-9]*?)(gemm|conv\dd\w*|fprop|dgrad|wgrad|sparse_gemm)", t
+    )
     if im:
         acc, shape, mmain, op = im.groups()
         k.op = "gemm" if "gemm" in op else op
@@ -429,11 +521,28 @@ def _decode_cutlass3(k: KernelName, sym: str, full: str) -> bool:
             k.alignment = t[5:]
             k._add(t, "alignment", f"A and B aligned to {t[5:]} elements")
         elif t in ("cvt", "scl", "sclzr", "shfl"):
-            k._add(t, "mixed dtype", {"cvt": "convert only", "scl": "scale", "sclzr": "scale with zero point",
-                                       "shfl": "shuffled narrow-type layout"}[t])  # fmt: skip
+            k._add(
+                t,
+                "mixed dtype",
+                {
+                    "cvt": "convert only",
+                    "scl": "scale",
+                    "sclzr": "scale with zero point",
+                    "shfl": "shuffled narrow-type layout",
+                }[t],
+            )
         elif t == "warpspecialized" or t == "tma":
             sched = [t]
-            while i + 1 < len(toks) and toks[i + 1] in ("cooperative", "pingpong", "persistent", "warpspecialized", "2sm", "1sm", "fp8", "fastaccum"):
+            while i + 1 < len(toks) and toks[i + 1] in (
+                "cooperative",
+                "pingpong",
+                "persistent",
+                "warpspecialized",
+                "2sm",
+                "1sm",
+                "fp8",
+                "fastaccum",
+            ):
                 i += 1
                 sched.append(toks[i])
             k.details["schedule"] = "_".join(sched)
@@ -447,8 +556,13 @@ def _decode_cutlass3(k: KernelName, sym: str, full: str) -> bool:
             ep = [toks[i + 1]] if i + 1 < len(toks) else []
             i += len(ep)
             k.epilogue = "_".join(["epi"] + ep)
-            k._add(k.epilogue, "epilogue", {"tma": "epilogue stores through TMA", "nosmem": "epilogue without shared memory"}.get(
-                ep[0] if ep else "", "epilogue " + " ".join(ep)))
+            k._add(
+                k.epilogue,
+                "epilogue",
+                {"tma": "epilogue stores through TMA", "nosmem": "epilogue without shared memory"}.get(
+                    ep[0] if ep else "", "epilogue " + " ".join(ep)
+                ),
+            )
         else:
             k._add(t, "raw", "not decoded")
         i += 1
@@ -474,7 +588,9 @@ def _decode_xmma(k: KernelName, sym: str, full: str) -> bool:
     # op: gemm | fprop_implicit_gemm | dgrad_implicit_gemm | wgrad_indexed_implicit_gemm | ...
     ops = []
     i = 0
-    while i < len(toks) and re.fullmatch(r"gemm|fprop|dgrad|wgrad|implicit|indexed|gemv|grouped|batched|conv\w*", toks[i]):
+    while i < len(toks) and re.fullmatch(
+        r"gemm|fprop|dgrad|wgrad|implicit|indexed|gemv|grouped|batched|conv\w*", toks[i]
+    ):
         ops.append(toks[i])
         i += 1
     opname = "_".join(ops)
@@ -527,7 +643,9 @@ def _decode_xmma(k: KernelName, sym: str, full: str) -> bool:
             k._add(t, "math", f"tensor-core MMA {_dims(t[6:])}")
         elif t.startswith("align"):
             k.alignment = (k.alignment + "," if k.alignment else "") + t[5:]
-            k._add(t, "alignment", f"operand {t[5:-1].upper() or '?'} aligned to {re.sub(r'^[a-z]+', '', t[5:])} elements")
+            k._add(
+                t, "alignment", f"operand {t[5:-1].upper() or '?'} aligned to {re.sub(r'^[a-z]+', '', t[5:])} elements"
+            )
         elif t in ("execute", "kernel"):
             k._add(t, "raw", "kernel entry")
         elif t in ("segment", "split", "stream") and i + 1 < len(toks) and toks[i + 1] == "k":
@@ -537,8 +655,15 @@ def _decode_xmma(k: KernelName, sym: str, full: str) -> bool:
                 i += 1
             i += 1
             k.details["k_split"] = mode
-            k._add(mode, "k split", {"segment_k_off": "segment-K off", "segment_k_on": "segment-K: K split across CTAs",
-                                      "split_k": "split-K: partial sums reduced after"}.get(mode, mode.replace("_", " ")))  # fmt: skip
+            k._add(
+                mode,
+                "k split",
+                {
+                    "segment_k_off": "segment-K off",
+                    "segment_k_on": "segment-K: K split across CTAs",
+                    "split_k": "split-K: partial sums reduced after",
+                }.get(mode, mode.replace("_", " ")),
+            )
         elif re.fullmatch(r"g\d+", t):
             k.details["groups"] = int(t[1:])
             k._add(t, "groups", f"{t[1:]} convolution group(s)")
@@ -559,9 +684,7 @@ def _decode_xmma(k: KernelName, sym: str, full: str) -> bool:
     return True
 
 
-_LEGACY = re.compile(
-    r"^(?P<arch>maxwell|pascal|volta|turing|ampere|ada|hopper)_(?P<body>.*)$"
-)
+_LEGACY = re.compile(r"^(?P<arch>maxwell|pascal|volta|turing|ampere|ada|hopper)_(?P<body>.*)$")
 
 
 def _decode_legacy(k: KernelName, sym: str, full: str) -> bool:
@@ -584,7 +707,11 @@ def _decode_legacy(k: KernelName, sym: str, full: str) -> bool:
                 k.math = "tensor cores (mma)"
                 k.details["mma_shape"] = "\u00d7".join(_split_shape(shape))
                 k.details["accumulator"] = _PREFIX.get(prefix, prefix)
-                k._add(t, "op", f"GEMM on tensor cores, {k.details['mma_shape']} MMA, accumulate in {_PREFIX.get(prefix, prefix)}")
+                k._add(
+                    t,
+                    "op",
+                    f"GEMM on tensor cores, {k.details['mma_shape']} MMA, accumulate in {_PREFIX.get(prefix, prefix)}",
+                )
                 mp = _MMA_SHAPE.get(shape)
                 if mp and "/" not in mp:
                     k.precision = mp
@@ -661,8 +788,13 @@ def _decode_nvjet(k: KernelName, sym: str, full: str) -> bool:
             ab, c = names[:1], []
         k.precision = ab[0]
         k.details["accumulator"] = names[-2]
-        k._add(letters, "dtypes", f"inputs {', '.join(ab)}; " + (f"C {c[0]}; " if c else "")
-               + f"accumulate in {names[-2]}; output {names[-1]}")
+        k._add(
+            letters,
+            "dtypes",
+            f"inputs {', '.join(ab)}; "
+            + (f"C {c[0]}; " if c else "")
+            + f"accumulate in {names[-2]}; output {names[-1]}",
+        )
     geo = [t for t in toks if re.fullmatch(r"\d+x\d+", t)]
     for t in toks:
         if re.fullmatch(r"\d+x\d+", t):
@@ -769,7 +901,10 @@ def _decode_cudnn(k: KernelName, sym: str, full: str) -> bool:
 
 def _decode_flash(k: KernelName, sym: str, full: str) -> bool:
     s = full
-    if re.search(r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_", s) is None:
+    if (
+        re.search(r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_", s)
+        is None
+    ):
         return False
     k.family = "flash_attention"
     k.op = "attention"
@@ -794,7 +929,8 @@ def _decode_flash(k: KernelName, sym: str, full: str) -> bool:
             k._add(tile, "tile", f"queries × keys per block {_dims(tile)}")
             for extra in filter(None, acc.split("_")):
                 meaning = {"rf": "accumulator in registers", "gmem": "accumulator in global memory"}.get(
-                    extra, f"head dimension up to {extra[1:]}" if re.fullmatch(r"k\d+", extra) else "not decoded")
+                    extra, f"head dimension up to {extra[1:]}" if re.fullmatch(r"k\d+", extra) else "not decoded"
+                )
                 k._add(extra, "variant", meaning)
     else:
         k.library = "FlashAttention (PyTorch)" if "pytorch_flash" in s else "FlashAttention"
@@ -814,23 +950,77 @@ def _decode_flash(k: KernelName, sym: str, full: str) -> bool:
             k.dtypes = dts
             k.precision = dts[0]
     k.math = "tensor cores (mma)"
-    k.short = f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) {(k.precision or '').upper()}".replace("  ", " ")
+    k.short = f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) {(k.precision or '').upper()}".replace(
+        "  ", " "
+    )
     return True
 
 
 _TRITON = re.compile(r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$")
-_TRITON_KIND = {"poi": "pointwise", "red": "reduction", "per": "persistent reduction", "tem": "template (GEMM/conv)",
-                "for": "foreach", "mm": "matmul", "bmm": "batched matmul", "unk": "unknown"}  # fmt: skip
+_TRITON_KIND = {
+    "poi": "pointwise",
+    "red": "reduction",
+    "per": "persistent reduction",
+    "tem": "template (GEMM/conv)",
+    "for": "foreach",
+    "mm": "matmul",
+    "bmm": "batched matmul",
+    "unk": "unknown",
+}
 # ATen ops whose names contain underscores, for splitting Inductor's fused-op lists (longest match wins).
 _MULTI_WORD_OPS = sorted(
-    """_softmax _log_softmax prepare_softmax_online native_layer_norm native_batch_norm native_group_norm
-    layer_norm batch_norm group_norm rms_norm embedding_dense_backward convolution_backward threshold_backward
-    gelu_backward silu_backward sigmoid_backward tanh_backward _to_copy index_put index_select scatter_add
-    scatter_reduce var_mean log_softmax constant_pad_nd avg_pool2d max_pool2d_with_indices upsample_nearest2d
-    upsample_bilinear2d scaled_dot_product_attention _scaled_dot_product_flash_attention native_dropout
-    clamp_min clamp_max bitwise_and bitwise_or bitwise_not logical_and logical_not masked_fill nll_loss
-    nll_loss_forward nll_loss_backward cross_entropy _unsafe_view new_zeros zeros_like ones_like full_like
-    fused_moving_avg_obs_fq_helper""".split(),
+    [
+        "_softmax",
+        "_log_softmax",
+        "prepare_softmax_online",
+        "native_layer_norm",
+        "native_batch_norm",
+        "native_group_norm",
+        "layer_norm",
+        "batch_norm",
+        "group_norm",
+        "rms_norm",
+        "embedding_dense_backward",
+        "convolution_backward",
+        "threshold_backward",
+        "gelu_backward",
+        "silu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "_to_copy",
+        "index_put",
+        "index_select",
+        "scatter_add",
+        "scatter_reduce",
+        "var_mean",
+        "log_softmax",
+        "constant_pad_nd",
+        "avg_pool2d",
+        "max_pool2d_with_indices",
+        "upsample_nearest2d",
+        "upsample_bilinear2d",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "native_dropout",
+        "clamp_min",
+        "clamp_max",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_not",
+        "logical_and",
+        "logical_not",
+        "masked_fill",
+        "nll_loss",
+        "nll_loss_forward",
+        "nll_loss_backward",
+        "cross_entropy",
+        "_unsafe_view",
+        "new_zeros",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "fused_moving_avg_obs_fq_helper",
+    ],
     key=lambda s: -s.count("_"),
 )
 
@@ -871,7 +1061,9 @@ def _decode_triton(k: KernelName, sym: str, full: str) -> bool:
     k.family = "triton"
     k.library = "Triton (TorchInductor)"
     kind = m.group("kind")
-    k.op = {"poi": "elementwise", "red": "reduce", "per": "reduce", "tem": "gemm", "mm": "gemm", "bmm": "gemm"}.get(kind, kind)
+    k.op = {"poi": "elementwise", "red": "reduce", "per": "reduce", "tem": "gemm", "mm": "gemm", "bmm": "gemm"}.get(
+        kind, kind
+    )
     k.details["kind"] = _TRITON_KIND[kind]
     fused = _split_fused(m.group("rest"))
     k.details["fused_ops"] = fused
@@ -884,10 +1076,33 @@ def _decode_triton(k: KernelName, sym: str, full: str) -> bool:
     return True
 
 
-_NCCL_DT = {"i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
-            "f16": "fp16", "f32": "fp32", "f64": "fp64", "bf16": "bf16", "f8e4m3": "fp8e4m3", "f8e5m2": "fp8e5m2",
-            "int8_t": "int8", "uint8_t": "uint8", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64",
-            "uint64_t": "uint64", "half": "fp16", "float": "fp32", "double": "fp64", "__nv_bfloat16": "bf16"}  # fmt: skip
+_NCCL_DT = {
+    "i8": "int8",
+    "u8": "uint8",
+    "i32": "int32",
+    "u32": "uint32",
+    "i64": "int64",
+    "u64": "uint64",
+    "f16": "fp16",
+    "f32": "fp32",
+    "f64": "fp64",
+    "bf16": "bf16",
+    "f8e4m3": "fp8e4m3",
+    "f8e5m2": "fp8e5m2",
+    "int8_t": "int8",
+    "uint8_t": "uint8",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "int32_t": "int32",
+    "uint32_t": "uint32",
+    "int64_t": "int64",
+    "uint64_t": "uint64",
+    "half": "fp16",
+    "float": "fp32",
+    "double": "fp64",
+    "__nv_bfloat16": "bf16",
+}
 _NCCL_COLL = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv", "AllToAll", "Generic")
 _NCCL_ALGO = ("RING", "TREE", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT", "COLLNET")
 _NCCL_PROTO = ("LL128", "LL", "SIMPLE")
@@ -914,8 +1129,15 @@ def _decode_nccl(k: KernelName, sym: str, full: str) -> bool:
     for t in [t for t in rest.split("_") if t]:
         if t in _NCCL_PROTO:
             k.details["protocol"] = t
-            k._add(t, "protocol", {"LL": "low-latency protocol", "LL128": "low-latency 128-byte protocol",
-                                   "SIMPLE": "simple (bandwidth) protocol"}[t])  # fmt: skip
+            k._add(
+                t,
+                "protocol",
+                {
+                    "LL": "low-latency protocol",
+                    "LL128": "low-latency 128-byte protocol",
+                    "SIMPLE": "simple (bandwidth) protocol",
+                }[t],
+            )
         elif t in ("Sum", "Prod", "Max", "Min", "Avg", "PreMulSum", "SumPostDiv"):
             k.details["reduction"] = t
             k._add(t, "reduction", t.lower())
@@ -925,7 +1147,13 @@ def _decode_nccl(k: KernelName, sym: str, full: str) -> bool:
             k._add(t, "dtype", k.precision)
         else:
             k._add(t, "raw", "not decoded")
-    parts = [coll, k.details.get("reduction", ""), k.precision or "", k.details.get("algorithm", ""), k.details.get("protocol", "")]
+    parts = [
+        coll,
+        k.details.get("reduction", ""),
+        k.precision or "",
+        k.details.get("algorithm", ""),
+        k.details.get("protocol", ""),
+    ]
     k.short = "NCCL " + " ".join(p for p in parts if p)
     return True
 
@@ -940,10 +1168,17 @@ def _decode_memop(k: KernelName, sym: str, full: str) -> bool:
     k.family = "memop"
     k.library = "CUDA runtime"
     direction = None
-    dm = re.search(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|Host-to-Device|Device-to-Host|Device-to-Device|Host-to-Host|Peer-to-Peer)\b", rest)
+    dm = re.search(
+        r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|Host-to-Device|Device-to-Host|Device-to-Device|Host-to-Host|Peer-to-Peer)\b", rest
+    )
     if dm:
-        direction = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
-                     "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}.get(dm.group(1), dm.group(1))  # fmt: skip
+        direction = {
+            "Host-to-Device": "HtoD",
+            "Device-to-Host": "DtoH",
+            "Device-to-Device": "DtoD",
+            "Host-to-Host": "HtoH",
+            "Peer-to-Peer": "PtoP",
+        }.get(dm.group(1), dm.group(1))
     k.op = kind + (f"_{direction.lower()}" if direction else "")
     k.details["kind"] = kind
     if direction:
@@ -959,14 +1194,40 @@ def _decode_memop(k: KernelName, sym: str, full: str) -> bool:
 # --- ATen (PyTorch's own CUDA kernels) ---------------------------------------------------------------------------
 
 _WRAPPERS = {
-    "gpu_kernel_impl", "gpu_kernel_impl_nocast", "gpu_kernel_with_scalars", "func_wrapper_t", "AUnaryFunctor",
-    "BUnaryFunctor", "BinaryFunctor", "UnaryFunctor", "TrivialOffsetCalculator", "OffsetCalculator",
-    "LoadWithoutCast", "StoreWithoutCast", "LoadWithCast", "StoreWithCast", "elementwise_kernel_helper",
-    "opmath_gpu_kernel_with_scalars", "gpu_kernel", "ReduceOp", "array", "TensorIteratorBase", "TensorIterator",
-    "Array", "GenericPackedTensorAccessor", "TensorAccessor", "ArrayRef", "TensorInfo", "IntDivider",
-    "vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel", "reduce_kernel",
-    "index_elementwise_kernel", "operator",
-}  # fmt: skip
+    "gpu_kernel_impl",
+    "gpu_kernel_impl_nocast",
+    "gpu_kernel_with_scalars",
+    "func_wrapper_t",
+    "AUnaryFunctor",
+    "BUnaryFunctor",
+    "BinaryFunctor",
+    "UnaryFunctor",
+    "TrivialOffsetCalculator",
+    "OffsetCalculator",
+    "LoadWithoutCast",
+    "StoreWithoutCast",
+    "LoadWithCast",
+    "StoreWithCast",
+    "elementwise_kernel_helper",
+    "opmath_gpu_kernel_with_scalars",
+    "gpu_kernel",
+    "ReduceOp",
+    "array",
+    "TensorIteratorBase",
+    "TensorIterator",
+    "Array",
+    "GenericPackedTensorAccessor",
+    "TensorAccessor",
+    "ArrayRef",
+    "TensorInfo",
+    "IntDivider",
+    "vectorized_elementwise_kernel",
+    "unrolled_elementwise_kernel",
+    "elementwise_kernel",
+    "reduce_kernel",
+    "index_elementwise_kernel",
+    "operator",
+}
 _OP_NAME_PATTERNS = [
     re.compile(r"CUDAFunctor(?:OnSelf)?_(\w+?)<"),
     re.compile(r"\b(\w+?)_functor<"),
@@ -985,7 +1246,11 @@ _ATEN_SPECIAL = [
     (r"batch_norm|BatchNorm", "norm", "batch norm"),
     (r"rms_norm|RmsNorm|RMSNorm", "norm", "RMS norm"),
     (r"dropout", "random", "dropout"),
-    (r"distribution_elementwise|distribution_nullary|bernoulli|randperm|multinomial|normal_kernel|uniform_kernel", "random", "random numbers"),
+    (
+        r"distribution_elementwise|distribution_nullary|bernoulli|randperm|multinomial|normal_kernel|uniform_kernel",
+        "random",
+        "random numbers",
+    ),
     (r"CatArray", "copy", "concatenate"),
     (r"DeviceRadixSort|bitonicSort|sort|[Tt]opK|topk", "sort", "sort / top-k"),
     (r"gather|scatter|index|embedding|take_kernel|put_kernel|masked", "index", "indexing"),
@@ -1023,7 +1288,10 @@ def _snake(name: str) -> str:
 
 def _decode_aten(k: KernelName, sym: str, full: str) -> bool:
     s = full
-    if not re.search(r"\bat::|\bat_cuda_detail::|\bc10::|\(anonymous namespace\)::(?:softmax|elementwise_kernel_with_index|randperm)", s):
+    if not re.search(
+        r"\bat::|\bat_cuda_detail::|\bc10::|\(anonymous namespace\)::(?:softmax|elementwise_kernel_with_index|randperm)",
+        s,
+    ):
         return False
     k.family = "aten"
     k.library = "PyTorch ATen" + (" (CUB)" if "cub::" in s else "")
@@ -1031,18 +1299,34 @@ def _decode_aten(k: KernelName, sym: str, full: str) -> bool:
     leaf = path.split("::")[-1]
     args = _template_args(s)
     top = _split_top(args)
-    k.dtypes = tuple(d for d in _cpp_dtypes(args) if d not in ("int32", "int64", "uint32", "uint64", "bool")) or _cpp_dtypes(args)[:1]
+    k.dtypes = (
+        tuple(d for d in _cpp_dtypes(args) if d not in ("int32", "int64", "uint32", "uint64", "bool"))
+        or _cpp_dtypes(args)[:1]
+    )
     k.precision = k.dtypes[0] if k.dtypes else None
     functor = _aten_functor(args)
     special = next(((op, label) for pat, op, label in _ATEN_SPECIAL if re.search(pat, args)), None)
-    if leaf in ("vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel",
-                "elementwise_kernel_with_index") and special and special[0] in ("norm", "random", "softmax"):  # fmt: skip
+    if (
+        leaf
+        in (
+            "vectorized_elementwise_kernel",
+            "unrolled_elementwise_kernel",
+            "elementwise_kernel",
+            "elementwise_kernel_with_index",
+        )
+        and special
+        and special[0] in ("norm", "random", "softmax")
+    ):
         # an elementwise launcher running a norm / random-number lambda: say what it computes
         k.op, k.short = special
         k.details["functor"] = functor
         k._add(leaf, "op", f"{special[1]} (elementwise launcher)")
-    elif leaf in ("vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel",
-                  "elementwise_kernel_with_index"):  # fmt: skip
+    elif leaf in (
+        "vectorized_elementwise_kernel",
+        "unrolled_elementwise_kernel",
+        "elementwise_kernel",
+        "elementwise_kernel_with_index",
+    ):
         k.op = "elementwise"
         if functor and re.fullmatch(r"(?:direct_|float16_|bfloat16_|float8_|)copy(?:_device_to_device)?", functor):
             k.op = "copy"
@@ -1051,12 +1335,20 @@ def _decode_aten(k: KernelName, sym: str, full: str) -> bool:
         if vec:
             k.details["vector_width"] = vec
         label = (functor or "op").replace("_", " ")
-        k.short = f"elementwise {label}" + (f" (vectorized \u00d7{vec})" if vec else " (unrolled)" if leaf.startswith("unrolled") else "")
+        k.short = f"elementwise {label}" + (
+            f" (vectorized \u00d7{vec})" if vec else " (unrolled)" if leaf.startswith("unrolled") else ""
+        )
         if k.op == "copy":
             k.short = f"copy ({label})" + (f" (vectorized \u00d7{vec})" if vec else "")
-        k._add(leaf, "op", {"vectorized_elementwise_kernel": f"elementwise, {vec} elements per thread-load (vectorized)",
-                            "unrolled_elementwise_kernel": "elementwise, unrolled (non-contiguous or casting)",
-                            "elementwise_kernel": "elementwise, generic strided loop"}.get(leaf, "elementwise with index"))  # fmt: skip
+        k._add(
+            leaf,
+            "op",
+            {
+                "vectorized_elementwise_kernel": f"elementwise, {vec} elements per thread-load (vectorized)",
+                "unrolled_elementwise_kernel": "elementwise, unrolled (non-contiguous or casting)",
+                "elementwise_kernel": "elementwise, generic strided loop",
+            }.get(leaf, "elementwise with index"),
+        )
         if functor:
             k._add(functor, "functor", f"applies {label}")
     elif leaf == "reduce_kernel":
@@ -1074,7 +1366,9 @@ def _decode_aten(k: KernelName, sym: str, full: str) -> bool:
                 if op == "softmax" and re.search(r"LogSoftMax|log_softmax", s):
                     k.short = "log-softmax"
                 if op == "random" and functor and label == "random numbers":
-                    kind = re.search(r"(normal|uniform|exponential|random_from_to|random|bernoulli|cauchy|geometric|log_normal)", s)
+                    kind = re.search(
+                        r"(normal|uniform|exponential|random_from_to|random|bernoulli|cauchy|geometric|log_normal)", s
+                    )
                     if kind:
                         k.short = f"random {kind.group(1).replace('_', ' ')}"
                 break

@@ -150,7 +150,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
         return None
 
     @magic_arguments()
-    @argument("-w", "--warmup", type=int, default=None, help="Runs of the cell before the capture (default 1; 0 allowed).")
+    @argument(
+        "-w", "--warmup", type=int, default=None, help="Runs of the cell before the capture (default 1; 0 allowed)."
+    )
     @argument("-n", "--iters", type=int, default=1, help="Runs of the cell inside the capture (default 1).")
     @argument("--trace", default=None, metavar="PATH", help="Also write a Chrome/Perfetto trace JSON to PATH.")
     @argument("--top", type=int, default=None, help="Rows in the kernel and other tables (default 15).")
@@ -233,8 +235,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
             notes.append("No warm-up (-w 0): first-call costs (lazy init, autotuning) are in the capture.")
         if args.iters > 1:
             notes.append(f"The cell ran {args.iters} times inside the capture; totals cover all of them.")
-        report = ProfileReport(trace, label=label, top=top, timeline=not args.no_timeline,
-                               max_glyphs_per_lane=self.timeline_max_glyphs, notes=notes)  # fmt: skip
+        report = ProfileReport(
+            trace,
+            label=label,
+            top=top,
+            timeline=not args.no_timeline,
+            max_glyphs_per_lane=self.timeline_max_glyphs,
+            notes=notes,
+        )
         if args.trace:
             report.to_chrome_trace(args.trace)
             report.notes.append(f"Chrome/Perfetto trace written to {args.trace}")
@@ -255,11 +263,18 @@ class GpuMagics(Magics, GpuMagicsConfig):
         source = self.shell.transform_cell(cell)
         try:
             run = profile_cell(
-                source, self.shell.user_ns, label, setup=_unquote(args.setup), warmup=warmup, iters=args.iters,
-                nsys_path=self.nsys_path or None, profile_dir=self.profile_dir, trace=self.nsys_trace,
+                source,
+                self.shell.user_ns,
+                label,
+                setup=_unquote(args.setup),
+                warmup=warmup,
+                iters=args.iters,
+                nsys_path=self.nsys_path or None,
+                profile_dir=self.profile_dir,
+                trace=self.nsys_trace,
                 extra_args=_unquote(args.nsys_args) or "",
                 timeout=args.timeout if args.timeout is not None else self.nsys_timeout,
-            )  # fmt: skip
+            )
         except CellError as exc:
             print(exc.traceback, file=sys.stderr)
             raise UsageError(str(exc).splitlines()[0]) from None
@@ -268,8 +283,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
         notes = [f"report: {run.report}" if run.report else "report: (not kept)", f"SQLite export: {run.sqlite}"]
         if args.trace:
             notes.append(f"Chrome/Perfetto trace written to {args.trace}")
-        report = ProfileReport(run.trace, label=label, top=top, timeline=not args.no_timeline,
-                               max_glyphs_per_lane=self.timeline_max_glyphs, notes=notes)  # fmt: skip
+        report = ProfileReport(
+            run.trace,
+            label=label,
+            top=top,
+            timeline=not args.no_timeline,
+            max_glyphs_per_lane=self.timeline_max_glyphs,
+            notes=notes,
+        )
         if args.trace:
             report.to_chrome_trace(args.trace)
         return report

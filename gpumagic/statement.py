@@ -27,8 +27,9 @@ import ast
 import itertools
 import linecache
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["CompiledStatement", "compile_statement"]
 

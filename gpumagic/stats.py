@@ -10,10 +10,10 @@ Everything here is pure Python on sequences of floats, so the statistics are uni
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-__all__ = ["quantile", "median", "iqr", "median_ci", "StopRule", "StopDecision"]
+__all__ = ["StopDecision", "StopRule", "iqr", "median", "median_ci", "quantile"]
 
 
 def quantile(values: Sequence[float], q: float) -> float:

@@ -29,15 +29,16 @@ import sys
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .intervals import union_length
 from .result import TimingResult
 from .statement import CompiledStatement, compile_statement
 from .stats import StopRule
 
-__all__ = ["TimingOptions", "gputime", "measure", "TimingResult", "HostSampler", "CudaSampler", "Sampler"]
+__all__ = ["CudaSampler", "HostSampler", "Sampler", "TimingOptions", "TimingResult", "gputime", "measure"]
 
 
 @dataclass(frozen=True)
@@ -496,7 +497,9 @@ def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             run()
             torch.cuda.synchronize()
-    return frozenset(ev.name() for ev in prof.profiler.kineto_results.events() if str(ev.device_type()).endswith("CUDA"))
+    return frozenset(
+        ev.name() for ev in prof.profiler.kineto_results.events() if str(ev.device_type()).endswith("CUDA")
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -569,7 +572,9 @@ def choose_sampler(options: TimingOptions, namespace_values: list[Any]) -> tuple
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _warmup(sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions, first_call: float) -> tuple[float, float]:
+def _warmup(
+    sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions, first_call: float
+) -> tuple[float, float]:
     """Warm up; return (seconds per call, host seconds per call) estimated from the last batch."""
     if opts.warmup_calls == 0:
         return first_call, first_call
@@ -586,9 +591,9 @@ def _warmup(sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions,
         if opts.warmup_calls is not None:
             if done >= opts.warmup_calls:
                 break
-        elif done >= opts.min_warmup_calls and measured >= opts.warmup_time:
-            break
-        elif time.perf_counter() - wall0 > opts.warmup_wall_cap:
+        elif (
+            done >= opts.min_warmup_calls and measured >= opts.warmup_time
+        ) or time.perf_counter() - wall0 > opts.warmup_wall_cap:
             break
         # Double, but do not overshoot the warm-up time by more than the current batch.
         remaining = max(opts.warmup_time - measured, 0.0)
@@ -743,8 +748,10 @@ def measure(
     if not interrupted and clock_start and clock_end:
         meta["sm_clock_mhz"] = (clock_start, clock_end)
         if abs(clock_end - clock_start) / clock_start > 0.03:
-            notes.append(f"The SM clock moved from {clock_start} to {clock_end} MHz while sampling (power or thermal "
-                         "limits): the samples span both.")
+            notes.append(
+                f"The SM clock moved from {clock_start} to {clock_end} MHz while sampling (power or thermal "
+                "limits): the samples span both."
+            )
     return TimingResult(
         samples=samples,
         calls_per_sample=k,

@@ -10,23 +10,35 @@ instance), grouped by full name, sorted by total time.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
 from .intervals import union_length
-__all__ = ["Trace", "COLUMNS", "union_ns", "nesting_depth"]
+
+__all__ = ["COLUMNS", "Trace", "nesting_depth", "union_ns"]
 
 COLUMNS: dict[str, list[str]] = {
-    "kernels": ["name", "start", "end", "device", "stream", "correlation", "grid", "block", "registers",
-                "shared_memory"],
+    "kernels": [
+        "name",
+        "start",
+        "end",
+        "device",
+        "stream",
+        "correlation",
+        "grid",
+        "block",
+        "registers",
+        "shared_memory",
+    ],
     "memops": ["kind", "name", "bytes", "start", "end", "device", "stream", "correlation"],
     "api": ["name", "start", "end", "thread", "correlation"],
     "ops": ["name", "start", "end", "thread", "depth", "shapes", "external_id"],
     "nvtx": ["text", "start", "end", "thread", "depth", "domain", "style"],
     "osrt": ["name", "start", "end", "thread"],
-}  # fmt: skip
+}
 
 _INT_COLUMNS = {"start", "end", "bytes", "correlation", "depth", "registers", "shared_memory", "external_id"}
 
@@ -71,8 +83,17 @@ def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
 
 def _duration_summary(df: pd.DataFrame, keys: list[str], count_col: str, name_cols: list[str]) -> pd.DataFrame:
     """nsys stats' duration summary: grouped by ``keys`` (shown as ``name_cols``), sorted by total time."""
-    cols = ["Time (%)", "Total Time (ns)", count_col, "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)",
-            *name_cols]  # fmt: skip
+    cols = [
+        "Time (%)",
+        "Total Time (ns)",
+        count_col,
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        *name_cols,
+    ]
     if df.empty:
         return pd.DataFrame(columns=cols)
     d = df.assign(_dur=(df["end"] - df["start"]).astype("int64"))
@@ -136,10 +157,21 @@ class Trace:
         cols = ["Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"]
         if self.memops.empty:
             return pd.DataFrame(columns=cols)
-        d = self.memops.assign(_op=self.memops["kind"].map(_nsys_memop_name), _mb=self.memops["bytes"].astype(float) / 1e6)
+        d = self.memops.assign(
+            _op=self.memops["kind"].map(_nsys_memop_name), _mb=self.memops["bytes"].astype(float) / 1e6
+        )
         g = d.groupby("_op", sort=False)["_mb"]
-        out = pd.DataFrame({"Total (MB)": g.sum(), "Count": g.count(), "Avg (MB)": g.mean(), "Med (MB)": g.median(),
-                            "Min (MB)": g.min(), "Max (MB)": g.max(), "StdDev (MB)": g.std(ddof=1).fillna(0.0)})  # fmt: skip
+        out = pd.DataFrame(
+            {
+                "Total (MB)": g.sum(),
+                "Count": g.count(),
+                "Avg (MB)": g.mean(),
+                "Med (MB)": g.median(),
+                "Min (MB)": g.min(),
+                "Max (MB)": g.max(),
+                "StdDev (MB)": g.std(ddof=1).fillna(0.0),
+            }
+        )
         out["Operation"] = out.index
         out.index.name = None
         return out.sort_values(["Total (MB)", "Operation"], ascending=[False, True]).reset_index(drop=True)[cols]
@@ -197,7 +229,7 @@ class Trace:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_json(cls, text: str) -> Trace:
         data = json.loads(text)
         tables = {}
         for t in COLUMNS:

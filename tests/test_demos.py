@@ -14,14 +14,21 @@ DEMOS = sorted((pathlib.Path(__file__).parents[1] / "demos").glob("*.ipynb"))
 
 
 def test_there_are_five_demos():
-    assert [p.stem for p in DEMOS] == ["01_gpu_is_real", "02_kernels_have_names", "03_nsys_in_the_notebook",
-                                       "04_overhead_vs_compute", "05_tensor_cores"]  # fmt: skip
+    assert [p.stem for p in DEMOS] == [
+        "01_gpu_is_real",
+        "02_kernels_have_names",
+        "03_nsys_in_the_notebook",
+        "04_overhead_vs_compute",
+        "05_tensor_cores",
+    ]
 
 
 @pytest.mark.parametrize("path", DEMOS, ids=[p.stem for p in DEMOS])
 def test_demo_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError, with the failing cell and its traceback, on any error
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

@@ -41,9 +41,16 @@ def test_dockerfile_builds_on_nvidia_pytorch_and_installs_gpumagic_and_jupyterla
 
 def test_run_script_flags():
     text = (DOCKER / "run.sh").read_text()
-    run = text[text.index("exec docker run"):]
-    for flag in ("--gpus all", "--ipc=host", "--ulimit memlock=-1", "--ulimit stack=67108864", "-p 8888:8888",
-                 '-v "$PWD":/workspace', "-w /workspace"):  # fmt: skip
+    run = text[text.index("exec docker run") :]
+    for flag in (
+        "--gpus all",
+        "--ipc=host",
+        "--ulimit memlock=-1",
+        "--ulimit stack=67108864",
+        "-p 8888:8888",
+        '-v "$PWD":/workspace',
+        "-w /workspace",
+    ):
         assert flag in run, flag
         assert f"# {flag.split()[0]}" in text, f"{flag} is not explained in a comment"
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text

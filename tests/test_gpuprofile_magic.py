@@ -67,9 +67,14 @@ def test_warmup_exception_propagates_without_capturing(ip):
 
 @pytest.mark.parametrize(
     "line, message",
-    [("-w -1", "-w must be 0 or more"), ("-n 0", "-n must be at least 1"), ("--top 0", "--top must be at least 1"),
-     ("-o 1bad", "-o needs a variable name"), ("--bogus", "unrecognized arguments")],
-)  # fmt: skip
+    [
+        ("-w -1", "-w must be 0 or more"),
+        ("-n 0", "-n must be at least 1"),
+        ("--top 0", "--top must be at least 1"),
+        ("-o 1bad", "-o needs a variable name"),
+        ("--bogus", "unrecognized arguments"),
+    ],
+)
 def test_usage_errors(ip, line, message):
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("gpuprofile", line, "1 + 1")

@@ -32,9 +32,13 @@ def unzip(name: str, tmp_path: pathlib.Path) -> str:
 
 
 REPORTS = [
-    ("cuda_gpu_kern_sum", "kernel_summary"), ("cuda_api_sum", "api_summary"), ("nvtx_sum", "nvtx_summary"),
-    ("osrt_sum", "osrt_summary"), ("cuda_gpu_mem_time_sum", "memop_summary"), ("cuda_gpu_mem_size_sum", "memop_size_summary"),
-]  # fmt: skip
+    ("cuda_gpu_kern_sum", "kernel_summary"),
+    ("cuda_api_sum", "api_summary"),
+    ("nvtx_sum", "nvtx_summary"),
+    ("osrt_sum", "osrt_summary"),
+    ("cuda_gpu_mem_time_sum", "memop_summary"),
+    ("cuda_gpu_mem_size_sum", "memop_size_summary"),
+]
 
 
 @pytest.mark.parametrize("name", ["matmul", "block"])
@@ -162,15 +166,25 @@ def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tm
     nsys_ip.user_ns["A"] = torch.arange(4.0)
     nsys_ip.user_ns["marker"] = str(tmp_path / "ran.txt")
     with capture_output() as cap:
-        nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 2 -o rep --label cell:t --nsys-args '--sample=none'",
-                               "open(marker, 'a').write(str(float(A.sum())) + '\\n')")  # fmt: skip
+        nsys_ip.run_cell_magic(
+            "gpuprofile",
+            "--nsys -w 2 -o rep --label cell:t --nsys-args '--sample=none'",
+            "open(marker, 'a').write(str(float(A.sum())) + '\\n')",
+        )
     assert (tmp_path / "ran.txt").read_text().splitlines() == ["6.0", "6.0", "6.0"]  # 2 warm-up + 1 captured
     rep = nsys_ip.user_ns["rep"]
     assert len(rep.trace.kernels) == 3 and rep.trace.meta["backend"] == "nsys"
     log = nsys_ip.log_path.read_text()
-    for piece in ("profile -t cuda,nvtx,osrt", "--capture-range=nvtx", "--nvtx-capture=cell:t",
-                  "--capture-range-end=stop", "--force-overwrite=true", "--export=sqlite", "--sample=none",
-                  "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"):  # fmt: skip
+    for piece in (
+        "profile -t cuda,nvtx,osrt",
+        "--capture-range=nvtx",
+        "--nvtx-capture=cell:t",
+        "--capture-range-end=stop",
+        "--force-overwrite=true",
+        "--export=sqlite",
+        "--sample=none",
+        "NSYS_NVTX_PROFILER_REGISTER_ONLY=0",
+    ):
         assert piece in log, piece
     paths = [n.split(": ", 1)[1] for n in rep.notes if n.startswith(("report:", "SQLite export:"))]
     assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
@@ -220,9 +234,8 @@ def test_setup_code_runs_in_the_subprocess(nsys_ip, tmp_path):
 
 
 def test_cell_exception_in_the_subprocess_is_the_cells_error(nsys_ip):
-    with capture_output() as cap:
-        with pytest.raises(UsageError, match="ZeroDivisionError"):
-            nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "1 / 0")
+    with capture_output() as cap, pytest.raises(UsageError, match="ZeroDivisionError"):
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "1 / 0")
     assert "Traceback" in cap.stderr and "1 / 0" in cap.stderr
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import pathlib
 import re
 import shutil
@@ -50,15 +49,30 @@ def test_chrome_trace_export_loads_back(tmp_path):
     ProfileReport(t).to_chrome_trace(out)
     back = load_trace(out)
     assert len(back.kernels) == len(t.kernels)
-    assert back.kernel_summary()["Total Time (ns)"].sum() == pytest.approx(t.kernel_summary()["Total Time (ns)"].sum(), abs=20)
+    assert back.kernel_summary()["Total Time (ns)"].sum() == pytest.approx(
+        t.kernel_summary()["Total Time (ns)"].sum(), abs=20
+    )
 
 
 def render(page: pathlib.Path, png: pathlib.Path, tmp: pathlib.Path) -> str:
     """Render a page in headless Chromium (no network); return its console log."""
-    cmd = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--no-first-run", "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp / 'profile'}",
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=8000", f"--screenshot={png}",
-           "--window-size=1300,1100", page.as_uri()]  # fmt: skip
+    cmd = [
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=8000",
+        f"--screenshot={png}",
+        "--window-size=1300,1100",
+        page.as_uri(),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     return "\n".join(line for line in proc.stderr.splitlines() if "CONSOLE" in line)
 

@@ -9,8 +9,8 @@ import random
 import pytest
 
 import gpumagic
-from gpumagic.stats import StopRule
 from gpumagic.statement import compile_statement
+from gpumagic.stats import StopRule
 from gpumagic.timing import HostSampler, Sampler, TimingOptions, measure, tensor_devices, union_length
 
 
@@ -81,7 +81,9 @@ def run(per_call, options=None, stmt="pass", ns=None, **kw):
     clock = FakeClock()
     ns = {} if ns is None else ns
     sampler = ScriptedSampler(clock, per_call, **kw)
-    result = measure(compile_statement(stmt, globals=ns), ns, options or TimingOptions(), sampler=sampler, wall_clock=clock)
+    result = measure(
+        compile_statement(stmt, globals=ns), ns, options or TimingOptions(), sampler=sampler, wall_clock=clock
+    )
     return result, sampler, clock
 
 
@@ -121,8 +123,13 @@ def test_sm_clock_change_is_reported():
             return next(self.clocks)
 
     clock = FakeClock()
-    r = measure(compile_statement("pass", globals={}), {}, TimingOptions(), sampler=Throttling(clock, lambda i: 1e-3),
-                wall_clock=clock)  # fmt: skip
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=Throttling(clock, lambda i: 1e-3),
+        wall_clock=clock,
+    )
     assert r.meta["sm_clock_mhz"] == (1980, 1755)
     assert any("1980 to 1755 MHz" in w for w in r.warnings())
 

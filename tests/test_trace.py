@@ -30,10 +30,17 @@ def independent_summary(events, cats):
             by[e["name"]].append(round(e["dur"] * 1000))
     total = sum(sum(v) for v in by.values())
     return {
-        n: dict(total=sum(v), count=len(v), med=statistics.median(v), mn=min(v), mx=max(v),
-                sd=statistics.stdev(v) if len(v) > 1 else 0.0, pct=100 * sum(v) / total)
+        n: dict(
+            total=sum(v),
+            count=len(v),
+            med=statistics.median(v),
+            mn=min(v),
+            mx=max(v),
+            sd=statistics.stdev(v) if len(v) > 1 else 0.0,
+            pct=100 * sum(v) / total,
+        )
         for n, v in by.items()
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("fixture", ["torch_block.json.gz", "torch_matmul_4096.json.gz"])
@@ -41,8 +48,17 @@ def test_kernel_summary_matches_an_independent_computation(fixture):
     t = load_trace(DATA / fixture)
     s = t.kernel_summary()
     ref = independent_summary(raw_events(fixture), {"kernel"})
-    assert list(s.columns) == ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
-                               "Max (ns)", "StdDev (ns)", "Name"]  # fmt: skip
+    assert list(s.columns) == [
+        "Time (%)",
+        "Total Time (ns)",
+        "Instances",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        "Name",
+    ]
     assert set(s["Name"]) == set(ref)
     for _, r in s.iterrows():
         e = ref[r["Name"]]
@@ -95,13 +111,35 @@ def test_op_table_puts_gpu_time_on_the_launching_op():
 
 
 def _synthetic(n_kernels=100, dur=3_000, gap=20_000, launches=True):
-    ks = [dict(name="void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)",
-               start=i * (dur + gap), end=i * (dur + gap) + dur, device=0, stream=7, correlation=i + 1)
-          for i in range(n_kernels)]  # fmt: skip
-    api = [dict(name="cudaLaunchKernel", start=i * (dur + gap) - 5_000, end=i * (dur + gap) - 1_000, thread=1,
-                correlation=i + 1) for i in range(n_kernels)] if launches else []  # fmt: skip
-    ops = [dict(name="aten::add", start=i * (dur + gap) - 15_000, end=i * (dur + gap), thread=1, depth=0)
-           for i in range(n_kernels)]  # fmt: skip
+    ks = [
+        dict(
+            name="void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)",
+            start=i * (dur + gap),
+            end=i * (dur + gap) + dur,
+            device=0,
+            stream=7,
+            correlation=i + 1,
+        )
+        for i in range(n_kernels)
+    ]
+    api = (
+        [
+            dict(
+                name="cudaLaunchKernel",
+                start=i * (dur + gap) - 5_000,
+                end=i * (dur + gap) - 1_000,
+                thread=1,
+                correlation=i + 1,
+            )
+            for i in range(n_kernels)
+        ]
+        if launches
+        else []
+    )
+    ops = [
+        dict(name="aten::add", start=i * (dur + gap) - 15_000, end=i * (dur + gap), thread=1, depth=0)
+        for i in range(n_kernels)
+    ]
     return Trace(kernels=frame("kernels", ks), api=frame("api", api), ops=frame("ops", ops), meta={"device": "Fake"})
 
 

@@ -64,27 +64,49 @@ def trace_from_chrome(data: dict[str, Any] | list[Any]) -> Trace:
         if cat == "kernel":
             kernels.append(
                 dict(
-                    name=name, start=start, end=end, device=args.get("device"), stream=args.get("stream"),
-                    correlation=args.get("correlation"), grid=_dim(args.get("grid")), block=_dim(args.get("block")),
-                    registers=args.get("registers per thread"), shared_memory=args.get("shared memory"),
+                    name=name,
+                    start=start,
+                    end=end,
+                    device=args.get("device"),
+                    stream=args.get("stream"),
+                    correlation=args.get("correlation"),
+                    grid=_dim(args.get("grid")),
+                    block=_dim(args.get("block")),
+                    registers=args.get("registers per thread"),
+                    shared_memory=args.get("shared memory"),
                 )
-            )  # fmt: skip
+            )
         elif cat in ("gpu_memcpy", "gpu_memset"):
             kind = "memset" if cat == "gpu_memset" else (_MEMCPY_KIND.search(name) or [None, "memcpy"])[1]
             memops.append(
-                dict(kind=kind, name=name, bytes=args.get("bytes"), start=start, end=end, device=args.get("device"),
-                     stream=args.get("stream"), correlation=args.get("correlation"))  # fmt: skip
+                dict(
+                    kind=kind,
+                    name=name,
+                    bytes=args.get("bytes"),
+                    start=start,
+                    end=end,
+                    device=args.get("device"),
+                    stream=args.get("stream"),
+                    correlation=args.get("correlation"),
+                )
             )
         elif cat in ("cuda_runtime", "cuda_driver"):
             api.append(dict(name=name, start=start, end=end, thread=ev.get("tid"), correlation=args.get("correlation")))
         elif cat == "cpu_op":
             ops.append(
-                dict(name=name, start=start, end=end, thread=ev.get("tid"), shapes=_shapes(args),
-                     external_id=args.get("External id"))  # fmt: skip
+                dict(
+                    name=name,
+                    start=start,
+                    end=end,
+                    thread=ev.get("tid"),
+                    shapes=_shapes(args),
+                    external_id=args.get("External id"),
+                )
             )
         elif cat == "user_annotation":
-            ranges.append(dict(text=name, start=start, end=end, thread=ev.get("tid"), domain="torch.profiler",
-                               style="PushPop"))  # fmt: skip
+            ranges.append(
+                dict(text=name, start=start, end=end, thread=ev.get("tid"), domain="torch.profiler", style="PushPop")
+            )
     ops_df = frame("ops", ops)
     if not ops_df.empty:
         ops_df["depth"] = nesting_depth(ops_df)

@@ -21,17 +21,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..trace import Trace
 from .nsys_sqlite import NoCudaDataError, read_sqlite
 from .shipping import free_names, ship
 
 __all__ = [
-    "NsysError", "NsysNotFoundError", "NsysFailedError", "NoReportError", "NewerReportError", "NsysTimeoutError",
-    "CellError", "NoCudaDataError", "find_nsys", "export_sqlite", "profile_cell", "NsysRun",
-]  # fmt: skip
+    "CellError",
+    "NewerReportError",
+    "NoCudaDataError",
+    "NoReportError",
+    "NsysError",
+    "NsysFailedError",
+    "NsysNotFoundError",
+    "NsysRun",
+    "NsysTimeoutError",
+    "export_sqlite",
+    "find_nsys",
+    "profile_cell",
+]
 
 _SEARCH = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",
@@ -135,8 +146,10 @@ def export_sqlite(nsys: str, report: str, timeout: float = 600) -> str:
         os.remove(out)  # never reuse a stale or half-written export
     proc = subprocess.run(
         [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", out, report],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     err = _classify(proc.stdout + proc.stderr, proc.returncode, "")
     if err is not None:
         raise err
@@ -180,16 +193,30 @@ def profile_cell(
         os.makedirs(profile_dir, exist_ok=True)
         stem = os.path.join(os.path.abspath(profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
         cmd = [
-            nsys, "profile", "-t", trace, "--capture-range=nvtx", f"--nvtx-capture={label}",
-            "--capture-range-end=stop", "--force-overwrite=true", "--export=sqlite", "-o", stem,
-            *shlex.split(extra_args), python or sys.executable, "-m", "gpumagic.capture.runner", workdir,
-        ]  # fmt: skip
+            nsys,
+            "profile",
+            "-t",
+            trace,
+            "--capture-range=nvtx",
+            f"--nvtx-capture={label}",
+            "--capture-range-end=stop",
+            "--force-overwrite=true",
+            "--export=sqlite",
+            "-o",
+            stem,
+            *shlex.split(extra_args),
+            python or sys.executable,
+            "-m",
+            "gpumagic.capture.runner",
+            workdir,
+        ]
         env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -213,7 +240,9 @@ def profile_cell(
         sqlite = stem + ".sqlite"
         if not os.path.exists(sqlite):
             if report is None:
-                raise NoReportError(f"nsys finished but wrote neither {stem}.nsys-rep nor .sqlite. It said:\n{_tail(output)}")
+                raise NoReportError(
+                    f"nsys finished but wrote neither {stem}.nsys-rep nor .sqlite. It said:\n{_tail(output)}"
+                )
             sqlite = export_sqlite(nsys, report)
         tr = read_sqlite(sqlite)
         tr.meta.update(label=label, nsys=nsys)

@@ -19,12 +19,16 @@ import pandas as pd
 
 from ..trace import Trace, frame, nesting_depth
 
-__all__ = ["load_nsys", "read_sqlite", "NsysExportError", "NoCudaDataError", "SUPPORTED_SCHEMA_MAJOR"]
+__all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "load_nsys", "read_sqlite"]
 
 SUPPORTED_SCHEMA_MAJOR = 3
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                "CUPTI_ACTIVITY_KIND_MEMSET")  # fmt: skip
+_CUDA_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
 _MEMCPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
 
 
@@ -55,7 +59,9 @@ def _check_sqlite(path: str) -> None:
         raise NsysExportError(f"{path}: cannot be read ({exc})") from exc
     if head != _SQLITE_MAGIC:
         what = "an empty or zeroed file (an interrupted export?)" if not head.strip(b"\x00") else "not an SQLite file"
-        raise NsysExportError(f"{path}: {what}. Export the report again: nsys export --type sqlite --force-overwrite true REPORT")
+        raise NsysExportError(
+            f"{path}: {what}. Export the report again: nsys export --type sqlite --force-overwrite true REPORT"
+        )
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -127,14 +133,14 @@ def _tid(global_tid: pd.Series) -> pd.Series:
     return (global_tid.astype("int64") % 0x1000000).astype("int64")
 
 
-def _ints(con: sqlite3.Connection, sql: str, ncols: int) -> "np.ndarray":
+def _ints(con: sqlite3.Connection, sql: str, ncols: int) -> np.ndarray:
     """An integer query as a (rows, ncols) int64 array: fetchall + numpy is several times faster than
     pandas.read_sql_query on million-row tables (NULLs must be COALESCEd in the SQL)."""
     rows = con.execute(sql).fetchall()
     return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
 
 
-def _dims(packed: "np.ndarray") -> "np.ndarray":
+def _dims(packed: np.ndarray) -> np.ndarray:
     """Packed (x << 42 | y << 21 | z) launch dimensions -> 'XxYxZ' strings, formatted once per distinct value."""
     uniq, inv = np.unique(packed, return_inverse=True)
     labels = np.array([f"{u >> 42}x{(u >> 21) & 0x1FFFFF}x{u & 0x1FFFFF}" for u in uniq.tolist()], dtype=object)
@@ -157,11 +163,20 @@ def _kernels(con: sqlite3.Connection, tables: set[str], strings: dict[int, str],
     if not len(a):
         return frame("kernels", [])
     names = pd.Series(a[:, 5]).map(strings)
-    out = pd.DataFrame({
-        "name": names.where(names.notna(), pd.Series(a[:, 5]).astype(str)), "start": a[:, 0], "end": a[:, 1],
-        "device": a[:, 2], "stream": a[:, 3], "correlation": a[:, 4], "grid": _dims(a[:, 6]), "block": _dims(a[:, 7]),
-        "registers": a[:, 8], "shared_memory": a[:, 9],
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "name": names.where(names.notna(), pd.Series(a[:, 5]).astype(str)),
+            "start": a[:, 0],
+            "end": a[:, 1],
+            "device": a[:, 2],
+            "stream": a[:, 3],
+            "correlation": a[:, 4],
+            "grid": _dims(a[:, 6]),
+            "block": _dims(a[:, 7]),
+            "registers": a[:, 8],
+            "shared_memory": a[:, 9],
+        }
+    )
     return frame("kernels", out)
 
 
@@ -178,8 +193,15 @@ def _api(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], pat
     # distinct name is rewritten once.
     ids = np.unique(a[:, 2])
     clean = {int(i): re.sub(r"_v\d{4}$", "", strings.get(int(i), "?")) for i in ids}
-    out = pd.DataFrame({"name": pd.Series(a[:, 2]).map(clean), "start": a[:, 0], "end": a[:, 1],
-                        "thread": a[:, 3] % 0x1000000, "correlation": a[:, 4]})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "name": pd.Series(a[:, 2]).map(clean),
+            "start": a[:, 0],
+            "end": a[:, 1],
+            "thread": a[:, 3] % 0x1000000,
+            "correlation": a[:, 4],
+        }
+    )
     return frame("api", out)
 
 
@@ -190,16 +212,38 @@ def _memops(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
             "SELECT start, end, deviceId, streamId, correlationId, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY", con
         )
         kind = df["copyKind"].map(_MEMCPY_KIND).fillna("memcpy")
-        parts.append(pd.DataFrame({"kind": kind, "name": "Memcpy " + kind, "bytes": df["bytes"], "start": df["start"],
-                                   "end": df["end"], "device": df["deviceId"], "stream": df["streamId"],
-                                   "correlation": df["correlationId"]}))  # fmt: skip
+        parts.append(
+            pd.DataFrame(
+                {
+                    "kind": kind,
+                    "name": "Memcpy " + kind,
+                    "bytes": df["bytes"],
+                    "start": df["start"],
+                    "end": df["end"],
+                    "device": df["deviceId"],
+                    "stream": df["streamId"],
+                    "correlation": df["correlationId"],
+                }
+            )
+        )
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         df = pd.read_sql_query(
             "SELECT start, end, deviceId, streamId, correlationId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET", con
         )
-        parts.append(pd.DataFrame({"kind": "memset", "name": "Memset", "bytes": df["bytes"], "start": df["start"],
-                                   "end": df["end"], "device": df["deviceId"], "stream": df["streamId"],
-                                   "correlation": df["correlationId"]}))  # fmt: skip
+        parts.append(
+            pd.DataFrame(
+                {
+                    "kind": "memset",
+                    "name": "Memset",
+                    "bytes": df["bytes"],
+                    "start": df["start"],
+                    "end": df["end"],
+                    "device": df["deviceId"],
+                    "stream": df["streamId"],
+                    "correlation": df["correlationId"],
+                }
+            )
+        )
     parts = [p for p in parts if not p.empty]
     return frame("memops", pd.concat(parts, ignore_index=True) if parts else [])
 
@@ -220,12 +264,17 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], strings: dict[int, str]) ->
     )
     text = df["text"].where(df["text"].notna(), df["textId"].map(strings))
     domain = df["domainId"].map(domains).astype(object).where(df["domainId"].map(domains).notna(), "")
-    out = pd.DataFrame({
-        # nsys stats names a range "<domain>:<text>" (":text" in the default domain)
-        "text": domain + ":" + text.fillna("").astype(str), "start": df["start"], "end": df["end"],
-        "thread": _tid(df["globalTid"]), "domain": domain,
-        "style": df["eventType"].map({59: "PushPop", 60: "StartEnd"}),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            # nsys stats names a range "<domain>:<text>" (":text" in the default domain)
+            "text": domain + ":" + text.fillna("").astype(str),
+            "start": df["start"],
+            "end": df["end"],
+            "thread": _tid(df["globalTid"]),
+            "domain": domain,
+            "style": df["eventType"].map({59: "PushPop", 60: "StartEnd"}),
+        }
+    )
     out = frame("nvtx", out)
     out["depth"] = nesting_depth(out)
     return out
@@ -237,6 +286,12 @@ def _osrt(con: sqlite3.Connection, tables: set[str], strings: dict[int, str]) ->
     # eventClass 27 is an OS runtime call; 31/32 mark OSRT start/finish and are not calls (nsys stats skips them)
     where = " WHERE eventClass = 27" if "eventClass" in _columns(con, "OSRT_API") else ""
     df = pd.read_sql_query(f"SELECT start, end, nameId, globalTid FROM OSRT_API{where}", con)
-    out = pd.DataFrame({"name": df["nameId"].map(strings).fillna("?"), "start": df["start"], "end": df["end"],
-                        "thread": _tid(df["globalTid"])})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "name": df["nameId"].map(strings).fillna("?"),
+            "start": df["start"],
+            "end": df["end"],
+            "thread": _tid(df["globalTid"]),
+        }
+    )
     return frame("osrt", out)

@@ -15,10 +15,11 @@ import io
 import os
 import pickle
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["free_names", "ship", "restore", "ShippingError", "Manifest"]
+__all__ = ["Manifest", "ShippingError", "free_names", "restore", "ship"]
 
 
 class ShippingError(ValueError):
@@ -29,7 +30,7 @@ class ShippingError(ValueError):
         lines = "\n".join(f"  {n}: {why}" for n, why in problems.items())
         super().__init__(
             "These names cannot be sent to the nsys subprocess:\n" + lines + "\n"
-            "Recreate them in the cell, or pass code that makes them with --setup \"...\" "
+            'Recreate them in the cell, or pass code that makes them with --setup "..." '
             "(it runs in the subprocess before the capture); functions and classes can live in a module you import."
         )
 

@@ -12,12 +12,13 @@ import os
 import tempfile
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..trace import Trace
 from .chrome_trace import load_trace
 
-__all__ = ["capture", "CaptureResult", "nvtx_range"]
+__all__ = ["CaptureResult", "capture", "nvtx_range"]
 
 
 class CaptureResult:
@@ -33,7 +34,7 @@ class nvtx_range:
         self.label = label
         self._pushed = False
 
-    def __enter__(self) -> "nvtx_range":
+    def __enter__(self) -> nvtx_range:
         try:
             import nvtx
 
@@ -50,7 +51,9 @@ class nvtx_range:
             nvtx.pop_range(domain="gpumagic")
 
 
-def capture(run: Callable[[], Any], label: str, *, cuda: bool | None = None, record_shapes: bool = True) -> CaptureResult:
+def capture(
+    run: Callable[[], Any], label: str, *, cuda: bool | None = None, record_shapes: bool = True
+) -> CaptureResult:
     """Profile ``run()`` (CPU ops, and CUDA kernels, memory operations and API calls where CUDA is available).
 
     Exceptions from ``run`` propagate after the profiler has stopped and the NVTX range is popped.

@@ -49,10 +49,13 @@ class ProfileReport:
         s = self.trace.kernel_summary()
         dec = s["Name"].map(decode)
         return s.assign(
-            Short=dec.map(lambda d: d.short), Family=dec.map(lambda d: d.family), Library=dec.map(lambda d: d.library),
-            Op=dec.map(lambda d: d.op), **{"Tensor cores": dec.map(lambda d: d.tensor_cores)},
+            Short=dec.map(lambda d: d.short),
+            Family=dec.map(lambda d: d.family),
+            Library=dec.map(lambda d: d.library),
+            Op=dec.map(lambda d: d.op),
+            **{"Tensor cores": dec.map(lambda d: d.tensor_cores)},
             Precision=dec.map(lambda d: d.precision),
-        )  # fmt: skip
+        )
 
     def to_dataframe(self) -> pd.DataFrame:
         return self.kernel_summary()
@@ -99,7 +102,9 @@ class ProfileReport:
         if self._timeline_page is None:
             from .timeline import timeline_html
 
-            self._timeline_page = timeline_html(self.trace, self.max_glyphs_per_lane, f"{self.label or 'cell'} timeline")
+            self._timeline_page = timeline_html(
+                self.trace, self.max_glyphs_per_lane, f"{self.label or 'cell'} timeline"
+            )
         return self._timeline_page
 
     def _body(self) -> str:
@@ -112,25 +117,45 @@ class ProfileReport:
         if not ks.empty:
             parts.append("<h4>Kernels</h4>" + kernel_table_html(ks, self.top))
         if not self.trace.memops.empty:
-            parts.append("<details><summary>Memory operations</summary>"
-                         + duration_table_html(self.trace.memop_summary(), self.top, ("Operation",))
-                         + duration_table_html(self.trace.memop_size_summary(), self.top, ("Operation",)) + "</details>")  # fmt: skip
+            parts.append(
+                "<details><summary>Memory operations</summary>"
+                + duration_table_html(self.trace.memop_summary(), self.top, ("Operation",))
+                + duration_table_html(self.trace.memop_size_summary(), self.top, ("Operation",))
+                + "</details>"
+            )
         if not self.trace.ops.empty:
-            parts.append("<details><summary>Torch ops (Self CPU vs GPU)</summary>"
-                         + duration_table_html(op_table(self.trace), self.top, ("Name", "Input shapes")) + "</details>")  # fmt: skip
+            parts.append(
+                "<details><summary>Torch ops (Self CPU vs GPU)</summary>"
+                + duration_table_html(op_table(self.trace), self.top, ("Name", "Input shapes"))
+                + "</details>"
+            )
         if not self.trace.api.empty:
-            parts.append("<details><summary>CUDA API calls</summary>"
-                         + duration_table_html(self.trace.api_summary(), self.top) + "</details>")  # fmt: skip
+            parts.append(
+                "<details><summary>CUDA API calls</summary>"
+                + duration_table_html(self.trace.api_summary(), self.top)
+                + "</details>"
+            )
         if not self.trace.osrt.empty:
-            parts.append("<details><summary>OS runtime calls</summary>"
-                         + duration_table_html(self.trace.osrt_summary(), self.top) + "</details>")  # fmt: skip
+            parts.append(
+                "<details><summary>OS runtime calls</summary>"
+                + duration_table_html(self.trace.osrt_summary(), self.top)
+                + "</details>"
+            )
         if not self.trace.nvtx.empty:
-            parts.append("<details><summary>NVTX ranges</summary>"
-                         + duration_table_html(self.trace.nvtx_summary(), self.top, ("Style", "Range")) + "</details>")  # fmt: skip
+            parts.append(
+                "<details><summary>NVTX ranges</summary>"
+                + duration_table_html(self.trace.nvtx_summary(), self.top, ("Style", "Range"))
+                + "</details>"
+            )
         if self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api)):
             page = self.timeline_page()
-            height = 120 + 28 * min(30, 4 + self.trace.kernels["stream"].nunique() + self.trace.api["thread"].nunique()
-                                      + 6 * max(1, self.trace.ops["thread"].nunique()))  # fmt: skip
+            height = 120 + 28 * min(
+                30,
+                4
+                + self.trace.kernels["stream"].nunique()
+                + self.trace.api["thread"].nunique()
+                + 6 * max(1, self.trace.ops["thread"].nunique()),
+            )
             parts.append(
                 "<h4>Timeline</h4>"
                 f"<iframe class='gm-timeline' srcdoc=\"{html.escape(page, quote=True)}\" "
@@ -160,9 +185,17 @@ class ProfileReport:
         def add(df: pd.DataFrame, cat: str, name_col: str, pid: Any, tid_col: str | None, tid_default: Any = 0) -> None:
             for r in df.itertuples(index=False):
                 d = r._asdict()
-                events.append({"ph": "X", "cat": cat, "name": str(d[name_col]), "pid": pid,
-                               "tid": d.get(tid_col, tid_default) if tid_col else tid_default,
-                               "ts": d["start"] / 1000.0, "dur": (d["end"] - d["start"]) / 1000.0})  # fmt: skip
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": cat,
+                        "name": str(d[name_col]),
+                        "pid": pid,
+                        "tid": d.get(tid_col, tid_default) if tid_col else tid_default,
+                        "ts": d["start"] / 1000.0,
+                        "dur": (d["end"] - d["start"]) / 1000.0,
+                    }
+                )
 
         add(t.ops, "cpu_op", "name", "CPU", "thread")
         add(t.api, "cuda_runtime", "name", "CPU", "thread")

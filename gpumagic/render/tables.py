@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
 from ..kernels import decode
 from ..units import format_time
 
-__all__ = ["kernel_table_html", "duration_table_html", "esc", "TABLE_CSS"]
+__all__ = ["TABLE_CSS", "duration_table_html", "esc", "kernel_table_html"]
 
 TABLE_CSS = """
 .gm-report{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.35}
@@ -50,8 +51,23 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
     """nsys' cuda_gpu_kern_sum columns (times shown with units, exact ns on hover) plus each name decoded."""
     if summary.empty:
         return "<p>No kernels.</p>"
-    head = ["Time (%)", "Total", "Instances", "Avg", "Med", "Min", "Max", "StdDev", "Kernel", "Library", "Op",
-            "Tensor cores", "Precision", "Tile", "Layout"]  # fmt: skip
+    head = [
+        "Time (%)",
+        "Total",
+        "Instances",
+        "Avg",
+        "Med",
+        "Min",
+        "Max",
+        "StdDev",
+        "Kernel",
+        "Library",
+        "Op",
+        "Tensor cores",
+        "Precision",
+        "Tile",
+        "Layout",
+    ]
     rows = []
     for _, r in summary.head(top).iterrows():
         k = decode(r["Name"])
@@ -64,7 +80,15 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
             f"<details><summary title='{esc(r['Name'])}'>{esc(k.short)}</summary>"
             f"<div><code>{esc(r['Name'])}</code></div><table>{explain}</table></details>"
         )
-        times = [r["Total Time (ns)"], None, r["Avg (ns)"], r["Med (ns)"], r["Min (ns)"], r["Max (ns)"], r["StdDev (ns)"]]
+        times = [
+            r["Total Time (ns)"],
+            None,
+            r["Avg (ns)"],
+            r["Med (ns)"],
+            r["Min (ns)"],
+            r["Max (ns)"],
+            r["StdDev (ns)"],
+        ]
         cells = [f"<td>{r['Time (%)']:.1f}</td>"]
         for i, v in enumerate(times):
             if i == 1:
@@ -77,8 +101,12 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
     tail = f"<p>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
-    ths = "".join(f"<th class='gm-name'>{esc(h)}</th>" if h in ("Kernel", "Library", "Op", "Tensor cores", "Precision", "Tile", "Layout")
-                  else f"<th>{esc(h)}</th>" for h in head)  # fmt: skip
+    ths = "".join(
+        f"<th class='gm-name'>{esc(h)}</th>"
+        if h in ("Kernel", "Library", "Op", "Tensor cores", "Precision", "Tile", "Layout")
+        else f"<th>{esc(h)}</th>"
+        for h in head
+    )
     return f"<table><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
 
 

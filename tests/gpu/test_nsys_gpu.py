@@ -19,7 +19,9 @@ def test_nsys_captures_only_the_cell_with_tensors_from_earlier_cells(tmp_path):
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
-    shell.run_cell("import torch\nA = torch.randn(2048, 2048, device='cuda')\nB = torch.randn(2048, 2048, device='cuda')")
+    shell.run_cell(
+        "import torch\nA = torch.randn(2048, 2048, device='cuda')\nB = torch.randn(2048, 2048, device='cuda')"
+    )
     shell.run_cell_magic("gpuprofile", "--nsys -w 3 -o rep --label cell:nsys", "C = torch.relu(A @ B)")
     rep = shell.user_ns["rep"]
     k = rep.kernel_summary()

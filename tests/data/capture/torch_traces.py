@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, os.path.dirname(__file__))
-import workloads  # noqa: E402
+import workloads
 
 
 def capture(fn, ns, label: str, path: str) -> None:
