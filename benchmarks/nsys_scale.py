@@ -53,7 +53,8 @@ def build(path: str, n: int, seed: int = 0) -> None:
     ref.close()
     os.remove(src)
     names = [f"void kernel_{i}<float>(float*, int)" for i in range(300)] + [
-        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel_"
+        "_5x_cublas",
         "cudaLaunchKernel",
         "cudaDeviceSynchronize",
         "ioctl",
@@ -87,7 +88,8 @@ def build(path: str, n: int, seed: int = 0) -> None:
         rows.append(tuple(r[c] for c in kcols))
     con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * len(kcols))})", rows)
     con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, returnValue) "
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME "
+        "(start, end, eventClass, globalTid, correlationId, nameId, returnValue) "
         "VALUES (?, ?, 0, ?, ?, 301, 0)",
         ((int(start[i] - 4_000), int(start[i] - 1_000), (1 << 24) + 1, i) for i in range(n)),
     )
@@ -132,7 +134,8 @@ def main() -> None:
     ):
         print(f"{k:<40} {v:>8.2f}")
     print(
-        f"{args.kernels:,} kernels + {args.kernels:,} API rows: load + summaries {load_s + summ_s:.2f} s (target < 10 s), "
+        f"{args.kernels:,} kernels + {args.kernels:,} API rows: "
+        f"load + summaries {load_s + summ_s:.2f} s (target < 10 s), "
         f"report {size / 1e6:.2f} MB (target < 5 MB) -> {'PASS' if ok else 'FAIL'}"
     )
     with open(args.json, "w") as f:

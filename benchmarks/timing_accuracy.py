@@ -85,15 +85,117 @@ def kernel_names(fn_n: Callable[[int], None]) -> set[str]:
     return {n for n, c in counts.items() if c == 3}  # launched once per call
 
 
+def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) -> dict[str, Any]:
+    """Every method on op ``name``, each bracketed by CUPTI truths: the op's row for the table and the JSON.
+
+    A function of its own so that the closures below bind this op's statement and namespace, not a loop variable.
+    ``tt`` is ``triton.testing`` where Triton exists, else None; ``Timer`` is ``torch.utils.benchmark.Timer``.
+    """
+    code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<bench>", "exec")
+    exec(code, ns)  # noqa: S102 - the statement compiled into a loop, as %gputime does
+    fn_n = ns["_n"]
+    fn = lambda: fn_n(1)  # noqa: E731
+    fn_n(5)
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn_n(10)
+    e.record()
+    h0 = time.perf_counter()
+    fn_n(10)
+    host_guess = (time.perf_counter() - h0) / 10
+    e.synchronize()
+    guess = s.elapsed_time(e) * 1e-3 / 10
+    torch.cuda.synchronize()
+
+    truths: list[float] = []
+    results: dict[str, dict[str, Any]] = {}
+
+    def bracket(method: str, call: Callable[[], float]) -> None:
+        before = cupti_truth(fn_n, guess, host_guess)
+        w0 = time.perf_counter()
+        value = call()
+        wall = time.perf_counter() - w0
+        after = cupti_truth(fn_n, guess, host_guess)
+        truths.extend([before, after])
+        truth = (before + after) / 2
+        results[method] = {"value": value, "truth": truth, "error": value / truth - 1, "wall_s": wall}
+
+    holder: dict[str, Any] = {}
+
+    def gm_default() -> float:
+        r = gpumagic.gputime(stmt, globals=ns)
+        holder["default"] = r
+        return r.median
+
+    def gm_graph() -> float:
+        r = gpumagic.gputime(stmt, globals=ns, graph=True)
+        holder["graph"] = r
+        return r.median
+
+    bracket("gputime", gm_default)
+    bracket("gputime --graph", gm_graph)
+    r = holder["default"]
+    kt = r.kernel_time if r.kernel_time is not None else float("nan")
+    truth_k = results["gputime"]["truth"]
+    results["gputime kernel_time"] = {
+        "value": kt,
+        "truth": truth_k,
+        "error": kt / truth_k - 1,
+        "wall_s": 0.0,
+    }
+    bracket("torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median)
+    if tt is not None:
+        bracket("do_bench", lambda: tt.do_bench(fn, return_mode="median") * 1e-3)
+    # Concurrent truth: each method runs under a CUPTI capture and is compared with the median duration of the
+    # statement's kernels in that same capture (summed over the kernel names one call launches once each):
+    # the same seconds, the same clocks. Kernels the method adds itself (do_bench's L2 flush) are not counted.
+    concurrent: dict[str, Any] = {}
+    names = kernel_names(fn_n)
+    if names:
+        runs = {
+            "gputime": lambda: gpumagic.gputime(stmt, globals=ns, kernel_time=False).median,
+            "torch Timer": lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median,
+        }
+        if tt is not None:
+            runs["do_bench"] = lambda: tt.do_bench(fn, return_mode="median") * 1e-3
+        for method, call in runs.items():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                value = call()
+                torch.cuda.synchronize()
+            by_name: dict[str, list[int]] = {n: [] for n in names}
+            for e in prof.profiler.kineto_results.events():
+                if str(e.device_type()).endswith("CUDA") and e.name() in by_name:
+                    by_name[e.name()].append(e.duration_ns())
+            truth_c = sum(statistics.median(d) for d in by_name.values() if d) * 1e-9
+            concurrent[method] = {
+                "value": value,
+                "truth": truth_c,
+                "error": value / truth_c - 1,
+                "kernels": sum(len(d) for d in by_name.values()),
+            }
+    row = {
+        "concurrent": concurrent,
+        "op": name,
+        "stmt": stmt,
+        "truth": sum(truths) / len(truths),
+        "truth_spread": (max(truths) - min(truths)) / (sum(truths) / len(truths)),
+        "methods": results,
+        "gputime_line": r.line(),
+        "gputime_launch_bound": r.launch_bound,
+        "gputime_wall_s": r.wall_time,
+        "graph_line": holder["graph"].line(),
+        "graph_backend": holder["graph"].backend,
+    }
+    return row
+
+
 def run(op_names: list[str] | None) -> list[dict[str, Any]]:
     dev = "cuda"
     try:
         import triton.testing as tt
-
-        have_triton = True
     except ImportError:
         tt = None
-        have_triton = False
     from torch.utils.benchmark import Timer
 
     # Settle clocks before anything is measured.
@@ -111,111 +213,16 @@ def run(op_names: list[str] | None) -> list[dict[str, Any]]:
         if op_names and name not in op_names:
             continue
         stmt, ns = build()
-        code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<bench>", "exec")
-        exec(code, ns)
-        fn_n = ns["_n"]
-        fn = lambda: fn_n(1)  # noqa: E731
-        fn_n(5)
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn_n(10)
-        e.record()
-        h0 = time.perf_counter()
-        fn_n(10)
-        host_guess = (time.perf_counter() - h0) / 10
-        e.synchronize()
-        guess = s.elapsed_time(e) * 1e-3 / 10
-        torch.cuda.synchronize()
-
-        truths: list[float] = []
-        results: dict[str, dict[str, Any]] = {}
-
-        def bracket(method: str, call: Callable[[], float]) -> None:
-            before = cupti_truth(fn_n, guess, host_guess)
-            w0 = time.perf_counter()
-            value = call()
-            wall = time.perf_counter() - w0
-            after = cupti_truth(fn_n, guess, host_guess)
-            truths.extend([before, after])
-            truth = (before + after) / 2
-            results[method] = {"value": value, "truth": truth, "error": value / truth - 1, "wall_s": wall}
-
-        holder: dict[str, Any] = {}
-
-        def gm_default() -> float:
-            r = gpumagic.gputime(stmt, globals=ns)
-            holder["default"] = r
-            return r.median
-
-        def gm_graph() -> float:
-            r = gpumagic.gputime(stmt, globals=ns, graph=True)
-            holder["graph"] = r
-            return r.median
-
-        bracket("gputime", gm_default)
-        bracket("gputime --graph", gm_graph)
-        r = holder["default"]
-        kt = r.kernel_time if r.kernel_time is not None else float("nan")
-        truth_k = results["gputime"]["truth"]
-        results["gputime kernel_time"] = {
-            "value": kt,
-            "truth": truth_k,
-            "error": kt / truth_k - 1,
-            "wall_s": 0.0,
-        }
-        bracket("torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median)
-        if have_triton:
-            bracket("do_bench", lambda: tt.do_bench(fn, return_mode="median") * 1e-3)
-        # Concurrent truth: each method runs under a CUPTI capture and is compared with the median duration of the
-        # statement's kernels in that same capture (summed over the kernel names one call launches once each):
-        # the same seconds, the same clocks. Kernels the method adds itself (do_bench's L2 flush) are not counted.
-        concurrent: dict[str, Any] = {}
-        names = kernel_names(fn_n)
-        if names:
-            runs = {
-                "gputime": lambda: gpumagic.gputime(stmt, globals=ns, kernel_time=False).median,
-                "torch Timer": lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median,
-            }
-            if have_triton:
-                runs["do_bench"] = lambda: tt.do_bench(fn, return_mode="median") * 1e-3
-            for method, call in runs.items():
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    value = call()
-                    torch.cuda.synchronize()
-                by_name: dict[str, list[int]] = {n: [] for n in names}
-                for e in prof.profiler.kineto_results.events():
-                    if str(e.device_type()).endswith("CUDA") and e.name() in by_name:
-                        by_name[e.name()].append(e.duration_ns())
-                truth_c = sum(statistics.median(d) for d in by_name.values() if d) * 1e-9
-                concurrent[method] = {
-                    "value": value,
-                    "truth": truth_c,
-                    "error": value / truth_c - 1,
-                    "kernels": sum(len(d) for d in by_name.values()),
-                }
-        row = {
-            "concurrent": concurrent,
-            "op": name,
-            "stmt": stmt,
-            "truth": sum(truths) / len(truths),
-            "truth_spread": (max(truths) - min(truths)) / (sum(truths) / len(truths)),
-            "methods": results,
-            "gputime_line": r.line(),
-            "gputime_launch_bound": r.launch_bound,
-            "gputime_wall_s": r.wall_time,
-            "graph_line": holder["graph"].line(),
-            "graph_backend": holder["graph"].backend,
-        }
+        row = measure_op(name, stmt, ns, tt, Timer)
         rows.append(row)
-        print(f"  {name}: {r.line()}", flush=True)
-        del ns, fn_n
+        print(f"  {name}: {row['gputime_line']}", flush=True)
+        del ns
         torch.cuda.empty_cache()
     return rows
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    methods = [m for m in rows[0]["methods"]] if rows else []
+    methods = list(rows[0]["methods"]) if rows else []
     head = f"{'op':<22} {'truth':>10} " + " ".join(f"{m:>26}" for m in methods)
     print(head)
     print("-" * len(head))

@@ -13,23 +13,28 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = pathlib.Path(__file__).parent
 
-SETUP = """%load_ext gpumagic
-import torch
-device = "cuda" if torch.cuda.is_available() else "cpu"
-print("device:", torch.cuda.get_device_name() if device == "cuda" else "CPU (no CUDA here: GPU-only cells are skipped)")"""
+SETUP = (
+    "%load_ext gpumagic\n"
+    "import torch\n"
+    'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    'print("device:", torch.cuda.get_device_name() if device == "cuda" '
+    'else "CPU (no CUDA here: GPU-only cells are skipped)")'
+)
 
 NOTEBOOKS = {
     "01_gpu_is_real": [
         (
             "md",
-            "# 1. The GPU is real, and `%timeit` does not see it\n\nA matmul on the GPU returns before the work is done: "
+            "# 1. The GPU is real, and `%timeit` does not see it\n\n"
+            "A matmul on the GPU returns before the work is done: "
             "the host only *launches* it. `%timeit` times the launch; `%gputime` synchronizes, warms up and times the "
             "work with CUDA events.",
         ),
         ("code", SETUP),
         (
             "code",
-            "N = 4096 if device == 'cuda' else 512\nA = torch.randn(N, N, device=device)\nB = torch.randn(N, N, device=device)",
+            "N = 4096 if device == 'cuda' else 512\nA = torch.randn(N, N, device=device)\n"
+            "B = torch.randn(N, N, device=device)",
         ),
         (
             "md",
@@ -38,7 +43,9 @@ NOTEBOOKS = {
         ),
         (
             "code",
-            "cold = %gputime -o -q torch.matmul(A, B)\nprint(f'first call {cold.first_call * 1e3:.1f} ms, steady {cold.median * 1e3:.3f} ms '\n      f'({cold.first_call / cold.median:.0f}x)')",
+            "cold = %gputime -o -q torch.matmul(A, B)\n"
+            "print(f'first call {cold.first_call * 1e3:.1f} ms, steady {cold.median * 1e3:.3f} ms '\n"
+            "      f'({cold.first_call / cold.median:.0f}x)')",
         ),
         (
             "md",
@@ -56,7 +63,8 @@ NOTEBOOKS = {
         ("code", "x = torch.randn(65536, device=device)\n%gputime x + 1"),
         (
             "code",
-            "if device == 'cuda':\n    get_ipython().run_line_magic('gputime', '--graph x + 1')\nelse:\n    print('--graph needs CUDA: skipped on CPU')",
+            "if device == 'cuda':\n    get_ipython().run_line_magic('gputime', '--graph x + 1')\nelse:\n"
+            "    print('--graph needs CUDA: skipped on CPU')",
         ),
     ],
     "02_kernels_have_names": [
@@ -69,7 +77,8 @@ NOTEBOOKS = {
             "code",
             SETUP + "\nfrom gpumagic import decode_kernel\nseen = set()\n\ndef new_kernels(report):\n"
             "    names = [n for n in report.trace.kernel_summary()['Name'] if n not in seen]\n    seen.update(names)\n"
-            "    for n in names:\n        k = decode_kernel(n)\n        print(f'{k.short:<60} {k.family:<14} tensor cores: {k.tensor_cores}')\n"
+            "    for n in names:\n        k = decode_kernel(n)\n"
+            "        print(f'{k.short:<60} {k.family:<14} tensor cores: {k.tensor_cores}')\n"
             "    if not names:\n        print('(no new GPU kernels' + (')' if device == 'cuda' else ': CPU only)'))",
         ),
         (
@@ -91,7 +100,8 @@ NOTEBOOKS = {
         ("md", "**Step 4, QKV and QKᵀ.** The transposed operand changes the GEMM's layout letters (`tn`)."),
         (
             "code",
-            "%%gpuprofile --no-timeline -o r\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nscores = q @ k.transpose(-2, -1) / h ** 0.5",
+            "%%gpuprofile --no-timeline -o r\nq, k, v = (x @ Wqkv).split(h, dim=-1)\n"
+            "scores = q @ k.transpose(-2, -1) / h ** 0.5",
         ),
         ("code", "new_kernels(r)"),
         ("md", "**Step 5, softmax.**"),
@@ -100,7 +110,8 @@ NOTEBOOKS = {
         ("md", "**The full block.** Look at the findings and at the GEMM share of GPU time."),
         (
             "code",
-            "%%gpuprofile --no-timeline -o block\nq, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
+            "%%gpuprofile --no-timeline -o block\nq, k, v = (x @ Wqkv).split(h, dim=-1)\n"
+            "attn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
             "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden",
         ),
         (
@@ -112,7 +123,8 @@ NOTEBOOKS = {
     "03_nsys_in_the_notebook": [
         (
             "md",
-            "# 3. Nsight Systems in the notebook\n\n`%%gpuprofile --nsys` re-runs the cell in a subprocess under `nsys`, "
+            "# 3. Nsight Systems in the notebook\n\n"
+            "`%%gpuprofile --nsys` re-runs the cell in a subprocess under `nsys`, "
             "in this same container, with the cell's tensors shipped over. Only the cell's NVTX range is captured: "
             "the warm-up is not in the report.",
         ),
@@ -126,7 +138,8 @@ NOTEBOOKS = {
             "b, s, h, f = (16, 512, 4096, 16384) if device == 'cuda' else (2, 64, 128, 512)\n"
             "x = torch.randn(b, s, h, device=device)\nWqkv = torch.randn(h, 3 * h, device=device) * 0.02\n"
             "W1 = torch.randn(h, f, device=device) * 0.02\nW2 = torch.randn(f, h, device=device) * 0.02\n"
-            "cell = '''q, k, v = (x @ Wqkv).split(h, dim=-1)\nattn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
+            "cell = '''q, k, v = (x @ Wqkv).split(h, dim=-1)\n"
+            "attn = torch.softmax(q @ k.transpose(-2, -1) / h ** 0.5, dim=-1)\n"
             "hidden = attn @ v + x\nout = torch.relu(hidden @ W1) @ W2 + hidden'''",
         ),
         (
@@ -136,13 +149,15 @@ NOTEBOOKS = {
         ),
         (
             "code",
-            "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 1 -o warm', cell)\nelse:\n    print('skipped: needs CUDA and nsys')",
+            "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 1 -o warm', cell)\nelse:\n"
+            "    print('skipped: needs CUDA and nsys')",
         ),
         ("md", "**Warm-up off:** the first-call costs land inside the capture."),
         (
             "code",
             "if have_nsys:\n    get_ipython().run_cell_magic('gpuprofile', '--nsys -w 0 --no-timeline -o cold', cell)\n"
-            "    print(cold.trace.api_summary().head(5)[['Time (%)', 'Total Time (ns)', 'Num Calls', 'Name']])\nelse:\n    print('skipped: needs CUDA and nsys')",
+            "    print(cold.trace.api_summary().head(5)[['Time (%)', 'Total Time (ns)', 'Num Calls', 'Name']])\n"
+            "else:\n    print('skipped: needs CUDA and nsys')",
         ),
         ("md", "Without nsys, the same views come from torch.profiler:"),
         ("code", "get_ipython().run_cell_magic('gpuprofile', '--no-timeline', cell)"),
@@ -157,8 +172,10 @@ NOTEBOOKS = {
         ("code", SETUP),
         (
             "code",
-            "def layer(x, w, b):\n    return x @ w + b\n\nsmall = [torch.randn(64, 64, device=device) for _ in range(2)] + [torch.randn(64, device=device)]\n"
-            "N = 4096 if device == 'cuda' else 512\nlarge = [torch.randn(N, N, device=device) for _ in range(2)] + [torch.randn(N, device=device)]",
+            "def layer(x, w, b):\n    return x @ w + b\n\n"
+            "small = [torch.randn(64, 64, device=device) for _ in range(2)] + [torch.randn(64, device=device)]\n"
+            "N = 4096 if device == 'cuda' else 512\n"
+            "large = [torch.randn(N, N, device=device) for _ in range(2)] + [torch.randn(N, device=device)]",
         ),
         ("md", "**Look at:** the findings. At 64 the GPU is idle most of the time: overhead-bound."),
         ("code", "%%gpuprofile --no-timeline -n 20 -o r_small\ny = layer(*small)"),
@@ -166,7 +183,7 @@ NOTEBOOKS = {
         ("code", "%%gpuprofile --no-timeline -o r_large\ny = layer(*large)"),
         (
             "code",
-            "from gpumagic.analysis import op_table\nprint(op_table(r_small.trace).head(4)[['Name', 'Calls', 'Self CPU (ns)', 'GPU (ns)']])",
+            "print(r_small.trace.op_summary().head(4)[['Name', 'Calls', 'Self CPU (ns)', 'GPU (ns)']])",
         ),
         (
             "md",
@@ -177,14 +194,16 @@ NOTEBOOKS = {
             "code",
             "if device == 'cuda':\n    clayer = torch.compile(layer)\n    clayer(*small)\n"
             "    get_ipython().run_cell_magic('gpuprofile', '--no-timeline -n 20', 'y = clayer(*small)')\n"
-            "    get_ipython().run_line_magic('gputime', 'layer(*small)')\n    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
+            "    get_ipython().run_line_magic('gputime', 'layer(*small)')\n"
+            "    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
             "else:\n    print('torch.compile comparison skipped on CPU')",
         ),
     ],
     "05_tensor_cores": [
         (
             "md",
-            "# 5. Tensor cores\n\nThe same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores): the kernel "
+            "# 5. Tensor cores\n\n"
+            "The same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores): the kernel "
             "changes, the time changes, and the decoded name says why.",
         ),
         ("code", SETUP + "\nfrom gpumagic import decode_kernel"),
@@ -192,30 +211,36 @@ NOTEBOOKS = {
         (
             "code",
             "def show(label, stmt_result, report=None):\n    print(f'{label:<6} {stmt_result.line()}')\n"
-            "    if report is not None:\n        for n in report.trace.kernel_summary()['Name'][:1]:\n            k = decode_kernel(n)\n"
+            "    if report is not None:\n        for n in report.trace.kernel_summary()['Name'][:1]:\n"
+            "            k = decode_kernel(n)\n"
             "            print(f'       {k.short}: tensor cores {k.tensor_cores}, precision {k.precision}')",
         ),
         ("md", "**fp32, TF32 off:** look for `ffma` (or `simt`) in the kernel name: CUDA cores."),
         (
             "code",
-            "torch.backends.cuda.matmul.allow_tf32 = False\nt_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
+            "torch.backends.cuda.matmul.allow_tf32 = False\n"
+            "t_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
             "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_fp32', 'C = A @ A')",
         ),
         ("md", "**TF32:** the same fp32 tensors, now on tensor cores (`tf32` in the name)."),
         (
             "code",
-            "torch.backends.cuda.matmul.allow_tf32 = True\nt_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_tf32', 'C = A @ A')\ntorch.backends.cuda.matmul.allow_tf32 = False",
+            "torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "t_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
+            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_tf32', 'C = A @ A')\n"
+            "torch.backends.cuda.matmul.allow_tf32 = False",
         ),
         ("md", "**bf16:** half the bytes, the tensor cores' native input."),
         (
             "code",
-            "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\nget_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_bf16', 'C = Ab @ Ab')",
+            "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\n"
+            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_bf16', 'C = Ab @ Ab')",
         ),
         (
             "code",
             "for label, t, r in (('fp32', t_fp32, r_fp32), ('tf32', t_tf32, r_tf32), ('bf16', t_bf16, r_bf16)):\n"
-            "    show(label, t, r if device == 'cuda' else None)\nprint(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')",
+            "    show(label, t, r if device == 'cuda' else None)\n"
+            "print(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')",
         ),
     ],
 }

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import GpuMagicError
 from .kernels import KernelName
 from .kernels import decode as decode_kernel
-from .result import TimingResult
-from .timing import TimingOptions, gputime
+from .timing import TimingOptions, TimingResult, gputime
 
 __version__ = "0.1.0"
 __all__ = [
+    "GpuMagicError",
     "KernelName",
     "TimingOptions",
     "TimingResult",
@@ -34,7 +35,7 @@ def __getattr__(name: str) -> Any:
 
         return load_trace
     if name == "load_nsys":
-        from .capture.nsys_sqlite import load_nsys
+        from .capture.nsys import load_nsys
 
         return load_nsys
     raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")

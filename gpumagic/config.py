@@ -1,7 +1,9 @@
-"""Every default of gpumagic, as traitlets so that ``%config GpuMagics.<name> = value`` changes it.
+"""Every setting of gpumagic, as traitlets so that ``%config GpuMagics.<name> = value`` changes it.
 
-The traits live on a plain ``Configurable`` that the IPython magics class inherits from, so the core can build its
-options from the same defaults without importing IPython.
+The defaults themselves are written once, in the core's option dataclasses (``TimingOptions`` and ``StopRule`` for
+``%gputime``, the capture and report options for ``%%gpuprofile``), which scripts use directly; each trait here reads
+its default from there. The traits live on a plain ``Configurable`` that the IPython magics class inherits from, and
+the methods below turn the current settings back into the core's options.
 """
 
 from __future__ import annotations
@@ -12,59 +14,73 @@ from typing import Any
 from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Configurable
 
+from .capture.options import WARMUP, NsysOptions
+from .render.options import ReportOptions
 from .stats import StopRule
-from .timing import TimingOptions
+from .timing.options import TimingOptions
 
 __all__ = ["GpuMagicsConfig"]
 
 
 class GpuMagicsConfig(Configurable):
-    """Defaults for ``%gputime`` (and, later, ``%%gpuprofile``)."""
+    """Settings of ``%gputime`` and ``%%gpuprofile``."""
 
     warmup_time = Float(
-        0.03, help="Seconds of device time to warm up for before sampling (at least min_warmup_calls calls)."
+        TimingOptions.warmup_time,
+        help="Seconds of device time to warm up for before sampling (at least min_warmup_calls calls).",
     ).tag(config=True)
-    min_warmup_calls = Int(3, help="Warm-up calls at least, whatever warmup_time says.").tag(config=True)
+    min_warmup_calls = Int(
+        TimingOptions.min_warmup_calls, help="Warm-up calls at least, whatever warmup_time says."
+    ).tag(config=True)
     time_budget = Float(
-        0.5, help="Seconds of sampling after which %gputime stops even if the median is not yet stable."
+        TimingOptions.time_budget,
+        help="Seconds of sampling after which %gputime stops even if the median is not yet stable.",
     ).tag(config=True)
     target_sample_time = Float(
-        1e-3,
+        TimingOptions.target_sample_time,
         help="Seconds one sample should last; calls per sample are chosen for it (CUDA events resolve ~0.5 µs).",
     ).tag(config=True)
-    min_samples = Int(10, help="Samples at least before the stop rule may stop.").tag(config=True)
-    min_time = Float(0.1, help="Seconds of measured time at least before the stop rule may stop.").tag(config=True)
+    min_samples = Int(StopRule.min_samples, help="Samples at least before the stop rule may stop.").tag(config=True)
+    min_time = Float(StopRule.min_time, help="Seconds of measured time at least before the stop rule may stop.").tag(
+        config=True
+    )
     rel_ci = Float(
-        0.0025, help="Stop once the 95% confidence interval of the median is within ± this fraction of it."
+        StopRule.rel_ci, help="Stop once the 95% confidence interval of the median is within ± this fraction of it."
     ).tag(config=True)
     rel_drift = Float(
-        0.005, help="... and the medians of the first and second half of the samples agree within this fraction."
+        StopRule.rel_drift,
+        help="... and the medians of the first and second half of the samples agree within this fraction.",
     ).tag(config=True)
     kernel_time = Bool(
-        True, help="Measure GPU kernel time per call with the profiler (CUPTI) in a short extra pass."
+        TimingOptions.kernel_time,
+        help="Measure GPU kernel time per call with the profiler (CUPTI) in a short extra pass.",
     ).tag(config=True)
-    first_call_ratio = Float(2.0, help="Report the first call when it took more than this many times the median.").tag(
+    first_call_ratio = Float(
+        TimingOptions.first_call_ratio, help="Report the first call when it took more than this many times the median."
+    ).tag(config=True)
+    precision = Int(TimingOptions.precision, help="Significant digits in printed times.").tag(config=True)
+    profile_warmup = Int(WARMUP, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning).").tag(
         config=True
     )
-    precision = Int(3, help="Significant digits in printed times.").tag(config=True)
-    profile_warmup = Int(1, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning).").tag(
-        config=True
-    )
-    profile_top = Int(15, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
+    profile_top = Int(ReportOptions.top, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
     nsys_path = Unicode(
-        "", help="%%gpuprofile --nsys: the nsys binary (default: PATH, then the usual install locations)."
+        NsysOptions.nsys_path or "",
+        help="%%gpuprofile --nsys: the nsys binary (default: PATH, then the usual install locations).",
     ).tag(config=True)
     profile_dir = Unicode(
-        "gpumagic-profiles", help="%%gpuprofile --nsys: where the .nsys-rep and .sqlite files are kept."
+        NsysOptions.profile_dir, help="%%gpuprofile --nsys: where the .nsys-rep and .sqlite files are kept."
     ).tag(config=True)
-    nsys_trace = Unicode("cuda,nvtx,osrt", help="%%gpuprofile --nsys: what nsys traces (-t).").tag(config=True)
-    nsys_timeout = Float(300.0, help="%%gpuprofile --nsys: seconds before the nsys run is stopped.").tag(config=True)
+    nsys_trace = Unicode(NsysOptions.trace, help="%%gpuprofile --nsys: what nsys traces (-t).").tag(config=True)
+    nsys_timeout = Float(NsysOptions.timeout, help="%%gpuprofile --nsys: seconds before the nsys run is stopped.").tag(
+        config=True
+    )
     timeline_max_glyphs = Int(
-        2500, help="%%gpuprofile: events per timeline lane before they are merged into time buckets."
+        ReportOptions.max_glyphs_per_lane,
+        help="%%gpuprofile: events per timeline lane before they are merged into time buckets.",
     ).tag(config=True)
 
     def timing_options(self, **overrides: Any) -> TimingOptions:
-        """TimingOptions from the configured defaults, with per-call ``overrides`` (None values are ignored)."""
+        """TimingOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
         base = TimingOptions(
             warmup_time=self.warmup_time,
             min_warmup_calls=self.min_warmup_calls,
@@ -77,4 +93,19 @@ class GpuMagicsConfig(Configurable):
             first_call_ratio=self.first_call_ratio,
             precision=self.precision,
         )
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+    def nsys_options(self, **overrides: Any) -> NsysOptions:
+        """NsysOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        base = NsysOptions(
+            nsys_path=self.nsys_path or None,
+            profile_dir=self.profile_dir,
+            trace=self.nsys_trace,
+            timeout=self.nsys_timeout,
+        )
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+    def report_options(self, **overrides: Any) -> ReportOptions:
+        """ReportOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        base = ReportOptions(top=self.profile_top, max_glyphs_per_lane=self.timeline_max_glyphs)
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

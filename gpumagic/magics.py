@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -10,10 +12,11 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .config import GpuMagicsConfig
+from .errors import CellError, GpuMagicError, Hint
 from .statement import compile_statement
 from .timing import measure
 
-__all__ = ["GpuMagics", "split_options"]
+__all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(=\S*)?")
 
@@ -58,6 +61,17 @@ def split_options(line: str, parser: Any) -> tuple[str, str]:
                 taken.append(v.group(1))
                 pos += v.end()
     return " ".join(taken), line[pos:].strip()
+
+
+def notebook_advice(text: str, hints: Iterable[Hint]) -> str:
+    """The core names a helpful setting as a keyword (``kernel_time=False``); in a notebook it is a ``%config``."""
+    for hint in hints:
+        text = text.replace(hint.script(), f"%config GpuMagics.{hint.setting} = {hint.value}")
+    return text
+
+
+def _usage_error(prefix: str, exc: GpuMagicError) -> UsageError:
+    return UsageError(f"{prefix}: {notebook_advice(str(exc), exc.hints)}")
 
 
 def _unquote(value: str | None) -> str | None:
@@ -132,8 +146,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 cpu=args.cpu,
             )
             options.validate()
-        except ValueError as exc:
-            raise UsageError(f"%gputime: {exc}") from None
+        except GpuMagicError as exc:
+            raise _usage_error("%gputime", exc) from None
 
         shell = self.shell
         compiled = compile_statement(
@@ -144,7 +158,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         )
         result = measure(compiled, shell.user_ns, options)
         if not args.quiet:
-            print(result)
+            print(notebook_advice(str(result), result.hints))
         if args.output:
             return result
         return None
@@ -176,121 +190,77 @@ class GpuMagics(Magics, GpuMagicsConfig):
         assignments land in the namespace as a normal run would leave them. Shown: a summary line (device, GPU busy
         time, wall time, GPU utilisation, backend), findings, the kernel table (nsys' cuda_gpu_kern_sum columns plus
         each name decoded), torch ops (Self CPU vs GPU), CUDA API calls, NVTX ranges and a Bokeh timeline.
-        Without CUDA it still runs and shows the CPU ops.
+        Without CUDA it still runs and shows the CPU ops. With ``--nsys`` the cell runs in a subprocess under
+        Nsight Systems instead (the names it reads are shipped there; the namespace is not changed).
 
-        Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs).
+        Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs, nsys_path, ...).
         """
         args = parse_argstring(self.gpuprofile, line)
         warmup = self.profile_warmup if args.warmup is None else args.warmup
-        top = self.profile_top if args.top is None else args.top
+        report_options = self.report_options(top=args.top, timeline=False if args.no_timeline else None)
         if warmup < 0:
             raise UsageError("%%gpuprofile: -w must be 0 or more")
         if args.iters < 1:
             raise UsageError("%%gpuprofile: -n must be at least 1")
-        if top < 1:
+        if report_options.top < 1:
             raise UsageError("%%gpuprofile: --top must be at least 1")
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
         if not cell.strip():
             raise UsageError("%%gpuprofile needs code in the cell body")
+        if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None):
+            raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
         try:
             import torch  # noqa: F401
         except ImportError:
             raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
-        from .render.report import ProfileReport
-
         shell = self.shell
         label = args.label or f"cell:{shell.execution_count}"
-        if args.nsys:
-            report = self._profile_with_nsys(args, cell, label, warmup, top)
-            if args.output:
-                shell.user_ns[args.output] = report
-            from IPython.display import display
-
-            display(report)
-            return
-        if args.setup or args.nsys_args or args.timeout is not None:
-            raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
-        from .capture.torch_profiler import capture
-
         source = shell.transform_cell(cell)
-        filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
-        code = compile(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename, "exec")
+        if args.nsys:
+            from .capture import nsys as backend
 
-        def run_once() -> None:
-            exec(code, shell.user_ns)  # noqa: S102 - the user's own cell
+            runnable: Any = source
+            options: Any = self.nsys_options(
+                setup=_unquote(args.setup), extra_args=_unquote(args.nsys_args) or None, timeout=args.timeout
+            )
+            prefix = "%%gpuprofile --nsys"
+        else:
+            from .capture import torch_profiler as backend
+            from .capture.cell import Cell
 
-        for _ in range(warmup):
-            run_once()
-
-        def run_all() -> None:
-            for _ in range(args.iters):
-                run_once()
-
-        result = capture(run_all, label)
-        trace = result.trace
-        notes = []
-        if warmup == 0:
-            notes.append("No warm-up (-w 0): first-call costs (lazy init, autotuning) are in the capture.")
-        if args.iters > 1:
-            notes.append(f"The cell ran {args.iters} times inside the capture; totals cover all of them.")
-        report = ProfileReport(
-            trace,
-            label=label,
-            top=top,
-            timeline=not args.no_timeline,
-            max_glyphs_per_lane=self.timeline_max_glyphs,
-            notes=notes,
-        )
-        if args.trace:
-            report.to_chrome_trace(args.trace)
-            report.notes.append(f"Chrome/Perfetto trace written to {args.trace}")
-        if args.output:
-            shell.user_ns[args.output] = report
-        from IPython.display import display
-
-        display(report)
-
-    def _profile_with_nsys(self, args: Any, cell: str, label: str, warmup: int, top: int) -> Any:
-        import sys
-
-        from .capture.nsys import CellError, NsysError, profile_cell
-        from .capture.nsys_sqlite import NsysExportError
-        from .capture.shipping import ShippingError
-        from .render.report import ProfileReport
-
-        source = self.shell.transform_cell(cell)
+            filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
+            code = compile(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename, "exec")
+            runnable, options, prefix = Cell(source=source, code=code), None, "%%gpuprofile"
         try:
-            run = profile_cell(
-                source,
-                self.shell.user_ns,
-                label,
-                setup=_unquote(args.setup),
-                warmup=warmup,
-                iters=args.iters,
-                nsys_path=self.nsys_path or None,
-                profile_dir=self.profile_dir,
-                trace=self.nsys_trace,
-                extra_args=_unquote(args.nsys_args) or "",
-                timeout=args.timeout if args.timeout is not None else self.nsys_timeout,
+            captured = backend.capture(
+                runnable, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
             )
         except CellError as exc:
             print(exc.traceback, file=sys.stderr)
             raise UsageError(str(exc).splitlines()[0]) from None
-        except (ShippingError, NsysError, NsysExportError) as exc:
-            raise UsageError(f"%%gpuprofile --nsys: {exc}") from None
-        notes = [f"report: {run.report}" if run.report else "report: (not kept)", f"SQLite export: {run.sqlite}"]
-        if args.trace:
-            notes.append(f"Chrome/Perfetto trace written to {args.trace}")
+        except GpuMagicError as exc:
+            raise _usage_error(prefix, exc) from None
+        self._show(captured, label, report_options, trace_path=args.trace, output=args.output)
+
+    def _show(self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None) -> None:
+        """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``, display."""
+        from IPython.display import display
+
+        from .render.report import ProfileReport
+
         report = ProfileReport(
-            run.trace,
+            captured.trace,
             label=label,
-            top=top,
-            timeline=not args.no_timeline,
-            max_glyphs_per_lane=self.timeline_max_glyphs,
-            notes=notes,
+            top=options.top,
+            timeline=options.timeline,
+            max_glyphs_per_lane=options.max_glyphs_per_lane,
+            notes=list(captured.notes),
         )
-        if args.trace:
-            report.to_chrome_trace(args.trace)
-        return report
+        if trace_path:
+            report.to_chrome_trace(trace_path)
+            report.notes.append(f"Chrome/Perfetto trace written to {trace_path}")
+        if output:
+            self.shell.user_ns[output] = report
+        display(report)

@@ -149,14 +149,14 @@ def compile_statement(
     inner = ast.FunctionDef(
         name="__gm_inner",
         args=ast.arguments(posonlyargs=[], args=[ast.arg("__gm_n")], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=nonlocal_decl
-        + [
+        body=[
+            *nonlocal_decl,
             ast.For(
                 target=ast.Name("__gm_i", ast.Store()),
                 iter=ast.Call(ast.Name("range", ast.Load()), [ast.Name("__gm_n", ast.Load())], []),
                 body=stmt_tree.body,
                 orelse=[],
-            )
+            ),
         ],
         decorator_list=[],
         type_params=[],
@@ -171,8 +171,8 @@ def compile_statement(
     factory = ast.FunctionDef(
         name="__gm_factory",
         args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=setup_tree.body
-        + [
+        body=[
+            *setup_tree.body,
             inner,
             once,
             ast.Return(ast.Tuple([ast.Name("__gm_inner", ast.Load()), ast.Name("__gm_once", ast.Load())], ast.Load())),

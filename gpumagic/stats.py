@@ -58,8 +58,16 @@ def median_ci(values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class StopDecision:
+    """Whether to stop sampling, and why, in words (``reason``) and as the condition still unmet (``unmet``).
+
+    ``unmet`` is the name of the :class:`StopRule` field whose condition does not hold yet (``"min_samples"``,
+    ``"min_time"``, ``"rel_ci"``, ``"rel_drift"``), or ``""`` when stopping: a caller tells "too few samples" from
+    "the median is still moving" without parsing the sentence.
+    """
+
     stop: bool
     reason: str
+    unmet: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,18 +92,20 @@ class StopRule:
         if n >= self.max_samples:
             return StopDecision(True, f"reached the maximum of {self.max_samples} samples")
         if n < self.min_samples:
-            return StopDecision(False, f"fewer than {self.min_samples} samples")
+            return StopDecision(False, f"fewer than {self.min_samples} samples", "min_samples")
         if measured_time < self.min_time:
-            return StopDecision(False, f"less than {self.min_time * 1e3:.0f} ms measured")
+            return StopDecision(False, f"less than {self.min_time * 1e3:.0f} ms measured", "min_time")
         med = median(samples)
         if med <= 0:
             return StopDecision(True, "median is zero: nothing left to resolve")
         lo, hi = median_ci(samples)
         width = max(med - lo, hi - med) / med
         if width > self.rel_ci:
-            return StopDecision(False, f"median's 95% CI ±{width:.2%} > ±{self.rel_ci:.2%}")
+            return StopDecision(False, f"median's 95% CI ±{width:.2%} > ±{self.rel_ci:.2%}", "rel_ci")
         half = n // 2
         drift = abs(median(samples[:half]) - median(samples[half:])) / med
         if drift > self.rel_drift:
-            return StopDecision(False, f"first and second halves differ by {drift:.2%} > {self.rel_drift:.2%}")
+            return StopDecision(
+                False, f"first and second halves differ by {drift:.2%} > {self.rel_drift:.2%}", "rel_drift"
+            )
         return StopDecision(True, f"median stable (95% CI ±{width:.2%}, drift {drift:.2%})")

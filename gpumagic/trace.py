@@ -1,22 +1,24 @@
-"""Trace: the one data model that both capture backends (torch.profiler, nsys) produce, and its summaries.
+"""Trace: the one data model every capture backend (torch.profiler, nsys, ...) produces, its summaries and figures.
 
-Plain pandas DataFrames with fixed columns; every time is an integer nanosecond on one clock. The summaries use the
-definitions and column names of ``nsys stats`` (cuda_gpu_kern_sum, cuda_api_sum, nvtx_sum, osrt_sum,
-cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum), so a number here can be checked against the tool people already
-trust: Time (%) of the summed total, Total/Avg/Med/Min/Max, StdDev as the *sample* standard deviation (0 for one
-instance), grouped by full name, sorted by total time.
+Plain pandas DataFrames with fixed columns; every time is an integer nanosecond on one clock. The summaries are
+``nsys stats``' tables (``summaries.py`` says how they are defined); the figures (GPU busy, the cell's window, wall,
+CPU time in ops) have one definition each, here. A Trace is treated as read-only once built: each summary and figure
+is computed once and kept, so a report, its findings and its tables never recompute (or disagree on) a number.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
+from . import summaries
 from .intervals import union_length
+
+_T = TypeVar("_T")
 
 __all__ = ["COLUMNS", "Trace", "nesting_depth", "union_ns"]
 
@@ -81,41 +83,6 @@ def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
     return depth
 
 
-def _duration_summary(df: pd.DataFrame, keys: list[str], count_col: str, name_cols: list[str]) -> pd.DataFrame:
-    """nsys stats' duration summary: grouped by ``keys`` (shown as ``name_cols``), sorted by total time."""
-    cols = [
-        "Time (%)",
-        "Total Time (ns)",
-        count_col,
-        "Avg (ns)",
-        "Med (ns)",
-        "Min (ns)",
-        "Max (ns)",
-        "StdDev (ns)",
-        *name_cols,
-    ]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    d = df.assign(_dur=(df["end"] - df["start"]).astype("int64"))
-    g = d.groupby(keys, sort=False, dropna=False)["_dur"]
-    out = pd.DataFrame(
-        {
-            "Total Time (ns)": g.sum(),
-            count_col: g.count(),
-            "Avg (ns)": g.mean(),
-            "Med (ns)": g.median(),
-            "Min (ns)": g.min(),
-            "Max (ns)": g.max(),
-            "StdDev (ns)": g.std(ddof=1).fillna(0.0),
-        }
-    )
-    total = out["Total Time (ns)"].sum()
-    out.insert(0, "Time (%)", out["Total Time (ns)"] / total * 100 if total else 0.0)
-    out = out.reset_index().rename(columns=dict(zip(keys, name_cols)))
-    out = out.sort_values(["Total Time (ns)", name_cols[-1]], ascending=[False, True]).reset_index(drop=True)
-    return out[cols]
-
-
 @dataclass
 class Trace:
     """What ran: kernels, memory operations, CUDA API calls, torch ops, NVTX ranges, OS runtime calls, and meta
@@ -129,52 +96,55 @@ class Trace:
     osrt: pd.DataFrame = field(default_factory=lambda: empty_frame("osrt"))
     meta: dict[str, Any] = field(default_factory=dict)
 
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def memo(self, key: str, compute: Callable[[], _T]) -> _T:
+        """``compute()`` once per Trace under ``key``; later calls return the kept answer (analyses use it too)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def _table(self, key: str, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        return self.memo(key, compute).copy()  # a copy: a caller's edit must not change the next answer
+
     # --- nsys stats summaries ---------------------------------------------------------------------------------
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum: one row per kernel name."""
-        return _duration_summary(self.kernels, ["name"], "Instances", ["Name"])
+        return self._table("kern", lambda: summaries.duration_summary(self.kernels, ["name"], "Instances", ["Name"]))
 
     def api_summary(self) -> pd.DataFrame:
         """cuda_api_sum: one row per CUDA runtime/driver API function."""
-        return _duration_summary(self.api, ["name"], "Num Calls", ["Name"])
+        return self._table("api", lambda: summaries.duration_summary(self.api, ["name"], "Num Calls", ["Name"]))
 
     def osrt_summary(self) -> pd.DataFrame:
         """osrt_sum: one row per OS runtime function (nsys captures only)."""
-        return _duration_summary(self.osrt, ["name"], "Num Calls", ["Name"])
+        return self._table("osrt", lambda: summaries.duration_summary(self.osrt, ["name"], "Num Calls", ["Name"]))
 
     def nvtx_summary(self) -> pd.DataFrame:
         """nvtx_sum: one row per range text and style (push/pop or start/end)."""
-        nv = self.nvtx.assign(style=self.nvtx["style"].fillna("PushPop"))
-        return _duration_summary(nv, ["style", "text"], "Instances", ["Style", "Range"])
+
+        def compute() -> pd.DataFrame:
+            nv = self.nvtx.assign(style=self.nvtx["style"].fillna("PushPop"))
+            return summaries.duration_summary(nv, ["style", "text"], "Instances", ["Style", "Range"])
+
+        return self._table("nvtx", compute)
 
     def memop_summary(self) -> pd.DataFrame:
         """cuda_gpu_mem_time_sum: one row per memory operation kind."""
-        df = self.memops.assign(_op=self.memops["kind"].map(_nsys_memop_name))
-        return _duration_summary(df, ["_op"], "Count", ["Operation"])
+
+        def compute() -> pd.DataFrame:
+            df = self.memops.assign(_op=self.memops["kind"].map(summaries.nsys_memop_name))
+            return summaries.duration_summary(df, ["_op"], "Count", ["Operation"])
+
+        return self._table("memop", compute)
 
     def memop_size_summary(self) -> pd.DataFrame:
         """cuda_gpu_mem_size_sum: bytes moved per memory operation kind, in MB (10^6 bytes) as nsys prints them."""
-        cols = ["Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"]
-        if self.memops.empty:
-            return pd.DataFrame(columns=cols)
-        d = self.memops.assign(
-            _op=self.memops["kind"].map(_nsys_memop_name), _mb=self.memops["bytes"].astype(float) / 1e6
-        )
-        g = d.groupby("_op", sort=False)["_mb"]
-        out = pd.DataFrame(
-            {
-                "Total (MB)": g.sum(),
-                "Count": g.count(),
-                "Avg (MB)": g.mean(),
-                "Med (MB)": g.median(),
-                "Min (MB)": g.min(),
-                "Max (MB)": g.max(),
-                "StdDev (MB)": g.std(ddof=1).fillna(0.0),
-            }
-        )
-        out["Operation"] = out.index
-        out.index.name = None
-        return out.sort_values(["Total (MB)", "Operation"], ascending=[False, True]).reset_index(drop=True)[cols]
+        return self._table("memop_size", lambda: summaries.memop_size_summary(self.memops))
+
+    def op_summary(self) -> pd.DataFrame:
+        """Torch ops by name: calls, CPU total, self CPU, and the GPU time of the kernels each launched."""
+        return self._table("ops", lambda: summaries.op_summary(self.ops, self.kernels, self.api))
 
     # --- derived figures --------------------------------------------------------------------------------------
     def gpu_intervals(self) -> pd.DataFrame:
@@ -184,8 +154,37 @@ class Trace:
         return pd.concat([k, m], ignore_index=True) if not m.empty else k
 
     def gpu_busy_ns(self) -> int:
-        iv = self.gpu_intervals()
-        return union_ns(iv["start"].to_numpy(), iv["end"].to_numpy())
+        """GPU busy: the union of kernel and memory-operation intervals (overlap counted once)."""
+
+        def compute() -> int:
+            iv = self.gpu_intervals()
+            return union_ns(iv["start"].to_numpy(), iv["end"].to_numpy())
+
+        return self.memo("gpu_busy", compute)
+
+    def cpu_ops_ns(self) -> int:
+        """Host time inside top-level torch ops (nested ops counted once)."""
+
+        def compute() -> int:
+            top = self.ops[self.ops["depth"] == 0] if not self.ops.empty else self.ops
+            return union_ns(top["start"].to_numpy(), top["end"].to_numpy()) if not top.empty else 0
+
+        return self.memo("cpu_ops", compute)
+
+    def figures(self) -> dict[str, Any]:
+        """The figures the summary line and the findings share: ``wall_ns`` (the cell's window), ``gpu_busy_ns``,
+        ``gpu_util`` (busy / wall), ``cpu_ops_ns``, ``kernels``, ``memops``."""
+        w0, w1 = self.cell_window()
+        wall = max(0, w1 - w0)
+        busy = self.gpu_busy_ns()
+        return {
+            "wall_ns": wall,
+            "gpu_busy_ns": busy,
+            "gpu_util": busy / wall if wall else None,
+            "cpu_ops_ns": self.cpu_ops_ns(),
+            "kernels": len(self.kernels),
+            "memops": len(self.memops),
+        }
 
     def window(self) -> tuple[int, int]:
         """The capture window: meta's when given, else the span of everything recorded."""
@@ -242,14 +241,3 @@ class Trace:
             f"<Trace {self.meta.get('backend', '?')} on {self.meta.get('device', '?')}: {len(self.kernels)} kernels, "
             f"{len(self.memops)} memops, {len(self.api)} API calls, {len(self.ops)} ops, {len(self.nvtx)} ranges>"
         )
-
-
-def _nsys_memop_name(kind: str) -> str:
-    return {
-        "HtoD": "[CUDA memcpy Host-to-Device]",
-        "DtoH": "[CUDA memcpy Device-to-Host]",
-        "DtoD": "[CUDA memcpy Device-to-Device]",
-        "HtoH": "[CUDA memcpy Host-to-Host]",
-        "PtoP": "[CUDA memcpy Peer-to-Peer]",
-        "memset": "[CUDA memset]",
-    }.get(str(kind), f"[CUDA {kind}]")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,8 @@ from hypothesis import strategies as st
 
 from gpumagic.kernels import FAMILIES, KernelName, decode, demangle, normalize
 
-CORPUS = json.loads((pathlib.Path(__file__).parent / "data" / "kernel_names.json").read_text())
+DATA = pathlib.Path(__file__).parent / "data"
+CORPUS = json.loads((DATA / "kernel_names.json").read_text())
 
 
 def field_of(k: KernelName, name: str):
@@ -85,8 +88,8 @@ def test_ffma_gemm_is_flagged_not_tensor_cores():
 def test_readable_short_forms():
     assert (
         decode(
-            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
-            "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
         ).short
         == "elementwise add (vectorized \u00d74)"
     )
@@ -203,3 +206,132 @@ def test_command_line_prints_the_explanation():
         check=True,
     ).stdout
     assert "CUTLASS tensor-core TF32 GEMM" in out and "align4" in out and "K-tile 32, 3-stage pipeline" in out
+
+
+# --- results are shared through the cache, so they must be read-only ---------------------------------------------
+
+
+def test_a_decoded_result_cannot_be_changed_by_one_caller_for_the_next():
+    name = "triton_poi_fused_add_gelu_mul_0"  # a result with a list inside details
+    k = decode(name)
+    before = (k.short, dict(k.details), k.tokens, k.dtypes, list(k.details["fused_ops"]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        k.short = "X"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del k.family
+    with pytest.raises(TypeError):
+        k.details["kind"] = "X"
+    with pytest.raises(AttributeError):
+        k.details["fused_ops"].append("X")
+    with pytest.raises(AttributeError):
+        k.tokens.append(("X", "X", "X"))
+    with pytest.raises(TypeError):
+        k.tokens[0] = ("X", "X", "X")
+    with pytest.raises(TypeError):
+        k.tokens[0][2] = "X"
+    k.explain().append(("X", "X", "X"))  # explain() hands out a copy
+    again = decode(name)
+    assert again is k
+    assert (again.short, dict(again.details), again.tokens, again.dtypes, list(again.details["fused_ops"])) == before
+    decode.cache_clear()
+    assert decode(name) == k
+
+
+def test_every_container_in_a_result_is_immutable():
+    for e in CORPUS:
+        k = decode(e["name"])
+        assert isinstance(k.dtypes, tuple) and isinstance(k.tokens, tuple)
+        assert all(isinstance(row, tuple) for row in k.tokens)
+        assert isinstance(k.details, types.MappingProxyType)
+        for value in k.details.values():
+            assert not isinstance(value, (list, dict, set)), (e["name"][:80], value)
+
+
+def test_a_result_built_by_hand_is_frozen_too():
+    k = KernelName(name="x", details={"a": [1, 2]}, tokens=[("x", "name", "x")])
+    assert k.details["a"] == [1, 2] and isinstance(k.details, types.MappingProxyType)
+    with pytest.raises(AttributeError):
+        k.details["a"].append(3)
+    assert hash(k) == hash(KernelName(name="x", details={"a": [1, 2]}, tokens=[("x", "name", "x")]))
+
+
+# --- math libraries: cuFFT, cuSOLVER, cuSPARSE, legacy cuBLAS -----------------------------------------------------
+
+
+def test_corpus_covers_the_math_libraries():
+    for family in ("cufft", "cusolver", "cusparse"):
+        entries = [e for e in CORPUS if e["expect"].get("family") == family]
+        assert len(entries) >= 8, family
+        assert all(e["source"] for e in entries)
+    helpers = [e for e in CORPUS if e["expect"].get("family") == "cublas_legacy" and e["expect"].get("op") != "gemm"]
+    assert len(helpers) >= 8
+
+
+def test_cufft_template_arguments():
+    k = decode(
+        "void regular_fft_c2r<1008u, EPT<7u, 9u, 16u>, 2u, 4u, (padding_t)14, (twiddle_t)0, (loadstore_modifier_t)2, "
+        "(layout_t)0, unsigned int, float, HostConfigPlaceholder>(kernel_arguments_t<unsigned int>)"
+    )
+    assert (k.family, k.op, k.precision) == ("cufft", "fft", "fp32")
+    assert k.details["fft_size"] == 1008 and k.details["transform"] == "c2r"
+    assert k.details["elements_per_thread"] == [7, 9, 16]
+    assert "C2R" in k.short and "1008" in k.short
+
+
+def test_bare_helper_names_say_too_little_to_claim():
+    # any project can have a 'dot_kernel'; only a profiler's full signature names the library
+    for name in ("dot_kernel", "gemmSN_NN_kernel", "splitKreduce_kernel", "lacpy_kernel", "csrmv_kernel"):
+        assert decode(name).family == "other", name
+    assert decode("void dot_kernel<float, 128, 0>(float*, int)").family == "other"  # generic name, no cuBLAS types
+    k = decode("void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<float const> > >(cublasDotParams)")
+    assert (k.family, k.op, k.precision) == ("cublas_legacy", "dot", "fp32")
+
+
+def test_trsm_kernels_are_cublas_even_inside_cusolver_calls():
+    # trsm_ln_kernel shows up in torch.linalg.solve (cuSOLVER getrs), but the kernel is libcublas'
+    k = decode("void trsm_ln_kernel<float, 32u, 32u, 4u, true>(int, int, float const*, int, float*, int, float)")
+    assert (k.family, k.library, k.op, k.precision) == ("cublas_legacy", "cuBLAS", "trsm", "fp32")
+    assert decode("void getrf_pivot<getrf_params_<double, 512, 1, 512, 512, 1> >(int)").family == "cusolver"
+
+
+def test_complex_element_types():
+    assert decode("void gesvdbj_batch_32x16<float2, float>(long)").precision == "complex64"
+    assert decode("void getrf_pivot<getrf_params_<double2, 512, 2, 512, 256, 1> >(int)").precision == "complex128"
+    k = decode(
+        "void cusparse::csrmv_v3_kernel<std::integral_constant<bool, false>, int, int, cusparse::Complex<double>>()"
+    )
+    assert (k.op, k.precision, k.details["index_type"]) == ("spmv", "complex128", "int32")
+
+
+def test_nvprof_spelling_of_template_arguments():
+    assert normalize("void f<unsigned int=128, bool=1, int=-2>(int)") == "void f<128, 1, -2>(int)"
+    a = decode(
+        "void regular_fft<unsigned int=128, unsigned int=1, unsigned int, double>(kernel_arguments_t<unsigned int>)"
+    )
+    b = decode("void regular_fft<128u, 1u, unsigned int, double>(kernel_arguments_t<unsigned int>)")
+    assert (a.family, a.short) == (b.family, b.short) == ("cufft", "cuFFT C2C FP64 FFT, size 128 (regular)")
+
+
+def test_nvcc_static_names_are_demangled():
+    name = (
+        "__nv_static_45__32_dpRealComplex_compute_70_cpp1_ii_f01f2bc9__ZN13dpRealComplex24postprocessC2C_kernelMemIjd"
+        "L9fftAxii_t7EEEvP7ComplexIT0_EPKS4_T_15coordDivisors_tIS8_E7coord_tIS8_ESC_S8_S3_10callback_t"
+    )
+    assert demangle(name).startswith("void dpRealComplex::postprocessC2C_kernelMem<unsigned int, double")
+    assert demangle("__nv_static_not_a_name") == "__nv_static_not_a_name"
+
+
+def test_held_out_library_kernels_decode_to_their_library_and_op():
+    """Names the decoder was not written against: an H100 run of FFT, linear-algebra, sparse and BLAS ops that the
+    corpus workloads never ran (tests/data/README.md). Library and op are annotated from the workload and the
+    libraries' API, not from the decoder."""
+    held = json.loads((DATA / "kernel_names_heldout.json").read_text())
+    corpus = {e["name"] for e in json.loads((DATA / "kernel_names.json").read_text())}
+    assert len(held) >= 60 and not corpus & {e["name"] for e in held}
+    wrong = []
+    for e in held:
+        k = decode(e["name"])
+        want = e["expect"]
+        if not k.library.startswith(tuple(want["library"].split("|"))) or want.get("op", k.op) != k.op:
+            wrong.append((e["name"][:80], k.library, k.op, want))
+    assert not wrong, wrong

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic.magics import GpuMagics, split_options
-from gpumagic.result import TimingResult
+from gpumagic.timing import TimingResult
 
 FAST = "-r 5 -w 1 "  # keep the shell tests quick: fixed samples, one warm-up call
 
@@ -144,7 +146,7 @@ def test_unload_removes_the_magics(shell):
 
 
 class _Parser:
-    _option_string_actions = {
+    _option_string_actions: ClassVar[dict[str, object]] = {
         "-n": type("A", (), {"nargs": None})(),
         "-q": type("A", (), {"nargs": 0})(),
         "--graph": type("A", (), {"nargs": 0})(),

@@ -92,3 +92,14 @@ def test_ci_width_matches_order_statistics():
     lo, hi = median_ci(xs)
     half = 1.96 * math.sqrt(100) / 2
     assert lo == xs[math.floor(50 - half)] and hi == xs[math.ceil(50 + half) - 1]
+
+
+def test_stop_decision_names_the_unmet_condition():
+    rule = StopRule(min_samples=10, min_time=0.1)
+    assert rule.decide([1e-3] * 9, 1.0).unmet == "min_samples"
+    assert rule.decide([1e-3] * 50, 0.05).unmet == "min_time"
+    rng = random.Random(4)
+    assert rule.decide([1e-3 * (1 + rng.gauss(0, 0.05)) for _ in range(30)], 0.2).unmet == "rel_ci"
+    assert StopRule(rel_ci=0.05).decide([1e-3] * 15 + [1.01e-3] * 16, 0.2).unmet == "rel_drift"
+    assert StopRule().decide([1e-3] * 30, 0.2).unmet == ""
+    assert all(hasattr(rule, name) for name in ("min_samples", "min_time", "rel_ci", "rel_drift"))

@@ -5,13 +5,26 @@ from __future__ import annotations
 import gc
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 
 import gpumagic
+from gpumagic.errors import Hint, InvalidOptionError
+from gpumagic.intervals import union_length
 from gpumagic.statement import compile_statement
 from gpumagic.stats import StopRule
-from gpumagic.timing import HostSampler, Sampler, TimingOptions, measure, tensor_devices, union_length
+from gpumagic.timing import HostSampler, Sampler, TimingOptions, TimingResult, measure, tensor_devices
+from gpumagic.timing.measure import (
+    Calibration,
+    KernelFigures,
+    Notes,
+    calls_per_sample,
+    host_pass,
+    kernel_pass,
+    sample,
+)
 
 
 class FakeClock:
@@ -297,5 +310,210 @@ def test_host_sampler_is_the_default_without_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     from gpumagic.timing import choose_sampler
 
-    sampler, notes = choose_sampler(TimingOptions(), [])
+    sampler, _notes = choose_sampler(TimingOptions(), [])
     assert isinstance(sampler, HostSampler) and sampler.reason == "CUDA is not available"
+
+
+# --- the steps of measure(), one at a time ---------------------------------------------------------------------
+
+
+def test_slow_profiler_start_is_a_note_with_a_script_hint():
+    class SlowProfiler(ScriptedSampler):
+        profiler_startup = 6.5
+
+    clock = FakeClock()
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=SlowProfiler(clock, lambda i: 1e-3, kernel=1e-3),
+        wall_clock=clock,
+    )
+    note = next(n for n in r.notes if "first start" in n)
+    assert "took 6.5 s" in note and "`kernel_time=False` skips the kernel-time pass" in note
+    assert "%config" not in note
+    assert r.hints == [Hint("kernel_time", "False")]
+    assert all(h.script() in "\n".join(r.notes) for h in r.hints)
+
+
+def test_unsettled_median_advises_a_longer_budget_as_a_keyword():
+    result, _, _ = run(lambda i: 1e-3 * (1 + 0.002 * i), TimingOptions(time_budget=0.3))
+    note = next(n for n in result.notes if "had not settled" in n)
+    assert note.endswith("A longer run: time_budget=2") and "%config" not in note
+    assert result.hints == [Hint("time_budget", "2")]
+
+
+def test_a_settled_run_has_no_hints():
+    result, _, _ = run(lambda i: 1e-3, kernel=1e-3)
+    assert result.hints == [] and result.notes == []
+
+
+def test_budget_end_with_too_few_samples_is_not_called_unsettled():
+    # the budget ends while the rule still wants more measured time: nothing says the median moves
+    result, _, _ = run(lambda i: 1e-3, TimingOptions(time_budget=0.05, stop_rule=StopRule(min_time=10)))
+    assert "time budget" in result.stop_reason and "less than" in result.stop_reason
+    assert not any("had not settled" in n for n in result.notes) and result.hints == []
+
+
+def test_host_clock_drops_graph_and_flush_with_notes():
+    class HostScripted(ScriptedSampler):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.backend, self.device, self.reason = "host", "CPU", "CUDA is not available"
+
+    clock = FakeClock()
+    sampler = HostScripted(clock, lambda i: 1e-3)
+    assert not (sampler.on_device or sampler.supports_graph or sampler.supports_flush_l2)
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(graph=True, flush_l2=False),
+        sampler=sampler,
+        wall_clock=clock,
+    )
+    assert r.notes == ["--graph needs CUDA (CUDA is not available): timed on the host clock without a graph."]
+    assert r.kernel_time is None and r.host_per_call is None  # no device passes on the host clock
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(flush_l2=True),
+        sampler=HostScripted(clock, lambda i: 1e-5),
+        wall_clock=clock,
+    )
+    assert r.notes == ["--flush-l2 needs CUDA (CUDA is not available): ignored."] and not r.flush_l2
+    assert r.calls_per_sample > 1  # flush dropped: back-to-back calls again
+
+
+def test_a_device_clock_keeps_what_it_supports():
+    class NoGraph(ScriptedSampler):
+        supports_graph = False
+        reason = "this clock has no graphs"
+
+    clock = FakeClock()
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(graph=True),
+        sampler=NoGraph(clock, lambda i: 1e-3),
+        wall_clock=clock,
+    )
+    assert any(n.startswith("--graph needs CUDA (this clock has no graphs)") for n in r.notes)
+    r, _, _ = run(lambda i: 1e-3, TimingOptions(flush_l2=True))
+    assert r.flush_l2 and r.calls_per_sample == 1 and not any("needs CUDA" in n for n in r.notes)
+
+
+def test_a_statement_returning_cpu_tensors_switches_to_the_host_fallback():
+    torch = pytest.importorskip("torch")
+
+    class FallsBack(ScriptedSampler):
+        def host_fallback(self, reason):
+            return HostSampler(reason)
+
+    ns = {"torch": torch}
+    r = measure(
+        compile_statement("torch.ones(2)", globals=ns),
+        ns,
+        TimingOptions(samples=3, warmup_calls=1),
+        sampler=FallsBack(FakeClock(), lambda i: 1e-3),
+    )
+    assert r.backend == "host" and r.device == "CPU"
+    assert "The statement returns CPU tensors: timed on the host clock." in r.notes
+    # a clock without a fallback (scripted) is kept, and so is any clock when the namespace holds CPU tensors
+    r, _, _ = run(lambda i: 1e-3, stmt="torch.ones(2)", ns={"torch": torch})
+    assert r.backend == "cuda-events"
+    clock = FakeClock()
+    ns = {"torch": torch, "a": torch.ones(2)}
+    r = measure(compile_statement("a + 1", globals=ns), ns, TimingOptions(), sampler=FallsBack(clock, lambda i: 1e-3))
+    assert r.backend == "cuda-events"
+
+
+def test_calls_per_sample_step():
+    assert calls_per_sample(TimingOptions(), 2e-6) == 500
+    assert calls_per_sample(TimingOptions(), 1e-6) == 1000  # no extra call from rounding 1e-3 / 1e-6
+    assert calls_per_sample(TimingOptions(), 0.0) == TimingOptions.max_calls_per_sample
+    assert calls_per_sample(TimingOptions(calls_per_sample=7), 2e-6) == 7
+    assert calls_per_sample(TimingOptions(flush_l2=True), 2e-6) == 1
+
+
+def test_sample_step_stops_on_fixed_samples_and_restores_gc():
+    sampler = ScriptedSampler(FakeClock(), lambda i: 1e-3)
+    cal = Calibration(per_call=1e-3, host_per_call=1e-5, calls_per_sample=2)
+    out = sample(sampler, lambda n: None, TimingOptions(samples=12), cal, sampler.clock)
+    assert len(out.samples) == 12 and out.stop_reason == "12 samples requested"
+    assert not out.interrupted and out.unsettled is None and gc.isenabled()
+    assert sampler.enqueued == 12  # rounds of 5 (10 ms / 2 ms), never more than asked
+
+
+def test_kernel_pass_step_divides_a_graph_replay_by_its_calls():
+    class Replays(ScriptedSampler):
+        replays_graph = True
+
+        def kernel_pass(self, inner, calls, preload=0):
+            self.asked = (calls, preload)
+            return (8e-3, 4.0)  # per replay of k = 4 calls
+
+    sampler = Replays(FakeClock(), lambda i: 1e-3)
+    notes = Notes()
+    cal = Calibration(per_call=2e-3, host_per_call=1e-5, calls_per_sample=4)
+    figures = kernel_pass(sampler, lambda n: None, TimingOptions(), cal, notes)
+    assert figures == KernelFigures(kernel_time=2e-3, kernels_per_call=1.0)
+    assert sampler.asked[0] == 2  # 10 ms of 8 ms replays
+    assert notes.lines == [] and notes.hints == []
+
+
+def test_kernel_pass_step_turns_a_profiler_error_into_notes():
+    class Busy(ScriptedSampler):
+        def kernel_pass(self, inner, calls, preload=0):
+            raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\nmore")
+
+    notes = Notes()
+    cal = Calibration(per_call=1e-3, host_per_call=1e-5, calls_per_sample=1)
+    figures = kernel_pass(Busy(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes)
+    assert figures == KernelFigures()
+    assert notes.lines[0].startswith("GPU kernel time unavailable: ")
+    assert "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in notes.lines[0] and "more" not in notes.lines[0]
+
+
+def test_host_pass_step_never_fills_the_launch_queue():
+    class Counting(ScriptedSampler):
+        def host_pass(self, inner, calls):
+            self.calls = calls
+            return 1e-6
+
+    sampler = Counting(FakeClock(), lambda i: 1e-3)
+    cal = Calibration(per_call=1e-5, host_per_call=1e-7, calls_per_sample=100)
+    assert host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=4.0) == 1e-6
+    assert sampler.calls == 64  # 256 launches / 4 kernels per call, although 2 ms would take 20000 calls
+    host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=None)
+    assert sampler.calls == 256
+
+
+def test_invalid_options_raise_the_projects_error_with_fields():
+    with pytest.raises(InvalidOptionError) as info:
+        TimingOptions(calls_per_sample=0).validate()
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert (err.option, err.value, err.reason) == ("calls_per_sample", 0, "must be at least 1")
+    assert str(err) == "calls_per_sample must be at least 1, got 0"
+    with pytest.raises(InvalidOptionError, match="warmup_calls must be 0 or more, got -1"):
+        TimingOptions(warmup_calls=-1).validate()
+    with pytest.raises(InvalidOptionError, match="time_budget must be positive, got 0"):
+        TimingOptions(time_budget=0).validate()
+    with pytest.raises(InvalidOptionError, match="--flush-l2 and --graph cannot be combined yet: choose one"):
+        TimingOptions(flush_l2=True, graph=True).validate()
+
+
+def test_result_defaults_are_the_options_defaults():
+    r = TimingResult(samples=[1e-3], calls_per_sample=1, device="CPU", backend="host")
+    defaults = TimingOptions()
+    assert (r.precision, r.first_call_ratio, r.first_call_min) == (
+        defaults.precision,
+        defaults.first_call_ratio,
+        defaults.first_call_min,
+    )
+    assert r.hints == []
+
+
+def test_the_timing_package_imports_no_ipython():
+    code = "import sys, gpumagic.timing; assert not [m for m in sys.modules if m.startswith('IPython')]"
+    subprocess.run([sys.executable, "-c", code], check=True)

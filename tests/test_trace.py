@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from gpumagic import load_trace
-from gpumagic.analysis import cell_figures, findings, op_table
+from gpumagic.analysis import findings
 from gpumagic.trace import COLUMNS, Trace, frame, nesting_depth, union_ns
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -92,7 +92,7 @@ def test_block_fixture_contents():
 def test_busy_plus_idle_is_wall_and_findings_on_the_block():
     t = load_trace(DATA / "torch_block.json.gz")
     t.meta["label"] = "cell:block"
-    f = cell_figures(t)
+    f = t.figures()
     assert 0 < f["gpu_busy_ns"] <= f["wall_ns"]
     assert f["gpu_util"] > 0.9  # fp32 GEMMs keep the GPU busy
     kinds = {x.kind: x for x in findings(t)}
@@ -104,7 +104,7 @@ def test_busy_plus_idle_is_wall_and_findings_on_the_block():
 
 def test_op_table_puts_gpu_time_on_the_launching_op():
     t = load_trace(DATA / "torch_block.json.gz")
-    ot = op_table(t).set_index("Name")
+    ot = t.op_summary().set_index("Name")
     assert ot.loc["aten::mm", "GPU (ns)"] > 0.9 * t.kernel_summary()["Total Time (ns)"].iloc[0]
     assert (ot["Self CPU (ns)"] <= ot["CPU total (ns)"]).all()
     assert ot["GPU (ns)"].sum() <= int((t.kernels["end"] - t.kernels["start"]).sum())
@@ -113,7 +113,8 @@ def test_op_table_puts_gpu_time_on_the_launching_op():
 def _synthetic(n_kernels=100, dur=3_000, gap=20_000, launches=True):
     ks = [
         dict(
-            name="void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)",
+            name="void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "std::array<char*, 3ul> >(int)",
             start=i * (dur + gap),
             end=i * (dur + gap) + dur,
             device=0,
@@ -175,7 +176,7 @@ def test_empty_trace_summaries_have_nsys_columns():
     t = Trace()
     assert list(t.kernel_summary().columns)[-1] == "Name" and t.kernel_summary().empty
     assert list(t.nvtx_summary().columns)[-2:] == ["Style", "Range"]
-    assert list(t.memop_size_summary().columns)[0] == "Total (MB)"
+    assert t.memop_size_summary().columns[0] == "Total (MB)"
     assert findings(t)[0].kind in ("no_gpu_work", "no_gpu")
     assert set(COLUMNS) == {"kernels", "memops", "api", "ops", "nvtx", "osrt"}
 
@@ -194,3 +195,23 @@ def test_load_trace_rejects_what_it_cannot_read(tmp_path):
     (tmp_path / "y.json").write_text('{"traceEvents": 3}')
     with pytest.raises(ValueError, match="no 'traceEvents' list"):
         load_trace(tmp_path / "y.json")
+
+
+def test_summaries_and_figures_are_computed_once_per_trace(monkeypatch):
+    from gpumagic import summaries
+    from gpumagic.render.report import ProfileReport
+
+    t = load_trace(DATA / "torch_block.json.gz")
+    t.meta["label"] = "cell:block"
+    calls: list[str] = []
+    real = summaries.duration_summary
+    monkeypatch.setattr(summaries, "duration_summary", lambda df, *a, **k: calls.append(a[0][-1]) or real(df, *a, **k))
+    r = ProfileReport(t, timeline=False)
+    r._repr_html_()
+    str(r)
+    r.to_dataframe()
+    assert calls.count("name") == 2  # kernels once, API calls once, however many views read them
+    first = t.kernel_summary()
+    first.loc[0, "Instances"] = -1  # a caller's edit must not reach the next answer
+    assert t.kernel_summary().loc[0, "Instances"] != -1
+    assert t.figures()["gpu_busy_ns"] == t.gpu_busy_ns() > 0

@@ -1,1 +1,31 @@
-"""Capture backends: each turns something that ran (or a saved trace) into a :class:`gpumagic.trace.Trace`."""
+"""Capture backends: each runs a cell (or reads a saved trace) and returns a :class:`Capture`.
+
+Every backend is called the same way, so the magic (and a script) can swap one for another::
+
+    capture(cell, label, *, namespace=None, warmup=WARMUP, iters=ITERS, options=None) -> Capture
+
+``cell`` is source text, a code object or a callable (in-process backends; a subprocess needs source), ``label`` names
+the NVTX range around the captured runs, and ``options`` is the backend's own dataclass (``capture/options.py``).
+Backends: ``torch_profiler`` (in this process) and ``nsys`` (a subprocess under Nsight Systems). The loop they share
+is ``capture/cell.py``; the readers (Chrome trace JSON, nsys SQLite) work on saved files too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+__all__ = ["Capture"]
+
+
+@dataclass
+class Capture:
+    """What a backend recorded: the ``trace``, ``notes`` that qualify it (sentences for the report), and the
+    ``files`` it kept, by role (``report``, ``sqlite``, ...), for the user to open with other tools."""
+
+    trace: Trace
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)

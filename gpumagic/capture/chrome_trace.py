@@ -1,4 +1,5 @@
-"""Read a torch.profiler (Kineto) Chrome trace into a Trace: ``load_trace(path)``.
+"""Chrome trace JSON and Trace, both ways: ``load_trace(path)`` reads a torch.profiler (Kineto) trace, and
+``write_chrome_trace(trace, path)`` writes any Trace (nsys' too) for Perfetto or chrome://tracing.
 
 The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a saved trace and a live capture go
 through one parser. Kineto writes times in microseconds with three decimals (nanosecond resolution); they are
@@ -16,19 +17,16 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import TraceFormatError
 from ..trace import Trace, frame, nesting_depth
 
-__all__ = ["load_trace", "trace_from_chrome"]
+__all__ = ["chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
 
 _MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 
 
-class TraceFormatError(ValueError):
-    """The file is not a torch.profiler Chrome trace gpumagic can read."""
-
-
 def _ns(us: Any) -> int:
-    return int(round(float(us) * 1000.0))
+    return round(float(us) * 1000.0)
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:
@@ -39,7 +37,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         with opener(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"{path}: not a readable Chrome-trace JSON ({exc})") from exc
+        raise TraceFormatError(path=path, reason=str(exc)) from exc
     trace = trace_from_chrome(data)
     trace.meta.setdefault("source", path)
     return trace
@@ -48,7 +46,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
 def trace_from_chrome(data: dict[str, Any] | list[Any]) -> Trace:
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     if not isinstance(events, list):
-        raise TraceFormatError("no 'traceEvents' list: not a Chrome trace")
+        raise TraceFormatError(path="<data>", reason="no 'traceEvents' list: not a Chrome trace")
     kernels, memops, api, ops, ranges = [], [], [], [], []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
@@ -161,3 +159,54 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
         s = _ns(spans[0]["ts"])
         meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
     return meta
+
+
+# --- writing ------------------------------------------------------------------------------------------------------
+
+#: Trace table -> (Chrome category, name column, process, thread column): the reader's categories, so a written
+#: trace reads back into the same tables.
+_WRITE = (
+    ("ops", "cpu_op", "name", "CPU", "thread"),
+    ("api", "cuda_runtime", "name", "CPU", "thread"),
+    ("nvtx", "user_annotation", "text", "CPU", "thread"),
+    ("kernels", "kernel", "name", "GPU", "stream"),
+    ("memops", "gpu_memcpy", "name", "GPU", "stream"),
+    ("osrt", "osrt", "name", "CPU", "thread"),
+)
+
+
+def chrome_trace_events(trace: Trace) -> dict[str, Any]:
+    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times."""
+    events: list[dict[str, Any]] = []
+    for table, cat, name_col, pid, tid_col in _WRITE:
+        df = getattr(trace, table)
+        if df.empty:
+            continue
+        for name, tid, start, end in zip(df[name_col], df[tid_col], df["start"], df["end"]):
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": str(name),
+                    "pid": pid,
+                    "tid": _json_tid(tid),
+                    "ts": start / 1000.0,
+                    "dur": (end - start) / 1000.0,
+                }
+            )
+    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in trace.meta.items()}}
+
+
+def _json_tid(tid: Any) -> Any:
+    """A thread or stream id JSON can hold: numpy integers as int, a missing (NaN) one as 0."""
+    if tid is None or isinstance(tid, str):
+        return tid
+    return int(tid) if tid == tid else 0
+
+
+def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write ``trace`` as Chrome/Perfetto JSON to ``path``; return the object written."""
+    data = chrome_trace_events(trace)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    return data

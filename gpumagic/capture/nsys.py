@@ -1,11 +1,11 @@
-"""Run a notebook cell in a subprocess under Nsight Systems and read what it recorded (``%%gpuprofile --nsys``).
+"""Run a cell in a subprocess under Nsight Systems and read what it recorded (``%%gpuprofile --nsys``).
 
 The series this follows lost most of a chapter to nsys traps; each one here becomes an error that names the
-cause and the fix: no nsys (where it looked), a non-zero exit (nsys' own stderr), "No reports were generated"
-(the capture range never opened), a report newer than the local nsys, a report without CUDA data (nsys outside
-the CUDA process's container), a timeout (the partial files kept and named), a cell that raises (its traceback).
-The same nsys binary profiles and exports, to a fresh path, so versions never cross and no stale ``.sqlite`` is
-reused. No shell is involved: the command is a list.
+cause and the fix (``gpumagic.errors``): no nsys (where it looked), a non-zero exit (nsys' own output), "No reports
+were generated" (the capture range never opened), a report newer than the local nsys, a report without CUDA data
+(nsys outside the CUDA process's container), a timeout (the partial files kept and named), a cell that raises (its
+traceback). The same nsys binary profiles and exports, to a fresh path, so versions never cross and no stale
+``.sqlite`` is reused. No shell is involved: the command is a list.
 """
 
 from __future__ import annotations
@@ -22,11 +22,23 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import (
+    CellError,
+    NewerReportError,
+    NoCudaDataError,
+    NoReportError,
+    NsysError,
+    NsysFailedError,
+    NsysNotFoundError,
+    NsysTimeoutError,
+)
 from ..trace import Trace
-from .nsys_sqlite import NoCudaDataError, read_sqlite
+from . import Capture
+from .cell import loop_notes
+from .nsys_sqlite import read_sqlite
+from .options import ITERS, WARMUP, NsysOptions
 from .shipping import free_names, ship
 
 __all__ = [
@@ -37,11 +49,11 @@ __all__ = [
     "NsysError",
     "NsysFailedError",
     "NsysNotFoundError",
-    "NsysRun",
     "NsysTimeoutError",
+    "capture",
     "export_sqlite",
     "find_nsys",
-    "profile_cell",
+    "load_nsys",
 ]
 
 _SEARCH = (
@@ -53,55 +65,17 @@ _SEARCH = (
 )
 
 
-class NsysError(RuntimeError):
-    """Something about the nsys run; the message says what happened and what to do."""
-
-
-class NsysNotFoundError(NsysError):
-    pass
-
-
-class NsysFailedError(NsysError):
-    pass
-
-
-class NoReportError(NsysError):
-    pass
-
-
-class NewerReportError(NsysError):
-    pass
-
-
-class NsysTimeoutError(NsysError):
-    pass
-
-
-class CellError(NsysError):
-    """The cell raised in the subprocess; ``traceback`` is its traceback text."""
-
-    def __init__(self, traceback_text: str) -> None:
-        self.traceback = traceback_text
-        last = traceback_text.strip().splitlines()[-1] if traceback_text.strip() else "error"
-        super().__init__(f"The cell raised in the nsys subprocess: {last}\n\n{traceback_text}")
-
-
 def find_nsys(configured: str | None = None) -> str:
     """The nsys to use: the configured path, else PATH, else the usual install locations."""
-    looked: list[str] = []
     if configured:
-        looked.append(configured)
         if os.path.isfile(configured) and os.access(configured, os.X_OK):
             return configured
         found = shutil.which(configured)
         if found:
             return found
-        raise NsysNotFoundError(
-            f"nsys not found at the configured path {configured!r}. Set the right one: "
-            "%config GpuMagics.nsys_path = '/path/to/nsys'"
-        )
+        raise NsysNotFoundError([configured], configured=configured)
     found = shutil.which("nsys")
-    looked.append("PATH")
+    looked = ["PATH"]
     if found:
         return found
     for pattern in _SEARCH:
@@ -109,34 +83,18 @@ def find_nsys(configured: str | None = None) -> str:
         hits = sorted(glob.glob(pattern))
         if hits:
             return hits[-1]
-    raise NsysNotFoundError(
-        "nsys (Nsight Systems) was not found. Looked in: " + ", ".join(looked) + ". Install Nsight Systems in the "
-        "same container as this kernel (NVIDIA's PyTorch containers ship it), or point to it: "
-        "%config GpuMagics.nsys_path = '/path/to/nsys'"
-    )
+    raise NsysNotFoundError(looked)
 
 
-def _classify(text: str, rc: int, paths: str) -> NsysError | None:
-    if re.search(r"newer than|created (?:in|by) (?:a )?newer|unsupported.*version", text, re.IGNORECASE):
-        return NewerReportError(
-            "The report was written by a newer Nsight Systems than the nsys exporting it. Export with the nsys that "
-            f"recorded it (gpumagic uses one binary for both: check %config GpuMagics.nsys_path).\n{_tail(text)}"
-        )
-    if "No reports were generated" in text:
-        return NoReportError(
-            "nsys generated no report: the capture range (the NVTX range around the cell) never opened. "
-            "Check that the cell ran (an exception in warm-up?) and that NVTX is traced (-t must include nvtx); "
-            f"nsys said:\n{_tail(text)}"
-        )
+def _classify(command: list[str], output: str, rc: int, files: list[str]) -> NsysError | None:
+    """The error nsys' output and exit status mean, if any."""
+    if re.search(r"newer than|created (?:in|by) (?:a )?newer|unsupported.*version", output, re.IGNORECASE):
+        return NewerReportError(output)
+    if "No reports were generated" in output:
+        return NoReportError(output)
     if rc != 0:
-        return NsysFailedError(f"nsys exited with status {rc}. Its output ends with:\n{_tail(text)}{paths}")
+        return NsysFailedError(command, rc, output, files)
     return None
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    # progress bars repaint with \r: keep what a terminal would show
-    clean = [ln.split("\r")[-1] for ln in text.splitlines() if ln.strip()]
-    return "\n".join(clean[-lines:])
 
 
 def export_sqlite(nsys: str, report: str, timeout: float = 600) -> str:
@@ -144,118 +102,120 @@ def export_sqlite(nsys: str, report: str, timeout: float = 600) -> str:
     out = os.path.splitext(report)[0] + ".sqlite"
     if os.path.exists(out):
         os.remove(out)  # never reuse a stale or half-written export
-    proc = subprocess.run(
-        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", out, report],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    err = _classify(proc.stdout + proc.stderr, proc.returncode, "")
+    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", out, report]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    err = _classify(cmd, proc.stdout + proc.stderr, proc.returncode, [])
     if err is not None:
         raise err
     if not os.path.exists(out):
-        raise NsysFailedError(f"nsys export wrote no {out}. It said:\n{_tail(proc.stdout + proc.stderr)}")
+        raise NsysFailedError(cmd, proc.returncode, f"nsys export wrote no {out}.\n{proc.stdout + proc.stderr}")
     return out
 
 
-@dataclass
-class NsysRun:
-    trace: Trace
-    report: str | None
-    sqlite: str
-    command: list[str]
-    wall_s: float
-    notes: list[str] = field(default_factory=list)
+def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
+    """A Trace from an nsys SQLite export, or from a ``.nsys-rep`` (exported to a fresh ``.sqlite`` first with the
+    local nsys: ``nsys`` here, or the path given)."""
+    path = os.fspath(path)
+    if path.endswith((".nsys-rep", ".qdrep")):
+        path = export_sqlite(find_nsys(nsys), path)
+    return read_sqlite(path)
 
 
-def profile_cell(
+def capture(
     cell: str,
-    namespace: Mapping[str, Any],
     label: str,
     *,
-    setup: str | None = None,
-    warmup: int = 1,
-    iters: int = 1,
-    nsys_path: str | None = None,
-    profile_dir: str = "gpumagic-profiles",
-    trace: str = "cuda,nvtx,osrt",
-    extra_args: str = "",
-    timeout: float = 300.0,
-    python: str | None = None,
-) -> NsysRun:
-    """Ship the cell's names, run it under nsys in a subprocess, export and read the SQLite."""
-    nsys = find_nsys(nsys_path)
+    namespace: Mapping[str, Any] | None = None,
+    warmup: int = WARMUP,
+    iters: int = ITERS,
+    options: NsysOptions | None = None,
+) -> Capture:
+    """Ship the names ``cell`` (source text) reads from ``namespace``, run it under nsys in a subprocess (warm-up
+    outside the capture range, ``iters`` runs inside the NVTX range ``label``), export and read the SQLite.
+
+    The cell runs only in the subprocess: ``namespace`` is read, never written.
+    """
+    if not isinstance(cell, str):
+        raise TypeError("the nsys backend runs the cell in a subprocess: give it the cell's source text")
+    opts = options or NsysOptions()
+    nsys = find_nsys(opts.nsys_path)
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     try:
-        ship(free_names(cell) + (free_names(setup) if setup else []), namespace, workdir)
+        ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
+        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
         with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
-            json.dump({"cell": cell, "setup": setup, "warmup": warmup, "iters": iters, "label": label}, f)
-        os.makedirs(profile_dir, exist_ok=True)
-        stem = os.path.join(os.path.abspath(profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
-        cmd = [
-            nsys,
-            "profile",
-            "-t",
-            trace,
-            "--capture-range=nvtx",
-            f"--nvtx-capture={label}",
-            "--capture-range-end=stop",
-            "--force-overwrite=true",
-            "--export=sqlite",
-            "-o",
-            stem,
-            *shlex.split(extra_args),
-            python or sys.executable,
-            "-m",
-            "gpumagic.capture.runner",
-            workdir,
-        ]
-        env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
-        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-        )
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            partial = sorted(glob.glob(stem + "*"))
-            raise NsysTimeoutError(
-                f"The nsys run did not finish within {timeout:g} s and was stopped. "
-                + (f"Partial files kept: {', '.join(partial)}. " if partial else "No partial files were written. ")
-                + "Raise the limit with --timeout S, or profile less work."
-            ) from None
-        wall = time.perf_counter() - t0
+            json.dump(spec, f)
+        os.makedirs(opts.profile_dir, exist_ok=True)
+        stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
+        cmd = _profile_command(nsys, opts, label, stem, workdir)
+        output, returncode = _run(cmd, opts.timeout, stem)
         error_file = os.path.join(workdir, "error.txt")
         if os.path.exists(error_file):
             with open(error_file, encoding="utf-8") as f:
                 raise CellError(f.read())
-        paths = f"\nFiles: {', '.join(sorted(glob.glob(stem + '*')))}" if glob.glob(stem + "*") else ""
-        err = _classify(output, proc.returncode, paths)
+        err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")))
         if err is not None:
             raise err
         report = stem + ".nsys-rep" if os.path.exists(stem + ".nsys-rep") else None
         sqlite = stem + ".sqlite"
         if not os.path.exists(sqlite):
             if report is None:
-                raise NoReportError(
-                    f"nsys finished but wrote neither {stem}.nsys-rep nor .sqlite. It said:\n{_tail(output)}"
-                )
+                raise NoReportError(output, stem=stem)
             sqlite = export_sqlite(nsys, report)
-        tr = read_sqlite(sqlite)
-        tr.meta.update(label=label, nsys=nsys)
-        return NsysRun(trace=tr, report=report, sqlite=sqlite, command=cmd, wall_s=wall)
+        trace = read_sqlite(sqlite)
+        trace.meta.update(label=label, nsys=nsys)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
+    notes = [f"report: {report}" if report else "report: (not kept)", f"SQLite export: {sqlite}"]
+    return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files)
+
+
+def _profile_command(nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str) -> list[str]:
+    return [
+        nsys,
+        "profile",
+        "-t",
+        opts.trace,
+        "--capture-range=nvtx",
+        f"--nvtx-capture={label}",
+        "--capture-range-end=stop",
+        "--force-overwrite=true",
+        "--export=sqlite",
+        "-o",
+        stem,
+        *shlex.split(opts.extra_args),
+        opts.python or sys.executable,
+        "-m",
+        "gpumagic.capture.runner",
+        workdir,
+    ]
+
+
+def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
+    """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so."""
+    env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise NsysTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
+    except KeyboardInterrupt:
+        _kill(proc)  # no nsys (or cell) left running behind an interrupted notebook cell
+        raise
+    return output, proc.returncode
 
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:60] or "cell"
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)  # let nsys write what it has
         proc.wait(timeout=10)

@@ -1,5 +1,5 @@
-"""Read an Nsight Systems SQLite export into a Trace: ``load_nsys(path)`` (a ``.sqlite``, or a ``.nsys-rep`` that the
-local nsys exports first).
+"""Read an Nsight Systems SQLite export into a Trace: ``read_sqlite(path)``. (``gpumagic.load_nsys`` also takes a
+``.nsys-rep``, which the local nsys exports first: ``capture/nsys.py``.)
 
 The export's schema changes between releases ("the SQLite export schema can and will change"), so the reader
 checks the file is really SQLite (an interrupted export leaves a zeroed file), reads ``META_DATA_EXPORT`` before
@@ -9,7 +9,6 @@ any query, names the tables and columns it needs when they are missing, and reso
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from typing import Any
@@ -17,9 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import ExportFormatError, NoCudaDataError, NsysExportError
 from ..trace import Trace, frame, nesting_depth
 
-__all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "load_nsys", "read_sqlite"]
+__all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
 
 SUPPORTED_SCHEMA_MAJOR = 3
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -32,35 +32,17 @@ _CUDA_TABLES = (
 _MEMCPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
 
 
-class NsysExportError(ValueError):
-    """The file is not an nsys SQLite export gpumagic can read; the message says why and what to do."""
-
-
-class NoCudaDataError(NsysExportError):
-    """The report holds no CUDA trace data."""
-
-
-def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
-    """A Trace from an nsys SQLite export, or from a ``.nsys-rep`` (exported to a fresh ``.sqlite`` first with the
-    local nsys: ``nsys`` here, or the path given)."""
-    path = os.fspath(path)
-    if path.endswith((".nsys-rep", ".qdrep")):
-        from .nsys import export_sqlite, find_nsys
-
-        path = export_sqlite(find_nsys(nsys), path)
-    return read_sqlite(path)
-
-
 def _check_sqlite(path: str) -> None:
     try:
         with open(path, "rb") as f:
             head = f.read(16)
     except OSError as exc:
-        raise NsysExportError(f"{path}: cannot be read ({exc})") from exc
+        raise NsysExportError(path=path, reason=f"cannot be read ({exc})") from exc
     if head != _SQLITE_MAGIC:
         what = "an empty or zeroed file (an interrupted export?)" if not head.strip(b"\x00") else "not an SQLite file"
         raise NsysExportError(
-            f"{path}: {what}. Export the report again: nsys export --type sqlite --force-overwrite true REPORT"
+            path=path,
+            reason=f"{what}. Export the report again: nsys export --type sqlite --force-overwrite true REPORT",
         )
 
 
@@ -76,8 +58,9 @@ def _need(con: sqlite3.Connection, table: str, cols: list[str], path: str) -> No
     missing = [c for c in cols if c not in _columns(con, table)]
     if missing:
         raise NsysExportError(
-            f"{path}: table {table} lacks column(s) {', '.join(missing)}: this export schema is not one gpumagic "
-            "knows. Export with the nsys release gpumagic was tested with (2025.x), or report the schema version."
+            path=path,
+            reason=f"table {table} lacks column(s) {', '.join(missing)}: this export schema is not one gpumagic "
+            "knows. Export with the nsys release gpumagic was tested with (2025.x), or report the schema version.",
         )
 
 
@@ -88,7 +71,7 @@ def read_sqlite(path: str) -> Trace:
         tables = _tables(con)
         meta: dict[str, Any] = {"backend": "nsys", "source": path}
         if "META_DATA_EXPORT" not in tables:
-            raise NsysExportError(f"{path}: no META_DATA_EXPORT table: not an nsys SQLite export")
+            raise NsysExportError(path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export")
         md = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
         schema = md.get("EXPORT_SCHEMA_VERSION", "")
         meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")
@@ -98,16 +81,11 @@ def read_sqlite(path: str) -> Trace:
         except ValueError:
             major = -1
         if major != SUPPORTED_SCHEMA_MAJOR:
-            raise NsysExportError(
-                f"{path}: export schema {schema or '?'} (nsys {meta['nsys_version']}); gpumagic reads schema "
-                f"{SUPPORTED_SCHEMA_MAJOR}.x. Export with an nsys whose schema is {SUPPORTED_SCHEMA_MAJOR}.x."
+            raise ExportFormatError(
+                path=path, schema=schema or "?", nsys_version=meta["nsys_version"], supported=SUPPORTED_SCHEMA_MAJOR
             )
         if not tables & set(_CUDA_TABLES):
-            raise NoCudaDataError(
-                f"{path} does not contain CUDA trace data. Either the program ran no CUDA work, or nsys traced it "
-                "from outside its container (a host nsys wrapping `docker run` sees only the OS layer): run nsys "
-                "inside the container that runs the CUDA process, with -t cuda."
-            )
+            raise NoCudaDataError(path=path)
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall()) if "StringIds" in tables else {}
         kernels = _kernels(con, tables, strings, path)
         api = _api(con, tables, strings, path)
@@ -154,7 +132,8 @@ def _kernels(con: sqlite3.Connection, tables: set[str], strings: dict[int, str],
     _need(con, t, ["start", "end", "demangledName", "streamId", "correlationId", "gridX", "blockX"], path)
     a = _ints(
         con,
-        "SELECT start, end, COALESCE(deviceId, -1), COALESCE(streamId, -1), COALESCE(correlationId, -1), demangledName, "
+        "SELECT start, end, COALESCE(deviceId, -1), COALESCE(streamId, -1), COALESCE(correlationId, -1), "
+        "demangledName, "
         "(gridX << 42) | (gridY << 21) | gridZ, (blockX << 42) | (blockY << 21) | blockZ, "
         "COALESCE(registersPerThread, -1), COALESCE(staticSharedMemory, 0) + COALESCE(dynamicSharedMemory, 0) "
         f"FROM {t}",
@@ -212,40 +191,30 @@ def _memops(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
             "SELECT start, end, deviceId, streamId, correlationId, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY", con
         )
         kind = df["copyKind"].map(_MEMCPY_KIND).fillna("memcpy")
-        parts.append(
-            pd.DataFrame(
-                {
-                    "kind": kind,
-                    "name": "Memcpy " + kind,
-                    "bytes": df["bytes"],
-                    "start": df["start"],
-                    "end": df["end"],
-                    "device": df["deviceId"],
-                    "stream": df["streamId"],
-                    "correlation": df["correlationId"],
-                }
-            )
-        )
+        parts.append(_memop_frame(df, kind, "Memcpy " + kind))
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         df = pd.read_sql_query(
             "SELECT start, end, deviceId, streamId, correlationId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET", con
         )
-        parts.append(
-            pd.DataFrame(
-                {
-                    "kind": "memset",
-                    "name": "Memset",
-                    "bytes": df["bytes"],
-                    "start": df["start"],
-                    "end": df["end"],
-                    "device": df["deviceId"],
-                    "stream": df["streamId"],
-                    "correlation": df["correlationId"],
-                }
-            )
-        )
+        parts.append(_memop_frame(df, "memset", "Memset"))
     parts = [p for p in parts if not p.empty]
     return frame("memops", pd.concat(parts, ignore_index=True) if parts else [])
+
+
+def _memop_frame(df: pd.DataFrame, kind: Any, name: Any) -> pd.DataFrame:
+    """An nsys MEMCPY or MEMSET table in the Trace's memops columns."""
+    return pd.DataFrame(
+        {
+            "kind": kind,
+            "name": name,
+            "bytes": df["bytes"],
+            "start": df["start"],
+            "end": df["end"],
+            "device": df["deviceId"],
+            "stream": df["streamId"],
+            "correlation": df["correlationId"],
+        }
+    )
 
 
 def _nvtx(con: sqlite3.Connection, tables: set[str], strings: dict[int, str]) -> pd.DataFrame:

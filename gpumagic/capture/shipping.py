@@ -19,20 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ShippingError
+
 __all__ = ["Manifest", "ShippingError", "free_names", "restore", "ship"]
-
-
-class ShippingError(ValueError):
-    """Some names the cell needs cannot be sent to the subprocess."""
-
-    def __init__(self, problems: dict[str, str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  {n}: {why}" for n, why in problems.items())
-        super().__init__(
-            "These names cannot be sent to the nsys subprocess:\n" + lines + "\n"
-            'Recreate them in the cell, or pass code that makes them with --setup "..." '
-            "(it runs in the subprocess before the capture); functions and classes can live in a module you import."
-        )
 
 
 class _FirstUse(ast.NodeVisitor):

@@ -1,88 +1,82 @@
-"""Run code under torch.profiler and return a Trace (``%%gpuprofile``'s default backend).
+"""Run a cell under torch.profiler and return its Trace (``%%gpuprofile``'s default backend).
 
-The cell runs inside an NVTX range *and* a ``record_function`` of the same name: torch.profiler does not record
-NVTX ranges (pytorch/kineto #318), nsys does not see ``record_function``; with both, either tool labels the cell.
-The NVTX range is pushed and popped around the run in ``finally``, so a failing cell leaves NVTX balanced and the
-profiler stopped (the context manager stops it on the way out).
+The captured runs sit inside an NVTX range *and* a ``record_function`` of the same name: torch.profiler does not
+record NVTX ranges (pytorch/kineto #318), nsys does not see ``record_function``; with both, either tool labels the
+cell. The range is pushed and popped in ``finally`` and the profiler is a context manager, so a failing cell leaves
+NVTX balanced and the profiler stopped.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from types import CodeType
 from typing import Any
 
-from ..trace import Trace
+from . import Capture
+from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace
+from .options import ITERS, WARMUP, TorchProfilerOptions
 
-__all__ = ["CaptureResult", "capture", "nvtx_range"]
-
-
-class CaptureResult:
-    def __init__(self, trace: Trace, wall_ns: int) -> None:
-        self.trace = trace
-        self.wall_ns = wall_ns
+__all__ = ["capture", "nvtx_range"]
 
 
-class nvtx_range:
-    """Push an NVTX range on enter and pop it on exit, whatever happens (no-op where nvtx is unavailable)."""
+@contextmanager
+def nvtx_range(label: str) -> Iterator[None]:
+    """An NVTX range in the ``gpumagic`` domain around the block, popped whatever happens (no-op without nvtx)."""
+    pushed = False
+    try:
+        import nvtx
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self._pushed = False
-
-    def __enter__(self) -> nvtx_range:
-        try:
-            import nvtx
-
-            nvtx.push_range(self.label, domain="gpumagic")
-            self._pushed = True
-        except Exception:  # noqa: BLE001 - NVTX is a label, never a reason to fail the cell
-            self._pushed = False
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._pushed:
-            import nvtx
-
+        nvtx.push_range(label, domain="gpumagic")
+        pushed = True
+    except Exception:  # noqa: BLE001 - NVTX is a label, never a reason to fail the cell
+        pass
+    try:
+        yield
+    finally:
+        if pushed:
             nvtx.pop_range(domain="gpumagic")
 
 
 def capture(
-    run: Callable[[], Any], label: str, *, cuda: bool | None = None, record_shapes: bool = True
-) -> CaptureResult:
-    """Profile ``run()`` (CPU ops, and CUDA kernels, memory operations and API calls where CUDA is available).
-
-    Exceptions from ``run`` propagate after the profiler has stopped and the NVTX range is popped.
-    """
+    cell: Cell | str | CodeType | Callable[[], Any],
+    label: str,
+    *,
+    namespace: Mapping[str, Any] | None = None,
+    warmup: int = WARMUP,
+    iters: int = ITERS,
+    options: TorchProfilerOptions | None = None,
+) -> Capture:
+    """Run ``cell`` ``warmup`` times, then ``iters`` times under torch.profiler (CPU ops; CUDA kernels, memory
+    operations and API calls where CUDA is available). Exceptions from the cell propagate after the profiler has
+    stopped and the NVTX range is popped; the cell's assignments land in ``namespace``."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    if cuda is None:
-        cuda = torch.cuda.is_available()
+    opts = options or TorchProfilerOptions()
+    cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    if cuda:
-        torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
-    os.close(fd)
-    try:
+    ns = namespace_or_new(namespace)
+    prof: Any = None
+
+    @contextmanager
+    def inside() -> Iterator[None]:
+        nonlocal prof
         with warnings.catch_warnings():
             # torch's own "Profiler clears events at the end of each cycle" notice; the cell's warnings still show
             warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-            with profile(activities=activities, record_shapes=record_shapes) as prof:
-                t0 = time.perf_counter_ns()
-                try:
-                    with nvtx_range(label), record_function(label):
-                        try:
-                            run()
-                        finally:
-                            if cuda:  # inside the range: the cell's wall time includes its GPU work
-                                torch.cuda.synchronize()
-                finally:
-                    wall = time.perf_counter_ns() - t0
+            with profile(activities=activities, record_shapes=opts.record_shapes) as prof:  # noqa: SIM117
+                with nvtx_range(label), record_function(label):
+                    yield
+
+    run_cell(Cell.of(cell), ns, warmup, iters, inside, torch.cuda.synchronize if cuda else lambda: None)
+    fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
+    os.close(fd)
+    try:
         prof.export_chrome_trace(path)
         trace = load_trace(path)
     finally:
@@ -90,15 +84,10 @@ def capture(
             os.remove(path)
         except OSError:
             pass
-    trace.meta.update(
-        label=label,
-        torch=torch.__version__,
-        cuda_available=bool(cuda),
-        cuda=torch.version.cuda,
-    )
+    trace.meta.update(label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda)
     if cuda and "device" not in trace.meta:
         trace.meta["device"] = torch.cuda.get_device_name()
     if not cuda:
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
-    return CaptureResult(trace, wall)
+    return Capture(trace, notes=loop_notes(warmup, iters))

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import html
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..analysis import Finding, cell_figures, findings, op_table
+from ..analysis import Finding, findings
+from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
+from .options import ReportOptions
 from .tables import TABLE_CSS, duration_table_html, esc, kernel_table_html
 
 __all__ = ["ProfileReport"]
@@ -28,9 +29,9 @@ def _t(ns: float) -> str:
 class ProfileReport:
     trace: Trace
     label: str = ""
-    top: int = 15
-    timeline: bool = True
-    max_glyphs_per_lane: int = 2500
+    top: int = ReportOptions.top
+    timeline: bool = ReportOptions.timeline
+    max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
@@ -42,7 +43,7 @@ class ProfileReport:
     # --- figures ----------------------------------------------------------------------------------------------
     @property
     def figures(self) -> dict[str, Any]:
-        return cell_figures(self.trace)
+        return self.trace.figures()
 
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision)."""
@@ -126,7 +127,7 @@ class ProfileReport:
         if not self.trace.ops.empty:
             parts.append(
                 "<details><summary>Torch ops (Self CPU vs GPU)</summary>"
-                + duration_table_html(op_table(self.trace), self.top, ("Name", "Input shapes"))
+                + duration_table_html(self.trace.op_summary(), self.top, ("Name", "Input shapes"))
                 + "</details>"
             )
         if not self.trace.api.empty:
@@ -179,32 +180,6 @@ class ProfileReport:
 
     def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Chrome/Perfetto trace JSON of the Trace (ph 'X' events, µs); written to ``path`` when given."""
-        t = self.trace
-        events: list[dict[str, Any]] = []
-
-        def add(df: pd.DataFrame, cat: str, name_col: str, pid: Any, tid_col: str | None, tid_default: Any = 0) -> None:
-            for r in df.itertuples(index=False):
-                d = r._asdict()
-                events.append(
-                    {
-                        "ph": "X",
-                        "cat": cat,
-                        "name": str(d[name_col]),
-                        "pid": pid,
-                        "tid": d.get(tid_col, tid_default) if tid_col else tid_default,
-                        "ts": d["start"] / 1000.0,
-                        "dur": (d["end"] - d["start"]) / 1000.0,
-                    }
-                )
-
-        add(t.ops, "cpu_op", "name", "CPU", "thread")
-        add(t.api, "cuda_runtime", "name", "CPU", "thread")
-        add(t.nvtx, "user_annotation", "text", "CPU", "thread")
-        add(t.kernels, "kernel", "name", "GPU", "stream")
-        add(t.memops, "gpu_memcpy", "name", "GPU", "stream")
-        add(t.osrt, "osrt", "name", "CPU", "thread")
-        data = {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in t.meta.items()}}
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-        return data
+        if path is None:
+            return chrome_trace_events(self.trace)
+        return write_chrome_trace(self.trace, path)

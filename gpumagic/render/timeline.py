@@ -15,6 +15,7 @@ import pandas as pd
 from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
+from .options import ReportOptions
 
 __all__ = ["FAMILY_COLORS", "timeline_figure", "timeline_html"]
 
@@ -157,7 +158,9 @@ def _lanes(trace: Trace) -> list[tuple[str, str, pd.DataFrame]]:
     return lanes
 
 
-def timeline_figure(trace: Trace, max_glyphs_per_lane: int = 2500, title: str | None = None) -> Any:
+def timeline_figure(
+    trace: Trace, max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane, title: str | None = None
+) -> Any:
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
@@ -241,7 +244,9 @@ def timeline_figure(trace: Trace, max_glyphs_per_lane: int = 2500, title: str | 
     return p
 
 
-def timeline_html(trace: Trace, max_glyphs_per_lane: int = 2500, title: str = "gpumagic timeline") -> str:
+def timeline_html(
+    trace: Trace, max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane, title: str = "gpumagic timeline"
+) -> str:
     """A standalone HTML page with the timeline, BokehJS inlined (GPU boxes are often offline)."""
     from bokeh.embed import file_html
     from bokeh.resources import INLINE

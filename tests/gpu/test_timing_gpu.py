@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 import gpumagic  # noqa: E402
-from gpumagic.timing import gpu_intervals, union_length  # noqa: E402
+from gpumagic.intervals import union_length  # noqa: E402
+from gpumagic.timing import gpu_intervals  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def ns():
 def cupti_per_call(stmt: str, ns: dict, calls: int) -> float:
     code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<t>", "exec")
     local = dict(ns)
-    exec(code, local)
+    exec(code, local)  # noqa: S102 - the statement compiled as %gputime compiles it
     local["_n"](3)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:

@@ -2,7 +2,7 @@
 
 Used to make tests/data/kernels_gpu_host.json (the GPU-host half of the kernel-name corpus):
 
-    python3 tests/data/capture/harvest_kernels.py OUT.json
+    python3 tests/data/capture/harvest_kernels.py OUT.json [WORKLOAD ...]
 
 Each entry: name (as torch.profiler reports it), workload, device, torch version.
 """
@@ -238,10 +238,75 @@ def nccl_single_rank():
     dist.destroy_process_group()
 
 
-def main(out_path: str) -> None:
+@workload
+def fft():
+    x = r(1 << 16)
+    torch.fft.fft(x)
+    torch.fft.rfft(x)
+    torch.fft.irfft(torch.fft.rfft(x))
+    torch.fft.fft2(r(512, 512))
+    torch.fft.rfftn(r(64, 64, 64))
+    torch.fft.fft(r(4096, 1000), dim=-1)  # not a power of two: Bluestein / mixed radix
+    torch.fft.fft(r(32768, 2, dtype=torch.float64)[:, 0])
+    torch.fft.fft(r(1 << 12, dtype=torch.float16))
+
+
+@workload
+def linalg():
+    a = r(512, 512) + 512 * torch.eye(512, device=dev)
+    spd = a @ a.T
+    torch.linalg.lu_factor(a)
+    torch.linalg.solve(a, r(512, 8))
+    torch.linalg.cholesky(spd)
+    torch.linalg.qr(r(512, 256))
+    torch.linalg.svd(r(256, 128), full_matrices=False)
+    torch.linalg.eigh(spd[:256, :256])
+    torch.linalg.solve_triangular(torch.triu(a), r(512, 64), upper=True)
+    torch.linalg.inv(a)
+    torch.linalg.det(r(16, 64, 64))
+    torch.linalg.svd(r(32, 16, 16))  # batched: gesvdj batched
+    torch.linalg.eigh(r(32, 16, 16) @ r(32, 16, 16).transpose(1, 2))
+    torch.linalg.lstsq(r(256, 64), r(256, 4))
+    torch.linalg.solve(a.double(), r(512, 8, dtype=torch.float64))
+
+
+@workload
+def sparse():
+    dense = r(1024, 1024) * (torch.rand(1024, 1024, device=dev) < 0.01)
+    csr = dense.to_sparse_csr()
+    coo = dense.to_sparse()
+    b = r(1024, 256)
+    csr @ b
+    torch.sparse.mm(coo, b)
+    csr @ r(1024)
+    torch.sparse.addmm(r(1024, 256), coo, b)
+    (csr.to(torch.float64)) @ b.double()
+
+
+@workload
+def blas_legacy_shapes():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    r(4096, 64) @ r(64, 64)  # skinny
+    r(64, 65536) @ r(65536, 64)  # large K
+    r(4096, 4096) @ r(4096)  # gemv
+    r(4096) @ r(4096)  # dot
+    r(7, 3) @ r(3, 5)  # tiny
+    r(4096, 4096, dtype=torch.float64) @ r(4096, 4096, dtype=torch.float64)
+    c = torch.randn(1024, 1024, device=dev, dtype=torch.complex64)
+    c @ c
+    z = torch.randn(512, 512, device=dev, dtype=torch.complex128)
+    z @ z
+    torch.bmm(r(512, 32, 32), r(512, 32, 32))
+    torch.addmv(r(2048), r(2048, 1024), r(1024))
+    torch.linalg.vector_norm(r(1 << 20))
+    r(1000, 3000).t() @ r(1000, 3000)
+
+
+def main(out_path: str, only: list[str] | None = None) -> None:
     seen: dict[str, dict] = {}
     # warm everything once outside the profiler (lazy init, autotuning), then profile a second run
-    for name, fn in W.items():
+    work = {n: f for n, f in W.items() if not only or n in only}
+    for name, fn in work.items():
         if name == "nccl_single_rank":  # a process group can be made once: profiled below only
             continue
         try:
@@ -249,7 +314,7 @@ def main(out_path: str) -> None:
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001
             print(f"{name}: warm-up failed: {e!r}"[:200])
-    for name, fn in W.items():
+    for name, fn in work.items():
         try:
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 fn()
@@ -270,4 +335,4 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] or None)

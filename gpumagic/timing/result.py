@@ -3,6 +3,9 @@
 Like ``torch.utils.benchmark.Measurement`` it keeps the raw data and derives the statistics, and like IPython's
 ``TimeitResult`` its text form is the one line the magic prints. Warnings that say when not to trust the number
 are part of the text, never a separate side channel.
+
+Its thresholds for the text (precision, when a first call is worth reporting) come from the options of the run
+that made it; their defaults are :class:`~gpumagic.timing.options.TimingOptions`' own, never restated here.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
-from .units import format_time
+from .. import stats
+from ..errors import Hint
+from ..units import format_time
+from .options import TimingOptions
 
 __all__ = ["TimingResult"]
 
@@ -29,7 +34,9 @@ class TimingResult:
     """Per-call timing of a statement.
 
     Times are seconds. ``samples`` holds one per-call time per sample (a sample is ``calls_per_sample`` calls
-    back-to-back between two device events, or two host clock reads on the CPU).
+    back-to-back between two device events, or two host clock reads on the CPU). ``hints`` are the settings the
+    ``notes`` advise (each note spells its hint as ``hint.script()``, e.g. ``time_budget=2``), so that a front end
+    can respell them in its own terms.
     """
 
     samples: list[float]
@@ -45,10 +52,11 @@ class TimingResult:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     wall_time: float = 0.0
-    precision: int = 3
-    first_call_ratio: float = 2.0
-    first_call_min: float = 1e-3
+    precision: int = TimingOptions.precision
+    first_call_ratio: float = TimingOptions.first_call_ratio
+    first_call_min: float = TimingOptions.first_call_min
     meta: dict[str, Any] = field(default_factory=dict)
+    hints: list[Hint] = field(default_factory=list)
 
     # --- statistics -------------------------------------------------------------------------------------------
     @property
@@ -184,10 +192,8 @@ class TimingResult:
             ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
             ("timer", self.backend),
         ]
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in rows
-        )
+        cell = "style='text-align:left'"
+        body = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>" for k, v in rows)
         warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings())
         return (
             f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"

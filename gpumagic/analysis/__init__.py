@@ -1,0 +1,44 @@
+"""Findings computed from a Trace: each a sentence with the numbers behind it. No rendering, no torch.
+
+What no other notebook tool says for you: do the numbers check out (kernels seen vs launches issued), is the GPU
+busy or waiting on the host, are the kernels too small to amortise their launch, is an fp32 GEMM running on CUDA
+cores when TF32 tensor cores would do, are there copies nobody asked for, where does the time go. One small analyzer
+per finding, each ``Trace -> list[Finding]``, run in the order below; a new finding is a new function in the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from ..trace import Trace
+from .finding import Finding
+from .kernel_mix import compat_kernels, copies, ffma_gemms, top_kernels
+from .pace import TINY_KERNEL_NS, gpu_idle, tiny_kernels
+from .selfcheck import missing_kernels, no_gpu_activity
+
+__all__ = ["ANALYZERS", "TINY_KERNEL_NS", "Analyzer", "Finding", "findings"]
+
+Analyzer = Callable[[Trace], list[Finding]]
+
+#: Self-checks first (numbers that do not add up are the most important thing to say), then where the time goes.
+ANALYZERS: tuple[Analyzer, ...] = (
+    missing_kernels,
+    gpu_idle,
+    tiny_kernels,
+    ffma_gemms,
+    compat_kernels,
+    copies,
+)
+
+
+def findings(trace: Trace, top: int = 3) -> list[Finding]:
+    """Every finding about ``trace``: why there is no GPU activity, if there is none; else each analyzer's, and the
+    ``top`` kernels' share last."""
+    nothing = no_gpu_activity(trace)
+    if nothing:
+        return nothing
+    out: list[Finding] = []
+    for analyze in (*ANALYZERS, partial(top_kernels, top=top)):
+        out.extend(analyze(trace))
+    return out

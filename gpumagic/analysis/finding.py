@@ -1,0 +1,53 @@
+"""A finding, and the facts about a trace's kernels that several analyzers read (computed once per trace)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..kernels import KernelName, decode
+from ..trace import Trace
+from ..units import format_time
+
+__all__ = ["Finding", "KernelFacts", "kernel_facts", "t"]
+
+
+@dataclass
+class Finding:
+    """One sentence with the numbers behind it. ``severity`` is "info", "warn" or "error"."""
+
+    kind: str
+    severity: str
+    message: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def t(ns: float) -> str:
+    """A duration in nanoseconds, as the report writes it."""
+    return format_time(ns * 1e-9)
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """Each kernel's duration and decoded name, and their total: what the kernel analyzers share."""
+
+    durations: pd.Series
+    decoded: pd.Series
+    total_ns: int
+
+
+def kernel_facts(trace: Trace) -> KernelFacts:
+    """The trace's :class:`KernelFacts`, decoded once per distinct name and kept on the trace."""
+
+    def compute() -> KernelFacts:
+        k = trace.kernels
+        durations = (k["end"] - k["start"]).astype("int64")
+        names: dict[str, KernelName] = {n: decode(n) for n in pd.unique(k["name"])}
+        return KernelFacts(durations, k["name"].map(names), int(durations.sum()))
+
+    return trace.memo("analysis.kernel_facts", compute)

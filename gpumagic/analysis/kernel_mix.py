@@ -1,0 +1,112 @@
+"""What the kernels are: fp32 GEMMs on CUDA cores, compatibility kernels for an older SM, device-to-device copies,
+and which kernels hold the time."""
+
+from __future__ import annotations
+
+from ..kernels import decode
+from ..trace import Trace
+from .finding import Finding, kernel_facts, t
+
+__all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
+
+_GEMM_LIKE = ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
+
+
+def ffma_gemms(trace: Trace) -> list[Finding]:
+    """fp32 GEMMs and convolutions on the FFMA/SIMT path, where TF32 would use tensor cores."""
+    if trace.kernels.empty:
+        return []
+    facts = kernel_facts(trace)
+    ffma = facts.decoded.map(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
+    if not ffma.any():
+        return []
+    t_ffma = int(facts.durations[ffma].sum())
+    names = sorted({d.short for d in facts.decoded[ffma]})
+    return [
+        Finding(
+            "ffma_gemm",
+            "warn",
+            f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
+            f"{t_ffma / facts.total_ns:.0%} of GPU time ({'; '.join(names[:2])}). "
+            "torch.backends.cuda.matmul.allow_tf32 = True (or "
+            "torch.set_float32_matmul_precision('high')) lets them use TF32 tensor cores.",
+            {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
+        )
+    ]
+
+
+def _sm_num(sm: str) -> int:
+    digits = "".join(ch for ch in sm if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def compat_kernels(trace: Trace) -> list[Finding]:
+    """Tensor-core kernels built for an older SM than the device's (they may miss its newer instructions)."""
+    cc = trace.meta.get("compute_capability")
+    if trace.kernels.empty or not cc:
+        return []
+    facts = kernel_facts(trace)
+    dev_sm = "sm" + cc.replace(".", "")
+    older = facts.decoded.map(
+        lambda d: (
+            d.arch is not None
+            and d.family in ("cublas_xmma", "cutlass2", "cudnn")
+            and _sm_num(d.arch) < _sm_num(dev_sm)
+            and d.tensor_cores is not False
+        )
+    )
+    if not older.any():
+        return []
+    t_old = int(facts.durations[older].sum())
+    return [
+        Finding(
+            "compat_kernel",
+            "info",
+            f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
+            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of GPU time): compatibility kernels, which may "
+            "miss this GPU's newer instructions.",
+            {"ns": t_old},
+        )
+    ]
+
+
+def copies(trace: Trace) -> list[Finding]:
+    """Device-to-device copies (copy kernels and DtoD memcpys) taking at least 5% of kernel time."""
+    if trace.kernels.empty:
+        return []
+    facts = kernel_facts(trace)
+    is_copy = facts.decoded.map(lambda d: d.op == "copy")
+    memops = trace.memops
+    dtod = memops[memops["kind"] == "DtoD"] if not memops.empty else memops
+    t_copy = int(facts.durations[is_copy].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)
+    n_copy = int(is_copy.sum()) + len(dtod)
+    total = max(facts.total_ns, 1)
+    if not n_copy or t_copy / total < 0.05:
+        return []
+    return [
+        Finding(
+            "copies",
+            "info",
+            f"{n_copy} device-to-device copies ({t(t_copy)}, {t_copy / total:.0%} of GPU time): "
+            "often .contiguous(), dtype casts or non-contiguous views feeding a GEMM.",
+            {"copies": n_copy, "ns": t_copy},
+        )
+    ]
+
+
+def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
+    """The ``top`` kernels by total time and their share."""
+    if trace.kernels.empty:
+        return []
+    summ = trace.kernel_summary()
+    head = summ.head(top)
+    share = head["Time (%)"].sum()
+    parts = [f"{decode(n).short} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
+    return [
+        Finding(
+            "top_kernels",
+            "info",
+            f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of GPU time: {'; '.join(parts)}.",
+            {"share": share},
+        )
+    ]

@@ -1,0 +1,76 @@
+"""Numbers that do not add up come first: GPU work launched but not seen, or no GPU work at all."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..trace import Trace
+from .finding import Finding
+
+__all__ = ["launches", "missing_kernels", "no_gpu_activity"]
+
+LAUNCH_APIS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
+
+
+def launches(trace: Trace) -> pd.DataFrame:
+    """The API calls that launch kernels (versioned names such as ``cudaLaunchKernel_v7000`` included)."""
+    api = trace.api
+    if api.empty:
+        return api
+    return api[api["name"].str.replace(r"_v\d+$", "", regex=True).isin(LAUNCH_APIS)]
+
+
+def no_gpu_activity(trace: Trace) -> list[Finding]:
+    """Why there is nothing on the GPU: the profiler dropped it, there is no CUDA, or the cell ran on the CPU.
+    Zero kernels after launches is an error, never "0 ms"."""
+    if not (trace.kernels.empty and trace.memops.empty):
+        return []
+    launched = launches(trace)
+    if not launched.empty:
+        return [
+            Finding(
+                "kernels_dropped",
+                "error",
+                f"{len(launched)} kernel launches were recorded but no kernel ran in the capture: the profiler "
+                "dropped them (a known CUPTI start-up issue); run the cell again.",
+                {"launches": len(launched)},
+            )
+        ]
+    if trace.meta.get("cuda_available") is False or trace.meta.get("device") == "CPU":
+        return [
+            Finding(
+                "no_gpu",
+                "info",
+                "No GPU activity was captured: CUDA is not available here, so only CPU ops are shown.",
+            )
+        ]
+    return [Finding("no_gpu_work", "info", "The cell launched no GPU work (its tensors may be on the CPU).")]
+
+
+def missing_kernels(trace: Trace) -> list[Finding]:
+    """Launches whose kernel the capture lost (CUDA-graph launches run kernels of other ids, so they are exempt)."""
+    launched_df = launches(trace)
+    if launched_df.empty or trace.kernels.empty:
+        return []
+    launched = set(launched_df["correlation"].dropna().astype(int)) - {-1}
+    seen = set(trace.kernels["correlation"].dropna().astype(int)) - {-1}
+    missing = launched - seen
+    if not missing or launched_df["name"].str.contains("Graph").sum():
+        return []
+    return [
+        Finding(
+            "kernels_missing",
+            "warn",
+            f"{len(missing)} of {len(launched)} kernel launches have no kernel in the capture: the profiler lost "
+            "them, so GPU time is under-reported.",
+            {"missing": len(missing), "launches": len(launched)},
+        )
+    ]

@@ -1,0 +1,46 @@
+"""Options of the capture backends: the one place their defaults are written.
+
+Light on purpose (no pandas, no torch): ``gpumagic.config`` reads these defaults for its ``%config`` traits when the
+extension loads, and a script passes the same dataclasses to a backend's ``capture()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ITERS", "WARMUP", "NsysOptions", "TorchProfilerOptions"]
+
+#: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not in the capture.
+WARMUP = 1
+#: Runs of the cell inside the capture.
+ITERS = 1
+
+
+@dataclass(frozen=True)
+class TorchProfilerOptions:
+    """``%%gpuprofile``'s default backend: torch.profiler in this process."""
+
+    #: Record input shapes of torch ops (the op table's "Input shapes").
+    record_shapes: bool = True
+    #: Profile CUDA activity too; None: where CUDA is available.
+    cuda: bool | None = None
+
+
+@dataclass(frozen=True)
+class NsysOptions:
+    """``%%gpuprofile --nsys``: the cell in a subprocess under Nsight Systems."""
+
+    #: The nsys binary; None: PATH, then the usual install locations.
+    nsys_path: str | None = None
+    #: Where the ``.nsys-rep`` and ``.sqlite`` files are kept.
+    profile_dir: str = "gpumagic-profiles"
+    #: What nsys traces (``-t``).
+    trace: str = "cuda,nvtx,osrt"
+    #: Extra ``nsys profile`` arguments, shell-split.
+    extra_args: str = ""
+    #: Seconds before the run is stopped (its partial files are kept).
+    timeout: float = 300.0
+    #: Code run in the subprocess before the cell (names that cannot be shipped).
+    setup: str | None = None
+    #: The Python that runs the cell; None: this one.
+    python: str | None = None

@@ -1,0 +1,239 @@
+"""Every error gpumagic raises on purpose: one base, fields that say what happened, a message that says what to do.
+
+A caller catches :class:`GpuMagicError` alone (the magics layer turns it into one red ``UsageError`` line) and can
+still read the facts an error carries (the path, the command, the exit code, the tool's own text) without parsing
+its message. Each class writes its message from a template over its fields, so the wording lives in one place.
+
+The core speaks to scripts: where a setting would help, a message names it as a keyword (``nsys_path='...'``) and
+lists it in ``hints``; the magics layer, and only it, respells a hint as notebook advice (``%config GpuMagics...``).
+Several classes also derive from the built-in type that the condition has always raised (``ValueError`` for bad
+input, ``RuntimeError`` for a failed tool), so ``except ValueError`` in existing code keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "CellError",
+    "ExportFormatError",
+    "GpuMagicError",
+    "Hint",
+    "InvalidOptionError",
+    "NewerReportError",
+    "NoCudaDataError",
+    "NoReportError",
+    "NsysError",
+    "NsysExportError",
+    "NsysFailedError",
+    "NsysNotFoundError",
+    "NsysTimeoutError",
+    "ShippingError",
+    "TraceFormatError",
+    "tail",
+]
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A setting that would help, named once so that each front end can spell it its own way.
+
+    ``setting`` is a field of the options the core takes (and a trait of ``GpuMagics`` of the same name); ``value``
+    is written as Python source. The core's text contains :meth:`script` verbatim, which the magics layer replaces.
+    """
+
+    setting: str
+    value: str
+
+    def script(self) -> str:
+        return f"{self.setting}={self.value}"
+
+
+def tail(text: str, lines: int = 15) -> str:
+    """The last ``lines`` lines a terminal would show (progress bars repaint with ``\\r``; blank lines dropped)."""
+    clean = [ln.split("\r")[-1] for ln in text.split("\n") if ln.split("\r")[-1].strip()]
+    return "\n".join(clean[-lines:])
+
+
+class GpuMagicError(Exception):
+    """Base of every gpumagic error. ``str(err)`` is the message; the fields stay readable as attributes."""
+
+    #: The message, formatted with the instance's fields (and ``extra_fields()``).
+    template: ClassVar[str] = "{detail}"
+
+    def __init__(self, hints: Iterable[Hint] = (), **fields: Any) -> None:
+        self.__dict__.update(fields)
+        self.hints: tuple[Hint, ...] = tuple(hints)
+        super().__init__(self.template.format(**fields, **self.extra_fields()))
+
+    def extra_fields(self) -> dict[str, Any]:
+        """Values computed from the fields for the template (a joined list, an optional sentence)."""
+        return {}
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class InvalidOptionError(GpuMagicError, ValueError):
+    """An option's value cannot be used: ``option``, ``value`` and ``reason``."""
+
+    template = "{option} {reason}, got {value!r}"
+
+
+class TraceFormatError(GpuMagicError, ValueError):
+    """A file is not a torch.profiler Chrome trace gpumagic can read: ``path`` and ``reason``."""
+
+    template = "{path}: not a readable Chrome-trace JSON ({reason})"
+
+
+# --- Nsight Systems ----------------------------------------------------------------------------------------------
+
+
+class NsysError(GpuMagicError, RuntimeError):
+    """Something about an nsys run; the message says what happened and what to do."""
+
+
+class NsysNotFoundError(NsysError):
+    """No nsys binary: ``configured`` (the path asked for, or None) and ``looked`` (where the search went)."""
+
+    def __init__(self, looked: Sequence[str], configured: str | None = None) -> None:
+        super().__init__(hints=[Hint("nsys_path", "'/path/to/nsys'")], looked=list(looked), configured=configured)
+
+    @property
+    def template(self) -> str:  # type: ignore[override]
+        if self.configured:
+            return "nsys not found at the configured path {configured!r}. Set the right one: {hint}"
+        return (
+            "nsys (Nsight Systems) was not found. Looked in: {places}. Install Nsight Systems in the same container "
+            "as this kernel (NVIDIA's PyTorch containers ship it), or point to it: {hint}"
+        )
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"places": ", ".join(self.looked), "hint": self.hints[0].script()}
+
+
+class NsysFailedError(NsysError):
+    """nsys exited non-zero: ``command``, ``returncode``, ``output`` (its text) and ``files`` it left."""
+
+    template = "nsys exited with status {returncode}. Its output ends with:\n{output_tail}{files_line}"
+
+    def __init__(self, command: Sequence[str], returncode: int, output: str, files: Sequence[str] = ()) -> None:
+        super().__init__(command=list(command), returncode=returncode, output=output, files=list(files))
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {
+            "output_tail": tail(self.output),
+            "files_line": f"\nFiles: {', '.join(self.files)}" if self.files else "",
+        }
+
+
+class NoReportError(NsysError):
+    """nsys wrote no report: ``output`` (its text); ``stem`` when it finished without writing the files."""
+
+    def __init__(self, output: str, stem: str | None = None) -> None:
+        super().__init__(output=output, stem=stem)
+
+    @property
+    def template(self) -> str:  # type: ignore[override]
+        if self.stem:
+            return "nsys finished but wrote neither {stem}.nsys-rep nor .sqlite. It said:\n{output_tail}"
+        return (
+            "nsys generated no report: the capture range (the NVTX range around the cell) never opened. "
+            "Check that the cell ran (an exception in warm-up?) and that NVTX is traced (-t must include nvtx); "
+            "nsys said:\n{output_tail}"
+        )
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"output_tail": tail(self.output)}
+
+
+class NewerReportError(NsysError):
+    """The report was written by a newer nsys than the one exporting it: ``output`` (nsys' text)."""
+
+    template = (
+        "The report was written by a newer Nsight Systems than the nsys exporting it. Export with the nsys that "
+        "recorded it (gpumagic uses one binary for both: check {hint}).\n{output_tail}"
+    )
+
+    def __init__(self, output: str) -> None:
+        super().__init__(hints=[Hint("nsys_path", "'/path/to/nsys'")], output=output)
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"output_tail": tail(self.output), "hint": self.hints[0].script()}
+
+
+class NsysTimeoutError(NsysError):
+    """The run did not finish in ``timeout`` seconds; ``partial_files`` were kept."""
+
+    template = "The nsys run did not finish within {timeout:g} s and was stopped. {kept}{advice}"
+
+    def __init__(self, timeout: float, partial_files: Sequence[str] = ()) -> None:
+        super().__init__(timeout=timeout, partial_files=list(partial_files))
+
+    def extra_fields(self) -> dict[str, Any]:
+        kept = (
+            f"Partial files kept: {', '.join(self.partial_files)}. "
+            if self.partial_files
+            else "No partial files were written. "
+        )
+        return {"kept": kept, "advice": "Raise the limit with --timeout S, or profile less work."}
+
+
+class CellError(NsysError):
+    """The cell raised in the subprocess; ``traceback`` is its traceback text."""
+
+    template = "The cell raised in the nsys subprocess: {last}\n\n{traceback}"
+
+    def __init__(self, traceback: str) -> None:
+        super().__init__(traceback=traceback)
+
+    def extra_fields(self) -> dict[str, Any]:
+        text = self.traceback.strip()
+        return {"last": text.splitlines()[-1] if text else "error"}
+
+
+class NsysExportError(GpuMagicError, ValueError):
+    """A file is not an nsys SQLite export gpumagic can read: ``path`` and ``reason`` (which says what to do)."""
+
+    template = "{path}: {reason}"
+
+
+class ExportFormatError(NsysExportError):
+    """The export's schema is not one gpumagic reads: ``path``, ``schema``, ``nsys_version``, ``supported``."""
+
+    template = (
+        "{path}: export schema {schema} (nsys {nsys_version}); gpumagic reads schema {supported}.x. "
+        "Export with an nsys whose schema is {supported}.x."
+    )
+
+
+class NoCudaDataError(NsysExportError):
+    """The report holds no CUDA trace data: ``path``."""
+
+    template = (
+        "{path} does not contain CUDA trace data. Either the program ran no CUDA work, or nsys traced it from outside "
+        "its container (a host nsys wrapping `docker run` sees only the OS layer): run nsys inside the container that "
+        "runs the CUDA process, with -t cuda."
+    )
+
+
+# --- shipping a cell's names to a subprocess ---------------------------------------------------------------------
+
+
+class ShippingError(GpuMagicError, ValueError):
+    """Some names the cell needs cannot be sent to the subprocess: ``problems`` maps each name to why."""
+
+    template = (
+        "These names cannot be sent to the nsys subprocess:\n{lines}\n"
+        'Recreate them in the cell, or pass code that makes them with --setup "..." '
+        "(it runs in the subprocess before the capture); functions and classes can live in a module you import."
+    )
+
+    def __init__(self, problems: dict[str, str]) -> None:
+        super().__init__(problems=dict(problems))
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"lines": "\n".join(f"  {n}: {why}" for n, why in self.problems.items())}

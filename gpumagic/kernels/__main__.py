@@ -1,0 +1,25 @@
+"""``python -m gpumagic.kernels NAME ...``: explain kernel names on the command line (names from stdin when none)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+
+from .decode import decode
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpumagic.kernels", description="Explain GPU kernel names.")
+    ap.add_argument("names", nargs="*", help="kernel names (read from stdin, one per line, when none)")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    names = args.names or [line.strip() for line in sys.stdin if line.strip()]
+    for i, n in enumerate(names):
+        if i:
+            print()
+        print(decode(n).explain_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""cuBLAS and cuDNN's generated GEMM kernels: the xmma generator's names and cuBLASLt's nvjet names.
+
+``sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_
+cublas`` lists the operation, the dtypes (inputs, math and accumulator, output), the layouts, the tile and the warp
+arrangement. Telling FFMA kernels from tensor-core ones matters most here: an fp32 GEMM that runs on CUDA cores is
+the first thing a profile should point out, and the only sign of it may be ``ffma`` or ``f32f32_f32f32`` in the name.
+nvjet names are terser and partly unpublished; what is not published is labelled so rather than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .name import OP_LABEL, Draft, add_ktile_stages, add_layout, add_tile, dims, geometry, layout_meaning, upper
+
+_XMMA = re.compile(r"^(?P<arch>sm\d+a?)_xmma_(?P<body>.*?)(?:__(?P<ver>\d+x)_(?P<lib>cublas|cudnn|cublasLt))?$")
+_XMMA_OP = re.compile(
+    r"gemm|fprop|dgrad|wgrad|implicit|indexed|gemv|grouped|batched|syr2k|her2k|syrk|herk|trmm|conv\w*"
+)
+_XMMA_CODES = r"cf64|cf32|bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|s32|i8|i32|u8|f8"
+_XMMA_DTYPES = re.compile(rf"(?:{_XMMA_CODES})+")
+_XMMA_CODE = re.compile(_XMMA_CODES)
+_XMMA_CANON = {
+    "cf64": "complex128",
+    "cf32": "complex64",
+    "bf16": "bf16",
+    "tf32": "tf32",
+    "f16": "fp16",
+    "f32": "fp32",
+    "f64": "fp64",
+    "e4m3": "fp8e4m3",
+    "e5m2": "fp8e5m2",
+    "s8": "int8",
+    "s32": "int32",
+    "i8": "int8",
+    "i32": "int32",
+    "u8": "uint8",
+    "f8": "fp8",
+}
+_KSPLIT = {
+    "segment_k_off": "segment-K off",
+    "segment_k_on": "segment-K: K split across CTAs",
+    "split_k": "split-K: partial sums reduced after",
+}
+
+
+def decode_xmma(k: Draft, sym: str, full: str) -> bool:
+    m = _XMMA.match(sym)
+    if not m:
+        return False
+    lib = m.group("lib") or ("cudnn" if "cudnn" in full else "cublas")
+    k.family = "cudnn" if lib == "cudnn" else "cublas_xmma"
+    k.library = "cuDNN" if lib == "cudnn" else "cuBLAS"
+    k.set_arch(m.group("arch"))
+    k.add("xmma", "library", f"{k.library}'s xmma kernel generator")
+    toks = m.group("body").split("_")
+    # op: gemm | fprop_implicit_gemm | dgrad_implicit_gemm | wgrad_indexed_implicit_gemm | syr2k_l | ...
+    ops = []
+    i = 0
+    while i < len(toks) and _XMMA_OP.fullmatch(toks[i]):
+        ops.append(toks[i])
+        i += 1
+    opname = "_".join(ops)
+    k.op = ("conv_" + ops[0]) if ops and ops[0] in ("fprop", "dgrad", "wgrad") else "gemm" if "gemm" in ops else opname
+    k.add(opname, "op", {"gemm": "matrix multiply (GEMM)"}.get(opname, opname.replace("_", " ")))
+    if i < len(toks) and toks[i] in ("l", "u") and k.op in ("syr2k", "her2k", "syrk", "herk"):
+        k.details["fill"] = "lower" if toks[i] == "l" else "upper"
+        k.add(toks[i], "fill", f"writes the {k.details['fill']} triangle of C")
+        i += 1
+    # dtypes: up to three tokens of concatenated codes: AB, compute/accumulator, output
+    dt_roles = []
+    while i < len(toks) and _XMMA_DTYPES.fullmatch(toks[i]):
+        dt_roles.append(toks[i])
+        i += 1
+    parsed = [_XMMA_CODE.findall(d) for d in dt_roles]
+    for tok, codes, label in zip(dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]):
+        k.add(tok, "dtype", f"{label}: {', '.join(_XMMA_CANON[c] for c in codes)}")
+    k.dtypes = tuple(_XMMA_CANON[c] for codes in parsed for c in codes)
+    if len(parsed) >= 2:
+        # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real part's
+        k.precision = _XMMA_CANON[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
+        k.details["accumulator"] = _XMMA_CANON[parsed[1][-1]]
+    elif parsed:
+        k.precision = _XMMA_CANON[parsed[0][0]]
+    ffma = False
+    while i < len(toks):
+        i, is_ffma = _xmma_token(k, toks, i)
+        ffma = ffma or is_ffma
+        i += 1
+    # FFMA in the name, or fp32 math on fp32 inputs (f32f32_f32f32, not tf32f32), is the CUDA-core path
+    ffma = ffma or (len(parsed) >= 2 and parsed[0][:1] in (["f32"], ["cf32"]) and parsed[1][:1] == ["f32"])
+    k.tensor_cores = not ffma
+    if ffma:
+        k.math = "SIMT (CUDA cores, FFMA)"
+    else:
+        k.math = "tensor cores (wgmma)" if k.warpgroups else "tensor cores (mma)"
+    path = "FFMA" if ffma else "tensor-core"
+    k.short = f"{k.library} {upper(k.precision)} {OP_LABEL.get(k.op, k.op)} ({path})" + geometry(k)
+    return True
+
+
+def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
+    """Decode the token at ``i``; returns (index of the last token consumed, whether it said FFMA)."""
+    t = toks[i]
+    if re.fullmatch(r"[ntc]{2}", t) and k.layout is None:
+        add_layout(k, t, "AB")
+    elif re.fullmatch(r"[ntc]", t):
+        k.details["c_layout"] = t
+        k.add(t, "layout C", layout_meaning(t, "C"))
+    elif re.fullmatch(r"n[hcdw]+k[rsct]+|nchw|nhwc|ndhwc", t):
+        k.layout = (k.layout + "/" + t) if k.layout else t
+        k.add(t, "layout", f"tensor layout {t.upper()}")
+    elif t.startswith("tilesize"):
+        add_tile(k, t[8:], t)
+    elif t.startswith("stage") and t[5:].isdigit():
+        k.stages = int(t[5:])
+        k.add(t, "stages", f"{t[5:]}-stage pipeline")
+    elif t.startswith("warpsize"):
+        k.warps = t[8:]
+        k.add(t, "warps", f"warps per block {dims(k.warps)}")
+    elif t.startswith("warpgroupsize"):
+        k.warpgroups = t[13:]
+        k.add(t, "warpgroups", f"warpgroups per block {dims(k.warpgroups)} (Hopper wgmma)")
+    elif t == "ffma":
+        k.add(t, "math", "FFMA: fp32 fused multiply-add on CUDA cores, not tensor cores")
+        return i, True
+    elif re.fullmatch(r"tensor\d+x\d+x\d+", t):
+        k.details["mma_shape"] = dims(t[6:])
+        k.add(t, "math", f"tensor-core MMA {dims(t[6:])}")
+    elif t.startswith("align"):
+        k.alignment = (k.alignment + "," if k.alignment else "") + t[5:]
+        operand = t[5:-1].upper() or "?"
+        k.add(t, "alignment", f"operand {operand} aligned to {re.sub(r'^[a-z]+', '', t[5:])} elements")
+    elif t in ("execute", "kernel"):
+        k.add(t, "raw", "kernel entry")
+    elif t in ("segment", "split", "stream") and i + 1 < len(toks) and toks[i + 1] == "k":
+        mode = t + "_k"
+        if i + 2 < len(toks) and toks[i + 2] in ("on", "off"):
+            mode += "_" + toks[i + 2]
+            i += 1
+        i += 1
+        k.details["k_split"] = mode
+        k.add(mode, "k split", _KSPLIT.get(mode, mode.replace("_", " ")))
+    elif re.fullmatch(r"g\d+", t):
+        k.details["groups"] = int(t[1:])
+        k.add(t, "groups", f"{t[1:]} convolution group(s)")
+    else:
+        k.add(t, "raw", "not decoded")
+    return i, False
+
+
+_NVJET = re.compile(r"^nvjet_(?P<arch>sm\d+a?)_(?P<body>.*)$")
+# nvjet letters for A/B, C, compute, D (cuBLASLt): h=fp16, t=bf16, s=fp32, d=fp64, q=fp8 e4m3, o=fp8 e5m2, i=int8.
+_NVJET_LETTERS = {
+    "h": "fp16",
+    "t": "bf16",
+    "s": "fp32",
+    "d": "fp64",
+    "q": "fp8e4m3",
+    "o": "fp8e5m2",
+    "i": "int8",
+    "e": "fp8e5m2",
+}
+_MN = re.compile(r"\d+x\d+")
+
+
+def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
+    m = _NVJET.match(sym)
+    if not m:
+        return False
+    k.family = "nvjet"
+    k.library = "cuBLAS (nvjet)"
+    k.op = "gemm"
+    k.tensor_cores = True
+    k.add("nvjet", "library", "cuBLASLt's nvjet GEMM kernels (tensor cores)")
+    k.set_arch(m.group("arch"))
+    k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+    toks = m.group("body").split("_")
+    if toks and re.fullmatch(r"[a-z]{3,6}", toks[0]):
+        _nvjet_dtypes(k, toks.pop(0))
+    n_geo = 0  # the n-th MxN token is the tile, then K-tile x stages, then the cluster
+    for t in toks:
+        if _MN.fullmatch(t):
+            _nvjet_geometry(k, t, n_geo)
+            n_geo += 1
+        elif t in ("h", "v"):
+            k.add(t, "raw", "raster order (h or v; meaning not published)")
+        elif t == "bz":
+            k.add(t, "raw", "not published")
+        elif t.startswith(("coop", "ping")):
+            sched = "cooperative" if t.startswith("coop") else "ping-pong"
+            k.details["schedule"] = sched
+            k.add(t, "schedule", f"{sched} warp-specialized schedule")
+        elif t == "bias":
+            k.epilogue = "bias"
+            k.add(t, "epilogue", "bias added in the epilogue")
+        elif re.fullmatch(r"[NT]{3}", t):
+            add_layout(k, t, "ABD")
+        elif t.startswith("algo"):
+            k.add(t, "raw", "algorithm variant")
+        elif re.fullmatch(r"\dcta", t):
+            k.details["cta_group"] = int(t[0])
+            k.add(t, "cta group", f"{t[0]} CTAs share each MMA (Blackwell CTA pair)")
+        elif t.lower() == "splitk":
+            k.details["k_split"] = "split_k"
+            k.add(t, "k split", "split-K: partial sums reduced after")
+        else:
+            k.add(t, "raw", "not decoded")
+    k.short = f"cuBLAS nvjet {upper(k.precision)} GEMM" + geometry(k)
+    return True
+
+
+def _nvjet_dtypes(k: Draft, letters: str) -> None:
+    """3 letters: A/B, compute, D (hsh = fp16 in, fp32 accumulate, fp16 out); 5 letters: A, B, C, compute, D."""
+    names = [_NVJET_LETTERS.get(c, c) for c in letters]
+    k.dtypes = tuple(names)
+    if len(names) >= 5:
+        ab, c = names[:2], [names[2]]
+    elif len(names) == 4:
+        ab, c = names[:2], []
+    else:
+        ab, c = names[:1], []
+    k.precision = ab[0]
+    k.details["accumulator"] = names[-2]
+    k.add(
+        letters,
+        "dtypes",
+        f"inputs {', '.join(ab)}; " + (f"C {c[0]}; " if c else "") + f"accumulate in {names[-2]}; output {names[-1]}",
+    )
+
+
+def _nvjet_geometry(k: Draft, t: str, idx: int) -> None:
+    """The n-th MxN token: block tile, then K-tile × stages, then cluster."""
+    if idx == 0:
+        add_tile(k, t)
+    elif idx == 1:
+        add_ktile_stages(k, t)
+    elif idx == 2:
+        k.cluster = t + "x1"
+        k.add(t, "cluster", f"thread-block cluster {dims(t)}")

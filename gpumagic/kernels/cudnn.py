@@ -1,0 +1,166 @@
+"""cuDNN's kernels and the fused attention kernels (FlashAttention, PyTorch's CUTLASS memory-efficient attention).
+
+cuDNN names come in two kinds: runtime-compiled ``cudnn_generated_*`` names that list their tokens (arch, MMA kind,
+dtype, tile, cluster), and the older fixed kernels, named after what they do (``nchwToNhwcKernel``,
+``implicit_convolve_sgemm``), for which the function name is the best label. cuDNN's xmma and
+``{arch}_scudnn_*`` kernels are read by the cuBLAS decoders, as they share those grammars.
+
+Attention kernels matter because they replace a whole softmax(QKᵀ)V: the label says which implementation ran,
+forward or backward, and where the name carries them, the head dimension, tile and dtype.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .name import DTYPE, Draft, dims, set_element_type, squash, upper
+from .spelling import cpp_dtypes, signature, template_args
+
+_VARIANT = {"fprop": "forward", "bprop": "backward"}
+
+
+def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
+    if "cudnn" not in full.lower() and "DSE::" not in full:
+        return False
+    k.family = "cudnn"
+    k.library = "cuDNN"
+    m = re.search(r"cudnn_generated_\w+", full)
+    if m:
+        _generated(k, m.group(0))
+        return True
+    path, leaf, _ = signature(full)
+    if path.startswith("DSE::"):
+        _fft_convolution(k, leaf, full)
+        return True
+    lower = leaf.lower()
+    if "nchwtonhwc" in lower or "nhwctonchw" in lower:
+        k.op = "layout_transform"
+        k.short = f"cuDNN layout transform {'NCHW→NHWC' if lower.startswith('nchw') else 'NHWC→NCHW'}"
+    elif "workspace" in lower:
+        k.op = "workspace_init"
+        k.short = "cuDNN workspace init"
+    elif re.search(r"conv|fprop|dgrad|wgrad|implicit", lower):
+        k.op = "conv"
+        k.short = f"cuDNN {leaf}"
+    else:
+        k.op = lower or "other"
+        k.short = f"cuDNN {leaf}"
+    k.add(leaf, "op", k.short)
+    return True
+
+
+def _fft_convolution(k: Draft, leaf: str, full: str) -> None:
+    """``DSE::vector_fft<..>``, ``DSE::regular_fft_pad<..>``: cuDNN's own FFT kernels for its FFT convolution
+    algorithms (they are in libcudnn_engines_precompiled, not in cuFFT), named like cuFFT's older kernels."""
+    k.op = "conv"
+    k.details["algorithm"] = "fft"
+    k.add(f"DSE::{leaf}", "op", "FFT step of an FFT-based convolution (cuDNN's internal FFT)")
+    set_element_type(k, template_args(full))
+    k.short = squash(f"cuDNN FFT convolution {upper(k.precision)}: {leaf}")
+
+
+def _generated(k: Draft, name: str) -> None:
+    """cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_..._128x128x128_cga1x1x1_..."""
+    toks = name.split("_")
+    k.add("cudnn_generated", "library", "cuDNN runtime-compiled (generated) kernel")
+    if "sdpa" in toks:
+        k.op = "attention"
+    elif "conv" in name or "fprop" in toks:
+        k.op = "conv_fprop"
+    else:
+        k.op = "fused"
+    variants: list[str] = []
+    for t in toks[2:]:
+        if re.fullmatch(r"sm\d+a?", t):
+            k.set_arch(t)
+        elif t in ("wgmma", "hmma", "mma", "tcgen05"):
+            k.tensor_cores = True
+            k.math = f"tensor cores ({t})"
+            k.add(t, "math", "tensor cores")
+        elif t in DTYPE and t != "void":
+            k.precision = DTYPE[t]
+            k.dtypes += (DTYPE[t],)
+            k.add(t, "dtype", f"{DTYPE[t]} data")
+        elif re.fullmatch(r"\d+x\d+x\d+", t) and k.tile is None:
+            k.tile = t
+            k.add(t, "tile", f"tile {dims(t)}")
+        elif re.fullmatch(r"cga\d+x\d+x\d+", t):
+            k.cluster = t[3:]
+            k.add(t, "cluster", f"cooperative grid array (cluster) {dims(t[3:])}")
+        elif t == "sdpa":
+            k.add(t, "op", "scaled dot-product attention")
+        elif t in ("flash", "fprop", "bprop", "dgrad", "wgrad"):
+            variants.append(t)
+            k.add(t, "variant", _VARIANT.get(t, t))
+        else:
+            k.add(t, "raw", "not decoded")
+    if variants:
+        k.details["variant"] = variants
+    k.short = squash(f"cuDNN {'SDPA (flash)' if k.op == 'attention' else k.op} {upper(k.precision)}")
+
+
+_FLASH = re.compile(r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_")
+_FMHA = re.compile(r"fmha_cutlass([FB])_([a-z0-9]+?)_(aligned|notaligned)_(\d+x\d+)((?:_[a-z0-9]+?)*)_(sm\d+)")
+_FMHA_EXTRA = {"rf": "accumulator in registers", "gmem": "accumulator in global memory"}
+_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)")
+
+
+def decode_flash(k: Draft, sym: str, full: str) -> bool:
+    if _FLASH.search(full) is None:
+        return False
+    k.family = "flash_attention"
+    k.op = "attention"
+    k.tensor_cores = True
+    path, leaf, _ = signature(full)
+    leaf = leaf if path else full.split("(")[0]
+    if leaf.startswith("fmha_cutlass") or "MemEffAttention" in full:
+        _mem_efficient(k, leaf)
+    else:
+        _flash(k, leaf, full)
+    k.math = "tensor cores (mma)"
+    k.short = squash(f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) {upper(k.precision)}")
+    return True
+
+
+def _mem_efficient(k: Draft, leaf: str) -> None:
+    """PyTorch's CUTLASS kernels: fmha_cutlassF_f16_aligned_64x64_rf_sm80 (direction, dtype, tile, extras, arch)."""
+    k.library = "PyTorch memory-efficient attention (CUTLASS)"
+    fm = _FMHA.match(leaf)
+    if not fm:
+        return
+    direction, dt, al, tile, acc, sm = fm.groups()
+    k.details["direction"] = "forward" if direction == "F" else "backward"
+    k.precision = DTYPE.get(dt, dt)
+    k.dtypes = (k.precision,)
+    k.tile = tile
+    k.set_arch(sm)
+    k.add("fmha_cutlass" + direction, "op", f"fused multi-head attention, {k.details['direction']}")
+    k.add(dt, "dtype", f"{k.precision} Q/K/V")
+    k.add(al, "alignment", al)
+    k.alignment = al
+    k.add(tile, "tile", f"queries × keys per block {dims(tile)}")
+    for extra in filter(None, acc.strip("_").split("_")):
+        if re.fullmatch(r"k\d+", extra):
+            meaning = f"head dimension up to {extra[1:]}"
+        else:
+            meaning = _FMHA_EXTRA.get(extra, "not decoded")
+        k.add(extra, "variant", meaning)
+
+
+def _flash(k: Draft, leaf: str, full: str) -> None:
+    """FlashAttention 2/3 and PyTorch's copy: direction from the kernel, head dim / tile / warps from the traits."""
+    k.library = "FlashAttention (PyTorch)" if "pytorch_flash" in full else "FlashAttention"
+    direction = "backward" if "bwd" in leaf else "forward"
+    k.details["direction"] = direction
+    k.add(leaf, "op", f"flash attention {direction}" + (" (split-KV)" if "splitkv" in leaf else ""))
+    tm = _TRAITS.search(full)
+    if tm:
+        hd, bm, bn, nw = tm.groups()
+        k.details["head_dim"] = int(hd)
+        k.tile = f"{bm}x{bn}"
+        k.warps = nw
+        k.add(f"<{hd}, {bm}, {bn}, {nw}>", "traits", f"head dim {hd}, block {bm}×{bn}, {nw} warps")
+    dts = tuple(d for d in cpp_dtypes(template_args(full)) if d not in ("bool", "int32", "int64"))
+    if dts:
+        k.dtypes = dts
+        k.precision = dts[0]

@@ -1,0 +1,69 @@
+"""``decode()``: one kernel name in, a frozen ``KernelName`` out; never raises.
+
+Decoders are tried in order and the first that recognises the name wins. The order encodes which reading is more
+specific: memory operations, NCCL and Triton names are unmistakable and cheap to test, so they go first; generated
+GEMM names before the libraries that ship them (a CUTLASS kernel inside cuBLAS is read as CUTLASS); ATen before the
+math libraries, whose helper-kernel names are the most generic and so are tried last, cuBLAS's before cuSOLVER's
+because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
+
+Results are cached (a trace holds a few hundred distinct names many thousand times) and shared, hence frozen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+from .aten import decode_aten
+from .cublas import decode_nvjet, decode_xmma
+from .cublas_legacy import decode_arch_prefixed, decode_helper
+from .cudnn import decode_cudnn, decode_flash
+from .cufft import decode_cufft
+from .cusolver import decode_cusolver
+from .cusparse import decode_cusparse
+from .cutlass import decode_cutlass2, decode_cutlass3
+from .libraries import decode_memop, decode_nccl, decode_triton
+from .name import Draft, KernelName
+from .spelling import demangle, kernel_symbol, normalize, signature
+
+Decoder = Callable[[Draft, str, str], bool]
+"""(draft, bare symbol, full normalised name) -> whether it recognised the name; it fills the draft only then."""
+
+DECODERS: tuple[Decoder, ...] = (
+    decode_memop,
+    decode_nccl,
+    decode_triton,
+    decode_cutlass3,
+    decode_xmma,
+    decode_nvjet,
+    decode_cutlass2,
+    decode_arch_prefixed,
+    decode_flash,
+    decode_cudnn,
+    decode_aten,
+    decode_cufft,
+    decode_helper,
+    decode_cusolver,
+    decode_cusparse,
+)
+
+
+@lru_cache(maxsize=65536)
+def decode(name: str) -> KernelName:
+    """Decode a kernel name as a profiler reports it. Never raises; unknown names get family 'other'."""
+    raw = name if isinstance(name, str) else str(name)
+    try:
+        full = normalize(demangle(raw.strip()))
+        k = Draft(raw, full)
+        sym = kernel_symbol(full)
+        for dec in DECODERS:
+            if dec(k, sym, full):
+                break
+        else:
+            path, name, _ = signature(full)
+            k.short = name if path else full[:80]
+        k.short = re.sub(r"\s+", " ", k.short).strip() or full[:80]
+        return k.freeze()
+    except Exception as exc:  # noqa: BLE001 - a decoder bug must never break a profile
+        return KernelName(name=raw, demangled=raw, short=raw[:80], details={"decode_error": repr(exc)})

@@ -1,0 +1,240 @@
+"""Names that are neither GEMMs nor math-library kernels: NCCL collectives, TorchInductor's Triton kernels, and the
+memory operations profilers list among kernels.
+
+Each has a small fixed grammar: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` (collective, reduction, dtype,
+algorithm, protocol); ``triton_poi_fused_add_gelu_mul_0`` (Inductor's kernel kind, the ATen ops it fused, an index);
+``Memcpy HtoD (Pinned -> Device)`` (kind, direction, memory). Inductor joins op names with '_', and many ATen op names
+contain '_' themselves, so the fused-op list is split against a table of multi-word op names, longest first.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .name import Draft
+
+_TRITON = re.compile(r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$")
+_TRITON_KIND = {
+    "poi": "pointwise",
+    "red": "reduction",
+    "per": "persistent reduction",
+    "tem": "template (GEMM/conv)",
+    "for": "foreach",
+    "mm": "matmul",
+    "bmm": "batched matmul",
+    "unk": "unknown",
+}
+_TRITON_OP = {"poi": "elementwise", "red": "reduce", "per": "reduce", "tem": "gemm", "mm": "gemm", "bmm": "gemm"}
+# ATen ops whose names contain underscores, for splitting Inductor's fused-op lists (longest match wins).
+_MULTI_WORD_OPS = tuple(
+    tuple(op.split("_"))
+    for op in sorted(
+        [
+            "_softmax",
+            "_log_softmax",
+            "prepare_softmax_online",
+            "native_layer_norm",
+            "native_batch_norm",
+            "native_group_norm",
+            "layer_norm",
+            "batch_norm",
+            "group_norm",
+            "rms_norm",
+            "embedding_dense_backward",
+            "convolution_backward",
+            "threshold_backward",
+            "gelu_backward",
+            "silu_backward",
+            "sigmoid_backward",
+            "tanh_backward",
+            "_to_copy",
+            "index_put",
+            "index_select",
+            "scatter_add",
+            "scatter_reduce",
+            "var_mean",
+            "log_softmax",
+            "constant_pad_nd",
+            "avg_pool2d",
+            "max_pool2d_with_indices",
+            "upsample_nearest2d",
+            "upsample_bilinear2d",
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_flash_attention",
+            "native_dropout",
+            "clamp_min",
+            "clamp_max",
+            "bitwise_and",
+            "bitwise_or",
+            "bitwise_not",
+            "logical_and",
+            "logical_not",
+            "masked_fill",
+            "nll_loss",
+            "nll_loss_forward",
+            "nll_loss_backward",
+            "cross_entropy",
+            "_unsafe_view",
+            "new_zeros",
+            "zeros_like",
+            "ones_like",
+            "full_like",
+            "fused_moving_avg_obs_fq_helper",
+        ],
+        key=lambda s: -s.count("_"),
+    )
+)
+
+
+def split_fused(rest: str) -> list[str]:
+    """'fused_add_native_layer_norm_0' -> ['add', 'native_layer_norm']: Inductor's fused ops, one name each."""
+    if rest.startswith("fused_"):
+        rest = rest[6:]
+    elif rest == "fused":
+        return []
+    parts = rest.split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(parts):
+        matched = next((cand for cand in _MULTI_WORD_OPS if tuple(parts[i : i + len(cand)]) == cand), None)
+        if matched:
+            ops.append("_".join(matched))
+            i += len(matched)
+        elif parts[i] == "" and i + 1 < len(parts):
+            # a double underscore: the next op's name starts with '_' (e.g. _softmax) but is not in the list
+            ops.append("_" + parts[i + 1])
+            i += 2
+        else:
+            if parts[i]:
+                ops.append(parts[i])
+            i += 1
+    return ops
+
+
+def decode_triton(k: Draft, sym: str, full: str) -> bool:
+    m = _TRITON.match(sym)
+    if not m:
+        return False
+    k.family = "triton"
+    k.library = "Triton (TorchInductor)"
+    kind = m.group("kind")
+    k.op = _TRITON_OP.get(kind, kind)
+    k.details["kind"] = _TRITON_KIND[kind]
+    fused = split_fused(m.group("rest"))
+    k.details["fused_ops"] = fused
+    k.add("triton_" + kind, "kind", f"Inductor-generated Triton kernel: {_TRITON_KIND[kind]}")
+    if fused:
+        k.add(m.group("rest"), "fused ops", ", ".join(fused))
+    if m.group("n"):
+        k.add(m.group("n"), "index", "kernel number within the compiled graph")
+    k.short = f"Triton {_TRITON_KIND[kind]}" + (f": {' + '.join(fused)}" if fused else "")
+    return True
+
+
+_NCCL = re.compile(r"\bnccl(?:Dev)?Kernel_(\w+)")
+_NCCL_DT = {
+    "i8": "int8",
+    "u8": "uint8",
+    "i32": "int32",
+    "u32": "uint32",
+    "i64": "int64",
+    "u64": "uint64",
+    "f16": "fp16",
+    "f32": "fp32",
+    "f64": "fp64",
+    "bf16": "bf16",
+    "f8e4m3": "fp8e4m3",
+    "f8e5m2": "fp8e5m2",
+    "int8_t": "int8",
+    "uint8_t": "uint8",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "int32_t": "int32",
+    "uint32_t": "uint32",
+    "int64_t": "int64",
+    "uint64_t": "uint64",
+    "half": "fp16",
+    "float": "fp32",
+    "double": "fp64",
+    "__nv_bfloat16": "bf16",
+}
+_NCCL_ALGO = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "COLLNET", "RING", "TREE", "NVLS", "PAT")  # longest first
+_NCCL_PROTO = {
+    "LL": "low-latency protocol",
+    "LL128": "low-latency 128-byte protocol",
+    "SIMPLE": "simple (bandwidth) protocol",
+}
+_NCCL_REDUCTIONS = ("Sum", "Prod", "Max", "Min", "Avg", "PreMulSum", "SumPostDiv")
+
+
+def decode_nccl(k: Draft, sym: str, full: str) -> bool:
+    m = _NCCL.search(full)
+    if not m:
+        return False
+    k.family = "nccl"
+    k.library = "NCCL"
+    toks = m.group(1).split("_")
+    coll = toks[0]
+    k.details["collective"] = coll
+    k.op = "communication"
+    k.add(m.group(0).split("_")[0] + "_" + coll, "collective", coll)
+    rest = "_".join(toks[1:])
+    for algo in _NCCL_ALGO:
+        if re.search(r"(?:^|_)" + algo + r"(?:_|$)", rest):
+            k.details["algorithm"] = algo
+            k.add(algo, "algorithm", f"{algo.lower().replace('_', ' ')} algorithm")
+            rest = re.sub(r"(?:^|_)" + algo + r"(?=_|$)", "", rest)
+            break
+    for t in [t for t in rest.split("_") if t]:
+        if t in _NCCL_PROTO:
+            k.details["protocol"] = t
+            k.add(t, "protocol", _NCCL_PROTO[t])
+        elif t in _NCCL_REDUCTIONS:
+            k.details["reduction"] = t
+            k.add(t, "reduction", t.lower())
+        elif t in _NCCL_DT:
+            k.precision = _NCCL_DT[t]
+            k.dtypes = (k.precision,)
+            k.add(t, "dtype", k.precision)
+        else:
+            k.add(t, "raw", "not decoded")
+    parts = (coll, k.details.get("reduction", ""), k.precision or "", k.details.get("algorithm", ""))
+    k.short = "NCCL " + " ".join(str(p) for p in (*parts, k.details.get("protocol", "")) if p)
+    return True
+
+
+_MEMOP = re.compile(r"^\[?(?:CUDA )?(memcpy|memset|Memcpy|Memset)\b\s*(.*?)\]?$", re.IGNORECASE)
+_DIRECTION = re.compile(
+    r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|Host-to-Device|Device-to-Host|Device-to-Device|Host-to-Host|Peer-to-Peer)\b"
+)
+_DIRECTION_SHORT = {
+    "Host-to-Device": "HtoD",
+    "Device-to-Host": "DtoH",
+    "Device-to-Device": "DtoD",
+    "Host-to-Host": "HtoH",
+    "Peer-to-Peer": "PtoP",
+}
+
+
+def decode_memop(k: Draft, sym: str, full: str) -> bool:
+    s = full.strip()
+    m = _MEMOP.match(s)
+    if not m:
+        return False
+    kind = m.group(1).lower()
+    rest = m.group(2)
+    k.family = "memop"
+    k.library = "CUDA runtime"
+    dm = _DIRECTION.search(rest)
+    direction = _DIRECTION_SHORT.get(dm.group(1), dm.group(1)) if dm else None
+    k.op = kind + (f"_{direction.lower()}" if direction else "")
+    k.details["kind"] = kind
+    if direction:
+        k.details["direction"] = direction
+    mem = re.search(r"\(([^)]*)\)", rest)
+    if mem:
+        k.details["memory"] = mem.group(1)
+    k.short = kind.capitalize() + (f" {direction}" if direction else "") + (f" ({mem.group(1)})" if mem else "")
+    k.add(s, "op", "memory set" if kind == "memset" else f"memory copy {direction or ''}".strip())
+    return True

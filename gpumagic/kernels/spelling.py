@@ -1,0 +1,257 @@
+"""Reading a C++ kernel signature: demangling, one spelling for every profiler, and taking a signature apart.
+
+The same kernel reaches us spelled several ways: Itanium-mangled (``_Z...``), as torch.profiler prints it
+(``<4, ...>``, ``(anonymous namespace)``, ``3ul``), as nsys prints it (``<(int)4, ...>``, ``<unnamed>``) and as the
+older nvprof printed it (``<int=4, unsigned int=128>``). ``normalize`` makes them one string so that a decoder is
+written once; the other helpers pull out what decoders read: the bare symbol, the function path, the template
+arguments, and the C++ types named in them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import shutil
+import subprocess
+import sys
+from functools import cache, lru_cache
+from typing import NamedTuple
+
+
+@cache
+def _cxa_demangle() -> object | None:
+    for libname in ("stdc++", "c++"):
+        path = ctypes.util.find_library(libname) or (f"lib{libname}.so.6" if sys.platform.startswith("linux") else None)
+        if not path:
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            fn = lib.__cxa_demangle
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        return fn
+    return None
+
+
+# nvcc's name for a kernel with internal linkage: '__nv_static_<n>__<file hash>_' + the Itanium-mangled name.
+_NV_STATIC = re.compile(r"__nv_static_\w*?_(_Z\w+)")
+
+
+def demangle(name: str) -> str:
+    """Demangle an Itanium C++ name (``_Z...``, also behind nvcc's ``__nv_static_..._`` prefix); other names come
+    back unchanged."""
+    if name.startswith("__nv_static_"):
+        m = _NV_STATIC.fullmatch(name)
+        if m:
+            out = demangle(m.group(1))
+            return name if out == m.group(1) else out
+    if not name.startswith("_Z"):
+        return name
+    fn = _cxa_demangle()
+    if fn is not None:
+        status = ctypes.c_int(0)
+        ptr = fn(name.encode(), None, None, ctypes.byref(status))  # type: ignore[operator]
+        if ptr and status.value == 0:
+            text = ctypes.string_at(ptr).decode(errors="replace")
+            libc = ctypes.CDLL(None)
+            libc.free(ctypes.c_void_p(ptr))
+            return text
+    if shutil.which("c++filt"):
+        try:
+            out = subprocess.run(["c++filt", name], capture_output=True, text=True, timeout=5).stdout.strip()
+            if out:
+                return out
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return name
+
+
+_INT_TYPE = r"(?:unsigned |signed )?(?:int|long long|long|short|char|bool|unsigned)"
+_CAST = re.compile(r"\(" + _INT_TYPE + r"\)(-?\d+)")
+# nvprof's spelling of a non-type template argument: 'unsigned int=128', 'bool=1', 'fftDirection_t=-1'.
+_NVPROF_ARG = re.compile(r"(?<=[<,] )(?:" + _INT_TYPE + r"|[A-Za-z_]\w*_t)=(-?\d+)|(?<=<)" + _INT_TYPE + r"=(-?\d+)")
+_SUFFIX = re.compile(r"(\d+)(?:ul|ull|u|l|ll)\b")
+
+
+def normalize(name: str) -> str:
+    """One spelling for torch.profiler's, nsys' and nvprof's forms of the same demangled name."""
+    s = _CAST.sub(r"\1", name)
+    if "=" in s:
+        s = _NVPROF_ARG.sub(lambda m: m.group(1) or m.group(2), s)
+    s = s.replace("<unnamed>", "(anonymous namespace)").replace("{unnamed}", "(anonymous namespace)")
+    s = _SUFFIX.sub(r"\1", s)
+    return s.replace(" *", "*").replace(" &", "&")
+
+
+_SYMBOL = re.compile(
+    r"\b(cutlass3x_\w+|cutlass_(?:\d{2,3}a?_)?(?:tensorop|simt|wmma\w*|gemv)_\w+|sm\d+a?_xmma_\w+|nvjet_\w+"
+    r"|ncclDevKernel_\w+|ncclKernel_\w+)"
+)
+
+
+def kernel_symbol(s: str) -> str:
+    """The generated kernel's own name inside a wrapper signature:
+    'void cutlass::Kernel2<cutlass_80_simt_sgemm_..>(..)' -> 'cutlass_80_simt_sgemm_..' (the interesting part)."""
+    m = _SYMBOL.search(s)
+    return m.group(1) if m else s
+
+
+def function_path(s: str) -> str:
+    """'void at::native::foo<...>(...)' -> 'at::native::foo' (return type, template arguments, parameters removed)."""
+    s = re.sub(r"^(?:void|static|__global__|\s)+", "", s)
+    if s.startswith("std::enable_if<"):  # cuBLAS' SFINAE-guarded kernels: 'std::enable_if<!(false), void>::type f<..>'
+        s = re.sub(r"^std::enable_if<.*?>::type\s+", "", s, count=1)
+    depth = 0
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0:
+            if s.startswith("(anonymous namespace)", i):  # part of the path, not the parameter list
+                out.append("(anonymous namespace)")
+                i += len("(anonymous namespace)")
+                continue
+            break
+        elif depth == 0:
+            out.append(ch)
+        i += 1
+    return "".join(out).strip()
+
+
+class Signature(NamedTuple):
+    """The parts of a kernel signature decoders read: 'void cusparse::csrmm_alg2_kernel<false, long>(long, ...)' has
+    path 'cusparse::csrmm_alg2_kernel', name 'csrmm_alg2_kernel', args 'false, long' (its own template arguments,
+    not those of a return type such as ``std::enable_if<...>::type``)."""
+
+    path: str
+    name: str
+    args: str
+
+
+@lru_cache(maxsize=512)
+def signature(full: str) -> Signature:
+    path = function_path(full)
+    at = full.find(path) if path else -1
+    return Signature(path, path.split("::")[-1].strip(), template_args(full[at:] if at >= 0 else full))
+
+
+def template_args(s: str) -> str:
+    """Everything between the first '<' and its matching '>' ('' when there is none)."""
+    start = s.find("<")
+    if start < 0:
+        return ""
+    depth = 0
+    for i in range(start, len(s)):
+        if s[i] == "<":
+            depth += 1
+        elif s[i] == ">":
+            depth -= 1
+            if depth == 0:
+                return s[start + 1 : i]
+    return s[start + 1 :]
+
+
+def split_top(args: str) -> list[str]:
+    """Split template arguments at top-level commas."""
+    out, depth, cur = [], 0, []
+    for ch in args:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur).strip())
+    return out
+
+
+CPP_TYPE = {
+    "float": "fp32",
+    "double": "fp64",
+    "c10::Half": "fp16",
+    "c10::BFloat16": "bf16",
+    "cutlass::half_t": "fp16",
+    "cutlass::bfloat16_t": "bf16",
+    "__half": "fp16",
+    "__nv_bfloat16": "bf16",
+    "long": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "unsigned char": "uint8",
+    "signed char": "int8",
+    "short": "int16",
+    "c10::Float8_e4m3fn": "fp8e4m3",
+    "c10::Float8_e5m2": "fp8e5m2",
+    "unsigned int": "uint32",
+    "unsigned long": "uint64",
+    "c10::complex<float>": "complex64",
+}
+_CPP_PATTERNS = tuple(
+    (re.compile(r"(?<![\w:])" + re.escape(cpp) + r"(?![\w])"), canon) for cpp, canon in CPP_TYPE.items()
+)
+
+
+def cpp_dtypes(text: str) -> tuple[str, ...]:
+    """Canonical dtypes of the C++ types named in ``text``, in order of first appearance."""
+    first: dict[str, int] = {}
+    for pattern, canon in _CPP_PATTERNS:
+        m = pattern.search(text)
+        if m and (canon not in first or m.start() < first[canon]):
+            first[canon] = m.start()
+    return tuple(sorted(first, key=first.__getitem__))
+
+
+# The element types math libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT) are instantiated for. CUDA's vector types
+# stand for complex numbers there: float2 is cuComplex, double2 cuDoubleComplex.
+_VALUE_TYPE = re.compile(
+    r"(?<![\w:])(cusparse::Complex<float>|cusparse::Complex<double>|cuComplex|cuDoubleComplex|float2|double2"
+    r"|__half|__nv_bfloat16|half|float|double)(?![\w])"
+)
+VALUE_TYPE = {
+    "float": "fp32",
+    "double": "fp64",
+    "float2": "complex64",
+    "double2": "complex128",
+    "cuComplex": "complex64",
+    "cuDoubleComplex": "complex128",
+    "cusparse::Complex<float>": "complex64",
+    "cusparse::Complex<double>": "complex128",
+    "__half": "fp16",
+    "half": "fp16",
+    "__nv_bfloat16": "bf16",
+}
+
+
+def value_types(text: str) -> tuple[str, ...]:
+    """Floating (real or complex) element types named in ``text``, in order, each once: what a math-library
+    kernel was instantiated for. Integer arguments (sizes, index types) are skipped."""
+    return tuple(value_type_spellings(text))
+
+
+def value_type_spellings(text: str) -> dict[str, str]:
+    """canonical dtype -> how ``text`` first spells it ({'complex64': 'float2'}), for explanation rows."""
+    out: dict[str, str] = {}
+    for m in _VALUE_TYPE.finditer(text):
+        out.setdefault(VALUE_TYPE[m.group(1)], m.group(1))
+    return out
+
+
+def index_type(args: list[str]) -> str | None:
+    """The first integer type among template arguments ('int' -> int32, 'long' -> int64): a sparse index width.
+    Looks one level into a traits argument (``sddmm_traits<long, long, float, ...>``) when the top level has none."""
+    for a in args:
+        if a in ("int", "long", "long long", "unsigned int", "unsigned long"):
+            return CPP_TYPE.get(a, "int64")
+    inner = next((a for a in args if "<" in a), None)
+    return index_type(split_top(template_args(inner))) if inner else None

@@ -1,0 +1,147 @@
+"""The summary tables of a Trace, as functions of its DataFrames: what ``nsys stats`` reports, and the op table.
+
+They use the definitions and column names of ``nsys stats`` (cuda_gpu_kern_sum, cuda_api_sum, nvtx_sum, osrt_sum,
+cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum), so a number here can be checked against the tool people already
+trust: Time (%) of the summed total, Total/Avg/Med/Min/Max, StdDev as the *sample* standard deviation (0 for one
+instance), grouped by full name, sorted by total time. ``Trace`` calls them once and keeps the answer.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["duration_summary", "memop_size_summary", "nsys_memop_name", "op_summary"]
+
+
+def duration_summary(df: pd.DataFrame, keys: list[str], count_col: str, name_cols: list[str]) -> pd.DataFrame:
+    """nsys stats' duration summary: grouped by ``keys`` (shown as ``name_cols``), sorted by total time."""
+    cols = [
+        "Time (%)",
+        "Total Time (ns)",
+        count_col,
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        *name_cols,
+    ]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    d = df.assign(_dur=(df["end"] - df["start"]).astype("int64"))
+    g = d.groupby(keys, sort=False, dropna=False)["_dur"]
+    out = pd.DataFrame(
+        {
+            "Total Time (ns)": g.sum(),
+            count_col: g.count(),
+            "Avg (ns)": g.mean(),
+            "Med (ns)": g.median(),
+            "Min (ns)": g.min(),
+            "Max (ns)": g.max(),
+            "StdDev (ns)": g.std(ddof=1).fillna(0.0),
+        }
+    )
+    total = out["Total Time (ns)"].sum()
+    out.insert(0, "Time (%)", out["Total Time (ns)"] / total * 100 if total else 0.0)
+    out = out.reset_index().rename(columns=dict(zip(keys, name_cols)))
+    out = out.sort_values(["Total Time (ns)", name_cols[-1]], ascending=[False, True]).reset_index(drop=True)
+    return out[cols]
+
+
+def memop_size_summary(memops: pd.DataFrame) -> pd.DataFrame:
+    """cuda_gpu_mem_size_sum: bytes moved per memory operation kind, in MB (10^6 bytes) as nsys prints them."""
+    cols = ["Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"]
+    if memops.empty:
+        return pd.DataFrame(columns=cols)
+    d = memops.assign(_op=memops["kind"].map(nsys_memop_name), _mb=memops["bytes"].astype(float) / 1e6)
+    g = d.groupby("_op", sort=False)["_mb"]
+    out = pd.DataFrame(
+        {
+            "Total (MB)": g.sum(),
+            "Count": g.count(),
+            "Avg (MB)": g.mean(),
+            "Med (MB)": g.median(),
+            "Min (MB)": g.min(),
+            "Max (MB)": g.max(),
+            "StdDev (MB)": g.std(ddof=1).fillna(0.0),
+        }
+    )
+    out["Operation"] = out.index
+    out.index.name = None
+    return out.sort_values(["Total (MB)", "Operation"], ascending=[False, True]).reset_index(drop=True)[cols]
+
+
+def op_summary(ops: pd.DataFrame, kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
+    """Torch ops aggregated by name: calls, CPU total, self CPU (minus children), and the GPU time of the kernels
+    they launched (kernel -> launching API call by correlation -> innermost op enclosing that call). Sorted by self
+    CPU, the column that shows host overhead. One sweep per thread: O(n log n)."""
+    cols = ["Name", "Calls", "CPU total (ns)", "Self CPU (ns)", "GPU (ns)", "Input shapes"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    ops = ops.sort_values(["thread", "start", "end"], ascending=[True, True, False]).reset_index(drop=True)
+    start = ops["start"].to_numpy(dtype="int64")
+    end = ops["end"].to_numpy(dtype="int64")
+    dur = end - start
+    child = np.zeros(len(ops), dtype="int64")
+    gpu = np.zeros(len(ops), dtype="int64")
+    kdur: dict[int, int] = {}
+    if not kernels.empty:
+        kd = kernels.assign(d=kernels["end"] - kernels["start"]).groupby("correlation")["d"].sum()
+        kdur = {int(c): int(v) for c, v in kd.items()}
+    api = api[api["correlation"].isin(list(kdur))] if kdur and not api.empty else api.iloc[0:0]
+    api_by_thread = {th: g.sort_values("start") for th, g in api.groupby("thread")} if not api.empty else {}
+    threads = ops["thread"].to_numpy()
+    bounds = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1], True])
+    for lo, hi in pairwise(bounds):
+        a = api_by_thread.get(threads[lo])
+        a_start = a["start"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
+        a_corr = a["correlation"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
+        j = 0
+        stack: list[int] = []
+        for i in range(lo, hi):
+            s = start[i]
+            while j < len(a_start) and a_start[j] < s:  # API calls before this op starts: attribute to the stack
+                while stack and end[stack[-1]] <= a_start[j]:
+                    stack.pop()
+                if stack:
+                    gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
+                j += 1
+            while stack and end[stack[-1]] <= s:
+                stack.pop()
+            if stack:
+                child[stack[-1]] += dur[i]
+            stack.append(i)
+        while j < len(a_start):
+            while stack and end[stack[-1]] <= a_start[j]:
+                stack.pop()
+            if stack:
+                gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
+            j += 1
+    df = pd.DataFrame({"Name": ops["name"], "dur": dur, "self": dur - child, "gpu": gpu, "shapes": ops["shapes"]})
+    g = df.groupby("Name", sort=False)
+    out = pd.DataFrame(
+        {
+            "Calls": g.size(),
+            "CPU total (ns)": g["dur"].sum(),
+            "Self CPU (ns)": g["self"].sum(),
+            "GPU (ns)": g["gpu"].sum(),
+            "Input shapes": g["shapes"].first(),
+        }
+    )
+    out["Name"] = out.index
+    out.index.name = None
+    return out.sort_values("Self CPU (ns)", ascending=False).reset_index(drop=True)[cols]
+
+
+def nsys_memop_name(kind: str) -> str:
+    return {
+        "HtoD": "[CUDA memcpy Host-to-Device]",
+        "DtoH": "[CUDA memcpy Device-to-Host]",
+        "DtoD": "[CUDA memcpy Device-to-Device]",
+        "HtoH": "[CUDA memcpy Host-to-Host]",
+        "PtoP": "[CUDA memcpy Peer-to-Peer]",
+        "memset": "[CUDA memset]",
+    }.get(str(kind), f"[CUDA {kind}]")

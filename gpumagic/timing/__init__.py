@@ -1,0 +1,37 @@
+"""Device-correct timing of a statement -> :class:`TimingResult`: the engine behind ``%gputime``. No IPython import.
+
+The modules, in the order a measurement uses them:
+
+- :mod:`.options`: :class:`TimingOptions`, every knob and the one place each timing default is written;
+- :mod:`.clocks`: which clock times a statement (:func:`choose_sampler`, from where its tensors live);
+- :mod:`.samplers`: the clocks (:class:`HostSampler`, :class:`CudaSampler`) behind one :class:`Sampler`
+  interface that also declares what each can do;
+- :mod:`.measure`: :func:`measure`, the steps (first call, calibrate, sample, kernel pass, host pass, assemble),
+  and :func:`gputime` for scripts;
+- :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's truth);
+- :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
+"""
+
+from __future__ import annotations
+
+from .clocks import choose_sampler, tensor_devices
+from .cupti import busy_per_call, gpu_activity_names, gpu_intervals
+from .measure import gputime, measure
+from .options import TimingOptions
+from .result import TimingResult
+from .samplers import CudaSampler, HostSampler, Sampler
+
+__all__ = [
+    "CudaSampler",
+    "HostSampler",
+    "Sampler",
+    "TimingOptions",
+    "TimingResult",
+    "busy_per_call",
+    "choose_sampler",
+    "gpu_activity_names",
+    "gpu_intervals",
+    "gputime",
+    "measure",
+    "tensor_devices",
+]

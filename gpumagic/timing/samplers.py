@@ -1,0 +1,385 @@
+"""Samplers: one per clock. The orchestrator (:mod:`.measure`) talks only to the :class:`Sampler` interface, so its
+logic is tested with a scripted sampler and no clock at all.
+
+A sampler also says what it can do, so the orchestrator never asks which class it holds:
+
+- ``on_device``: it times a GPU, so a kernel-time pass (CUPTI) and a host-issue pass make sense;
+- ``supports_graph`` / ``supports_flush_l2``: it can honour ``graph=True`` / ``flush_l2=True`` (the host clock
+  cannot: the options are dropped with a note that quotes ``reason``);
+- ``reason``: why this clock was chosen, where it is a fallback ("CUDA is not available");
+- ``replays_graph``: after :meth:`Sampler.prepare`, one sample unit is one CUDA-graph replay of k calls;
+- :meth:`Sampler.host_fallback`: the host clock to switch to when the first call shows a CPU statement (a device
+  clock chosen only because nothing in the namespace said otherwise), or None where the clock is to be kept.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .cupti import busy_per_call, gpu_activity_names, warm_profiler
+
+__all__ = ["CudaSampler", "HostSampler", "Sampler"]
+
+
+class Sampler:
+    """A clock that measures batches of calls. Durations are seconds for the whole batch."""
+
+    device: str = "CPU"
+    backend: str = "host"
+    #: why this clock times the statement, where it is a fallback (quoted in notes about dropped options)
+    reason: str = ""
+    #: seconds the profiler's first start took in this process, when this sampler paid for it
+    profiler_startup: float | None = None
+
+    # capabilities --------------------------------------------------------------------------------------------
+    @property
+    def on_device(self) -> bool:
+        """Whether this clock times a GPU (so a kernel-time pass and a host-issue pass make sense)."""
+        return self.backend != "host"
+
+    @property
+    def supports_graph(self) -> bool:
+        """Whether ``graph=True`` can be honoured (CUDA-graph capture and replay); otherwise it is dropped."""
+        return self.on_device
+
+    @property
+    def supports_flush_l2(self) -> bool:
+        """Whether ``flush_l2=True`` can be honoured (a device cache to flush); otherwise it is dropped."""
+        return self.on_device
+
+    @property
+    def replays_graph(self) -> bool:
+        """Whether samples are CUDA-graph replays, each of ``calls_per_sample`` calls (set by :meth:`prepare`)."""
+        return self.backend == "cuda-graph"
+
+    def host_fallback(self, reason: str) -> Sampler | None:
+        """The host clock to use instead when the statement turns out to run on the CPU; None to keep this one.
+
+        A device clock chosen from the namespace alone (nothing there said CPU) returns a :class:`HostSampler`;
+        the host clock itself, and scripted clocks in tests, keep themselves.
+        """
+        return None
+
+    # measuring -----------------------------------------------------------------------------------------------
+    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+        """Run the statement once, synchronized; return (wall seconds, the statement's value)."""
+        raise NotImplementedError
+
+    def batch(self, inner: Callable[[int], None], n: int) -> tuple[float, float]:
+        """Run n calls synchronously; return (measured seconds, host seconds spent issuing them)."""
+        raise NotImplementedError
+
+    def prepare(self, inner: Callable[[int], None], k: int) -> list[str]:
+        """Called once before sampling with the chosen k; returns notes (e.g. a graph-capture fallback)."""
+        return []
+
+    def start(self, backlog: float) -> None:
+        """Begin sampling; ``backlog`` is how much device work to queue ahead of the first sample."""
+
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> Any:
+        """Issue a round of m samples of k calls each without waiting for them; a handle for :meth:`collect`."""
+        raise NotImplementedError
+
+    def collect(self, handle: Any) -> list[float]:
+        """Wait for a round issued by :meth:`enqueue`; the duration of each of its samples (seconds)."""
+        raise NotImplementedError
+
+    def salvage(self, handle: Any) -> list[float]:
+        """After an interrupt and :meth:`finish`: the durations of a round that completed, in part or whole."""
+        try:
+            return self.collect(handle)
+        except Exception:  # noqa: BLE001 - salvage is best effort
+            return []
+
+    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
+        """(busy seconds per call, kernels per call) from a profiler, or None where there is none."""
+        return None
+
+    def kernel_pass_notes(self) -> list[str]:
+        """Sentences about the kernel pass (why a kernel time is missing) for the result."""
+        return []
+
+    def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
+        """Host seconds per call to issue ``calls`` calls."""
+        t0 = time.perf_counter()
+        inner(calls)
+        return (time.perf_counter() - t0) / calls
+
+    def sm_clock(self) -> int | None:
+        """Current SM clock in MHz where the device reports it (NVML), else None."""
+        return None
+
+    def finish(self) -> None:
+        """Wait for everything issued (errors from asynchronous work surface here)."""
+
+    def meta(self) -> dict[str, Any]:
+        """Facts about the clock and device for ``TimingResult.meta`` (versions, device index)."""
+        return {}
+
+
+class HostSampler(Sampler):
+    """``time.perf_counter`` around each sample: CPU code, or no CUDA."""
+
+    def __init__(self, reason: str = "") -> None:
+        self.device = "CPU"
+        self.backend = "host"
+        self.reason = reason
+
+    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+        t0 = time.perf_counter()
+        value = once()
+        return time.perf_counter() - t0, value
+
+    def batch(self, inner: Callable[[int], None], n: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        inner(n)
+        dt = time.perf_counter() - t0
+        return dt, dt
+
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> dict[str, Any]:
+        # The host clock has no queue to fill: the round runs when it is collected, sample by sample, so an
+        # interrupt keeps the samples already taken.
+        return {"inner": inner, "k": k, "m": m, "done": []}
+
+    def collect(self, handle: dict[str, Any]) -> list[float]:
+        inner, k, done = handle["inner"], handle["k"], handle["done"]
+        clock = time.perf_counter
+        for _ in range(handle["m"] - len(done)):
+            t0 = clock()
+            inner(k)
+            done.append(clock() - t0)
+        return done
+
+    def salvage(self, handle: dict[str, Any]) -> list[float]:
+        return handle["done"]
+
+
+#: Cycles per second of ``torch.cuda._sleep``, per device index, measured once per process (0.0: unusable).
+_SLEEP_CYCLES_PER_SECOND: dict[int, float] = {}
+
+
+class CudaSampler(Sampler):
+    """CUDA events on the current stream of ``device``; optional L2 flush or CUDA-graph replay."""
+
+    def __init__(self, device: Any, flush_l2: bool = False, graph: bool = False) -> None:
+        import torch
+
+        self.torch = torch
+        self.dev = torch.device(device)
+        if self.dev.index is None:
+            self.dev = torch.device("cuda", torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(self.dev)
+        self.device = props.name
+        self.props = props
+        self.stream = torch.cuda.current_stream(self.dev)
+        self.flush_l2 = flush_l2
+        self.use_graph = graph
+        self.graph: Any = None
+        self.backend = "cuda-events"
+        self._flush_buffer: Any = None
+        self._boundary: Any = None
+        self.profiler_startup: float | None = None
+        self._kernel_pass_notes: list[str] = []
+
+    # helpers ---------------------------------------------------------------------------------------------------
+    def _event(self) -> Any:
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record(self.stream)
+        return e
+
+    def _sync(self) -> None:
+        self.torch.cuda.synchronize(self.dev)
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        rate = self._sleep_rate()
+        if rate:
+            with self.torch.cuda.stream(self.stream):
+                self.torch.cuda._sleep(int(seconds * rate))
+
+    def _sleep_rate(self) -> float | None:
+        """Cycles per second of ``torch.cuda._sleep`` on this device, measured once per process."""
+        idx = self.dev.index
+        if idx not in _SLEEP_CYCLES_PER_SECOND:
+            try:
+                with self.torch.cuda.device(self.dev), self.torch.cuda.stream(self.stream):
+                    self.torch.cuda._sleep(1000)
+                    start = self._event()
+                    self.torch.cuda._sleep(5_000_000)
+                    end = self._event()
+                end.synchronize()
+                _SLEEP_CYCLES_PER_SECOND[idx] = 5_000_000 / (start.elapsed_time(end) * 1e-3)
+            except (RuntimeError, AttributeError, ZeroDivisionError):
+                _SLEEP_CYCLES_PER_SECOND[idx] = 0.0
+        return _SLEEP_CYCLES_PER_SECOND[idx] or None
+
+    # interface -------------------------------------------------------------------------------------------------
+    def host_fallback(self, reason: str) -> Sampler | None:
+        return HostSampler(reason)
+
+    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+        self._sync()
+        t0 = time.perf_counter()
+        value = once()
+        self._sync()
+        return time.perf_counter() - t0, value
+
+    def batch(self, inner: Callable[[int], None], n: int) -> tuple[float, float]:
+        start = self._event()
+        t0 = time.perf_counter()
+        inner(n)
+        host = time.perf_counter() - t0
+        end = self._event()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3, host
+
+    def prepare(self, inner: Callable[[int], None], k: int) -> list[str]:
+        notes: list[str] = []
+        if self.flush_l2:
+            # Twice the L2 size: a memset of exactly L2 bytes can leave lines of the working set resident.
+            size = 2 * int(getattr(self.props, "L2_cache_size", 0) or 64 * 2**20)
+            self._flush_buffer = self.torch.empty(size, dtype=self.torch.uint8, device=self.dev)
+        if self.use_graph:
+            blocker = self._sync_inside(inner, k)
+            if blocker:
+                notes.append(
+                    f"--graph: the statement synchronizes with the host ({blocker}), which a CUDA graph cannot "
+                    "capture; timed without a graph."
+                )
+                return notes
+            graph = self.torch.cuda.CUDAGraph()
+            try:
+                self._sync()
+                with self.torch.cuda.graph(graph):
+                    inner(k)
+                graph.replay()
+                self._sync()
+            except Exception as exc:  # noqa: BLE001 - any capture failure means: time without a graph
+                try:
+                    self._sync()
+                except Exception:  # noqa: BLE001
+                    pass
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                notes.append(
+                    f"--graph: the statement cannot be captured in a CUDA graph ({first}); timed without a graph."
+                )
+            else:
+                self.graph = graph
+                self.backend = "cuda-graph"
+        return notes
+
+    def _sync_inside(self, inner: Callable[[int], None], k: int) -> str | None:
+        """Run the calls once with synchronizing operations turned into errors; the error text, if any.
+
+        A capture that fails half-way leaves PyTorch's RNG and allocator in capture state ("Offset increment
+        outside graph capture"), so statements that would fail are screened out before capturing.
+        """
+        torch = self.torch
+        previous = torch.cuda.get_sync_debug_mode()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Synchronization debug mode is a prototype feature"
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            inner(k)
+        except RuntimeError as exc:
+            return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        finally:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.cuda.set_sync_debug_mode(previous)
+        self._sync()
+        return None
+
+    def start(self, backlog: float) -> None:
+        self._sync()
+        self._sleep(backlog)
+        self._boundary = self._event()
+
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> list[tuple[Any, Any]]:
+        pairs = []
+        for _ in range(m):
+            if self.flush_l2:
+                self._flush_buffer.zero_()
+                start = self._event()
+            else:
+                start = self._boundary
+            if self.graph is not None:
+                self.graph.replay()
+            else:
+                inner(k)
+            end = self._event()
+            pairs.append((start, end))
+            self._boundary = end
+        return pairs
+
+    def collect(self, handle: list[tuple[Any, Any]]) -> list[float]:
+        handle[-1][1].synchronize()
+        return [start.elapsed_time(end) * 1e-3 for start, end in handle]
+
+    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
+        # CUPTI drops kernels at the start of a process's first capture (pytorch #192021): a throwaway capture first.
+        startup = warm_profiler(self.dev)
+        if startup is not None:
+            self.profiler_startup = startup
+        if self.graph is not None:
+            graph = self.graph
+
+            def run(n: int) -> None:
+                for _ in range(n):
+                    graph.replay()
+
+            # one unit is one replay of calls_per_sample calls: the caller divides
+            return busy_per_call(run, calls, self.dev.index, preload=preload)
+        if self.flush_l2:
+            # The kernel time must be the cold-cache one the samples measure: flush before each call here too, and
+            # leave the flush's own activity out by name.
+            buf = self._flush_buffer
+            flush_names = gpu_activity_names(buf.zero_)
+
+            def run_cold(n: int) -> None:
+                for _ in range(n):
+                    buf.zero_()
+                    inner(1)
+
+            found = busy_per_call(run_cold, calls, self.dev.index, exclude=flush_names)
+            if found is None:
+                self._kernel_pass_notes.append(
+                    "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
+                )
+            return found
+        return busy_per_call(inner, calls, self.dev.index, preload=preload)
+
+    def kernel_pass_notes(self) -> list[str]:
+        return list(self._kernel_pass_notes)
+
+    def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
+        self._sync()
+        t0 = time.perf_counter()
+        inner(calls)
+        host = time.perf_counter() - t0
+        self._sync()
+        return host / calls
+
+    def finish(self) -> None:
+        self._sync()
+
+    def sm_clock(self) -> int | None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return int(self.torch.cuda.clock_rate(self.dev))
+        except Exception:  # noqa: BLE001 - no NVML (pynvml), or the device does not report clocks
+            return None
+
+    def meta(self) -> dict[str, Any]:
+        torch = self.torch
+        return {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "device_index": self.dev.index,
+            "sm_count": self.props.multi_processor_count,
+        }
