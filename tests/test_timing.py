@@ -488,6 +488,19 @@ def test_host_pass_step_never_fills_the_launch_queue():
     assert sampler.calls == 256
 
 
+def test_host_pass_of_a_gpu_bound_statement_queues_little_device_work():
+    class Counting(ScriptedSampler):
+        def host_pass(self, inner, calls):
+            self.calls = calls
+            return 1e-5
+
+    sampler = Counting(FakeClock(), lambda i: 2.65e-3)
+    # a 2.65 ms matmul issued in 10 us: 2 ms of issuing would be 200 calls, half a second of GPU work to wait for
+    cal = Calibration(per_call=2.65e-3, host_per_call=1e-5, calls_per_sample=1)
+    host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=1.0)
+    assert sampler.calls == 4
+
+
 def test_invalid_options_raise_the_projects_error_with_fields():
     with pytest.raises(InvalidOptionError) as info:
         TimingOptions(calls_per_sample=0).validate()

@@ -52,6 +52,9 @@ MAX_BACKLOG = 0.02
 MAX_ROUND = 64
 #: Launches the host pass issues at most, so that the launch queue never fills and issuing never waits on the GPU.
 MAX_HOST_PASS_LAUNCHES = 256
+#: Seconds of device work one host pass may queue at most: the pass waits for it to drain, and for a GPU-bound
+#: statement (2.65 ms per call) 200 calls would cost half a second of waiting for a figure the verdict barely needs.
+HOST_PASS_DEVICE_TIME = 0.01
 #: The host pass runs this many times and the fastest is kept: noise (interrupts, GC elsewhere) only slows it.
 HOST_PASS_REPEATS = 3
 #: A profiler first start slower than this (seconds) is worth a note: it is paid once per process.
@@ -335,12 +338,13 @@ def host_pass(
 ) -> float:
     """Host seconds to issue one call: the best of a few short passes of ``host_pass_time``.
 
-    Few enough calls that their launches never fill the launch queue: a full queue makes the host wait on the GPU,
-    and the figure would be device time again.
+    Few enough calls that their launches never fill the launch queue (a full queue makes the host wait on the GPU,
+    and the figure would be device time again), and few enough that the device work they queue drains quickly.
     """
     issue_calls = math.ceil(opts.host_pass_time / max(cal.host_per_call, TINY))
     launch_cap = MAX_HOST_PASS_LAUNCHES // max(1, math.ceil(kernels_per_call or 1))
-    calls = int(max(1, min(launch_cap, issue_calls)))
+    device_cap = math.ceil(HOST_PASS_DEVICE_TIME / max(cal.per_call, TINY))
+    calls = int(max(1, min(launch_cap, issue_calls, device_cap)))
     return min(sampler.host_pass(inner, calls) for _ in range(HOST_PASS_REPEATS))
 
 
