@@ -128,7 +128,7 @@ def op_summary(ops: pd.DataFrame, kernels: pd.DataFrame, api: pd.DataFrame) -> p
             "CPU total (ns)": g["dur"].sum(),
             "Self CPU (ns)": g["self"].sum(),
             "GPU (ns)": g["gpu"].sum(),
-            "Input shapes": g["shapes"].first(),
+            "Input shapes": g["shapes"].first().fillna(""),
         }
     )
     out["Name"] = out.index

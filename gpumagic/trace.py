@@ -20,6 +20,13 @@ from .intervals import union_length
 
 _T = TypeVar("_T")
 
+#: What each kind of analysis window is, as the report says it.
+WINDOW_TEXT = {
+    "nvtx": "the cell's NVTX range",
+    "cuda": "the span of its CUDA activity",
+    "capture": "the capture",
+}
+
 __all__ = ["COLUMNS", "Trace", "nesting_depth", "union_ns"]
 
 COLUMNS: dict[str, list[str]] = {
@@ -172,15 +179,20 @@ class Trace:
         return self.memo("cpu_ops", compute)
 
     def figures(self) -> dict[str, Any]:
-        """The figures the summary line and the findings share: ``wall_ns`` (the cell's window), ``gpu_busy_ns``,
-        ``gpu_util`` (busy / wall), ``cpu_ops_ns``, ``kernels``, ``memops``."""
-        w0, w1 = self.cell_window()
+        """The figures the summary line and the findings share: ``window`` ("nvtx", "cuda" or "capture") and
+        ``window_text`` (what it is, in words), ``wall_ns`` (its length), ``gpu_busy_ns`` (kernels and memory
+        operations, overlap counted once), ``gpu_util`` (busy / wall), ``kernel_ns`` (the kernels' summed time, the
+        total of every "% of kernel time"), ``cpu_ops_ns``, ``kernels``, ``memops``."""
+        w0, w1, kind = self.analysis_window()
         wall = max(0, w1 - w0)
         busy = self.gpu_busy_ns()
         return {
+            "window": kind,
+            "window_text": WINDOW_TEXT[kind],
             "wall_ns": wall,
             "gpu_busy_ns": busy,
             "gpu_util": busy / wall if wall else None,
+            "kernel_ns": int((self.kernels["end"] - self.kernels["start"]).sum()) if not self.kernels.empty else 0,
             "cpu_ops_ns": self.cpu_ops_ns(),
             "kernels": len(self.kernels),
             "memops": len(self.memops),
@@ -196,20 +208,34 @@ class Trace:
             return 0, 0
         return int(min(df["start"].min() for df in spans)), int(max(df["end"].max() for df in spans))
 
-    def cell_window(self) -> tuple[int, int]:
-        """The cell's own range (its NVTX / record_function range, named in meta['label']), extended to the end of
-        the GPU work that ran after the host left the range (launches are asynchronous); else the whole window."""
+    def analysis_window(self) -> tuple[int, int, str]:
+        """The span the cell's figures are taken over, and what it is: the cell's NVTX / record_function range (named
+        in meta['label']), extended to the end of the GPU work launched inside it (launches are asynchronous); else
+        the span of the CUDA activity (first CUDA API call or GPU operation to the last GPU operation's end); else
+        the capture. Never the process lifetime: a whole-program nsys export would call Python's start-up idle GPU.
+        """
         label = self.meta.get("label")
+        gpu = self.gpu_intervals()
         if label and not self.nvtx.empty:
             r = self.nvtx[self.nvtx["text"].astype(str).str.endswith(str(label))]
             if not r.empty:
                 start, end = int(r["start"].min()), int(r["end"].max())
-                gpu = self.gpu_intervals()
                 after = gpu[gpu["start"] >= start]
                 if not after.empty:
                     end = max(end, int(after["end"].max()))
-                return start, end
-        return self.window()
+                return start, end, "nvtx"
+        if not gpu.empty:
+            first = int(gpu["start"].min())
+            if not self.api.empty:
+                first = min(first, int(self.api["start"].min()))
+            return first, int(gpu["end"].max()), "cuda"
+        start, end = self.window()
+        return start, end, "capture"
+
+    def cell_window(self) -> tuple[int, int]:
+        """(start, end) of :meth:`analysis_window`."""
+        start, end, _ = self.analysis_window()
+        return start, end
 
     def gpu_span_ns(self) -> int:
         """First GPU activity start to last GPU activity end."""

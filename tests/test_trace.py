@@ -215,3 +215,27 @@ def test_summaries_and_figures_are_computed_once_per_trace(monkeypatch):
     first.loc[0, "Instances"] = -1  # a caller's edit must not reach the next answer
     assert t.kernel_summary().loc[0, "Instances"] != -1
     assert t.figures()["gpu_busy_ns"] == t.gpu_busy_ns() > 0
+
+
+def test_analysis_window_is_the_cells_range_else_its_cuda_activity_never_the_process(tmp_path):
+    import gzip
+    import shutil
+
+    from gpumagic import load_nsys
+
+    path = tmp_path / "block.sqlite"
+    with gzip.open(DATA / "nsys" / "block.sqlite.gz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    t = load_nsys(path)  # a whole program: Python start-up, warm-up, the cell
+    start, end = t.window()
+    f = t.figures()
+    assert f["window"] == "cuda" and f["window_text"] == "the span of its CUDA activity"
+    assert f["wall_ns"] < (end - start) / 5  # 0.49 s of CUDA activity in a 4.45 s process
+    gpu = t.gpu_intervals()
+    assert f["wall_ns"] >= int(gpu["end"].max() - gpu["start"].min())
+    t2 = load_nsys(path)
+    t2.meta["label"] = "cell:block"
+    f2 = t2.figures()
+    assert f2["window"] == "nvtx" and f2["wall_ns"] < f["wall_ns"]
+    cpu_only = Trace(ops=frame("ops", [dict(name="aten::add", start=10, end=30, thread=1, depth=0)]))
+    assert cpu_only.figures()["window"] == "capture"

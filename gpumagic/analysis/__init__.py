@@ -2,8 +2,10 @@
 
 What no other notebook tool says for you: do the numbers check out (kernels seen vs launches issued), is the GPU
 busy or waiting on the host, are the kernels too small to amortise their launch, is an fp32 GEMM running on CUDA
-cores when TF32 tensor cores would do, are there copies nobody asked for, where does the time go. One small analyzer
-per finding, each ``Trace -> list[Finding]``, run in the order below; a new finding is a new function in the list.
+cores when TF32 tensor cores would do, are there copies nobody asked for, large host<->device transfers or host
+waits inside the cell, where does the time go. One small analyzer per finding, each ``Trace -> list[Finding]``, run
+in the order below; a new finding is a new function in the list. Every percentage names its total: "of kernel time"
+(the kernels' summed durations), "of GPU busy time" (kernels and memory operations, overlap once) or of the window.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .finding import Finding
 from .kernel_mix import compat_kernels, copies, ffma_gemms, top_kernels
 from .pace import TINY_KERNEL_NS, gpu_idle, tiny_kernels
 from .selfcheck import missing_kernels, no_gpu_activity
+from .transfers import host_copies, host_syncs
 
 __all__ = ["ANALYZERS", "TINY_KERNEL_NS", "Analyzer", "Finding", "findings"]
 
@@ -25,6 +28,8 @@ Analyzer = Callable[[Trace], list[Finding]]
 ANALYZERS: tuple[Analyzer, ...] = (
     missing_kernels,
     gpu_idle,
+    host_syncs,
+    host_copies,
     tiny_kernels,
     ffma_gemms,
     compat_kernels,

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..kernels import KernelName, decode
+from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 
@@ -34,10 +35,12 @@ def t(ns: float) -> str:
 
 @dataclass(frozen=True)
 class KernelFacts:
-    """Each kernel's duration and decoded name, and their total: what the kernel analyzers share."""
+    """Each kernel's duration, decoded name and label (distinct per distinct name), and their total: what the kernel
+    analyzers share."""
 
     durations: pd.Series
     decoded: pd.Series
+    labels: pd.Series
     total_ns: int
 
 
@@ -47,7 +50,9 @@ def kernel_facts(trace: Trace) -> KernelFacts:
     def compute() -> KernelFacts:
         k = trace.kernels
         durations = (k["end"] - k["start"]).astype("int64")
-        names: dict[str, KernelName] = {n: decode(n) for n in pd.unique(k["name"])}
-        return KernelFacts(durations, k["name"].map(names), int(durations.sum()))
+        distinct = pd.unique(k["name"])
+        names: dict[str, KernelName] = {n: decode(n) for n in distinct}
+        labels = distinct_labels(distinct)
+        return KernelFacts(durations, k["name"].map(names), k["name"].map(labels), int(durations.sum()))
 
     return trace.memo("analysis.kernel_facts", compute)

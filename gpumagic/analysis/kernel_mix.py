@@ -3,7 +3,6 @@ and which kernels hold the time."""
 
 from __future__ import annotations
 
-from ..kernels import decode
 from ..trace import Trace
 from .finding import Finding, kernel_facts, t
 
@@ -21,13 +20,14 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
     if not ffma.any():
         return []
     t_ffma = int(facts.durations[ffma].sum())
-    names = sorted({d.short for d in facts.decoded[ffma]})
+    by_name = facts.durations[ffma].groupby(facts.labels[ffma]).sum()
+    examples = "; ".join(f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items())
     return [
         Finding(
             "ffma_gemm",
             "warn",
             f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
-            f"{t_ffma / facts.total_ns:.0%} of GPU time ({'; '.join(names[:2])}). "
+            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). "
             "torch.backends.cuda.matmul.allow_tf32 = True (or "
             "torch.set_float32_matmul_precision('high')) lets them use TF32 tensor cores.",
             {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
@@ -63,7 +63,7 @@ def compat_kernels(trace: Trace) -> list[Finding]:
             "compat_kernel",
             "info",
             f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
-            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of GPU time): compatibility kernels, which may "
+            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of kernel time): compatibility kernels, which may "
             "miss this GPU's newer instructions.",
             {"ns": t_old},
         )
@@ -80,14 +80,14 @@ def copies(trace: Trace) -> list[Finding]:
     dtod = memops[memops["kind"] == "DtoD"] if not memops.empty else memops
     t_copy = int(facts.durations[is_copy].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)
     n_copy = int(is_copy.sum()) + len(dtod)
-    total = max(facts.total_ns, 1)
-    if not n_copy or t_copy / total < 0.05:
+    busy = max(trace.gpu_busy_ns(), 1)
+    if not n_copy or t_copy / busy < 0.05:
         return []
     return [
         Finding(
             "copies",
             "info",
-            f"{n_copy} device-to-device copies ({t(t_copy)}, {t_copy / total:.0%} of GPU time): "
+            f"{n_copy} device-to-device copies ({t(t_copy)}, {t_copy / busy:.0%} of GPU busy time): "
             "often .contiguous(), dtype casts or non-contiguous views feeding a GEMM.",
             {"copies": n_copy, "ns": t_copy},
         )
@@ -101,12 +101,13 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     summ = trace.kernel_summary()
     head = summ.head(top)
     share = head["Time (%)"].sum()
-    parts = [f"{decode(n).short} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
-    return [
-        Finding(
-            "top_kernels",
-            "info",
-            f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of GPU time: {'; '.join(parts)}.",
-            {"share": share},
-        )
-    ]
+    labels = kernel_facts(trace).labels.groupby(trace.kernels["name"]).first()
+    parts = [f"{labels[n]} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
+    if len(summ) == 1:
+        n = int(head["Instances"].iloc[0])
+        msg = f"One kernel ran: {labels[head['Name'].iloc[0]]}, {n} time{'s' if n != 1 else ''}."
+    elif len(summ) <= top:
+        msg = f"The {len(summ)} kernels by share of kernel time: {'; '.join(parts)}."
+    else:
+        msg = f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of kernel time: {'; '.join(parts)}."
+    return [Finding("top_kernels", "info", msg, {"share": share})]

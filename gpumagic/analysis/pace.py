@@ -20,7 +20,7 @@ def gpu_idle(trace: Trace) -> list[Finding]:
         return []
     idle = 1 - busy / wall
     cpu = fig["cpu_ops_ns"]
-    msg = f"The GPU is idle {idle:.0%} of the cell's {t(wall)}: it is busy for {t(busy)}"
+    msg = f"The GPU is idle {idle:.0%} of {fig['window_text']} ({t(wall)}): it is busy for {t(busy)}"
     if cpu and cpu >= 3 * busy:
         msg += (
             f", while the CPU spends {t(cpu)} in torch ops. Overhead-bound: the host, not the GPU, sets the "

@@ -59,6 +59,7 @@ _OP_NAME_PATTERNS = [
     re.compile(r"\b(\w+?)Functor<"),
     re.compile(r"::([a-z]\w+?)\("),
 ]
+_OPAQUE = re.compile(r"\bOpaqueType<(\d+)u?>")
 # (regex on the function path or template args, op category, label)
 _ATEN_SPECIAL = [
     (r"SoftMaxForward|softmax_warp_forward|SoftMaxForwardEpilogue|cunn_SpatialSoftMaxForward", "softmax", "softmax"),
@@ -132,7 +133,11 @@ def decode_aten(k: Draft, sym: str, full: str) -> bool:
     path, leaf, _ = signature(full)
     args = template_args(full)
     named = cpp_dtypes(args)
-    k.dtypes = tuple(d for d in named if d not in _INDEX_TYPES) or named[:1]
+    opaque = _OPAQUE.search(args)
+    if opaque:  # OpaqueType<N>: elements moved as N raw bytes; the integer type beside it is the index type
+        k.dtypes = (f"{8 * int(opaque.group(1))}-bit",)
+    else:
+        k.dtypes = tuple(d for d in named if d not in _INDEX_TYPES) or named[:1]
     k.precision = k.dtypes[0] if k.dtypes else None
     functor = _aten_functor(args)
     special = next(((op, label) for pat, op, label in _ATEN_SPECIAL if re.search(pat, args)), None)

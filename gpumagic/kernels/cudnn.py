@@ -16,7 +16,7 @@ import re
 from .name import DTYPE, Draft, dims, set_element_type, squash, upper
 from .spelling import cpp_dtypes, signature, template_args
 
-_VARIANT = {"fprop": "forward", "bprop": "backward"}
+_VARIANT = {"fprop": "forward", "bprop": "backward", "dgrad": "backward", "wgrad": "backward"}
 
 
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
@@ -77,6 +77,11 @@ def _generated(k: Draft, name: str) -> None:
             k.tensor_cores = True
             k.math = f"tensor cores ({t})"
             k.add(t, "math", "tensor cores")
+        elif t == "f16":
+            # cuDNN's generated kernels say f16 for 16-bit data: the same kernels run for fp16 and bf16 inputs
+            k.precision = "16-bit"
+            k.dtypes += ("16-bit",)
+            k.add(t, "dtype", "16-bit data (fp16 or bf16: the generated name does not tell them apart)")
         elif t in DTYPE and t != "void":
             k.precision = DTYPE[t]
             k.dtypes += (DTYPE[t],)
@@ -96,7 +101,10 @@ def _generated(k: Draft, name: str) -> None:
             k.add(t, "raw", "not decoded")
     if variants:
         k.details["variant"] = variants
-    k.short = squash(f"cuDNN {'SDPA (flash)' if k.op == 'attention' else k.op} {upper(k.precision)}")
+    direction = next((_VARIANT[v] for v in variants if v in _VARIANT), "")
+    precision = k.precision if k.precision == "16-bit" else upper(k.precision)
+    what = "SDPA (flash)" if k.op == "attention" else k.op
+    k.short = squash(f"cuDNN {what} {direction} {precision}")
 
 
 _FLASH = re.compile(r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_")
