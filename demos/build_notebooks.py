@@ -1,4 +1,7 @@
-"""Write the demo notebooks (unexecuted) from the cell lists below: python demos/build_notebooks.py
+"""Write the demo notebooks (unexecuted) from the cell lists below: python demos/build_notebooks.py [--force]
+
+A notebook that is already committed executed (01 and 02 were run on a GPU) is kept as it is unless --force is
+given; the others are rewritten, keeping their cells' ids so that a rebuild shows only what changed.
 
 Each notebook retraces one finding of the "from torch.matmul to the silicon" series. Every one runs on the CPU
 too (smaller sizes; GPU-only cells say they were skipped), so CI executes all of them.
@@ -7,6 +10,7 @@ too (smaller sizes; GPU-only cells say they were skipped), so CI executes all of
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -160,7 +164,7 @@ NOTEBOOKS = {
             "else:\n    print('skipped: needs CUDA and nsys')",
         ),
         ("md", "Without nsys, the same views come from torch.profiler:"),
-        ("code", "get_ipython().run_cell_magic('gpuprofile', '--no-timeline', cell)"),
+        ("code", "get_ipython().run_cell_magic('gpuprofile', '', cell)"),
     ],
     "04_overhead_vs_compute": [
         (
@@ -177,10 +181,14 @@ NOTEBOOKS = {
             "N = 4096 if device == 'cuda' else 512\n"
             "large = [torch.randn(N, N, device=device) for _ in range(2)] + [torch.randn(N, device=device)]",
         ),
-        ("md", "**Look at:** the findings. At 64 the GPU is idle most of the time: overhead-bound."),
-        ("code", "%%gpuprofile --no-timeline -n 20 -o r_small\ny = layer(*small)"),
+        (
+            "md",
+            "**Look at:** the findings. At 64 the GPU is idle most of the time: overhead-bound. On a GPU the "
+            "timeline shows it: short kernels on the GPU stream, long gaps between them while the CPU ops run.",
+        ),
+        ("code", "%%gpuprofile -n 20 -o r_small\ny = layer(*small)"),
         ("md", "**At the large size** the GPU is busy; the GEMM dominates."),
-        ("code", "%%gpuprofile --no-timeline -o r_large\ny = layer(*large)"),
+        ("code", "%%gpuprofile -o r_large\ny = layer(*large)"),
         (
             "code",
             "print(r_small.trace.op_summary().head(4)[['Name', 'Calls', 'Self CPU (ns)', 'GPU (ns)']])",
@@ -193,7 +201,7 @@ NOTEBOOKS = {
         (
             "code",
             "if device == 'cuda':\n    clayer = torch.compile(layer)\n    clayer(*small)\n"
-            "    get_ipython().run_cell_magic('gpuprofile', '--no-timeline -n 20', 'y = clayer(*small)')\n"
+            "    get_ipython().run_cell_magic('gpuprofile', '-n 20', 'y = clayer(*small)')\n"
             "    get_ipython().run_line_magic('gputime', 'layer(*small)')\n"
             "    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
             "else:\n    print('torch.compile comparison skipped on CPU')",
@@ -220,21 +228,21 @@ NOTEBOOKS = {
             "code",
             "torch.backends.cuda.matmul.allow_tf32 = False\n"
             "t_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_fp32', 'C = A @ A')",
+            "get_ipython().run_cell_magic('gpuprofile', '-o r_fp32', 'C = A @ A')",
         ),
         ("md", "**TF32:** the same fp32 tensors, now on tensor cores (`tf32` in the name)."),
         (
             "code",
             "torch.backends.cuda.matmul.allow_tf32 = True\n"
             "t_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_tf32', 'C = A @ A')\n"
+            "get_ipython().run_cell_magic('gpuprofile', '-o r_tf32', 'C = A @ A')\n"
             "torch.backends.cuda.matmul.allow_tf32 = False",
         ),
         ("md", "**bf16:** half the bytes, the tensor cores' native input."),
         (
             "code",
             "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '--no-timeline -o r_bf16', 'C = Ab @ Ab')",
+            "get_ipython().run_cell_magic('gpuprofile', '-o r_bf16', 'C = Ab @ Ab')",
         ),
         (
             "code",
@@ -253,8 +261,25 @@ def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     return nb
 
 
-if __name__ == "__main__":
+def executed(nb: nbformat.NotebookNode) -> bool:
+    return any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def main(force: bool = False) -> None:
     for name, cells in NOTEBOOKS.items():
         path = HERE / f"{name}.ipynb"
-        nbformat.write(build(name, cells), path)
+        nb = build(name, cells)
+        if path.exists():
+            old = nbformat.read(path, as_version=4)
+            if executed(old) and not force:
+                print("kept (committed executed; --force rewrites it)", path)
+                continue
+            for new_cell, old_cell in zip(nb.cells, old.cells):
+                if "id" in old_cell:
+                    new_cell["id"] = old_cell["id"]
+        nbformat.write(nb, path)
         print("wrote", path)
+
+
+if __name__ == "__main__":
+    main(force="--force" in sys.argv[1:])

@@ -1,17 +1,44 @@
-"""``python -m gpumagic``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
+"""``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
 
 A quick check that the install works, and a first look at the output.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+
+DEFAULT_SIZE = 1024
+
+
+def matrix_size(text: str) -> int:
+    """A matrix size from the command line: a whole number of at least 1 (argparse reports anything else)."""
+    try:
+        size = int(text)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: the matrix size must be a whole number of at least 1, e.g. {DEFAULT_SIZE}"
+        )
+    return size
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m gpumagic",
+        description="Check the install: load the gpumagic extension in an IPython shell, then %gputime an N×N fp32 "
+        "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU otherwise.",
+    )
+    ap.add_argument(
+        "size", metavar="N", nargs="?", type=matrix_size, default=DEFAULT_SIZE, help="matrix size (default 1024)"
+    )
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    size = parser().parse_args(argv).size
     from IPython.core.interactiveshell import InteractiveShell
 
-    size = int((argv or sys.argv[1:] or ["1024"])[0])
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_cell(

@@ -4,20 +4,48 @@ The defaults themselves are written once, in the core's option dataclasses (``Ti
 ``%gputime``, the capture and report options for ``%%gpuprofile``), which scripts use directly; each trait here reads
 its default from there. The traits live on a plain ``Configurable`` that the IPython magics class inherits from, and
 the methods below turn the current settings back into the core's options.
+
+Every numeric setting is checked when it is set (a ``traitlets.TraitError`` that names the setting, the range and
+the default), so a bad value is refused by ``%config`` itself instead of failing a later run after its work is
+done. The timing settings use the core's own bounds (:data:`gpumagic.timing.options.BOUNDS`).
 """
 
 from __future__ import annotations
 
+import warnings
+from copy import deepcopy
 from dataclasses import replace
 from typing import Any
 
-from traitlets import Bool, Float, Int, Unicode
-from traitlets.config import Configurable
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets.config import Config, Configurable
 
 from .capture.options import WARMUP, NsysOptions
+from .errors import InvalidOptionError
 from .render.options import ReportOptions
 from .stats import StopRule
-from .timing.options import TimingOptions
+from .timing.options import BOUNDS, Bounds, TimingOptions
+
+#: The ``%%gpuprofile`` settings' bounds (the timing settings' are the core's :data:`BOUNDS`, by the same names).
+PROFILE_BOUNDS = {
+    "profile_warmup": Bounds(0, whole=True, what="runs of the cell before the capture"),
+    "profile_top": Bounds(1, whole=True, what="rows per table"),
+    "timeline_max_glyphs": Bounds(1, whole=True, what="events drawn per timeline lane"),
+    "nsys_timeout": Bounds(0, strict=True, what="seconds"),
+}
+#: The timing settings checked against the core's :data:`BOUNDS` (the traits of the same names).
+_TIMING_TRAITS = (
+    "warmup_time",
+    "min_warmup_calls",
+    "time_budget",
+    "target_sample_time",
+    "min_samples",
+    "min_time",
+    "rel_ci",
+    "rel_drift",
+    "first_call_ratio",
+    "precision",
+)
 
 __all__ = ["GpuMagicsConfig"]
 
@@ -78,6 +106,49 @@ class GpuMagicsConfig(Configurable):
         ReportOptions.max_glyphs_per_lane,
         help="%%gpuprofile: events per timeline lane before they are merged into time buckets.",
     ).tag(config=True)
+
+    @validate(*_TIMING_TRAITS, *PROFILE_BOUNDS)
+    def _check_bounds(self, proposal: Any) -> Any:
+        """Refuse a value outside its setting's bounds when it is set, naming the setting, the range and the default."""
+        name, value = proposal["trait"].name, proposal["value"]
+        try:
+            (PROFILE_BOUNDS.get(name) or BOUNDS[name]).check(name, value)
+        except InvalidOptionError as exc:
+            default = proposal["trait"].default_value
+            raise TraitError(f"GpuMagics.{exc}; the default is {default!r}") from None
+        return value
+
+    #: Whether construction is over: until then an out-of-bounds value from the config is ignored, not raised.
+    _settled = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._settled = True
+
+    def _load_config(self, cfg: Config, section_names: list[str] | None = None, traits: Any = None) -> None:
+        """Load settings from a config; while the extension loads, a value outside its bounds is dropped with a
+        warning (the default stays) instead of failing the load.
+
+        IPython's ``%config`` hands the new value to every configurable, and the others keep it in the shell's config
+        even when this one refuses it: without this, a refused value would make the next ``%reload_ext gpumagic``
+        fail. A value from ``ipython_config.py`` is treated the same way.
+        """
+        if not self._settled:
+            cfg = self._within_bounds(cfg)
+        super()._load_config(cfg, section_names=section_names, traits=traits)
+
+    def _within_bounds(self, cfg: Config) -> Config:
+        cfg = deepcopy(cfg)
+        for section in self.section_names():
+            values = cfg.get(section, {})
+            for name in [n for n in values if n in PROFILE_BOUNDS or n in _TIMING_TRAITS]:
+                try:
+                    (PROFILE_BOUNDS.get(name) or BOUNDS[name]).check(name, values[name])
+                except InvalidOptionError as exc:
+                    default = self.trait_defaults(name)
+                    warnings.warn(f"GpuMagics.{exc}; ignored, the default {default!r} is used", stacklevel=2)
+                    del values[name]
+        return cfg
 
     def timing_options(self, **overrides: Any) -> TimingOptions:
         """TimingOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""

@@ -237,3 +237,58 @@ class ShippingError(GpuMagicError, ValueError):
 
     def extra_fields(self) -> dict[str, Any]:
         return {"lines": "\n".join(f"  {n}: {why}" for n, why in self.problems.items())}
+
+
+# --- capture faults: a nested profiler, a missing or unwritable file ---------------------------------------------
+
+__all__ += ["FileMissingError", "NestedProfilerError", "UnwritablePathError"]
+
+
+class NestedProfilerError(GpuMagicError, RuntimeError):
+    """A profiler would start inside another one, which crashes the process (torch.profiler / Kineto keeps one
+    session): ``found`` says which profiler and where, ``fix`` what to do instead."""
+
+    template = "{found}: a profiler started inside another one crashes the Python process. {fix}"
+
+
+class FileMissingError(GpuMagicError, FileNotFoundError):
+    """A file to read does not exist: ``path``, and ``what`` it should have been (an nsys report, a trace)."""
+
+    template = "{what} {path} does not exist. Check the path{relative}."
+
+    def extra_fields(self) -> dict[str, Any]:
+        import os
+
+        relative = "" if os.path.isabs(self.path) else f" (a relative path is read from {os.getcwd()})"
+        return {"relative": relative}
+
+
+class UnwritablePathError(GpuMagicError, ValueError):
+    """A file cannot be written where asked: ``path``, ``option`` (what asked for it) and ``reason``."""
+
+    template = "{option}: cannot write {path} ({reason}). Choose a path in an existing, writable directory."
+
+
+# --- an interrupt that keeps what was measured -------------------------------------------------------------------
+
+__all__ += ["TimingInterrupted"]
+
+
+class TimingInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a measurement was sampling: ``result`` is the partial ``TimingResult`` (marked ``interrupted``).
+
+    Not a :class:`GpuMagicError` on purpose: it is a ``KeyboardInterrupt``, so that no ``except Exception`` (nor the
+    magics' ``except GpuMagicError``) swallows it and IPython stops the cells queued after the interrupted one. A
+    front end prints ``result`` and raises it again; a script reads ``err.result``.
+    """
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        n = len(result.samples)
+        super().__init__(
+            f"timing interrupted after {n} sample{'s' if n != 1 else ''}; "
+            "the partial TimingResult is this exception's .result"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.result,))

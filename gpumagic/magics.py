@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import re
 import sys
+import tokenize
 from collections.abc import Iterable
 from typing import Any
 
+from IPython.core.displayhook import DisplayHook
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .config import GpuMagicsConfig
-from .errors import CellError, GpuMagicError, Hint
+from .errors import CellError, GpuMagicError, Hint, TimingInterrupted
 from .statement import compile_statement
 from .timing import measure
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(=\S*)?")
+_INTERRUPTED = "Nothing was captured; no profiler is left running and the NVTX range is closed."
 
 
 def split_options(line: str, parser: Any) -> tuple[str, str]:
@@ -74,6 +77,14 @@ def _usage_error(prefix: str, exc: GpuMagicError) -> UsageError:
     return UsageError(f"{prefix}: {notebook_advice(str(exc), exc.hints)}")
 
 
+def _ends_with_semicolon(source: str) -> bool:
+    """A trailing ';' hides a cell's value, as in any IPython cell."""
+    try:
+        return bool(DisplayHook.semicolon_at_end_of_expression(source))
+    except (SyntaxError, tokenize.TokenError):
+        return False
+
+
 def _unquote(value: str | None) -> str | None:
     """magic_arguments keeps the quotes around a quoted value ('k = 1'): drop one matching pair."""
     if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -86,6 +97,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
     """The gpumagic magics. Settings: ``%config GpuMagics`` lists them."""
 
     @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help (a statement starting with -h: put -- first).")
     @argument("-n", dest="number", type=int, default=None, help="Calls per sample (default: enough for ~1 ms).")
     @argument("-r", dest="repeat", type=int, default=None, help="Samples (default: until the median is stable).")
     @argument("-w", dest="warmup", type=int, default=None, help="Warm-up calls (default: ~30 ms worth, at least 3).")
@@ -127,6 +139,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
         """
         opt_text, rest = split_options(line, self.gputime.parser)
         args = parse_argstring(self.gputime, opt_text)
+        if args.help:
+            print(self.gputime.parser.format_help())
+            return None
         if cell is None:
             stmt, setup = rest, None
             if not stmt.strip():
@@ -156,7 +171,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
             shell.user_ns,
             ast_transform=shell.transform_ast,
         )
-        result = measure(compiled, shell.user_ns, options)
+        try:
+            result = measure(compiled, shell.user_ns, options)
+        except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell (and the queue)
+            if not args.quiet:
+                print(notebook_advice(str(exc.result), exc.result.hints))
+            raise
         if not args.quiet:
             print(notebook_advice(str(result), result.hints))
         if args.output:
@@ -164,6 +184,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         return None
 
     @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument(
         "-w", "--warmup", type=int, default=None, help="Runs of the cell before the capture (default 1; 0 allowed)."
     )
@@ -178,7 +199,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--nsys-args", default="", metavar="ARGS", help="--nsys: extra nsys profile arguments (shell-split).")
     @argument("--timeout", type=float, default=None, metavar="S", help="--nsys: seconds before the run is stopped.")
     @cell_magic
-    def gpuprofile(self, line: str, cell: str) -> None:
+    def gpuprofile(self, line: str, cell: str) -> Any:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
 
         Usage:
@@ -187,15 +208,24 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
         The cell runs ``-w`` times as warm-up (outside the capture: lazy init, cuBLAS heuristics, autotuning), then
         ``-n`` times under torch.profiler inside an NVTX range and a record_function named after the cell. Its
-        assignments land in the namespace as a normal run would leave them. Shown: a summary line (device, GPU busy
-        time, wall time, GPU utilisation, backend), findings, the kernel table (nsys' cuda_gpu_kern_sum columns plus
-        each name decoded), torch ops (Self CPU vs GPU), CUDA API calls, NVTX ranges and a Bokeh timeline.
-        Without CUDA it still runs and shows the CPU ops. With ``--nsys`` the cell runs in a subprocess under
-        Nsight Systems instead (the names it reads are shipped there; the namespace is not changed).
+        assignments land in the namespace as a normal run would leave them, and its last expression is the cell's
+        value (Out[n], after the report; a trailing ';' hides it), from the last captured run. Shown: a summary line
+        (device, GPU busy time, wall time, GPU utilisation, backend), findings, the kernel table (nsys'
+        cuda_gpu_kern_sum columns plus each name decoded), torch ops (Self CPU vs GPU), CUDA API calls, NVTX ranges
+        and a Bokeh timeline. Without CUDA it still runs and shows the CPU ops. With ``--nsys`` the cell runs in a
+        subprocess under Nsight Systems instead (the names it reads are shipped there; the namespace is not
+        changed; the value is shown as the subprocess printed it). One profiler at a time: a cell that opens its
+        own profiler, or %%gpuprofile while one runs, is refused before the cell runs.
 
         Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs, nsys_path, ...).
         """
-        args = parse_argstring(self.gpuprofile, line)
+        try:
+            args = parse_argstring(self.gpuprofile, line)
+        except ValueError as exc:  # the line's own quoting (shlex): an unbalanced quote
+            raise UsageError(f"%%gpuprofile: cannot split the options ({exc}): close each quote") from None
+        if args.help:
+            print(self.gpuprofile.parser.format_help())
+            return None
         warmup = self.profile_warmup if args.warmup is None else args.warmup
         report_options = self.report_options(top=args.top, timeline=False if args.no_timeline else None)
         if warmup < 0:
@@ -215,6 +245,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except ImportError:
             raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
+        from .capture.chrome_trace import check_writable
+
         shell = self.shell
         label = args.label or f"cell:{shell.execution_count}"
         source = shell.transform_cell(cell)
@@ -228,12 +260,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
             prefix = "%%gpuprofile --nsys"
         else:
             from .capture import torch_profiler as backend
-            from .capture.cell import Cell
+            from .capture.cell import Cell, compile_tree
 
             filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
-            code = compile(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename, "exec")
-            runnable, options, prefix = Cell(source=source, code=code), None, "%%gpuprofile"
+            code, last = compile_tree(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename)
+            runnable, options, prefix = Cell(source=source, code=code, last=last), None, "%%gpuprofile"
         try:
+            if args.trace:
+                check_writable(args.trace, "--trace")  # before the capture, not after it
             captured = backend.capture(
                 runnable, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
             )
@@ -242,7 +276,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
             raise UsageError(str(exc).splitlines()[0]) from None
         except GpuMagicError as exc:
             raise _usage_error(prefix, exc) from None
+        except KeyboardInterrupt as exc:
+            said = str(exc) if args.nsys else ""
+            print(f"{prefix}: interrupted. {said or _INTERRUPTED}", file=sys.stderr)
+            raise
         self._show(captured, label, report_options, trace_path=args.trace, output=args.output)
+        if captured.value is None or _ends_with_semicolon(source):
+            return None
+        return captured.value  # IPython shows it as the cell's Out[n], after the report
 
     def _show(self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None) -> None:
         """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``, display."""
@@ -258,9 +299,16 @@ class GpuMagics(Magics, GpuMagicsConfig):
             max_glyphs_per_lane=options.max_glyphs_per_lane,
             notes=list(captured.notes),
         )
-        if trace_path:
-            report.to_chrome_trace(trace_path)
-            report.notes.append(f"Chrome/Perfetto trace written to {trace_path}")
         if output:
-            self.shell.user_ns[output] = report
+            self.shell.user_ns[output] = report  # first: a failing write below must not lose it
+        failed: OSError | None = None
+        if trace_path:
+            try:
+                report.to_chrome_trace(trace_path)
+                report.notes.append(f"Chrome/Perfetto trace written to {trace_path}")
+            except OSError as exc:
+                failed = exc
         display(report)
+        if failed is not None:
+            kept = f"; the report is in {output}" if output else ""
+            raise UsageError(f"%%gpuprofile --trace: {trace_path} was not written ({failed}){kept}")

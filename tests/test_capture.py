@@ -53,6 +53,25 @@ def test_a_failing_run_still_syncs_and_closes_the_capture():
     assert recording_loop(1, 3, fail_at=3) == ["run1", "sync", "enter", "run2", "run3", "sync", "exit", "raised"]
 
 
+def test_loop_returns_the_last_captured_runs_value_and_watches_only_the_warmup():
+    events: list[str] = []
+    ns: dict = {"n": 0}
+
+    @contextmanager
+    def ctx(name: str):
+        events.append(f"enter {name}")
+        yield
+        events.append(f"exit {name}")
+
+    cell = Cell.of("n += 1\nn * 10")
+    value = run_cell(cell, ns, 2, 3, lambda: ctx("inside"), lambda: events.append("sync"), lambda: ctx("outside"))
+    assert value == 50 and ns["n"] == 5  # the fifth run: two warm-up, three captured
+    assert events == ["enter outside", "exit outside", "sync", "enter inside", "sync", "exit inside"]
+    assert run_cell(Cell.of("x = 1"), {}, 0, 1) is None
+    assert run_cell(Cell.of("x = 1\nx;"), {}, 0, 1) == 1  # the ';' is the magic's business, not the loop's
+    assert run_cell(Cell.of(lambda: 7), {}, 1, 1) == 7
+
+
 def test_cell_from_source_runs_in_the_namespace_and_shows_its_lines_in_tracebacks():
     ns: dict = {"x": 2}
     Cell.of("y = x * 21").run(ns)

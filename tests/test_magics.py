@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import logging
+import re
 from typing import ClassVar
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
+from traitlets import TraitError
 
+from gpumagic.errors import TimingInterrupted
 from gpumagic.magics import GpuMagics, split_options
 from gpumagic.timing import TimingResult
 
@@ -96,11 +101,74 @@ def test_run_cell_shows_the_traceback(ip):
         ("--flush-l2 -n 5 1", "--flush-l2 times each call alone"),
         ("--bogus 1", "unrecognized arguments: --bogus"),
         ("-n x 1", "invalid int value"),
+        ("-p -3 1", r"precision must be at least 1 \(significant digits in printed times\), got -3"),
+        ("-p 0 1", r"precision must be at least 1 \(significant digits in printed times\), got 0"),
     ],
 )
 def test_bad_options_are_usage_errors(ip, line, message):
     with pytest.raises(UsageError, match=message):
         ip.run_line_magic("gputime", line)
+
+
+@pytest.mark.parametrize(
+    "setting, value, message",
+    [
+        ("precision", "-1", "precision must be at least 1 (significant digits in printed times), got -1"),
+        ("precision", "0", "precision must be at least 1 (significant digits in printed times), got 0"),
+        ("rel_ci", "-1", "rel_ci must be more than 0 and less than 1 (a fraction of the median: 0.0025 is"),
+        ("rel_drift", "0.0", "rel_drift must be more than 0 and less than 1"),
+        ("time_budget", "0.0", "time_budget must be positive, got 0.0"),
+        ("warmup_time", "-1.0", "warmup_time must be 0 or more (seconds), got -1.0"),
+        ("min_warmup_calls", "-1", "min_warmup_calls must be 0 or more, got -1"),
+        ("target_sample_time", "0.0", "target_sample_time must be positive (seconds), got 0.0"),
+        ("min_samples", "0", "min_samples must be at least 1, got 0"),
+        ("min_time", "-1.0", "min_time must be 0 or more (seconds), got -1.0"),
+        ("first_call_ratio", "0.5", "first_call_ratio must be at least 1"),
+        ("timeline_max_glyphs", "0", "timeline_max_glyphs must be at least 1 (events drawn per timeline lane), got 0"),
+        ("profile_top", "0", "profile_top must be at least 1 (rows per table), got 0"),
+        ("nsys_timeout", "0.0", "nsys_timeout must be positive (seconds), got 0.0"),
+        ("nsys_timeout", "-5.0", "nsys_timeout must be positive (seconds), got -5.0"),
+        ("profile_warmup", "-1", "profile_warmup must be 0 or more (runs of the cell before the capture), got -1"),
+    ],
+)
+def test_a_bad_setting_is_refused_when_set_and_says_why(ip, caplog, setting, value, message):
+    magics = next(c for c in ip.configurables if isinstance(c, GpuMagics))
+    before = getattr(magics, setting)
+    default = magics.trait_defaults(setting)
+    try:
+        with caplog.at_level(logging.ERROR):
+            ip.run_line_magic("config", f"GpuMagics.{setting} = {value}")
+    finally:
+        ip.config.GpuMagics.pop(setting, None)  # IPython keeps even a refused value in the shell's config
+    assert getattr(magics, setting) == before  # refused: the setting keeps its value
+    assert f"GpuMagics.{message}" in caplog.text
+    assert f"; the default is {default!r}" in caplog.text
+    with pytest.raises(TraitError, match=re.escape(message)):
+        setattr(magics, setting, ast.literal_eval(value))
+
+
+def test_a_refused_setting_does_not_keep_the_extension_from_loading_again(shell):
+    shell.run_line_magic("config", "GpuMagics.precision = 0")  # refused, yet left in the shell's config
+    try:
+        shell.run_line_magic("unload_ext", "gpumagic")
+        message = "GpuMagics.precision must be at least 1 (significant digits in printed times), got 0; ignored"
+        with pytest.warns(UserWarning, match=re.escape(message)):
+            shell.run_line_magic("load_ext", "gpumagic")
+    finally:
+        shell.config.GpuMagics.pop("precision", None)
+    assert shell.find_line_magic("gputime") is not None
+    magics = [c for c in shell.configurables if isinstance(c, GpuMagics)]
+    assert len(magics) == 1 and magics[0].precision == 3
+
+
+def test_good_settings_are_taken_and_used(ip):
+    ip.run_line_magic("config", "GpuMagics.precision = 1")
+    ip.run_line_magic("config", "GpuMagics.rel_ci = 0.5")
+    ip.run_line_magic("config", "GpuMagics.profile_warmup = 0")
+    magics = next(c for c in ip.configurables if isinstance(c, GpuMagics))
+    assert (magics.precision, magics.rel_ci, magics.profile_warmup) == (1, 0.5, 0)
+    r = ip.run_line_magic("gputime", FAST + "-q -o 1 + 1")
+    assert r.precision == 1
 
 
 def test_empty_cell_is_a_usage_error(ip):
@@ -120,13 +188,30 @@ def test_cpu_flag(ip):
     assert r.backend == "host" and r.device == "CPU"
 
 
-def test_keyboard_interrupt_prints_what_was_measured(ip):
+INTERRUPTING = "state['n'] += 1\nif state['n'] == 400: raise KeyboardInterrupt"
+
+
+def test_keyboard_interrupt_prints_what_was_measured_and_is_raised_again(ip):
     ip.user_ns["state"] = {"n": 0}
-    stmt = "state['n'] += 1\nif state['n'] == 400: raise KeyboardInterrupt"
-    with capture_output() as cap:
-        r = ip.run_cell_magic("gputime", "-n 10 -r 1000 -w 0 -o", stmt)
+    # caught as any KeyboardInterrupt, so that a swallowed or plain one fails here instead of ending the session
+    with capture_output() as cap, pytest.raises(KeyboardInterrupt) as info:
+        ip.run_cell_magic("gputime", "-n 10 -r 1000 -w 0 -o", INTERRUPTING)
+    assert isinstance(info.value, TimingInterrupted)
+    r = info.value.result
     assert r.interrupted and 0 < len(r.samples) < 40
-    assert "interrupted" in cap.stdout
+    printed = cap.stdout.splitlines()
+    assert printed and printed[0] == r.line() and r.line().endswith("; interrupted)"), (
+        "the magic prints the partial result before it raises the interrupt again"
+    )
+
+
+def test_keyboard_interrupt_fails_the_cell_so_queued_cells_do_not_run(ip):
+    ip.user_ns["state"] = {"n": 0}
+    with capture_output() as cap:
+        res = ip.run_cell("%%gputime -n 10 -r 1000 -w 0\n" + INTERRUPTING)
+    assert not res.success and isinstance(res.error_in_exec, TimingInterrupted)
+    assert "; interrupted)" in cap.stdout
+    assert "timing interrupted after" in cap.stdout + cap.stderr
 
 
 def test_help_is_the_docstring_with_options(ip):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import gpumagic
-from gpumagic.errors import Hint, InvalidOptionError
+from gpumagic.errors import Hint, InvalidOptionError, TimingInterrupted
 from gpumagic.intervals import union_length
 from gpumagic.statement import compile_statement
 from gpumagic.stats import StopRule
@@ -190,7 +190,14 @@ def test_keyboard_interrupt_keeps_what_was_measured():
             raise KeyboardInterrupt
         return 1e-3
 
-    result, sampler, _ = run(per_call, TimingOptions(time_budget=10, stop_rule=StopRule(min_time=10)))
+    clock = FakeClock()
+    sampler = ScriptedSampler(clock, per_call)
+    options = TimingOptions(time_budget=10, stop_rule=StopRule(min_time=10))
+    # raised again (the caller stops too), carrying the partial result
+    with pytest.raises(KeyboardInterrupt) as info:
+        measure(compile_statement("pass", globals={}), {}, options, sampler=sampler, wall_clock=clock)
+    assert isinstance(info.value, TimingInterrupted)
+    result = info.value.result
     # rounds are 10 samples: the two rounds completed before the one that was being issued are kept
     assert result.interrupted and len(result.samples) == 20
     assert "interrupted" in result.line()

@@ -13,19 +13,36 @@ is ``capture/cell.py``; the readers (Chrome trace JSON, nsys SQLite) work on sav
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..trace import Trace
 
-__all__ = ["Capture"]
+__all__ = ["Capture", "Shown"]
 
 
 @dataclass
 class Capture:
-    """What a backend recorded: the ``trace``, ``notes`` that qualify it (sentences for the report), and the
-    ``files`` it kept, by role (``report``, ``sqlite``, ...), for the user to open with other tools."""
+    """What a backend recorded: the ``trace``, ``notes`` that qualify it (sentences for the report), the ``files``
+    it kept, by role (``report``, ``sqlite``, ...), for the user to open with other tools, and ``value``: the cell's
+    value (its trailing expression's) from the last captured run, as IPython would show it (None without one; a
+    subprocess backend gives its printed form, a :class:`Shown`)."""
 
     trace: Trace
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    value: Any = None
+
+
+class Shown:
+    """A value that stayed in another process, by its printed form: its repr is the repr it had there, so
+    ``Out[n]`` shows the same text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)

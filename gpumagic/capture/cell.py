@@ -8,6 +8,7 @@ cell's GPU work lies inside its range. Light on purpose: the subprocess runner i
 
 from __future__ import annotations
 
+import ast
 import linecache
 from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import AbstractContextManager, nullcontext
@@ -15,7 +16,16 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-__all__ = ["Cell", "compile_source", "loop_notes", "namespace_or_new", "run_cell"]
+__all__ = [
+    "Cell",
+    "compile_cell",
+    "compile_source",
+    "compile_tree",
+    "loop_notes",
+    "namespace_or_new",
+    "run_cell",
+    "split_last_expression",
+]
 
 CELL_FILENAME = "<gpuprofile-cell>"
 
@@ -23,10 +33,13 @@ CELL_FILENAME = "<gpuprofile-cell>"
 @dataclass(frozen=True)
 class Cell:
     """The code a capture runs: ``source`` (what a subprocess needs), ``code`` (what runs here: a code object that
-    IPython compiled, so tracebacks show the cell's lines, or a zero-argument callable), or both."""
+    IPython compiled, so tracebacks show the cell's lines, or a zero-argument callable), or both; and ``last``, the
+    cell's trailing expression compiled apart (``eval`` mode), whose value is the cell's value as IPython shows it
+    (``Out[n]``). The last expression is part of the cell: it runs, and is profiled, on every run."""
 
     source: str | None = None
     code: CodeType | Callable[[], Any] | None = None
+    last: CodeType | None = None
 
     @classmethod
     def of(cls, cell: Cell | str | CodeType | Callable[[], Any]) -> Cell:
@@ -35,24 +48,54 @@ class Cell:
         if isinstance(cell, Cell):
             return cell
         if isinstance(cell, str):
-            return cls(source=cell, code=compile_source(cell))
+            code, last = compile_cell(cell)
+            return cls(source=cell, code=code, last=last)
         if isinstance(cell, CodeType) or callable(cell):
             return cls(code=cell)
         raise TypeError(f"a cell is source text, a code object or a callable, not {type(cell).__name__}")
 
-    def run(self, namespace: MutableMapping[str, Any]) -> None:
-        """Run once: a code object in ``namespace`` (its assignments land there, as a normal run leaves them)."""
-        code = self.code if self.code is not None else compile_source(self.source or "")
+    def run(self, namespace: MutableMapping[str, Any]) -> Any:
+        """Run once: a code object in ``namespace`` (its assignments land there, as a normal run leaves them).
+        Returns the cell's value: its trailing expression's (None without one), or what a callable returns."""
+        code, last = (self.code, self.last) if self.code is not None else compile_cell(self.source or "")
         if isinstance(code, CodeType):
             exec(code, namespace)  # noqa: S102 - the user's own cell
-        else:
-            code()
+            return eval(last, namespace) if last is not None else None
+        return code()
+
+
+def split_last_expression(tree: ast.Module) -> tuple[ast.Module, ast.Expression | None]:
+    """The cell without its trailing expression statement, and that expression (as IPython evaluates it for
+    ``Out[n]``), or the cell unchanged and None."""
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        body = ast.Module(body=tree.body[:-1], type_ignores=tree.type_ignores)
+        return body, ast.fix_missing_locations(ast.Expression(body=tree.body[-1].value))
+    return tree, None
+
+
+def compile_tree(
+    tree: ast.Module, filename: str, compiler: Callable[..., Any] = compile
+) -> tuple[CodeType, CodeType | None]:
+    """A cell's AST compiled as (the statements, the trailing expression or None), with ``compiler`` (IPython's,
+    to keep its flags and its traceback lines)."""
+    body, last = split_last_expression(tree)
+    return compiler(body, filename, "exec"), (compiler(last, filename, "eval") if last is not None else None)
 
 
 def compile_source(source: str, filename: str = CELL_FILENAME) -> CodeType:
     """Compile cell source, registering its lines with linecache so a traceback shows them."""
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _register(source, filename)
     return compile(source, filename, "exec")
+
+
+def compile_cell(source: str, filename: str = CELL_FILENAME) -> tuple[CodeType, CodeType | None]:
+    """Cell source compiled as (its statements, its trailing expression or None), its lines registered."""
+    _register(source, filename)
+    return compile_tree(ast.parse(source, filename), filename)
+
+
+def _register(source: str, filename: str) -> None:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
 def run_cell(
@@ -62,18 +105,25 @@ def run_cell(
     iters: int,
     inside: Callable[[], AbstractContextManager[Any]] = nullcontext,
     sync: Callable[[], None] = lambda: None,
-) -> None:
-    """Warm up ``warmup`` times, synchronize, then run ``iters`` times inside ``inside()`` (the capture), synchronized
-    before it closes. An exception propagates after the capture context has exited (profiler stopped, range popped)."""
-    for _ in range(warmup):
-        cell.run(namespace)
+    outside: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Any:
+    """Warm up ``warmup`` times (inside ``outside()``, a watch the backend may keep over the warm-up), synchronize,
+    then run ``iters`` times inside ``inside()`` (the capture), synchronized before it closes. Returns the cell's
+    value from the last captured run. An exception propagates after the capture context has exited (profiler
+    stopped, range popped)."""
+    with outside():
+        for _ in range(warmup):
+            cell.run(namespace)
     sync()
+    value = None
     with inside():
         try:
             for _ in range(iters):
-                cell.run(namespace)
+                value = None  # the previous run's value is not held while the next one runs
+                value = cell.run(namespace)
         finally:
             sync()
+    return value
 
 
 def loop_notes(warmup: int, iters: int) -> list[str]:

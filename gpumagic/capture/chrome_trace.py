@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import TraceFormatError
+from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ..trace import Trace, frame, nesting_depth
 
-__all__ = ["chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
+__all__ = ["check_writable", "chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
 
 _MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 
@@ -36,17 +36,25 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     try:
         with opener(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except FileNotFoundError:
+        raise FileMissingError(path=path, what="The trace") from None
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceFormatError(path=path, reason=str(exc)) from exc
-    trace = trace_from_chrome(data)
+    trace = trace_from_chrome(data, path=path)
     trace.meta.setdefault("source", path)
     return trace
 
 
-def trace_from_chrome(data: dict[str, Any] | list[Any]) -> Trace:
-    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") -> Trace:
+    """A Trace from a Chrome trace already parsed: an object with a ``traceEvents`` list (what torch.profiler
+    writes), or the bare list of event objects (the format's array form). ``path`` names it in errors."""
+    events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
-        raise TraceFormatError(path="<data>", reason="no 'traceEvents' list: not a Chrome trace")
+        raise TraceFormatError(
+            path=path, reason="no 'traceEvents' list: not a Chrome trace (torch.profiler's export writes one)"
+        )
+    if events and not any(isinstance(ev, dict) for ev in events):
+        raise TraceFormatError(path=path, reason="its events are not event objects: not a Chrome trace")
     kernels, memops, api, ops, ranges = [], [], [], [], []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
@@ -210,3 +218,25 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, 
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f)
     return data
+
+
+def check_writable(path: str | os.PathLike[str], option: str = "path") -> None:
+    """Raise :class:`UnwritablePathError` unless a file can be written at ``path``: tried for real (opened for
+    appending, and removed again where it was not there), so that a capture does not run only to fail at its end."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise UnwritablePathError(path=path, option=option, reason="it is a directory")
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except FileNotFoundError:
+        where = os.path.dirname(os.path.abspath(path))
+        raise UnwritablePathError(path=path, option=option, reason=f"the directory {where} does not exist") from None
+    except OSError as exc:
+        raise UnwritablePathError(path=path, option=option, reason=exc.strerror or str(exc)) from None
+    if not existed:
+        try:
+            os.remove(path)
+        except OSError:
+            pass

@@ -26,6 +26,8 @@ from typing import Any
 
 from ..errors import (
     CellError,
+    FileMissingError,
+    InvalidOptionError,
     NewerReportError,
     NoCudaDataError,
     NoReportError,
@@ -35,8 +37,9 @@ from ..errors import (
     NsysTimeoutError,
 )
 from ..trace import Trace
-from . import Capture
+from . import Capture, Shown
 from .cell import loop_notes
+from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions
 from .shipping import free_names, ship
@@ -116,7 +119,10 @@ def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
     """A Trace from an nsys SQLite export, or from a ``.nsys-rep`` (exported to a fresh ``.sqlite`` first with the
     local nsys: ``nsys`` here, or the path given)."""
     path = os.fspath(path)
-    if path.endswith((".nsys-rep", ".qdrep")):
+    report = path.endswith((".nsys-rep", ".qdrep"))
+    if not os.path.exists(path):  # said before nsys is looked for: the file is the problem, not the tool
+        raise FileMissingError(path=path, what="The nsys report" if report else "The nsys SQLite export")
+    if report:
         path = export_sqlite(find_nsys(nsys), path)
     return read_sqlite(path)
 
@@ -138,6 +144,7 @@ def capture(
     if not isinstance(cell, str):
         raise TypeError("the nsys backend runs the cell in a subprocess: give it the cell's source text")
     opts = options or NsysOptions()
+    extra_args = _checked(opts)
     nsys = find_nsys(opts.nsys_path)
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     try:
@@ -147,7 +154,7 @@ def capture(
             json.dump(spec, f)
         os.makedirs(opts.profile_dir, exist_ok=True)
         stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
-        cmd = _profile_command(nsys, opts, label, stem, workdir)
+        cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
         output, returncode = _run(cmd, opts.timeout, stem)
         error_file = os.path.join(workdir, "error.txt")
         if os.path.exists(error_file):
@@ -164,14 +171,43 @@ def capture(
             sqlite = export_sqlite(nsys, report)
         trace = read_sqlite(sqlite)
         trace.meta.update(label=label, nsys=nsys)
+        value = _shown_value(workdir)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
+            shutil.rmtree(workdir, ignore_errors=True)
     files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
     notes = [f"report: {report}" if report else "report: (not kept)", f"SQLite export: {sqlite}"]
-    return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files)
+    return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files, value=value)
 
 
-def _profile_command(nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str) -> list[str]:
+def _checked(opts: NsysOptions) -> list[str]:
+    """The options' problems, before any work (no nsys lookup, no directory, no subprocess); the extra arguments,
+    split."""
+    try:
+        extra_args = shlex.split(opts.extra_args)
+    except ValueError as exc:
+        raise InvalidOptionError(
+            option="extra_args (--nsys-args)",
+            reason=f"is not a shell-quoted argument list ({exc}): close each quote, or quote the whole value once",
+            value=opts.extra_args,
+        ) from None
+    if not opts.timeout > 0:
+        raise InvalidOptionError(option="timeout", reason="must be a positive number of seconds", value=opts.timeout)
+    return extra_args
+
+
+def _shown_value(workdir: str) -> Shown | None:
+    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or None."""
+    path = os.path.join(workdir, "value.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return Shown(f.read())
+
+
+def _profile_command(
+    nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str, extra_args: list[str]
+) -> list[str]:
     return [
         nsys,
         "profile",
@@ -184,7 +220,7 @@ def _profile_command(nsys: str, opts: NsysOptions, label: str, stem: str, workdi
         "--export=sqlite",
         "-o",
         stem,
-        *shlex.split(opts.extra_args),
+        *extra_args,
         opts.python or sys.executable,
         "-m",
         "gpumagic.capture.runner",
@@ -193,7 +229,8 @@ def _profile_command(nsys: str, opts: NsysOptions, label: str, stem: str, workdi
 
 
 def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
-    """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so."""
+    """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so. On
+    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
     env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -206,8 +243,10 @@ def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
         _kill(proc)
         raise NsysTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
     except KeyboardInterrupt:
-        _kill(proc)  # no nsys (or cell) left running behind an interrupted notebook cell
-        raise
+        _kill(proc)
+        partial = sorted(glob.glob(stem + "*"))
+        kept = f"Partial files kept: {', '.join(partial)}." if partial else "It wrote no files."
+        raise KeyboardInterrupt(f"nsys was stopped (its process group, the cell's process with it). {kept}") from None
     return output, proc.returncode
 
 
@@ -216,6 +255,17 @@ def _slug(label: str) -> str:
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
+    """Stop nsys and everything in its session: SIGINT first (nsys writes what it has), SIGKILL after 10 s. A
+    Ctrl-C meanwhile waits for the end (it must not leave nsys or the cell running) and is then dropped: the run
+    is being stopped already."""
+    try:
+        with deferred_interrupts():
+            _stop_group(proc)
+    except KeyboardInterrupt:
+        pass
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)  # let nsys write what it has
         proc.wait(timeout=10)
@@ -225,3 +275,5 @@ def _kill(proc: subprocess.Popen[str]) -> None:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()

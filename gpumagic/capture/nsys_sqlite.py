@@ -2,13 +2,15 @@
 ``.nsys-rep``, which the local nsys exports first: ``capture/nsys.py``.)
 
 The export's schema changes between releases ("the SQLite export schema can and will change"), so the reader
-checks the file is really SQLite (an interrupted export leaves a zeroed file), reads ``META_DATA_EXPORT`` before
+checks the file is really SQLite and whole (an interrupted export leaves a zeroed or truncated file; a damaged page
+found later by a query is the same error, never a raw ``sqlite3.DatabaseError``), reads ``META_DATA_EXPORT`` before
 any query, names the tables and columns it needs when they are missing, and resolves every name through
 ``StringIds``. Kernels are named by their demangled name, as ``nsys stats`` groups them.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ExportFormatError, NoCudaDataError, NsysExportError
+from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
 from ..trace import Trace, frame, nesting_depth
 
 __all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
@@ -32,17 +34,32 @@ _CUDA_TABLES = (
 _MEMCPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
 
 
+_EXPORT_AGAIN = "Export the report again: nsys export --type sqlite --force-overwrite true REPORT"
+
+
 def _check_sqlite(path: str) -> None:
+    """The file is whole SQLite: its magic, and as many bytes as its header says it has pages (an export cut short
+    by a full disk or a killed nsys is shorter)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(16)
+            head = f.read(100)
+    except FileNotFoundError:
+        raise FileMissingError(path=path, what="The nsys SQLite export") from None
     except OSError as exc:
         raise NsysExportError(path=path, reason=f"cannot be read ({exc})") from exc
-    if head != _SQLITE_MAGIC:
+    if head[:16] != _SQLITE_MAGIC:
         what = "an empty or zeroed file (an interrupted export?)" if not head.strip(b"\x00") else "not an SQLite file"
+        raise NsysExportError(path=path, reason=f"{what}. {_EXPORT_AGAIN}")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    header_count_valid = head[24:28] == head[92:96]  # the page count is current only when these agree
+    size = os.path.getsize(path)
+    if len(head) == 100 and header_count_valid and pages and size < page_size * pages:
         raise NsysExportError(
             path=path,
-            reason=f"{what}. Export the report again: nsys export --type sqlite --force-overwrite true REPORT",
+            reason=f"truncated: {size:,} bytes where its header says {page_size * pages:,} (an export cut short by "
+            f"a full disk or a stopped nsys?). {_EXPORT_AGAIN}",
         )
 
 
@@ -68,41 +85,47 @@ def read_sqlite(path: str) -> Trace:
     _check_sqlite(path)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        tables = _tables(con)
-        meta: dict[str, Any] = {"backend": "nsys", "source": path}
-        if "META_DATA_EXPORT" not in tables:
-            raise NsysExportError(path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export")
-        md = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
-        schema = md.get("EXPORT_SCHEMA_VERSION", "")
-        meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")
-        meta["schema_version"] = schema
-        try:
-            major = int(md.get("EXPORT_SCHEMA_VERSION_MAJOR") or schema.split(".")[0])
-        except ValueError:
-            major = -1
-        if major != SUPPORTED_SCHEMA_MAJOR:
-            raise ExportFormatError(
-                path=path, schema=schema or "?", nsys_version=meta["nsys_version"], supported=SUPPORTED_SCHEMA_MAJOR
-            )
-        if not tables & set(_CUDA_TABLES):
-            raise NoCudaDataError(path=path)
-        strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall()) if "StringIds" in tables else {}
-        kernels = _kernels(con, tables, strings, path)
-        api = _api(con, tables, strings, path)
-        memops = _memops(con, tables)
-        nvtx = _nvtx(con, tables, strings)
-        osrt = _osrt(con, tables, strings)
-        if "TARGET_INFO_GPU" in tables:
-            row = con.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 1").fetchone()
-            if row:
-                cols = [d[0] for d in con.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 1").description]
-                info = dict(zip(cols, row))
-                meta["device"] = info.get("name")
-                meta["sm_count"] = info.get("smCount")
-                if info.get("computeMajor") is not None:
-                    meta["compute_capability"] = f"{info['computeMajor']}.{info['computeMinor']}"
+        return _read(con, path)
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # a damaged page, met by the query reading it
+        raise NsysExportError(path=path, reason=f"a damaged SQLite file ({exc}). {_EXPORT_AGAIN}") from exc
     finally:
         con.close()
+
+
+def _read(con: sqlite3.Connection, path: str) -> Trace:
+    tables = _tables(con)
+    meta: dict[str, Any] = {"backend": "nsys", "source": path}
+    if "META_DATA_EXPORT" not in tables:
+        raise NsysExportError(path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export")
+    md = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+    schema = md.get("EXPORT_SCHEMA_VERSION", "")
+    meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")
+    meta["schema_version"] = schema
+    try:
+        major = int(md.get("EXPORT_SCHEMA_VERSION_MAJOR") or schema.split(".")[0])
+    except ValueError:
+        major = -1
+    if major != SUPPORTED_SCHEMA_MAJOR:
+        raise ExportFormatError(
+            path=path, schema=schema or "?", nsys_version=meta["nsys_version"], supported=SUPPORTED_SCHEMA_MAJOR
+        )
+    if not tables & set(_CUDA_TABLES):
+        raise NoCudaDataError(path=path)
+    strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall()) if "StringIds" in tables else {}
+    kernels = _kernels(con, tables, strings, path)
+    api = _api(con, tables, strings, path)
+    memops = _memops(con, tables)
+    nvtx = _nvtx(con, tables, strings)
+    osrt = _osrt(con, tables, strings)
+    if "TARGET_INFO_GPU" in tables:
+        row = con.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 1").fetchone()
+        if row:
+            cols = [d[0] for d in con.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 1").description]
+            info = dict(zip(cols, row))
+            meta["device"] = info.get("name")
+            meta["sm_count"] = info.get("smCount")
+            if info.get("computeMajor") is not None:
+                meta["compute_capability"] = f"{info['computeMajor']}.{info['computeMinor']}"
     return Trace(kernels=kernels, memops=memops, api=api, nvtx=nvtx, osrt=osrt, meta=meta)
 
 

@@ -3,7 +3,8 @@
 It restores the shipped names, runs the setup code, then the same warm-up-then-capture loop as every backend
 (``capture/cell.py``) with the NVTX range named in ``cell.json`` as the capture context: that range is nsys' capture
 range. It never starts torch.profiler: CUPTI allows one subscriber, and nsys is it (pytorch #117935). An exception
-in the cell is written to ``error.txt`` (its traceback, shown as the cell's error) and the exit code is 3.
+in the cell is written to ``error.txt`` (its traceback, shown as the cell's error) and the exit code is 3; the
+cell's value (its trailing expression's, last captured run) is written, as its repr, to ``value.txt``.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def main(workdir: str) -> int:
     try:
         if spec.get("setup"):
             exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
-        cell = Cell(source=spec["cell"], code=compile_source(spec["cell"]))
-        run_cell(cell, ns, spec.get("warmup", 1), spec.get("iters", 1), nvtx_range, _sync())
+        value = run_cell(Cell.of(spec["cell"]), ns, spec.get("warmup", 1), spec.get("iters", 1), nvtx_range, _sync())
+        if value is not None:
+            with open(os.path.join(workdir, "value.txt"), "w", encoding="utf-8") as f:
+                f.write(repr(value))  # what Out[n] prints; the value itself stays here
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped the cell, then exit non-zero
         with open(os.path.join(workdir, "error.txt"), "w", encoding="utf-8") as f:
             f.write(_cell_traceback(exc))

@@ -2,8 +2,9 @@
 
 The captured runs sit inside an NVTX range *and* a ``record_function`` of the same name: torch.profiler does not
 record NVTX ranges (pytorch/kineto #318), nsys does not see ``record_function``; with both, either tool labels the
-cell. The range is pushed and popped in ``finally`` and the profiler is a context manager, so a failing cell leaves
-NVTX balanced and the profiler stopped.
+cell. The range is pushed and popped in ``finally`` and the profiler stopped in ``finally`` (a second Ctrl-C waits
+for the stop), so a failing or interrupted cell leaves NVTX balanced and the profiler stopped. Kineto's C-level
+start/stop chatter on stderr is dropped; the cell's own stderr is left alone (``capture/guards.py``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,22 @@ import os
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace
+from .guards import (
+    deferred_interrupts,
+    quiet_profiler_stderr,
+    refuse_if_running,
+    refuse_nested_profilers,
+    refuse_profiler_calls,
+    refuse_started,
+    watch_for_profilers,
+)
 from .options import ITERS, WARMUP, TorchProfilerOptions
 
 __all__ = ["capture", "nvtx_range"]
@@ -53,7 +63,11 @@ def capture(
 ) -> Capture:
     """Run ``cell`` ``warmup`` times, then ``iters`` times under torch.profiler (CPU ops; CUDA kernels, memory
     operations and API calls where CUDA is available). Exceptions from the cell propagate after the profiler has
-    stopped and the NVTX range is popped; the cell's assignments land in ``namespace``."""
+    stopped and the NVTX range is popped; the cell's assignments land in ``namespace``; ``Capture.value`` is the
+    cell's value (its trailing expression's) from the last captured run.
+
+    One profiler at a time (``capture/guards.py``): a profiler already running, or one the cell opens, is a
+    :class:`~gpumagic.errors.NestedProfilerError` before the cell runs, not a crash."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -61,33 +75,61 @@ def capture(
     cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ns = namespace_or_new(namespace)
+    runnable = Cell.of(cell)
+    refuse_if_running()
+    refuse_profiler_calls(runnable.source, ns)
     prof: Any = None
+
+    @contextmanager
+    def outside() -> Iterator[None]:
+        with watch_for_profilers() as seen:
+            yield
+        refuse_started(seen)
+        refuse_if_running(after_warmup=True)
 
     @contextmanager
     def inside() -> Iterator[None]:
         nonlocal prof
-        with warnings.catch_warnings():
-            # torch's own "Profiler clears events at the end of each cycle" notice; the cell's warnings still show
-            warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-            with profile(activities=activities, record_shapes=opts.record_shapes) as prof:  # noqa: SIM117
-                with nvtx_range(label), record_function(label):
-                    yield
+        prof = profile(activities=activities, record_shapes=opts.record_shapes)
+        around = ExitStack()
+        try:
+            with deferred_interrupts():  # a Ctrl-C while it starts: it starts, then it is stopped (finally)
+                with quiet_profiler_stderr(), warnings.catch_warnings():
+                    # torch's own "Profiler clears events at the end of each cycle" notice
+                    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+                    prof.__enter__()
+                around.callback(_stop, prof)
+                around.enter_context(refuse_nested_profilers())
+                around.enter_context(nvtx_range(label))
+                around.enter_context(record_function(label))
+            yield
+        finally:
+            with deferred_interrupts():  # a Ctrl-C while it stops waits until it has stopped
+                around.close()
 
-    run_cell(Cell.of(cell), ns, warmup, iters, inside, torch.cuda.synchronize if cuda else lambda: None)
-    fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
-    os.close(fd)
+    value = run_cell(runnable, ns, warmup, iters, inside, torch.cuda.synchronize if cuda else lambda: None, outside)
+    path = None
     try:
+        with deferred_interrupts():  # a Ctrl-C here cannot leave the file behind: it is named before it is raised
+            fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
+            os.close(fd)
         prof.export_chrome_trace(path)
         trace = load_trace(path)
     finally:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        if path is not None:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
     trace.meta.update(label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda)
     if cuda and "device" not in trace.meta:
         trace.meta["device"] = torch.cuda.get_device_name()
     if not cuda:
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
-    return Capture(trace, notes=loop_notes(warmup, iters))
+    return Capture(trace, notes=loop_notes(warmup, iters), value=value)
+
+
+def _stop(prof: Any) -> None:
+    with quiet_profiler_stderr():
+        prof.__exit__(None, None, None)

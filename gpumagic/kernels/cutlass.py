@@ -31,10 +31,10 @@ _C2 = re.compile(
     r"^cutlass(?:__5x_cudnn)?_(?:(?P<arch>\d{2,3}a?)_)?(?P<opclass>tensorop|simt|wmma_tensorop|wmmatensorop|gemv)_"
     # the generator's extended name may lead with the A/B element type: cutlass_tensorop_f16_s16816gemm_f16_...
     r"(?:(?P<ab>bf16|f16|tf32|f32|f64|cf32|cf64|s8|u8|s4|u4|e4m3|e5m2)_)?"
-    r"(?P<core>[a-z]\d*[a-z0-9]*?(?:gemm|fprop|dgrad|wgrad|conv\w*?|gemv)(?:_grouped|_planar_complex|_sparse)?)"
+    r"(?P<core>[a-z]\d*(?!\d)[a-z0-9]*?(?:gemm|fprop|dgrad|wgrad|conv\w*?|gemv)(?:_grouped|_planar_complex|_sparse)?)"
     r"(?P<rest>_.*)?$"
 )
-_C2_CORE = re.compile(r"^([a-z])(\d*)([a-z0-9]*?)(gemm|fprop|dgrad|wgrad|gemv|conv\w*?)(.*)$")
+_C2_CORE = re.compile(r"^([a-z])(\d*)(?!\d)([a-z0-9]*?)(gemm|fprop|dgrad|wgrad|gemv|conv\w*?)(.*)$")
 _C2_OP = {"gemm": "gemm", "fprop": "conv_fprop", "dgrad": "conv_dgrad", "wgrad": "conv_wgrad", "gemv": "gemv"}
 _C2_OP_MEANING = {
     "gemm": "matrix multiply (GEMM)",

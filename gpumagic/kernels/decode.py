@@ -7,6 +7,11 @@ math libraries, whose helper-kernel names are the most generic and so are tried 
 because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
 
 Results are cached (a trace holds a few hundred distinct names many thousand times) and shared, hence frozen.
+
+Decoding takes time linear in a name's length (no regular expression here or in ``spelling`` backtracks), and as a
+second line of defence a name longer than :data:`MAX_PARSED` characters, raw or demangled, is not parsed at all: it
+decodes to family ``other`` with its full text kept (``name``, ``demangled``) and ``details["not_parsed"]`` saying
+why. The longest real kernel names seen (CUTLASS 3.x / CuTe templates) are about 5,000 characters.
 """
 
 from __future__ import annotations
@@ -49,12 +54,32 @@ DECODERS: tuple[Decoder, ...] = (
 )
 
 
+#: Names longer than this many characters (raw, or once demangled) are kept whole but not parsed.
+MAX_PARSED = 32_768
+
+
+def _not_parsed(raw: str, demangled: str) -> KernelName:
+    why = f"a {len(demangled):,}-character name; names over {MAX_PARSED:,} are not parsed"
+    return KernelName(
+        name=raw,
+        demangled=demangled,
+        short=raw[:80],
+        details={"not_parsed": why},
+        tokens=((raw[:80] + "\u2026", "name", f"not parsed: {why}"),),
+    )
+
+
 @lru_cache(maxsize=65536)
 def decode(name: str) -> KernelName:
     """Decode a kernel name as a profiler reports it. Never raises; unknown names get family 'other'."""
     raw = name if isinstance(name, str) else str(name)
+    if len(raw) > MAX_PARSED:
+        return _not_parsed(raw, raw)
     try:
-        full = normalize(demangle(raw.strip()))
+        demangled = demangle(raw.strip())
+        if len(demangled) > MAX_PARSED:  # a short mangled name can expand a great deal
+            return _not_parsed(raw, demangled)
+        full = normalize(demangled)
         k = Draft(raw, full)
         sym = kernel_symbol(full)
         for dec in DECODERS:

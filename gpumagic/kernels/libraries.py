@@ -232,7 +232,7 @@ def decode_memop(k: Draft, sym: str, full: str) -> bool:
     k.details["kind"] = kind
     if direction:
         k.details["direction"] = direction
-    mem = re.search(r"\(([^)]*)\)", rest)
+    mem = re.match(r"[^(]*\(([^)]*)\)", rest)  # anchored: a search would rescan from every '(' (quadratic)
     if mem:
         k.details["memory"] = mem.group(1)
     k.short = kind.capitalize() + (f" {direction}" if direction else "") + (f" ({mem.group(1)})" if mem else "")

@@ -37,17 +37,31 @@ def _cxa_demangle() -> object | None:
 
 
 # nvcc's name for a kernel with internal linkage: '__nv_static_<n>__<file hash>_' + the Itanium-mangled name.
-_NV_STATIC = re.compile(r"__nv_static_\w*?_(_Z\w+)")
+_NV_STATIC = "__nv_static_"
+_WORD = re.compile(r"\w+")
+
+
+def _nv_static_mangled(name: str) -> str | None:
+    """The Itanium name behind nvcc's ``__nv_static_..._`` prefix: from the first ``_Z`` that follows a ``_``, in a
+    name of word characters only; None where there is none.
+
+    Found with ``str.find`` rather than ``__nv_static_\\w*?_(_Z\\w+)``: that pattern retried ``\\w+`` to the end
+    of the name at every ``__Z``, quadratic in the name's length when the name ends in a non-word character.
+    """
+    if not _WORD.fullmatch(name):
+        return None
+    at = name.find("__Z", len(_NV_STATIC))
+    return name[at + 1 :] if 0 <= at < len(name) - 3 else None
 
 
 def demangle(name: str) -> str:
     """Demangle an Itanium C++ name (``_Z...``, also behind nvcc's ``__nv_static_..._`` prefix); other names come
     back unchanged."""
-    if name.startswith("__nv_static_"):
-        m = _NV_STATIC.fullmatch(name)
-        if m:
-            out = demangle(m.group(1))
-            return name if out == m.group(1) else out
+    if name.startswith(_NV_STATIC):
+        mangled = _nv_static_mangled(name)
+        if mangled:
+            out = demangle(mangled)
+            return name if out == mangled else out
     if not name.startswith("_Z"):
         return name
     fn = _cxa_demangle()
@@ -73,7 +87,9 @@ _INT_TYPE = r"(?:unsigned |signed )?(?:int|long long|long|short|char|bool|unsign
 _CAST = re.compile(r"\(" + _INT_TYPE + r"\)(-?\d+)")
 # nvprof's spelling of a non-type template argument: 'unsigned int=128', 'bool=1', 'fftDirection_t=-1'.
 _NVPROF_ARG = re.compile(r"(?<=[<,] )(?:" + _INT_TYPE + r"|[A-Za-z_]\w*_t)=(-?\d+)|(?<=<)" + _INT_TYPE + r"=(-?\d+)")
-_SUFFIX = re.compile(r"(\d+)(?:ul|ull|u|l|ll)\b")
+# Starts only at the first digit of a run: without the lookbehind a run of n digits with no suffix was retried from
+# each of its digits, quadratic in n (a 40,000-digit name took 10 s).
+_SUFFIX = re.compile(r"(?<!\d)(\d+)(?:ul|ull|u|l|ll)\b")
 
 
 def normalize(name: str) -> str:
@@ -247,11 +263,12 @@ def value_type_spellings(text: str) -> dict[str, str]:
     return out
 
 
-def index_type(args: list[str]) -> str | None:
+def index_type(args: list[str], depth: int = 1) -> str | None:
     """The first integer type among template arguments ('int' -> int32, 'long' -> int64): a sparse index width.
-    Looks one level into a traits argument (``sddmm_traits<long, long, float, ...>``) when the top level has none."""
+    Looks ``depth`` levels (one) into a traits argument (``sddmm_traits<long, long, float, ...>``) when the top level
+    has none, and no deeper: each level re-reads the text below it, so a deep nest would cost its depth squared."""
     for a in args:
         if a in ("int", "long", "long long", "unsigned int", "unsigned long"):
             return CPP_TYPE.get(a, "int64")
-    inner = next((a for a in args if "<" in a), None)
-    return index_type(split_top(template_args(inner))) if inner else None
+    inner = next((a for a in args if "<" in a), None) if depth > 0 else None
+    return index_type(split_top(template_args(inner)), depth - 1) if inner else None

@@ -15,3 +15,6 @@ class ReportOptions:
     timeline: bool = True
     #: Events per timeline lane before they are merged into time buckets (keeps the page small on big traces).
     max_glyphs_per_lane: int = 2500
+    #: BokehJS in a notebook: "once" per kernel session (the first report carries it, the others draw with it), or
+    #: "every" report its own, in an iframe (front ends that show each output in a window of its own).
+    bokehjs: str = "once"

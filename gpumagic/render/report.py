@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,13 +15,42 @@ from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
 from .options import ReportOptions
-from .tables import TABLE_CSS, duration_table_html, esc, kernel_table_html
+from .tables import duration_table_html, esc, kernel_table_html
 
 __all__ = ["ProfileReport"]
 
 
 def _t(ns: float) -> str:
     return format_time(ns * 1e-9)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+# Inline styles (see tables.py: an untrusted notebook keeps them, not a <style> block); icons as text, not ::before.
+_ROOT_STYLE = 'font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
+_SEVERITY = {
+    "warn": ("\u26a0\ufe0f ", ""),
+    "error": ("\u26d4 ", "color:#b00020"),
+    "info": ("\u2139\ufe0f ", ""),
+}
+_H4 = "style='margin:10px 0 2px 0;font-size:14px'"
+_SUMMARY = "style='cursor:pointer'"
+
+
+def _memops(trace: Trace, top: int) -> str:
+    return duration_table_html(trace.memop_summary(), top, ("Operation",)) + duration_table_html(
+        trace.memop_size_summary(), top, ("Operation",)
+    )
+
+
+def _ops(trace: Trace, top: int) -> str:
+    return duration_table_html(trace.op_summary(), top, ("Name", "Input shapes"))
+
+
+def _nvtx(trace: Trace, top: int) -> str:
+    return duration_table_html(trace.nvtx_summary(), top, ("Style", "Range"))
 
 
 @dataclass
@@ -32,13 +60,14 @@ class ProfileReport:
     top: int = ReportOptions.top
     timeline: bool = ReportOptions.timeline
     max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane
+    #: "once": in a notebook, BokehJS travels once per kernel session; "every": each report brings its own.
+    bokehjs: str = ReportOptions.bokehjs
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.findings:
             self.findings = findings(self.trace)
-        self._timeline_page: str | None = None
 
     # --- figures ----------------------------------------------------------------------------------------------
     @property
@@ -70,10 +99,11 @@ class ProfileReport:
         parts = [device]
         if f["kernels"] or f["memops"]:
             util = f"{f['gpu_util']:.0%}" if f["gpu_util"] is not None else "?"
-            parts.append(f"GPU busy {_t(f['gpu_busy_ns'])} of {_t(f['wall_ns'])} wall ({util})")
-            parts.append(f"{f['kernels']} kernels" + (f", {f['memops']} memory ops" if f["memops"] else ""))
+            window = f.get("window_text", "the capture")
+            parts.append(f"GPU busy {_t(f['gpu_busy_ns'])} of {_t(f['wall_ns'])}, {window} ({util})")
+            parts.append(_n(f["kernels"], "kernel") + (f", {_n(f['memops'], 'memory op')}" if f["memops"] else ""))
         else:
-            parts.append(f"wall {_t(f['wall_ns'])}, no GPU activity")
+            parts.append(f"{_t(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity")
         parts.append(f"{backend} {version}".strip())
         return " \u00b7 ".join(parts)
 
@@ -99,81 +129,85 @@ class ProfileReport:
         p.text(str(self))
 
     # --- HTML -------------------------------------------------------------------------------------------------
-    def timeline_page(self) -> str:
-        if self._timeline_page is None:
-            from .timeline import timeline_html
+    def _timeline_figure(self) -> Any:
+        from .timeline import timeline_figure
 
-            self._timeline_page = timeline_html(
-                self.trace, self.max_glyphs_per_lane, f"{self.label or 'cell'} timeline"
-            )
-        return self._timeline_page
+        title = "Timeline" + (f" \u00b7 {self.label}" if self.label else "")
+        return timeline_figure(self.trace, self.max_glyphs_per_lane, title)
 
-    def _body(self) -> str:
-        parts = [f"<div class='gm-summary'>{esc(self.summary_line())}</div>"]
+    def _has_timeline(self) -> bool:
+        return bool(self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api)))
+
+    def _timeline_html(self, mode: str) -> str:
+        """``notebook``: BokehJS once per kernel session (see embed.py); ``iframe``: a page of its own in an
+        iframe; ``page``: for a page that loads BokehJS in its head."""
+        from . import embed
+
+        fig = self._timeline_figure()
+        if mode == "notebook" and self.bokehjs == "once" and embed.shares_window():
+            return embed.notebook_block(fig, carrier=embed.ONCE.take())
+        if mode == "page":
+            return embed.page_block(fig)
+        return embed.iframe_block(fig, f"gpumagic: {self.label or 'cell'} timeline")
+
+    def _body(self, timeline: str | None) -> str:
+        parts = [f"<div class='gm-summary' style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
         for f in self.findings:
-            parts.append(f"<div class='gm-finding gm-{esc(f.severity)}'>{esc(f.message)}</div>")
+            icon, color = _SEVERITY.get(f.severity, ("", ""))
+            parts.append(
+                f"<div class='gm-finding gm-{esc(f.severity)}' style='margin:2px 0;{color}'>"
+                f"{icon}{esc(f.message)}</div>"
+            )
         for n in self.notes:
-            parts.append(f"<div class='gm-finding gm-info'>{esc(n)}</div>")
+            parts.append(f"<div class='gm-finding gm-info' style='margin:2px 0'>{_SEVERITY['info'][0]}{esc(n)}</div>")
         ks = self.trace.kernel_summary()
         if not ks.empty:
-            parts.append("<h4>Kernels</h4>" + kernel_table_html(ks, self.top))
-        if not self.trace.memops.empty:
-            parts.append(
-                "<details><summary>Memory operations</summary>"
-                + duration_table_html(self.trace.memop_summary(), self.top, ("Operation",))
-                + duration_table_html(self.trace.memop_size_summary(), self.top, ("Operation",))
-                + "</details>"
-            )
-        if not self.trace.ops.empty:
-            parts.append(
-                "<details><summary>Torch ops (Self CPU vs GPU)</summary>"
-                + duration_table_html(self.trace.op_summary(), self.top, ("Name", "Input shapes"))
-                + "</details>"
-            )
-        if not self.trace.api.empty:
-            parts.append(
-                "<details><summary>CUDA API calls</summary>"
-                + duration_table_html(self.trace.api_summary(), self.top)
-                + "</details>"
-            )
-        if not self.trace.osrt.empty:
-            parts.append(
-                "<details><summary>OS runtime calls</summary>"
-                + duration_table_html(self.trace.osrt_summary(), self.top)
-                + "</details>"
-            )
-        if not self.trace.nvtx.empty:
-            parts.append(
-                "<details><summary>NVTX ranges</summary>"
-                + duration_table_html(self.trace.nvtx_summary(), self.top, ("Style", "Range"))
-                + "</details>"
-            )
-        if self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api)):
-            page = self.timeline_page()
-            height = 120 + 28 * min(
-                30,
-                4
-                + self.trace.kernels["stream"].nunique()
-                + self.trace.api["thread"].nunique()
-                + 6 * max(1, self.trace.ops["thread"].nunique()),
-            )
-            parts.append(
-                "<h4>Timeline</h4>"
-                f"<iframe class='gm-timeline' srcdoc=\"{html.escape(page, quote=True)}\" "
-                f"style='width:100%;height:{min(height, 900)}px;border:0'></iframe>"
-            )
-        return "".join(parts)
+            parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top))
+        sections = [
+            ("Memory operations", not self.trace.memops.empty, lambda: _memops(self.trace, self.top)),
+            ("Torch ops (Self CPU vs GPU)", not self.trace.ops.empty, lambda: _ops(self.trace, self.top)),
+            (
+                "CUDA API calls",
+                not self.trace.api.empty,
+                lambda: duration_table_html(self.trace.api_summary(), self.top),
+            ),
+            (
+                "OS runtime calls",
+                not self.trace.osrt.empty,
+                lambda: duration_table_html(self.trace.osrt_summary(), self.top),
+            ),
+            ("NVTX ranges", not self.trace.nvtx.empty, lambda: _nvtx(self.trace, self.top)),
+        ]
+        for title, present, table in sections:
+            if present:
+                parts.append(
+                    f"<details style='margin:2px 0'><summary {_SUMMARY}>{esc(title)}</summary>{table()}</details>"
+                )
+        if timeline and self._has_timeline():
+            parts.append(self._timeline_html(timeline))
+        return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+
+    def html(self, timeline: str | None = "iframe") -> str:
+        """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""
+        return self._body(timeline if self.timeline else None)
 
     def _repr_html_(self) -> str:
-        return f"<div class='gm-report'><style>{TABLE_CSS}</style>{self._body()}</div>"
+        """Self-contained (the timeline in an iframe with its own BokehJS): for whoever asks for HTML alone."""
+        return self.html("iframe")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """What a notebook shows: HTML with the timeline drawn by BokehJS sent once per kernel session, and the text
+        report for front ends without HTML."""
+        bundle = {"text/plain": str(self)}
+        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
+            bundle["text/html"] = self.html("notebook")
+        return bundle
 
     def save_html(self, path: str | os.PathLike[str]) -> str:
-        """A standalone page (BokehJS inlined: opens offline)."""
-        title = esc(f"gpumagic: {self.label or 'profile'}")
-        page = (
-            f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-            f"<style>{TABLE_CSS}</style></head><body>{self._repr_html_()}</body></html>"
-        )
+        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
+        from .embed import standalone_page
+
+        page = standalone_page(f"gpumagic: {self.label or 'profile'}", self.html("page"), "body{margin:12px}")
         with open(path, "w", encoding="utf-8") as f:
             f.write(page)
         return os.fspath(path)

@@ -1,8 +1,15 @@
-"""HTML tables. Every name is escaped: kernel names are full of <, > and &."""
+"""HTML tables. Every name is escaped: kernel names are full of <, > and &.
+
+Styles are inline on the elements, not in a ``<style>`` block: a notebook opened untrusted (after a ``git clone``)
+drops ``<style>`` but keeps ``style`` attributes, so the tables read the same there. Numbers never wrap; names wrap
+only between tokens (after ``_``, ``,``, ``<``, ``(``, ``::`` and at spaces), never inside a word.
+"""
 
 from __future__ import annotations
 
 import html
+import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,34 +18,68 @@ import pandas as pd
 from ..kernels import decode
 from ..units import format_time
 
-__all__ = ["TABLE_CSS", "duration_table_html", "esc", "kernel_table_html"]
+__all__ = ["breakable", "duration_table_html", "esc", "kernel_table_html", "style"]
 
-TABLE_CSS = """
-.gm-report{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.35}
-.gm-report table{border-collapse:collapse;margin:4px 0 10px 0}
-.gm-report th,.gm-report td{padding:2px 8px;border-bottom:1px solid #e4e4e4;text-align:right;vertical-align:top}
-.gm-report th{background:#f6f6f6;font-weight:600;white-space:nowrap}
-.gm-report td{white-space:nowrap}
-.gm-report td.gm-name,.gm-report th.gm-name{text-align:left;max-width:46em;overflow-wrap:anywhere;white-space:normal}
-.gm-report .gm-summary{font-weight:600;margin:4px 0}
-.gm-report .gm-finding{margin:2px 0}
-.gm-report .gm-warn::before{content:"\\26a0\\fe0f  "}
-.gm-report .gm-error{color:#b00020}
-.gm-report .gm-error::before{content:"\\26d4  "}
-.gm-report .gm-info::before{content:"\\2139\\fe0f  "}
-.gm-report details>summary{cursor:pointer}
-.gm-report code{font-size:12px}
-.gm-report h4{margin:10px 0 2px 0}
-"""
+_LINE = "border-bottom:1px solid rgba(128,128,128,.28)"
+_CELL = f"padding:2px 8px;{_LINE};vertical-align:top;"
+# The elements' styles, by role. JupyterLab's own table rules (fixed layout, centred, cells that wrap anywhere) are
+# what they override.
+STYLES = {
+    "table": "border-collapse:collapse;table-layout:auto;width:auto;max-width:100%;margin:4px 0 10px 0;"
+    "font-size:12.5px;line-height:1.35",
+    "th": "padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
+    "font-weight:600;text-align:right;vertical-align:bottom;white-space:nowrap",
+    "th-name": "padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
+    "font-weight:600;text-align:left;vertical-align:bottom;white-space:nowrap",
+    "num": _CELL + "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums",
+    "word": _CELL + "text-align:left;white-space:nowrap",
+    "name": _CELL + "text-align:left;white-space:normal;overflow-wrap:normal;word-break:normal;min-width:14em",
+    "raw": "font-family:monospace;font-size:11.5px;white-space:normal;overflow-wrap:normal;word-break:normal;"
+    "margin:2px 0 4px 0;opacity:.85",
+    "stats": "margin:2px 0;font-size:12px;white-space:normal",
+    "explain": "margin:1px 0;padding-left:1.6em;text-indent:-0.8em;font-size:12px;white-space:normal;"
+    "overflow-wrap:normal;word-break:normal",
+    "summary": "cursor:pointer",
+    "muted": "margin:2px 0;opacity:.75",
+}
+
+
+def style(role: str) -> str:
+    return f"style='{STYLES[role]}'"
 
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _text(value: Any) -> str:
+    """A name cell's text: missing values (None, NaN, 'nan') show empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    s = str(value)
+    return "" if s in ("nan", "None", "NaN", "<NA>") else s
+
+
+_BREAK_AFTER = re.compile(r"(?<=[_,(<])|(?<=::)")
+
+
+def breakable(value: Any) -> str:
+    """Escaped text with a line-break opportunity (``<wbr>``) after each ``_ , ( <`` and ``::``: C++ and generated
+    kernel names wrap between their tokens instead of mid-word."""
+    return "<wbr>".join(esc(part) for part in _BREAK_AFTER.split(_text(value)))
+
+
 def _t(ns: float) -> str:
     try:
-        return format_time(float(ns) * 1e-9)
+        v = float(ns)
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(v) else format_time(v * 1e-9)
+
+
+def _ns_title(ns: Any) -> str:
+    try:
+        return f" title='{float(ns):,.1f} ns'"
     except (TypeError, ValueError):
         return ""
 
@@ -47,76 +88,81 @@ def _yes_no(v: bool | None) -> str:
     return {True: "yes", False: "no"}.get(v, "")
 
 
+# (header, tooltip, role): the kernel table's columns. The rest of nsys' cuda_gpu_kern_sum (Med, Min, Max, StdDev)
+# and the tile and layout are in each row's expanded part and in rep.kernel_summary().
+_KERNEL_COLUMNS = [
+    ("Time", "share of the kernels' GPU time (nsys Time (%))", "th"),
+    ("Total", "total GPU time of this kernel", "th"),
+    ("Calls", "instances", "th"),
+    ("Avg", "average per call (Med, Min, Max, StdDev: expand the name)", "th"),
+    ("Kernel", "decoded name: expand for the raw name and what each token means", "th-name"),
+    ("Library", "", "th-name"),
+    ("Op", "", "th-name"),
+    ("Tensor cores", "", "th-name"),
+    ("Precision", "", "th-name"),
+]
+
+
+_DOT = " \u00b7 "
+
+
+def _kernel_name_cell(r: pd.Series) -> str:
+    k = decode(r["Name"])
+    facts = [
+        f"{label} {_t(r[col])}"
+        for label, col in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"), ("StdDev", "StdDev (ns)"))
+        if col in r
+    ]
+    facts += [f"{label} {v}" for label, v in (("tile", k.tile), ("layout", k.layout)) if v]
+    explain = "".join(
+        f"<div {style('explain')}><code>{breakable(t)}</code> <i>{esc(f)}</i>: {esc(m)}</div>"
+        for t, f, m in k.explain()
+    )
+    return (
+        f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(r['Name'])}'>"
+        f"{breakable(k.short)}</summary>"
+        f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>"
+        f"<div {style('raw')}>{breakable(r['Name'])}</div>{explain}</details></td>"
+    )
+
+
 def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
-    """nsys' cuda_gpu_kern_sum columns (times shown with units, exact ns on hover) plus each name decoded."""
+    """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
+    the raw name, the other statistics and each token explained), library, op, tensor cores, precision."""
     if summary.empty:
         return "<p>No kernels.</p>"
-    head = [
-        "Time (%)",
-        "Total",
-        "Instances",
-        "Avg",
-        "Med",
-        "Min",
-        "Max",
-        "StdDev",
-        "Kernel",
-        "Library",
-        "Op",
-        "Tensor cores",
-        "Precision",
-        "Tile",
-        "Layout",
-    ]
+    ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
     rows = []
     for _, r in summary.head(top).iterrows():
         k = decode(r["Name"])
-        explain = "".join(
-            f"<tr><td class='gm-name'><code>{esc(t)}</code></td><td class='gm-name'>{esc(f)}</td>"
-            f"<td class='gm-name'>{esc(m)}</td></tr>"
-            for t, f, m in k.explain()
-        )
-        name_cell = (
-            f"<details><summary title='{esc(r['Name'])}'>{esc(k.short)}</summary>"
-            f"<div><code>{esc(r['Name'])}</code></div><table>{explain}</table></details>"
-        )
-        times = [
-            r["Total Time (ns)"],
-            None,
-            r["Avg (ns)"],
-            r["Med (ns)"],
-            r["Min (ns)"],
-            r["Max (ns)"],
-            r["StdDev (ns)"],
+        cells = [
+            f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
+            f"<td {style('num')}{_ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
+            f"<td {style('num')}>{int(r['Instances'])}</td>",
+            f"<td {style('num')}{_ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
+            _kernel_name_cell(r),
         ]
-        cells = [f"<td>{r['Time (%)']:.1f}</td>"]
-        for i, v in enumerate(times):
-            if i == 1:
-                cells.append(f"<td>{int(r['Instances'])}</td>")
-            else:
-                cells.append(f"<td title='{float(v):,.1f} ns'>{esc(_t(v))}</td>")
-        cells.append(f"<td class='gm-name'>{name_cell}</td>")
-        for v in (k.library, k.op, _yes_no(k.tensor_cores), k.precision, k.tile, k.layout):
-            cells.append(f"<td class='gm-name'>{esc(v)}</td>")
+        cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, _yes_no(k.tensor_cores))]
+        cells.append(f"<td {style('word')}>{esc(k.precision or '')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
-    tail = f"<p>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
-    ths = "".join(
-        f"<th class='gm-name'>{esc(h)}</th>"
-        if h in ("Kernel", "Library", "Op", "Tensor cores", "Precision", "Tile", "Layout")
-        else f"<th>{esc(h)}</th>"
-        for h in head
+    tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    return (
+        f"<table class='gm-kernels' {style('table')}><thead><tr>{ths}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{tail}"
     )
-    return f"<table><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
 
 
 def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str] = ("Name",)) -> str:
-    """Any nsys-style summary: columns ending in '(ns)' shown with units, name columns left-aligned and escaped."""
+    """Any nsys-style summary: columns ending in '(ns)' shown with units, name columns left-aligned, escaped and
+    wrapped between tokens, missing values empty."""
     if df is None or df.empty:
-        return "<p>None.</p>"
+        return f"<p {style('muted')}>None.</p>"
     name_cols = set(name_cols)
     ths = "".join(
-        f"<th class='gm-name'>{esc(c)}</th>" if c in name_cols else f"<th>{esc(c.replace(' (ns)', ''))}</th>"
+        f"<th class='gm-name' {style('th-name')}>{esc(c)}</th>"
+        if c in name_cols
+        else f"<th {style('th')}>{esc(c.replace(' (ns)', ''))}</th>"
         for c in df.columns
     )
     rows = []
@@ -125,16 +171,16 @@ def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str
         for c in df.columns:
             v = r[c]
             if c in name_cols:
-                cells.append(f"<td class='gm-name'>{esc(v)}</td>")
+                cells.append(f"<td class='gm-name' {style('name')}>{breakable(v)}</td>")
             elif c.endswith("(ns)"):
-                cells.append(f"<td title='{float(v):,.1f} ns'>{esc(_t(v))}</td>")
+                cells.append(f"<td {style('num')}{_ns_title(v)}>{esc(_t(v))}</td>")
             elif c == "Time (%)":
-                cells.append(f"<td>{float(v):.1f}</td>")
+                cells.append(f"<td {style('num')}>{float(v):.1f}</td>")
             elif isinstance(v, float):
-                cells.append(f"<td>{v:,.3f}</td>")
+                cells.append(f"<td {style('num')}>{'' if math.isnan(v) else f'{v:,.3f}'}</td>")
             else:
-                cells.append(f"<td>{esc(v)}</td>")
+                cells.append(f"<td {style('num')}>{esc(_text(v))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(df) - top
-    tail = f"<p>{more} more row(s) not shown.</p>" if more > 0 else ""
-    return f"<table><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+    tail = f"<p {style('muted')}>{more} more row(s) not shown.</p>" if more > 0 else ""
+    return f"<table {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"

@@ -7,7 +7,7 @@ The modules, in the order a measurement uses them:
 - :mod:`.samplers`: the clocks (:class:`HostSampler`, :class:`CudaSampler`) behind one :class:`Sampler`
   interface that also declares what each can do;
 - :mod:`.measure`: :func:`measure`, the steps (first call, calibrate, sample, kernel pass, host pass, assemble),
-  and :func:`gputime` for scripts;
+  and :func:`gputime` for scripts; :mod:`.records`, what the steps hand each other;
 - :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's truth);
 - :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
 """

@@ -8,7 +8,8 @@ clock (the reasons come from the shared research on NVBench, do_bench, torch's T
 2. :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
    (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
 3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.stats.StopRule` says the
-   median is stable or the time budget ends; an interrupt keeps what was measured.
+   median is stable or the time budget ends; an interrupt keeps what was measured, and :func:`measure` raises it
+   again carrying the partial result (:class:`~gpumagic.errors.TimingInterrupted`).
 4. :func:`kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``; over the median: GPU busy).
 5. :func:`host_pass`: the time to *issue* a call. GPU mostly idle and host time close to the per-call time means
    launch-bound, and the line says so.
@@ -28,14 +29,14 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from ..errors import Hint
+from ..errors import Hint, TimingInterrupted
 from ..statement import CompiledStatement, compile_statement
-from ..stats import StopDecision
 from .clocks import choose_sampler, confirm_clock
 from .options import TimingOptions
+from .records import Calibration, KernelFigures, Notes, Sampling
 from .result import TimingResult
 from .samplers import Sampler
 
@@ -63,54 +64,6 @@ SLOW_PROFILER_START = 1.0
 CLOCK_CHANGE = 0.03
 #: Floor (seconds) of a per-call estimate where it divides, so a zero-time estimate cannot divide by zero.
 TINY = 1e-9
-
-
-@dataclass
-class Notes:
-    """The sentences a result carries, in the order they arose, and the settings (hints) they advise."""
-
-    lines: list[str] = field(default_factory=list)
-    hints: list[Hint] = field(default_factory=list)
-
-    def add(self, *lines: str) -> None:
-        self.lines.extend(lines)
-
-    def advise(self, line: str, hint: Hint) -> None:
-        """Add a note that advises a setting; ``line`` spells it as ``hint.script()`` so a front end can respell it."""
-        assert hint.script() in line, (hint, line)
-        self.lines.append(line)
-        if hint not in self.hints:
-            self.hints.append(hint)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What warm-up learnt: seconds per call (device clock) and to issue a call (host), and the calls per sample."""
-
-    per_call: float
-    host_per_call: float
-    calls_per_sample: int
-
-
-@dataclass
-class Sampling:
-    """The samples (per-call seconds, one per sample) and how sampling ended."""
-
-    samples: list[float] = field(default_factory=list)
-    stop_reason: str = ""
-    interrupted: bool = False
-    #: the stop rule's verdict when the time budget ended before the rule was met
-    unsettled: StopDecision | None = None
-    #: SM clock (MHz) before and after sampling, where the device reports it
-    sm_clock: tuple[int | None, int | None] = (None, None)
-
-
-@dataclass(frozen=True)
-class KernelFigures:
-    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing."""
-
-    kernel_time: float | None = None
-    kernels_per_call: float | None = None
 
 
 def run_first_call(
@@ -198,6 +151,14 @@ def round_size(opts: TimingOptions, cal: Calibration) -> int:
     return per_round if opts.samples is None else min(per_round, opts.samples)
 
 
+def _finish_quietly(sampler: Sampler) -> None:
+    """Wait for the device work already issued, after an interrupt: an error there must not hide the interrupt."""
+    try:
+        sampler.finish()
+    except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
+        pass
+
+
 def sample(
     sampler: Sampler,
     inner: Callable[[int], None],
@@ -231,10 +192,7 @@ def sample(
         out.interrupted = True
         out.stop_reason = "interrupted"
         out.sm_clock = (clock_start, None)
-        try:
-            sampler.finish()
-        except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
-            pass
+        _finish_quietly(sampler)
         for handle in rounds:
             out.samples.extend(d / k for d in sampler.salvage(handle))
         if not out.samples:
@@ -363,9 +321,16 @@ def assemble(
     """The closing notes (a median still moving at the budget's end, a moving SM clock) and the result."""
     unsettled = sampling.unsettled
     if unsettled is not None and unsettled.unmet in ("rel_ci", "rel_drift"):
+        # A GPU's clocks (and caches) settle under sustained load; the host clock has no such warm-up to wait for,
+        # and what moves a CPU statement's median is the machine's other work or the statement's own variation.
+        why = (
+            "clocks may still be changing under sustained load"
+            if sampler.on_device
+            else "other work on this machine, or the statement's own variation, moves it"
+        )
         notes.advise(
-            f"The median had not settled when the {opts.time_budget:g} s budget ended ({unsettled.reason}): clocks "
-            f"may still be changing under sustained load. A longer run: {LONGER_RUN.script()}",
+            f"The median had not settled when the {opts.time_budget:g} s budget ended ({unsettled.reason}): {why}. "
+            f"A longer run: {LONGER_RUN.script()}",
             LONGER_RUN,
         )
     meta = {"compile_time": statement.compile_time, **sampler.meta()}
@@ -407,7 +372,12 @@ def measure(
     sampler: Sampler | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> TimingResult:
-    """Time a compiled statement. ``sampler`` overrides the clock choice (tests pass a scripted one)."""
+    """Time a compiled statement. ``sampler`` overrides the clock choice (tests pass a scripted one).
+
+    Ctrl-C once samples exist raises :class:`~gpumagic.errors.TimingInterrupted`, a ``KeyboardInterrupt`` whose
+    ``result`` is the partial result (``interrupted``): the samples are kept and the interrupt still stops the caller.
+    Before the first sample it is the plain ``KeyboardInterrupt``.
+    """
     opts = options or TimingOptions()
     opts.validate()
     wall0 = wall_clock()
@@ -423,12 +393,20 @@ def measure(
     sampling = sample(sampler, statement.inner, opts, cal, wall_clock)
     kernels, host_per_call = KernelFigures(), None
     if not sampling.interrupted and opts.kernel_time and sampler.on_device:
-        kernels = kernel_pass(sampler, statement.inner, opts, cal, notes)
-        if not sampler.replays_graph:  # a replay issues no launches of its own to time
-            host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
-    return assemble(
+        try:
+            kernels = kernel_pass(sampler, statement.inner, opts, cal, notes)
+            if not sampler.replays_graph:  # a replay issues no launches of its own to time
+                host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
+        except KeyboardInterrupt:
+            # the samples are complete; the figures after them are not, and the user asked to stop
+            sampling.interrupted = True
+            _finish_quietly(sampler)
+    result = assemble(
         statement, sampler, opts, first_call, cal, sampling, kernels, host_per_call, notes, wall_clock() - wall0
     )
+    if sampling.interrupted:
+        raise TimingInterrupted(result)
+    return result
 
 
 def gputime(
@@ -445,6 +423,9 @@ def gputime(
     ``stmt`` and ``setup`` are source text evaluated in ``globals`` (default: the caller's module globals) or
     zero-argument callables; the statement's own assignments stay local, so the namespace is left untouched.
     Keyword ``overrides`` are :class:`TimingOptions` fields, e.g. ``gputime("A @ B", globals=g, graph=True)``.
+
+    Ctrl-C after the first sample raises :class:`~gpumagic.errors.TimingInterrupted` (a ``KeyboardInterrupt``)
+    whose ``result`` holds the samples taken.
 
     >>> r = gputime("sum(range(100))")      # doctest: +SKIP
     >>> print(r)                             # doctest: +SKIP

@@ -8,12 +8,92 @@ restating them. The stop rule's own defaults live on :class:`~gpumagic.stats.Sto
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import numbers
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..errors import InvalidOptionError
 from ..stats import StopRule
 
-__all__ = ["TimingOptions"]
+__all__ = ["Bounds", "TimingOptions"]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a numeric option accepts, and the words that say so when a value falls outside them.
+
+    ``whole`` asks for an integer; ``low`` is the least value (excluded with ``strict``), ``below`` an excluded upper
+    end; ``optional`` lets None through ("choose adaptively"); ``what`` says what the number means, in the message.
+    """
+
+    low: float
+    whole: bool = False
+    strict: bool = False
+    below: float | None = None
+    optional: bool = False
+    what: str = ""
+
+    def reason(self) -> str:
+        if self.below is not None:
+            text = f"must be more than {self.low:g} and less than {self.below:g}"
+        elif self.strict:
+            text = "must be positive" if self.low == 0 else f"must be more than {self.low:g}"
+        else:
+            text = "must be 0 or more" if self.low == 0 else f"must be at least {self.low:g}"
+        return text + (f" ({self.what})" if self.what else "")
+
+    def check(self, option: str, value: Any) -> None:
+        """Raise :class:`~gpumagic.errors.InvalidOptionError` unless ``value`` is within these bounds."""
+        if value is None and self.optional:
+            return
+        kind = numbers.Integral if self.whole else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+            what = f" ({self.what})" if self.what else ""
+            reason = f"must be {'a whole' if self.whole else 'a finite'} number{what}"
+            raise InvalidOptionError(option=option, value=value, reason=reason)
+        too_low = value <= self.low if self.strict else value < self.low
+        if too_low or (self.below is not None and value >= self.below):
+            raise InvalidOptionError(option=option, value=value, reason=self.reason())
+
+
+_COUNT = Bounds(1, whole=True)
+_SECONDS = Bounds(0, strict=True, what="seconds")
+_SECONDS_OR_0 = Bounds(0, what="seconds")
+
+
+def _fraction(example: float) -> str:
+    return f"a fraction of the median: {example:g} is \u00b1{round(example * 100, 6):g} %"
+
+
+#: The bounds of every numeric option, :class:`TimingOptions`' fields and its ``stop_rule``'s by their own names (the
+#: names of the ``GpuMagics`` settings too). Checked by :meth:`TimingOptions.validate` and by the settings layer.
+BOUNDS: dict[str, Bounds] = {
+    "calls_per_sample": Bounds(1, whole=True, optional=True),
+    "samples": Bounds(1, whole=True, optional=True),
+    "warmup_calls": Bounds(0, whole=True, optional=True),
+    "warmup_time": _SECONDS_OR_0,
+    "min_warmup_calls": Bounds(0, whole=True),
+    "warmup_wall_cap": _SECONDS,
+    "target_sample_time": _SECONDS,
+    "max_calls_per_sample": _COUNT,
+    "time_budget": Bounds(0, strict=True),
+    "min_samples_on_budget": _COUNT,
+    "round_time": _SECONDS,
+    "kernel_pass_time": _SECONDS,
+    "kernel_preload_time": _SECONDS_OR_0,
+    "max_kernel_pass_calls": _COUNT,
+    "host_pass_time": _SECONDS,
+    "first_call_ratio": Bounds(1, what="1 reports any first call slower than the median"),
+    "first_call_min": _SECONDS_OR_0,
+    "precision": Bounds(1, whole=True, what="significant digits in printed times"),
+    # the stop rule
+    "min_samples": _COUNT,
+    "min_time": _SECONDS_OR_0,
+    "rel_ci": Bounds(0, strict=True, below=1, what=_fraction(StopRule.rel_ci)),
+    "rel_drift": Bounds(0, strict=True, below=1, what=_fraction(StopRule.rel_drift)),
+    "max_samples": _COUNT,
+}
 
 
 @dataclass(frozen=True)
@@ -63,15 +143,16 @@ class TimingOptions:
     precision: int = 3
 
     def validate(self) -> None:
-        """Raise :class:`~gpumagic.errors.InvalidOptionError` (a ``ValueError``) for values that cannot be used."""
-        for name in ("calls_per_sample", "samples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InvalidOptionError(option=name, value=value, reason="must be at least 1")
-        if self.warmup_calls is not None and self.warmup_calls < 0:
-            raise InvalidOptionError(option="warmup_calls", value=self.warmup_calls, reason="must be 0 or more")
-        if self.time_budget <= 0:
-            raise InvalidOptionError(option="time_budget", value=self.time_budget, reason="must be positive")
+        """Raise :class:`~gpumagic.errors.InvalidOptionError` (a ``ValueError``) for values that cannot be used.
+
+        Every numeric field, and the stop rule's, is checked against :data:`BOUNDS` before anything runs: a bad
+        value found only when the result is printed would cost the whole measurement.
+        """
+        for f in fields(self):
+            if f.name in BOUNDS:
+                BOUNDS[f.name].check(f.name, getattr(self, f.name))
+        for f in fields(self.stop_rule):
+            BOUNDS[f.name].check(f.name, getattr(self.stop_rule, f.name))
         if self.flush_l2 and self.calls_per_sample not in (None, 1):
             raise InvalidOptionError(
                 option="--flush-l2",

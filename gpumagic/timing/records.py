@@ -1,0 +1,59 @@
+"""What the steps of a measurement hand each other (:mod:`.measure`): the notes gathered on the way, what warm-up
+learnt, the samples and how sampling ended, and the kernel pass's figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Hint
+from ..stats import StopDecision
+
+__all__ = ["Calibration", "KernelFigures", "Notes", "Sampling"]
+
+
+@dataclass
+class Notes:
+    """The sentences a result carries, in the order they arose, and the settings (hints) they advise."""
+
+    lines: list[str] = field(default_factory=list)
+    hints: list[Hint] = field(default_factory=list)
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend(lines)
+
+    def advise(self, line: str, hint: Hint) -> None:
+        """Add a note that advises a setting; ``line`` spells it as ``hint.script()`` so a front end can respell it."""
+        assert hint.script() in line, (hint, line)
+        self.lines.append(line)
+        if hint not in self.hints:
+            self.hints.append(hint)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What warm-up learnt: seconds per call (device clock) and to issue a call (host), and the calls per sample."""
+
+    per_call: float
+    host_per_call: float
+    calls_per_sample: int
+
+
+@dataclass
+class Sampling:
+    """The samples (per-call seconds, one per sample) and how sampling ended."""
+
+    samples: list[float] = field(default_factory=list)
+    stop_reason: str = ""
+    interrupted: bool = False
+    #: the stop rule's verdict when the time budget ended before the rule was met
+    unsettled: StopDecision | None = None
+    #: SM clock (MHz) before and after sampling, where the device reports it
+    sm_clock: tuple[int | None, int | None] = (None, None)
+
+
+@dataclass(frozen=True)
+class KernelFigures:
+    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing."""
+
+    kernel_time: float | None = None
+    kernels_per_call: float | None = None

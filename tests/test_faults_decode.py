@@ -1,0 +1,127 @@
+"""Hostile kernel names: decoding time grows linearly with a name's length, and a name too long to parse keeps its text.
+
+A profile can hold any string as a kernel name, and ``decode()`` runs on every distinct one while a report renders.
+A regular expression that backtracks made a 40,000-character digit run take ~10 s (quadratic), so each case here
+is timed in a subprocess with a timeout: a regression fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpumagic.kernels import decode, demangle, normalize
+from gpumagic.kernels.decode import MAX_PARSED
+from gpumagic.kernels.spelling import index_type, split_top
+
+MB = 1_000_000
+
+#: (label, prefix, repeated body, suffix): the shapes that made a regular expression backtrack, or could.
+SHAPES = [
+    ("digit run in template", "void k<", "1", ">()"),
+    ("bare digit run", "", "1", ""),
+    ("digit run with suffix", "void k<", "1", "u>()"),
+    ("mangled digits", "_Z", "1", ""),
+    ("nvcc static prefix", "__nv_static_", "__Z", "!"),
+    ("template nest", "void k<", "a<", ""),
+    ("closed template nest", "void cusparse::csrmm_alg2_kernel<", "a<", ">()"),
+    ("long identifier", "void ", "a", "()"),
+    ("many commas", "void k<", "1, ", ">()"),
+    ("casts", "void k<", "(int)1, ", ">()"),
+    ("nvprof arguments", "void k<", "int=1, ", ">()"),
+    ("underscore tokens", "cutlass_80_tensorop_s1688gemm_", "1_", ""),
+    ("xmma tokens", "sm90_xmma_gemm_", "_", "_"),
+    ("triton tokens", "triton_poi_fused_", "a_", "x"),
+    ("nccl tokens", "ncclDevKernel_", "1x", ""),
+    ("spaces", "void k<", " ", ">()"),
+]
+
+#: Shapes that were quadratic in decoder modules outside spelling/decode (cutlass.py, libraries.py) until fixed.
+OTHER_MODULE_SHAPES = [
+    ("CUTLASS 2.x core with a digit run", "cutlass_80_tensorop_s", "1", ""),
+    ("memory operation with open parentheses", "Memcpy ", "(", ""),
+]
+
+_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from gpumagic.kernels import decode
+    for label, prefix, body, suffix, length in json.load(sys.stdin):
+        name = prefix + body * max(1, (length - len(prefix) - len(suffix)) // len(body)) + suffix
+        decode.cache_clear()
+        t0 = time.perf_counter()
+        k = decode(name)
+        took = time.perf_counter() - t0
+        assert k.name == name and "decode_error" not in k.details, (label, dict(k.details))
+        print(json.dumps([label, len(name), took]), flush=True)
+    """
+)
+
+
+def decode_times(shapes: list[tuple[str, str, str, str]], length: int, timeout: float) -> list[tuple[str, int, float]]:
+    """Seconds ``decode()`` takes on each shape grown to ``length`` characters, measured in a subprocess; fails the
+    test naming the shape that was still running when ``timeout`` ended."""
+    cases = json.dumps([[*s, length] for s in shapes])
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SCRIPT], input=cases, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        done = [json.loads(line)[0] for line in out.splitlines()]
+        stuck = next(s[0] for s in shapes if s[0] not in done)
+        pytest.fail(f"decoding a {length:,}-character name ({stuck}) did not finish within {timeout:g} s")
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(json.loads(line)) for line in proc.stdout.splitlines()]
+
+
+def test_a_megabyte_hostile_name_decodes_in_well_under_a_tenth_of_a_second():
+    times = decode_times(SHAPES + OTHER_MODULE_SHAPES, MB, timeout=60)
+    slow = [(label, round(took, 4)) for label, _, took in times if took > 0.05]
+    assert not slow, slow
+
+
+def test_names_just_under_the_parse_cap_are_parsed_in_linear_time():
+    # these are parsed in full: every decoder reads them, so the regular expressions themselves must not backtrack
+    times = decode_times(SHAPES, MAX_PARSED, timeout=60)
+    slow = [(label, round(took, 3)) for label, _, took in times if took > 2.0]
+    assert not slow, slow
+
+
+def test_names_under_the_cap_in_the_other_decoders_are_parsed_in_linear_time():
+    times = decode_times(OTHER_MODULE_SHAPES, MAX_PARSED, timeout=4)
+    slow = [(label, round(took, 3)) for label, _, took in times if took > 2.0]
+    assert not slow, slow
+
+
+def test_a_name_past_the_parse_cap_keeps_its_full_text_and_says_why():
+    name = "void at::native::vectorized_elementwise_kernel<4, " + "1" * MAX_PARSED + ">()"
+    k = decode(name)
+    assert k.name == name and k.demangled == name
+    assert k.family == "other" and k.short == name[:80]
+    assert k.details["not_parsed"] == f"a {len(name):,}-character name; names over {MAX_PARSED:,} are not parsed"
+    assert "not parsed" in k.explain_text()
+    # one character under the cap is parsed as usual
+    fits = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()"
+    assert decode(fits + " " * (MAX_PARSED - len(fits))).family == "aten"
+
+
+def test_digit_suffixes_and_nvcc_prefixes_read_as_before():
+    assert normalize("std::array<char*, 3ul>, 12u, 7ll, 5") == "std::array<char*, 3>, 12, 7, 5"
+    assert normalize("x" + "1" * 5000 + "ul") == "x" + "1" * 5000
+    static = (
+        "__nv_static_45__32_dpRealComplex_compute_70_cpp1_ii_f01f2bc9__ZN13dpRealComplex24postprocessC2C_kernelMemIjd"
+        "L9fftAxii_t7EEEvP7ComplexIT0_EPKS4_T_15coordDivisors_tIS8_E7coord_tIS8_ESC_S8_S3_10callback_t"
+    )
+    assert demangle(static) == demangle(static[static.index("_ZN") :]) != static[static.index("_ZN") :]
+    for not_static in ("__nv_static___Z", "__nv_static_a__Zb!", "__nv_static_abc"):
+        assert demangle(not_static) == not_static
+
+
+def test_index_type_looks_one_level_into_a_traits_argument_and_no_deeper():
+    assert index_type(split_top("sddmm_traits<long, long, float>, float")) == "int64"
+    assert index_type(split_top("outer<sddmm_traits<long, float>>, float")) is None
