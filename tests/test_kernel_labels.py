@@ -52,3 +52,23 @@ def test_cudnn_sdpa_forward_and_backward_and_what_a_name_cannot_tell():
         " unsigned int, 2, 128, 1>(int)"
     )
     assert cat.precision == "16-bit"  # 2-byte elements; 'unsigned int' is the index type, not the data
+
+
+def test_the_report_shows_colliding_kernels_under_distinct_labels():
+    from gpumagic.render.report import ProfileReport
+    from gpumagic.trace import Trace, frame
+
+    mul = (
+        "void at::native::elementwise_kernel<128, {n}, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor"
+        "<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+        "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)"
+        "::{{lambda(int)#1}}>(int, at::native::gpu_kernel_impl_nocast)"
+    )
+    names = [mul.format(n=4), mul.format(n=2)]
+    assert decode(names[0]).short == decode(names[1]).short
+    ks = [dict(name=n, start=i * 100, end=i * 100 + 50, device=0, stream=7) for i, n in enumerate(names)]
+    report = ProfileReport(Trace(kernels=frame("kernels", ks)), timeline=False)
+    shown = set(report.kernel_summary()["Short"])
+    assert len(shown) == 2
+    text = str(report)
+    assert all(label in text for label in shown) and all(label in report._repr_html_() for label in shown)

@@ -12,6 +12,7 @@ import pandas as pd
 from ..analysis import Finding, findings
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
+from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 from .options import ReportOptions
@@ -79,7 +80,7 @@ class ProfileReport:
         s = self.trace.kernel_summary()
         dec = s["Name"].map(decode)
         return s.assign(
-            Short=dec.map(lambda d: d.short),
+            Short=s["Name"].map(distinct_labels(s["Name"])),
             Family=dec.map(lambda d: d.family),
             Library=dec.map(lambda d: d.library),
             Op=dec.map(lambda d: d.op),
@@ -114,11 +115,12 @@ class ProfileReport:
         lines += [f"  note: {n}" for n in self.notes]
         s = self.trace.kernel_summary().head(self.top)
         if not s.empty:
+            labels = distinct_labels(self.trace.kernel_summary()["Name"])
             lines.append(f"  {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel")
             for _, r in s.iterrows():
                 lines.append(
                     f"  {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  {int(r['Instances']):>5}  "
-                    f"{_t(r['Avg (ns)']):>9}  {decode(r['Name']).short}"
+                    f"{_t(r['Avg (ns)']):>9}  {labels[r['Name']]}"
                 )
         return "\n".join(lines)
 

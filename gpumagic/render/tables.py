@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..kernels import decode
+from ..kernels.labels import distinct_labels
 from ..units import format_time
 
 __all__ = ["breakable", "duration_table_html", "esc", "kernel_table_html", "style"]
@@ -106,7 +107,7 @@ _KERNEL_COLUMNS = [
 _DOT = " \u00b7 "
 
 
-def _kernel_name_cell(r: pd.Series) -> str:
+def _kernel_name_cell(r: pd.Series, label: str) -> str:
     k = decode(r["Name"])
     facts = [
         f"{label} {_t(r[col])}"
@@ -120,7 +121,7 @@ def _kernel_name_cell(r: pd.Series) -> str:
     )
     return (
         f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(r['Name'])}'>"
-        f"{breakable(k.short)}</summary>"
+        f"{breakable(label)}</summary>"
         f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>"
         f"<div {style('raw')}>{breakable(r['Name'])}</div>{explain}</details></td>"
     )
@@ -133,6 +134,7 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
         return "<p>No kernels.</p>"
     ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
     rows = []
+    labels = distinct_labels(summary["Name"])  # every distinct name reads differently, even where shorts collide
     for _, r in summary.head(top).iterrows():
         k = decode(r["Name"])
         cells = [
@@ -140,7 +142,7 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
             f"<td {style('num')}{_ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
             f"<td {style('num')}{_ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
-            _kernel_name_cell(r),
+            _kernel_name_cell(r, labels[r["Name"]]),
         ]
         cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, _yes_no(k.tensor_cores))]
         cells.append(f"<td {style('word')}>{esc(k.precision or '')}</td>")
