@@ -267,7 +267,14 @@ def test_gputime_on_cpu_times_real_work_and_says_so():
     r = gpumagic.gputime("a @ a", globals={"a": a}, cpu=True, time_budget=0.2)
     assert r.backend == "host" and r.device == "CPU"
     assert " per call on CPU (median \u00b1 IQR of " in r.line()
-    assert 1e-7 < r.median < 1e-2
+    # against a plain perf_counter loop taken right after (a relative check: shared CI machines vary tenfold)
+    import time
+
+    t0 = time.perf_counter()
+    for _ in range(200):
+        a @ a
+    plain = (time.perf_counter() - t0) / 200
+    assert r.median > 1e-7 and 0.1 < r.median / plain < 10, (r.median, plain)
     assert r.kernel_time is None and not r.launch_bound
 
 
