@@ -285,11 +285,24 @@ class GpuMagics(Magics, GpuMagicsConfig):
             return None
         return captured.value  # IPython shows it as the cell's Out[n], after the report
 
+    def _running_cell(self) -> tuple[Any, Any] | None:
+        """(the front end's id of the running cell, this execution) where the kernel says it (JupyterLab sends a
+        ``cellId`` with each execute request), so that re-running the cell whose report carried BokehJS carries it
+        again; None in a terminal."""
+        kernel = getattr(self.shell, "kernel", None)
+        get_parent = getattr(kernel, "get_parent", None)
+        parent = get_parent() if callable(get_parent) else getattr(self.shell, "parent_header", None)
+        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+        return (cell_id, self.shell.execution_count) if cell_id else None
+
     def _show(self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None) -> None:
         """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``, display."""
         from IPython.display import display
 
+        from .render import embed
         from .render.report import ProfileReport
+
+        embed.ONCE.current_cell = self._running_cell
 
         report = ProfileReport(
             captured.trace,

@@ -83,3 +83,32 @@ def test_usage_errors(ip, line, message):
 def test_empty_cell_is_a_usage_error(ip):
     with pytest.raises(UsageError, match="needs code"):
         ip.run_cell_magic("gpuprofile", "", "  \n")
+
+
+def test_rerunning_the_cell_that_carried_bokehjs_carries_it_again(ip, monkeypatch):
+    """JupyterLab replaces a re-run cell's outputs: the report that carried BokehJS must carry it again, or the saved
+    notebook would hold none."""
+    from gpumagic.render import embed
+
+    carrier = "type='text/x-gpumagic-bokehjs'"
+    parent = {"metadata": {"cellId": "cell-a"}}
+
+    class Kernel:
+        def get_parent(self):
+            return parent
+
+    monkeypatch.setattr(ip, "kernel", Kernel(), raising=False)
+    embed.ONCE.forget()
+    ip.user_ns["torch"] = torch
+
+    def run() -> str:
+        ip.execution_count += 1
+        with capture_output() as cap:
+            ip.run_cell_magic("gpuprofile", "-w 0", "torch.ones(4) + 1")
+        return cap.outputs[0].data["text/html"]
+
+    assert carrier in run()  # the first report carries BokehJS
+    parent["metadata"]["cellId"] = "cell-b"
+    assert carrier not in run()  # another cell reuses it
+    parent["metadata"]["cellId"] = "cell-a"
+    assert carrier in run()  # the carrier's cell again: its new output replaces the old one, so it carries it again
