@@ -12,6 +12,7 @@ input, ``RuntimeError`` for a failed tool), so ``except ValueError`` in existing
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,9 +20,11 @@ from typing import Any, ClassVar
 __all__ = [
     "CellError",
     "ExportFormatError",
+    "FileMissingError",
     "GpuMagicError",
     "Hint",
     "InvalidOptionError",
+    "NestedProfilerError",
     "NewerReportError",
     "NoCudaDataError",
     "NoReportError",
@@ -31,7 +34,9 @@ __all__ = [
     "NsysNotFoundError",
     "NsysTimeoutError",
     "ShippingError",
+    "TimingInterrupted",
     "TraceFormatError",
+    "UnwritablePathError",
     "tail",
 ]
 
@@ -241,8 +246,6 @@ class ShippingError(GpuMagicError, ValueError):
 
 # --- capture faults: a nested profiler, a missing or unwritable file ---------------------------------------------
 
-__all__ += ["FileMissingError", "NestedProfilerError", "UnwritablePathError"]
-
 
 class NestedProfilerError(GpuMagicError, RuntimeError):
     """A profiler would start inside another one, which crashes the process (torch.profiler / Kineto keeps one
@@ -257,8 +260,6 @@ class FileMissingError(GpuMagicError, FileNotFoundError):
     template = "{what} {path} does not exist. Check the path{relative}."
 
     def extra_fields(self) -> dict[str, Any]:
-        import os
-
         relative = "" if os.path.isabs(self.path) else f" (a relative path is read from {os.getcwd()})"
         return {"relative": relative}
 
@@ -270,8 +271,6 @@ class UnwritablePathError(GpuMagicError, ValueError):
 
 
 # --- an interrupt that keeps what was measured -------------------------------------------------------------------
-
-__all__ += ["TimingInterrupted"]
 
 
 class TimingInterrupted(KeyboardInterrupt):
