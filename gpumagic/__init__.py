@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import GpuMagicError
-from .kernels import KernelName
-from .kernels import decode as decode_kernel
 from .timing import TimingOptions, TimingResult, gputime
+
+if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
+    from .kernels import KernelName
+    from .kernels import decode as decode_kernel
 
 __version__ = "0.1.0"
 __all__ = [
@@ -30,6 +32,15 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The trace readers pull in pandas: imported on first use, so `%load_ext gpumagic` stays quick.
+    # The kernel decoder is the larger part of the package: it too loads on first use.
+    if name == "KernelName":
+        from .kernels import KernelName
+
+        return KernelName
+    if name == "decode_kernel":
+        from .kernels import decode
+
+        return decode
     if name == "load_trace":
         from .capture.chrome_trace import load_trace
 

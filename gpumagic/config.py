@@ -15,7 +15,7 @@ from __future__ import annotations
 import warnings
 from copy import deepcopy
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config, Configurable
@@ -25,6 +25,8 @@ from .errors import InvalidOptionError
 from .render.options import ReportOptions
 from .stats import StopRule
 from .timing.options import BOUNDS, Bounds, TimingOptions
+
+_Options = TypeVar("_Options", TimingOptions, NsysOptions, ReportOptions)
 
 #: The ``%%gpuprofile`` settings' bounds (the timing settings' are the core's :data:`BOUNDS`, by the same names).
 PROFILE_BOUNDS = {
@@ -112,7 +114,7 @@ class GpuMagicsConfig(Configurable):
         """Refuse a value outside its setting's bounds when it is set, naming the setting, the range and the default."""
         name, value = proposal["trait"].name, proposal["value"]
         try:
-            (PROFILE_BOUNDS.get(name) or BOUNDS[name]).check(name, value)
+            _bounds(name).check(name, value)
         except InvalidOptionError as exc:
             default = proposal["trait"].default_value
             raise TraitError(f"GpuMagics.{exc}; the default is {default!r}") from None
@@ -143,7 +145,7 @@ class GpuMagicsConfig(Configurable):
             values = cfg.get(section, {})
             for name in [n for n in values if n in PROFILE_BOUNDS or n in _TIMING_TRAITS]:
                 try:
-                    (PROFILE_BOUNDS.get(name) or BOUNDS[name]).check(name, values[name])
+                    _bounds(name).check(name, values[name])
                 except InvalidOptionError as exc:
                     default = self.trait_defaults(name)
                     warnings.warn(f"GpuMagics.{exc}; ignored, the default {default!r} is used", stacklevel=2)
@@ -164,7 +166,7 @@ class GpuMagicsConfig(Configurable):
             first_call_ratio=self.first_call_ratio,
             precision=self.precision,
         )
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        return _with_overrides(base, overrides)
 
     def nsys_options(self, **overrides: Any) -> NsysOptions:
         """NsysOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
@@ -174,9 +176,19 @@ class GpuMagicsConfig(Configurable):
             trace=self.nsys_trace,
             timeout=self.nsys_timeout,
         )
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        return _with_overrides(base, overrides)
 
     def report_options(self, **overrides: Any) -> ReportOptions:
         """ReportOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
         base = ReportOptions(top=self.profile_top, max_glyphs_per_lane=self.timeline_max_glyphs)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        return _with_overrides(base, overrides)
+
+
+def _with_overrides(base: _Options, overrides: dict[str, Any]) -> _Options:
+    """``base`` with the per-call ``overrides`` that were given (None: not given, keep the setting)."""
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _bounds(name: str) -> Bounds:
+    """The valid range of setting ``name``."""
+    return PROFILE_BOUNDS.get(name) or BOUNDS[name]

@@ -105,6 +105,12 @@ class Trace:
 
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a replaced table makes every kept answer stale (tables are replaced, never edited in place)
+        if name in COLUMNS and "_memo" in self.__dict__:
+            self._memo.clear()
+        super().__setattr__(name, value)
+
     def memo(self, key: str, compute: Callable[[], _T]) -> _T:
         """``compute()`` once per Trace under ``key``; later calls return the kept answer (analyses use it too)."""
         if key not in self._memo:
@@ -183,6 +189,10 @@ class Trace:
         ``window_text`` (what it is, in words), ``wall_ns`` (its length), ``gpu_busy_ns`` (kernels and memory
         operations, overlap counted once), ``gpu_util`` (busy / wall), ``kernel_ns`` (the kernels' summed time, the
         total of every "% of kernel time"), ``cpu_ops_ns``, ``kernels``, ``memops``."""
+        key = f"figures:{self.meta.get('label')}:{self.meta.get('window')}"  # the window depends on these two
+        return dict(self.memo(key, self._figures))
+
+    def _figures(self) -> dict[str, Any]:
         w0, w1, kind = self.analysis_window()
         wall = max(0, w1 - w0)
         busy = self.gpu_busy_ns()

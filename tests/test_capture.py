@@ -135,6 +135,23 @@ def test_chrome_trace_written_reads_back_to_the_same_summaries(tmp_path):
     a, b = t.kernel_summary(), back.kernel_summary()
     assert a["Name"].tolist() == b["Name"].tolist()
     assert (a["Total Time (ns)"] - b["Total Time (ns)"]).abs().max() <= len(t.kernels)  # µs with 3 decimals
+    for table in ("kernels", "memops", "api"):  # streams, correlations, bytes, launch geometry come back too
+        cols = [c for c in getattr(t, table).columns if c not in ("start", "end")]
+        assert getattr(back, table)[cols].astype(str).equals(getattr(t, table)[cols].astype(str)), table
+    from gpumagic.trace import Trace, frame
+
+    memset = dict(kind="memset", name="Memset", bytes=10, start=0, end=5, device=0, stream=7, correlation=3)
+    write_chrome_trace(Trace(memops=frame("memops", [memset])), path)
+    assert load_trace(path).memops.to_dict("records") == [memset]
+
+
+def test_the_loop_refuses_counts_it_cannot_run():
+    from gpumagic.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="warmup must be 0 or more"):
+        run_cell(Cell.of(lambda: None), {}, -3, 1)
+    with pytest.raises(InvalidOptionError, match="iters must be at least 1"):
+        run_cell(Cell.of(lambda: None), {}, 0, 0)
 
 
 def test_runner_reports_the_cells_traceback_without_its_own_frames(tmp_path):

@@ -239,3 +239,11 @@ def test_analysis_window_is_the_cells_range_else_its_cuda_activity_never_the_pro
     assert f2["window"] == "nvtx" and f2["wall_ns"] < f["wall_ns"]
     cpu_only = Trace(ops=frame("ops", [dict(name="aten::add", start=10, end=30, thread=1, depth=0)]))
     assert cpu_only.figures()["window"] == "capture"
+
+
+def test_a_replaced_table_drops_the_kept_answers():
+    t = load_trace(DATA / "torch_block.json.gz")
+    assert len(t.kernel_summary()) == 7 and t.gpu_busy_ns() > 0
+    t.kernels = t.kernels.iloc[0:0]
+    t.memops = t.memops.iloc[0:0]
+    assert t.kernel_summary().empty and t.gpu_busy_ns() == 0

@@ -12,7 +12,7 @@ from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 
-__all__ = ["Finding", "KernelFacts", "kernel_facts", "t"]
+__all__ = ["Finding", "KernelFacts", "kernel_facts", "kernel_labels", "t"]
 
 
 @dataclass
@@ -50,9 +50,14 @@ def kernel_facts(trace: Trace) -> KernelFacts:
     def compute() -> KernelFacts:
         k = trace.kernels
         durations = (k["end"] - k["start"]).astype("int64")
-        distinct = pd.unique(k["name"])
-        names: dict[str, KernelName] = {n: decode(n) for n in distinct}
-        labels = distinct_labels(distinct)
+        names: dict[str, KernelName] = {n: decode(n) for n in pd.unique(k["name"])}
+        labels = kernel_labels(trace)
         return KernelFacts(durations, k["name"].map(names), k["name"].map(labels), int(durations.sum()))
 
     return trace.memo("analysis.kernel_facts", compute)
+
+
+def kernel_labels(trace: Trace) -> dict[str, str]:
+    """Each distinct kernel name's label (its decoded short form, told apart from siblings that share it), computed
+    once per trace: the findings, the tables and the timeline all say the same name for the same kernel."""
+    return trace.memo("kernel_labels", lambda: distinct_labels(pd.unique(trace.kernels["name"])))

@@ -4,7 +4,7 @@ and which kernels hold the time."""
 from __future__ import annotations
 
 from ..trace import Trace
-from .finding import Finding, kernel_facts, t
+from .finding import Finding, kernel_facts, kernel_labels, t
 
 __all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
 
@@ -101,7 +101,7 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     summ = trace.kernel_summary()
     head = summ.head(top)
     share = head["Time (%)"].sum()
-    labels = kernel_facts(trace).labels.groupby(trace.kernels["name"]).first()
+    labels = kernel_labels(trace)
     parts = [f"{labels[n]} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
     if len(summ) == 1:
         n = int(head["Instances"].iloc[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..trace import Trace
+from ..trace import WINDOW_TEXT, Trace
 from .finding import Finding, t
 
 __all__ = ["host_copies", "host_syncs"]
@@ -59,7 +59,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
     api = trace.api
     if api.empty:
         return []
-    start, end, _ = trace.analysis_window()
+    start, end, kind = trace.analysis_window()
     names = api["name"].astype(str).str.replace(r"_v\d+$", "", regex=True)
     inside = api[names.isin(_SYNC_APIS) & (api["start"] >= start) & (api["start"] <= end)]
     if inside.empty:
@@ -78,7 +78,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
             "host_sync",
             "warn",
             f"The host waited for the GPU {len(inside)} times inside the cell ({what}): {t(ns)}, {ns / wall:.0%} of "
-            f"{trace.figures()['window_text']}. .item(), .cpu(), .tolist(), printing a tensor and data-dependent "
+            f"{WINDOW_TEXT[kind]}. .item(), .cpu(), .tolist(), printing a tensor and data-dependent "
             "shapes (nonzero, boolean masks) each wait for the GPU to finish; keep values on the GPU, or read them "
             "once at the end.",
             {"ns": ns, "calls": len(inside), "share_of_window": ns / wall},

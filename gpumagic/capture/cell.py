@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from ..errors import InvalidOptionError
+
 __all__ = [
     "Cell",
     "compile_cell",
@@ -111,6 +113,10 @@ def run_cell(
     then run ``iters`` times inside ``inside()`` (the capture), synchronized before it closes. Returns the cell's
     value from the last captured run. An exception propagates after the capture context has exited (profiler
     stopped, range popped)."""
+    if warmup < 0:
+        raise InvalidOptionError(option="warmup", value=warmup, reason="must be 0 or more")
+    if iters < 1:
+        raise InvalidOptionError(option="iters", value=iters, reason="must be at least 1")
     with outside():
         for _ in range(warmup):
             cell.run(namespace)

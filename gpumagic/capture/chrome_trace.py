@@ -171,38 +171,81 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
 
 # --- writing ------------------------------------------------------------------------------------------------------
 
-#: Trace table -> (Chrome category, name column, process, thread column): the reader's categories, so a written
-#: trace reads back into the same tables.
+#: Trace table -> (Chrome category, name column, process, thread column, {Trace column: the reader's args key}): the
+#: reader's own categories and keys, so a written trace reads back into the same tables.
 _WRITE = (
-    ("ops", "cpu_op", "name", "CPU", "thread"),
-    ("api", "cuda_runtime", "name", "CPU", "thread"),
-    ("nvtx", "user_annotation", "text", "CPU", "thread"),
-    ("kernels", "kernel", "name", "GPU", "stream"),
-    ("memops", "gpu_memcpy", "name", "GPU", "stream"),
-    ("osrt", "osrt", "name", "CPU", "thread"),
+    ("ops", "cpu_op", "name", "CPU", "thread", {"external_id": "External id"}),
+    ("api", "cuda_runtime", "name", "CPU", "thread", {"correlation": "correlation"}),
+    ("nvtx", "user_annotation", "text", "CPU", "thread", {}),
+    (
+        "kernels",
+        "kernel",
+        "name",
+        "GPU",
+        "stream",
+        {
+            "device": "device",
+            "stream": "stream",
+            "correlation": "correlation",
+            "grid": "grid",
+            "block": "block",
+            "registers": "registers per thread",
+            "shared_memory": "shared memory",
+        },
+    ),
+    (
+        "memops",
+        "gpu_memcpy",
+        "name",
+        "GPU",
+        "stream",
+        {"bytes": "bytes", "device": "device", "stream": "stream", "correlation": "correlation"},
+    ),
+    ("osrt", "osrt", "name", "CPU", "thread", {}),
 )
 
 
 def chrome_trace_events(trace: Trace) -> dict[str, Any]:
-    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times."""
+    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times and the args the
+    reader takes back (stream, correlation, bytes, launch geometry)."""
     events: list[dict[str, Any]] = []
-    for table, cat, name_col, pid, tid_col in _WRITE:
+    for table, cat, name_col, pid, tid_col, arg_keys in _WRITE:
         df = getattr(trace, table)
         if df.empty:
             continue
-        for name, tid, start, end in zip(df[name_col], df[tid_col], df["start"], df["end"]):
+        columns = [c for c in arg_keys if c in df.columns]
+        rows = zip(df[name_col], df[tid_col], df["start"], df["end"], *(df[c] for c in columns))
+        kinds = df["kind"].astype(str) if table == "memops" else None
+        for i, (name, tid, start, end, *values) in enumerate(rows):
+            args = {arg_keys[c]: _json_value(v) for c, v in zip(columns, values) if _json_value(v) is not None}
             events.append(
                 {
                     "ph": "X",
-                    "cat": cat,
+                    "cat": "gpu_memset" if kinds is not None and kinds.iat[i] == "memset" else cat,
                     "name": str(name),
                     "pid": pid,
                     "tid": _json_tid(tid),
                     "ts": start / 1000.0,
                     "dur": (end - start) / 1000.0,
+                    **({"args": args} if args else {}),
                 }
             )
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in trace.meta.items()}}
+
+
+def _json_value(v: Any) -> Any:
+    """A table value as the reader expects it back: launch geometry 'XxYxZ' as a list, numbers as int, -1 and
+    missing values left out."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, str):
+        dims = v.split("x")
+        return [int(d) for d in dims] if len(dims) == 3 and all(d.isdigit() for d in dims) else v
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return None if n == -1 else n
 
 
 def _json_tid(tid: Any) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import Finding, findings
+from ..analysis.finding import kernel_labels
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
-from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 from .options import ReportOptions
@@ -80,7 +80,7 @@ class ProfileReport:
         s = self.trace.kernel_summary()
         dec = s["Name"].map(decode)
         return s.assign(
-            Short=s["Name"].map(distinct_labels(s["Name"])),
+            Short=s["Name"].map(kernel_labels(self.trace)),
             Family=dec.map(lambda d: d.family),
             Library=dec.map(lambda d: d.library),
             Op=dec.map(lambda d: d.op),
@@ -115,7 +115,7 @@ class ProfileReport:
         lines += [f"  note: {n}" for n in self.notes]
         s = self.trace.kernel_summary().head(self.top)
         if not s.empty:
-            labels = distinct_labels(self.trace.kernel_summary()["Name"])
+            labels = kernel_labels(self.trace)
             lines.append(f"  {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel")
             for _, r in s.iterrows():
                 lines.append(
@@ -164,7 +164,7 @@ class ProfileReport:
             parts.append(f"<div class='gm-finding gm-info' style='margin:2px 0'>{_SEVERITY['info'][0]}{esc(n)}</div>")
         ks = self.trace.kernel_summary()
         if not ks.empty:
-            parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top))
+            parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, kernel_labels(self.trace)))
         sections = [
             ("Memory operations", not self.trace.memops.empty, lambda: _memops(self.trace, self.top)),
             ("Torch ops (Self CPU vs GPU)", not self.trace.ops.empty, lambda: _ops(self.trace, self.top)),

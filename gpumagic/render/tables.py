@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -127,14 +127,15 @@ def _kernel_name_cell(r: pd.Series, label: str) -> str:
     )
 
 
-def kernel_table_html(summary: pd.DataFrame, top: int = 15) -> str:
+def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str, str] | None = None) -> str:
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
     the raw name, the other statistics and each token explained), library, op, tensor cores, precision."""
     if summary.empty:
         return "<p>No kernels.</p>"
     ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
     rows = []
-    labels = distinct_labels(summary["Name"])  # every distinct name reads differently, even where shorts collide
+    if labels is None:  # every distinct name reads differently, even where shorts collide
+        labels = distinct_labels(summary["Name"])
     for _, r in summary.head(top).iterrows():
         k = decode(r["Name"])
         cells = [

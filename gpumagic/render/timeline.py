@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.finding import kernel_labels
 from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
@@ -148,7 +149,7 @@ def _lanes(trace: Trace) -> list[tuple[str, str, pd.DataFrame]]:
                 {
                     "start": k["start"],
                     "end": k["end"],
-                    "name": dec.map(lambda d: d.short),
+                    "name": k["name"].map(kernel_labels(trace)),
                     "raw": k["name"].astype(str).str.slice(0, 400),
                     "family": dec.map(lambda d: d.family),
                     "stream": k["stream"].astype(str),
