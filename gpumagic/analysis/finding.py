@@ -12,7 +12,7 @@ from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 
-__all__ = ["Finding", "KernelFacts", "kernel_facts", "kernel_labels", "t"]
+__all__ = ["Finding", "KernelFacts", "api_names", "kernel_facts", "kernel_labels", "t"]
 
 
 @dataclass
@@ -61,3 +61,13 @@ def kernel_labels(trace: Trace) -> dict[str, str]:
     """Each distinct kernel name's label (its decoded short form, told apart from siblings that share it), computed
     once per trace: the findings, the tables and the timeline all say the same name for the same kernel."""
     return trace.memo("kernel_labels", lambda: distinct_labels(pd.unique(trace.kernels["name"])))
+
+
+def api_names(trace: Trace) -> pd.Series:
+    """The CUDA API calls' names without a version suffix (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``),
+    computed once per trace for every analyzer that matches API names."""
+
+    def strip() -> pd.Series:
+        return trace.api["name"].astype(str).str.replace(r"_v\d+$", "", regex=True)
+
+    return trace.memo("analysis.api_names", strip)

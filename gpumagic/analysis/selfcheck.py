@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..trace import Trace
-from .finding import Finding
+from .finding import Finding, api_names
 
 __all__ = ["launches", "missing_kernels", "no_gpu_activity"]
 
@@ -25,7 +25,7 @@ def launches(trace: Trace) -> pd.DataFrame:
     api = trace.api
     if api.empty:
         return api
-    return api[api["name"].str.replace(r"_v\d+$", "", regex=True).isin(LAUNCH_APIS)]
+    return trace.memo("analysis.launches", lambda: api[api_names(trace).isin(LAUNCH_APIS)])
 
 
 def no_gpu_activity(trace: Trace) -> list[Finding]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..trace import WINDOW_TEXT, Trace
-from .finding import Finding, t
+from .finding import Finding, api_names, t
 
 __all__ = ["host_copies", "host_syncs"]
 
@@ -60,7 +60,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
     if api.empty:
         return []
     start, end, kind = trace.analysis_window()
-    names = api["name"].astype(str).str.replace(r"_v\d+$", "", regex=True)
+    names = api_names(trace)
     inside = api[names.isin(_SYNC_APIS) & (api["start"] >= start) & (api["start"] <= end)]
     if inside.empty:
         return []

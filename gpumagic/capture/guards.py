@@ -120,17 +120,19 @@ def _imported(path: str) -> Any:
     return _UNKNOWN
 
 
-def _resolve(node: ast.expr, aliases: dict[str, str], namespace: Mapping[str, Any]) -> Any:
+def _resolve(
+    node: ast.expr, aliases: dict[str, str], namespace: Mapping[str, Any], classes: tuple[type, ...] = ()
+) -> Any:
     """What a name or dotted attribute stands for, without running anything: attributes are read on modules only."""
     if isinstance(node, ast.Name):
         if node.id in aliases:
             return _imported(aliases[node.id])
         return namespace.get(node.id, _UNKNOWN)
     if isinstance(node, ast.Attribute):
-        base = _resolve(node.value, aliases, namespace)
+        base = _resolve(node.value, aliases, namespace, classes)
         if isinstance(base, type(os)):
             return getattr(base, node.attr, _UNKNOWN)
-        if node.attr in _STARTS and isinstance(base, _profiler_classes()):
+        if node.attr in _STARTS and classes and isinstance(base, classes):
             return base  # prof.start() on a profiler made in an earlier cell
     return _UNKNOWN
 
@@ -171,7 +173,7 @@ def profiler_calls(source: str, namespace: Mapping[str, Any]) -> list[tuple[int,
             target, code = node.context_expr, node.context_expr
         else:
             continue
-        obj = _resolve(target, aliases, namespace)
+        obj = _resolve(target, aliases, namespace, classes)
         if (isinstance(obj, type) and issubclass(obj, classes)) or isinstance(obj, classes):
             text = ast.unparse(code)
             found.add((code.lineno, text if len(text) <= 60 else text[:57] + "..."))
