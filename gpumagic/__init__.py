@@ -26,6 +26,8 @@ __all__ = [
     "load_ipython_extension",
     "load_nsys",
     "load_trace",
+    "measure_peak",
+    "peaks",
     "unload_ipython_extension",
 ]
 
@@ -49,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from .capture.nsys import load_nsys
 
         return load_nsys
+    if name in ("peaks", "measure_peak"):  # the device peaks table and the measurement of this GPU's own
+        from . import device_peaks
+
+        return getattr(device_peaks, name)
     raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
 
 
