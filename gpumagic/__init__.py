@@ -24,6 +24,7 @@ __all__ = [
     "decode_kernel",
     "gputime",
     "load_ipython_extension",
+    "load_ncu",
     "load_nsys",
     "load_trace",
     "measure_peak",
@@ -47,6 +48,10 @@ def __getattr__(name: str) -> Any:
         from .capture.chrome_trace import load_trace
 
         return load_trace
+    if name == "load_ncu":
+        from .render.ncu_view import load_ncu
+
+        return load_ncu
     if name == "load_nsys":
         from .capture.nsys import load_nsys
 

@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config, Configurable
 
-from .capture.options import WARMUP, NsysOptions
+from .capture.options import WARMUP, NcuOptions, NsysOptions
 from .errors import InvalidOptionError
 from .render.options import ReportOptions
 from .stats import StopRule
 from .timing.options import BOUNDS, Bounds, TimingOptions
 
-_Options = TypeVar("_Options", TimingOptions, NsysOptions, ReportOptions)
+_Options = TypeVar("_Options", TimingOptions, NsysOptions, NcuOptions, ReportOptions)
 
 #: The ``%%gpuprofile`` settings' bounds (the timing settings' are the core's :data:`BOUNDS`, by the same names).
 PROFILE_BOUNDS = {
@@ -34,6 +34,8 @@ PROFILE_BOUNDS = {
     "profile_top": Bounds(1, whole=True, what="rows per table"),
     "timeline_max_glyphs": Bounds(1, whole=True, what="events drawn per timeline lane"),
     "nsys_timeout": Bounds(0, strict=True, what="seconds"),
+    "ncu_top": Bounds(0, whole=True, what="kernels profiled (0: every kernel in the cell)"),
+    "ncu_timeout": Bounds(0, strict=True, what="seconds"),
 }
 #: The timing settings checked against the core's :data:`BOUNDS` (the traits of the same names).
 _TIMING_TRAITS = (
@@ -104,6 +106,19 @@ class GpuMagicsConfig(Configurable):
     nsys_timeout = Float(NsysOptions.timeout, help="%%gpuprofile --nsys: seconds before the nsys run is stopped.").tag(
         config=True
     )
+    ncu_path = Unicode(
+        NcuOptions.ncu_path or "",
+        help="%%gpuprofile --ncu: the ncu binary (default: PATH, then the usual install locations).",
+    ).tag(config=True)
+    ncu_top = Int(
+        NcuOptions.top, help="%%gpuprofile --ncu: kernels profiled, the top ones by GPU time (0: every kernel)."
+    ).tag(config=True)
+    ncu_timeout = Float(NcuOptions.timeout, help="%%gpuprofile --ncu: seconds before the ncu run is stopped.").tag(
+        config=True
+    )
+    ncu_clock_control = Unicode(
+        NcuOptions.clock_control, help="%%gpuprofile --ncu: 'base' (ncu locks clocks to base) or 'none'."
+    ).tag(config=True)
     timeline_max_glyphs = Int(
         ReportOptions.max_glyphs_per_lane,
         help="%%gpuprofile: events per timeline lane before they are merged into time buckets.",
@@ -175,6 +190,17 @@ class GpuMagicsConfig(Configurable):
             profile_dir=self.profile_dir,
             trace=self.nsys_trace,
             timeout=self.nsys_timeout,
+        )
+        return _with_overrides(base, overrides)
+
+    def ncu_options(self, **overrides: Any) -> NcuOptions:
+        """NcuOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        base = NcuOptions(
+            ncu_path=self.ncu_path or None,
+            profile_dir=self.profile_dir,
+            top=self.ncu_top,
+            timeout=self.ncu_timeout,
+            clock_control=self.ncu_clock_control,
         )
         return _with_overrides(base, overrides)
 

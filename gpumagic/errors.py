@@ -24,9 +24,17 @@ __all__ = [
     "GpuMagicError",
     "Hint",
     "InvalidOptionError",
+    "NcuCellError",
+    "NcuError",
+    "NcuFailedError",
+    "NcuNotFoundError",
+    "NcuPermissionError",
+    "NcuReplayError",
+    "NcuTimeoutError",
     "NestedProfilerError",
     "NewerReportError",
     "NoCudaDataError",
+    "NoKernelsProfiledError",
     "NoReportError",
     "NsysError",
     "NsysExportError",
@@ -223,6 +231,129 @@ class NoCudaDataError(NsysExportError):
         "its container (a host nsys wrapping `docker run` sees only the OS layer): run nsys inside the container that "
         "runs the CUDA process, with -t cuda."
     )
+
+
+# --- Nsight Compute ----------------------------------------------------------------------------------------------
+
+
+class NcuError(GpuMagicError, RuntimeError):
+    """Something about an Nsight Compute (ncu) run; the message says what happened and what to do."""
+
+
+class NcuNotFoundError(NcuError):
+    """No ncu binary: ``configured`` (the path asked for, or None) and ``looked`` (where the search went)."""
+
+    def __init__(self, looked: Sequence[str], configured: str | None = None) -> None:
+        super().__init__(hints=[Hint("ncu_path", "'/path/to/ncu'")], looked=list(looked), configured=configured)
+
+    @property
+    def template(self) -> str:  # type: ignore[override]
+        if self.configured:
+            return "ncu not found at the configured path {configured!r}. Set the right one: {hint}"
+        return (
+            "ncu (Nsight Compute) was not found. Looked in: {places}. It comes with the CUDA toolkit "
+            "(/usr/local/cuda/bin/ncu), NVIDIA's PyTorch containers and https://developer.nvidia.com/nsight-compute; "
+            "install it where this kernel runs, or point to it: {hint}"
+        )
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"places": ", ".join(self.looked), "hint": self.hints[0].script()}
+
+
+class NcuPermissionError(NcuError):
+    """ncu may not read the GPU's performance counters (``ERR_NVGPUCTRPERM``): ``output`` is ncu's text."""
+
+    template = (
+        "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the driver restricts them to "
+        "administrators. Fix, one of: run as root; allow all users (a file in /etc/modprobe.d/ with "
+        "`options nvidia NVreg_RestrictProfilingToAdminUsers=0`, then reload the driver or reboot); in a container, "
+        "start it with `--cap-add SYS_ADMIN`. See https://developer.nvidia.com/ERR_NVGPUCTRPERM. ncu said:\n"
+        "{output_tail}"
+    )
+
+    def __init__(self, output: str) -> None:
+        super().__init__(output=output)
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"output_tail": tail(self.output, 6)}
+
+
+class NoKernelsProfiledError(NcuError):
+    """ncu profiled no kernel: ``kernel_filter`` (the ``--kernel-name`` given, or None), ``label`` (the NVTX range)
+    and ``output`` (ncu's text)."""
+
+    template = (
+        "No kernels were profiled: {why} Check the kernel filter (ncu's --kernel-name syntax: a name, or "
+        "regex:PATTERN), and that the cell launches CUDA kernels when it runs (not only in warm-up). ncu said:\n"
+        "{output_tail}"
+    )
+
+    def __init__(self, output: str, kernel_filter: str | None = None, label: str | None = None) -> None:
+        super().__init__(output=output, kernel_filter=kernel_filter, label=label)
+
+    def extra_fields(self) -> dict[str, Any]:
+        if self.kernel_filter:
+            why = f"no kernel inside the NVTX range {self.label!r} matched the filter {self.kernel_filter!r}."
+        else:
+            why = f"no kernel ran inside the NVTX range {self.label!r}."
+        return {"why": why, "output_tail": tail(self.output, 8)}
+
+
+class NcuReplayError(NcuError):
+    """ncu could not replay a kernel to collect its counters: ``output`` (ncu's text), ``files`` it left."""
+
+    template = (
+        "ncu could not profile a kernel (its replay failed). Kernel replay saves and restores the memory a kernel "
+        "writes, once per pass: try application replay (the whole cell re-run per pass), with "
+        '--ncu-args "--replay-mode application", fewer sections, or a narrower kernel filter. ncu said:\n'
+        "{output_tail}{files_line}"
+    )
+
+    def __init__(self, output: str, files: Sequence[str] = ()) -> None:
+        super().__init__(output=output, files=list(files))
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {
+            "output_tail": tail(self.output, 10),
+            "files_line": f"\nFiles kept: {', '.join(self.files)}" if self.files else "",
+        }
+
+
+class NcuFailedError(NcuError):
+    """ncu exited non-zero: ``command``, ``returncode``, ``output`` (its text) and ``files`` it left."""
+
+    template = "ncu exited with status {returncode}. Its output ends with:\n{output_tail}{files_line}"
+
+    def __init__(self, command: Sequence[str], returncode: int, output: str, files: Sequence[str] = ()) -> None:
+        super().__init__(command=list(command), returncode=returncode, output=output, files=list(files))
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {
+            "output_tail": tail(self.output),
+            "files_line": f"\nFiles: {', '.join(self.files)}" if self.files else "",
+        }
+
+
+class NcuTimeoutError(NcuError):
+    """The ncu run did not finish in ``timeout`` seconds; ``partial_files`` were kept."""
+
+    template = (
+        "The ncu run did not finish within {timeout:g} s and was stopped. {kept}Raise the limit with --timeout S, "
+        "or profile fewer kernels (--top K, --kernels REGEX) or fewer sections."
+    )
+
+    def __init__(self, timeout: float, partial_files: Sequence[str] = ()) -> None:
+        super().__init__(timeout=timeout, partial_files=list(partial_files))
+
+    def extra_fields(self) -> dict[str, Any]:
+        kept = ", ".join(self.partial_files)
+        return {"kept": f"Partial files kept: {kept}. " if kept else "No partial files were written. "}
+
+
+class NcuCellError(CellError):
+    """The cell raised in the ``--ncu`` subprocess; ``traceback`` is its traceback text."""
+
+    template = "The cell raised in the ncu subprocess: {last}\n\n{traceback}"
 
 
 # --- shipping a cell's names to a subprocess ---------------------------------------------------------------------

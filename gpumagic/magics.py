@@ -197,7 +197,13 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--nsys", action="store_true", help="Re-run the cell in a subprocess under Nsight Systems instead.")
     @argument("--setup", default=None, metavar="CODE", help="--nsys: code run in the subprocess before the cell.")
     @argument("--nsys-args", default="", metavar="ARGS", help="--nsys: extra nsys profile arguments (shell-split).")
-    @argument("--timeout", type=float, default=None, metavar="S", help="--nsys: seconds before the run is stopped.")
+    @argument("--timeout", type=float, default=None, metavar="S", help="--nsys, --ncu: run time limit in seconds.")
+    @argument("--ncu", action="store_true", help="Re-run the cell in a subprocess under Nsight Compute instead.")
+    @argument("--kernels", metavar="FILTER", help="--ncu: ncu's kernel filter (NAME or regex:RE), not the top K.")
+    @argument("--launch-count", type=int, metavar="N", help="--ncu: launches per kernel and launch config (1).")
+    @argument("--ncu-set", metavar="SET", help="--ncu: an ncu section set, not SpeedOfLight + its roofline.")
+    @argument("--no-clock-control", action="store_true", help="--ncu: leave GPU clocks free (ncu locks to base).")
+    @argument("--ncu-args", default="", metavar="ARGS", help="--ncu: extra ncu arguments (shell-split).")
     @cell_magic
     def gpuprofile(self, line: str, cell: str) -> Any:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
@@ -215,7 +221,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
         and a Bokeh timeline. Without CUDA it still runs and shows the CPU ops. With ``--nsys`` the cell runs in a
         subprocess under Nsight Systems instead (the names it reads are shipped there; the namespace is not
         changed; the value is shown as the subprocess printed it). One profiler at a time: a cell that opens its
-        own profiler, or %%gpuprofile while one runs, is refused before the cell runs.
+        own profiler, or %%gpuprofile while one runs, is refused before the cell runs. With ``--ncu`` the cell runs in
+        a subprocess under Nsight Compute instead: the ``--top`` kernels by GPU time (default 5; 0: all), each with its
+        duration, SM and memory throughput, FLOP/s, intensity, limiter and ncu's advice, and a roofline; the
+        ``.ncu-rep`` is kept. Clocks are locked to base unless ``--no-clock-control``.
 
         Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs, nsys_path, ...).
         """
@@ -226,6 +235,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.help:
             print(self.gpuprofile.parser.format_help())
             return None
+        if args.ncu:
+            return self._gpuprofile_ncu(args, cell)
+        if args.kernels or args.launch_count is not None or args.ncu_set or args.no_clock_control or args.ncu_args:
+            raise UsageError("%%gpuprofile: --kernels, --launch-count, --ncu-set, --no-clock-control go with --ncu")
         warmup = self.profile_warmup if args.warmup is None else args.warmup
         report_options = self.report_options(top=args.top, timeline=False if args.no_timeline else None)
         if warmup < 0:
@@ -284,6 +297,52 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if captured.value is None or _ends_with_semicolon(source):
             return None
         return captured.value  # IPython shows it as the cell's Out[n], after the report
+
+    def _gpuprofile_ncu(self, args: Any, cell: str) -> Any:
+        """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
+        warmup = self.profile_warmup if args.warmup is None else args.warmup
+        if args.nsys or args.trace or args.nsys_args:
+            raise UsageError("%%gpuprofile --ncu: --nsys, --trace and --nsys-args go with the other backends")
+        if warmup < 0 or args.iters < 1 or not cell.strip():
+            raise UsageError("%%gpuprofile: -w must be 0 or more, -n at least 1, and the cell body not empty")
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "%%gpuprofile --ncu needs a CUDA GPU: Nsight Compute measures kernels on the device, and none is "
+                "visible here (torch.cuda.is_available() is False). A saved report opens with gpumagic.load_ncu(path)."
+            )
+        from IPython.display import display
+
+        from .capture import ncu as backend
+        from .render import embed
+        from .render.ncu_view import NcuReport
+
+        shell, clocks = self.shell, "none" if args.no_clock_control else None
+        label, source = args.label or f"cell:{shell.execution_count}", shell.transform_cell(cell)
+        opts = dict(setup=_unquote(args.setup), extra_args=_unquote(args.ncu_args) or None, timeout=args.timeout)
+        opts.update(top=args.top, kernel_filter=_unquote(args.kernels), launch_count=args.launch_count)
+        try:
+            options = self.ncu_options(**opts, section_set=args.ncu_set, clock_control=clocks)
+            got = backend.capture(
+                source, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
+            )
+        except CellError as exc:
+            print(exc.traceback, file=sys.stderr)
+            raise UsageError(str(exc).splitlines()[0]) from None
+        except GpuMagicError as exc:
+            raise _usage_error("%%gpuprofile --ncu", exc) from None
+        except KeyboardInterrupt as exc:
+            print(f"%%gpuprofile --ncu: interrupted. {exc}", file=sys.stderr)
+            raise
+        embed.ONCE.current_cell = self._running_cell
+        report = NcuReport(got.data, label=label, notes=got.notes, seconds=got.seconds)
+        if args.output:
+            shell.user_ns[args.output] = report
+        display(report)
+        return None if got.value is None or _ends_with_semicolon(source) else got.value
 
     def _running_cell(self) -> tuple[Any, Any] | None:
         """(the front end's id of the running cell, this execution) where the kernel says it (JupyterLab sends a

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ITERS", "WARMUP", "NsysOptions", "TorchProfilerOptions"]
+__all__ = ["ITERS", "WARMUP", "NcuOptions", "NsysOptions", "TorchProfilerOptions"]
 
 #: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not in the capture.
 WARMUP = 1
@@ -39,6 +39,36 @@ class NsysOptions:
     #: Extra ``nsys profile`` arguments, shell-split.
     extra_args: str = ""
     #: Seconds before the run is stopped (its partial files are kept).
+    timeout: float = 300.0
+    #: Code run in the subprocess before the cell (names that cannot be shipped).
+    setup: str | None = None
+    #: The Python that runs the cell; None: this one.
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class NcuOptions:
+    """``%%gpuprofile --ncu``: the cell in a subprocess under Nsight Compute, restricted to its NVTX range."""
+
+    #: The ncu binary; None: PATH, then the usual install locations.
+    ncu_path: str | None = None
+    #: Where the ``.ncu-rep`` files are kept.
+    profile_dir: str = "gpumagic-profiles"
+    #: Kernels profiled: the ``top`` names by total GPU time in a first, plain pass; 0: every kernel in the range.
+    top: int = 5
+    #: ncu's own kernel filter (``--kernel-name``: a name or ``regex:PATTERN``); replaces the first pass.
+    kernel_filter: str | None = None
+    #: Launches profiled per kernel and launch configuration (``--filter-mode per-launch-config``).
+    launch_count: int = 1
+    #: ``--section`` identifiers collected, unless ``section_set`` is given.
+    sections: tuple[str, ...] = ("SpeedOfLight", "SpeedOfLight_RooflineChart")
+    #: An ncu section set (``--set``: basic, roofline, full, ...) instead of ``sections``.
+    section_set: str | None = None
+    #: ``--clock-control``: "base" (ncu's default: clocks locked to base, durations longer than unlocked) or "none".
+    clock_control: str = "base"
+    #: Extra ``ncu`` arguments, shell-split.
+    extra_args: str = ""
+    #: Seconds before a run is stopped (its partial files are kept).
     timeout: float = 300.0
     #: Code run in the subprocess before the cell (names that cannot be shipped).
     setup: str | None = None

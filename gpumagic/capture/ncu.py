@@ -1,0 +1,349 @@
+"""Run a cell in a subprocess under Nsight Compute and read what it measured (``%%gpuprofile --ncu``).
+
+NVIDIA's own Python wrapper for ncu cannot run in a notebook (it relaunches the script); here the cell travels as it
+does for ``--nsys`` (its free names shipped, ``capture/shipping.py``) and runs in ``gpumagic.capture.runner`` under
+``ncu --nvtx --nvtx-include "<label>/"``: the warm-up runs outside the cell's NVTX range, so only the captured runs
+are profiled. ncu replays each kernel once per group of counters, so by default only the kernels that matter are
+profiled: a first, plain pass (``capture/ncu_rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels
+by total GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base
+function``: the one spelling that torch's demangler and ncu's agree on; the full demangled names differ, e.g.
+``char*, 3ul`` against ``char *, 3``), one launch per kernel and launch configuration (``--filter-mode
+per-launch-config``). The ``.ncu-rep`` is kept (it opens in ncu-ui) and read back with the same ncu
+(``ncu_read.py``). Every failure names its cause and fix (``gpumagic.errors``); no shell is involved.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import (
+    FileMissingError,
+    InvalidOptionError,
+    NcuCellError,
+    NcuError,
+    NcuFailedError,
+    NcuNotFoundError,
+    NcuPermissionError,
+    NcuReplayError,
+    NcuTimeoutError,
+    NoKernelsProfiledError,
+)
+from . import Shown
+from .cell import loop_notes
+from .guards import deferred_interrupts
+from .ncu_read import NcuData, from_module, read_details_csv, read_raw_csv
+from .nsys import _kill, _slug
+from .options import ITERS, WARMUP, NcuOptions
+from .shipping import free_names, ship
+
+__all__ = ["NcuCapture", "capture", "find_ncu", "function_filter", "load_ncu_data", "read_report"]
+
+_SEARCH = (
+    "/usr/local/cuda/bin/ncu",
+    "/opt/nvidia/nsight-compute/*/ncu",
+    "/usr/local/cuda/nsight-compute-*/ncu",
+    "/usr/local/NVIDIA-Nsight-Compute*/ncu",
+    "/usr/lib/nsight-compute/ncu",
+)
+_REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
+
+
+@dataclass
+class NcuCapture:
+    """What an ncu run measured: ``data`` (per-launch metrics and rule messages), ``notes`` that qualify it,
+    ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the subprocess printed it, and
+    ``seconds``: the wall time of the whole capture (first pass, ncu run, reading the report)."""
+
+    data: NcuData
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    value: Any = None
+    seconds: float = 0.0
+
+
+def find_ncu(configured: str | None = None) -> str:
+    """The ncu to use: the configured path, else PATH, else the usual install locations."""
+    if configured:
+        if os.path.isfile(configured) and os.access(configured, os.X_OK):
+            return configured
+        found = shutil.which(configured)
+        if found:
+            return found
+        raise NcuNotFoundError([configured], configured=configured)
+    found = shutil.which("ncu")
+    if found:
+        return found
+    looked = ["PATH"]
+    for pattern in _SEARCH:
+        looked.append(pattern)
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    raise NcuNotFoundError(looked)
+
+
+def _strip_tail(name: str, open_: str, close: str) -> str:
+    """``name`` without its trailing balanced ``open_ ... close`` group (a parameter list, template arguments)."""
+    if not name.endswith(close):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {close: 1, open_: -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].rstrip()
+    return name
+
+
+def function_name(name: str) -> str:
+    """A kernel's function name as ncu's ``--kernel-name-base function`` spells it: no return type, namespace,
+    template arguments or parameters (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
+    ``vectorized_elementwise_kernel``)."""
+    head = _strip_tail(_strip_tail(name.strip(), "(", ")"), "<", ">")
+    head = head.rsplit("::", 1)[-1]
+    return head.split()[-1] if head.split() else name
+
+
+def function_filter(names: Sequence[str]) -> str:
+    """An ncu ``--kernel-name`` value that matches kernels of these function names (with ``--kernel-name-base
+    function``), whether or not ncu's base keeps namespaces or template arguments."""
+    bases = list(dict.fromkeys(function_name(n) for n in names))
+    alternatives = "|".join("".join("\\" + c if c in _REGEX_SPECIAL else c for c in b) for b in bases)
+    return f"regex:(?:^|::)(?:{alternatives})(?:$|<|\\()"
+
+
+def _checked(opts: NcuOptions, label: str) -> list[str]:
+    """The options' problems, before any work; the extra arguments, split."""
+    try:
+        extra_args = shlex.split(opts.extra_args)
+    except ValueError as exc:
+        raise InvalidOptionError(
+            option="extra_args (--ncu-args)",
+            reason=f"is not a shell-quoted argument list ({exc})",
+            value=opts.extra_args,
+        ) from None
+    if not opts.timeout > 0:
+        raise InvalidOptionError(option="timeout", reason="must be a positive number of seconds", value=opts.timeout)
+    if opts.top < 0:
+        raise InvalidOptionError(option="top", reason="must be 0 (every kernel) or more", value=opts.top)
+    if opts.launch_count < 1:
+        raise InvalidOptionError(option="launch_count", reason="must be at least 1", value=opts.launch_count)
+    if opts.clock_control not in ("base", "none"):
+        raise InvalidOptionError(option="clock_control", reason="must be 'base' or 'none'", value=opts.clock_control)
+    if not opts.section_set and not opts.sections:
+        raise InvalidOptionError(option="sections", reason="name at least one section, or a set", value=opts.sections)
+    if re.search(r"[@/\\]", label):
+        raise InvalidOptionError(
+            option="label", reason="cannot contain '@', '/' or '\\' with ncu (its NVTX filter syntax)", value=label
+        )
+    return extra_args
+
+
+def capture(
+    cell: str,
+    label: str,
+    *,
+    namespace: Mapping[str, Any] | None = None,
+    warmup: int = WARMUP,
+    iters: int = ITERS,
+    options: NcuOptions | None = None,
+) -> NcuCapture:
+    """Ship the names ``cell`` (source text) reads from ``namespace``, pick the kernels worth profiling (unless a
+    filter is given or ``top`` is 0), run the cell under ncu in a subprocess (warm-up outside the NVTX range
+    ``label``, ``iters`` runs inside it, only those profiled) and read the report.
+
+    The cell runs only in subprocesses: ``namespace`` is read, never written.
+    """
+    if not isinstance(cell, str):
+        raise TypeError("the ncu backend runs the cell in a subprocess: give it the cell's source text")
+    opts = options or NcuOptions()
+    extra_args = _checked(opts, label)
+    ncu = find_ncu(opts.ncu_path)
+    started = time.perf_counter()
+    workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
+    notes = loop_notes(warmup, iters)
+    try:
+        ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
+        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
+        with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        kernel_filter, base = opts.kernel_filter, None
+        if kernel_filter is None and opts.top > 0:
+            kernel_filter, note = _first_pass(workdir, opts, label)
+            base = "function"
+            notes.append(note)
+        os.makedirs(opts.profile_dir, exist_ok=True)
+        stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
+        cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
+        output, returncode = _run(cmd, opts.timeout, stem)
+        _raise_cell_error(workdir)
+        report = stem + ".ncu-rep"
+        err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")), kernel_filter, label)
+        if err is not None:
+            raise err
+        if not os.path.exists(report):
+            raise NcuFailedError(cmd, returncode, f"ncu finished but wrote no {report}.\n{output}")
+        data = read_report(report, ncu)
+        value = _shown_value(workdir)
+    finally:
+        with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
+            shutil.rmtree(workdir, ignore_errors=True)
+    notes.append(_clock_note(opts.clock_control))
+    notes.append(f"report: {report} (opens in ncu-ui)")
+    return NcuCapture(data, notes, {"report": report}, value, time.perf_counter() - started)
+
+
+def _first_pass(workdir: str, opts: NcuOptions, label: str) -> tuple[str, str]:
+    """Rank the cell's kernels in a plain subprocess (``ncu_rank``); the filter for the top ones, and a note."""
+    cmd = [opts.python or sys.executable, "-m", "gpumagic.capture.ncu_rank", workdir]
+    output, returncode = _run(cmd, opts.timeout, os.path.join(workdir, "first-pass"))
+    _raise_cell_error(workdir)
+    path = os.path.join(workdir, "kernels.json")
+    if returncode != 0 or not os.path.exists(path):
+        raise NcuFailedError(cmd, returncode, f"The first pass (ranking the kernels) failed:\n{output}")
+    with open(path, encoding="utf-8") as f:
+        ranked = json.load(f)
+    if not ranked:
+        raise NoKernelsProfiledError("The first pass (torch.profiler) saw no CUDA kernel in the cell.", label=label)
+    top = ranked[: opts.top]
+    total = sum(r["total_ns"] for r in ranked) or 1
+    share = sum(r["total_ns"] for r in top) / total
+    note = (
+        f"Profiled: the top {len(top)} of {len(ranked)} kernel names by GPU time in a first pass (torch.profiler, "
+        f"{share:.0%} of the cell's kernel time), {opts.launch_count} launch(es) per kernel and launch "
+        "configuration; ncu matches them by function name, so a kernel that shares one may be profiled too."
+    )
+    return function_filter([r["name"] for r in top]), note
+
+
+def _clock_note(clock_control: str) -> str:
+    if clock_control == "none":
+        return "Clocks left free (clock_control='none'): durations are comparable with %gputime's."
+    return (
+        "ncu locked the GPU clocks to base (its default): durations are longer than %gputime's at boost clocks, "
+        "and the ceilings are at base clocks too; clock_control='none' leaves the clocks free."
+    )
+
+
+def _profile_command(
+    ncu: str,
+    opts: NcuOptions,
+    label: str,
+    stem: str,
+    workdir: str,
+    extra_args: list[str],
+    kernel_filter: str | None,
+    base: str | None,
+) -> list[str]:
+    cmd = [ncu, "--nvtx", "--nvtx-include", f"{label}/", "--filter-mode", "per-launch-config"]
+    cmd += ["--launch-count", str(opts.launch_count)]
+    if kernel_filter:
+        cmd += (["--kernel-name-base", base] if base else []) + ["--kernel-name", kernel_filter]
+    if opts.section_set:
+        cmd += ["--set", opts.section_set]
+    else:
+        for s in opts.sections:
+            cmd += ["--section", s]
+    cmd += ["--clock-control", opts.clock_control, "--force-overwrite", "--export", stem, *extra_args]
+    return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
+
+
+def _classify(
+    command: list[str], output: str, rc: int, files: list[str], kernel_filter: str | None, label: str
+) -> NcuError | None:
+    """The error ncu's output and exit status mean, if any."""
+    if "ERR_NVGPUCTRPERM" in output:
+        return NcuPermissionError(output)
+    if re.search(r"Failed to (?:profile|prepare|replay)|replay.*failed|Unable to (?:save|restore)", output, re.I):
+        return NcuReplayError(output, files)
+    if "No kernels were profiled" in output:
+        return NoKernelsProfiledError(output, kernel_filter, label)
+    if rc != 0:
+        return NcuFailedError(command, rc, output, files)
+    return None
+
+
+def _raise_cell_error(workdir: str) -> None:
+    error_file = os.path.join(workdir, "error.txt")
+    if os.path.exists(error_file):
+        with open(error_file, encoding="utf-8") as f:
+            raise NcuCellError(f.read())
+
+
+def _shown_value(workdir: str) -> Shown | None:
+    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or None."""
+    path = os.path.join(workdir, "value.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return Shown(f.read())
+
+
+def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
+    """Run in its own session; (output, exit status). On timeout: stop it, keep what it wrote, say so. On Ctrl-C:
+    the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise NcuTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
+    except KeyboardInterrupt:
+        _kill(proc)
+        partial = sorted(glob.glob(stem + "*"))
+        kept = f"Partial files kept: {', '.join(partial)}." if partial else "It wrote no files."
+        raise KeyboardInterrupt(f"ncu was stopped (its process group, the cell's process with it). {kept}") from None
+    return output, proc.returncode
+
+
+def _import(ncu: str, report: str, page: str, timeout: float) -> str:
+    cmd = [ncu, "--import", report, "--csv", "--page", page, "--print-units", "base"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise NcuFailedError(cmd, proc.returncode, proc.stdout[-2000:] + proc.stderr)
+    return proc.stdout
+
+
+def read_report(report: str, ncu: str, timeout: float = 300) -> NcuData:
+    """NcuData from a ``.ncu-rep`` with ``ncu --import``: the raw page (metrics) and the details page (rules)."""
+    data = read_raw_csv(_import(ncu, report, "raw", timeout), path=report, source=f"{ncu} --import --page raw")
+    data.rules = read_details_csv(_import(ncu, report, "details", timeout))
+    return data
+
+
+def load_ncu_data(path: str | os.PathLike[str], ncu: str | None = None) -> NcuData:
+    """NcuData from a saved ``.ncu-rep`` (read with ncu: ``ncu`` here, or the path given; without an ncu, with the
+    ``ncu_report`` module where Python can import it) or from a saved ``ncu --csv --page raw`` text (``.csv``)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileMissingError(path=path, what="The Nsight Compute report")
+    if path.endswith(".csv"):
+        with open(path, encoding="utf-8") as f:
+            return read_raw_csv(f.read(), path=path, source="CSV (ncu --page raw)")
+    try:
+        binary = find_ncu(ncu)
+    except NcuNotFoundError:
+        if ncu is not None:
+            raise
+        try:
+            import ncu_report  # type: ignore[import-not-found]  # Nsight Compute's extras/python, if on the path
+        except ImportError:
+            raise NcuNotFoundError(["PATH", *_SEARCH, "the ncu_report module (extras/python)"]) from None
+        return from_module(ncu_report.load_report(path), path=path)
+    return read_report(path, binary)

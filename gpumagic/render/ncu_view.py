@@ -1,0 +1,211 @@
+"""NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object.
+
+Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of Light),
+achieved FLOP/s, arithmetic intensity, the limiter in words and ncu's own rule messages; then the roofline
+(``roofline.py``). A terminal gets the same as text; ``to_dataframe()`` the figures; ``path`` the ``.ncu-rep``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from ..capture.ncu_read import LIMITER_WORDS, NcuData
+from ..kernels.labels import distinct_labels
+from ..units import format_time
+from .tables import breakable, esc
+
+__all__ = ["NcuReport", "load_ncu"]
+
+_ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+_CELL = "padding:2px 8px;text-align:right;white-space:nowrap"
+_NAME_CELL = "padding:2px 8px;text-align:left;white-space:normal;overflow-wrap:normal;min-width:16em"
+_HEAD = ["Kernel", "Duration", "SM %", "Memory %", "FLOP/s", "FLOP/byte", "Limiter"]
+
+
+def _si(value: float, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.1f}"
+
+
+class NcuReport:
+    """Nsight Compute's measurements of the profiled kernels. ``kernels()`` (one row per profiled launch, longest
+    first), ``rules`` (ncu's messages), ``ceilings`` (the device's peaks at ncu's clocks), ``path`` (the report),
+    ``figure()`` (the Bokeh roofline), ``to_dataframe()``, ``save_html(path)``."""
+
+    def __init__(
+        self, data: NcuData, *, label: str | None = None, notes: Iterable[str] = (), seconds: float | None = None
+    ) -> None:
+        self.data = data
+        self.label = label
+        self.notes = list(notes)
+        self.seconds = seconds
+        self._kernels: pd.DataFrame | None = None
+
+    @property
+    def path(self) -> str | None:
+        return self.data.path
+
+    @property
+    def rules(self) -> pd.DataFrame:
+        return self.data.rules
+
+    @property
+    def ceilings(self) -> dict[str, float]:
+        return self.data.ceilings()
+
+    def kernels(self) -> pd.DataFrame:
+        """The figures per profiled launch, with ``Kernel``: the decoded short name (told apart where two share one)."""
+        if self._kernels is None:
+            k = self.data.kernels()
+            labels = distinct_labels(k["Name"].astype(str))
+            k.insert(1, "Kernel", [labels.get(n, n) for n in k["Name"].astype(str)])
+            self._kernels = k.sort_values("Duration (ns)", ascending=False, kind="stable").reset_index(drop=True)
+        return self._kernels
+
+    def to_dataframe(self) -> pd.DataFrame:
+        return self.kernels().copy()
+
+    def device(self) -> str:
+        raw = self.data.raw
+        for col in ("device__attribute_display_name", "Device"):
+            if col in raw and len(raw):
+                return str(raw[col].iloc[0])
+        return "the GPU"
+
+    def summary_line(self) -> str:
+        n = len(self.kernels())
+        total = self.kernels()["Duration (ns)"].sum()
+        took = f"; captured in {self.seconds:.1f} s" if self.seconds is not None else ""
+        label = f" of {self.label}" if self.label else ""
+        return (
+            f"Nsight Compute{label}: {n} kernel launch{'es' if n != 1 else ''} profiled on {self.device()}, "
+            f"{format_time(total * 1e-9)} of kernel time under ncu{took}"
+        )
+
+    def _rules_for(self, launch: Any) -> list[tuple[str, str]]:
+        r = self.rules
+        if r.empty:
+            return []
+        rows = r[r["ID"] == launch] if r["ID"].notna().any() else r
+        return [(str(x["Rule"]), str(x["Message"])) for _, x in rows.iterrows()]
+
+    def _row(self, r: pd.Series) -> list[str]:
+        return [
+            str(r["Kernel"]),
+            format_time(float(r["Duration (ns)"]) * 1e-9),
+            _pct(r["SM %"]),
+            _pct(r["Memory %"]),
+            _si(float(r["FLOP/s"]), "FLOP/s"),
+            "n/a" if not math.isfinite(r["Intensity (FLOP/B)"]) else f"{r['Intensity (FLOP/B)']:.3g}",
+            str(r["Limiter"] or "n/a"),
+        ]
+
+    def __str__(self) -> str:
+        lines = [self.summary_line()]
+        rows = [self._row(r) for _, r in self.kernels().iterrows()]
+        width = min(60, max([len(_HEAD[0])] + [len(x[0]) for x in rows]))
+        lines.append(f"  {_HEAD[0]:<{width}}  " + "  ".join(f"{h:>10}" for h in _HEAD[1:]))
+        for (_, r), cells in zip(self.kernels().iterrows(), rows, strict=True):
+            name = cells[0] if len(cells[0]) <= width else cells[0][: width - 1] + "\u2026"
+            lines.append(f"  {name:<{width}}  " + "  ".join(f"{c:>10}" for c in cells[1:]))
+            lines += [f"      {rule}: {message}" for rule, message in self._rules_for(r["ID"])]
+        used = sorted({x for x in self.kernels()["Limiter"] if isinstance(x, str)})
+        lines += [f"  {k}: {LIMITER_WORDS[k]}" for k in used]
+        ceil = self.ceilings
+        if ceil:
+            parts = [f"{k} {_si(v, 'FLOP/s')}" for k, v in ceil.items() if k != "dram"]
+            parts += [f"DRAM {_si(ceil['dram'], 'B/s')}"] if "dram" in ceil else []
+            lines.append("  Ceilings (from the report, at ncu's clocks): " + ", ".join(parts))
+        lines += [f"  {n}" for n in self.notes]
+        if self.path and not any(self.path in n for n in self.notes):
+            lines.append(f"  report: {self.path}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    def figure(self) -> Any:
+        """The Bokeh roofline: each profiled launch a point, the report's ceilings as lines."""
+        from .roofline import roofline_figure
+
+        k = self.kernels()
+        title = "Roofline" + (f" \u00b7 {self.label}" if self.label else "")
+        return roofline_figure(k, self.ceilings, title, dict(zip(k["Name"], k["Kernel"], strict=True)))
+
+    def _table_html(self) -> str:
+        head = "".join(f"<th style='{_CELL}'>{esc(h)}</th>" for h in _HEAD)
+        body = []
+        for _, r in self.kernels().iterrows():
+            cells = self._row(r)
+            rules = self._rules_for(r["ID"])
+            rule_html = "".join(
+                f"<div style='font-size:12px;opacity:.85;margin:1px 0'>\u25b8 <b>{esc(rule)}</b>: {esc(msg)}</div>"
+                for rule, msg in rules
+            )
+            name = f"<span title='{esc(r['Name'])}'>{breakable(cells[0])}</span>{rule_html}"
+            body.append(
+                f"<tr><td style='{_NAME_CELL}'>{name}</td>"
+                + "".join(f"<td style='{_CELL};vertical-align:top'>{esc(c)}</td>" for c in cells[1:])
+                + "</tr>"
+            )
+        return f"<table class='gm-ncu'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+    def html(self, figure: str | None = "iframe") -> str:
+        """The report as HTML; ``figure``: "notebook" (BokehJS once per kernel session), "iframe", "page", None."""
+        from . import embed
+
+        parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>", self._table_html()]
+        used = sorted({x for x in self.kernels()["Limiter"] if isinstance(x, str)})
+        parts += [f"<div style='margin:2px 0;opacity:.75'>{esc(k)}: {esc(LIMITER_WORDS[k])}</div>" for k in used]
+        parts += [f"<div style='margin:2px 0'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
+        if figure and not self.kernels().empty:
+            fig = self.figure()
+            if figure == "notebook" and embed.shares_window():
+                parts.append(embed.notebook_block(fig, carrier=embed.ONCE.take()))
+            elif figure == "page":
+                parts.append(embed.page_block(fig))
+            else:
+                parts.append(embed.iframe_block(fig, f"gpumagic: {self.label or 'ncu'} roofline"))
+        return f"<div class='gm-report gm-ncu-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+
+    def _repr_html_(self) -> str:
+        return self.html("iframe")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = {"text/plain": str(self)}
+        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
+            bundle["text/html"] = self.html("notebook")
+        return bundle
+
+    def save_html(self, path: str | os.PathLike[str]) -> str:
+        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
+        from .embed import standalone_page
+
+        page = standalone_page(f"gpumagic: {self.label or 'ncu'}", self.html("page"), "body{margin:12px}")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+        return os.fspath(path)
+
+
+def load_ncu(path: str | os.PathLike[str], ncu: str | None = None) -> NcuReport:
+    """Open a saved Nsight Compute report (``.ncu-rep``, read with ``ncu --import``, or the ``ncu_report`` module
+    where no ncu is found; or a saved ``ncu --csv --page raw`` text): an :class:`NcuReport`."""
+    from ..capture.ncu import load_ncu_data
+
+    return NcuReport(load_ncu_data(path, ncu))

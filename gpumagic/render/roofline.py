@@ -1,0 +1,119 @@
+"""The Bokeh roofline: each profiled kernel a point (arithmetic intensity, achieved FLOP/s), the device's ceilings as
+lines (the DRAM bandwidth slope, a flat roof per precision).
+
+The ceilings are the ones the report states (ncu's peak metrics at the clocks it ran at, ``capture/ncu_read.py``),
+not a datasheet's: a point is read against what the chip could do at that moment. Both axes are logarithmic; a kernel
+without counted floating-point work (a copy, or a tensor-core kernel, whose MMA work ncu's plain roofline does not
+count) has no place on them, so it sits on the bottom-left edge as a cross, its hover saying why: every profiled
+kernel is one glyph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ..units import format_time
+
+__all__ = ["LIMITER_COLORS", "roofline_figure"]
+
+LIMITER_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "balanced": "#9467bd", "latency": "#ff7f0e", None: "#777"}
+_ROOF_COLORS = {"fp32": "#2ca02c", "fp64": "#8c564b", "fp16": "#bcbd22"}
+_TOOLTIP = """
+<div style='max-width:min(520px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>
+<b>@label</b><br>@name<br>@duration &middot; SM @sm% &middot; memory @mem%<br>
+@flops_text &middot; @ai_text<br>@limiter_text</div>
+"""
+
+
+def _si(value: float, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str, list[Any]]:
+    flops = kernels["FLOP/s"].astype(float)
+    ai = kernels["Intensity (FLOP/B)"].astype(float)
+    placed = (flops > 0) & (ai > 0)
+    x_floor = float(ai[placed].min() / 10) if placed.any() else 0.01
+    y_floor = float(flops[placed].min() / 10) if placed.any() else 1e9
+    data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "label", "name", "duration", "sm", "mem")}
+    data.update({k: [] for k in ("flops_text", "ai_text", "limiter_text", "color", "marker")})
+    for i, r in kernels.iterrows():
+        on = bool(placed[i])
+        data["x"].append(float(ai[i]) if on else x_floor)
+        data["y"].append(float(flops[i]) if on else y_floor)
+        name = str(r["Name"])
+        data["label"].append((labels or {}).get(name, name[:80]))
+        data["name"].append(name)
+        data["duration"].append(format_time(float(r["Duration (ns)"]) * 1e-9))
+        data["sm"].append(f"{r['SM %']:.0f}")
+        data["mem"].append(f"{r['Memory %']:.0f}")
+        data["flops_text"].append(_si(float(flops[i]), "FLOP/s") if on else "no FP32/FP64/FP16 FLOPs counted")
+        data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
+        limiter = r.get("Limiter")
+        data["limiter_text"].append(f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a")
+        data["color"].append(LIMITER_COLORS.get(limiter if isinstance(limiter, str) else None))
+        data["marker"].append("circle" if on else "x")
+    return data
+
+
+def roofline_figure(
+    kernels: pd.DataFrame,
+    ceilings: Mapping[str, float],
+    title: str = "Roofline",
+    labels: Mapping[str, str] | None = None,
+) -> Any:
+    """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the ``ceilings``
+    (``fp32``/``fp64``/``fp16`` FLOP/s, ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short label."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    data = _points(kernels, labels)
+    xs = [x for x in data["x"] if x > 0] or [1.0]
+    ys = [y for y in data["y"] if y > 0] or [1e12]
+    roofs = {k: v for k, v in ceilings.items() if k in _ROOF_COLORS and v > 0}
+    dram = ceilings.get("dram")
+    ridges = [p / dram for p in roofs.values()] if dram else []
+    x0, x1 = min(xs + ridges) / 4, max(xs + ridges) * 4
+    y0, y1 = min(ys) / 4, max(ys + list(roofs.values())) * 2
+    p = figure(
+        title=title,
+        x_axis_type="log",
+        y_axis_type="log",
+        x_range=(x0, x1),
+        y_range=(y0, y1),
+        x_axis_label="Arithmetic intensity [FLOP/byte of DRAM traffic]",
+        y_axis_label="Performance [FLOP/s]",
+        height=380,
+        sizing_mode="stretch_width",
+        tools="pan,wheel_zoom,box_zoom,reset,save",
+        toolbar_location="above",
+    )
+    if dram:
+        top = max(roofs.values()) if roofs else y1
+        p.line(
+            [x0, top / dram], [dram * x0, top], line_color="#444", line_width=2, legend_label=f"DRAM {_si(dram, 'B/s')}"
+        )
+    for key, peak in roofs.items():
+        start = peak / dram if dram else x0
+        p.line(
+            [start, x1],
+            [peak, peak],
+            line_color=_ROOF_COLORS[key],
+            line_width=2,
+            legend_label=f"{key} {_si(peak, 'FLOP/s')}",
+        )
+    source = ColumnDataSource(data)
+    glyphs = p.scatter("x", "y", source=source, size=11, color="color", marker="marker", line_color="#222", alpha=0.9)
+    p.add_tools(HoverTool(renderers=[glyphs], tooltips=_TOOLTIP))
+    p.legend.location = "bottom_right"
+    p.legend.label_text_font_size = "11px"
+    return p

@@ -1,0 +1,378 @@
+"""--ncu on the CPU: the readers against the CSV fixtures, the roofline, the report, and every orchestration path
+with a stand-in ncu (tests/fake_ncu) in place of Nsight Compute."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import pathlib
+import re
+import sys
+import tempfile
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from gpumagic.capture import ncu
+from gpumagic.capture.ncu_read import limiter, read_details_csv, read_raw_csv, to_base
+from gpumagic.capture.options import NcuOptions
+from gpumagic.errors import (
+    FileMissingError,
+    InvalidOptionError,
+    NcuCellError,
+    NcuFailedError,
+    NcuNotFoundError,
+    NcuPermissionError,
+    NcuReplayError,
+    NcuTimeoutError,
+    NoKernelsProfiledError,
+)
+from gpumagic.render.ncu_view import NcuReport, load_ncu
+
+DATA = pathlib.Path(__file__).parent / "data" / "ncu"
+FAKES = pathlib.Path(__file__).parent / "fake_ncu"
+FAKE_NCU, FAKE_PYTHON = str(FAKES / "ncu"), str(FAKES / "python")
+RAW = (DATA / "tiny.raw.csv").read_text()
+DETAILS = (DATA / "tiny.details.csv").read_text()
+
+
+def csv_rows(text: str) -> tuple[list[str], list[str], list[list[str]]]:
+    """The CSV as ncu printed it, read independently of gpumagic: header, units row, data rows."""
+    rows = list(csv.reader(text.splitlines()))
+    return rows[0], rows[1], rows[2:]
+
+
+def csv_value(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+# --- readers ------------------------------------------------------------------------------------------------------
+
+
+def test_reader_gives_the_csvs_durations_and_throughputs():
+    header, units, rows = csv_rows(RAW)
+    col = {h: i for i, h in enumerate(header)}
+    k = read_raw_csv(RAW).kernels()
+    assert len(k) == len(rows) == 2
+    for (_, got), row in zip(k.iterrows(), rows, strict=True):
+        assert got["Name"] == row[col["Kernel Name"]]
+        assert units[col["gpu__time_duration.sum"]] == "nsecond"
+        assert got["Duration (ns)"] == csv_value(row[col["gpu__time_duration.sum"]])
+        assert got["SM %"] == csv_value(row[col["sm__throughput.avg.pct_of_peak_sustained_elapsed"]])
+        mem = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+        assert got["Memory %"] == csv_value(row[col[mem]])
+        assert got["DRAM bytes/s"] == csv_value(row[col["dram__bytes.sum.per_second"]])
+
+
+def test_flops_intensity_and_ceilings_follow_ncus_roofline_definitions():
+    header, _, rows = csv_rows(RAW)
+    col = {h: i for i, h in enumerate(header)}
+    data = read_raw_csv(RAW)
+    k = data.kernels()
+
+    def m(row: list[str], name: str) -> float:
+        return csv_value(row[col[name]])
+
+    for (_, got), row in zip(k.iterrows(), rows, strict=True):
+        per = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+        fp32 = (m(row, per.format("fadd")) + m(row, per.format("fmul")) + 2 * m(row, per.format("ffma"))) * m(
+            row, "smsp__cycles_elapsed.avg.per_second"
+        )
+        assert got["fp32 FLOP/s"] == pytest.approx(fp32, rel=1e-12)
+        assert got["Intensity (FLOP/B)"] == pytest.approx(got["FLOP/s"] / m(row, "dram__bytes.sum.per_second"))
+    row = rows[0]
+    ceil = data.ceilings()
+    peak = 2 * m(row, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")
+    assert ceil["fp32"] == pytest.approx(peak * m(row, "sm__cycles_elapsed.avg.per_second"))
+    dram = m(row, "dram__bytes.sum.peak_sustained") * m(row, "dram__cycles_elapsed.avg.per_second")
+    assert ceil["dram"] == pytest.approx(dram)
+    # the fixture's matmul: 2·1024³ FLOP in its duration
+    assert k.loc[0, "FLOP/s"] * k.loc[0, "Duration (ns)"] * 1e-9 == pytest.approx(2 * 1024**3, rel=0.01)
+
+
+def test_limiter_is_ncus_bottleneck_rule():
+    assert limiter(72.3, 45.1) == "compute"
+    assert limiter(14.2, 71.5) == "memory"
+    assert limiter(30.0, 59.9) == "latency"
+    assert limiter(75.0, 70.0) == "balanced"
+    assert limiter(math.nan, 50.0) is None
+    # and the fixture's rows agree with the rule messages ncu wrote for them
+    k = read_raw_csv(RAW).kernels()
+    rules = read_details_csv(DETAILS)
+    for _, r in k.iterrows():
+        msg = rules[rules["ID"] == r["ID"]]["Message"].iloc[0]
+        assert msg.startswith({"compute": "Compute is more", "memory": "Memory is more"}[r["Limiter"]])
+
+
+def test_prefixed_units_are_scaled_to_base_units():
+    assert to_base(1.5, "usecond") == (1500.0, "nsecond")
+    assert to_base(2.0, "msecond") == (2e6, "nsecond")
+    assert to_base(1.2, "Tbyte/second") == (1.2e12, "byte/second")
+    assert to_base(1.98, "Ghz") == (1.98e9, "hz")
+    assert to_base("NVIDIA H100", "") == ("NVIDIA H100", "")
+    # the same report printed without --print-units base reads the same
+    header, units, rows = csv_rows(RAW)
+    i, j = header.index("gpu__time_duration.sum"), header.index("dram__bytes.sum.per_second")
+    units[i], units[j] = "usecond", "Gbyte/second"
+    for row in rows:
+        row[i] = f"{csv_value(row[i]) / 1e3:,.3f}"
+        row[j] = f"{csv_value(row[j]) / 1e9:,.2f}"
+    lines = [",".join(f'"{c}"' for c in r) for r in [header, units, *rows]]
+    scaled = read_raw_csv("==PROF== chatter before the table\n" + "\n".join(lines)).kernels()
+    base = read_raw_csv(RAW).kernels()
+    assert list(scaled["Duration (ns)"]) == pytest.approx(list(base["Duration (ns)"]))
+    assert list(scaled["DRAM bytes/s"]) == pytest.approx(list(base["DRAM bytes/s"]))
+
+
+def test_rules_one_row_per_launch_and_rule():
+    rules = read_details_csv(DETAILS)
+    assert list(rules["ID"]) == [0, 1] and set(rules["Rule"]) == {"SOLBottleneck"}
+    assert rules["Speedup"].notna().all()
+    assert read_details_csv("no table here").empty
+
+
+# --- the roofline and the report ------------------------------------------------------------------------------------
+
+
+def test_roofline_has_one_point_per_kernel_and_the_ceilings():
+    from bokeh.models import GlyphRenderer, Line, Scatter
+
+    from gpumagic.render.roofline import roofline_figure
+
+    data = read_raw_csv(RAW)
+    k = data.kernels()
+    k.loc[len(k)] = k.loc[1]  # a third launch that counted no FLOPs (a copy): still a glyph of its own
+    k.loc[2, ["FLOP/s", "Intensity (FLOP/B)"]] = [math.nan, math.nan]
+    fig = roofline_figure(k, data.ceilings())
+    renderers = [r for r in fig.renderers if isinstance(r, GlyphRenderer)]
+    points = [r for r in renderers if isinstance(r.glyph, Scatter)]
+    assert len(points) == 1 and len(points[0].data_source.data["x"]) == len(k) == 3
+    assert points[0].data_source.data["marker"] == ["circle", "circle", "x"]
+    lines = [r for r in renderers if isinstance(r.glyph, Line)]
+    assert len(lines) == len(data.ceilings())  # fp32, fp64 roofs and the DRAM slope
+    ys = points[0].data_source.data["y"]
+    assert ys[0] == pytest.approx(k.loc[0, "FLOP/s"]) and max(ys) <= data.ceilings()["fp32"]
+
+
+def test_report_text_html_and_dataframe():
+    data = read_raw_csv(RAW, path="/tmp/x.ncu-rep")
+    data.rules = read_details_csv(DETAILS)
+    rep = NcuReport(data, label="cell:7", notes=["report: /tmp/x.ncu-rep (opens in ncu-ui)"], seconds=12.5)
+    text = str(rep)
+    assert "2 kernel launches profiled on NVIDIA H100 80GB HBM3" in text and "12.5 s" in text
+    df = rep.to_dataframe()
+    assert list(df["Duration (ns)"]) == sorted(df["Duration (ns)"], reverse=True)
+    # decoded names, not the raw ones, in the table
+    assert df.loc[0, "Kernel"] != df.loc[0, "Name"] and "gemm" in df.loc[0, "Kernel"].lower()
+    assert "elementwise add" in df.loc[1, "Kernel"]
+    assert "compute-bound" in text and "memory-bound" in text and "Compute is more heavily utilized" in text
+    assert rep.path == "/tmp/x.ncu-rep"
+    html = rep._repr_html_()
+    assert "<table class='gm-ncu'>" in html and "<iframe" in html and "SOLBottleneck" in html
+    assert "text/html" in rep._repr_mimebundle_()
+
+
+def test_load_ncu_reads_a_report_with_ncu_and_a_saved_csv(tmp_path, monkeypatch):
+    rep_path = tmp_path / "r.ncu-rep"
+    rep_path.write_bytes(b"stand-in")
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    rep = load_ncu(rep_path, ncu=FAKE_NCU)
+    pages = [a[a.index("--page") + 1] for a in map(json.loads, log.read_text().splitlines())]
+    assert pages == ["raw", "details"]
+    assert all("--print-units" in a for a in map(json.loads, log.read_text().splitlines()))
+    assert len(rep.kernels()) == 2 and not rep.rules.empty and rep.path == str(rep_path)
+    csv_path = tmp_path / "r.csv"
+    csv_path.write_text(RAW)
+    from_csv = load_ncu(csv_path).kernels()
+    assert list(from_csv["Duration (ns)"]) == list(rep.kernels()["Duration (ns)"])
+    with pytest.raises(FileMissingError, match="does not exist"):
+        load_ncu(tmp_path / "missing.ncu-rep")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(ncu, "_SEARCH", ("/nonexistent/*/ncu",))
+    with pytest.raises(NcuNotFoundError, match="ncu_report module"):
+        load_ncu(rep_path)
+
+
+# --- kernel selection ------------------------------------------------------------------------------------------------
+
+
+def test_function_filter_matches_the_top_kernels_in_either_spelling():
+    from gpumagic.capture.chrome_trace import load_trace
+
+    names = list(load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()["Name"])
+    flt = ncu.function_filter(names[:2])
+    assert flt.startswith("regex:")
+    pattern = re.compile(flt[len("regex:") :])
+    for n in names[:2]:
+        base = ncu.function_name(n)
+        assert "(" not in base and "<" not in base and "::" not in base
+        for spelling in (base, f"cutlass::{base}", f"{base}<int>"):
+            assert pattern.search(spelling), spelling
+    assert not pattern.search("vectorized_elementwise_kernel") or any("elementwise" in n for n in names[:2])
+    assert ncu.function_name("void at::native::(anonymous namespace)::k<4>(int, float*)") == "k"
+
+
+# --- the capture, with the stand-in ncu -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """Stand-in ncu settings; temp files go to a directory of the test's own, to check they are removed."""
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    opts = NcuOptions(ncu_path=FAKE_NCU, profile_dir=str(tmp_path / "profiles"), kernel_filter="regex:gemm")
+    return opts, tmp_path
+
+
+def calls(tmp_path: pathlib.Path) -> list[list[str]]:
+    return [json.loads(x) for x in (tmp_path / "ncu.log").read_text().splitlines()]
+
+
+def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
+    opts, tmp_path = fake
+    marker = tmp_path / "ran.txt"
+    ns = {"marker": str(marker), "k": 3}
+    got = ncu.capture("open(marker, 'a').write(str(k) + '\\n')\nk * 2", "cell:9", namespace=ns, warmup=2, options=opts)
+    assert marker.read_text().splitlines() == ["3", "3", "3"]  # 2 warm-up runs + 1 inside the range
+    assert ns == {"marker": str(marker), "k": 3}  # the namespace is untouched
+    assert repr(got.value) == "6"
+    profile = calls(tmp_path)[0]
+    joined = " ".join(profile)
+    for piece in (
+        "--nvtx --nvtx-include cell:9/",
+        "--filter-mode per-launch-config --launch-count 1",
+        "--kernel-name regex:gemm",
+        "--section SpeedOfLight --section SpeedOfLight_RooflineChart",
+        "--clock-control base",
+        "-m gpumagic.capture.runner",
+    ):
+        assert piece in joined, piece
+    assert "--kernel-name-base" not in profile  # the user's filter is passed as given
+    report = got.files["report"]
+    assert os.path.exists(report) and report.endswith(".ncu-rep")
+    assert any(report in n for n in got.notes) and any("locked the GPU clocks to base" in n for n in got.notes)
+    assert len(got.data.kernels()) == 2 and got.seconds > 0
+    assert os.listdir(tempfile.tempdir) == []  # the shipped names are gone
+
+
+def test_first_pass_picks_the_top_kernels_by_time(fake):
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    got = ncu.capture("x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_PYTHON, top=3))
+    profile = calls(tmp_path)[0]
+    assert profile[profile.index("--kernel-name-base") + 1] == "function"
+    flt = profile[profile.index("--kernel-name") + 1]
+    from gpumagic.capture.chrome_trace import load_trace
+
+    table = load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()
+    top = table.sort_values("Total Time (ns)", ascending=False)["Name"].head(3)
+    assert flt == ncu.function_filter(list(top))
+    assert any(f"top 3 of {len(table)} kernel names" in n for n in got.notes)
+
+
+def test_options_and_clock_control(fake):
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    ncu.capture("x = 1", "c", options=replace(opts, section_set="roofline", clock_control="none", launch_count=2))
+    joined = " ".join(calls(tmp_path)[0])
+    assert "--set roofline" in joined and "--section" not in joined
+    assert "--clock-control none" in joined and "--launch-count 2" in joined
+    for bad, match in [
+        (dict(clock_control="boost"), "'base' or 'none'"),
+        (dict(launch_count=0), "at least 1"),
+        (dict(top=-1), "0 \\(every kernel\\)"),
+        (dict(timeout=0), "positive"),
+        (dict(extra_args="'unclosed"), "shell-quoted"),
+    ]:
+        with pytest.raises(InvalidOptionError, match=match):
+            ncu.capture("x = 1", "c", options=replace(opts, **bad))
+    with pytest.raises(InvalidOptionError, match="NVTX filter syntax"):
+        ncu.capture("x = 1", "a/b", options=opts)
+
+
+@pytest.mark.parametrize(
+    "mode, error, message",
+    [
+        ("perm", NcuPermissionError, "NVreg_RestrictProfilingToAdminUsers=0(.|\\n)*--cap-add SYS_ADMIN"),
+        ("nomatch", NoKernelsProfiledError, "No kernels were profiled: no kernel inside the NVTX range 'c' matched"),
+        ("replay", NcuReplayError, "replay failed(.|\\n)*--replay-mode application(.|\\n)*Files kept: .*ncu-rep"),
+        ("fail", NcuFailedError, "exited with status 1(.|\\n)*not recognized"),
+    ],
+)
+def test_ncu_failures_name_cause_and_fix(fake, monkeypatch, mode, error, message):
+    opts, _ = fake
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    with pytest.raises(error, match=message):
+        ncu.capture("x = 1", "c", options=opts)
+    assert os.listdir(tempfile.tempdir) == []
+
+
+def test_timeout_stops_ncu_and_says_so(fake, monkeypatch):
+    opts, _ = fake
+    from dataclasses import replace
+
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    with pytest.raises(NcuTimeoutError, match="did not finish within 2 s"):
+        ncu.capture("x = 1", "c", options=replace(opts, timeout=2))
+    assert os.listdir(tempfile.tempdir) == []
+
+
+def test_cell_exception_is_the_cells_error(fake):
+    opts, _ = fake
+    with pytest.raises(NcuCellError, match="ZeroDivisionError") as info:
+        ncu.capture("1 / 0", "c", options=opts)
+    assert "1 / 0" in info.value.traceback
+
+
+def test_find_ncu_says_where_it_looked(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(ncu, "_SEARCH", ("/nonexistent/*/ncu",))
+    with pytest.raises(NcuNotFoundError, match="Looked in: PATH, /nonexistent/\\*/ncu") as info:
+        ncu.find_ncu()
+    assert info.value.hints[0].setting == "ncu_path"
+    with pytest.raises(NcuNotFoundError, match="configured path '/no/ncu'"):
+        ncu.find_ncu("/no/ncu")
+    assert ncu.find_ncu(FAKE_NCU) == FAKE_NCU
+
+
+# --- the magic --------------------------------------------------------------------------------------------------------
+
+
+def test_magic_without_a_gpu_says_ncu_needs_one(ip):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(UsageError, match="--ncu needs a CUDA GPU"):
+        ip.run_cell_magic("gpuprofile", "--ncu", "y = 2")
+    assert "y" not in ip.user_ns
+
+
+def test_magic_with_stand_in_ncu_shows_the_report(ip, fake, monkeypatch):
+    import torch
+
+    opts, tmp_path = fake
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    ip.run_line_magic("config", f"GpuMagics.ncu_path = {FAKE_NCU!r}")
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {opts.profile_dir!r}")
+    with capture_output() as cap:
+        ip.run_cell_magic("gpuprofile", "--ncu -w 0 --kernels regex:gemm --no-clock-control -o rep", "y = 2")
+    rep = ip.user_ns["rep"]
+    assert isinstance(rep, NcuReport) and len(rep.kernels()) == 2
+    assert "y" not in ip.user_ns  # the cell ran in the subprocess only
+    assert "text/html" in cap.outputs[0].data and "--clock-control none" in " ".join(calls(tmp_path)[0])
+    ip.run_line_magic("config", "GpuMagics.ncu_path = '/nonexistent/ncu'")
+    with pytest.raises(UsageError, match=r"%config GpuMagics\.ncu_path = '/path/to/ncu'"):
+        ip.run_cell_magic("gpuprofile", "--ncu", "y = 2")
+    with pytest.raises(UsageError, match="go with --ncu"):
+        ip.run_cell_magic("gpuprofile", "--kernels regex:x", "y = 2")
