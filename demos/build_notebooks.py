@@ -251,6 +251,121 @@ NOTEBOOKS = {
             "print(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')",
         ),
     ],
+    "06_roofline": [
+        (
+            "md",
+            "# 6. How far from the hardware\n\n"
+            "A time per call says how long; the work of a call says how fast. `count_work` counts the FLOPs "
+            "(PyTorch's `FlopCounterMode`: matmul, conv, attention) and the bytes each op reads and writes (a lower "
+            "bound on memory traffic) of one call; `achieved` turns them and the median into TFLOP/s and GB/s, "
+            "each as a share of the peak that applies: FFMA for fp32, the tensor cores for TF32 and bf16, the "
+            "memory's bandwidth for an add or a softmax.",
+        ),
+        (
+            "code",
+            SETUP + "\nimport pandas as pd\nimport gpumagic\nfrom gpumagic.device_peaks import achieved\n"
+            "from gpumagic.timing.work import count_work\n"
+            "name = torch.cuda.get_device_name() if device == 'cuda' else 'CPU'",
+        ),
+        (
+            "md",
+            "**The ceilings.** Dense datasheet peaks (NVIDIA prints tensor-core figures with 2:4 sparsity: halved "
+            "here). This device, if the table knows it, is marked with `*`.",
+        ),
+        ("code", "gpumagic.peaks()"),
+        (
+            "md",
+            "**What this chip reaches.** A datasheet peak is a boost-clock product; `measure_peak()` times a large "
+            "GEMM per precision and a large copy once, and caches the result (GPU only).",
+        ),
+        (
+            "code",
+            "if device == 'cuda':\n    measured = gpumagic.measure_peak()\n    print(measured)\nelse:\n"
+            "    measured = None\n    print('measure_peak() needs a GPU: skipped on CPU')",
+        ),
+        (
+            "code",
+            "N = 8192 if device == 'cuda' else 256\nA = torch.randn(N, N, device=device)\nAb = A.bfloat16()\n"
+            "n = (1 << 26) if device == 'cuda' else (1 << 16)\n"
+            "x, y = torch.randn(n, device=device), torch.randn(n, device=device)\n"
+            "S = torch.randn(N, N, device=device, dtype=torch.bfloat16)\n"
+            "rows, points = [], []\n\n"
+            "def rate(label, stmt, tf32=False, elementwise_flops=0):\n"
+            "    torch.backends.cuda.matmul.allow_tf32 = tf32\n"
+            "    t = get_ipython().run_line_magic('gputime', f'-o -q {stmt}')\n"
+            "    w = count_work(lambda: eval(stmt, globals()))\n"
+            "    torch.backends.cuda.matmul.allow_tf32 = False\n"
+            "    a = achieved(w, t.median, name)\n"
+            "    rows.append({'op': label, 'per call': t.line().split(' per call')[0], 'FLOPs': w.flops,\n"
+            "                 'bytes': w.bytes, 'precision': w.precision_class, 'achieved': a.segment(),\n"
+            "                 'limiter': a.limiter()})\n"
+            "    # elementwise ops count no FLOPs in FlopCounterMode; for the picture, count them per element\n"
+            "    flops = w.flops or elementwise_flops\n"
+            "    points.append((label, flops / w.bytes, flops / t.median, a))\n"
+            "    return a",
+        ),
+        (
+            "md",
+            "**fp32 vs TF32 vs bf16, and two memory-bound ops.** Look at the share column: the same matmul is "
+            "compared with a different ceiling in each precision.",
+        ),
+        (
+            "code",
+            "rate('fp32 matmul', 'A @ A')\nrate('tf32 matmul', 'A @ A', tf32=True)\nrate('bf16 matmul', 'Ab @ Ab')\n"
+            "rate('add', 'x + y', elementwise_flops=n)\n"
+            "rate('softmax bf16', 'torch.softmax(S, dim=-1)', elementwise_flops=5 * S.numel())\n"
+            "pd.DataFrame(rows)",
+        ),
+        (
+            "md",
+            "**The limiter.** Below the ridge point (peak FLOP/s over bandwidth) an op can at best reach intensity "
+            "x bandwidth: memory-bound. Above it, compute-bound. Far below its roof, neither ceiling holds it.",
+        ),
+        ("code", "for label, _, _, a in points:\n    print(f'{label:<14} {a.explain()}')"),
+        (
+            "md",
+            "**The roofline.** Each op a point (intensity from the counted bytes, a lower bound on traffic, so the "
+            "points sit at or right of their true place); the device's ceilings as lines. The add counts 1 FLOP "
+            "per element, the softmax 5 (max, subtract, exp, sum, divide).",
+        ),
+        (
+            "code",
+            "from bokeh.io import output_notebook, show\nfrom bokeh.models import ColumnDataSource, HoverTool\n"
+            "from bokeh.plotting import figure\nfrom bokeh.resources import INLINE\n"
+            "from gpumagic.device_peaks import lookup\n\noutput_notebook(INLINE, hide_banner=True)\n"
+            "sheet = lookup(name)\n"
+            "p = figure(x_axis_type='log', y_axis_type='log', width=700, height=420,\n"
+            "           title=f'Roofline: {sheet.name if sheet else name + \" (no datasheet ceilings)\"}',\n"
+            "           x_axis_label='FLOP per byte', y_axis_label='FLOP/s')\n"
+            "xs = [1e-2, 1e4]\nif sheet:\n"
+            "    for prec, color in (('fp32', 'gray'), ('tf32', 'orange'), ('bf16', 'green')):\n"
+            "        peak = sheet.peak(prec)\n"
+            "        if peak:\n"
+            "            ridge = peak / sheet.bandwidth\n"
+            "            p.line([xs[0], ridge, xs[1]], [xs[0] * sheet.bandwidth, peak, peak], color=color,\n"
+            "                   legend_label=f'{prec} peak, {sheet.bandwidth_label}')\n"
+            "ops, ai, rates, judged = zip(*points)\n"
+            "src = ColumnDataSource({'op': ops, 'ai': ai, 'rate': rates,\n"
+            "                        'limiter': [a.limiter() or '' for a in judged]})\n"
+            "p.scatter('ai', 'rate', source=src, size=10, color='navy')\n"
+            "p.add_tools(HoverTool(tooltips=[('op', '@op'), ('FLOP/B', '@ai'), ('FLOP/s', '@rate'), "
+            "('limiter', '@limiter')]))\n"
+            "if sheet:\n    p.legend.location = 'bottom_right'\nshow(p)",
+        ),
+        (
+            "md",
+            "**Nsight Compute** measures what the counting can only bound: the real DRAM traffic, and the limiter "
+            "per kernel. `%%gpuprofile --ncu` re-runs a cell under ncu (GPU with Nsight Compute only).",
+        ),
+        (
+            "code",
+            "import shutil\nif device == 'cuda' and shutil.which('ncu'):\n    try:\n"
+            "        get_ipython().run_cell_magic('gpuprofile', '--ncu', 'C = Ab @ Ab\\nz = x + y')\n"
+            "    except Exception as exc:  # an older gpumagic without --ncu, or counters not permitted\n"
+            "        print('--ncu unavailable here:', str(exc).splitlines()[0])\nelse:\n"
+            "    print('skipped: --ncu needs CUDA and Nsight Compute')",
+        ),
+    ],
 }
 
 

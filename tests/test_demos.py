@@ -13,13 +13,14 @@ pytest.importorskip("ipykernel")
 DEMOS = sorted((pathlib.Path(__file__).parents[1] / "demos").glob("*.ipynb"))
 
 
-def test_there_are_five_demos():
+def test_there_are_six_demos():
     assert [p.stem for p in DEMOS] == [
         "01_gpu_is_real",
         "02_kernels_have_names",
         "03_nsys_in_the_notebook",
         "04_overhead_vs_compute",
         "05_tensor_cores",
+        "06_roofline",
     ]
 
 

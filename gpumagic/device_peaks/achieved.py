@@ -130,7 +130,9 @@ class Achieved:
         if rate is None:
             return None
         share = self.byte_share
-        return format_rate(rate, "B/s") + (f" = {format_share(share)} of {self.byte_label}" if share is not None else "")
+        return format_rate(rate, "B/s") + (
+            f" = {format_share(share)} of {self.byte_label}" if share is not None else ""
+        )
 
     def segments(self) -> list[str]:
         return [s for s in (self.flop_segment(), self.byte_segment()) if s]
@@ -163,7 +165,8 @@ class Achieved:
         """The limiter in a sentence with the numbers behind it."""
         lim = self.limiter()
         if lim is None:
-            return "no peaks known for this device: the shares and the limiter need them (measure_peak())"
+            where = self.device or "this device"
+            return f"no peaks known for {where}: the shares and the limiter need the datasheet table or measure_peak()"
         ai = f"{self.intensity:.3g} FLOP/B" if self.intensity is not None else "no FLOPs counted"
         ridge = f", ridge at {self.ridge:.3g} FLOP/B" if self.ridge is not None else ""
         why = {
