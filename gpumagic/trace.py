@@ -4,6 +4,10 @@ Plain pandas DataFrames with fixed columns; every time is an integer nanosecond 
 ``nsys stats``' tables (``summaries.py`` says how they are defined); the figures (GPU busy, the cell's window, wall,
 CPU time in ops) have one definition each, here. A Trace is treated as read-only once built: each summary and figure
 is computed once and kept, so a report, its findings and its tables never recompute (or disagree on) a number.
+
+A Trace may be built over a :class:`TableSource` (an nsys export): its tables are then read on first use, and the
+duration summaries of a table not read yet come from the source's narrow read (group ids and durations only). A
+million-kernel export answers ``kernel_summary()`` without building a million-row frame.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from . import summaries
-from .intervals import union_length
+from .intervals import union_ns
 
 _T = TypeVar("_T")
 
@@ -27,7 +32,7 @@ WINDOW_TEXT = {
     "capture": "the capture",
 }
 
-__all__ = ["COLUMNS", "Trace", "nesting_depth", "union_ns"]
+__all__ = ["COLUMNS", "TableSource", "Trace", "nesting_depth", "union_ns"]
 
 COLUMNS: dict[str, list[str]] = {
     "kernels": [
@@ -70,9 +75,24 @@ def frame(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataF
     return df.reset_index(drop=True)
 
 
-def union_ns(starts: Iterable[int], ends: Iterable[int]) -> int:
-    """Length covered by intervals (overlaps once): GPU busy time."""
-    return union_length(zip(starts, ends))
+class TableSource(Protocol):
+    """Where a Trace's tables come from when they are read on first use (``capture/nsys_sqlite.py``)."""
+
+    #: The tables it supplies (names in COLUMNS).
+    tables: frozenset[str]
+
+    def read(self, table: str) -> pd.DataFrame:
+        """The whole table, in the Trace's columns."""
+        ...
+
+    def durations(self, table: str) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
+        """For a duration summary: each row's group (0..n-1), its duration (ns), and each group's name (one list
+        per name column); None where the source has no narrow read for ``table``."""
+        ...
+
+    def count(self, table: str) -> int:
+        """The table's row count, without reading it."""
+        ...
 
 
 def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
@@ -102,14 +122,41 @@ class Trace:
     nvtx: pd.DataFrame = field(default_factory=lambda: empty_frame("nvtx"))
     osrt: pd.DataFrame = field(default_factory=lambda: empty_frame("osrt"))
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Reads the tables not given here on first use (an nsys export); None: every table is given.
+    source: TableSource | None = field(default=None, repr=False, compare=False)
 
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _unread: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.source is not None:
+            for table in self.source.tables:
+                if self.__dict__[table].empty:  # not given: read on first access (__getattr__)
+                    del self.__dict__[table]
+                    self._unread.add(table)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for what is not in the instance: a table the source has not been asked for yet
+        unread = self.__dict__.get("_unread")
+        if unread is not None and name in unread:
+            table = frame(name, self.source.read(name))  # type: ignore[union-attr]
+            self.__dict__[name] = table
+            unread.discard(name)
+            return table
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         # a replaced table makes every kept answer stale (tables are replaced, never edited in place)
         if name in COLUMNS and "_memo" in self.__dict__:
             self._memo.clear()
+            self._unread.discard(name)
         super().__setattr__(name, value)
+
+    def rows(self, table: str) -> int:
+        """The row count of ``table``, without reading it from the source when it has not been read yet."""
+        if table in self._unread:
+            return self.source.count(table)  # type: ignore[union-attr]
+        return len(getattr(self, table))
 
     def memo(self, key: str, compute: Callable[[], _T]) -> _T:
         """``compute()`` once per Trace under ``key``; later calls return the kept answer (analyses use it too)."""
@@ -121,17 +168,25 @@ class Trace:
         return self.memo(key, compute).copy()  # a copy: a caller's edit must not change the next answer
 
     # --- nsys stats summaries ---------------------------------------------------------------------------------
+    def _by_name(self, table: str, count_col: str) -> pd.DataFrame:
+        """The duration summary of ``table`` by name: from the source's narrow read while the table is unread."""
+        narrow = self.source.durations(table) if table in self._unread else None  # type: ignore[union-attr]
+        if narrow is not None:
+            codes, durations, names = narrow
+            return summaries.grouped_durations(codes, durations, names, count_col, ["Name"])
+        return summaries.duration_summary(getattr(self, table), ["name"], count_col, ["Name"])
+
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum: one row per kernel name."""
-        return self._table("kern", lambda: summaries.duration_summary(self.kernels, ["name"], "Instances", ["Name"]))
+        return self._table("kern", lambda: self._by_name("kernels", "Instances"))
 
     def api_summary(self) -> pd.DataFrame:
         """cuda_api_sum: one row per CUDA runtime/driver API function."""
-        return self._table("api", lambda: summaries.duration_summary(self.api, ["name"], "Num Calls", ["Name"]))
+        return self._table("api", lambda: self._by_name("api", "Num Calls"))
 
     def osrt_summary(self) -> pd.DataFrame:
         """osrt_sum: one row per OS runtime function (nsys captures only)."""
-        return self._table("osrt", lambda: summaries.duration_summary(self.osrt, ["name"], "Num Calls", ["Name"]))
+        return self._table("osrt", lambda: self._by_name("osrt", "Num Calls"))
 
     def nvtx_summary(self) -> pd.DataFrame:
         """nvtx_sum: one row per range text and style (push/pop or start/end)."""
@@ -274,6 +329,7 @@ class Trace:
 
     def __repr__(self) -> str:
         return (
-            f"<Trace {self.meta.get('backend', '?')} on {self.meta.get('device', '?')}: {len(self.kernels)} kernels, "
-            f"{len(self.memops)} memops, {len(self.api)} API calls, {len(self.ops)} ops, {len(self.nvtx)} ranges>"
+            f"<Trace {self.meta.get('backend', '?')} on {self.meta.get('device', '?')}: {self.rows('kernels')} "
+            f"kernels, {self.rows('memops')} memops, {self.rows('api')} API calls, {self.rows('ops')} ops, "
+            f"{self.rows('nvtx')} ranges>"
         )

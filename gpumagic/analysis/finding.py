@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..kernels import KernelName, decode
@@ -12,7 +15,7 @@ from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 
-__all__ = ["Finding", "KernelFacts", "api_names", "kernel_facts", "kernel_labels", "t"]
+__all__ = ["Finding", "KernelFacts", "api_names", "kernel_facts", "kernel_labels", "map_distinct", "t"]
 
 
 @dataclass
@@ -35,13 +38,28 @@ def t(ns: float) -> str:
 
 @dataclass(frozen=True)
 class KernelFacts:
-    """Each kernel's duration, decoded name and label (distinct per distinct name), and their total: what the kernel
-    analyzers share."""
+    """What the kernel analyzers share, per row and per distinct name: each kernel's duration and the index of its
+    name (``codes``), and for each distinct name its text, decoded form and label (distinct per name). A question
+    about names is asked once per distinct name and spread to the rows by ``codes``: a million kernels of thirty
+    names cost thirty decodes."""
 
-    durations: pd.Series
-    decoded: pd.Series
-    labels: pd.Series
+    durations: np.ndarray
+    codes: np.ndarray
+    names: list[str]
+    decoded: list[KernelName]
+    labels: list[str]
     total_ns: int
+
+    def where(self, test: Callable[[KernelName], bool]) -> np.ndarray:
+        """Each kernel's answer to ``test`` on its decoded name (a boolean array over the rows)."""
+        return np.array([bool(test(d)) for d in self.decoded], dtype=bool)[self.codes]
+
+    def ns_by_label(self, rows: np.ndarray) -> pd.Series:
+        """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in text order."""
+        ns = np.bincount(self.codes[rows], weights=self.durations[rows], minlength=len(self.names))
+        present = np.bincount(self.codes[rows], minlength=len(self.names)) > 0
+        by = pd.Series(ns[present].round().astype("int64"), index=np.asarray(self.labels, dtype=object)[present])
+        return by.sort_index()
 
 
 def kernel_facts(trace: Trace) -> KernelFacts:
@@ -49,10 +67,18 @@ def kernel_facts(trace: Trace) -> KernelFacts:
 
     def compute() -> KernelFacts:
         k = trace.kernels
-        durations = (k["end"] - k["start"]).astype("int64")
-        names: dict[str, KernelName] = {n: decode(n) for n in pd.unique(k["name"])}
+        durations = k["end"].to_numpy(dtype="int64") - k["start"].to_numpy(dtype="int64")
+        codes, uniques = pd.factorize(k["name"], use_na_sentinel=False)  # a categorical's codes: no string hashed
+        names = [str(n) for n in uniques]
         labels = kernel_labels(trace)
-        return KernelFacts(durations, k["name"].map(names), k["name"].map(labels), int(durations.sum()))
+        return KernelFacts(
+            durations,
+            np.asarray(codes, dtype=np.int64),
+            names,
+            [decode(n) for n in names],
+            [labels.get(n, n) for n in uniques],
+            int(durations.sum()),
+        )
 
     return trace.memo("analysis.kernel_facts", compute)
 
@@ -63,11 +89,20 @@ def kernel_labels(trace: Trace) -> dict[str, str]:
     return trace.memo("kernel_labels", lambda: distinct_labels(pd.unique(trace.kernels["name"])))
 
 
+def map_distinct(values: pd.Series, fn: Callable[[Any], str]) -> pd.Series:
+    """``fn`` of each value, computed once per distinct value: a categorical Series with the same index."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    mapped = [fn(u) for u in uniques]
+    cats, code_of = np.unique(np.asarray(mapped, dtype=object), return_inverse=True) if mapped else ([], [])
+    cat = pd.Categorical.from_codes(np.asarray(code_of, dtype=np.int64).reshape(-1)[codes], categories=cats)
+    return pd.Series(cat, index=values.index)
+
+
 def api_names(trace: Trace) -> pd.Series:
     """The CUDA API calls' names without a version suffix (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``),
-    computed once per trace for every analyzer that matches API names."""
+    computed once per distinct name and once per trace for every analyzer that matches API names."""
+    return trace.memo("analysis.api_names", lambda: map_distinct(trace.api["name"], _unversioned))
 
-    def strip() -> pd.Series:
-        return trace.api["name"].astype(str).str.replace(r"_v\d+$", "", regex=True)
 
-    return trace.memo("analysis.api_names", strip)
+def _unversioned(name: Any) -> str:
+    return re.sub(r"_v\d+$", "", str(name))

@@ -16,11 +16,11 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
     if trace.kernels.empty:
         return []
     facts = kernel_facts(trace)
-    ffma = facts.decoded.map(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
+    ffma = facts.where(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
     if not ffma.any():
         return []
     t_ffma = int(facts.durations[ffma].sum())
-    by_name = facts.durations[ffma].groupby(facts.labels[ffma]).sum()
+    by_name = facts.ns_by_label(ffma)
     examples = "; ".join(f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items())
     return [
         Finding(
@@ -47,7 +47,7 @@ def compat_kernels(trace: Trace) -> list[Finding]:
         return []
     facts = kernel_facts(trace)
     dev_sm = "sm" + cc.replace(".", "")
-    older = facts.decoded.map(
+    older = facts.where(
         lambda d: (
             d.arch is not None
             and d.family in ("cublas_xmma", "cutlass2", "cudnn")
@@ -75,7 +75,7 @@ def copies(trace: Trace) -> list[Finding]:
     if trace.kernels.empty:
         return []
     facts = kernel_facts(trace)
-    is_copy = facts.decoded.map(lambda d: d.op == "copy")
+    is_copy = facts.where(lambda d: d.op == "copy")
     memops = trace.memops
     dtod = memops[memops["kind"] == "DtoD"] if not memops.empty else memops
     t_copy = int(facts.durations[is_copy].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)

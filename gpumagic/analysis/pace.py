@@ -3,6 +3,8 @@ their launch."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..trace import Trace
 from .finding import Finding, kernel_facts, t
 
@@ -40,7 +42,7 @@ def tiny_kernels(trace: Trace) -> list[Finding]:
     tiny = durs < TINY_KERNEL_NS
     if tiny.mean() < 0.5:
         return []
-    median = float(durs.median())
+    median = float(np.median(durs))
     return [
         Finding(
             "tiny_kernels",

@@ -71,7 +71,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
     ns = int((inside["end"] - inside["start"]).sum())
     if inside.empty or ns / wall < SYNC_SHARE:
         return []
-    counts = names[inside.index].value_counts()
+    counts = names[inside.index].astype(object).value_counts()
     what = ", ".join(f"{name} ×{int(n)}" for name, n in counts.items())
     return [
         Finding(

@@ -10,6 +10,8 @@ The figure is made here; how it reaches a page (BokehJS once per notebook, or a 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -94,93 +96,137 @@ def _stream_key(value: Any) -> tuple[int, float, str]:
     return (0, float(m.group(1)), "") if m else (1, 0.0, s)
 
 
-def _bucket(df: pd.DataFrame, limit: int) -> pd.DataFrame:
-    """Merge a lane's events into at most ``limit`` time buckets per depth; each bucket is labelled by its longest
-    event and says how many it holds."""
-    if len(df) <= limit:
-        return df.assign(count=1)
-    t0, t1 = int(df["start"].min()), int(df["end"].max())
-    width = max(1, (t1 - t0) // limit + 1)
-    d = df.assign(_b=(df["start"] - t0) // width, _dur=df["end"] - df["start"])
-    g = d.groupby(["_b", "depth"], sort=False)
-    longest = d.loc[g["_dur"].idxmax()].set_index(["_b", "depth"])
-    agg = g.agg(start=("start", "min"), end=("end", "max"), count=("start", "size"))
-    out = agg.join(longest[["name", "raw", "family", "extra"]]).reset_index()
-    many = out["count"] > 1
-    out.loc[many, "name"] = (
-        out.loc[many, "count"].astype(str) + " events, longest: " + out.loc[many, "name"].astype(str)
+@dataclass
+class _Lane:
+    """One lane's events as numbers (start, end, depth) and how to describe any of them: the text of an event
+    (name, raw name, family, extra) is made only for the events that are drawn, never for a million."""
+
+    start: np.ndarray
+    end: np.ndarray
+    depth: np.ndarray
+    describe: Callable[[np.ndarray], pd.DataFrame]
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def _bucket(lane: _Lane, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The events to draw: all of them up to ``limit``; beyond, one box per time bucket (``limit`` buckets over the
+    lane) and depth, spanning its events and standing for its longest one. (event index, start, end, count)."""
+    n = len(lane)
+    if n <= limit:
+        return np.arange(n), lane.start, lane.end, np.ones(n, dtype=np.int64)
+    t0 = int(lane.start.min())
+    width = max(1, (int(lane.end.max()) - t0) // limit + 1)
+    key = ((lane.start - t0) // width) * (_MAX_DEPTH + 1) + lane.depth
+    order = np.lexsort((lane.start - lane.end, key))  # by bucket, then longest first (ties: the earlier row)
+    k = key[order]
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    count = np.diff(np.r_[first, n])
+    return (
+        order[first],
+        np.minimum.reduceat(lane.start[order], first),
+        np.maximum.reduceat(lane.end[order], first),
+        count,
     )
-    return out.drop(columns=["_b"])
 
 
-def _host_lane(g: pd.DataFrame, name: pd.Series, family: str, extra: Any, depth: Any) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "start": g["start"],
-            "end": g["end"],
-            "name": name,
-            "raw": "",
-            "family": family,
-            "extra": extra,
-            "depth": depth,
-        }
-    )
+def _groups(values: pd.Series, key: Callable[[Any], Any] | None = None) -> list[tuple[Any, np.ndarray]]:
+    """(value, row positions) for each distinct value, values in sorted order (by ``key``), rows in table order."""
+    codes, uniques = pd.factorize(values)  # missing values (-1) belong to no lane
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    found = [(uniques[i], order[bounds[i] : bounds[i + 1]]) for i in range(len(uniques))]
+    return sorted(found, key=lambda vi: key(vi[0]) if key else vi[0])
 
 
-def _lanes(trace: Trace) -> list[tuple[str, str, pd.DataFrame]]:
-    """(label, kind, events with name/raw/family/extra/depth/start/end) from top to bottom."""
-    lanes: list[tuple[str, str, pd.DataFrame]] = []
-    for th, g in trace.nvtx.groupby("thread", sort=True) if not trace.nvtx.empty else ():
-        ev = _host_lane(g, g["text"].astype(str), "nvtx", g["domain"].astype(str), g["depth"].clip(upper=_MAX_DEPTH))
-        lanes.append((f"ranges (thread {th})", "nvtx", ev))
-    for th, g in trace.ops.groupby("thread", sort=True) if not trace.ops.empty else ():
-        shapes = g["shapes"].fillna("").astype(str).replace("nan", "")
-        ev = _host_lane(g, g["name"].astype(str), "ops", shapes, g["depth"].clip(upper=_MAX_DEPTH))
-        lanes.append((f"CPU ops (thread {th})", "ops", ev))
-    for th, g in trace.api.groupby("thread", sort=True) if not trace.api.empty else ():
-        ev = _host_lane(g, g["name"].astype(str), "api", "correlation " + g["correlation"].astype(str), 0)
-        lanes.append((f"CUDA API (thread {th})", "api", ev))
-    gpu = []
-    if not trace.kernels.empty:
-        k = trace.kernels
-        dec = k["name"].map(decode)
-        gpu.append(
-            pd.DataFrame(
-                {
-                    "start": k["start"],
-                    "end": k["end"],
-                    "name": k["name"].map(kernel_labels(trace)),
-                    "raw": k["name"].astype(str).str.slice(0, 400),
-                    "family": dec.map(lambda d: d.family),
-                    "stream": k["stream"].astype(str),
-                    "extra": "grid "
-                    + k["grid"].fillna("?").astype(str)
-                    + ", block "
-                    + k["block"].fillna("?").astype(str),
-                }
-            )
+def _ints(df: pd.DataFrame, col: str) -> np.ndarray:
+    return df[col].to_numpy(dtype="int64")
+
+
+def _host_lane(df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra: Callable, depth: bool) -> _Lane:
+    """A lane of host events (NVTX ranges, torch ops, API calls) from rows of ``df``."""
+    g = df.iloc[rows]
+
+    def describe(idx: np.ndarray) -> pd.DataFrame:
+        e = g.iloc[idx]
+        return pd.DataFrame(
+            {"name": e[name].astype(str).to_numpy(), "raw": "", "family": family, "extra": extra(e).to_numpy()}
         )
-    if not trace.memops.empty:
-        m = trace.memops
-        gpu.append(
-            pd.DataFrame(
-                {
-                    "start": m["start"],
-                    "end": m["end"],
-                    "name": m["kind"].astype(str),
-                    "raw": m["name"].astype(str),
-                    "family": "memop",
-                    "stream": m["stream"].astype(str),
-                    "extra": m["bytes"].astype(str) + " bytes",
-                }
+
+    d = np.minimum(_ints(g, "depth"), _MAX_DEPTH) if depth else np.zeros(len(g), dtype=np.int64)
+    return _Lane(_ints(g, "start"), _ints(g, "end"), d, describe)
+
+
+def _gpu_lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
+    """One lane per GPU stream: its kernels and memory operations."""
+    k, m = trace.kernels, trace.memops
+    parts = [df for df in (k, m) if not df.empty]
+    if not parts:
+        return []
+    both = pd.concat([df[["start", "end", "stream"]] for df in parts], ignore_index=True)
+    n_k = len(k)
+    labels = kernel_labels(trace) if n_k else {}
+    families = {n: decode(n).family for n in labels}
+
+    def describe(idx: np.ndarray) -> pd.DataFrame:
+        ki, mi = idx[idx < n_k], idx[idx >= n_k] - n_k
+        out = []
+        if len(ki):
+            e = k.iloc[ki]
+            names = e["name"].astype(object)
+            grid = e["grid"].astype(object).fillna("?").astype(str)
+            block = e["block"].astype(object).fillna("?").astype(str)
+            out.append(
+                pd.DataFrame(
+                    {
+                        "name": names.map(labels).to_numpy(),
+                        "raw": names.astype(str).str.slice(0, 240).to_numpy(),
+                        "family": names.map(families).to_numpy(),
+                        "extra": ("grid " + grid + ", block " + block).to_numpy(),
+                    },
+                    index=np.flatnonzero(idx < n_k),
+                )
             )
-        )
-    if gpu:
-        g_all = pd.concat(gpu, ignore_index=True)
-        for st in sorted(g_all["stream"].unique(), key=_stream_key):
-            g = g_all[g_all["stream"] == st]
-            lanes.append((f"GPU stream {st}", "gpu", g.drop(columns=["stream"]).assign(depth=0)))
+        if len(mi):
+            e = m.iloc[mi]
+            out.append(
+                pd.DataFrame(
+                    {
+                        "name": e["kind"].astype(str).to_numpy(),
+                        "raw": e["name"].astype(str).to_numpy(),
+                        "family": "memop",
+                        "extra": (e["bytes"].astype(str) + " bytes").to_numpy(),
+                    },
+                    index=np.flatnonzero(idx >= n_k),
+                )
+            )
+        return pd.concat(out).sort_index().reset_index(drop=True)
+
+    lanes = []
+    start, end = _ints(both, "start"), _ints(both, "end")
+    for stream, rows in _groups(both["stream"].astype(object), key=_stream_key):
+        flat = np.zeros(len(rows), dtype=np.int64)
+        lane = _Lane(start[rows], end[rows], flat, lambda idx, rows=rows: describe(rows[idx]))
+        lanes.append((f"GPU stream {stream}", "gpu", lane))
     return lanes
+
+
+def _lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
+    """(label, kind, events) from top to bottom: NVTX ranges, torch ops and CUDA API calls per thread, GPU
+    streams."""
+    lanes: list[tuple[str, str, _Lane]] = []
+    nv, ops, api = trace.nvtx, trace.ops, trace.api
+    for th, rows in _groups(nv["thread"]) if not nv.empty else ():
+        lane = _host_lane(nv, rows, "text", "nvtx", lambda e: e["domain"].astype(str), depth=True)
+        lanes.append((f"ranges (thread {th})", "nvtx", lane))
+    for th, rows in _groups(ops["thread"]) if not ops.empty else ():
+        shapes = lambda e: e["shapes"].fillna("").astype(str).replace("nan", "")  # noqa: E731
+        lanes.append((f"CPU ops (thread {th})", "ops", _host_lane(ops, rows, "name", "ops", shapes, depth=True)))
+    for th, rows in _groups(api["thread"]) if not api.empty else ():
+        corr = lambda e: "correlation " + e["correlation"].astype(str)  # noqa: E731
+        lanes.append((f"CUDA API (thread {th})", "api", _host_lane(api, rows, "name", "api", corr, depth=False)))
+    return lanes + _gpu_lanes(trace)
 
 
 def _rows(trace: Trace, max_glyphs_per_lane: int) -> tuple[pd.DataFrame, list[float], dict[float, str], float]:
@@ -190,15 +236,18 @@ def _rows(trace: Trace, max_glyphs_per_lane: int) -> tuple[pd.DataFrame, list[fl
     parts = []
     ticks, labels = [], {}
     y = 0.0
-    for label, kind, ev in _lanes(trace):
-        ev = _bucket(ev.reset_index(drop=True), max_glyphs_per_lane)
-        depth = ev["depth"].astype(float).to_numpy()
-        depth_rows = int(depth.max()) + 1 if len(ev) else 1
+    for label, kind, lane in _lanes(trace):
+        idx, start, end, count = _bucket(lane, max_glyphs_per_lane)
+        ev = lane.describe(idx)
+        many = count > 1
+        if many.any():
+            ev.loc[many, "name"] = [f"{c} events, longest: {n}" for c, n in zip(count[many], ev["name"][many])]
+        depth = lane.depth[idx].astype(float)
+        depth_rows = int(depth.max()) + 1 if len(idx) else 1
         top = y - depth * 0.8
         fam = ev["family"].astype(str)
         group = fam.where(fam.isin(FAMILY_LABELS), kind if kind != "gpu" else "other")
-        start = ev["start"].to_numpy(dtype="int64")
-        end = np.maximum(ev["end"].to_numpy(dtype="int64"), start + 1)
+        end = np.maximum(end, start + 1)
         parts.append(
             pd.DataFrame(
                 {
@@ -208,9 +257,9 @@ def _rows(trace: Trace, max_glyphs_per_lane: int) -> tuple[pd.DataFrame, list[fl
                     "bottom": top - 0.7,
                     "name": ev["name"].astype(str).to_numpy(),
                     "raw": ev["raw"].astype(str).str.slice(0, 240).to_numpy(),
-                    "dur": [format_time(x * 1e-9) for x in (end - start)],
+                    "dur": [format_time(x * 1e-9) for x in (end - start).tolist()],
                     "extra": ev["extra"].astype(str).to_numpy(),
-                    "count": ev["count"].to_numpy(),
+                    "count": count,
                     "group": group.to_numpy(),
                 }
             )
