@@ -49,6 +49,7 @@ _TIMING_TRAITS = (
     "rel_drift",
     "first_call_ratio",
     "precision",
+    "steady_time",
 )
 
 __all__ = ["GpuMagicsConfig"]
@@ -86,6 +87,18 @@ class GpuMagicsConfig(Configurable):
     kernel_time = Bool(
         TimingOptions.kernel_time,
         help="Measure GPU kernel time per call with the profiler (CUPTI) in a short extra pass.",
+    ).tag(config=True)
+    steady = Bool(
+        TimingOptions.steady,
+        help="Before sampling, run the statement until the GPU's clock has settled (as %gputime --steady).",
+    ).tag(config=True)
+    steady_time = Float(
+        TimingOptions.steady_time, help="Seconds --steady runs at most while waiting for the clock to settle."
+    ).tag(config=True)
+    background_profiler_start = Bool(
+        TimingOptions.background_profiler_start,
+        help="Start the profiler (CUPTI, seconds once per process) on a background thread once CUDA is up, so that "
+        "no %gputime waits for it.",
     ).tag(config=True)
     first_call_ratio = Float(
         TimingOptions.first_call_ratio, help="Report the first call when it took more than this many times the median."
@@ -178,6 +191,9 @@ class GpuMagicsConfig(Configurable):
                 min_samples=self.min_samples, min_time=self.min_time, rel_ci=self.rel_ci, rel_drift=self.rel_drift
             ),
             kernel_time=self.kernel_time,
+            steady=self.steady,
+            steady_time=self.steady_time,
+            background_profiler_start=self.background_profiler_start,
             first_call_ratio=self.first_call_ratio,
             precision=self.precision,
         )

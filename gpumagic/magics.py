@@ -107,6 +107,13 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--flush-l2", action="store_true", help="Flush the L2 cache before each call (cold-cache timing).")
     @argument("--graph", action="store_true", help="Capture the calls once in a CUDA graph and time its replays.")
     @argument("--cpu", action="store_true", help="Time on the host clock even where CUDA is available.")
+    @argument(
+        "--steady",
+        action="store_true",
+        default=None,
+        help="Run the statement until the GPU's clock has settled (at most steady_time, 10 s) before sampling: "
+        "a repeatable figure at the sustained clock.",
+    )
     @line_cell_magic
     def gputime(self, line: str = "", cell: str | None = None) -> Any:
         """Time a statement on the GPU: the %timeit of CUDA code.
@@ -159,6 +166,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 flush_l2=args.flush_l2,
                 graph=args.graph,
                 cpu=args.cpu,
+                steady=args.steady,
             )
             options.validate()
         except GpuMagicError as exc:

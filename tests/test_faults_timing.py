@@ -40,6 +40,9 @@ from .test_timing import FakeClock, ScriptedSampler, run
         ("kernel_preload_time", -1, "kernel_preload_time must be 0 or more (seconds), got -1"),
         ("max_kernel_pass_calls", 0, "max_kernel_pass_calls must be at least 1, got 0"),
         ("host_pass_time", 0, "host_pass_time must be positive (seconds), got 0"),
+        ("steady_time", 0, "steady_time must be positive (seconds), got 0"),
+        ("steady_min_time", -1, "steady_min_time must be 0 or more (seconds), got -1"),
+        ("steady_tolerance", 1, "steady_tolerance must be more than 0 and less than 1"),
         ("first_call_ratio", 0.5, "first_call_ratio must be at least 1 (1 reports any first call slower than the"),
         ("first_call_min", -1, "first_call_min must be 0 or more (seconds), got -1"),
         ("samples", 0, "samples must be at least 1, got 0"),
@@ -246,3 +249,163 @@ def test_no_host_figure_no_launch_verdict():
     r = verdict(10e-6, 1e-6, None)
     assert not r.launch_bound
     assert any("idle 90%" in w for w in r.warnings())
+
+
+# --- the profiler's one-time start on a background thread ----------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_warmup(monkeypatch):
+    """The warm-up module as in a fresh process, with torch and CUDA 'up' when ``ready`` says so."""
+    from gpumagic.timing import warmup
+
+    monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None, "error": None, "thread": None})
+    monkeypatch.setattr(warmup, "POLL", 0.01)
+    ready = {"torch": None}
+    monkeypatch.setattr(warmup, "_torch_ready", lambda: ready["torch"])
+    yield warmup, ready
+    warmup.stop_background_warm(timeout=5)
+
+
+def test_background_start_waits_for_cuda_then_runs_once(fresh_warmup):
+    import threading
+    import time
+
+    warmup, ready = fresh_warmup
+    ran = []
+    release = threading.Event()
+
+    def capture(device):
+        ran.append((device, threading.current_thread().name))
+        release.wait(5)
+
+    assert warmup.start_background_warm(device="cuda:0", capture=capture)
+    time.sleep(0.1)
+    assert warmup.profiler_state() == "starting" and not ran  # CUDA not up yet: nothing touched
+    assert not warmup.start_background_warm(device="cuda:0", capture=capture)  # one thread at a time
+    ready["torch"] = object()
+    for _ in range(200):
+        if ran:
+            break
+        time.sleep(0.01)
+    assert ran == [("cuda:0", "gpumagic-profiler-start")]
+    assert not warmup.wait_for_profiler(timeout=0.05)  # the start holds the lock: captures wait
+    release.set()
+    assert warmup.wait_for_profiler(timeout=5)
+    warmup._STATE["thread"].join(5)
+    assert warmup.profiler_state() == "ready" and warmup._STATE["startup"] is not None
+    assert warmup.warm_profiler("cuda:0", capture=capture) is None  # paid once per process
+    assert len(ran) == 1
+
+
+def test_a_quiet_block_holds_a_background_start_off(fresh_warmup):
+    import time
+
+    warmup, ready = fresh_warmup
+    ran = []
+    ready["torch"] = object()
+    with warmup.quiet_profiler(wait=True) as held:
+        assert held
+        warmup.start_background_warm(device="cuda:0", capture=ran.append)
+        time.sleep(0.1)
+        assert not ran  # a graph capture or the samples run undisturbed
+    warmup._STATE["thread"].join(5)
+    assert ran == ["cuda:0"]
+
+
+def test_a_failed_background_start_is_kept_not_raised_and_not_retried(fresh_warmup):
+    warmup, ready = fresh_warmup
+    ready["torch"] = object()
+
+    def capture(device):
+        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\nmore")
+
+    warmup.start_background_warm(device="cuda:0", capture=capture)
+    warmup._STATE["thread"].join(5)
+    assert warmup.profiler_state() == "cold"
+    assert warmup.startup_error() == "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+    assert not warmup.start_background_warm(device="cuda:0", capture=capture)
+
+
+def test_no_cuda_build_means_no_background_work(fresh_warmup):
+    warmup, ready = fresh_warmup
+    ready["torch"] = False  # torch imported, built without CUDA
+    warmup.start_background_warm(device="cuda:0", capture=lambda d: pytest.fail("must not run"))
+    warmup._STATE["thread"].join(5)
+    assert not warmup._STATE["thread"].is_alive() and warmup.profiler_state() == "cold"
+
+
+def test_the_real_readiness_check_never_imports_torch(monkeypatch):
+    import sys
+
+    from gpumagic.timing import warmup
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert warmup._torch_ready() is None
+    assert "torch" not in sys.modules
+
+
+def test_loading_the_extension_starts_the_background_start_and_guards_profiling_cells(monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gpumagic
+    from gpumagic.timing import warmup
+
+    calls = []
+    monkeypatch.setattr(warmup, "start_background_warm", lambda *a, **k: calls.append("start") or True)
+    monkeypatch.setattr(warmup, "profiler_state", lambda: "starting")
+    monkeypatch.setattr(warmup, "wait_for_profiler", lambda timeout=None: calls.append(("wait", timeout)) or True)
+    shell = InteractiveShell.instance()
+    was_loaded = "gpumagic" in shell.extension_manager.loaded
+    if was_loaded:
+        shell.run_line_magic("unload_ext", "gpumagic")
+    shell.run_line_magic("load_ext", "gpumagic")
+    try:
+        assert calls == ["start"]
+        shell.run_cell("pass")
+        assert calls == ["start"]  # a cell that starts no profiler does not wait
+        shell.run_cell("# torch.profiler here\npass")
+        assert calls[-1] == ("wait", 60)
+    finally:
+        shell.run_line_magic("unload_ext", "gpumagic")
+        unloaded = gpumagic._wait_before_profiling not in shell.events.callbacks["pre_run_cell"]
+        if was_loaded:  # the shell is shared with other tests: leave it as it was
+            shell.run_line_magic("load_ext", "gpumagic")
+    assert unloaded
+
+
+# --- the SM clock reader -------------------------------------------------------------------------------------------
+
+
+def test_clock_reader_never_raises_and_no_nvml_means_no_reader(monkeypatch):
+    from gpumagic.timing import smclock
+
+    def broken():
+        raise OSError("NVML_ERROR_GPU_IS_LOST")
+
+    reader = smclock.ClockReader(broken, broken)
+    assert reader.mhz() is None and reader.reasons() is None
+    assert smclock.ClockReader(lambda: 1410, lambda: 0x4).mhz() == 1410
+    monkeypatch.setattr(smclock, "_NVML", None)
+    monkeypatch.setattr(smclock, "_NVML_FAILED", True)
+    assert smclock.open_reader("1234", 0) is None
+
+
+def test_clock_reasons_in_words():
+    from gpumagic.timing.smclock import reason_words
+
+    assert reason_words(0x4 | 0x20 | 0x40 | 0x1) == ["power cap", "thermal"]
+    assert reason_words(0) == [] and reason_words(None) == []
+
+
+def test_clock_summary_prevailing_clock_and_median():
+    from gpumagic.timing.smclock import summarize_clocks
+
+    samples = [1.0] * 10 + [1.4] * 30
+    clocks = [1980] * 10 + [1410, 1425, 1395] * 10
+    s = summarize_clocks(samples, clocks)
+    assert (s.low, s.high, s.prevailing) == (1395, 1980, 1410)
+    assert s.prevailing_median == 1.4 and s.prevailing_samples == 30 and s.has_moved
+    assert summarize_clocks([1.0, 1.0], [None, None]) is None
+    few = summarize_clocks([1.0] * 8 + [1.4] * 2, [1980] * 4 + [1800] * 4 + [1410] * 2)
+    assert few.prevailing_median is None  # too few samples at the prevailing clock to take a median of

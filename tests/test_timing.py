@@ -128,23 +128,61 @@ def test_unsettled_median_at_budget_end_is_said():
     assert any("had not settled" in w and "time_budget" in w for w in result.warnings())
 
 
-def test_sm_clock_change_is_reported():
-    class Throttling(ScriptedSampler):
-        clocks = iter([1980, 1755])
+class Throttling(ScriptedSampler):
+    """A GPU whose SM clock falls from 1980 to 1410 MHz after ``drop`` samples, and whose calls slow down with it."""
 
-        def sm_clock(self):
-            return next(self.clocks)
+    def __init__(self, clock, drop: int = 40, **kw) -> None:
+        super().__init__(clock, lambda i: 1e-3 if i < drop else 1.4e-3, **kw)
+        self.drop = drop
 
+    def sm_clock(self):
+        return 1980 if self.i <= self.drop else 1410
+
+    def clock_reasons(self):
+        return 0x4  # SW power cap
+
+
+def test_sm_clock_change_is_reported_with_the_median_at_the_prevailing_clock():
     clock = FakeClock()
     r = measure(
         compile_statement("pass", globals={}),
         {},
-        TimingOptions(),
-        sampler=Throttling(clock, lambda i: 1e-3),
+        TimingOptions(time_budget=0.3),
+        sampler=Throttling(clock, kernel=1e-3),
         wall_clock=clock,
     )
-    assert r.meta["sm_clock_mhz"] == (1980, 1755)
-    assert any("1980 to 1755 MHz" in w for w in r.warnings())
+    assert r.meta["sm_clock_mhz"] == (1980, 1410)
+    assert len(r.sample_clocks) == len(r.samples)
+    summary = r.clock_summary
+    assert (summary.low, summary.high, summary.prevailing) == (1410, 1980, 1410)
+    assert summary.prevailing_median == pytest.approx(1.4e-3)
+    assert r.prevailing_median == pytest.approx(1.4e-3)
+    assert "SM clock moved 29% (1410-1980 MHz, power cap): 1.4 ms at the prevailing 1410 MHz" in r.line()
+    note = next(w for w in r.warnings() if "SM clock moved between" in w)
+    assert "power cap" in note and "`steady=True`" not in note and "steady=True" in note
+    assert Hint("steady", "True") in r.hints
+    df = r.to_dataframe()
+    assert list(df["sm_clock_mhz"][:2]) == r.sample_clocks[:2]
+    assert df.attrs["sm_clock_prevailing"] == 1410
+
+
+def test_a_clock_that_held_adds_nothing_to_the_line():
+    clock = FakeClock()
+
+    class Holding(ScriptedSampler):
+        def sm_clock(self):
+            return 1755
+
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=Holding(clock, lambda i: 1e-3),
+        wall_clock=clock,
+    )
+    assert r.clock_summary.low == r.clock_summary.high == 1755
+    assert not r.clock_summary.has_moved and r.prevailing_median is None
+    assert "SM clock" not in r.line() and not r.hints
 
 
 def test_drift_keeps_sampling_until_it_settles():
@@ -305,7 +343,7 @@ def test_gputime_uses_the_callers_globals_by_default():
 def test_result_to_dataframe_and_summary():
     result, _, _ = run(lambda i: 1e-3 * (1 + (i % 3) * 1e-4))
     df = result.to_dataframe()
-    assert list(df.columns) == ["sample", "calls", "time_per_call_s"]
+    assert list(df.columns) == ["sample", "calls", "time_per_call_s", "sm_clock_mhz"]
     assert len(df) == len(result.samples)
     assert df.attrs["median"] == pytest.approx(result.median)
     assert math.isclose(df["time_per_call_s"].median(), result.median)
@@ -544,3 +582,182 @@ def test_result_defaults_are_the_options_defaults():
 def test_the_timing_package_imports_no_ipython():
     code = "import sys, gpumagic.timing; assert not [m for m in sys.modules if m.startswith('IPython')]"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- the kernel figure beside the per-call figure -----------------------------------------------------------------
+
+
+def _result(median: float, kernel: float | None, host: float | None = None, **kw) -> TimingResult:
+    return TimingResult(
+        samples=[median] * 20,
+        calls_per_sample=4,
+        device="Fake GPU",
+        backend="cuda-events",
+        kernel_time=kernel,
+        kernels_per_call=2.0,
+        host_per_call=host,
+        **kw,
+    )
+
+
+def test_kernels_and_the_gap_are_shown_when_they_differ_from_the_per_call_time():
+    # the 51 µs conv seen on an H200: 55.9 µs per call, kernels 50.8 µs (GPU busy 92 %)
+    r = _result(55.9e-6, 50.8e-6, host=12e-6)
+    assert "kernels 50.8 \u00b5s of 55.9 \u00b5s per call: 5.1 \u00b5s gaps between kernels" in r.line()
+    assert "GPU busy" not in r.line() and not r.launch_bound
+
+
+def test_kernels_close_to_the_per_call_time_read_as_gpu_busy():
+    r = _result(1e-3, 0.98e-3, host=10e-6)  # 2 % apart: within the 3 % both figures agree on
+    assert "GPU busy 98%" in r.line() and "gaps" not in r.line()
+
+
+def test_kernels_above_the_per_call_time_say_they_come_from_another_pass():
+    r = _result(1e-3, 1.05e-3, host=10e-6)
+    assert "kernels 1.05 ms per call in a separate pass, 5% above" in r.line()
+
+
+def test_the_line_is_built_from_one_list_of_segments():
+    r = _result(1e-3, 1e-3, host=10e-6)
+    assert r.line().endswith(f"({'; '.join(r._details())})")
+    assert r._details()[0].startswith("median \u00b1 IQR of 20 samples \u00d7 4 calls")
+
+
+# --- first use: no wait for the profiler's one-time start where the samples answer ---------------------------------
+
+
+class ColdProfiler(ScriptedSampler):
+    """A GPU whose profiler has not started in this process; records whether a background start was asked for."""
+
+    state = "cold"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.background_starts = 0
+        self.kernel_passes = 0
+
+    def profiler_state(self):
+        return self.state
+
+    def start_profiler_in_background(self):
+        self.background_starts += 1
+        self.state = "starting"
+        return True
+
+    def kernel_pass(self, inner, calls, preload=0):
+        self.kernel_passes += 1
+        return super().kernel_pass(inner, calls, preload)
+
+
+def _run_cold(per_call: float, host: float, options: TimingOptions | None = None):
+    clock = FakeClock()
+    sampler = ColdProfiler(clock, lambda i: per_call, kernel=per_call * 0.99, host=host)
+    r = measure(
+        compile_statement("pass", globals={}), {}, options or TimingOptions(), sampler=sampler, wall_clock=clock
+    )
+    return r, sampler
+
+
+def test_a_gpu_bound_first_run_leaves_the_kernel_pass_out_and_starts_the_profiler_behind():
+    r, sampler = _run_cold(2.65e-3, 20e-6)
+    assert sampler.kernel_passes == 0 and sampler.background_starts == 1
+    assert r.kernel_time is None and r.kernel_time_skipped and r.summary()["kernel_time_skipped"]
+    assert "kernel time not measured: profiler starting" in r.line() and "GPU busy" not in r.line()
+    note = next(n for n in r.notes if n.startswith("GPU kernel time not measured"))
+    assert "is starting in the background" in note and "1% of the per-call time" in note
+    assert r.host_per_call is not None  # the host pass still runs: it needs no profiler
+
+
+def test_a_statement_that_may_be_launch_bound_waits_for_the_kernel_pass():
+    r, sampler = _run_cold(8e-6, 8e-6)
+    assert sampler.kernel_passes == 1 and sampler.background_starts == 0
+    assert r.kernel_time == pytest.approx(8e-6 * 0.99) and not r.kernel_time_skipped
+
+
+def test_the_skip_can_be_turned_off_and_a_ready_profiler_always_runs_the_pass():
+    r, sampler = _run_cold(2.65e-3, 20e-6, TimingOptions(skip_cold_kernel_pass=False))
+    assert sampler.kernel_passes == 1 and r.kernel_time is not None
+    r, sampler = _run_cold(2.65e-3, 20e-6, TimingOptions(background_profiler_start=False))
+    assert sampler.kernel_passes == 0 and sampler.background_starts == 0
+    assert any("has not started yet" in n for n in r.notes)
+    result, _, _ = run(lambda i: 2.65e-3, kernel=2.6e-3, host=20e-6)  # the scripted sampler's profiler is ready
+    assert result.kernel_time == pytest.approx(2.6e-3)
+
+
+# --- --steady: wait for the clock to settle before sampling --------------------------------------------------------
+
+
+class Cooling(ScriptedSampler):
+    """Per-call time that rises for ``settle_at`` s of running (the clock falling under a power cap), then holds."""
+
+    def __init__(self, clock, settle_at: float, noise: float = 0.0, **kw) -> None:
+        super().__init__(clock, lambda i: 1e-3, **kw)
+        self.settle_at = settle_at
+        self.ran = 0.0
+        self.rng = random.Random(1)
+        self.noise = noise
+
+    def _now_per_call(self) -> float:
+        slow = min(self.ran, self.settle_at) / max(self.settle_at, 1e-9)
+        return 1.6e-3 + 0.08e-3 * slow + self.rng.gauss(0, self.noise)
+
+    def batch(self, inner, n):
+        dt = self._now_per_call() * n
+        self.ran += dt
+        self.clock.now += dt
+        self.batches.append(n)
+        return dt, 20e-6 * n
+
+    def sm_clock(self):
+        return int(1980 - 500 * min(self.ran, self.settle_at) / max(self.settle_at, 1e-9))
+
+
+def test_steady_runs_until_the_per_call_time_settles_then_samples():
+    clock = FakeClock()
+    sampler = Cooling(clock, settle_at=2.5, kernel=1.68e-3, host=20e-6)
+    r = measure(
+        compile_statement("pass", globals={}), {}, TimingOptions(steady=True), sampler=sampler, wall_clock=clock
+    )
+    found = r.steadiness
+    assert found.settled and 2.5 <= found.seconds <= 3.5, found
+    assert found.per_call == pytest.approx(1.68e-3, rel=1e-3)
+    assert found.clock == (1980, 1480)
+    assert "steady at SM 1480 MHz after" in r.line()
+    assert r.summary()["steady_settled"] is True
+
+
+def test_steady_waits_at_least_its_minimum_and_gives_up_at_its_cap():
+    clock = FakeClock()
+    held = Cooling(clock, settle_at=0.0)
+    from gpumagic.timing.measure import settle_clocks
+    from gpumagic.timing.records import Notes
+
+    notes = Notes()
+    found = settle_clocks(held, lambda n: None, TimingOptions(steady=True, steady_min_time=1.0), 1.6e-3, notes, clock)
+    assert found.settled and 1.0 <= found.seconds < 1.1 and not notes.lines
+    clock = FakeClock()
+    noisy = Cooling(clock, settle_at=0.0, noise=0.05e-3)  # 3 % noise per batch never settles within 0.5 %
+    found = settle_clocks(noisy, lambda n: None, TimingOptions(steady=True, steady_time=3.0), 1.6e-3, notes, clock)
+    assert not found.settled and 3.0 <= found.seconds < 3.1
+    assert notes.lines and notes.lines[0].startswith("--steady: the per-call time had not settled after 3.0 s")
+
+
+def test_steady_clock_trend_alone_keeps_it_waiting():
+    from gpumagic.timing.steady import STEADY_WINDOW, window_settled
+
+    n = 2 * STEADY_WINDOW
+    flat = [1e-3] * n
+    assert window_settled(flat, [1500] * n, 0.005) == (True, 0.0)
+    falling = [1800] * STEADY_WINDOW + [1600] * STEADY_WINDOW
+    assert window_settled(flat, falling, 0.005)[0] is False
+    assert window_settled(flat, [None] * n, 0.005)[0] is True  # no clock: the times decide
+    assert window_settled(flat[:-1], [1500] * (n - 1), 0.005)[0] is False  # two full windows first
+    # a slow drift: each window tight (0.3 %), yet the second sits 0.36 % above the first
+    drifting = [1e-3 * (1 + 0.0006 * i) for i in range(n)]
+    settled, spread = window_settled(drifting, [None] * n, 0.005)
+    assert not settled and spread < 0.005
+
+
+def test_steady_on_the_host_clock_is_a_note():
+    r = gpumagic.gputime("sum(range(50))", globals={}, steady=True, time_budget=0.05)
+    assert r.steadiness is None and any("--steady waits for a GPU's clock" in n for n in r.notes)

@@ -8,14 +8,17 @@ The modules, in the order a measurement uses them:
   interface that also declares what each can do;
 - :mod:`.measure`: :func:`measure`, the steps (first call, calibrate, sample, kernel pass, host pass, assemble),
   and :func:`gputime` for scripts; :mod:`.records`, what the steps hand each other;
-- :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's truth);
+- :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM clock (NVML);
+- :mod:`.passes`: the kernel pass (left out while the profiler's one-time start is pending, where the samples
+  answer without it) and the host pass; :mod:`.warmup`, that one-time start, in the background where it can be;
+- :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's two truths);
 - :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
 """
 
 from __future__ import annotations
 
 from .clocks import choose_sampler, tensor_devices
-from .cupti import busy_per_call, gpu_activity_names, gpu_intervals
+from .cupti import busy_per_call, gpu_activity_names, gpu_intervals, span_and_busy_per_call, warm_profiler
 from .measure import gputime, measure
 from .options import TimingOptions
 from .result import TimingResult
@@ -33,5 +36,7 @@ __all__ = [
     "gpu_intervals",
     "gputime",
     "measure",
+    "span_and_busy_per_call",
     "tensor_devices",
+    "warm_profiler",
 ]

@@ -7,17 +7,23 @@ that ``benchmarks/timing_accuracy.py`` checks the per-call median against. torch
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from ..intervals import union_length
+from .warmup import profiler_state, start_background_warm, wait_for_profiler, warm_profiler
 
-__all__ = ["busy_per_call", "gpu_activity_names", "gpu_intervals", "warm_profiler"]
-
-#: Whether this process has already paid for the profiler's first start (see :func:`warm_profiler`).
-_PROFILER_WARM = False
+__all__ = [
+    "busy_per_call",
+    "gpu_activity_names",
+    "gpu_intervals",
+    "profiler_state",
+    "span_and_busy_per_call",
+    "start_background_warm",
+    "wait_for_profiler",
+    "warm_profiler",
+]
 
 
 def gpu_intervals(
@@ -41,6 +47,26 @@ def gpu_intervals(
     return [(ev.start_ns(), ev.start_ns() + ev.duration_ns()) for ev in gpu if keep(ev) and ev.name() not in exclude]
 
 
+def _captured_intervals(
+    run: Callable[[int], None], calls: int, device_index: int | None, preload: int, exclude: frozenset[str]
+) -> list[tuple[int, int]]:
+    """The GPU activity intervals of ``run(calls)`` under a CUDA-only profiler capture, ``preload`` calls first."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    wait_for_profiler()  # never two captures at once: a background first start may still be running
+    if preload:
+        run(preload)
+    else:
+        torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run(calls)
+            torch.cuda.synchronize()
+    return gpu_intervals(prof, device_index, exclude=exclude)
+
+
 def busy_per_call(
     run: Callable[[int], None],
     calls: int,
@@ -54,22 +80,26 @@ def busy_per_call(
     while the profiler starts: a GPU left idle for the profiler's start-up speeds up, and the figure would describe
     a GPU the statement never runs on. Returns None when no GPU activity was recorded.
     """
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    if preload:
-        run(preload)
-    else:
-        torch.cuda.synchronize()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            run(calls)
-            torch.cuda.synchronize()
-    intervals = gpu_intervals(prof, device_index, exclude=exclude)
+    intervals = _captured_intervals(run, calls, device_index, preload, exclude)
     if not intervals:
         return None
     return union_length(intervals) * 1e-9 / calls, len(intervals) / calls
+
+
+def span_and_busy_per_call(
+    run: Callable[[int], None], calls: int, device_index: int | None = None, preload: int = 0
+) -> tuple[float, float] | None:
+    """The two truths of one capture of ``run(calls)``: (span, busy) seconds per call.
+
+    Span: first activity start to last activity end, over the calls: what back-to-back calls cost on the stream,
+    gaps between kernels included (the truth of the per-call median). Busy: the union of the activity intervals over
+    the calls (the truth of the kernel time). Taken from the same capture, so the same clocks. None without activity.
+    """
+    intervals = _captured_intervals(run, calls, device_index, preload, frozenset())
+    if not intervals:
+        return None
+    span = max(e for _, e in intervals) - min(s for s, _ in intervals)
+    return span * 1e-9 / calls, union_length(intervals) * 1e-9 / calls
 
 
 def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
@@ -77,6 +107,7 @@ def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    wait_for_profiler()
     torch.cuda.synchronize()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -86,23 +117,3 @@ def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
     return frozenset(
         ev.name() for ev in prof.profiler.kineto_results.events() if str(ev.device_type()).endswith("CUDA")
     )
-
-
-def warm_profiler(device: Any) -> float | None:
-    """Run one throwaway capture on ``device`` if this process has not profiled yet; the seconds it took, or None.
-
-    CUPTI drops kernels at the start of a process's first capture (pytorch #192021), and its first start can take
-    seconds (6.5 s seen on an H100 VM): the throwaway capture absorbs both, once per process. An error (another
-    CUPTI subscriber such as nsys) propagates and leaves the process unwarmed.
-    """
-    global _PROFILER_WARM
-    if _PROFILER_WARM:
-        return None
-    import torch
-
-    index = torch.device(device).index
-    t0 = time.perf_counter()
-    busy_per_call(lambda n: torch.ones(1, device=device).add_(1), 1, index)
-    startup = time.perf_counter() - t0
-    _PROFILER_WARM = True
-    return startup

@@ -5,14 +5,17 @@ clock (the reasons come from the shared research on NVBench, do_bench, torch's T
 
 1. :func:`run_first_call`: once, cold. Lazy CUDA init, cuBLAS heuristics and JIT land here (189 ms cold vs 3.7 ms
    warm for a 4096² fp32 matmul on a GB10), so it is kept apart and reported when far above the steady state.
-2. :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
+2. :func:`settle_clocks` (``steady`` only): run until the GPU's clock has settled (:mod:`.steady`).
+   :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
    (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
 3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.stats.StopRule` says the
    median is stable or the time budget ends; an interrupt keeps what was measured, and :func:`measure` raises it
    again carrying the partial result (:class:`~gpumagic.errors.TimingInterrupted`).
-4. :func:`kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``; over the median: GPU busy).
-5. :func:`host_pass`: the time to *issue* a call. GPU mostly idle and host time close to the per-call time means
-   launch-bound, and the line says so.
+   The SM clock is read (NVML) as each round ends, so the result can say at which clock the median was taken.
+4. :func:`~.passes.kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``), left out while
+   the profiler's one-time start has not happened and the samples answer without it (:mod:`.passes`).
+5. :func:`~.passes.host_pass`: the time to *issue* a call. GPU mostly idle and host time close to the per-call time
+   means launch-bound, and the line says so.
 6. :func:`assemble`: the closing notes and the :class:`TimingResult`.
 
 Without CUDA (or with the statement's tensors on the CPU, or ``cpu=True``) the same steps run on the host clock.
@@ -36,34 +39,24 @@ from ..errors import Hint, TimingInterrupted
 from ..statement import CompiledStatement, compile_statement
 from .clocks import choose_sampler, confirm_clock
 from .options import TimingOptions
-from .records import Calibration, KernelFigures, Notes, Sampling
+from .passes import SKIP_KERNEL_PASS, TINY, fed_from_host, host_pass, kernel_pass
+from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
+from .steady import settle
 
 __all__ = ["gputime", "measure"]  # and the steps, for tests and for reading
+__all__ += ["SKIP_KERNEL_PASS", "host_pass", "kernel_pass"]  # the passes live in .passes
 
 #: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
-SKIP_KERNEL_PASS = Hint("kernel_time", "False")
 LONGER_RUN = Hint("time_budget", "2")
+STEADY = Hint("steady", "True")
 
 # Fixed parts of the method rather than options: changing one is a change to the method, not a user's choice.
 #: Seconds of device work queued ahead of the first sample at most (the ``_sleep`` backlog).
 MAX_BACKLOG = 0.02
 #: Samples per round at most: a round is collected, and the stop rule consulted, as a whole.
 MAX_ROUND = 64
-#: Launches the host pass issues at most, so that the launch queue never fills and issuing never waits on the GPU.
-MAX_HOST_PASS_LAUNCHES = 256
-#: Seconds of device work one host pass may queue at most: the pass waits for it to drain, and for a GPU-bound
-#: statement (2.65 ms per call) 200 calls would cost half a second of waiting for a figure the verdict barely needs.
-HOST_PASS_DEVICE_TIME = 0.01
-#: The host pass runs this many times and the fastest is kept: noise (interrupts, GC elsewhere) only slows it.
-HOST_PASS_REPEATS = 3
-#: A profiler first start slower than this (seconds) is worth a note: it is paid once per process.
-SLOW_PROFILER_START = 1.0
-#: A relative SM clock change over the sampling larger than this is worth a note.
-CLOCK_CHANGE = 0.03
-#: Floor (seconds) of a per-call estimate where it divides, so a zero-time estimate cannot divide by zero.
-TINY = 1e-9
 
 
 def run_first_call(
@@ -145,6 +138,30 @@ def calibrate(
     return Calibration(per_call=per_call, host_per_call=host_per_call, calls_per_sample=k)
 
 
+def settle_clocks(
+    sampler: Sampler,
+    inner: Callable[[int], None],
+    opts: TimingOptions,
+    first_call: float,
+    notes: Notes,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> Steadiness | None:
+    """With ``steady``: run until the GPU's clock has settled (:func:`~gpumagic.timing.steady.settle`), else None."""
+    if not opts.steady:
+        return None
+    if not sampler.on_device:
+        notes.add("--steady waits for a GPU's clock to settle: on the host clock it has nothing to wait for.")
+        return None
+    found = settle(sampler, inner, opts, first_call, wall_clock)
+    if not found.settled:
+        notes.add(
+            f"--steady: the per-call time had not settled after {found.seconds:.1f} s (the last batches spread "
+            f"{found.spread:.1%}, more than {opts.steady_tolerance:.1%}): the GPU's clock or its other work still "
+            "moves it."
+        )
+    return found
+
+
 def round_size(opts: TimingOptions, cal: Calibration) -> int:
     """Samples per round: about ``round_time`` of device work, so the host can enqueue one while the GPU runs one."""
     per_round = max(1, min(MAX_ROUND, math.ceil(opts.round_time / max(cal.calls_per_sample * cal.per_call, TINY))))
@@ -184,22 +201,28 @@ def sample(
     clock_start = sampler.sm_clock()
     gc_was_enabled = gc.isenabled()
     gc.disable()
-    try:
-        _sample_rounds(sampler, inner, opts, cal, wall_clock, out, rounds)
-        sampler.finish()
-        out.sm_clock = (clock_start, sampler.sm_clock())
-    except KeyboardInterrupt:
-        out.interrupted = True
-        out.stop_reason = "interrupted"
-        out.sm_clock = (clock_start, None)
-        _finish_quietly(sampler)
-        for handle in rounds:
-            out.samples.extend(d / k for d in sampler.salvage(handle))
-        if not out.samples:
-            raise
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    # No background profiler start may begin while sampling. One already running is waited for unless the host is
+    # well ahead of the GPU: the profiler's per-launch host cost cannot reach such a statement's samples.
+    with sampler.quiet(wait=not fed_from_host(cal)) as held:
+        out.beside_profiler_start = not held
+        try:
+            _sample_rounds(sampler, inner, opts, cal, wall_clock, out, rounds)
+            sampler.finish()
+            out.sm_clock = (clock_start, sampler.sm_clock())
+            out.clock_reasons = sampler.clock_reasons()
+        except KeyboardInterrupt:
+            out.interrupted = True
+            out.stop_reason = "interrupted"
+            out.sm_clock = (clock_start, None)
+            _finish_quietly(sampler)
+            for handle in rounds:
+                out.samples.extend(d / k for d in sampler.salvage(handle))
+            out.clocks.extend([None] * (len(out.samples) - len(out.clocks)))
+            if not out.samples:
+                raise
+        finally:
+            if gc_was_enabled:
+                gc.enable()
     return out
 
 
@@ -234,6 +257,7 @@ def _sample_rounds(
         durations = sampler.collect(rounds[0])
         rounds.popleft()
         out.samples.extend(d / k for d in durations)
+        out.clocks.extend([sampler.sm_clock()] * len(durations))  # the clock as this round ends: NVML, ~10 µs
         measured += sum(durations)
         if stopping:
             continue
@@ -251,61 +275,6 @@ def _sample_rounds(
             stopping = True
 
 
-def kernel_pass(
-    sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions, cal: Calibration, notes: Notes
-) -> KernelFigures:
-    """GPU busy time and activities per call from a short profiler (CUPTI) pass, with notes where it has none.
-
-    A GPU-bound statement is preloaded (the GPU stays busy, at its sustained clocks, while the profiler starts); a
-    launch-bound one idles between calls anyway. A profiler that cannot start (another CUPTI subscriber such as
-    nsys or ncu, or a profiler already running) is a note, never an error: the samples stand on their own.
-    """
-    unit = cal.calls_per_sample if sampler.replays_graph else 1  # a graph replay runs k calls
-    units = max(1, math.ceil(opts.kernel_pass_time / max(unit * cal.per_call, TINY)))
-    units = int(min(units, max(1, opts.max_kernel_pass_calls // unit)))
-    preload = 0
-    if cal.host_per_call < cal.per_call:
-        preload = int(min(math.ceil(opts.kernel_preload_time / (unit * cal.per_call)), opts.max_kernel_pass_calls))
-    try:
-        found = sampler.kernel_pass(inner, units, preload)
-    except RuntimeError as exc:
-        notes.add(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
-        found = None
-    startup = sampler.profiler_startup
-    if startup is not None and startup > SLOW_PROFILER_START:
-        notes.advise(
-            f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
-            f"once per process); `{SKIP_KERNEL_PASS.script()}` skips the kernel-time pass.",
-            SKIP_KERNEL_PASS,
-        )
-    pass_notes = sampler.kernel_pass_notes()
-    notes.add(*pass_notes)
-    if found is None:
-        if not pass_notes:
-            notes.add("The profiler saw no GPU activity from this statement: is it running on the GPU?")
-        return KernelFigures()
-    return KernelFigures(kernel_time=found[0] / unit, kernels_per_call=found[1] / unit)
-
-
-def host_pass(
-    sampler: Sampler,
-    inner: Callable[[int], None],
-    opts: TimingOptions,
-    cal: Calibration,
-    kernels_per_call: float | None,
-) -> float:
-    """Host seconds to issue one call: the best of a few short passes of ``host_pass_time``.
-
-    Few enough calls that their launches never fill the launch queue (a full queue makes the host wait on the GPU,
-    and the figure would be device time again), and few enough that the device work they queue drains quickly.
-    """
-    issue_calls = math.ceil(opts.host_pass_time / max(cal.host_per_call, TINY))
-    launch_cap = MAX_HOST_PASS_LAUNCHES // max(1, math.ceil(kernels_per_call or 1))
-    device_cap = math.ceil(HOST_PASS_DEVICE_TIME / max(cal.per_call, TINY))
-    calls = int(max(1, min(launch_cap, issue_calls, device_cap)))
-    return min(sampler.host_pass(inner, calls) for _ in range(HOST_PASS_REPEATS))
-
-
 def assemble(
     statement: CompiledStatement,
     sampler: Sampler,
@@ -317,6 +286,7 @@ def assemble(
     host_per_call: float | None,
     notes: Notes,
     wall_time: float,
+    steadiness: Steadiness | None = None,
 ) -> TimingResult:
     """The closing notes (a median still moving at the budget's end, a moving SM clock) and the result."""
     unsettled = sampling.unsettled
@@ -337,12 +307,11 @@ def assemble(
     clock_start, clock_end = sampling.sm_clock
     if not sampling.interrupted and clock_start and clock_end:
         meta["sm_clock_mhz"] = (clock_start, clock_end)
-        if abs(clock_end - clock_start) / clock_start > CLOCK_CHANGE:
-            notes.add(
-                f"The SM clock moved from {clock_start} to {clock_end} MHz while sampling (power or thermal "
-                "limits): the samples span both."
-            )
-    return TimingResult(
+    if sampling.clock_reasons is not None:
+        meta["clock_event_reasons"] = sampling.clock_reasons
+    if sampling.beside_profiler_start:
+        meta["beside_profiler_start"] = True
+    result = TimingResult(
         samples=sampling.samples,
         calls_per_sample=cal.calls_per_sample,
         device=sampler.device,
@@ -361,7 +330,16 @@ def assemble(
         first_call_min=opts.first_call_min,
         meta=meta,
         hints=notes.hints,
+        sample_clocks=sampling.clocks,
+        clock_reasons=sampling.clock_reasons,
+        steadiness=steadiness,
+        kernel_time_skipped=kernels.skipped,
     )
+    clocks = result.clock_summary
+    if clocks is not None and clocks.has_moved and not opts.steady and not sampling.interrupted:
+        notes.advise(f"{result.clock_sentence()} For a figure at the settled clock: {STEADY.script()}", STEADY)
+        result.notes, result.hints = notes.lines, notes.hints
+    return result
 
 
 def measure(
@@ -389,6 +367,7 @@ def measure(
         notes.add(*why)
 
     first_call, sampler, opts = run_first_call(statement, sampler, opts, values, notes)
+    steadiness = settle_clocks(sampler, statement.inner, opts, first_call, notes, wall_clock)
     cal = calibrate(sampler, statement.inner, opts, first_call, notes)
     sampling = sample(sampler, statement.inner, opts, cal, wall_clock)
     kernels, host_per_call = KernelFigures(), None
@@ -396,13 +375,24 @@ def measure(
         try:
             kernels = kernel_pass(sampler, statement.inner, opts, cal, notes)
             if not sampler.replays_graph:  # a replay issues no launches of its own to time
-                host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
+                with sampler.quiet(wait=False):  # no background profiler start may begin in the host pass
+                    host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
         except KeyboardInterrupt:
             # the samples are complete; the figures after them are not, and the user asked to stop
             sampling.interrupted = True
             _finish_quietly(sampler)
     result = assemble(
-        statement, sampler, opts, first_call, cal, sampling, kernels, host_per_call, notes, wall_clock() - wall0
+        statement,
+        sampler,
+        opts,
+        first_call,
+        cal,
+        sampling,
+        kernels,
+        host_per_call,
+        notes,
+        wall_clock() - wall0,
+        steadiness,
     )
     if sampling.interrupted:
         raise TimingInterrupted(result)

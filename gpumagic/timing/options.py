@@ -84,6 +84,9 @@ BOUNDS: dict[str, Bounds] = {
     "kernel_preload_time": _SECONDS_OR_0,
     "max_kernel_pass_calls": _COUNT,
     "host_pass_time": _SECONDS,
+    "steady_time": _SECONDS,
+    "steady_min_time": _SECONDS_OR_0,
+    "steady_tolerance": Bounds(0, strict=True, below=1, what=_fraction(0.005)),
     "first_call_ratio": Bounds(1, what="1 reports any first call slower than the median"),
     "first_call_min": _SECONDS_OR_0,
     "precision": Bounds(1, whole=True, what="significant digits in printed times"),
@@ -128,8 +131,20 @@ class TimingOptions:
     graph: bool = False
     cpu: bool = False
 
+    # Steady (--steady): before sampling, run until the per-call time (and the SM clock) has settled: at least
+    # steady_min_time, at most steady_time seconds; settled is the last batches within steady_tolerance.
+    steady: bool = False
+    steady_time: float = 10.0
+    steady_min_time: float = 1.0
+    steady_tolerance: float = 0.005
+
     # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the profiler starts.
     kernel_time: bool = True
+    # The profiler's first start in a process costs seconds: a measurement whose samples answer without it (host
+    # well ahead of the GPU) leaves the kernel pass out while the profiler is not started, and starts it on a
+    # background thread for the next measurement.
+    skip_cold_kernel_pass: bool = True
+    background_profiler_start: bool = True
     kernel_pass_time: float = 0.01
     kernel_preload_time: float = 0.05
     max_kernel_pass_calls: int = 2000

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..errors import Hint
 from ..stats import StopDecision
 
-__all__ = ["Calibration", "KernelFigures", "Notes", "Sampling"]
+__all__ = ["Calibration", "KernelFigures", "Notes", "Sampling", "Steadiness"]
 
 
 @dataclass
@@ -49,11 +49,33 @@ class Sampling:
     unsettled: StopDecision | None = None
     #: SM clock (MHz) before and after sampling, where the device reports it
     sm_clock: tuple[int | None, int | None] = (None, None)
+    #: SM clock (MHz) read when each sample's round was collected, one per sample (None where unread)
+    clocks: list[int | None] = field(default_factory=list)
+    #: NVML clock-event reason bits read at the end of sampling (power cap, thermal), where reported
+    clock_reasons: int | None = None
+    #: a background profiler start ran beside the sampling (it was already running when sampling began)
+    beside_profiler_start: bool = False
 
 
 @dataclass(frozen=True)
 class KernelFigures:
-    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing."""
+    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing.
+
+    ``skipped``: the pass was left out on purpose (the profiler had not started and the samples answer without it).
+    """
 
     kernel_time: float | None = None
     kernels_per_call: float | None = None
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class Steadiness:
+    """What ``steady`` warm-up did: seconds spent, whether the per-call time settled, the per-call time of the last
+    batches and their spread (fraction), and the SM clock at its start and end (MHz, where reported)."""
+
+    seconds: float
+    settled: bool
+    per_call: float
+    spread: float
+    clock: tuple[int | None, int | None] = (None, None)

@@ -18,6 +18,8 @@ from .. import stats
 from ..errors import Hint
 from ..units import format_time
 from .options import TimingOptions
+from .records import Steadiness
+from .smclock import ClockSummary, reason_words, summarize_clocks
 
 __all__ = ["TimingResult"]
 
@@ -42,6 +44,8 @@ HOST_SHARE_WHEN_BUSY = 0.8
 HOST_SHARE_QUICK = 0.2
 #: IQR / median above which the spread is called out (torch.utils.benchmark uses 10 % and 25 %).
 NOISY_IQR = 0.10
+#: Kernel time and per-call time further apart than this share of the per-call time are both shown, with the gap.
+KERNELS_APART = 0.03
 
 
 @dataclass
@@ -72,6 +76,14 @@ class TimingResult:
     first_call_min: float = TimingOptions.first_call_min
     meta: dict[str, Any] = field(default_factory=dict)
     hints: list[Hint] = field(default_factory=list)
+    #: the SM clock (MHz, NVML) read beside each sample (as its round ended); None where it was not read
+    sample_clocks: list[int | None] = field(default_factory=list)
+    #: NVML clock-event reason bits at the end of sampling (power cap, thermal, ...), where reported
+    clock_reasons: int | None = None
+    #: what ``steady`` warm-up did (None without it)
+    steadiness: Steadiness | None = None
+    #: the kernel pass was left out on purpose (the profiler had not started; the notes say why)
+    kernel_time_skipped: bool = False
 
     # --- statistics -------------------------------------------------------------------------------------------
     @property
@@ -136,35 +148,111 @@ class TimingResult:
             and self.first_call - self.median > self.first_call_min
         )
 
+    @property
+    def clock_summary(self) -> ClockSummary | None:
+        """What the SM clock did over the samples (None where it was not read)."""
+        if len(self.sample_clocks) != len(self.samples):
+            return None
+        return summarize_clocks(self.samples, self.sample_clocks)
+
+    @property
+    def prevailing_median(self) -> float | None:
+        """The median of the samples taken at the prevailing SM clock, where the clock moved and enough were."""
+        clocks = self.clock_summary
+        return clocks.prevailing_median if clocks is not None and clocks.has_moved else None
+
     # --- text -------------------------------------------------------------------------------------------------
     def _t(self, seconds: float) -> str:
         return format_time(seconds, self.precision)
 
     def _details(self) -> list[str]:
+        """The parenthesised parts of the line, in order: each is one segment method (None: nothing to say)."""
+        segments = (
+            self._count_segment,
+            self._mode_segment,
+            self._kernel_segment,
+            self._clock_segment,
+            self._steady_segment,
+            self._first_call_segment,
+        )
+        parts = [text for segment in segments if (text := segment())]
+        if self.interrupted:
+            parts.append("interrupted")
+        return parts
+
+    def _count_segment(self) -> str:
         n = len(self.samples)
         count = f"{n} sample{'s' if n != 1 else ''}"
         if self.calls_per_sample > 1:
             count += f" \u00d7 {self.calls_per_sample} calls"
-        parts = [f"median \u00b1 IQR of {count}"]
-        if self.backend == "cuda-graph":
-            parts.append("CUDA graph replay")
+        return f"median \u00b1 IQR of {count}"
+
+    def _mode_segment(self) -> str | None:
+        modes = ["CUDA graph replay"] if self.backend == "cuda-graph" else []
         if self.flush_l2:
-            parts.append("L2 flushed before each call")
-        busy = self.gpu_busy
+            modes.append("L2 flushed before each call")
+        return "; ".join(modes) or None
+
+    def _kernel_segment(self) -> str | None:
+        """Kernel time beside the per-call time: both, with the gap, when they differ by more than ``KERNELS_APART``.
+
+        The per-call time is a stream figure (gaps between kernels included), the kernel time GPU busy time; when
+        the two agree, "GPU busy" says so in one word.
+        """
         if self.launch_bound:
-            parts.append(
-                f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
-            )
-        elif self.flush_l2 and self.kernel_time is not None:
+            return f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
+        if self.kernel_time_skipped:
+            return "kernel time not measured: profiler starting"
+        if self.kernel_time is None or not self.samples or self.median <= 0:
+            return None
+        if self.flush_l2:
             # one event pair per call: the window holds the event overhead too, so give the kernel time itself
-            parts.append(f"kernels {self._t(self.kernel_time)} per call")
-        elif busy is not None:
-            parts.append(f"GPU busy {busy:.0%}")
-        if self.first_call_slow:
-            parts.append(f"first call {self._t(self.first_call)}")
-        if self.interrupted:
-            parts.append("interrupted")
-        return parts
+            return f"kernels {self._t(self.kernel_time)} per call"
+        med, kernels = self.median, self.kernel_time
+        if kernels < med * (1 - KERNELS_APART):
+            gap = self._t(med - kernels)
+            return f"kernels {self._t(kernels)} of {self._t(med)} per call: {gap} gaps between kernels"
+        if kernels > med * (1 + KERNELS_APART):
+            return f"kernels {self._t(kernels)} per call in a separate pass, {kernels / med - 1:.0%} above"
+        return f"GPU busy {self.gpu_busy:.0%}"
+
+    def _clock_segment(self) -> str | None:
+        """Where the SM clock moved: how far, and the median at the clock that prevailed."""
+        clocks = self.clock_summary
+        if clocks is None or not clocks.has_moved:
+            return None
+        why = ", ".join(reason_words(self.clock_reasons))
+        text = f"SM clock moved {clocks.moved:.0%} ({clocks.low}-{clocks.high} MHz{', ' + why if why else ''})"
+        if clocks.prevailing_median is not None:
+            text += f": {self._t(clocks.prevailing_median)} at the prevailing {clocks.prevailing} MHz"
+        return text
+
+    def _steady_segment(self) -> str | None:
+        found = self.steadiness
+        if found is None:
+            return None
+        clock = found.clock[1]
+        at = f" at SM {clock} MHz" if clock else ""
+        if found.settled:
+            return f"steady{at} after {found.seconds:.1f} s"
+        return f"not steady after {found.seconds:.1f} s"
+
+    def _first_call_segment(self) -> str | None:
+        return f"first call {self._t(self.first_call)}" if self.first_call_slow else None
+
+    def clock_sentence(self) -> str:
+        """One sentence on a moving SM clock, for the notes ("" where it did not move)."""
+        clocks = self.clock_summary
+        if clocks is None or not clocks.has_moved:
+            return ""
+        why = " and ".join(reason_words(self.clock_reasons)) or "power or thermal limits"
+        text = f"The SM clock moved between {clocks.high} and {clocks.low} MHz while sampling ({why})"
+        if clocks.prevailing_median is None:
+            return text + ": the samples span both."
+        return (
+            f"{text}: the median at the prevailing {clocks.prevailing} MHz is {self._t(clocks.prevailing_median)} "
+            f"({clocks.prevailing_samples} samples), over all samples {self._t(self.median)}."
+        )
 
     def line(self) -> str:
         """The one-line summary, e.g. '3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87 samples; …)'."""
@@ -234,6 +322,7 @@ class TimingResult:
             ("GPU kernel time per call", self._t(self.kernel_time) if self.kernel_time is not None else "—"),
             ("host time per call", self._t(self.host_per_call) if self.host_per_call is not None else "—"),
             ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
+            ("SM clock", self._clock_cell()),
             ("timer", self.backend),
         ]
         cell = "style='text-align:left'"
@@ -243,6 +332,14 @@ class TimingResult:
             f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"
             f"<details><summary>details</summary><table>{body}</table></details></div>"
         )
+
+    def _clock_cell(self) -> str:
+        clocks = self.clock_summary
+        if clocks is None:
+            return "—"
+        if clocks.low == clocks.high:
+            return f"{clocks.low} MHz"
+        return f"{clocks.low}-{clocks.high} MHz, prevailing {clocks.prevailing} MHz"
 
     # --- data -------------------------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -268,7 +365,20 @@ class TimingResult:
             "stop_reason": self.stop_reason,
             "interrupted": self.interrupted,
             "wall_time": self.wall_time,
+            "kernel_time_skipped": self.kernel_time_skipped,
+            **self._clock_figures(),
             **{f"meta.{k}": v for k, v in self.meta.items()},
+        }
+
+    def _clock_figures(self) -> dict[str, Any]:
+        clocks, found = self.clock_summary, self.steadiness
+        return {
+            "sm_clock_low": clocks.low if clocks else None,
+            "sm_clock_high": clocks.high if clocks else None,
+            "sm_clock_prevailing": clocks.prevailing if clocks else None,
+            "prevailing_median": self.prevailing_median,
+            "steady_seconds": found.seconds if found else None,
+            "steady_settled": found.settled if found else None,
         }
 
     def to_dataframe(self) -> Any:
@@ -280,6 +390,11 @@ class TimingResult:
                 "sample": range(len(self.samples)),
                 "calls": [self.calls_per_sample] * len(self.samples),
                 "time_per_call_s": list(self.samples),
+                "sm_clock_mhz": (
+                    list(self.sample_clocks)
+                    if len(self.sample_clocks) == len(self.samples)
+                    else [None] * len(self.samples)
+                ),
             }
         )
         df.attrs.update(self.summary())

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from .cupti import busy_per_call, gpu_activity_names, warm_profiler
+from . import warmup
+from .cupti import busy_per_call, gpu_activity_names
+from .smclock import ClockReader, open_reader
 
 __all__ = ["CudaSampler", "HostSampler", "Sampler"]
 
@@ -102,6 +105,21 @@ class Sampler:
         """Sentences about the kernel pass (why a kernel time is missing) for the result."""
         return []
 
+    def profiler_state(self) -> str:
+        """Whether the profiler behind :meth:`kernel_pass` has paid its one-time start in this process:
+        ``"ready"``, ``"starting"`` (on a background thread) or ``"cold"``. Clocks without a profiler are ready."""
+        return "ready"
+
+    def start_profiler_in_background(self) -> bool:
+        """Begin the profiler's one-time start on a background thread; True if one began."""
+        return False
+
+    @contextmanager
+    def quiet(self, wait: bool) -> Iterator[bool]:
+        """Keep a background profiler start from beginning inside the block; yields False when one is running
+        already and ``wait`` is False (see :func:`gpumagic.timing.warmup.quiet_profiler`)."""
+        yield True
+
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         """Host seconds per call to issue ``calls`` calls."""
         t0 = time.perf_counter()
@@ -110,6 +128,10 @@ class Sampler:
 
     def sm_clock(self) -> int | None:
         """Current SM clock in MHz where the device reports it (NVML), else None."""
+        return None
+
+    def clock_reasons(self) -> int | None:
+        """NVML's clock-event reason bits now (power cap, thermal, ...), where the device reports them."""
         return None
 
     def finish(self) -> None:
@@ -183,6 +205,7 @@ class CudaSampler(Sampler):
         self._boundary: Any = None
         self.profiler_startup: float | None = None
         self._kernel_pass_notes: list[str] = []
+        self._clock_reader: ClockReader | bool | None = False  # False: not opened yet
 
     # helpers ---------------------------------------------------------------------------------------------------
     def _event(self) -> Any:
@@ -253,9 +276,11 @@ class CudaSampler(Sampler):
                 return notes
             graph = self.torch.cuda.CUDAGraph()
             try:
-                self._sync()
-                with self.torch.cuda.graph(graph):
-                    inner(k)
+                # no background profiler start may touch the device while a stream captures (it would break it)
+                with warmup.quiet_profiler(wait=True):
+                    self._sync()
+                    with self.torch.cuda.graph(graph):
+                        inner(k)
                 graph.replay()
                 self._sync()
             except Exception as exc:  # noqa: BLE001 - any capture failure means: time without a graph
@@ -322,7 +347,7 @@ class CudaSampler(Sampler):
 
     def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
         # CUPTI drops kernels at the start of a process's first capture (pytorch #192021): a throwaway capture first.
-        startup = warm_profiler(self.dev)
+        startup = warmup.warm_profiler(self.dev)
         if startup is not None:
             self.profiler_startup = startup
         if self.graph is not None:
@@ -356,6 +381,17 @@ class CudaSampler(Sampler):
     def kernel_pass_notes(self) -> list[str]:
         return list(self._kernel_pass_notes)
 
+    def profiler_state(self) -> str:
+        return warmup.profiler_state()
+
+    def start_profiler_in_background(self) -> bool:
+        return warmup.start_background_warm(self.dev)
+
+    @contextmanager
+    def quiet(self, wait: bool) -> Iterator[bool]:
+        with warmup.quiet_profiler(wait) as held:
+            yield held
+
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         self._sync()
         t0 = time.perf_counter()
@@ -367,13 +403,22 @@ class CudaSampler(Sampler):
     def finish(self) -> None:
         self._sync()
 
+    def _clocks(self) -> ClockReader | None:
+        if self._clock_reader is False:
+            uuid = getattr(self.props, "uuid", None)
+            try:
+                self._clock_reader = open_reader(str(uuid) if uuid else None, self.dev.index or 0)
+            except Exception:  # noqa: BLE001 - no NVML: clocks are not reported
+                self._clock_reader = None
+        return self._clock_reader or None
+
     def sm_clock(self) -> int | None:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return int(self.torch.cuda.clock_rate(self.dev))
-        except Exception:  # noqa: BLE001 - no NVML (pynvml), or the device does not report clocks
-            return None
+        reader = self._clocks()
+        return reader.mhz() if reader is not None else None
+
+    def clock_reasons(self) -> int | None:
+        reader = self._clocks()
+        return reader.reasons() if reader is not None else None
 
     def meta(self) -> dict[str, Any]:
         torch = self.torch

@@ -1,0 +1,119 @@
+"""The passes after sampling: GPU kernel time from the profiler (CUPTI), and the host's time to issue a call.
+
+Why a decision before the kernel pass: the profiler's first start in a process costs seconds (3.9 s on an H100
+host) against half a second for the whole measurement. Where the samples already answer the question the kernel
+figure is for, that start is not worth waiting for: a statement whose host issues a call in a small share of the
+per-call time keeps its launch queue full, so its GPU is not waiting on launches (the launch-bound question). Such
+a first measurement leaves the kernel time out, says why, and starts the profiler on a background thread for the
+next one. A statement that may be launch-bound needs the figure and waits for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..errors import Hint
+from .options import TimingOptions
+from .records import Calibration, KernelFigures, Notes
+from .samplers import Sampler
+
+__all__ = ["fed_from_host", "host_pass", "kernel_pass"]
+
+#: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
+SKIP_KERNEL_PASS = Hint("kernel_time", "False")
+
+#: Floor (seconds) of a per-call estimate where it divides, so a zero-time estimate cannot divide by zero.
+TINY = 1e-9
+#: A profiler first start slower than this (seconds) is worth a note: it is paid once per process.
+SLOW_PROFILER_START = 1.0
+#: The host issuing a call in at most this share of the per-call time keeps the GPU's queue full: the samples are
+#: not launch-bound. (Launch-bound needs the host at half the per-call time or more; see ``result.py``.)
+FED_HOST_SHARE = 0.25
+#: Launches the host pass issues at most, so that the launch queue never fills and issuing never waits on the GPU.
+MAX_HOST_PASS_LAUNCHES = 256
+#: Seconds of device work one host pass may queue at most: the pass waits for it to drain, and for a GPU-bound
+#: statement (2.65 ms per call) 200 calls would cost half a second of waiting for a figure the verdict barely needs.
+HOST_PASS_DEVICE_TIME = 0.01
+#: The host pass runs this many times and the fastest is kept: noise (interrupts, GC elsewhere) only slows it.
+HOST_PASS_REPEATS = 3
+
+
+def fed_from_host(cal: Calibration) -> bool:
+    """Whether warm-up showed the host issuing calls well ahead of the GPU (so launches are not what it waits on)."""
+    return cal.host_per_call <= FED_HOST_SHARE * cal.per_call
+
+
+def _skip_cold_pass(sampler: Sampler, opts: TimingOptions, cal: Calibration, notes: Notes) -> bool:
+    """Whether to leave the kernel pass out because the profiler has not started and the samples answer without it;
+    adds the note that says so, and starts the profiler in the background for the next measurement."""
+    state = sampler.profiler_state()
+    if state == "ready" or not opts.skip_cold_kernel_pass or not fed_from_host(cal):
+        return False
+    if state == "cold" and opts.background_profiler_start:
+        sampler.start_profiler_in_background()
+    share = cal.host_per_call / max(cal.per_call, TINY)
+    why = "is starting in the background" if sampler.profiler_state() == "starting" else "has not started yet"
+    notes.add(
+        f"GPU kernel time not measured: the profiler (CUPTI) {why} in this process (a one-time start of seconds), "
+        f"and the host issues a call in {share:.0%} of the per-call time, so the GPU is not waiting on launches; "
+        "the per-call time includes any gaps between kernels. The next run measures the kernel time."
+    )
+    return True
+
+
+def kernel_pass(
+    sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions, cal: Calibration, notes: Notes
+) -> KernelFigures:
+    """GPU busy time and activities per call from a short profiler (CUPTI) pass, with notes where it has none.
+
+    A GPU-bound statement is preloaded (the GPU stays busy, at its sustained clocks, while the profiler starts); a
+    launch-bound one idles between calls anyway. A profiler that cannot start (another CUPTI subscriber such as
+    nsys or ncu, or a profiler already running) is a note, never an error: the samples stand on their own.
+    """
+    if _skip_cold_pass(sampler, opts, cal, notes):
+        return KernelFigures(skipped=True)
+    unit = cal.calls_per_sample if sampler.replays_graph else 1  # a graph replay runs k calls
+    units = max(1, math.ceil(opts.kernel_pass_time / max(unit * cal.per_call, TINY)))
+    units = int(min(units, max(1, opts.max_kernel_pass_calls // unit)))
+    preload = 0
+    if cal.host_per_call < cal.per_call:
+        preload = int(min(math.ceil(opts.kernel_preload_time / (unit * cal.per_call)), opts.max_kernel_pass_calls))
+    try:
+        found = sampler.kernel_pass(inner, units, preload)
+    except RuntimeError as exc:
+        notes.add(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        found = None
+    startup = sampler.profiler_startup
+    if startup is not None and startup > SLOW_PROFILER_START:
+        notes.advise(
+            f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
+            f"once per process); `{SKIP_KERNEL_PASS.script()}` skips the kernel-time pass.",
+            SKIP_KERNEL_PASS,
+        )
+    pass_notes = sampler.kernel_pass_notes()
+    notes.add(*pass_notes)
+    if found is None:
+        if not pass_notes:
+            notes.add("The profiler saw no GPU activity from this statement: is it running on the GPU?")
+        return KernelFigures()
+    return KernelFigures(kernel_time=found[0] / unit, kernels_per_call=found[1] / unit)
+
+
+def host_pass(
+    sampler: Sampler,
+    inner: Callable[[int], None],
+    opts: TimingOptions,
+    cal: Calibration,
+    kernels_per_call: float | None,
+) -> float:
+    """Host seconds to issue one call: the best of a few short passes of ``host_pass_time``.
+
+    Few enough calls that their launches never fill the launch queue (a full queue makes the host wait on the GPU,
+    and the figure would be device time again), and few enough that the device work they queue drains quickly.
+    """
+    issue_calls = math.ceil(opts.host_pass_time / max(cal.host_per_call, TINY))
+    launch_cap = MAX_HOST_PASS_LAUNCHES // max(1, math.ceil(kernels_per_call or 1))
+    device_cap = math.ceil(HOST_PASS_DEVICE_TIME / max(cal.per_call, TINY))
+    calls = int(max(1, min(launch_cap, issue_calls, device_cap)))
+    return min(sampler.host_pass(inner, calls) for _ in range(HOST_PASS_REPEATS))
