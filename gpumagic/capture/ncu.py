@@ -63,14 +63,15 @@ _REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
 @dataclass
 class NcuCapture:
     """What an ncu run measured: ``data`` (per-launch metrics and rule messages), ``notes`` that qualify it,
-    ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the subprocess printed it, and
-    ``seconds``: the wall time of the whole capture (first pass, ncu run, reading the report)."""
+    ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the subprocess printed it, ``seconds``:
+    the wall time of the whole capture, and ``phases``: where it went (shipping, first pass, ncu, reading)."""
 
     data: NcuData
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     value: Any = None
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def find_ncu(configured: str | None = None) -> str:
@@ -170,7 +171,13 @@ def capture(
     opts = options or NcuOptions()
     extra_args = _checked(opts, label)
     ncu = find_ncu(opts.ncu_path)
-    started = time.perf_counter()
+    clock = [time.perf_counter()]
+    phases: dict[str, float] = {}
+
+    def lap(phase: str) -> None:
+        clock.append(time.perf_counter())
+        phases[phase] = clock[-1] - clock[-2]
+
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
     try:
@@ -178,15 +185,18 @@ def capture(
         spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
         with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
+        lap("shipping")
         kernel_filter, base = opts.kernel_filter, None
         if kernel_filter is None and opts.top > 0:
             kernel_filter, note = _first_pass(workdir, opts, label)
             base = "function"
             notes.append(note)
+            lap("first pass")
         os.makedirs(opts.profile_dir, exist_ok=True)
         stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
         cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
         output, returncode = _run(cmd, opts.timeout, stem)
+        lap("ncu")
         _raise_cell_error(workdir)
         report = stem + ".ncu-rep"
         err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")), kernel_filter, label)
@@ -199,9 +209,12 @@ def capture(
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
             shutil.rmtree(workdir, ignore_errors=True)
+    lap("reading")
+    seconds = clock[-1] - clock[0]
     notes.append(_clock_note(opts.clock_control))
+    notes.append(f"Took {seconds:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + ".")
     notes.append(f"report: {report} (opens in ncu-ui)")
-    return NcuCapture(data, notes, {"report": report}, value, time.perf_counter() - started)
+    return NcuCapture(data, notes, {"report": report}, value, seconds, phases)
 
 
 def _first_pass(workdir: str, opts: NcuOptions, label: str) -> tuple[str, str]:
@@ -312,18 +325,34 @@ def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
     return output, proc.returncode
 
 
-def _import(ncu: str, report: str, page: str, timeout: float) -> str:
-    cmd = [ncu, "--import", report, "--csv", "--page", page, "--print-units", "base"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise NcuFailedError(cmd, proc.returncode, proc.stdout[-2000:] + proc.stderr)
-    return proc.stdout
+def _import(ncu: str, report: str, pages: Sequence[str], timeout: float) -> dict[str, str]:
+    """``ncu --import REPORT --csv --page P --print-units base`` for each page, side by side (each import reads the
+    whole report: in parallel they take the time of one); {page: its text}."""
+    cmds = {p: [ncu, "--import", report, "--csv", "--page", p, "--print-units", "base"] for p in pages}
+    procs = {p: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p, c in cmds.items()}
+    out: dict[str, str] = {}
+    try:
+        for page, proc in procs.items():
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise NcuTimeoutError(timeout, [report]) from None
+            if proc.returncode != 0:
+                raise NcuFailedError(cmds[page], proc.returncode, stdout[-2000:] + stderr)
+            out[page] = stdout
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
 
 
 def read_report(report: str, ncu: str, timeout: float = 300) -> NcuData:
     """NcuData from a ``.ncu-rep`` with ``ncu --import``: the raw page (metrics) and the details page (rules)."""
-    data = read_raw_csv(_import(ncu, report, "raw", timeout), path=report, source=f"{ncu} --import --page raw")
-    data.rules = read_details_csv(_import(ncu, report, "details", timeout))
+    pages = _import(ncu, report, ("raw", "details"), timeout)
+    data = read_raw_csv(pages["raw"], path=report, source=f"{ncu} --import --page raw")
+    data.rules = read_details_csv(pages["details"])
     return data
 
 

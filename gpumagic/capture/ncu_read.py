@@ -64,7 +64,9 @@ LIMITER_WORDS = {
 
 _UNIT_SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _TO_NS = {"n": 1.0, "u": 1e3, "m": 1e6, "": 1e9}
-_BASE_UNIT = re.compile(r"^(n|u|m|k|K|M|G|T|)(second|byte|hz|cycle|inst|warp|sector|request|thread)$")
+_BASE_UNIT = re.compile(r"^(n|u|m|k|K|M|G|T|)(second|s|byte|B|hz|Hz|cycle|inst|warp|sector|request|thread)$")
+#: ncu's short spellings (``--print-units base`` prints ``ns``, ``byte/s``) as one name each.
+_SPELLING = {"s": "second", "B": "byte", "Hz": "hz"}
 
 
 @dataclass
@@ -120,17 +122,17 @@ def to_base(value: float | str, unit: str) -> tuple[float | str, str]:
         return value, unit
     num, _, per = unit.partition("/")
     m = _BASE_UNIT.match(num)
-    if m and m.group(2) == "second" and not per and m.group(1) in _TO_NS:  # ncu's base for durations: nanoseconds
-        return value * _TO_NS[m.group(1)], "nsecond"
+    if m and _SPELLING.get(m.group(2), m.group(2)) == "second" and not per and m.group(1) in _TO_NS:
+        return value * _TO_NS[m.group(1)], "ns"  # ncu's base for durations: nanoseconds
     scale = 1.0
     if m:
         scale *= _UNIT_SCALE[m.group(1)]
-        num = m.group(2)
+        num = _SPELLING.get(m.group(2), m.group(2))
     if per:
         p = _BASE_UNIT.match(per)
         if p:
             scale /= _UNIT_SCALE[p.group(1)]
-            per = p.group(2)
+            per = _SPELLING.get(p.group(2), p.group(2))
     return value * scale, num + ("/" + per if per else "")
 
 

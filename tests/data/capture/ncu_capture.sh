@@ -7,8 +7,8 @@ work=$(mktemp -d)
 cd "$work"
 ncu --version > ncu_version.txt 2>&1
 # what the install offers a reader without ncu: the report's .proto files, the ncu_report module
-root=$(dirname "$(readlink -f "$(command -v ncu)")")
-ls -la "$root/extras/FileFormat" "$root/extras/python" > install_extras.txt 2>&1
+extras=$(ls -d /opt/nvidia/nsight-compute/*/extras /usr/local/cuda*/nsight-compute*/extras 2>/dev/null | head -1)
+ls -la "$extras/FileFormat" "$extras/python" > install_extras.txt 2>&1
 # (a) the matmul + add cell, Speed Of Light + roofline sections, only the NVTX range "cell:ncu"
 ncu --nvtx --nvtx-include "cell:ncu/" --section SpeedOfLight --section SpeedOfLight_RooflineChart \
   -f -o tiny python3 "$here/ncu_workload.py" run > tiny.profile.log 2>&1
@@ -19,8 +19,7 @@ ncu --nvtx --nvtx-include "cell:ncu/" --kernel-name regex:^no_such_kernel$ --sec
   -f -o nomatch python3 "$here/ncu_workload.py" run > nomatch.profile.log 2>&1
 echo "exit $?" >> nomatch.profile.log
 rm -f nomatch.ncu-rep
-gzip -9 -k tiny.ncu-rep
-rm -f tiny.ncu-rep
+rm -f tiny.ncu-rep  # 4 MB gzipped for two kernels: over the fixtures' size limit, so not kept
 ls -la
 cd "$OLDPWD"
 tar -czf "$OUT/ncu_fixtures.tar.gz" -C "$work" .
