@@ -97,17 +97,18 @@ class TableSource(Protocol):
 
 def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
     """Depth of each interval inside the enclosing intervals of the same group (0 = outermost), by a stack sweep."""
-    depth = pd.Series(0, index=df.index, dtype="int64")
+    depth = np.zeros(len(df), dtype=np.int64)
     if df.empty:
-        return depth
-    for _, g in df.sort_values(["start", "end"], ascending=[True, False]).groupby(group, sort=False):
+        return pd.Series(depth, index=df.index)
+    ordered = df.assign(_pos=np.arange(len(df))).sort_values(["start", "end"], ascending=[True, False])
+    for _, g in ordered.groupby(group, sort=False):
         stack: list[int] = []
-        for idx, s, e in zip(g.index, g["start"].to_numpy(), g["end"].to_numpy()):
+        for pos, s, e in zip(g["_pos"].tolist(), g["start"].tolist(), g["end"].tolist()):
             while stack and stack[-1] <= s:
                 stack.pop()
-            depth[idx] = len(stack)
+            depth[pos] = len(stack)
             stack.append(e)
-    return depth
+    return pd.Series(depth, index=df.index)
 
 
 @dataclass
@@ -139,7 +140,9 @@ class Trace:
         # only reached for what is not in the instance: a table the source has not been asked for yet
         unread = self.__dict__.get("_unread")
         if unread is not None and name in unread:
-            table = frame(name, self.source.read(name))  # type: ignore[union-attr]
+            table = self.source.read(name)  # type: ignore[union-attr]
+            if list(table.columns) != COLUMNS[name]:
+                table = frame(name, table)
             self.__dict__[name] = table
             unread.discard(name)
             return table

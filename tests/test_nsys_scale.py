@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from gpumagic import load_nsys
-from gpumagic.capture import nsys_sqlite
+from gpumagic.capture import nsys_columns
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELS, API = 43 * 50 + 7, 1117 * 20 + 3  # 50 and 20 copies of the original, and a partial copy each
@@ -73,11 +73,11 @@ def test_replicated_export_summaries_equal_a_direct_computation(big, method, tab
 def test_lazy_and_loaded_paths_and_threaded_chunks_agree(big, monkeypatch):
     lazy = load_nsys(big)
     summaries = lazy.kernel_summary(), lazy.api_summary(), lazy.osrt_summary()
-    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1000)  # many chunks, read by two threads
-    monkeypatch.setattr(nsys_sqlite, "READERS", 2)
+    monkeypatch.setattr(nsys_columns, "CHUNK_ROWS", 1000)  # many chunks, read by two threads
+    monkeypatch.setattr(nsys_columns, "READERS", 2)
     chunked = load_nsys(big)
-    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 1 << 30)
-    monkeypatch.setattr(nsys_sqlite, "READERS", 1)
+    monkeypatch.setattr(nsys_columns, "CHUNK_ROWS", 1 << 30)
+    monkeypatch.setattr(nsys_columns, "READERS", 1)
     whole = load_nsys(big)
     for table in ("kernels", "api", "memops", "nvtx", "osrt"):
         pd.testing.assert_frame_equal(getattr(chunked, table), getattr(whole, table))

@@ -9,28 +9,25 @@ any query, names the tables and columns it needs when they are missing, and reso
 
 Big exports (a million kernels and as many API calls) are read lazily and in C. ``read_sqlite`` checks the file
 and reads its metadata; each table is read on first use (the Trace's ``source``), and a duration summary of a table
-not read yet reads only group ids and durations. Integer columns come back as one comma-separated text per column
-and per chunk of rows (SQLite's ``group_concat``), parsed by numpy: no Python object per value, 4-5x faster than
-``fetchall`` and as fast as a columnar reader (connectorx) without its 200 MB. Names are resolved once per distinct
-id and kept as pandas categoricals (sorted categories, so they sort as text).
+not read yet reads only group ids and durations. Integer columns are read in C (``nsys_columns.py``); names are
+resolved once per distinct id and kept as pandas categoricals (sorted categories, so they sort as text).
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import re
 import sqlite3
 import weakref
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
-from ..trace import Trace, frame, nesting_depth
+from ..trace import COLUMNS, Trace, frame, nesting_depth
+from .nsys_columns import categorical, dims, distinct, int_columns
 
 __all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
 
@@ -155,10 +152,6 @@ _NEEDED = {
     _RUNTIME: ["start", "end", "nameId", "globalTid", "correlationId"],
 }
 _COUNTED = (_KERNEL, _RUNTIME, "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "StringIds")
-#: Rows per query of the columnar read: bounds the text held at once (~30 MB for ten columns).
-CHUNK_ROWS = 1 << 18
-#: Threads reading chunks of one table at once (each with its own connection).
-READERS = 2
 _KERNEL_COLS = {
     "start": "start",
     "end": "end",
@@ -190,95 +183,11 @@ _MEMOP_COLS = {
 }
 
 
-def int_columns(
-    con: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "", path: str | None = None
-) -> list[np.ndarray]:
-    """Integer expressions over ``table``'s rows (rowid order) as int64 arrays, read in C: per chunk of rows, one
-    ``group_concat`` text per expression, parsed by ``numpy.fromstring``. NULLs must be COALESCEd (group_concat
-    skips them); a chunk whose texts do not parse to its row count of integers (a REAL value, a NULL) is read
-    again with ``fetchall``. Given the
-    file's ``path``, chunks are read by :data:`READERS` threads, each with its own connection: SQLite builds the
-    texts without holding Python's GIL."""
-    lo, hi = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
-    if lo is None:
-        return [np.empty(0, dtype=np.int64) for _ in exprs]
-    cond = f" AND ({where})" if where else ""
-    concat = ", ".join(f"group_concat({e})" for e in exprs)
-
-    def chunk(c: sqlite3.Connection, first: int) -> list[np.ndarray]:
-        args = (first, first + CHUNK_ROWS)
-        sql = f"SELECT COUNT(*), {concat} FROM {table} WHERE rowid >= ? AND rowid < ?{cond}"
-        n, *texts = c.execute(sql, args).fetchone()
-        try:
-            cols = [np.fromstring(t, dtype=np.int64, sep=",") if t else np.empty(0, np.int64) for t in texts]
-            if all(len(col) == n for col in cols):
-                return cols
-        except ValueError:  # text that is not an integer
-            pass
-        rows = c.execute(f"SELECT {', '.join(exprs)} FROM {table} WHERE rowid >= ? AND rowid < ?{cond}", args)
-        a = np.array(rows.fetchall(), dtype=np.int64).reshape(-1, len(exprs))  # a NULL or a non-integer value
-        return [a[:, i] for i in range(len(exprs))]
-
-    starts = list(range(lo, hi + 1, CHUNK_ROWS))
-    pool = _connections(con, path, min(READERS, len(starts)))
-    try:
-        if pool.qsize() < 2:
-            chunks = [chunk(con, first) for first in starts]
-        else:
-
-            def pooled(first: int) -> list[np.ndarray]:
-                c = pool.get()
-                try:
-                    return chunk(c, first)
-                finally:
-                    pool.put(c)
-
-            with ThreadPoolExecutor(pool.qsize()) as ex:
-                chunks = list(ex.map(pooled, starts))
-    finally:
-        while not pool.empty():
-            c = pool.get()
-            if c is not con:
-                c.close()
-    return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(exprs))]
-
-
-def _connections(con: sqlite3.Connection, path: str | None, n: int) -> queue.SimpleQueue[sqlite3.Connection]:
-    """``con`` and up to ``n - 1`` more read-only connections to ``path`` (as many as open; none on one core)."""
-    pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-    pool.put(con)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    for _ in range(min(n, cores) - 1 if path else 0):
-        try:
-            pool.put(sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False))
-        except sqlite3.Error:
-            break
-    return pool
-
-
-def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct values of non-negative ``ids`` and each row's index among them (a count table where the ids
-    are small, as StringIds ids are; a sort otherwise)."""
-    if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
-        present = np.bincount(ids)
-        uniq = np.flatnonzero(present)
-        lut = np.zeros(len(present), dtype=np.int64)
-        lut[uniq] = np.arange(len(uniq))
-        return uniq, lut[ids]
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    return uniq, inverse.reshape(-1)
-
-
-def _categorical(labels: Sequence[str], inverse: np.ndarray) -> pd.Categorical:
-    """Rows named ``labels[inverse[i]]`` as a categorical with sorted, distinct categories (labels may repeat)."""
-    cats, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
-    return pd.Categorical.from_codes(code_of.reshape(-1)[inverse], categories=pd.Index(cats, dtype=object))
-
-
-def _dims(packed: np.ndarray) -> pd.Categorical:
-    """Packed (x << 32 | y << 16 | z) launch dimensions -> 'XxYxZ', formatted once per distinct value."""
-    uniq, inv = np.unique(packed, return_inverse=True)
-    return _categorical([f"{u >> 32}x{(u >> 16) & 0xFFFF}x{u & 0xFFFF}" for u in uniq.tolist()], inv.reshape(-1))
+def _table(table: str, columns: dict[str, Any]) -> pd.DataFrame:
+    """The Trace's table from its columns, in their fixed order, without copying them into one block."""
+    if not len(columns["start"]):
+        return frame(table, [])
+    return pd.DataFrame({c: columns[c] for c in COLUMNS[table]}, copy=False)
 
 
 def _api_name(name: str) -> str:
@@ -325,7 +234,7 @@ class Export:
         def read() -> tuple[np.ndarray, np.ndarray, list[Any]]:
             exprs = [name_col, "end - start"]
             ids, dur = int_columns(self._con, sql_table, exprs, self._where(sql_table), self.path)
-            uniq, inverse = _distinct(ids)
+            uniq, inverse = distinct(ids)
             labels = [clean(n) for n in self._names(uniq)]
             names, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
             return code_of.reshape(-1)[inverse], dur, [names]
@@ -378,35 +287,35 @@ class Export:
         return dict(zip(cols, int_columns(self._con, table, list(cols.values()), self._where(table), self.path)))
 
     def _named(self, ids: np.ndarray, clean: Callable[[str], str] = str) -> pd.Categorical:
-        uniq, inverse = _distinct(ids)
-        return _categorical([clean(n) for n in self._names(uniq)], inverse)
+        uniq, inverse = distinct(ids)
+        return categorical([clean(n) for n in self._names(uniq)], inverse)
 
     def _kernels(self) -> pd.DataFrame:
         if _KERNEL not in self._present:
             return frame("kernels", [])
         c = self._frame(_KERNEL, _KERNEL_COLS)
-        c.update(name=self._named(c["name"]), grid=_dims(c["grid"]), block=_dims(c["block"]))
-        return frame("kernels", pd.DataFrame(c))
+        c.update(name=self._named(c["name"]), grid=dims(c["grid"]), block=dims(c["block"]))
+        return _table("kernels", c)
 
     def _api(self) -> pd.DataFrame:
         if _RUNTIME not in self._present:
             return frame("api", [])
         c = self._frame(_RUNTIME, _API_COLS)
         c["name"] = self._named(c["name"], _api_name)  # each distinct name rewritten once
-        return frame("api", pd.DataFrame(c))
+        return _table("api", c)
 
     def _osrt(self) -> pd.DataFrame:
         if "OSRT_API" not in self._present:
             return frame("osrt", [])
         c = self._frame("OSRT_API", _OSRT_COLS)
         c["name"] = self._named(c["name"])
-        return frame("osrt", pd.DataFrame(c))
+        return _table("osrt", c)
 
     def _memops(self) -> pd.DataFrame:
         parts = []
         if "CUPTI_ACTIVITY_KIND_MEMCPY" in self._present:
             c = self._frame("CUPTI_ACTIVITY_KIND_MEMCPY", {**_MEMOP_COLS, "kind": "COALESCE(copyKind, -1)"})
-            uniq, inverse = _distinct(c["kind"] + 1)
+            uniq, inverse = distinct(c["kind"] + 1)
             kinds = np.array([_MEMCPY_KIND.get(int(k) - 1, "memcpy") for k in uniq], dtype=object)
             c.update(kind=kinds[inverse], name=np.array([f"Memcpy {k}" for k in kinds], dtype=object)[inverse])
             parts.append(pd.DataFrame(c))

@@ -318,11 +318,13 @@ def timeline_figure(
     for g in groups:
         sel = rows[rows["group"] == g]
         color = FAMILY_COLORS.get(g) or _LANE_COLORS.get(g, "#c7c7c7")
-        src = ColumnDataSource(
+        src = ColumnDataSource(  # numbers as arrays (sent as binary), text as lists
             {
-                "left": (sel["t_start"] / per).tolist(),
-                "right": (sel["t_end"] / per).tolist(),
-                **{c: sel[c].tolist() for c in ("top", "bottom", "name", "raw", "dur", "extra", "count")},
+                "left": (sel["t_start"] / per).to_numpy(dtype=float),
+                "right": (sel["t_end"] / per).to_numpy(dtype=float),
+                **{c: sel[c].to_numpy(dtype=float) for c in ("top", "bottom")},
+                "count": sel["count"].to_numpy(dtype=np.int64),
+                **{c: sel[c].tolist() for c in ("name", "raw", "dur", "extra")},
             }
         )
         r = p.quad(
