@@ -227,11 +227,18 @@ class Trace:
     def gpu_busy_ns(self) -> int:
         """GPU busy: the union of kernel and memory-operation intervals (overlap counted once)."""
 
-        def compute() -> int:
-            iv = self.gpu_intervals()
-            return union_ns(iv["start"].to_numpy(), iv["end"].to_numpy())
+        return self.memo("gpu_busy", lambda: union_ns(*self._gpu_arrays()))
 
-        return self.memo("gpu_busy", compute)
+    def _gpu_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and ends of the kernels and memory operations, as int64 arrays (kept: several figures read them)."""
+
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            parts = [df for df in (self.kernels, self.memops) if not df.empty]
+            if not parts:
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+            return tuple(np.concatenate([df[c].to_numpy(dtype="int64") for df in parts]) for c in ("start", "end"))
+
+        return self.memo("gpu_arrays", compute)
 
     def cpu_ops_ns(self) -> int:
         """Host time inside top-level torch ops (nested ops counted once)."""
@@ -283,20 +290,20 @@ class Trace:
         the capture. Never the process lifetime: a whole-program nsys export would call Python's start-up idle GPU.
         """
         label = self.meta.get("label")
-        gpu = self.gpu_intervals()
+        starts, ends = self._gpu_arrays()
         if label and not self.nvtx.empty:
             r = self.nvtx[self.nvtx["text"].astype(str).str.endswith(str(label))]
             if not r.empty:
                 start, end = int(r["start"].min()), int(r["end"].max())
-                after = gpu[gpu["start"] >= start]
-                if not after.empty:
-                    end = max(end, int(after["end"].max()))
+                after = ends[starts >= start]
+                if len(after):
+                    end = max(end, int(after.max()))
                 return start, end, "nvtx"
-        if not gpu.empty:
-            first = int(gpu["start"].min())
+        if len(starts):
+            first = int(starts.min())
             if not self.api.empty:
                 first = min(first, int(self.api["start"].min()))
-            return first, int(gpu["end"].max()), "cuda"
+            return first, int(ends.max()), "cuda"
         start, end = self.window()
         return start, end, "capture"
 

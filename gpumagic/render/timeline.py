@@ -119,16 +119,17 @@ def _bucket(lane: _Lane, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     t0 = int(lane.start.min())
     width = max(1, (int(lane.end.max()) - t0) // limit + 1)
     key = ((lane.start - t0) // width) * (_MAX_DEPTH + 1) + lane.depth
-    order = np.lexsort((lane.start - lane.end, key))  # by bucket, then longest first (ties: the earlier row)
-    k = key[order]
+    # events in start order on one level (a GPU stream, API calls) come grouped already; nested or unordered ones
+    # are sorted by bucket, longest first
+    ordered = not (key[1:] < key[:-1]).any()
+    order = np.arange(n) if ordered else np.lexsort((lane.start - lane.end, key))
+    k, start, end = key[order], lane.start[order], lane.end[order]
     first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     count = np.diff(np.r_[first, n])
-    return (
-        order[first],
-        np.minimum.reduceat(lane.start[order], first),
-        np.maximum.reduceat(lane.end[order], first),
-        count,
-    )
+    dur = end - start
+    longest = np.repeat(np.maximum.reduceat(dur, first), count)
+    pick = np.minimum.reduceat(np.where(dur == longest, np.arange(n), n), first)  # the first longest (ties: earlier)
+    return order[pick], np.minimum.reduceat(start, first), np.maximum.reduceat(end, first), count
 
 
 def _groups(values: pd.Series, key: Callable[[Any], Any] | None = None) -> list[tuple[Any, np.ndarray]]:
