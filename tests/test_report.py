@@ -227,3 +227,35 @@ def test_the_iframe_is_exactly_as_tall_as_its_figure():
     html = r._repr_html_()
     assert f"height:{height}px" in html.split("<iframe")[1].split(">")[0]
     assert "ResizeObserver" in html  # and the page inside keeps it so once drawn
+
+
+def test_a_lane_past_its_glyph_limit_is_bucketed_without_losing_events():
+    """Events beyond the limit merge into time buckets: every event counted once, each box spanning its events and
+    named after its longest one; nested ranges bucket per depth."""
+    import numpy as np
+    import pandas as pd
+
+    from gpumagic.render.timeline import _rows
+
+    rng = np.random.default_rng(1)
+    n = 20_000
+    start = np.cumsum(rng.integers(100, 1_000, n))
+    dur = rng.integers(10, 2_000, n)
+    names = np.array(["void short_kernel<int>(int)", "void long_kernel<float>(float)"], dtype=object)
+    ks = dict(name=names[(dur > 1_500).astype(int)], start=start, end=start + dur, device=0, stream=7, correlation=0)
+    ranges = [
+        dict(text=f":r{i}", start=int(start[i * 10]), end=int(start[i * 10] + 50_000), thread=1, depth=0)
+        for i in range(n // 10)
+    ]
+    nested = [dict(r, start=r["start"] + 1, end=r["end"] - 1, depth=1) for r in ranges]
+    t = Trace(kernels=frame("kernels", pd.DataFrame(ks)), nvtx=frame("nvtx", ranges + nested))
+    rows, *_ = _rows(t, 100)
+    gpu = rows[rows["group"] != "nvtx"]
+    assert len(gpu) <= 100 and gpu["count"].sum() == n
+    nv = rows[rows["group"] == "nvtx"]
+    assert nv["count"].sum() == len(ranges) + len(nested) and nv["top"].nunique() == 2  # one row of boxes per depth
+    merged = gpu[gpu["count"] > 1]
+    assert merged["name"].str.match(r"\d+ events, longest: ").all()
+    w0 = int(start.min()) - int(t.window()[0])
+    assert (merged["t_end"] > merged["t_start"]).all() and gpu["t_start"].min() == w0
+    assert "long_kernel" in " ".join(merged["raw"])  # the longest event of a bucket names it

@@ -182,7 +182,14 @@ def test_empty_trace_summaries_have_nsys_columns():
 
 
 def test_union_and_nesting_helpers():
+    import random
+
     assert union_ns([0, 5, 20], [10, 15, 30]) == 25
+    rng = random.Random(3)
+    for _ in range(300):  # against counting covered nanoseconds one by one
+        iv = [(s, s + rng.randint(0, 30)) for s in (rng.randint(0, 200) for _ in range(rng.randint(0, 25)))]
+        covered = set().union(*(range(s, e) for s, e in iv)) if iv else set()
+        assert union_ns([s for s, _ in iv], [e for _, e in iv]) == len(covered)
     df = pd.DataFrame({"start": [0, 1, 2, 10], "end": [9, 8, 3, 11], "thread": [1, 1, 1, 1]})
     assert nesting_depth(df).tolist() == [0, 1, 2, 0]
 
