@@ -155,6 +155,15 @@ class Trace:
             self._unread.discard(name)
         super().__setattr__(name, value)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a pickle or a deep copy holds every table (read now), not the open export
+        for table in list(self._unread):
+            getattr(self, table)
+        return {k: v for k, v in self.__dict__.items() if k != "source"} | {"source": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def rows(self, table: str) -> int:
         """The row count of ``table``, without reading it from the source when it has not been read yet."""
         if table in self._unread:

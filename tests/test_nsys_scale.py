@@ -112,3 +112,22 @@ def test_odd_values_fall_back_to_an_exact_read(big, tmp_path):
     assert k["grid"].iloc[0] == "3000000x2x1"  # past 2^21 blocks: no bits of x spill into y
     assert k["registers"].iloc[1] == 40 and k["correlation"].iloc[1] == -1  # a REAL value: read the exact way
     assert len(k) == KERNELS
+
+
+def test_a_pickled_trace_holds_its_tables_and_a_rewritten_export_is_refused(big, tmp_path):
+    import pickle
+
+    from gpumagic.capture.nsys_sqlite import NsysExportError
+
+    t = load_nsys(big)
+    back = pickle.loads(pickle.dumps(t))  # every table read, the open export left behind
+    assert back.source is None and len(back.kernels) == KERNELS
+    pd.testing.assert_frame_equal(back.api_summary(), t.api_summary())
+    path = tmp_path / "rewritten.sqlite"
+    path.write_bytes(pathlib.Path(big).read_bytes())
+    lazy = load_nsys(path)
+    with open(path, "r+b") as f:  # the same file, rewritten in place (another export written over it)
+        f.seek(0, os.SEEK_END)
+        f.write(b"\0" * 4096)
+    with pytest.raises(NsysExportError, match="rewritten after it was loaded"):
+        len(lazy.kernels)

@@ -190,6 +190,14 @@ def _table(table: str, columns: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({c: columns[c] for c in COLUMNS[table]}, copy=False)
 
 
+def _identity(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _api_name(name: str) -> str:
     # nsys stats drops a four-digit API version suffix (cudaMalloc_v3020 -> cudaMalloc) and keeps the others
     # (cudaLaunchKernelExC_v11060, cuGetProcAddress_v2), as observed with nsys 2025.3; names follow it.
@@ -212,6 +220,16 @@ class Export:
     def _attach(self, con: sqlite3.Connection) -> None:
         self._con = con
         self._close = weakref.finalize(self, con.close)
+        self._stat = _identity(self.path)
+
+    def _same_file(self) -> str | None:
+        """The path, for more connections to read chunks in parallel, while it is still the file first opened; None
+        where it was deleted or replaced since (the open connection alone reads the file it opened). A file
+        rewritten in place would mix two exports: that is an error."""
+        now = _identity(self.path)
+        if now is not None and self._stat is not None and now != self._stat and now[:2] == self._stat[:2]:
+            raise NsysExportError(path=self.path, reason="was rewritten after it was loaded: load it again")
+        return self.path if now is not None and now == self._stat else None
 
     # --- TableSource --------------------------------------------------------------------------------------------
     def read(self, table: str) -> pd.DataFrame:
@@ -233,7 +251,7 @@ class Export:
 
         def read() -> tuple[np.ndarray, np.ndarray, list[Any]]:
             exprs = [name_col, "end - start"]
-            ids, dur = int_columns(self._con, sql_table, exprs, self._where(sql_table), self.path)
+            ids, dur = int_columns(self._con, sql_table, exprs, self._where(sql_table), self._same_file())
             uniq, inverse = distinct(ids)
             labels = [clean(n) for n in self._names(uniq)]
             names, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
@@ -284,7 +302,8 @@ class Export:
         return [self._strings.get(int(i), str(int(i))) for i in ids.tolist()]
 
     def _frame(self, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:
-        return dict(zip(cols, int_columns(self._con, table, list(cols.values()), self._where(table), self.path)))
+        exprs = list(cols.values())
+        return dict(zip(cols, int_columns(self._con, table, exprs, self._where(table), self._same_file())))
 
     def _named(self, ids: np.ndarray, clean: Callable[[str], str] = str) -> pd.Categorical:
         uniq, inverse = distinct(ids)
