@@ -162,7 +162,7 @@ class Trace:
         return {k: v for k, v in self.__dict__.items() if k != "source"} | {"source": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"_memo": {}, "_unread": set(), "source": None, **state})
 
     def rows(self, table: str) -> int:
         """The row count of ``table``, without reading it from the source when it has not been read yet."""
