@@ -205,7 +205,7 @@ def test_load_ncu_reads_a_report_with_ncu_and_a_saved_csv(tmp_path, monkeypatch)
         load_ncu(tmp_path / "missing.ncu-rep")
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(ncu, "_SEARCH", ("/nonexistent/*/ncu",))
-    with pytest.raises(NcuNotFoundError, match="ncu_report module"):
+    with pytest.raises(NcuNotFoundError, match="Looked in: PATH"):
         load_ncu(rep_path)
 
 
@@ -397,4 +397,19 @@ def test_first_pass_without_cuda_kernels_stops_before_ncu(fake):
     with pytest.raises(NoKernelsProfiledError, match=r"first pass .* saw no CUDA kernel"):
         ncu.capture("import torch\ny = torch.ones(3) + 1", "c", options=replace(opts, kernel_filter=None))
     assert not (tmp_path / "ncu.log").exists()  # ncu never ran
+    assert os.listdir(tempfile.tempdir) == []
+
+
+def test_first_pass_cell_error_and_unshippable_names(fake):
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    from gpumagic.errors import ShippingError
+
+    ranked = replace(opts, kernel_filter=None)
+    with pytest.raises(NcuCellError, match="ZeroDivisionError"):  # raised in the first pass: ncu never runs
+        ncu.capture("1 / 0", "c", options=ranked)
+    with pytest.raises(ShippingError, match="f:"):  # the first pass, already started, is stopped
+        ncu.capture("f()", "c", namespace={"f": lambda: 1}, options=ranked)
+    assert not (tmp_path / "ncu.log").exists()
     assert os.listdir(tempfile.tempdir) == []

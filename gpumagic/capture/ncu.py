@@ -43,12 +43,13 @@ from ..errors import (
 from . import Shown
 from .cell import loop_notes
 from .guards import deferred_interrupts
-from .ncu_read import NcuData, from_module, read_details_csv, read_raw_csv
+from .ncu_rank import FirstPass, child_env, function_filter, function_name
+from .ncu_read import NcuData, read_details_csv, read_raw_csv
 from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
 from .shipping import free_names, ship
 
-__all__ = ["NcuCapture", "capture", "find_ncu", "function_filter", "load_ncu_data", "read_report"]
+__all__ = ["NcuCapture", "capture", "find_ncu", "function_filter", "function_name", "load_ncu_data", "read_report"]
 
 _SEARCH = (
     "/usr/local/cuda/bin/ncu",
@@ -57,7 +58,6 @@ _SEARCH = (
     "/usr/local/NVIDIA-Nsight-Compute*/ncu",
     "/usr/lib/nsight-compute/ncu",
 )
-_REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
 
 
 @dataclass
@@ -93,35 +93,6 @@ def find_ncu(configured: str | None = None) -> str:
         if hits:
             return hits[-1]
     raise NcuNotFoundError(looked)
-
-
-def _strip_tail(name: str, open_: str, close: str) -> str:
-    """``name`` without its trailing balanced ``open_ ... close`` group (a parameter list, template arguments)."""
-    if not name.endswith(close):
-        return name
-    depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        depth += {close: 1, open_: -1}.get(name[i], 0)
-        if depth == 0:
-            return name[:i].rstrip()
-    return name
-
-
-def function_name(name: str) -> str:
-    """A kernel's function name as ncu's ``--kernel-name-base function`` spells it: no return type, namespace,
-    template arguments or parameters (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
-    ``vectorized_elementwise_kernel``)."""
-    head = _strip_tail(_strip_tail(name.strip(), "(", ")"), "<", ">")
-    head = head.rsplit("::", 1)[-1]
-    return head.split()[-1] if head.split() else name
-
-
-def function_filter(names: Sequence[str]) -> str:
-    """An ncu ``--kernel-name`` value that matches kernels of these function names (with ``--kernel-name-base
-    function``), whether or not ncu's base keeps namespaces or template arguments."""
-    bases = list(dict.fromkeys(function_name(n) for n in names))
-    alternatives = "|".join("".join("\\" + c if c in _REGEX_SPECIAL else c for c in b) for b in bases)
-    return f"regex:(?:^|::)(?:{alternatives})(?:$|<|\\()"
 
 
 def _checked(opts: NcuOptions, label: str) -> list[str]:
@@ -180,15 +151,21 @@ def capture(
 
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
+    ranking = None
     try:
+        if opts.kernel_filter is None and opts.top > 0:  # its Python, torch and CUDA start while the names ship
+            ranking = FirstPass(workdir, opts.python or sys.executable, child_env())
         ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
         spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
-        with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(workdir, "cell.json.part"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
+        os.replace(os.path.join(workdir, "cell.json.part"), os.path.join(workdir, "cell.json"))  # "go", whole
         lap("shipping")
         kernel_filter, base = opts.kernel_filter, None
-        if kernel_filter is None and opts.top > 0:
-            kernel_filter, note = _first_pass(workdir, opts, label)
+        if ranking is not None:
+            ranked = ranking.result(opts.timeout)
+            _raise_cell_error(workdir)
+            kernel_filter, note = _top_filter(ranked, opts, label)
             base = "function"
             notes.append(note)
             lap("first pass")
@@ -208,6 +185,8 @@ def capture(
         value = _shown_value(workdir)
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
+            if ranking is not None:
+                ranking.close()
             shutil.rmtree(workdir, ignore_errors=True)
     lap("reading")
     seconds = clock[-1] - clock[0]
@@ -217,16 +196,8 @@ def capture(
     return NcuCapture(data, notes, {"report": report}, value, seconds, phases)
 
 
-def _first_pass(workdir: str, opts: NcuOptions, label: str) -> tuple[str, str]:
-    """Rank the cell's kernels in a plain subprocess (``ncu_rank``); the filter for the top ones, and a note."""
-    cmd = [opts.python or sys.executable, "-m", "gpumagic.capture.ncu_rank", workdir]
-    output, returncode = _run(cmd, opts.timeout, os.path.join(workdir, "first-pass"))
-    _raise_cell_error(workdir)
-    path = os.path.join(workdir, "kernels.json")
-    if returncode != 0 or not os.path.exists(path):
-        raise NcuFailedError(cmd, returncode, f"The first pass (ranking the kernels) failed:\n{output}")
-    with open(path, encoding="utf-8") as f:
-        ranked = json.load(f)
+def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> tuple[str, str]:
+    """The ncu filter for the top ``opts.top`` kernel names of the first pass, and a note that says what it means."""
     if not ranked:
         raise NoKernelsProfiledError("The first pass (torch.profiler) saw no CUDA kernel in the cell.", label=label)
     top = ranked[: opts.top]
@@ -306,11 +277,8 @@ def _shown_value(workdir: str) -> Shown | None:
 def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
     """Run in its own session; (output, exit status). On timeout: stop it, keep what it wrote, say so. On Ctrl-C:
     the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True
     )
     try:
         output, _ = proc.communicate(timeout=timeout)
@@ -357,22 +325,15 @@ def read_report(report: str, ncu: str, timeout: float = 300) -> NcuData:
 
 
 def load_ncu_data(path: str | os.PathLike[str], ncu: str | None = None) -> NcuData:
-    """NcuData from a saved ``.ncu-rep`` (read with ncu: ``ncu`` here, or the path given; without an ncu, with the
-    ``ncu_report`` module where Python can import it) or from a saved ``ncu --csv --page raw`` text (``.csv``)."""
+    """NcuData from a saved ``.ncu-rep`` (read with ``ncu --import``: the ncu here, or the path given) or from a
+    saved ``ncu --csv --page raw`` text (``.csv``, no ncu needed).
+
+    Not with Nsight Compute's ``ncu_report`` module: loaded beside torch in one process, it crashed that process on
+    the H100 host (ncu 2025.3.1), and a notebook's kernel is such a process."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileMissingError(path=path, what="The Nsight Compute report")
     if path.endswith(".csv"):
         with open(path, encoding="utf-8") as f:
             return read_raw_csv(f.read(), path=path, source="CSV (ncu --page raw)")
-    try:
-        binary = find_ncu(ncu)
-    except NcuNotFoundError:
-        if ncu is not None:
-            raise
-        try:
-            import ncu_report  # type: ignore[import-not-found]  # Nsight Compute's extras/python, if on the path
-        except ImportError:
-            raise NcuNotFoundError(["PATH", *_SEARCH, "the ncu_report module (extras/python)"]) from None
-        return from_module(ncu_report.load_report(path), path=path)
-    return read_report(path, binary)
+    return read_report(path, find_ncu(ncu))

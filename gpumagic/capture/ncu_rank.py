@@ -1,4 +1,5 @@
-"""The first pass of ``--ncu``:  python -m gpumagic.capture.ncu_rank WORKDIR
+"""The first pass of ``--ncu``, both sides: :class:`FirstPass` here, ``python -m gpumagic.capture.ncu_rank WORKDIR``
+there.
 
 Nsight Compute replays every kernel it profiles many times (once per group of counters), so profiling all of a
 cell's kernels can take minutes where the cell takes milliseconds. This pass decides which ones are worth it: the
@@ -7,16 +8,109 @@ plain subprocess, and the total GPU time per kernel name, longest first, is writ
 then asked for the top names only. It runs in a subprocess of its own, not inside the ncu run: CUPTI allows one
 subscriber, and under ncu that is ncu. An exception in the cell is written to ``error.txt`` (its traceback), and the
 exit code is 3, as the runner does.
+
+Time matters (the whole ``--ncu`` should take seconds, not minutes): the subprocess starts before the names are
+shipped, imports torch, starts CUDA and the profiler, and only then waits for ``cell.json`` (written last, whole); the
+parent goes on as soon as ``kernels.json`` is there, while the subprocess tears CUDA down.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+_REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
+#: Seconds between looks for the files the two sides hand each other.
+POLL = 0.02
+
+
+def _strip_tail(name: str, open_: str, close: str) -> str:
+    """``name`` without its trailing balanced ``open_ ... close`` group (a parameter list, template arguments)."""
+    if not name.endswith(close):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {close: 1, open_: -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].rstrip()
+    return name
+
+
+def function_name(name: str) -> str:
+    """A kernel's function name as ncu's ``--kernel-name-base function`` spells it: no return type, namespace,
+    template arguments or parameters (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
+    ``vectorized_elementwise_kernel``)."""
+    head = _strip_tail(_strip_tail(name.strip(), "(", ")"), "<", ">")
+    head = head.rsplit("::", 1)[-1]
+    return head.split()[-1] if head.split() else name
+
+
+def function_filter(names: Sequence[str]) -> str:
+    """An ncu ``--kernel-name`` value that matches kernels of these function names (with ``--kernel-name-base
+    function``), whether or not ncu's base keeps namespaces or template arguments."""
+    bases = list(dict.fromkeys(function_name(n) for n in names))
+    alternatives = "|".join("".join("\\" + c if c in _REGEX_SPECIAL else c for c in b) for b in bases)
+    return f"regex:(?:^|::)(?:{alternatives})(?:$|<|\\()"
+
+
+def child_env() -> dict[str, str]:
+    """The environment of gpumagic's subprocesses: this one's, with this gpumagic first on PYTHONPATH."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+class FirstPass:
+    """The first pass, started at once in ``workdir`` (it waits there for ``cell.json``); :meth:`result` is its
+    ranking, :meth:`close` stops or reaps it (always call it)."""
+
+    def __init__(self, workdir: str, python: str, env: dict[str, str]) -> None:
+        self.workdir = workdir
+        self.command = [python, "-m", "gpumagic.capture.ncu_rank", workdir]
+        self.log_path = os.path.join(workdir, "first-pass.log")
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def result(self, timeout: float) -> list[dict[str, Any]]:
+        """The kernel names by total GPU time, longest first, once ``kernels.json`` is written (the process may
+        still be exiting). A cell error is left in ``error.txt`` for the caller; other failures raise here."""
+        from ..errors import NcuFailedError, NcuTimeoutError
+
+        path = os.path.join(self.workdir, "kernels.json")
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            returncode = self.proc.poll()
+            if returncode is not None and not os.path.exists(path):
+                if os.path.exists(os.path.join(self.workdir, "error.txt")):
+                    return []
+                with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                    output = f.read()
+                raise NcuFailedError(
+                    self.command, returncode, f"The first pass (ranking the kernels) failed:\n{output}"
+                )
+            if time.monotonic() > deadline:
+                raise NcuTimeoutError(timeout)
+            time.sleep(POLL)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def close(self, grace: float = 30.0) -> None:
+        """Let the process finish its exit (``grace`` seconds), else stop it and its session."""
+        from .nsys import _kill
+
+        try:
+            self.proc.wait(timeout=grace if os.path.exists(os.path.join(self.workdir, "kernels.json")) else 0.1)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc)  # type: ignore[arg-type]
 
 
 def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
@@ -76,9 +170,14 @@ def main(workdir: str) -> int:
     from gpumagic.capture.runner import _cell_traceback
     from gpumagic.capture.shipping import restore
 
-    with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
-        spec = json.load(f)
     _start_profiler_early()
+    spec_path = os.path.join(workdir, "cell.json")
+    while not os.path.exists(spec_path):  # the names are still being shipped
+        if not os.path.isdir(workdir):
+            return 4  # the capture was given up
+        time.sleep(POLL)
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
     ns: dict[str, Any] = {"__name__": "__main__"}
     ns.update(restore(workdir))
     try:
@@ -89,8 +188,9 @@ def main(workdir: str) -> int:
         with open(os.path.join(workdir, "error.txt"), "w", encoding="utf-8") as f:
             f.write(_cell_traceback(exc))
         return 3
-    with open(os.path.join(workdir, "kernels.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(workdir, "kernels.json.part"), "w", encoding="utf-8") as f:
         json.dump(rows, f)
+    os.replace(os.path.join(workdir, "kernels.json.part"), os.path.join(workdir, "kernels.json"))
     return 0
 
 

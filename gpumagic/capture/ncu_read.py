@@ -1,9 +1,8 @@
 """Nsight Compute results as tables: the raw page (one row per profiled launch, every metric) and the rule messages.
 
-Two readers give the same :class:`NcuData`: ``ncu --import REPORT --csv --page raw --print-units base`` (the text
-ncu itself prints, so a figure here equals the CSV's; read by :func:`read_raw_csv`), and the ``ncu_report`` module
-from the install's ``extras/python`` where the binary is not at hand. The rule messages ("Latency Issue", "High
-Memory Throughput", ...) come from the details page (``--page details --csv``), :func:`read_details_csv`.
+The metrics are what ``ncu --import REPORT --csv --page raw --print-units base`` prints (the text ncu itself writes,
+so a figure here equals the CSV's; :func:`read_raw_csv`); the rule messages ("Latency Issue", "High Memory
+Throughput", ...) come from the details page (``--page details --csv``, :func:`read_details_csv`).
 
 The per-kernel figures follow ncu's own definitions, so they match its UI: the Speed Of Light percentages as
 measured; achieved FLOP/s as the roofline sections count it (FADD + FMUL + 2 x FFMA thread instructions per cycle,
@@ -19,7 +18,6 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,73 +271,3 @@ def ceilings(raw: pd.DataFrame) -> dict[str, float]:
     if dram > 0:
         out["dram"] = float(dram)
     return out
-
-
-def from_module(report: Any, path: str | None = None) -> NcuData:
-    """NcuData from a report opened with the ``ncu_report`` module (``ncu_report.load_report(path)``): every
-    metric of every action, values in base units as the module gives them, rule messages where it offers them."""
-    rows: list[dict[str, Any]] = []
-    units: dict[str, str] = {}
-    rules: list[dict[str, Any]] = []
-    n = 0
-    for r in range(report.num_ranges()):
-        rng = report.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            row: dict[str, Any] = {"ID": n, "Kernel Name": action.name()}
-            for name in action.metric_names():
-                m = action.metric_by_name(name)
-                row[name] = _module_value(m)
-                unit = m.unit() if hasattr(m, "unit") else ""
-                if unit:
-                    units[name] = unit
-            row.update(_module_ids(row))
-            rows.append(row)
-            rules += [dict(_rule_from_module(d), ID=n) for d in _module_rules(action)]
-            n += 1
-    raw = pd.DataFrame(rows)
-    return NcuData(raw, units=units, rules=pd.DataFrame(rules, columns=_RULE_COLUMNS), path=path, source="ncu_report")
-
-
-def _module_value(m: Any) -> float | str:
-    try:
-        return float(m.as_double())
-    except Exception:  # noqa: BLE001 - a string metric (device name) or an instanced one
-        try:
-            return str(m.as_string())
-        except Exception:  # noqa: BLE001
-            return math.nan
-
-
-def _module_ids(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The raw page's launch columns, from the launch metrics the module exposes."""
-    ids = {}
-    grid = [row.get(f"launch__grid_dim_{a}") for a in "xyz"]
-    block = [row.get(f"launch__block_dim_{a}") for a in "xyz"]
-    if all(isinstance(v, float) for v in grid):
-        ids["Grid Size"] = "({}, {}, {})".format(*(int(v) for v in grid))
-    if all(isinstance(v, float) for v in block):
-        ids["Block Size"] = "({}, {}, {})".format(*(int(v) for v in block))
-    if isinstance(row.get("launch__stream_id"), float):
-        ids["Stream"] = str(int(row["launch__stream_id"]))
-    return ids
-
-
-def _module_rules(action: Any) -> Iterable[Mapping[str, Any]]:
-    getter = getattr(action, "rule_results_as_dicts", None)
-    if getter is None:
-        return []
-    try:
-        return list(getter())
-    except Exception:  # noqa: BLE001 - older modules: no rule results
-        return []
-
-
-def _rule_from_module(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "Section": d.get("section_identifier", ""),
-        "Rule": d.get("rule_identifier", d.get("name", "")),
-        "Type": str(d.get("type", "")),
-        "Message": d.get("message", d.get("body", "")),
-        "Speedup": d.get("speedup_estimation", math.nan),
-    }

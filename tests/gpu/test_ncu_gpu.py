@@ -4,6 +4,7 @@ kernels and roofline come back within 30 s of wall time (printed: run with -s to
 from __future__ import annotations
 
 import csv
+import io
 import os
 import pathlib
 import shutil
@@ -21,49 +22,39 @@ pytestmark = [
 CAPTURE = pathlib.Path(__file__).parents[1] / "data" / "capture"
 
 
-def test_load_ncu_equals_ncu_import_csv(tmp_path):
-    from gpumagic import load_ncu
+METRICS = {
+    "Duration (ns)": "gpu__time_duration.sum",
+    "SM %": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "Memory %": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "DRAM bytes/s": "dram__bytes.sum.per_second",
+}
 
-    stem = tmp_path / "tiny"
-    run = [
-        "ncu",
-        "--nvtx",
-        "--nvtx-include",
-        "cell:ncu/",
-        "--section",
-        "SpeedOfLight",
-        "--section",
-        "SpeedOfLight_RooflineChart",
-        "-f",
-        "-o",
-        str(stem),
-        sys.executable,
-        str(CAPTURE / "ncu_workload.py"),
-        "run",
-    ]
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A fresh report of the fixture workload (a matmul and an add), and ncu's raw page of it, read with csv."""
+    stem = tmp_path_factory.mktemp("ncu") / "tiny"
+    run = ["ncu", "--nvtx", "--nvtx-include", "cell:ncu/", "--section", "SpeedOfLight", "--section"]
+    run += ["SpeedOfLight_RooflineChart", "-f", "-o", str(stem), sys.executable, str(CAPTURE / "ncu_workload.py")]
+    run.append("run")
     subprocess.run(run, check=True, capture_output=True, timeout=300)
     report = str(stem) + ".ncu-rep"
-    text = subprocess.run(
-        ["ncu", "--import", report, "--csv", "--page", "raw", "--print-units", "base"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    rows = [r for r in csv.reader(text[text.index('"ID"') :].splitlines()) if r]
+    page = ["ncu", "--import", report, "--csv", "--page", "raw", "--print-units", "base"]
+    text = subprocess.run(page, check=True, capture_output=True, text=True, timeout=120).stdout
+    rows = [r for r in csv.reader(io.StringIO(text[text.index('"ID"') :])) if r]
     header, body = rows[0], [r for r in rows[1:] if r[0]]
-    col = {h: i for i, h in enumerate(header)}
+    return report, {h: i for i, h in enumerate(header)}, body
+
+
+def test_load_ncu_equals_ncu_import_csv(tiny):
+    from gpumagic import load_ncu
+
+    report, col, body = tiny
     k = load_ncu(report).data.kernels()
     assert len(k) == len(body) >= 2  # the matmul and the add
-    metrics = {
-        "Duration (ns)": "gpu__time_duration.sum",
-        "SM %": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-        "Memory %": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-        "DRAM bytes/s": "dram__bytes.sum.per_second",
-    }
     for (_, got), row in zip(k.iterrows(), body, strict=True):
         assert got["Name"] == row[col["Kernel Name"]]
-        for ours, theirs in metrics.items():
+        for ours, theirs in METRICS.items():
             assert got[ours] == float(row[col[theirs]].replace(",", "")), (ours, row[col["Kernel Name"]])
 
 
