@@ -213,10 +213,10 @@ def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> t
 
 def _clock_note(clock_control: str) -> str:
     if clock_control == "none":
-        return "Clocks left free (clock_control='none'): durations are comparable with %gputime's."
+        return "Clocks left free (--no-clock-control): durations are comparable with %gputime's."
     return (
         "ncu locked the GPU clocks to base (its default): durations are longer than %gputime's at boost clocks, "
-        "and the ceilings are at base clocks too; clock_control='none' leaves the clocks free."
+        "and the ceilings are at base clocks too; --no-clock-control (clock_control='none') leaves them free."
     )
 
 
