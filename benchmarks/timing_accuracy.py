@@ -17,10 +17,10 @@ the span, kernel time within 0.5 % of the busy time, and never further off than 
     python benchmarks/timing_accuracy.py [--json PATH] [--ops NAME,...] [--no-nvbench]
                                          [--first-use N] [--steady-runs N] [--skip-accuracy]
 
-``--first-use N``: N fresh processes per start-up mode (the profiler started in the background when the extension
-loads, the kernel pass left out while it is cold, both, neither), each timing ``%gputime A @ A`` (fp32 4096²)
-three times. ``--steady-runs N``: N consecutive ``%gputime --steady`` runs of the fp16 8192³ matmul, and N default
-runs beside them. Prints tables and writes JSON.
+``--first-use N``: N fresh processes per start-up mode (the kernel pass left out while the profiler is cold, the
+default; the profiler started in the background when the extension loads; both; neither), each timing
+``%gputime A @ A`` (fp32 4096²) three times. ``--steady-runs N``: N consecutive ``%gputime --steady`` runs of the
+fp16 8192³ matmul, and N default runs beside them. Prints tables and writes JSON.
 """
 
 from __future__ import annotations
@@ -97,56 +97,74 @@ def truth(fn_n: Callable[[int], None], per_call: float) -> tuple[float, float]:
     return found
 
 
-_NVBENCH: dict[str, Any] = {}
+def nvbench_times(fns: dict[str, Callable[[], None]]) -> dict[str, dict[str, float]]:
+    """NVBench on every op at once, each driven on NVBench's own stream: op -> {"batch": hot mean, "cold": flushed
+    median} seconds. One run per process is all NVBench allows ("Benchmarks were already executed"), so the ops are
+    the values of a string axis."""
+    import cuda.bench as bench
 
+    def body(state: Any) -> None:
+        stream = torch.cuda.ExternalStream(state.get_stream().addressof())
+        op = fns[state.get_string("op")]
 
-def nvbench_times(fn: Callable[[], None]) -> dict[str, float] | None:
-    """NVBench on ``fn``, driven on NVBench's own stream; {"batch": hot mean, "cold": flushed median} seconds.
+        def launch(_launch: Any) -> None:
+            with torch.cuda.stream(stream):
+                op()
 
-    One benchmark is registered once per process and times whatever ``_NVBENCH["fn"]`` holds: ``run_all_benchmarks``
-    runs every registered benchmark.
-    """
-    try:
-        import cuda.bench as bench
-    except ImportError:
-        return None
-    if "registered" not in _NVBENCH:
+        state.exec(launch)
 
-        def body(state: Any) -> None:
-            stream = torch.cuda.ExternalStream(state.get_stream().addressof())
-            op = _NVBENCH["fn"]
-
-            def launch(_launch: Any) -> None:
-                with torch.cuda.stream(stream):
-                    op()
-
-            state.exec(launch)
-
-        bench.register(body)
-        _NVBENCH["registered"] = True
-    _NVBENCH["fn"] = fn
+    bench.register(body).add_string_axis("op", list(fns)).set_timeout(4.0)  # its default 15 s per op is long
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "nvbench.json")
         bench.run_all_benchmarks([sys.argv[0], "--json", path])
         with open(path) as f:
             root = json.load(f)
-    summaries = root["benchmarks"][0]["states"][0]["summaries"]
-
-    def value(tag: str) -> float | None:
-        for s in summaries:
-            if s.get("tag") == tag:
-                for d in s.get("data", []):
-                    if d.get("name") == "value":
-                        return float(d["value"])
-        return None
-
-    out = {"batch": value("nv/batch/time/gpu/mean"), "cold": value("nv/cold/time/gpu/median")}
-    if out["cold"] is None:
-        out["cold"] = value("nv/cold/time/gpu/mean")
-    return {k: v for k, v in out.items() if v is not None}
+    out: dict[str, dict[str, float]] = {}
+    for i, state in enumerate(root["benchmarks"][0]["states"]):
+        axes = {a.get("name"): a.get("value") for a in state.get("axis_values") or []}
+        axes.setdefault("op", list(fns)[i] if i < len(fns) else None)  # the states follow the axis' order
+        values = {}
+        for s in state.get("summaries") or []:
+            for d in s.get("data", []):
+                if d.get("name") == "value" and s.get("tag") in ("nv/batch/time/gpu/mean", "nv/cold/time/gpu/median"):
+                    values["batch" if "batch" in s["tag"] else "cold"] = float(d["value"])
+        if axes.get("op") in fns:
+            out[axes["op"]] = values
+    return out
 
 
-def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any, use_nvbench: bool) -> dict[str, Any]:
+def nvbench_rows(rows: list[dict[str, Any]], ops: dict[str, tuple[Callable[[int], None], float]]) -> None:
+    """NVBench's columns for every row, each bracketed by its op's two truths, taken before and after the one run."""
+    before = {name: truth(fn_n, per) for name, (fn_n, per) in ops.items()}
+    w0 = time.perf_counter()
+    try:
+        found = nvbench_times({name: (lambda f=fn_n: f(1)) for name, (fn_n, _) in ops.items()})
+        failed = None
+    except Exception as exc:  # noqa: BLE001 - an anchor that fails is a note, not the end of the run
+        found, failed = {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    wall = time.perf_counter() - w0
+    after = {name: truth(fn_n, per) for name, (fn_n, per) in ops.items()}
+    for row in rows:
+        name = row["op"]
+        if name not in ops:
+            continue
+        span = (before[name][0] + after[name][0]) / 2
+        moved = abs(after[name][0] - before[name][0]) / span
+        for kind in ("batch", "cold"):
+            value = found.get(name, {}).get(kind)
+            row["methods"][f"nvbench {kind}"] = {
+                "value": value,
+                "truth": span,
+                "against": "span",
+                "error": None if value is None else value / span - 1,
+                "wall_s": wall / len(ops),
+                "truth_moved": moved,
+                **({"failed": failed} if failed else {}),
+            }
+        row["verdict"] = verdict(row["methods"])
+
+
+def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) -> dict[str, Any]:
     """Every method on op ``name``, each bracketed by the two truths: the op's row for the table and the JSON."""
     code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<bench>", "exec")
     exec(code, ns)  # noqa: S102 - the statement compiled into a loop, as %gputime does
@@ -213,19 +231,6 @@ def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any, us
     bracket("torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median)
     if tt is not None:
         bracket("do_bench", lambda: tt.do_bench(fn, return_mode="median") * 1e-3)
-    if use_nvbench:
-        nv: dict[str, float] = {}
-
-        def run_nvbench() -> float | None:
-            found = nvbench_times(fn)
-            nv.update(found or {})
-            return nv.get("batch")
-
-        bracket("nvbench batch", run_nvbench)
-        if "nvbench batch" in results and nv.get("cold") is not None:
-            cold = dict(results["nvbench batch"])
-            cold.update(value=nv["cold"], error=nv["cold"] / cold["truth"] - 1, wall_s=0.0)
-            results["nvbench cold"] = cold
     return {
         "op": name,
         "stmt": stmt,
@@ -239,6 +244,7 @@ def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any, us
         "gputime_wall_s": r.wall_time,
         "graph_line": holder["graph"].line(),
         "verdict": verdict(results),
+        "_loop": (fn_n, guess),
     }
 
 
@@ -272,16 +278,25 @@ def accuracy(op_names: list[str] | None, use_nvbench: bool) -> list[dict[str, An
     torch.cuda.synchronize()
     del a
     warm_profiler(torch.device(dev, torch.cuda.current_device()))
-    rows = []
+    rows, keep = [], []
     for name, build in make_ops(dev).items():
         if op_names and name not in op_names:
             continue
         stmt, ns = build()
-        row = measure_op(name, stmt, ns, tt, Timer, use_nvbench)
+        row = measure_op(name, stmt, ns, tt, Timer)
         rows.append(row)
+        keep.append(ns)  # NVBench times every op at the end, in one run
         print(f"  {name}: {row['gputime_line']}", flush=True)
-        del ns
-        torch.cuda.empty_cache()
+    loops = {row["op"]: row.pop("_loop") for row in rows}
+    if use_nvbench:
+        try:
+            import cuda.bench  # noqa: F401
+        except ImportError:
+            print("  NVBench (cuda-bench) not installed: its columns are left out")
+        else:
+            nvbench_rows(rows, loops)
+    del keep
+    torch.cuda.empty_cache()
     return rows
 
 
@@ -322,12 +337,8 @@ t0 = time.perf_counter()
 from IPython.core.interactiveshell import InteractiveShell
 shell = InteractiveShell.instance()
 mode = sys.argv[1]
-from gpumagic.timing import passes, warmup
-if mode in ("skip", "neither"):  # no start when the extension loads (a start after a skipped pass stays)
-    _start = warmup.start_background_warm
-    warmup.start_background_warm = lambda device=None, **k: device is not None and _start(device, **k)
-if mode in ("background", "neither"):
-    passes._skip_cold_pass = lambda *a, **k: False  # the kernel pass always waits for the profiler
+shell.config.GpuMagics.background_profiler_start = mode in ("background", "both")
+shell.config.GpuMagics.skip_cold_kernel_pass = mode in ("skip", "both")
 shell.run_line_magic("load_ext", "gpumagic")
 shell.run_cell("import torch; A = torch.randn(4096, 4096, device='cuda'); torch.cuda.synchronize()")
 t1 = time.perf_counter()
@@ -340,14 +351,14 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def first_use(n: int) -> list[dict[str, Any]]:
+def first_use(n: int, modes: list[str]) -> list[dict[str, Any]]:
     """N fresh processes per mode; each times ``%gputime A @ A`` three times right after creating A."""
     rows = []
     env = dict(
         os.environ,
         PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
-    for mode in ("neither", "skip", "background", "both"):
+    for mode in modes:
         for _ in range(n):
             done = subprocess.run(
                 [sys.executable, "-c", FIRST_USE, mode], capture_output=True, text=True, timeout=180, env=env
@@ -366,9 +377,9 @@ def first_use(n: int) -> list[dict[str, Any]]:
         kts = ["—" if x["kernel_time"] is None else format_time(x["kernel_time"]) for x in row["runs"]]
         print(f"{row['mode']:<11} {walls[0]:>12} {walls[1]:>7} {walls[2]:>7}  {' / '.join(kts)}")
     print(
-        "modes: the profiler started on a background thread when the extension loads (background), the kernel pass "
-        "left out while the profiler is cold and the host is well ahead of the GPU (skip), both, neither. "
-        "Targets: 1st <= 1.5 s, later <= 1 s."
+        "modes: the kernel pass left out while the profiler is cold and the host is well ahead of the GPU (skip, the "
+        "default), the profiler started on a background thread when the extension loads (background), both, neither "
+        "(the kernel pass waits for the profiler's start). Targets: 1st <= 1.5 s, later <= 1 s."
     )
     return rows
 
@@ -400,13 +411,14 @@ def main() -> None:
     ap.add_argument("--no-nvbench", action="store_true", help="leave NVBench (cuda-bench) out")
     ap.add_argument("--skip-accuracy", action="store_true", help="only the --first-use / --steady-runs parts")
     ap.add_argument("--first-use", type=int, default=0, metavar="N", help="fresh processes per start-up mode")
+    ap.add_argument("--first-use-modes", default="neither,skip,background,both", help="comma-separated start-up modes")
     ap.add_argument("--steady-runs", type=int, default=0, metavar="N", help="consecutive --steady runs")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("timing_accuracy.py needs CUDA: run it on a GPU host")
     report: dict[str, Any] = {}
     if args.first_use:  # before anything here starts CUDA or the profiler: it measures fresh processes
-        report["first_use"] = first_use(args.first_use)
+        report["first_use"] = first_use(args.first_use, args.first_use_modes.split(","))
     if not args.skip_accuracy:
         rows = accuracy([o.strip() for o in args.ops.split(",") if o.strip()] or None, not args.no_nvbench)
         print_accuracy(rows)

@@ -76,7 +76,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.configurables.append(magics)
     if magics.background_profiler_start:
         # CUPTI's one-time start (seconds) on a background thread, once this process has imported torch and
-        # initialised CUDA itself: the first %gputime need not pay it. Nothing happens in a process without CUDA.
+        # initialised CUDA itself (off by default: see gpumagic.timing.warmup). Nothing without CUDA.
         from .timing import warmup
 
         warmup.start_background_warm()

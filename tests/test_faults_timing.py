@@ -356,6 +356,7 @@ def test_loading_the_extension_starts_the_background_start_and_guards_profiling_
     monkeypatch.setattr(warmup, "profiler_state", lambda: "starting")
     monkeypatch.setattr(warmup, "wait_for_profiler", lambda timeout=None: calls.append(("wait", timeout)) or True)
     shell = InteractiveShell.instance()
+    shell.config.GpuMagics.background_profiler_start = True  # off by default
     was_loaded = "gpumagic" in shell.extension_manager.loaded
     if was_loaded:
         shell.run_line_magic("unload_ext", "gpumagic")
@@ -369,6 +370,7 @@ def test_loading_the_extension_starts_the_background_start_and_guards_profiling_
     finally:
         shell.run_line_magic("unload_ext", "gpumagic")
         unloaded = gpumagic._wait_before_profiling not in shell.events.callbacks["pre_run_cell"]
+        del shell.config.GpuMagics["background_profiler_start"]
         if was_loaded:  # the shell is shared with other tests: leave it as it was
             shell.run_line_magic("load_ext", "gpumagic")
     assert unloaded

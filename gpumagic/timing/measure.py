@@ -334,6 +334,7 @@ def assemble(
         clock_reasons=sampling.clock_reasons,
         steadiness=steadiness,
         kernel_time_skipped=kernels.skipped,
+        kernel_clock=kernels.clock,
     )
     clocks = result.clock_summary
     if clocks is not None and clocks.has_moved and not opts.steady and not sampling.interrupted:

@@ -1,11 +1,11 @@
 """The passes after sampling: GPU kernel time from the profiler (CUPTI), and the host's time to issue a call.
 
-Why a decision before the kernel pass: the profiler's first start in a process costs seconds (3.9 s on an H100
-host) against half a second for the whole measurement. Where the samples already answer the question the kernel
-figure is for, that start is not worth waiting for: a statement whose host issues a call in a small share of the
-per-call time keeps its launch queue full, so its GPU is not waiting on launches (the launch-bound question). Such
-a first measurement leaves the kernel time out, says why, and starts the profiler on a background thread for the
-next one. A statement that may be launch-bound needs the figure and waits for it.
+Why a decision before the kernel pass: the profiler's first start in a process costs seconds (4-7 s on an H100
+host) against a quarter of a second for the whole measurement. Where the samples already answer the question the
+kernel figure is for, that start is not worth waiting for: a statement whose host issues a call in a small share of
+the per-call time keeps its launch queue full, so its GPU is not waiting on launches (the launch-bound question).
+Such a measurement leaves the kernel time out and says why and how to have it (``skip_cold_kernel_pass=False``).
+A statement that may be launch-bound needs the figure and waits for it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = ["fed_from_host", "host_pass", "kernel_pass"]
 
 #: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
 SKIP_KERNEL_PASS = Hint("kernel_time", "False")
+MEASURE_COLD = Hint("skip_cold_kernel_pass", "False")
 
 #: Floor (seconds) of a per-call estimate where it divides, so a zero-time estimate cannot divide by zero.
 TINY = 1e-9
@@ -46,7 +47,7 @@ def fed_from_host(cal: Calibration) -> bool:
 
 def _skip_cold_pass(sampler: Sampler, opts: TimingOptions, cal: Calibration, notes: Notes) -> bool:
     """Whether to leave the kernel pass out because the profiler has not started and the samples answer without it;
-    adds the note that says so, and starts the profiler in the background for the next measurement."""
+    adds the note that says so (and, with ``background_profiler_start``, starts the profiler on a thread)."""
     state = sampler.profiler_state()
     if state == "ready" or not opts.skip_cold_kernel_pass or not fed_from_host(cal):
         return False
@@ -54,10 +55,12 @@ def _skip_cold_pass(sampler: Sampler, opts: TimingOptions, cal: Calibration, not
         sampler.start_profiler_in_background()
     share = cal.host_per_call / max(cal.per_call, TINY)
     why = "is starting in the background" if sampler.profiler_state() == "starting" else "has not started yet"
-    notes.add(
+    notes.advise(
         f"GPU kernel time not measured: the profiler (CUPTI) {why} in this process (a one-time start of seconds), "
         f"and the host issues a call in {share:.0%} of the per-call time, so the GPU is not waiting on launches; "
-        "the per-call time includes any gaps between kernels. The next run measures the kernel time."
+        "the per-call time includes any gaps between kernels. "
+        f"`{MEASURE_COLD.script()}` measures it, paying that start once.",
+        MEASURE_COLD,
     )
     return True
 
@@ -97,7 +100,7 @@ def kernel_pass(
         if not pass_notes:
             notes.add("The profiler saw no GPU activity from this statement: is it running on the GPU?")
         return KernelFigures()
-    return KernelFigures(kernel_time=found[0] / unit, kernels_per_call=found[1] / unit)
+    return KernelFigures(kernel_time=found[0] / unit, kernels_per_call=found[1] / unit, clock=sampler.kernel_pass_clock)
 
 
 def host_pass(

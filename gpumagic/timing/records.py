@@ -62,11 +62,14 @@ class KernelFigures:
     """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing.
 
     ``skipped``: the pass was left out on purpose (the profiler had not started and the samples answer without it).
+    ``clock``: the SM clock (MHz) the pass ran at, where the device reports it.
     """
 
     kernel_time: float | None = None
     kernels_per_call: float | None = None
     skipped: bool = False
+    #: SM clock (MHz) while the pass ran, where the device reports it
+    clock: int | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ..errors import Hint
 from ..units import format_time
 from .options import TimingOptions
 from .records import Steadiness
-from .smclock import ClockSummary, reason_words, summarize_clocks
+from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
 
 __all__ = ["TimingResult"]
 
@@ -84,6 +84,8 @@ class TimingResult:
     steadiness: Steadiness | None = None
     #: the kernel pass was left out on purpose (the profiler had not started; the notes say why)
     kernel_time_skipped: bool = False
+    #: SM clock (MHz) while the kernel pass ran, where reported
+    kernel_clock: int | None = None
 
     # --- statistics -------------------------------------------------------------------------------------------
     @property
@@ -197,7 +199,9 @@ class TimingResult:
         """Kernel time beside the per-call time: both, with the gap, when they differ by more than ``KERNELS_APART``.
 
         The per-call time is a stream figure (gaps between kernels included), the kernel time GPU busy time; when
-        the two agree, "GPU busy" says so in one word.
+        the two agree, "GPU busy" says so in one word. The kernel pass is a separate, short pass: where the SM clock
+        it ran at is not the one the samples prevailed at, the difference is the clock's, and no gap is claimed;
+        where the clock moved during sampling, the kernels are set against the median at the prevailing clock.
         """
         if self.launch_bound:
             return f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
@@ -208,11 +212,23 @@ class TimingResult:
         if self.flush_l2:
             # one event pair per call: the window holds the event overhead too, so give the kernel time itself
             return f"kernels {self._t(self.kernel_time)} per call"
-        med, kernels = self.median, self.kernel_time
+        med, kernels, clocks = self.median, self.kernel_time, self.clock_summary
+        apart = abs(kernels / med - 1) > KERNELS_APART
+        if clocks is not None and self.kernel_clock:
+            if abs(self.kernel_clock - clocks.prevailing) > PREVAILING_BAND * clocks.prevailing:
+                if not apart:
+                    return f"GPU busy {self.gpu_busy:.0%}"
+                return (
+                    f"kernels {self._t(kernels)} per call at SM {self.kernel_clock} MHz, "
+                    f"samples at {clocks.prevailing} MHz"
+                )
+            if clocks.has_moved and clocks.prevailing_median is not None:
+                med = clocks.prevailing_median
+                apart = abs(kernels / med - 1) > KERNELS_APART
         if kernels < med * (1 - KERNELS_APART):
             gap = self._t(med - kernels)
             return f"kernels {self._t(kernels)} of {self._t(med)} per call: {gap} gaps between kernels"
-        if kernels > med * (1 + KERNELS_APART):
+        if apart:
             return f"kernels {self._t(kernels)} per call in a separate pass, {kernels / med - 1:.0%} above"
         return f"GPU busy {self.gpu_busy:.0%}"
 
@@ -366,6 +382,7 @@ class TimingResult:
             "interrupted": self.interrupted,
             "wall_time": self.wall_time,
             "kernel_time_skipped": self.kernel_time_skipped,
+            "kernel_clock": self.kernel_clock,
             **self._clock_figures(),
             **{f"meta.{k}": v for k, v in self.meta.items()},
         }

@@ -36,6 +36,8 @@ class Sampler:
     reason: str = ""
     #: seconds the profiler's first start took in this process, when this sampler paid for it
     profiler_startup: float | None = None
+    #: SM clock (MHz) while the kernel pass ran, where the device reports it
+    kernel_pass_clock: int | None = None
 
     # capabilities --------------------------------------------------------------------------------------------
     @property
@@ -358,7 +360,7 @@ class CudaSampler(Sampler):
                     graph.replay()
 
             # one unit is one replay of calls_per_sample calls: the caller divides
-            return busy_per_call(run, calls, self.dev.index, preload=preload)
+            return busy_per_call(self._clocked(run), calls, self.dev.index, preload=preload)
         if self.flush_l2:
             # The kernel time must be the cold-cache one the samples measure: flush before each call here too, and
             # leave the flush's own activity out by name.
@@ -376,7 +378,17 @@ class CudaSampler(Sampler):
                     "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
                 )
             return found
-        return busy_per_call(inner, calls, self.dev.index, preload=preload)
+        return busy_per_call(self._clocked(inner), calls, self.dev.index, preload=preload)
+
+    def _clocked(self, run: Callable[[int], None]) -> Callable[[int], None]:
+        """``run`` that reads the SM clock right after issuing its calls, while the GPU runs them: the clock the
+        kernel pass ran at (:attr:`kernel_pass_clock`, the last reading: the captured calls')."""
+
+        def clocked(n: int) -> None:
+            run(n)
+            self.kernel_pass_clock = self.sm_clock()
+
+        return clocked
 
     def kernel_pass_notes(self) -> list[str]:
         return list(self._kernel_pass_notes)

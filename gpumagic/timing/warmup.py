@@ -1,17 +1,16 @@
-"""The profiler's one-time start, paid once per process, in the foreground or on a background thread.
+"""The profiler's one-time start, paid once per process, in the foreground or (if asked) on a background thread.
 
-Why: CUPTI's first start in a process took 3.9 s on an H100 host (6.5 s seen before), while a ``%gputime`` of a
-2.65 ms matmul needs about half a second. It also drops kernels at the start of a process's first capture (pytorch
-#192021). So one throwaway capture absorbs both, once: on a background thread when the extension loads (it waits
-until the process has imported torch and initialised CUDA itself, and never does either), or after a first
-measurement that did without a kernel pass; in the foreground when a measurement needs the kernel time and the
-profiler has not started yet.
-
-Safety, since the thread shares the process with the user's work: it never initialises CUDA or imports torch; it
-waits while another profiler runs; it runs its one tiny kernel on a stream of its own; every in-process capture
-of this package waits for it (:func:`wait_for_profiler`); an error leaves the process unwarmed and is kept for the
-notes, never raised on the thread; and the interpreter waits for it at exit (bounded) so that CUPTI is never torn
-down under it.
+Why: CUPTI's first start in a process took 4-7 s on an H100 host, while a ``%gputime`` of a 2.65 ms matmul needs
+about a quarter of a second. It also drops kernels at the start of a process's first capture (pytorch #192021).
+So one throwaway capture absorbs both, once: in the foreground when a measurement needs the kernel time, or on a
+background thread (``background_profiler_start``) once the process has imported torch and initialised CUDA itself
+(it never does either). Measured on the H100 host (torch 2.11): the background start holds the GIL for most of its
+seconds, so a statement run meanwhile waits for it anyway, and a torch.profiler capture started on another thread
+at the same moment crashed the process (kineto's start is not thread-safe). Hence off by default, and guarded:
+every capture of this package waits for it (:func:`wait_for_profiler`), the magics make a cell that mentions a
+profiler wait for it, it waits while another profiler runs, and it runs its one tiny kernel on a stream of its own.
+An error leaves the process unwarmed and is kept for the notes, never raised on the thread; the interpreter waits
+for it at exit (bounded) so that CUPTI is never torn down under it.
 """
 
 from __future__ import annotations
