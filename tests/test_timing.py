@@ -746,7 +746,10 @@ def test_steady_waits_at_least_its_minimum_and_gives_up_at_its_cap():
     noisy = Cooling(clock, settle_at=0.0, noise=0.05e-3)  # 3 % noise per batch never settles within 0.5 %
     found = settle_clocks(noisy, lambda n: None, TimingOptions(steady=True, steady_time=3.0), 1.6e-3, notes, clock)
     assert not found.settled and 3.0 <= found.seconds < 3.1
-    assert notes.lines and notes.lines[0].startswith("--steady: the per-call time had not settled after 3.0 s")
+    assert notes.lines and notes.lines[0].startswith(
+        "--steady: the per-call time had not settled after 3.0 s (the last"
+    )
+    assert found.unmet == "spread"
 
 
 def test_steady_clock_trend_alone_keeps_it_waiting():
@@ -754,15 +757,17 @@ def test_steady_clock_trend_alone_keeps_it_waiting():
 
     n = 2 * STEADY_WINDOW
     flat = [1e-3] * n
-    assert window_settled(flat, [1500] * n, 0.005) == (True, 0.0)
+    assert window_settled(flat, [1500] * n, 0.005) == (True, 0.0, "")
     falling = [1800] * STEADY_WINDOW + [1600] * STEADY_WINDOW
-    assert window_settled(flat, falling, 0.005)[0] is False
+    assert window_settled(flat, falling, 0.005) == (False, 0.0, "clock")
     assert window_settled(flat, [None] * n, 0.005)[0] is True  # no clock: the times decide
-    assert window_settled(flat[:-1], [1500] * (n - 1), 0.005)[0] is False  # two full windows first
+    assert window_settled(flat[:-1], [1500] * (n - 1), 0.005)[2] == "batches"  # two full windows first
     # a slow drift: each window tight (0.3 %), yet the second sits 0.36 % above the first
     drifting = [1e-3 * (1 + 0.0006 * i) for i in range(n)]
-    settled, spread = window_settled(drifting, [None] * n, 0.005)
-    assert not settled and spread < 0.005
+    settled, spread, unmet = window_settled(drifting, [None] * n, 0.005)
+    assert not settled and spread < 0.005 and unmet == "drift"
+    noisy = [1e-3, 1.01e-3] * STEADY_WINDOW
+    assert window_settled(noisy, [None] * n, 0.005)[2] == "spread"
 
 
 def test_steady_on_the_host_clock_is_a_note():

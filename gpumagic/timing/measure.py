@@ -154,10 +154,15 @@ def settle_clocks(
         return None
     found = settle(sampler, inner, opts, first_call, wall_clock)
     if not found.settled:
+        why = {
+            "spread": f"the last batches spread {found.spread:.1%}, more than {opts.steady_tolerance:.1%}",
+            "drift": f"it still drifted more than {opts.steady_tolerance / 2:.2%} from one 0.3 s window to the next",
+            "clock": "the SM clock still moved from one 0.3 s window to the next",
+            "batches": "too few batches ran",
+        }.get(found.unmet, found.unmet)
         notes.add(
-            f"--steady: the per-call time had not settled after {found.seconds:.1f} s (the last batches spread "
-            f"{found.spread:.1%}, more than {opts.steady_tolerance:.1%}): the GPU's clock or its other work still "
-            "moves it."
+            f"--steady: the per-call time had not settled after {found.seconds:.1f} s ({why}): the GPU's clock or "
+            "its other work still moves it."
         )
     return found
 

@@ -75,10 +75,12 @@ class KernelFigures:
 @dataclass(frozen=True)
 class Steadiness:
     """What ``steady`` warm-up did: seconds spent, whether the per-call time settled, the per-call time of the last
-    batches and their spread (fraction), and the SM clock at its start and end (MHz, where reported)."""
+    batches and their spread (fraction), the SM clock at its start and end (MHz, where reported), and the test that
+    was still unmet when it gave up (``unmet``: "spread", "drift", "clock" or "batches"; "" when settled)."""
 
     seconds: float
     settled: bool
     per_call: float
     spread: float
     clock: tuple[int | None, int | None] = (None, None)
+    unmet: str = ""

@@ -32,9 +32,9 @@ STEADY_WINDOW = 6
 CLOCK_TREND = 0.02
 
 
-def window_settled(per_call: list[float], clocks: list[int | None], tolerance: float) -> tuple[bool, float]:
-    """Whether the batch per-call times (and clock readings) of the last two windows say the GPU has settled; and
-    the spread of the last window.
+def window_settled(per_call: list[float], clocks: list[int | None], tolerance: float) -> tuple[bool, float, str]:
+    """Whether the batch per-call times (and clock readings) of the last two windows say the GPU has settled; the
+    spread of the last window; and the test still unmet ("batches", "spread", "drift", "clock"; "" when settled).
 
     Settled: the last ``STEADY_WINDOW`` per-call times lie within ``tolerance`` of each other ((max - min) / median,
     the spread), and their median has moved less than half of ``tolerance`` from the window before it (a slow drift
@@ -42,20 +42,22 @@ def window_settled(per_call: list[float], clocks: list[int | None], tolerance: f
     readings dither under a power cap, so the two windows' medians are compared rather than the extremes.
     """
     if len(per_call) < 2 * STEADY_WINDOW:
-        return False, math.inf
+        return False, math.inf, "batches"
     last, before = per_call[-STEADY_WINDOW:], per_call[-2 * STEADY_WINDOW : -STEADY_WINDOW]
     med = stats.median(last)
     if med <= 0:
-        return True, 0.0
+        return True, 0.0, ""
     spread = (max(last) - min(last)) / med
-    if spread > tolerance or abs(med - stats.median(before)) / med > tolerance / 2:
-        return False, spread
+    if spread > tolerance:
+        return False, spread, "spread"
+    if abs(med - stats.median(before)) / med > tolerance / 2:
+        return False, spread, "drift"
     if all(clocks) and len(clocks) >= 2 * STEADY_WINDOW:
         now = stats.median(clocks[-STEADY_WINDOW:])  # type: ignore[arg-type]
         then = stats.median(clocks[-2 * STEADY_WINDOW : -STEADY_WINDOW])  # type: ignore[arg-type]
         if abs(now - then) / max(now, then) > CLOCK_TREND:
-            return False, spread
-    return True, spread
+            return False, spread, "clock"
+    return True, spread, ""
 
 
 def settle(
@@ -77,7 +79,7 @@ def settle(
         times.append(dt / n)
         clocks.append(sampler.sm_clock())
         elapsed = wall_clock() - t0
-        settled, spread = window_settled(list(times), list(clocks), opts.steady_tolerance)
+        settled, spread, unmet = window_settled(list(times), list(clocks), opts.steady_tolerance)
         if (settled and elapsed >= opts.steady_min_time) or elapsed >= opts.steady_time:
             return Steadiness(
                 seconds=elapsed,
@@ -85,6 +87,7 @@ def settle(
                 per_call=stats.median(list(times)[-STEADY_WINDOW:]),
                 spread=spread,
                 clock=(clock0, clocks[-1]),
+                unmet=unmet,
             )
         if dt > 0:  # keep each batch near STEADY_BATCH as the per-call time moves
             n = max(1, math.ceil(STEADY_BATCH / max(dt / n, 1e-9)))
