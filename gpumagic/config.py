@@ -88,6 +88,10 @@ class GpuMagicsConfig(Configurable):
         TimingOptions.kernel_time,
         help="Measure GPU kernel time per call with the profiler (CUPTI) in a short extra pass.",
     ).tag(config=True)
+    work = Bool(
+        TimingOptions.work,
+        help="Count one call's FLOPs and bytes (one extra call, untimed) to show FLOP/s, GB/s and the share of peak.",
+    ).tag(config=True)
     steady = Bool(
         TimingOptions.steady,
         help="Before sampling, run the statement until the GPU's clock has settled (as %gputime --steady).",
@@ -196,6 +200,7 @@ class GpuMagicsConfig(Configurable):
                 min_samples=self.min_samples, min_time=self.min_time, rel_ci=self.rel_ci, rel_drift=self.rel_drift
             ),
             kernel_time=self.kernel_time,
+            work=self.work,
             steady=self.steady,
             steady_time=self.steady_time,
             skip_cold_kernel_pass=self.skip_cold_kernel_pass,

@@ -664,7 +664,7 @@ def test_a_gpu_bound_run_leaves_the_kernel_pass_out_while_the_profiler_is_cold_a
     r, sampler = _run_cold(2.65e-3, 20e-6)
     assert sampler.kernel_passes == 0 and sampler.background_starts == 0  # no thread unless asked for
     assert r.kernel_time is None and r.kernel_time_skipped and r.summary()["kernel_time_skipped"]
-    assert "kernel time not measured: profiler starting" in r.line() and "GPU busy" not in r.line()
+    assert "kernel time not measured: profiler not started yet" in r.line() and "GPU busy" not in r.line()
     note = next(n for n in r.notes if n.startswith("GPU kernel time not measured"))
     assert "has not started yet" in note and "1% of the per-call time" in note
     assert "`skip_cold_kernel_pass=False` measures it" in note

@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
+from ..timing.warmup import mark_started
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace
@@ -98,6 +99,8 @@ def capture(
                     # torch's own "Profiler clears events at the end of each cycle" notice
                     warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
                     prof.__enter__()
+                if cuda:
+                    mark_started()
                 around.callback(_stop, prof)
                 around.enter_context(refuse_nested_profilers())
                 around.enter_context(nvtx_range(label))

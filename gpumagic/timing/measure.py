@@ -44,6 +44,7 @@ from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
 from .steady import settle
+from .work import Work, count_work
 
 __all__ = ["gputime", "measure"]  # and the steps, for tests and for reading
 __all__ += ["SKIP_KERNEL_PASS", "host_pass", "kernel_pass"]  # the passes live in .passes
@@ -292,6 +293,7 @@ def assemble(
     notes: Notes,
     wall_time: float,
     steadiness: Steadiness | None = None,
+    work: Work | None = None,
 ) -> TimingResult:
     """The closing notes (a median still moving at the budget's end, a moving SM clock) and the result."""
     unsettled = sampling.unsettled
@@ -340,6 +342,7 @@ def assemble(
         steadiness=steadiness,
         kernel_time_skipped=kernels.skipped,
         kernel_clock=kernels.clock,
+        work=work,
     )
     clocks = result.clock_summary
     if clocks is not None and clocks.has_moved and not opts.steady and not sampling.interrupted:
@@ -376,7 +379,7 @@ def measure(
     steadiness = settle_clocks(sampler, statement.inner, opts, first_call, notes, wall_clock)
     cal = calibrate(sampler, statement.inner, opts, first_call, notes)
     sampling = sample(sampler, statement.inner, opts, cal, wall_clock)
-    kernels, host_per_call = KernelFigures(), None
+    kernels, host_per_call, work = KernelFigures(), None, None
     if not sampling.interrupted and opts.kernel_time and sampler.on_device:
         try:
             kernels = kernel_pass(sampler, statement.inner, opts, cal, notes)
@@ -385,6 +388,12 @@ def measure(
                     host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
         except KeyboardInterrupt:
             # the samples are complete; the figures after them are not, and the user asked to stop
+            sampling.interrupted = True
+            _finish_quietly(sampler)
+    if opts.work and not sampling.interrupted:
+        try:
+            work = count_work(statement.once)  # one more call, outside every timed window
+        except KeyboardInterrupt:
             sampling.interrupted = True
             _finish_quietly(sampler)
     result = assemble(
@@ -399,6 +408,7 @@ def measure(
         notes,
         wall_clock() - wall0,
         steadiness,
+        work,
     )
     if sampling.interrupted:
         raise TimingInterrupted(result)

@@ -138,6 +138,9 @@ class TimingOptions:
     steady_min_time: float = 1.0
     steady_tolerance: float = 0.005
 
+    # Work: one more call under FLOP and byte counters (outside the timed window) for FLOP/s, GB/s and % of peak.
+    work: bool = True
+
     # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the profiler starts.
     kernel_time: bool = True
     # The profiler's first start in a process costs seconds (4-7 s on an H100 host): a measurement whose samples

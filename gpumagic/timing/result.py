@@ -20,6 +20,7 @@ from ..units import format_time
 from .options import TimingOptions
 from .records import Steadiness
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
+from .work import Work
 
 __all__ = ["TimingResult"]
 
@@ -44,6 +45,8 @@ HOST_SHARE_WHEN_BUSY = 0.8
 HOST_SHARE_QUICK = 0.2
 #: IQR / median above which the spread is called out (torch.utils.benchmark uses 10 % and 25 %).
 NOISY_IQR = 0.10
+#: The achieved-rate figures (``gpumagic.device_peaks.Achieved.summary``) a summary carries.
+_RATE_KEYS = ("flop_rate", "byte_rate", "flop_peak", "bandwidth", "flop_share", "byte_share", "intensity", "limiter")
 #: Kernel time and per-call time further apart than this share of the per-call time are both shown, with the gap.
 KERNELS_APART = 0.03
 
@@ -86,6 +89,8 @@ class TimingResult:
     kernel_time_skipped: bool = False
     #: SM clock (MHz) while the kernel pass ran, where reported
     kernel_clock: int | None = None
+    #: FLOPs and bytes of one call, counted once outside the timed window (None where not counted)
+    work: Work | None = None
 
     # --- statistics -------------------------------------------------------------------------------------------
     @property
@@ -163,6 +168,16 @@ class TimingResult:
         clocks = self.clock_summary
         return clocks.prevailing_median if clocks is not None and clocks.has_moved else None
 
+    @property
+    def achieved(self) -> Any:
+        """FLOP/s and bytes/s at the median, with shares of the device's peaks (``gpumagic.device_peaks``); None
+        where the work was not counted."""
+        if self.work is None or not self.work.counted or not self.samples or self.median <= 0:
+            return None
+        from ..device_peaks import achieved  # the peaks table loads only when a rate is asked for
+
+        return achieved(self.work, self.median, self.device if self.on_gpu else None)
+
     # --- text -------------------------------------------------------------------------------------------------
     def _t(self, seconds: float) -> str:
         return format_time(seconds, self.precision)
@@ -173,6 +188,7 @@ class TimingResult:
             self._count_segment,
             self._mode_segment,
             self._kernel_segment,
+            self._work_segment,
             self._clock_segment,
             self._steady_segment,
             self._first_call_segment,
@@ -206,7 +222,7 @@ class TimingResult:
         if self.launch_bound:
             return f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
         if self.kernel_time_skipped:
-            return "kernel time not measured: profiler starting"
+            return "kernel time not measured: profiler not started yet"
         if self.kernel_time is None or not self.samples or self.median <= 0:
             return None
         if self.flush_l2:
@@ -231,6 +247,11 @@ class TimingResult:
         if apart:
             return f"kernels {self._t(kernels)} per call in a separate pass, {kernels / med - 1:.0%} above"
         return f"GPU busy {self.gpu_busy:.0%}"
+
+    def _work_segment(self) -> str | None:
+        """The achieved rate nearer its ceiling, e.g. '51.9 TFLOP/s fp32 = 77% of FFMA peak'."""
+        found = self.achieved
+        return found.segment() if found is not None else None
 
     def _clock_segment(self) -> str | None:
         """Where the SM clock moved: how far, and the median at the clock that prevailed."""
@@ -284,6 +305,8 @@ class TimingResult:
         out = list(self.notes)
         if not self.samples:
             return out
+        if self.work is not None and not self.work.counted and self.work.note:
+            out.append(f"FLOP/s and bandwidth not shown: {self.work.note}")
         med = self.median
         if med > 0 and self.iqr / med > NOISY_IQR and len(self.samples) >= 4:
             out.append(
@@ -338,6 +361,8 @@ class TimingResult:
             ("GPU kernel time per call", self._t(self.kernel_time) if self.kernel_time is not None else "—"),
             ("host time per call", self._t(self.host_per_call) if self.host_per_call is not None else "—"),
             ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
+            ("achieved", "; ".join(self.achieved.segments()) if self.achieved is not None else "—"),
+            ("peak memory per call", f"{self.work.peak_memory / 1e6:,.1f} MB" if self._peak_memory else "—"),
             ("SM clock", self._clock_cell()),
             ("timer", self.backend),
         ]
@@ -384,6 +409,7 @@ class TimingResult:
             "kernel_time_skipped": self.kernel_time_skipped,
             "kernel_clock": self.kernel_clock,
             **self._clock_figures(),
+            **self._work_figures(),
             **{f"meta.{k}": v for k, v in self.meta.items()},
         }
 
@@ -396,6 +422,20 @@ class TimingResult:
             "prevailing_median": self.prevailing_median,
             "steady_seconds": found.seconds if found else None,
             "steady_settled": found.settled if found else None,
+        }
+
+    @property
+    def _peak_memory(self) -> bool:
+        return self.work is not None and self.work.peak_memory is not None
+
+    def _work_figures(self) -> dict[str, Any]:
+        work, found = self.work, self.achieved
+        return {
+            "flops": work.flops if work else None,
+            "bytes": work.bytes if work else None,
+            "precision_class": work.precision_class if work else None,
+            "peak_memory": work.peak_memory if work else None,
+            **{k: (found.summary()[k] if found is not None else None) for k in _RATE_KEYS},
         }
 
     def to_dataframe(self) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "join_background",
+    "mark_started",
     "profiler_state",
     "quiet_profiler",
     "start_background_warm",
@@ -53,6 +54,12 @@ def profiler_state() -> str:
     if thread is not None and thread.is_alive():
         return "starting"
     return "cold"
+
+
+def mark_started() -> None:
+    """A CUDA profiler capture ran in this process (``%%gpuprofile``): CUPTI's one-time start is paid, and a later
+    kernel pass costs only its own time."""
+    _STATE["warm"] = True
 
 
 def startup_error() -> str | None:
