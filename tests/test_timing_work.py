@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -65,3 +68,17 @@ def test_a_profiler_capture_marks_the_one_time_start_paid(monkeypatch):
     assert warmup.profiler_state() == "cold"
     warmup.mark_started()
     assert warmup.profiler_state() == "ready"
+
+
+def test_counting_in_a_fresh_process_does_not_import_dynamo():
+    # torch wraps dispatch modes in "dynamo disabled", whose first use imports torch._dynamo (1-5 s): the first
+    # %gputime of a process would pay it for a figure that needs none of it.
+    code = (
+        "import sys, torch\n"
+        "from gpumagic.timing.work import count_work\n"
+        "a = torch.randn(32, 32)\n"
+        "w = count_work(lambda: a @ a)\n"
+        "print(w.flops, 'torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == [str(2 * 32**3), "False"]

@@ -1,12 +1,14 @@
 """The work one call of a statement does: FLOPs, bytes moved, the precision in use, and the memory it needs.
 
 A time per call says how long; it takes the work to say how fast. :func:`count_work` runs the statement once more,
-outside any timed window, under two ``TorchDispatchMode``\\ s:
+outside any timed window, under one ``TorchDispatchMode`` that sees every ATen op it runs:
 
-- ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs of matmuls, convolutions and attention (SDPA, the
-  CPU flash kernel included) with PyTorch's own formulas; elementwise ops, reductions and softmax count no FLOPs
-  there, which is right for a roofline (their cost is the bytes they move).
-- :class:`_ByteCounter` sees every ATen op the call runs and sums the bytes of its tensor inputs (read) and outputs
+- FLOPs of matmuls, convolutions and attention (SDPA, the CPU flash kernel included) come from PyTorch's own
+  formulas, the ones ``torch.utils.flop_counter.FlopCounterMode`` uses (an op without one that decomposes is counted
+  as its parts, as there); elementwise ops, reductions and softmax count no FLOPs, which is right for a roofline
+  (their cost is the bytes they move). FlopCounterMode itself is not used: like any mode torch wraps, its first use
+  imports ``torch._dynamo`` (1-5 s), which this mode leaves out where the process has not imported it.
+- The same mode sees every ATen op the call runs and sums the bytes of its tensor inputs (read) and outputs
   (written), each tensor once per op, views and fresh allocations left out. That is the traffic the ops need if each
   reads its inputs and writes its outputs exactly once: a **lower bound** on the memory traffic of those kernels
   (a tiled GEMM re-reads its operands), not a measurement of DRAM traffic. Data small enough to stay in L2 across
@@ -30,6 +32,7 @@ does when it runs (it has already run many times while being timed).
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -192,6 +195,13 @@ def _make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _ByteCounter(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch wraps a mode's __torch_dispatch__ in "dynamo disabled", which imports torch._dynamo on first
+            # use: 1-5 s, the largest part of a first %gputime. Only a process that has imported it can be
+            # compiling, so the wrap is kept there and left out elsewhere (decided as each counter is made).
+            return "torch._dynamo" in sys.modules
+
         def __init__(self) -> None:
             super().__init__()
             self.read = 0
@@ -205,6 +215,11 @@ def _make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
+            if func._overloadpacket not in flop_formulas and not getattr(func, "is_view", False):
+                with self:  # an op without a formula that decomposes is counted as its parts (as FlopCounterMode)
+                    parts = func.decompose(*args, **kwargs)
+                if parts is not NotImplemented:
+                    return parts
             out = func(*args, **kwargs)
             name = func._overloadpacket.__name__
             if getattr(func, "is_view", False) or name in _NO_TRAFFIC:
@@ -234,7 +249,7 @@ def _make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             if formula is not None and ins:
                 try:
                     flops = int(formula(*args, **kwargs, out_val=out))
-                except Exception:  # noqa: BLE001 - the total from FlopCounterMode still stands
+                except Exception:  # noqa: BLE001 - a formula that cannot read these arguments counts nothing
                     flops = 0
                 a = ins[0]
                 dt = str(a.dtype).removeprefix("torch.")
@@ -247,12 +262,13 @@ def _make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
     return _ByteCounter()
 
 
-def _flop_counter() -> Any:
-    """PyTorch's FlopCounterMode, also taught the CPU flash-attention kernels SDPA dispatches to on the CPU."""
+def _flop_formulas() -> dict[Any, Callable[..., int]]:
+    """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention kernels SDPA
+    dispatches to on the CPU."""
     import torch
     from torch.utils import flop_counter as fc
 
-    extra = {}
+    formulas = dict(fc.flop_registry)
     aten = torch.ops.aten
     for op, formula in (
         ("_scaled_dot_product_flash_attention_for_cpu", fc.sdpa_flop),
@@ -260,9 +276,9 @@ def _flop_counter() -> Any:
         ("_scaled_dot_product_fused_attention_overrideable", fc.sdpa_flop),
     ):
         packet = getattr(aten, op, None)
-        if packet is not None and packet not in fc.flop_registry:
-            extra[packet] = getattr(formula, "__wrapped__", formula)  # registered formulas come shape-wrapped
-    return fc.FlopCounterMode(display=False, custom_mapping=extra)
+        if packet is not None and packet not in formulas:
+            formulas[packet] = formula  # registered formulas come shape-wrapped: called as the registry's are
+    return formulas
 
 
 def _cuda_peak_begin() -> int | None:
@@ -302,13 +318,12 @@ def count_work(call: Callable[[], Any]) -> Work:
     except ImportError:
         return Work(note="work not counted: PyTorch is not installed")
     try:
-        flop_mode = _flop_counter()
-        byte_mode = _make_byte_counter(flop_mode.flop_registry)
+        byte_mode = _make_byte_counter(_flop_formulas())
     except Exception as exc:  # noqa: BLE001 - a PyTorch without these modes: say so
         return Work(note=f"work not counted: this PyTorch cannot count it ({_reason(exc)})")
     before = _cuda_peak_begin()
     try:
-        with flop_mode, byte_mode:
+        with byte_mode:
             value = call()
             del value
     except Exception as exc:  # noqa: BLE001 - never into the timer
@@ -321,12 +336,8 @@ def count_work(call: Callable[[], Any]) -> Work:
     device_type = "cuda" if "cuda" in byte_mode.device_types else ("cpu" if byte_mode.device_types else None)
     if device_type != "cuda":
         peak = None
-    total = int(flop_mode.get_total_flops())
     by_class = dict(byte_mode.flops_by_class)
-    counted = sum(by_class.values())
-    if total > counted:  # decomposed or higher-order ops FlopCounterMode counted without passing through this mode
-        key = _dominant(by_class) or "unknown"
-        by_class[key] = by_class.get(key, 0) + total - counted
+    total = sum(by_class.values())
     dtype = _dominant(byte_mode.flops_by_dtype) if total else _dominant(byte_mode.bytes_by_dtype)
     cls = _dominant(by_class) if total else (precision_class(dtype) if dtype else None)
     note = ""
