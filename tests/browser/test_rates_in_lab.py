@@ -1,0 +1,108 @@
+""" "Out of what?" in a real JupyterLab: the %gputime line with its rate, an Nsight Compute report with its Bokeh
+roofline (read from the committed ncu CSV fixture) and the peaks table, at the output width users have."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import pytest
+
+from .lab import chromium, jupyter_lab, open_notebook, run_all, shoot
+
+DATA = pathlib.Path(__file__).parents[1] / "data"
+CELLS = [
+    f"%load_ext gpumagic\nimport pathlib, torch, gpumagic\nDATA = pathlib.Path({str(DATA)!r})\n"
+    "x = torch.randn(256, 256)",
+    "%gputime -r 20 x @ x",
+    "gpumagic.load_ncu(DATA / 'ncu' / 'tiny.raw.csv')",
+    "gpumagic.peaks()",
+]
+
+# Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow roots), and table
+# cells whose numbers wrapped onto a second line.
+MEASURE_JS = r"""
+() => {
+  const deep = (root, sel) => {
+    const out = [...root.querySelectorAll(sel)];
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) out.push(...deep(el.shadowRoot, sel));
+    return out;
+  };
+  const painted = (c) => {
+    try {
+      const ctx = c.getContext('2d');
+      if (!ctx || !c.width || !c.height) return 0;
+      const d = ctx.getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 3; i < d.length; i += 16) if (d[i] > 0) n++;
+      return n;
+    } catch (e) { return 0; }
+  };
+  const lines = (el) => {
+    const r = document.createRange();
+    r.selectNodeContents(el);
+    return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
+  };
+  return [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(cell => {
+    const outs = [...cell.querySelectorAll('.jp-OutputArea-output')];
+    const numbers = outs.flatMap(o => [...o.querySelectorAll('td')])
+      .filter(td => /^[\d.,\s]+[a-zA-Zµ/%]*$/.test(td.textContent.trim()) && td.offsetParent);
+    return {
+      text: outs.map(o => o.innerText).join('\n'),
+      width: Math.max(0, ...outs.map(o => o.scrollWidth)),
+      area: Math.max(0, ...outs.map(o => o.getBoundingClientRect().width)),
+      painted: outs.flatMap(o => deep(o, 'canvas')).reduce((s, c) => s + painted(c), 0),
+      rows: outs.flatMap(o => [...o.querySelectorAll('tbody > tr')]).length,
+      wrapped: numbers.filter(td => lines(td) > 1).map(td => td.textContent),
+    };
+  });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def rates_run(tmp_path_factory, browser_out):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    root = tmp_path_factory.mktemp("lab-rates") / "root"
+    root.mkdir()
+    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "rates.ipynb")
+    with jupyter_lab(root, root.parent / "lab.log") as lab, chromium() as b:
+        page = b.page
+        open_notebook(page, lab, "rates.ipynb", "rates")
+        run_all(page, len(CELLS))
+        deadline = time.monotonic() + 30
+        while True:  # until the roofline has drawn (or the time is up)
+            cells = page.evaluate(MEASURE_JS)
+            if cells[2]["painted"] > 100 or time.monotonic() > deadline:
+                break
+            page.wait_for_timeout(500)
+        shoot(page, browser_out, "rates")
+        return {"cells": cells, "errors": list(b.errors)}
+
+
+def test_the_gputime_line_carries_its_rate(rates_run):
+    text = rates_run["cells"][1]["text"]
+    assert "per call on CPU" in text and "FLOP/s fp32" in text, text
+    assert "Traceback" not in text
+
+
+def test_the_ncu_report_draws_its_roofline_inside_the_output_area(rates_run):
+    cell = rates_run["cells"][2]
+    assert "Traceback" not in cell["text"], cell["text"]
+    assert "cuBLAS FP32 GEMM" in cell["text"] and "Limiter" in cell["text"], cell["text"]
+    assert cell["painted"] > 100, cell  # Bokeh drew the roofline
+    assert cell["width"] <= cell["area"] + 2, cell  # nothing wider than the output area: no horizontal scroll
+    assert not cell["wrapped"], cell["wrapped"]
+    assert not rates_run["errors"], rates_run["errors"]
+
+
+def test_the_peaks_table_fits_and_keeps_numbers_on_one_line(rates_run):
+    cell = rates_run["cells"][3]
+    assert "H100" in cell["text"] and "GB10" in cell["text"], cell["text"][:300]
+    assert cell["rows"] >= 10
+    assert cell["width"] <= cell["area"] + 2, cell
+    assert not cell["wrapped"], cell["wrapped"]
