@@ -21,6 +21,7 @@ __all__ = [
     "KernelName",
     "TimingOptions",
     "TimingResult",
+    "compare",
     "decode_kernel",
     "gputime",
     "load_ipython_extension",
@@ -29,6 +30,7 @@ __all__ = [
     "load_trace",
     "measure_peak",
     "peaks",
+    "sweep",
     "unload_ipython_extension",
 ]
 
@@ -60,6 +62,14 @@ def __getattr__(name: str) -> Any:
         from . import device_peaks
 
         return getattr(device_peaks, name)
+    if name == "compare":  # the functions, not their modules (gpumagic.timing.compare is the module)
+        from .timing.compare import compare
+
+        return compare
+    if name == "sweep":
+        from .timing.sweep import sweep
+
+        return sweep
     raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
 
 

@@ -1,0 +1,122 @@
+"""A measurement in two halves around its sampling: what :func:`gpumagic.timing.compare` and :func:`~gpumagic.timing.
+sweep` share with :func:`~gpumagic.timing.measure.measure`.
+
+:func:`prepare` is everything before the first sample (clock choice, first call, ``steady``, warm-up and calibration)
+and :func:`finish` everything after the last (kernel pass, host pass, work counting, the result). The samples in
+between are the caller's: :func:`~gpumagic.timing.measure.sample` for one statement, round-robin rounds over several
+for a comparison. Both halves are made of :mod:`.measure`'s own step functions, so a comparison or a sweep point
+runs the same steps as ``%gputime``, in the same order, with the same notes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..statement import CompiledStatement
+from .clocks import choose_sampler
+from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, settle_clocks
+from .options import TimingOptions
+from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
+from .result import TimingResult
+from .samplers import Sampler
+from .work import Work, count_work
+
+__all__ = ["Prepared", "finish", "finish_quietly", "prepare"]
+
+
+@dataclass
+class Prepared:
+    """A statement ready to sample: its clock, the options that clock honours, the first call, the calibration,
+    and the notes and wall-clock start of its measurement."""
+
+    statement: CompiledStatement
+    sampler: Sampler
+    opts: TimingOptions
+    first_call: float
+    cal: Calibration
+    notes: Notes
+    steadiness: Steadiness | None
+    wall0: float
+
+
+def finish_quietly(sampler: Sampler) -> None:
+    """Wait for the device work already issued, after an interrupt: an error there must not hide the interrupt."""
+    try:
+        sampler.finish()
+    except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
+        pass
+
+
+def prepare(
+    statement: CompiledStatement,
+    namespace: Mapping[str, Any],
+    opts: TimingOptions,
+    *,
+    sampler: Sampler | None = None,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> Prepared:
+    """Choose the clock (unless ``sampler`` is given), run the first call, settle clocks (``steady``), warm up and
+    calibrate: the steps of :func:`~gpumagic.timing.measure.measure` before its samples."""
+    wall0 = wall_clock()
+    values = [namespace[n] for n in statement.read_names if n in namespace]
+    notes = Notes()
+    if sampler is None:
+        sampler, why = choose_sampler(opts, values)
+        notes.add(*why)
+    first_call, sampler, opts = run_first_call(statement, sampler, opts, values, notes)
+    steadiness = settle_clocks(sampler, statement.inner, opts, first_call, notes, wall_clock)
+    cal = calibrate(sampler, statement.inner, opts, first_call, notes)
+    return Prepared(statement, sampler, opts, first_call, cal, notes, steadiness, wall0)
+
+
+def finish(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] = time.perf_counter) -> TimingResult:
+    """The kernel pass, the host pass and the work count after the samples, then the result, as ``measure`` does.
+
+    An interrupt during these passes keeps the samples: ``sampling.interrupted`` is set and the result says so;
+    the caller raises the interrupt again once every result is built.
+    """
+    sampler, inner, opts, cal, notes = prep.sampler, prep.statement.inner, prep.opts, prep.cal, prep.notes
+    kernels, host_per_call, work = KernelFigures(), None, None
+    if not sampling.interrupted and opts.kernel_time and sampler.on_device:
+        try:
+            kernels = kernel_pass(sampler, inner, opts, cal, notes)
+            if not sampler.replays_graph:  # a replay issues no launches of its own to time
+                with sampler.quiet(wait=False):  # no background profiler start may begin in the host pass
+                    host_per_call = host_pass(sampler, inner, opts, cal, kernels.kernels_per_call)
+        except KeyboardInterrupt:
+            sampling.interrupted = True
+            finish_quietly(sampler)
+    if opts.work and not sampling.interrupted:
+        try:
+            work = count_work(prep.statement.once)  # one more call, outside every timed window
+        except KeyboardInterrupt:
+            sampling.interrupted = True
+            finish_quietly(sampler)
+    return _assemble(prep, sampling, kernels, host_per_call, work, wall_clock() - prep.wall0)
+
+
+def _assemble(
+    prep: Prepared,
+    sampling: Sampling,
+    kernels: KernelFigures,
+    host_per_call: float | None,
+    work: Work | None,
+    wall_time: float,
+) -> TimingResult:
+    return assemble(
+        prep.statement,
+        prep.sampler,
+        prep.opts,
+        prep.first_call,
+        prep.cal,
+        sampling,
+        kernels,
+        host_per_call,
+        prep.notes,
+        wall_time,
+        prep.steadiness,
+        work,
+    )

@@ -1,0 +1,269 @@
+"""Sweep: the result of :func:`gpumagic.sweep`, one :class:`TimingResult` per point and statement, and the plot.
+
+The plot has one axis and one unit for all its lines: TFLOP/s (or GFLOP/s) where every measured point counted
+FLOPs, else bytes per second where every one counted bytes, else the time per call; a line per statement (and per
+combination of the other parameters, where several vary), the device's peak for that rate as a dashed line where
+the peaks table knows it. The x axis is the first parameter that takes several values.
+"""
+
+from __future__ import annotations
+
+import html
+import numbers
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Hint
+from ..units import format_time
+from .comparison import rate_cells
+from .result import TimingResult
+
+__all__ = ["Sweep", "SweepPoint"]
+
+_ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+_CELL = "padding:2px 8px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
+_TEXT_CELL = "padding:2px 8px;text-align:left;white-space:nowrap"
+_FAILED = "color:#b22222"
+
+
+@dataclass
+class SweepPoint:
+    """One statement at one point: the parameter values, the statement's label, its result (None where it failed),
+    ``status`` ("ok", "failed", "out of memory" or "interrupted") and the error's first line."""
+
+    params: dict[str, Any]
+    label: str
+    result: TimingResult | None
+    status: str = "ok"
+    error: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.result is not None and bool(self.result.samples)
+
+
+@dataclass
+class Sweep:
+    """Statements timed over a grid of parameters. ``points`` in the order they ran; ``params`` the parameter
+    names; ``labels`` the statements'; ``planned`` how many (point, statement) measurements the grid holds."""
+
+    points: list[SweepPoint]
+    params: list[str]
+    labels: list[str]
+    planned: int = 0
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def device(self) -> str:
+        found = dict.fromkeys(p.result.device for p in self.points if p.result is not None)
+        return ", ".join(found) or "\u2014"
+
+    @property
+    def hints(self) -> list[Hint]:
+        return list(dict.fromkeys(h for p in self.points if p.result is not None for h in p.result.hints))
+
+    @property
+    def x_param(self) -> str | None:
+        """The parameter on the x axis: the first that takes more than one value (else the first)."""
+        for name in self.params:
+            if len({repr(p.params[name]) for p in self.points}) > 1:
+                return name
+        return self.params[0] if self.params else None
+
+    def metric(self) -> str:
+        """ "flop" where every measured point counted FLOPs, "byte" where every one counted bytes, else "time"."""
+        found = [p.result.achieved for p in self.points if p.measured]
+        if found and all(a is not None and a.flop_rate for a in found):
+            return "flop"
+        if found and all(a is not None and a.byte_rate for a in found):
+            return "byte"
+        return "time"
+
+    # --- data -------------------------------------------------------------------------------------------------
+    def to_dataframe(self) -> Any:
+        """One row per point and statement: the parameters, label, median, iqr, kernel_time (seconds), flop_rate,
+        byte_rate (per second), flop_share, byte_share, precision, launch_bound, samples, status, error."""
+        import pandas as pd
+
+        records = []
+        for p in self.points:
+            r = p.result
+            ok = p.measured
+            figures = r.achieved.summary() if ok and r.achieved is not None else {}
+            records.append(
+                {
+                    **p.params,
+                    "label": p.label,
+                    "median": r.median if ok else None,
+                    "iqr": r.iqr if ok else None,
+                    "kernel_time": r.kernel_time if r is not None else None,
+                    "flop_rate": figures.get("flop_rate"),
+                    "byte_rate": figures.get("byte_rate"),
+                    "flop_share": figures.get("flop_share"),
+                    "byte_share": figures.get("byte_share"),
+                    "precision": figures.get("precision"),
+                    "launch_bound": r.launch_bound if ok else None,
+                    "samples": len(r.samples) if r is not None else 0,
+                    "status": p.status,
+                    "error": p.error,
+                }
+            )
+        columns = [*self.params, "label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate"]
+        columns += ["flop_share", "byte_share", "precision", "launch_bound", "samples", "status", "error"]
+        df = pd.DataFrame.from_records(records, columns=columns)
+        df.attrs.update({"params": list(self.params), "device": self.device, "interrupted": self.interrupted})
+        return df
+
+    # --- text -------------------------------------------------------------------------------------------------
+    def _head(self) -> list[str]:
+        head = [*self.params]
+        if len(self.labels) > 1:
+            head.append("Statement")
+        return [*head, "Median \u00b1 IQR", "Rate", "% of peak", "Status"]
+
+    def rows(self) -> list[list[str]]:
+        """The table's cells, one row per point and statement, as printed."""
+        out = []
+        for p in self.points:
+            cells = [str(p.params[name]) for name in self.params]
+            if len(self.labels) > 1:
+                cells.append(p.label)
+            r = p.result
+            if p.measured:
+                cells.append(f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}")
+            else:
+                cells.append("\u2014")
+            cells.extend(rate_cells(r if p.measured else None))
+            cells.append(p.status + (f": {p.error}" if p.error else ""))
+            out.append(cells)
+        return out
+
+    def summary_line(self) -> str:
+        x = self.x_param
+        values = [p.params[x] for p in self.points] if x else []
+        span = f" ({x}: {values[0]} \u2026 {values[-1]})" if values and values[0] != values[-1] else ""
+        n = len(self.labels)
+        what = f"{n} statements" if n > 1 else repr(self.labels[0]) if self.labels else "nothing"
+        done = sum(p.status == "ok" for p in self.points)
+        failed = len(self.points) - done
+        tail = f"; {failed} failed" if failed else ""
+        if self.interrupted:
+            tail += f"; interrupted after {done} of {self.planned}"
+        where = f" on {self.device}" if self.device != "\u2014" else ""
+        return f"Sweep of {what} over {len(self.points)} measurements{where}{span}{tail}"
+
+    def _text_columns(self) -> set[int]:
+        """Columns of words, aligned left (the statement's label, the status); numbers align right."""
+        head = self._head()
+        return {len(head) - 1} | ({len(self.params)} if len(self.labels) > 1 else set())
+
+    def __str__(self) -> str:
+        rows = [self._head(), *self.rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        texts = self._text_columns()
+        lines = [self.summary_line()]
+        for row in rows:
+            cells = [c.ljust(w) if i in texts else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+            lines.append("  " + "  ".join(cells).rstrip())
+        lines += [f"  {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    # --- plot and HTML ----------------------------------------------------------------------------------------
+    def _series_name(self, p: SweepPoint) -> str:
+        others = [f"{k}={p.params[k]}" for k in self.params if k != self.x_param and self._varies(k)]
+        parts = ([p.label] if len(self.labels) > 1 or not others else []) + others
+        return " \u00b7 ".join(parts)
+
+    def _varies(self, name: str) -> bool:
+        return len({repr(p.params[name]) for p in self.points}) > 1
+
+    def plot_data(self) -> dict[str, Any]:
+        """What the plot draws, as plain values: series (name -> x, y and hover texts), failed points, peaks, the
+        metric and the x parameter (see :func:`gpumagic.render.sweep_plot.sweep_figure`)."""
+        metric, x = self.metric(), self.x_param
+        series: dict[str, dict[str, list[Any]]] = {}
+        failed: dict[str, list[Any]] = {"x": [], "label": [], "error": []}
+        peaks: dict[float, str] = {}
+        for p in self.points:
+            xv = p.params[x] if x else 0
+            xv = xv if isinstance(xv, numbers.Real) and not isinstance(xv, bool) else str(xv)
+            if not p.measured:
+                failed["x"].append(xv)
+                failed["label"].append(self._series_name(p))
+                failed["error"].append(p.status + (f": {p.error}" if p.error else ""))
+                continue
+            r = p.result
+            found = r.achieved
+            value = {"flop": found.flop_rate if found else None, "byte": found.byte_rate if found else None}.get(
+                metric, r.median
+            )
+            s = series.setdefault(self._series_name(p), {k: [] for k in ("x", "y", "params", "median", "rate")})
+            s["x"].append(xv)
+            s["y"].append(value)
+            s["params"].append(", ".join(f"{k}={v}" for k, v in p.params.items()))
+            s["median"].append(f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}")
+            s["rate"].append("; ".join(found.segments()) if found is not None else "no work counted")
+            if found is not None and metric == "flop" and found.flop_peak:
+                peaks.setdefault(found.flop_peak, found.flop_label)
+            elif found is not None and metric == "byte" and found.bandwidth:
+                peaks.setdefault(found.bandwidth, found.byte_label)
+        return {"series": series, "failed": failed, "peaks": peaks, "metric": metric, "x": x or ""}
+
+    def figure(self) -> Any:
+        """The Bokeh plot: rate (or time) against the x parameter, one line per statement, the peak dashed."""
+        from ..render.sweep_plot import sweep_figure
+
+        data = self.plot_data()
+        return sweep_figure(**data, title=f"Sweep on {self.device}")
+
+    def _table_html(self) -> str:
+        esc = html.escape
+        head, texts = self._head(), self._text_columns()
+        th = "".join(f"<th style='{_TEXT_CELL if i in texts else _CELL}'>{esc(h)}</th>" for i, h in enumerate(head))
+        body = []
+        for p, row in zip(self.points, self.rows()):
+            style = _FAILED if p.status != "ok" else ""
+            cells = "".join(
+                f"<td style='{_TEXT_CELL if i in texts else _CELL};{style}'>{esc(c)}</td>" for i, c in enumerate(row)
+            )
+            body.append(f"<tr>{cells}</tr>")
+        return f"<table class='gm-sweep'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+    def html(self, figure: str | None = "iframe") -> str:
+        """The plot, then the table; ``figure``: "notebook" (BokehJS once per kernel session), "iframe", "page",
+        or None (the table alone)."""
+        from ..render.figure_modes import figure_html
+
+        esc = html.escape
+        parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
+        if figure and any(p.measured for p in self.points):
+            parts.append(figure_html(self.figure(), figure, "gpumagic: sweep"))
+        shown = " open" if any(p.status != "ok" for p in self.points) or not figure else ""
+        parts.append(f"<details{shown}><summary>all points</summary>{self._table_html()}</details>")
+        parts += [f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
+        return f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+
+    def _repr_html_(self) -> str:
+        return self.html("iframe")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = {"text/plain": str(self)}
+        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
+            bundle["text/html"] = self.html("notebook")
+        return bundle
+
+    def save_html(self, path: str | os.PathLike[str]) -> str:
+        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
+        from ..render.embed import standalone_page
+
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(standalone_page("gpumagic: sweep", self.html("page"), "body{margin:12px}"))
+        return os.fspath(path)
