@@ -47,6 +47,15 @@ def test_parameters_that_cannot_make_points_are_refused(params, words):
     assert words in str(err.value) or "must map" in str(err.value)
 
 
+def test_a_syntax_error_is_raised_before_any_point_runs():
+    ran = []
+    with pytest.raises(SyntaxError):
+        sweep("A @", "ran.append(n)", params={"n": [1, 2]}, globals={"ran": ran}, **FAST)
+    with pytest.raises(SyntaxError):
+        sweep("ran", "ran.append(n", params={"n": [1, 2]}, globals={"ran": ran}, **FAST)
+    assert ran == []
+
+
 def test_on_cpu_tensors_each_point_builds_its_own_and_the_namespace_is_untouched():
     ns = {"torch": torch, "keep": 1}
     before = dict(ns)
@@ -187,6 +196,9 @@ def test_fast_points_get_a_shorter_budget():
         wall_clock=lambda: now[0],
     )
     assert "time budget of 0.2 s ended" in out.points[0].result.stop_reason
+    assert out.to_dataframe()["stop_reason"][0].startswith("time budget of 0.2 s ended")
+    assert "1 of 1 points ended at their time budget" in str(out) and "time_budget=2" in str(out)
+    assert [h.script() for h in out.hints] == ["time_budget=2"]
 
 
 def test_geometric_sizes():

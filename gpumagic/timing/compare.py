@@ -32,7 +32,7 @@ from .options import TimingOptions
 from .passes import fed_from_host
 from .records import Sampling
 from .samplers import Sampler
-from .staged import Prepared, finish, finish_quietly, prepare
+from .staged import Prepared, conclude, finish_quietly, prepare
 
 __all__ = ["ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
 
@@ -166,7 +166,7 @@ def compare_compiled(
     rounds, orders = interleave(lanes, opts, wall_clock)
     results = {}
     for lane in lanes:
-        results[lane.label] = finish(lane.prep, lane.sampling, wall_clock)
+        results[lane.label] = conclude(lane.prep, lane.sampling, wall_clock)
     interrupted = any(lane.sampling.interrupted for lane in lanes)
     comparison = Comparison(results=results, baseline=base, interrupted=interrupted, rounds=rounds, orders=orders)
     if interrupted:

@@ -2,7 +2,7 @@
 sweep` share with :func:`~gpumagic.timing.measure.measure`.
 
 :func:`prepare` is everything before the first sample (clock choice, first call, ``steady``, warm-up and calibration)
-and :func:`finish` everything after the last (kernel pass, host pass, work counting, the result). The samples in
+and :func:`conclude` everything after the last (kernel pass, host pass, work counting, the result). The samples in
 between are the caller's: :func:`~gpumagic.timing.measure.sample` for one statement, round-robin rounds over several
 for a comparison. Both halves are made of :mod:`.measure`'s own step functions, so a comparison or a sweep point
 runs the same steps as ``%gputime``, in the same order, with the same notes.
@@ -22,9 +22,9 @@ from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
-from .work import Work, count_work
+from .work import count_work
 
-__all__ = ["Prepared", "finish", "finish_quietly", "prepare"]
+__all__ = ["Prepared", "conclude", "finish_quietly", "prepare"]
 
 
 @dataclass
@@ -72,7 +72,7 @@ def prepare(
     return Prepared(statement, sampler, opts, first_call, cal, notes, steadiness, wall0)
 
 
-def finish(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] = time.perf_counter) -> TimingResult:
+def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] = time.perf_counter) -> TimingResult:
     """The kernel pass, the host pass and the work count after the samples, then the result, as ``measure`` does.
 
     An interrupt during these passes keeps the samples: ``sampling.interrupted`` is set and the result says so;
@@ -95,28 +95,17 @@ def finish(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] =
         except KeyboardInterrupt:
             sampling.interrupted = True
             finish_quietly(sampler)
-    return _assemble(prep, sampling, kernels, host_per_call, work, wall_clock() - prep.wall0)
-
-
-def _assemble(
-    prep: Prepared,
-    sampling: Sampling,
-    kernels: KernelFigures,
-    host_per_call: float | None,
-    work: Work | None,
-    wall_time: float,
-) -> TimingResult:
     return assemble(
         prep.statement,
-        prep.sampler,
-        prep.opts,
+        sampler,
+        opts,
         prep.first_call,
-        prep.cal,
+        cal,
         sampling,
         kernels,
         host_per_call,
-        prep.notes,
-        wall_time,
+        notes,
+        wall_clock() - prep.wall0,
         prep.steadiness,
         work,
     )

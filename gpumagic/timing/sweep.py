@@ -32,7 +32,7 @@ from .measure import sample
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
-from .staged import finish, prepare
+from .staged import conclude, prepare
 from .sweep_result import Sweep, SweepPoint
 
 __all__ = ["FAST_SHARE", "POINT_SAMPLES", "SweepInterrupted", "grid", "point_budget", "sweep"]
@@ -235,14 +235,14 @@ def _measure_point(
     sampler: Sampler | None,
     wall_clock: Callable[[], float],
 ) -> TimingResult:
-    """Compile in a copy of the namespace with the point's values, prepare, sample with the point's budget, finish.
+    """Compile in a copy of the namespace with the point's values, prepare, sample with the point's budget, conclude.
     An interrupt after the first sample raises :class:`TimingInterrupted` carrying the partial result."""
     ns = {**namespace, **point}
     compiled = compile_statement(src, setup, ns, ast_transform=ast_transform)
     prep = prepare(compiled, ns, opts, sampler=sampler, wall_clock=wall_clock)
     prep.opts = replace(prep.opts, time_budget=point_budget(prep.opts, prep.cal.calls_per_sample, prep.cal.per_call))
     sampling = sample(prep.sampler, compiled.inner, prep.opts, prep.cal, wall_clock)
-    result = finish(prep, sampling, wall_clock)
+    result = conclude(prep, sampling, wall_clock)
     if sampling.interrupted:
         raise TimingInterrupted(result)
     return result

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import Hint
 from ..units import format_time
 from .comparison import rate_cells
+from .measure import LONGER_RUN
 from .result import TimingResult
 
 __all__ = ["Sweep", "SweepPoint"]
@@ -25,6 +26,8 @@ _ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;ma
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
 _TEXT_CELL = "padding:2px 8px;text-align:left;white-space:nowrap"
 _FAILED = "color:#b22222"
+_COLUMNS = ["label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate", "flop_share", "byte_share", "precision"]
+_COLUMNS += ["launch_bound", "samples", "stop_reason", "status", "error"]
 
 
 @dataclass
@@ -62,7 +65,9 @@ class Sweep:
 
     @property
     def hints(self) -> list[Hint]:
-        return list(dict.fromkeys(h for p in self.points if p.result is not None for h in p.result.hints))
+        """The settings the results' notes and :meth:`warnings` advise, each once."""
+        found = [h for p in self.points if p.result is not None for h in p.result.hints]
+        return list(dict.fromkeys(found + ([LONGER_RUN] if self.warnings() else [])))
 
     @property
     def x_param(self) -> str | None:
@@ -74,7 +79,7 @@ class Sweep:
 
     def metric(self) -> str:
         """ "flop" where every measured point counted FLOPs, "byte" where every one counted bytes, else "time"."""
-        found = [p.result.achieved for p in self.points if p.measured]
+        found = [p.result.achieved for p in self.points if p.measured and p.status == "ok"]
         if found and all(a is not None and a.flop_rate for a in found):
             return "flop"
         if found and all(a is not None and a.byte_rate for a in found):
@@ -106,13 +111,12 @@ class Sweep:
                     "precision": figures.get("precision"),
                     "launch_bound": r.launch_bound if ok else None,
                     "samples": len(r.samples) if r is not None else 0,
+                    "stop_reason": r.stop_reason if r is not None else "",
                     "status": p.status,
                     "error": p.error,
                 }
             )
-        columns = [*self.params, "label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate"]
-        columns += ["flop_share", "byte_share", "precision", "launch_bound", "samples", "status", "error"]
-        df = pd.DataFrame.from_records(records, columns=columns)
+        df = pd.DataFrame.from_records(records, columns=[*self.params, *_COLUMNS])
         df.attrs.update({"params": list(self.params), "device": self.device, "interrupted": self.interrupted})
         return df
 
@@ -154,6 +158,16 @@ class Sweep:
         where = f" on {self.device}" if self.device != "\u2014" else ""
         return f"Sweep of {what} over {len(self.points)} measurements{where}{span}{tail}"
 
+    def warnings(self) -> list[str]:
+        """What qualifies the figures: points whose median had not settled when their budget ended."""
+        ended = [p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")]
+        if not ended:
+            return []
+        return [
+            f"{len(ended)} of {len(self.points)} points ended at their time budget before the median settled "
+            f"(to_dataframe()['stop_reason'] says why); a longer run: {LONGER_RUN.script()}"
+        ]
+
     def _text_columns(self) -> set[int]:
         """Columns of words, aligned left (the statement's label, the status); numbers align right."""
         head = self._head()
@@ -167,7 +181,7 @@ class Sweep:
         for row in rows:
             cells = [c.ljust(w) if i in texts else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("  " + "  ".join(cells).rstrip())
-        lines += [f"  {n}" for n in self.notes]
+        lines += [f"  {n}" for n in [*self.notes, *self.warnings()]]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -249,6 +263,7 @@ class Sweep:
         shown = " open" if any(p.status != "ok" for p in self.points) or not figure else ""
         parts.append(f"<details{shown}><summary>all points</summary>{self._table_html()}</details>")
         parts += [f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
+        parts += [f"<div style='margin:2px 0'>\u26a0 {esc(w)}</div>" for w in self.warnings()]
         return f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
 
     def _repr_html_(self) -> str:
