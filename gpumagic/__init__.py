@@ -21,7 +21,6 @@ __all__ = [
     "KernelName",
     "TimingOptions",
     "TimingResult",
-    "compare",
     "decode_kernel",
     "gputime",
     "load_ipython_extension",
@@ -30,7 +29,6 @@ __all__ = [
     "load_trace",
     "measure_peak",
     "peaks",
-    "sweep",
     "unload_ipython_extension",
 ]
 
@@ -62,14 +60,6 @@ def __getattr__(name: str) -> Any:
         from . import device_peaks
 
         return getattr(device_peaks, name)
-    if name == "compare":  # the functions, not their modules (gpumagic.timing.compare is the module)
-        from .timing.compare import compare
-
-        return compare
-    if name == "sweep":
-        from .timing.sweep import sweep
-
-        return sweep
     raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
 
 

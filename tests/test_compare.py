@@ -7,7 +7,6 @@ import re
 import pytest
 import torch
 
-import gpumagic
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
 from gpumagic.render.compare_plot import BAR_COLOR, BASELINE_COLOR
 from gpumagic.statement import compile_statement
@@ -178,7 +177,7 @@ def test_ctrl_c_before_any_sample_is_the_plain_interrupt():
 def test_on_cpu_tensors_with_real_timing():
     ns = {"A": torch.randn(64, 64), "B": torch.randn(64, 64)}
     before = dict(ns)
-    result = gpumagic.compare({"mm": "C = A @ B", "add": "A + B"}, globals=ns, time_budget=0.05)
+    result = compare({"mm": "C = A @ B", "add": "A + B"}, globals=ns, time_budget=0.05)
     assert set(ns) - {"__builtins__"} == set(before)  # the statements' assignments stay local
     assert all(ns[k] is v for k, v in before.items())
     assert result.labels == ["mm", "add"] and result.device == "CPU"

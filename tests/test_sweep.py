@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import gpumagic
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
 from gpumagic.render.sweep_plot import geometric
 from gpumagic.timing import Sampler, TimingOptions, TimingResult
@@ -59,7 +58,7 @@ def test_a_syntax_error_is_raised_before_any_point_runs():
 def test_on_cpu_tensors_each_point_builds_its_own_and_the_namespace_is_untouched():
     ns = {"torch": torch, "keep": 1}
     before = dict(ns)
-    out = gpumagic.sweep(
+    out = sweep(
         {"mm": "A @ B", "add": "A + B"},
         "A = torch.randn(n, n); B = torch.randn(n, n)",
         params={"n": [16, 32, 64]},
@@ -275,12 +274,3 @@ def test_the_html_carries_the_plot_and_the_table():
     assert "<iframe" in page and "<table class='gm-sweep'>" in page and "TFLOP/s" in page
     bundle = fake_sweep([256, 1024])._repr_mimebundle_()
     assert "gm-plot" in bundle["text/html"] and bundle["text/plain"].startswith("Sweep of 2 statements")
-
-
-def test_the_lazy_exports_are_the_functions_not_their_modules():
-    import gpumagic.timing.compare
-    import gpumagic.timing.sweep
-
-    assert callable(gpumagic.compare) and gpumagic.compare.__name__ == "compare"
-    assert callable(gpumagic.sweep) and gpumagic.sweep.__module__ == "gpumagic.timing.sweep"
-    assert "compare" in gpumagic.__all__ and "sweep" in gpumagic.__all__
