@@ -8,12 +8,12 @@ the unrounded medians (the two differ by at most the rounding of the printed med
 from __future__ import annotations
 
 import html
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Hint
 from ..units import format_time
+from .figure_page import FigurePage
 from .result import TimingResult
 
 __all__ = ["INTERLEAVED_NOTE", "Comparison", "parse_time", "rate_cells"]
@@ -59,10 +59,12 @@ def rate_cells(result: TimingResult | None) -> tuple[str, str]:
 
 
 @dataclass
-class Comparison:
+class Comparison(FigurePage):
     """Statements timed interleaved. ``results``: label -> :class:`TimingResult` (in the order given);
     ``baseline``: the label speed-ups are taken against; ``rounds``: how many rounds ran; ``orders``: the order of
     the statements in the first rounds (rotated each round)."""
+
+    page_title = "gpumagic: comparison"
 
     results: dict[str, TimingResult]
     baseline: str
@@ -232,20 +234,3 @@ class Comparison:
         if figure and any(r.samples for r in self.results.values()):
             parts.append(figure_html(self.figure(), figure, "gpumagic: comparison"))
         return f"<div class='gm-report gm-compare-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
-
-    def _repr_html_(self) -> str:
-        return self.html("iframe")
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        bundle = {"text/plain": str(self)}
-        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
-            bundle["text/html"] = self.html("notebook")
-        return bundle
-
-    def save_html(self, path: str | os.PathLike[str]) -> str:
-        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
-        from ..render.embed import standalone_page
-
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(standalone_page("gpumagic: comparison", self.html("page"), "body{margin:12px}"))
-        return os.fspath(path)

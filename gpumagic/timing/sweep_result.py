@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import html
 import numbers
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Hint
 from ..units import format_time
 from .comparison import rate_cells
+from .figure_page import FigurePage
 from .measure import LONGER_RUN
 from .result import TimingResult
 
@@ -47,9 +47,11 @@ class SweepPoint:
 
 
 @dataclass
-class Sweep:
+class Sweep(FigurePage):
     """Statements timed over a grid of parameters. ``points`` in the order they ran; ``params`` the parameter
     names; ``labels`` the statements'; ``planned`` how many (point, statement) measurements the grid holds."""
+
+    page_title = "gpumagic: sweep"
 
     points: list[SweepPoint]
     params: list[str]
@@ -265,20 +267,3 @@ class Sweep:
         parts += [f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
         parts += [f"<div style='margin:2px 0'>\u26a0 {esc(w)}</div>" for w in self.warnings()]
         return f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
-
-    def _repr_html_(self) -> str:
-        return self.html("iframe")
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        bundle = {"text/plain": str(self)}
-        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
-            bundle["text/html"] = self.html("notebook")
-        return bundle
-
-    def save_html(self, path: str | os.PathLike[str]) -> str:
-        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
-        from ..render.embed import standalone_page
-
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(standalone_page("gpumagic: sweep", self.html("page"), "body{margin:12px}"))
-        return os.fspath(path)
