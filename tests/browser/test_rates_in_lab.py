@@ -1,5 +1,6 @@
-""" "Out of what?" in a real JupyterLab: the %gputime line with its rate, an Nsight Compute report with its Bokeh
-roofline (read from the committed ncu CSV fixture) and the peaks table, at the output width users have."""
+"""The answers to "out of what?" in a real JupyterLab: the %gputime line with its rate, an Nsight Compute report with
+its Bokeh roofline (read from the committed ncu CSV fixture), the peaks table, and a comparison and a sweep with their
+plots, at the output width users have."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ CELLS = [
     "%gputime -r 20 x @ x",
     "gpumagic.load_ncu(DATA / 'ncu' / 'tiny.raw.csv')",
     "gpumagic.peaks()",
+    "from gpumagic.timing.compare import compare\n"
+    "compare({'mm': 'x @ x', 'add': 'x + x'}, globals=globals(), time_budget=0.05)",
+    "from gpumagic.timing.sweep import sweep\n"
+    "sweep('a @ a', 'a = torch.randn(n, n)', params={'n': [32, 64, 128, 256]}, globals=globals(), time_budget=0.05)",
 ]
 
 # Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow roots), and table
@@ -77,7 +82,7 @@ def rates_run(tmp_path_factory, browser_out):
         deadline = time.monotonic() + 30
         while True:  # until the roofline has drawn (or the time is up)
             cells = page.evaluate(MEASURE_JS)
-            if cells[2]["painted"] > 100 or time.monotonic() > deadline:
+            if all(cells[i]["painted"] > 100 for i in (2, 4, 5)) or time.monotonic() > deadline:
                 break
             page.wait_for_timeout(500)
         shoot(page, browser_out, "rates")
@@ -104,5 +109,15 @@ def test_the_peaks_table_fits_and_keeps_numbers_on_one_line(rates_run):
     cell = rates_run["cells"][3]
     assert "H100" in cell["text"] and "GB10" in cell["text"], cell["text"][:300]
     assert cell["rows"] >= 10
+    assert cell["width"] <= cell["area"] + 2, cell
+    assert not cell["wrapped"], cell["wrapped"]
+
+
+@pytest.mark.parametrize("index, words", [(4, ["Speed-up", "baseline"]), (5, ["Sweep of", "n: 32"])])
+def test_compare_and_sweep_draw_their_plots_inside_the_output_area(rates_run, index, words):
+    cell = rates_run["cells"][index]
+    assert "Traceback" not in cell["text"], cell["text"]
+    assert all(w in cell["text"] for w in words), cell["text"][:400]
+    assert cell["painted"] > 100, cell  # Bokeh drew the chart
     assert cell["width"] <= cell["area"] + 2, cell
     assert not cell["wrapped"], cell["wrapped"]
