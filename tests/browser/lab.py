@@ -209,10 +209,9 @@ def save(page) -> None:
 
 # --- what is measured in the page -------------------------------------------------------------------------------
 
-# Per report output: its cell's index, whether the timeline drew (a canvas with painted pixels, found through Bokeh's
-# shadow roots), the blank space under the plot, and the table cells whose words broke.
-MEASURE_JS = r"""
-() => {
+# Functions the page measurements share: every element matching a selector, Bokeh's shadow roots included; the
+# painted pixels of a canvas (one in 4 sampled); the lines an element's text takes.
+PAGE_HELPERS_JS = r"""
   const deep = (root, sel) => {
     const out = [...root.querySelectorAll(sel)];
     for (const el of root.querySelectorAll('*')) if (el.shadowRoot) out.push(...deep(el.shadowRoot, sel));
@@ -228,6 +227,19 @@ MEASURE_JS = r"""
       return n;
     } catch (e) { return 0; }
   };
+  const lines = (cell) => {
+    const r = document.createRange();
+    r.selectNodeContents(cell);
+    return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
+  };
+"""
+
+# Per report output: its cell's index, whether the timeline drew (a canvas with painted pixels, found through Bokeh's
+# shadow roots), the blank space under the plot, and the table cells whose words broke.
+MEASURE_JS = (
+    "() => {"
+    + PAGE_HELPERS_JS
+    + r"""
   // A word broken across lines: one run of non-space characters of a text node whose Range has several rects
   // (a <wbr> ends a text node, so a name wrapped at a token boundary is not a broken word; nor is a line that
   // ends after a hyphen, as in "column-major").
@@ -247,11 +259,6 @@ MEASURE_JS = r"""
       }
     }
     return bad;
-  };
-  const lines = (cell) => {
-    const r = document.createRange();
-    r.selectNodeContents(cell);
-    return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
   };
   const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
   const reports = [];
@@ -302,6 +309,7 @@ MEASURE_JS = r"""
   return {reports, headings, outputs};
 }
 """
+)
 
 
 def measure(page) -> dict:

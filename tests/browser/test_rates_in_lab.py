@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .lab import chromium, jupyter_lab, open_notebook, run_all, shoot
+from .lab import PAGE_HELPERS_JS, chromium, jupyter_lab, open_notebook, run_all, shoot
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
 CELLS = [
@@ -26,28 +26,10 @@ CELLS = [
 
 # Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow roots), and table
 # cells whose numbers wrapped onto a second line.
-MEASURE_JS = r"""
-() => {
-  const deep = (root, sel) => {
-    const out = [...root.querySelectorAll(sel)];
-    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) out.push(...deep(el.shadowRoot, sel));
-    return out;
-  };
-  const painted = (c) => {
-    try {
-      const ctx = c.getContext('2d');
-      if (!ctx || !c.width || !c.height) return 0;
-      const d = ctx.getImageData(0, 0, c.width, c.height).data;
-      let n = 0;
-      for (let i = 3; i < d.length; i += 16) if (d[i] > 0) n++;
-      return n;
-    } catch (e) { return 0; }
-  };
-  const lines = (el) => {
-    const r = document.createRange();
-    r.selectNodeContents(el);
-    return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
-  };
+MEASURE_JS = (
+    "() => {"
+    + PAGE_HELPERS_JS
+    + r"""
   return [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(cell => {
     const outs = [...cell.querySelectorAll('.jp-OutputArea-output')];
     const numbers = outs.flatMap(o => [...o.querySelectorAll('td')])
@@ -63,6 +45,7 @@ MEASURE_JS = r"""
   });
 }
 """
+)
 
 
 @pytest.fixture(scope="module")
