@@ -17,6 +17,7 @@ from typing import Any
 
 from ..statement import CompiledStatement
 from .clocks import choose_sampler
+from .measure import _finish_quietly as finish_quietly  # one definition: the interrupt path %gputime takes
 from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, settle_clocks
 from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
@@ -40,14 +41,6 @@ class Prepared:
     notes: Notes
     steadiness: Steadiness | None
     wall0: float
-
-
-def finish_quietly(sampler: Sampler) -> None:
-    """Wait for the device work already issued, after an interrupt: an error there must not hide the interrupt."""
-    try:
-        sampler.finish()
-    except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
-        pass
 
 
 def prepare(
