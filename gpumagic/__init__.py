@@ -1,7 +1,8 @@
 """gpumagic: how fast is this on the GPU, and why? IPython magics on PyTorch.
 
 ``%load_ext gpumagic`` registers ``%gputime``/``%%gputime``. The measuring core works without IPython:
-``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`.
+``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`; ``gpumagic.compare`` and
+``gpumagic.sweep`` are ``%%gputime --compare`` and ``--sweep``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from .timing import TimingOptions, TimingResult, gputime
 if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
     from .kernels import KernelName
     from .kernels import decode as decode_kernel
+    from .timing.compare import compare
+    from .timing.sweep import sweep
 
 __version__ = "0.1.0"
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "KernelName",
     "TimingOptions",
     "TimingResult",
+    "compare",
     "decode_kernel",
     "gputime",
     "load_ipython_extension",
@@ -29,6 +33,7 @@ __all__ = [
     "load_trace",
     "measure_peak",
     "peaks",
+    "sweep",
     "unload_ipython_extension",
 ]
 
@@ -56,6 +61,14 @@ def __getattr__(name: str) -> Any:
         from .capture.nsys import load_nsys
 
         return load_nsys
+    if name == "compare":  # the functions, not gpumagic.timing's modules of the same names
+        from .timing.compare import compare
+
+        return compare
+    if name == "sweep":
+        from .timing.sweep import sweep
+
+        return sweep
     if name in ("peaks", "measure_peak"):  # the device peaks table and the measurement of this GPU's own
         from . import device_peaks
 

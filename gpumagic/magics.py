@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 import tokenize
 from collections.abc import Iterable
@@ -13,6 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .cell_syntax import labelled_statements, own_label, split_options, sweep_params
 from .config import GpuMagicsConfig
 from .errors import CellError, GpuMagicError, Hint, TimingInterrupted
 from .statement import compile_statement
@@ -20,50 +20,7 @@ from .timing import measure
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
-_OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(=\S*)?")
 _INTERRUPTED = "Nothing was captured; no profiler is left running and the NVTX range is closed."
-
-
-def split_options(line: str, parser: Any) -> tuple[str, str]:
-    """Split ``line`` into its leading options and the statement, which is kept verbatim.
-
-    ``parse_argstring`` alone would shell-split the statement and eat its quotes (``d['k']`` -> ``d[k]``), so, as
-    ``%timeit`` does, only the leading options are parsed: tokens that start with '-' and the values of options
-    that take one (``-n 10``, ``-n10``, ``--flush-l2``); ``--`` ends the options. An unknown long option stays
-    with the options so that argparse reports it; an unknown single-dash token starts the statement (``-x + 1``).
-    """
-    actions = parser._option_string_actions  # argparse keeps no public map from option string to action
-    pos = 0
-    taken: list[str] = []
-    while True:
-        end_of_options = re.match(r"\s*--(\s|$)", line[pos:])
-        if end_of_options:
-            pos += end_of_options.end()
-            break
-        m = _OPTION.match(line, pos)
-        if not m:
-            break
-        opt, inline_value = m.group(1), m.group(2)
-        action = actions.get(opt)
-        if action is None and opt[1] != "-" and opt[:2] in actions and actions[opt[:2]].nargs != 0:
-            # glued short option value: -n10
-            taken += [opt[:2], opt[2:]]
-            pos = m.end()
-            continue
-        if action is None:
-            if opt[1] == "-":
-                taken.append(opt + (inline_value or ""))  # unknown long option: let argparse name it
-                pos = m.end()
-                continue
-            break  # an unknown single dash starts the statement: "-x + 1"
-        taken.append(opt + (inline_value or ""))
-        pos = m.end()
-        if action.nargs != 0 and not inline_value:
-            v = re.match(r"\s*(\S+)", line[pos:])
-            if v:
-                taken.append(v.group(1))
-                pos += v.end()
-    return " ".join(taken), line[pos:].strip()
 
 
 def notebook_advice(text: str, hints: Iterable[Hint]) -> str:
@@ -114,6 +71,15 @@ class GpuMagics(Magics, GpuMagicsConfig):
         help="Run the statement until the GPU's clock has settled (at most steady_time, 10 s) before sampling: "
         "a repeatable figure at the sustained clock.",
     )
+    @argument("--compare", action="store_true", help="Cell: time each line's statement, interleaved; a table.")
+    @argument("--baseline", metavar="LABEL", help="--compare: the label speed-ups are taken against (the first).")
+    @argument(
+        "--sweep",
+        action="append",
+        metavar="NAME=VALUES",
+        help="Time at each value (n=256,512,1024; quote values with spaces); setup runs per point. Repeat for a grid.",
+    )
+    @argument("--zip", action="store_true", help="--sweep: pair the i-th values of each parameter, not every mix.")
     @line_cell_magic
     def gputime(self, line: str = "", cell: str | None = None) -> Any:
         """Time a statement on the GPU: the %timeit of CUDA code.
@@ -141,6 +107,19 @@ class GpuMagics(Magics, GpuMagicsConfig):
           In [2]: %gputime x + 1
           8.1 µs ± 0.2 µs per call on NVIDIA H100 (median ± IQR of 400 samples × 50 calls; launch-bound:
           kernels 2.9 µs, host 8.0 µs per call)
+
+        Variants and sizes (a table and a Bokeh chart; ``-o`` returns the Comparison or Sweep)::
+
+          %%gputime --compare A = torch.randn(4096, 4096, device="cuda"); Ah = A.bfloat16()
+          A @ A     # fp32
+          Ah @ Ah   # bf16
+
+          %%gputime --sweep n=256,512,1024,2048,4096 A = torch.randn(n, n, device="cuda")
+          A @ A
+
+        ``--compare`` times the cell's statements (one per line, a ``# label`` comment names each) interleaved,
+        in rounds, so that a clock change does not favour one; speed-ups are against the first (``--baseline``).
+        ``--sweep`` runs the setup and times the statement at each value (with ``--compare``, each statement).
 
         Settings: ``%config GpuMagics`` (time_budget, warmup_time, min_samples, rel_ci, kernel_time, ...).
         """
@@ -172,6 +151,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except GpuMagicError as exc:
             raise _usage_error("%gputime", exc) from None
 
+        if args.compare or args.sweep:
+            return self._gputime_many(args, stmt, setup, options, cell is not None)
+        if args.baseline or args.zip:
+            raise UsageError(
+                "%gputime: " + ("--baseline goes with --compare" if args.baseline else "--zip goes with --sweep")
+            )
         shell = self.shell
         compiled = compile_statement(
             shell.transform_cell(stmt),
@@ -190,6 +175,56 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.output:
             return result
         return None
+
+    def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool) -> Any:
+        """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by the core."""
+        from .timing.compare import compare_compiled
+        from .timing.sweep import sweep
+
+        if args.compare and not cell_mode:
+            raise UsageError("%gputime --compare needs the cell form: %%gputime --compare, one statement per line")
+        if args.baseline and not args.compare:
+            raise UsageError("%gputime: --baseline goes with --compare (it names one of the cell's labels)")
+        if args.zip and not args.sweep:
+            raise UsageError("%gputime: --zip goes with --sweep (it pairs the values of two parameters)")
+        shell = self.shell
+        try:
+            stmts = labelled_statements(stmt) if args.compare else {own_label(stmt): stmt}
+            stmts = {label: shell.transform_cell(src) for label, src in stmts.items()}
+            setup = shell.transform_cell(setup) if setup else None
+            params = sweep_params([_unquote(s) or "" for s in args.sweep], shell.user_ns) if args.sweep else None
+            if params is None:
+                compiled = {
+                    label: compile_statement(src, setup, shell.user_ns, ast_transform=shell.transform_ast)
+                    for label, src in stmts.items()
+                }
+        except GpuMagicError as exc:
+            raise _usage_error("%gputime", exc) from None
+        try:
+            if params is not None:
+                at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}
+                result = sweep(stmts, setup, params, shell.user_ns, **at)
+            else:
+                result = compare_compiled(compiled, shell.user_ns, options, baseline=args.baseline)
+        except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell (and the queue)
+            if not args.quiet:
+                self._display(exc.result)
+            raise
+        except GpuMagicError as exc:
+            raise _usage_error("%gputime", exc) from None
+        if args.output:
+            return result  # shown once, as the cell's value
+        if not args.quiet:
+            self._display(result)
+        return None
+
+    @staticmethod
+    def _display(result: Any) -> None:
+        """A comparison or sweep, its advice in ``%config`` words (text and HTML alike)."""
+        from IPython.display import display
+
+        bundle = result._repr_mimebundle_()
+        display({kind: notebook_advice(text, result.hints) for kind, text in bundle.items()}, raw=True)
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")

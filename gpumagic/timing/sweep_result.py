@@ -170,15 +170,24 @@ class Sweep(FigurePage):
             f"(to_dataframe()['stop_reason'] says why); a longer run: {LONGER_RUN.script()}"
         ]
 
-    def _text_columns(self) -> set[int]:
+    def _shown(self) -> tuple[list[str], list[list[str]]]:
+        """The head and rows as shown: the rate and % of peak columns are left out where no point has one (a sweep
+        on the CPU has no peak; a statement without counted work has no rate)."""
+        head, rows = self._head(), self.rows()
+        optional = {head.index("Rate"), head.index("% of peak")}
+        keep = [i for i in range(len(head)) if i not in optional or any(row[i] != "\u2014" for row in rows)]
+        return [head[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+    @staticmethod
+    def _text_columns(head: list[str]) -> set[int]:
         """Columns of words, aligned left (the statement's label, the status); numbers align right."""
-        head = self._head()
-        return {len(head) - 1} | ({len(self.params)} if len(self.labels) > 1 else set())
+        return {i for i, h in enumerate(head) if h in ("Statement", "Status")}
 
     def __str__(self) -> str:
-        rows = [self._head(), *self.rows()]
+        head, body = self._shown()
+        rows = [head, *body]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        texts = self._text_columns()
+        texts = self._text_columns(head)
         lines = [self.summary_line()]
         for row in rows:
             cells = [c.ljust(w) if i in texts else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
@@ -242,10 +251,11 @@ class Sweep(FigurePage):
 
     def _table_html(self) -> str:
         esc = html.escape
-        head, texts = self._head(), self._text_columns()
+        head, shown = self._shown()
+        texts = self._text_columns(head)
         th = "".join(f"<th style='{_TEXT_CELL if i in texts else _CELL}'>{esc(h)}</th>" for i, h in enumerate(head))
         body = []
-        for p, row in zip(self.points, self.rows()):
+        for p, row in zip(self.points, shown):
             style = _FAILED if p.status != "ok" else ""
             cells = "".join(
                 f"<td style='{_TEXT_CELL if i in texts else _CELL};{style}'>{esc(c)}</td>" for i, c in enumerate(row)
