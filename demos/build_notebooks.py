@@ -211,44 +211,54 @@ NOTEBOOKS = {
         (
             "md",
             "# 5. Tensor cores\n\n"
-            "The same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores): the kernel "
-            "changes, the time changes, and the decoded name says why.",
+            "The same matmul in fp32 (FFMA on CUDA cores), TF32 and bf16 (tensor cores), timed against each other "
+            "with `%%gputime --compare`: one statement per line, a `# label` comment names it. The statements are "
+            "timed interleaved, one sample of each per round, so a GPU clock that falls under sustained load falls "
+            "on all of them alike. Then the kernels say why the times differ.",
         ),
-        ("code", SETUP + "\nfrom gpumagic import decode_kernel"),
+        ("code", SETUP + "\nfrom gpumagic import decode_kernel\nfrom gpumagic.capture.torch_profiler import capture"),
         ("code", "N = 4096 if device == 'cuda' else 256\nA = torch.randn(N, N, device=device)\nAb = A.bfloat16()"),
         (
-            "code",
-            "def show(label, stmt_result, report=None):\n    print(f'{label:<6} {stmt_result.line()}')\n"
-            "    if report is not None:\n        for n in report.trace.kernel_summary()['Name'][:1]:\n"
-            "            k = decode_kernel(n)\n"
-            "            print(f'       {k.short}: tensor cores {k.tensor_cores}, precision {k.precision}')",
+            "md",
+            "**fp32 vs TF32 vs bf16.** TF32 is a global switch, so the two fp32 statements set it themselves (a "
+            "host write of nanoseconds beside a matmul of milliseconds). Speed-ups are against the first line; "
+            "`--baseline bf16` would take them against bf16. `-o` makes the comparison the cell's value.",
         ),
-        ("md", "**fp32, TF32 off:** look for `ffma` (or `simt`) in the kernel name: CUDA cores."),
         (
             "code",
-            "torch.backends.cuda.matmul.allow_tf32 = False\n"
-            "t_fp32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '-o r_fp32', 'C = A @ A')",
+            "%%gputime -o --compare\n"
+            "torch.backends.cuda.matmul.allow_tf32 = False; A @ A  # fp32\n"
+            "torch.backends.cuda.matmul.allow_tf32 = True; A @ A   # tf32\n"
+            "Ab @ Ab                                                # bf16",
         ),
-        ("md", "**TF32:** the same fp32 tensors, now on tensor cores (`tf32` in the name)."),
+        (
+            "md",
+            "**The figures as data.** `to_dataframe()` has the exact medians, rates and speed-ups (the baseline's "
+            "median over each one's).",
+        ),
         (
             "code",
-            "torch.backends.cuda.matmul.allow_tf32 = True\n"
-            "t_tf32 = get_ipython().run_line_magic('gputime', '-o -q A @ A')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '-o r_tf32', 'C = A @ A')\n"
+            "cmp = _\ntorch.backends.cuda.matmul.allow_tf32 = False\ndf = cmp.to_dataframe()\n"
+            "print(f\"bf16 is {cmp.speedup('bf16'):.1f}x faster than fp32 here\")\n"
+            "df[['label', 'median', 'kernel_time', 'flop_rate', 'flop_share', 'speedup']]",
+        ),
+        (
+            "md",
+            "**Why: the kernels.** Each variant once under torch.profiler; its main kernel's name decoded. Look for "
+            "`ffma`/`simt` (CUDA cores) against `tf32`, `bf16` and tensor cores.",
+        ),
+        (
+            "code",
+            "variants = (('fp32', 'A @ A', False), ('tf32', 'A @ A', True), ('bf16', 'Ab @ Ab', False))\n"
+            "for label, stmt, tf32 in variants:\n"
+            "    if device != 'cuda':\n"
+            "        print(f'{label}: kernel names need CUDA (skipped on CPU)')\n"
+            "        continue\n"
+            "    torch.backends.cuda.matmul.allow_tf32 = tf32\n"
+            "    kernels = capture(stmt, label, namespace=globals()).trace.kernel_summary()\n"
+            "    k = decode_kernel(kernels['Name'].iloc[0])\n"
+            "    print(f'{label:<5} {k.short}: tensor cores {k.tensor_cores}, precision {k.precision}')\n"
             "torch.backends.cuda.matmul.allow_tf32 = False",
-        ),
-        ("md", "**bf16:** half the bytes, the tensor cores' native input."),
-        (
-            "code",
-            "t_bf16 = get_ipython().run_line_magic('gputime', '-o -q Ab @ Ab')\n"
-            "get_ipython().run_cell_magic('gpuprofile', '-o r_bf16', 'C = Ab @ Ab')",
-        ),
-        (
-            "code",
-            "for label, t, r in (('fp32', t_fp32, r_fp32), ('tf32', t_tf32, r_tf32), ('bf16', t_bf16, r_bf16)):\n"
-            "    show(label, t, r if device == 'cuda' else None)\n"
-            "print(f'bf16 is {t_fp32.median / t_bf16.median:.1f}x faster than fp32 here')",
         ),
     ],
     "06_roofline": [
@@ -364,6 +374,61 @@ NOTEBOOKS = {
             "    except Exception as exc:  # an older gpumagic without --ncu, or counters not permitted\n"
             "        print('--ncu unavailable here:', str(exc).splitlines()[0])\nelse:\n"
             "    print('skipped: --ncu needs CUDA and Nsight Compute')",
+        ),
+    ],
+    "07_sweep": [
+        (
+            "md",
+            "# 7. Over sizes: where each precision reaches its ceiling, where an add stops being launch-bound\n\n"
+            "`%%gputime --sweep n=VALUES` runs the setup line and times the cell at each value: a table of every "
+            "point, and a plot of TFLOP/s (GB/s for a memory-bound op) against `n` with the device's peak as a "
+            "dashed line. Each point stops on `%gputime`'s own rule; a fast point gets a shorter budget. The values "
+            "are Python read in the notebook, so a list defined in a cell will do.",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            "sizes = [256, 512, 1024, 2048, 4096, 8192] if device == 'cuda' else [64, 128, 256]\n"
+            "elements = [2**k for k in range(10, 29, 2)] if device == 'cuda' else [2**k for k in range(10, 21, 2)]",
+        ),
+        (
+            "md",
+            "**Matmul, fp32 vs bf16.** With `--compare`, each line of the cell is a statement of its own: two lines "
+            "on the plot. Small matrices leave most of the GPU idle; each precision levels off at its own ceiling.",
+        ),
+        (
+            "code",
+            "%%gputime -o --compare --sweep n=sizes A = torch.randn(n, n, device=device); Ab = A.bfloat16()\n"
+            "A @ A    # fp32\n"
+            "Ab @ Ab  # bf16",
+        ),
+        (
+            "code",
+            "mm = _\ndf = mm.to_dataframe()\n"
+            "for label, rows in df.groupby('label', sort=False):\n"
+            "    best = rows['flop_rate'].max()\n"
+            "    first = rows[rows['flop_rate'] >= 0.9 * best].iloc[0]\n"
+            "    print(f'{label}: {best / 1e12:.3g} TFLOP/s at best; within 10% of it from n = {first.n}')\n"
+            "df[['n', 'label', 'median', 'flop_rate', 'flop_share', 'launch_bound']]",
+        ),
+        (
+            "md",
+            "**An add over sizes.** A few thousand elements: the launch costs more than the work, the time is flat "
+            "and the line says launch-bound. Millions: the memory's bandwidth sets the time, GB/s levels off.",
+        ),
+        (
+            "code",
+            "%%gputime -o --sweep n=elements x = torch.randn(n, device=device); y = torch.randn(n, device=device)\n"
+            "x + y",
+        ),
+        (
+            "code",
+            "add = _\ndf = add.to_dataframe()\n"
+            "bound = df[df['launch_bound'].eq(True)]  # True, False, or None where unknown\n"
+            "if len(bound):\n"
+            "    print(f'launch-bound up to n = {bound.n.max()}; best {df.byte_rate.max() / 1e9:.0f} GB/s')\n"
+            "else:\n    print('no point is launch-bound here (on the CPU nothing is launched)')\n"
+            "df[['n', 'median', 'kernel_time', 'byte_rate', 'byte_share', 'launch_bound']]",
         ),
     ],
 }

@@ -178,6 +178,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool) -> Any:
         """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by the core."""
+        from IPython.display import display
+
         from .timing.compare import compare_compiled
         from .timing.sweep import sweep
 
@@ -208,23 +210,17 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 result = compare_compiled(compiled, shell.user_ns, options, baseline=args.baseline)
         except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell (and the queue)
             if not args.quiet:
-                self._display(exc.result)
+                partial = exc.result
+                display(partial.advise_as(lambda text: notebook_advice(text, partial.hints)))
             raise
         except GpuMagicError as exc:
             raise _usage_error("%gputime", exc) from None
+        result.advise_as(lambda text: notebook_advice(text, result.hints))  # in %config words, also as Out[n]
         if args.output:
             return result  # shown once, as the cell's value
         if not args.quiet:
-            self._display(result)
+            display(result)
         return None
-
-    @staticmethod
-    def _display(result: Any) -> None:
-        """A comparison or sweep, its advice in ``%config`` words (text and HTML alike)."""
-        from IPython.display import display
-
-        bundle = result._repr_mimebundle_()
-        display({kind: notebook_advice(text, result.hints) for kind, text in bundle.items()}, raw=True)
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")

@@ -49,6 +49,17 @@ def test_advice_is_written_as_the_notebooks_config_in_text_and_html(ip):
     for form in ("text/plain", "text/html"):
         assert "%config GpuMagics.time_budget = 2" in shown.data[form]
         assert "time_budget=2" not in shown.data[form]
+    ip.run_line_magic("config", "GpuMagics.time_budget = 0.3")
+    ip.run_line_magic("config", "GpuMagics.rel_ci = 1e-9")
+    try:
+        returned = ip.run_cell_magic("gputime", "-o -w 1 --sweep n=1,2", "n + 1\n")
+    finally:
+        ip.run_line_magic("config", "GpuMagics.time_budget = 0.5")
+        ip.run_line_magic("config", "GpuMagics.rel_ci = 0.005")
+    as_value = ip.display_formatter.format(returned)[0]  # what Out[n] shows
+    assert "%config GpuMagics.time_budget = 2" in as_value["text/plain"]
+    assert "%config GpuMagics.time_budget = 2" in as_value["text/html"]
+    assert "time_budget=2" in str(returned)  # the object itself keeps the core's words for scripts
 
 
 def test_compare_usage_errors_name_the_fix(ip):

@@ -13,7 +13,7 @@ pytest.importorskip("ipykernel")
 DEMOS = sorted((pathlib.Path(__file__).parents[1] / "demos").glob("*.ipynb"))
 
 
-def test_there_are_six_demos():
+def test_the_demos_are_there():
     assert [p.stem for p in DEMOS] == [
         "01_gpu_is_real",
         "02_kernels_have_names",
@@ -21,6 +21,7 @@ def test_there_are_six_demos():
         "04_overhead_vs_compute",
         "05_tensor_cores",
         "06_roofline",
+        "07_sweep",
     ]
 
 

@@ -9,6 +9,7 @@ BokehJS inside ("iframe"); ``save_html`` writes a page that loads BokehJS once i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["FigurePage"]
@@ -23,13 +24,26 @@ class FigurePage:
     def html(self, figure: str | None = "notebook") -> str:  # pragma: no cover - each result defines it
         raise NotImplementedError
 
+    #: How the front end that returned this result words its advice (set by :meth:`advise_as`; None: as the core
+    #: writes it, a keyword such as ``time_budget=2``).
+    _advice: Callable[[str], str] | None = None
+
+    def advise_as(self, rewrite: Callable[[str], str]) -> FigurePage:
+        """Word the advice in the notes the front end's way (a notebook's ``%config GpuMagics.time_budget = 2``)
+        wherever this result is shown, also as a cell's value; returns the result."""
+        self._advice = rewrite
+        return self
+
+    def _advised(self, text: str) -> str:
+        return self._advice(text) if self._advice is not None else text
+
     def _repr_html_(self) -> str:
-        return self.html("iframe")
+        return self._advised(self.html("iframe"))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        bundle = {"text/plain": str(self)}
+        bundle = {"text/plain": self._advised(str(self))}
         if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
-            bundle["text/html"] = self.html("notebook")
+            bundle["text/html"] = self._advised(self.html("notebook"))
         return bundle
 
     def save_html(self, path: str | os.PathLike[str]) -> str:
