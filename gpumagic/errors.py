@@ -36,13 +36,16 @@ __all__ = [
     "NoCudaDataError",
     "NoKernelsProfiledError",
     "NoReportError",
+    "NotEnoughGpusError",
     "NsysError",
     "NsysExportError",
     "NsysFailedError",
     "NsysNotFoundError",
     "NsysTimeoutError",
+    "RankError",
     "ShippingError",
     "TimingInterrupted",
+    "TorchrunMissingError",
     "TraceFormatError",
     "UnwritablePathError",
     "tail",
@@ -231,6 +234,36 @@ class NoCudaDataError(NsysExportError):
         "its container (a host nsys wrapping `docker run` sees only the OS layer): run nsys inside the container that "
         "runs the CUDA process, with -t cuda."
     )
+
+
+# --- several ranks (--nproc N: torchrun inside nsys) -------------------------------------------------------------
+
+
+class TorchrunMissingError(NsysError):
+    """``python -m torch.distributed.run`` cannot start the ranks in ``python``: ``reason`` (what it said)."""
+
+    template = (
+        "--nproc runs the cell's ranks with `{python} -m torch.distributed.run`, which is missing there ({reason}). "
+        "Install a PyTorch with torch.distributed in that Python (the pytorch.org wheels have it)."
+    )
+
+
+class NotEnoughGpusError(NsysError):
+    """``nproc`` ranks need one GPU each; ``where`` (this process, or a rank) sees ``available``."""
+
+    template = (
+        "--nproc {nproc} runs one rank per GPU, but {where} sees {available} GPU(s) (CUDA_VISIBLE_DEVICES={visible}). "
+        "Use --nproc {available} or fewer, or make more GPUs visible."
+    )
+
+
+class RankError(CellError):
+    """Rank ``rank`` of ``world_size`` raised (torchrun stopped the others); ``traceback`` is its traceback."""
+
+    template = "Rank {rank} of {world_size} raised in the nsys subprocess: {last}\n\n{traceback}"
+
+    def __init__(self, traceback: str, rank: int = 0, world_size: int = 1) -> None:
+        NsysError.__init__(self, traceback=traceback, rank=rank, world_size=world_size)
 
 
 # --- Nsight Compute ----------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ cause and the fix (``gpumagic.errors``): no nsys (where it looked), a non-zero e
 were generated" (the capture range never opened), a report newer than the local nsys, a report without CUDA data
 (nsys outside the CUDA process's container), a timeout (the partial files kept and named), a cell that raises (its
 traceback). The same nsys binary profiles and exports, to a fresh path, so versions never cross and no stale
-``.sqlite`` is reused. No shell is involved: the command is a list.
+``.sqlite`` is reused. No shell is involved: the command is a list. With ``nproc`` of 2 or more the cell runs as
+that many torchrun ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..errors import (
 )
 from ..trace import Trace
 from . import Capture, Shown
+from . import nsys_ranks as ranks
 from .cell import loop_notes
 from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
@@ -146,16 +148,22 @@ def capture(
     opts = options or NsysOptions()
     extra_args = _checked(opts)
     nsys = find_nsys(opts.nsys_path)
+    nproc = opts.nproc or 1
+    if nproc > 1:
+        ranks.check_before_launch(nproc, opts.python)
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     try:
         ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
-        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
+        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label, "nproc": nproc}
         with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
         os.makedirs(opts.profile_dir, exist_ok=True)
         stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
         cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
-        output, returncode = _run(cmd, opts.timeout, stem)
+        output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
+        failed = ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable) if nproc > 1 else None
+        if failed is not None:
+            raise failed
         error_file = os.path.join(workdir, "error.txt")
         if os.path.exists(error_file):
             with open(error_file, encoding="utf-8") as f:
@@ -177,6 +185,8 @@ def capture(
             shutil.rmtree(workdir, ignore_errors=True)
     files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
     notes = [f"report: {report}" if report else "report: (not kept)", f"SQLite export: {sqlite}"]
+    if nproc > 1:
+        notes.insert(0, f"{nproc} ranks (torch.distributed.run), one GPU each; the capture opened and closed on all.")
     return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files, value=value)
 
 
@@ -193,6 +203,8 @@ def _checked(opts: NsysOptions) -> list[str]:
         ) from None
     if not opts.timeout > 0:
         raise InvalidOptionError(option="timeout", reason="must be a positive number of seconds", value=opts.timeout)
+    if opts.nproc is not None and (type(opts.nproc) is not int or opts.nproc < 1):
+        raise InvalidOptionError(option="nproc", reason="must be a whole number of ranks, 1 or more", value=opts.nproc)
     return extra_args
 
 
@@ -208,29 +220,36 @@ def _shown_value(workdir: str) -> Shown | None:
 def _profile_command(
     nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str, extra_args: list[str]
 ) -> list[str]:
+    """One process: the capture range is the cell's NVTX range. Ranks: they open and close it together through
+    cudaProfilerStart/Stop (``nsys_ranks.py`` says why)."""
+    python = opts.python or sys.executable
+    if (opts.nproc or 1) > 1:
+        capture_range, program = ["--capture-range=cudaProfilerApi"], ranks.torchrun_command(python, opts.nproc or 1)
+    else:
+        capture_range, program = ["--capture-range=nvtx", f"--nvtx-capture={label}"], [python]
     return [
         nsys,
         "profile",
         "-t",
         opts.trace,
-        "--capture-range=nvtx",
-        f"--nvtx-capture={label}",
+        *capture_range,
         "--capture-range-end=stop",
         "--force-overwrite=true",
         "--export=sqlite",
         "-o",
         stem,
         *extra_args,
-        opts.python or sys.executable,
+        *program,
         "-m",
         "gpumagic.capture.runner",
         workdir,
     ]
 
 
-def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
+def _run(cmd: list[str], timeout: float, stem: str, workdir: str | None = None, nproc: int = 1) -> tuple[str, int]:
     """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so. On
-    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
+    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept. With
+    ``workdir`` (ranks), every process carrying it is stopped with nsys, and after a run that ended by itself."""
     env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -240,13 +259,17 @@ def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        _kill(proc, workdir)
+        if workdir is not None:
+            raise ranks.RanksTimeoutError(timeout, sorted(glob.glob(stem + "*")), nproc) from None
         raise NsysTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
     except KeyboardInterrupt:
-        _kill(proc)
+        _kill(proc, workdir)
         partial = sorted(glob.glob(stem + "*"))
         kept = f"Partial files kept: {', '.join(partial)}." if partial else "It wrote no files."
         raise KeyboardInterrupt(f"nsys was stopped (its process group, the cell's process with it). {kept}") from None
+    if workdir is not None:
+        ranks.stop_run_processes(workdir)  # a rank that outlived torchrun (none, normally)
     return output, proc.returncode
 
 
@@ -254,20 +277,22 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:60] or "cell"
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(proc: subprocess.Popen[str], workdir: str | None = None) -> None:
     """Stop nsys and everything in its session: SIGINT first (nsys writes what it has), SIGKILL after 10 s. A
     Ctrl-C meanwhile waits for the end (it must not leave nsys or the cell running) and is then dropped: the run
-    is being stopped already."""
+    is being stopped already. With ``workdir``, the ranks too (each in a session of its own: ``nsys_ranks.py``)."""
     try:
         with deferred_interrupts():
-            _stop_group(proc)
+            _stop_group(proc, workdir)
     except KeyboardInterrupt:
         pass
 
 
-def _stop_group(proc: subprocess.Popen[str]) -> None:
+def _stop_group(proc: subprocess.Popen[str], workdir: str | None = None) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)  # let nsys write what it has
+        if workdir is not None:
+            ranks.stop_run_processes(workdir, signal.SIGINT, skip_group=proc.pid)
         proc.wait(timeout=10)
     except (subprocess.TimeoutExpired, ProcessLookupError, PermissionError):
         try:
@@ -275,5 +300,7 @@ def _stop_group(proc: subprocess.Popen[str]) -> None:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+    if workdir is not None:
+        ranks.stop_run_processes(workdir, signal.SIGKILL, wait=5)  # a rank stuck in NCCL ignores SIGINT
     if proc.stdout is not None:
         proc.stdout.close()

@@ -44,6 +44,9 @@ class NsysOptions:
     setup: str | None = None
     #: The Python that runs the cell; None: this one.
     python: str | None = None
+    #: Ranks the cell runs as, one GPU each, under ``torch.distributed.run`` inside the one nsys run (``--nproc``);
+    #: None or 1: one process, no torch.distributed.
+    nproc: int | None = None
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 A notebook cell's variables live in the kernel, not in a script nsys can launch. The free names the cell reads
 (found in its AST) are taken from the user namespace and written to a private directory: tensors and modules
-with ``torch.save`` (a CUDA tensor comes back on its device), imported modules by name (re-imported in the
-child), other values with pickle. What cannot travel (a function or class defined in the notebook, an open file,
-a generator) is listed by name before anything runs, with what to do instead.
+with ``torch.save`` (a CUDA tensor comes back on its device, or with ``--nproc`` on its rank's device), imported
+modules by name (re-imported in the child), other values with pickle. What cannot travel (a function or class
+defined in the notebook, an open file, a generator) is listed by name before anything runs, with what to do
+instead.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from ..errors import ShippingError
 
-__all__ = ["Manifest", "ShippingError", "free_names", "restore", "ship"]
+__all__ = ["Manifest", "ShippingError", "free_names", "onto", "restore", "ship"]
 
 
 class _FirstUse(ast.NodeVisitor):
@@ -185,8 +186,10 @@ def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Mani
     return manifest
 
 
-def restore(directory: str) -> dict[str, Any]:
-    """The namespace ``ship`` wrote (used by the runner in the subprocess)."""
+def restore(directory: str, device: Any = None) -> dict[str, Any]:
+    """The namespace ``ship`` wrote (used by the runner in the subprocess). With a CUDA ``device`` (a rank's, under
+    ``--nproc``) every CUDA tensor, a module's parameters included, comes back on that device whatever device it
+    was saved from: each rank gets its own copy on its own GPU; CPU tensors stay on the CPU."""
     import importlib
 
     with open(os.path.join(directory, "manifest.pkl"), "rb") as f:
@@ -201,5 +204,13 @@ def restore(directory: str) -> dict[str, Any]:
         import torch
 
         with open(os.path.join(directory, "tensors.pt"), "rb") as f:
-            ns.update(torch.load(io.BytesIO(f.read()), weights_only=False))
+            ns.update(torch.load(io.BytesIO(f.read()), weights_only=False, map_location=onto(device)))
     return ns
+
+
+def onto(device: Any) -> Any:
+    """``torch.load``'s ``map_location`` that puts every CUDA storage on ``device`` (None: where it was saved)."""
+    if device is None or getattr(device, "type", None) != "cuda":
+        return None
+    index = device.index if device.index is not None else 0
+    return lambda storage, location: storage.cuda(index) if str(location).startswith("cuda") else storage
