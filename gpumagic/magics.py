@@ -237,6 +237,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--setup", default=None, metavar="CODE", help="--nsys: code run in the subprocess before the cell.")
     @argument("--nsys-args", default="", metavar="ARGS", help="--nsys: extra nsys profile arguments (shell-split).")
     @argument("--timeout", type=float, default=None, metavar="S", help="--nsys, --ncu: run time limit in seconds.")
+    @argument("--nproc", type=int, default=None, metavar="N", help="--nsys: the cell as N torchrun ranks, 1 GPU each.")
     @argument("--ncu", action="store_true", help="Re-run the cell in a subprocess under Nsight Compute instead.")
     @argument("--kernels", metavar="FILTER", help="--ncu: ncu's kernel filter (NAME or regex:RE), not the top K.")
     @argument("--launch-count", type=int, metavar="N", help="--ncu: launches per kernel and launch config (1).")
@@ -259,7 +260,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
         cuda_gpu_kern_sum columns plus each name decoded), torch ops (Self CPU vs GPU), CUDA API calls, NVTX ranges
         and a Bokeh timeline. Without CUDA it still runs and shows the CPU ops. With ``--nsys`` the cell runs in a
         subprocess under Nsight Systems instead (the names it reads are shipped there; the namespace is not
-        changed; the value is shown as the subprocess printed it). One profiler at a time: a cell that opens its
+        changed; the value is shown as the subprocess printed it); with ``--nproc N`` it runs as N ranks under
+        torchrun inside the one nsys run (``dist``, ``rank``, ``world_size``, ``local_rank`` and ``device`` are set in
+        the cell; rank 0's value is shown). One profiler at a time: a cell that opens its
         own profiler, or %%gpuprofile while one runs, is refused before the cell runs. With ``--ncu`` the cell runs in
         a subprocess under Nsight Compute instead: the ``--top`` kernels by GPU time (default 5; 0: all), each with its
         duration, SM and memory throughput, FLOP/s, intensity, limiter and ncu's advice, and a roofline; the
@@ -274,6 +277,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.help:
             print(self.gpuprofile.parser.format_help())
             return None
+        if args.nproc is not None and not args.nsys:
+            raise UsageError("%%gpuprofile: --nproc goes with --nsys (the ranks run under torchrun inside nsys)")
         if args.ncu:
             return self._gpuprofile_ncu(args, cell)
         if args.kernels or args.launch_count is not None or args.ncu_set or args.no_clock_control or args.ncu_args:
@@ -307,7 +312,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
             runnable: Any = source
             options: Any = self.nsys_options(
-                setup=_unquote(args.setup), extra_args=_unquote(args.nsys_args) or None, timeout=args.timeout
+                setup=_unquote(args.setup),
+                extra_args=_unquote(args.nsys_args) or None,
+                timeout=args.timeout,
+                nproc=args.nproc,
             )
             prefix = "%%gpuprofile --nsys"
         else:

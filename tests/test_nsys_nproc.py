@@ -210,3 +210,29 @@ def test_stopping_the_run_reaches_processes_in_sessions_of_their_own(tmp_path):
     finally:
         if child.poll() is None:
             child.kill()
+
+
+# --- the magic -----------------------------------------------------------------------------------------------------
+
+
+def test_magic_nproc_goes_with_nsys(ip):
+    from IPython.core.error import UsageError
+
+    for line in ("--nproc 2", "--ncu --nproc 2"):
+        with pytest.raises(UsageError, match="--nproc goes with --nsys"):
+            ip.run_cell_magic("gpuprofile", line, "x = 1")
+
+
+def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
+    from IPython.core.error import UsageError
+    from IPython.utils.capture import capture_output
+
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(run_dir / 'profiles')!r}")
+    with capture_output():
+        value = ip.run_cell_magic("gpuprofile", "--nsys --nproc 2 -w 0 -o rep", "(rank, world_size)")
+    assert repr(value) == "(0, 2)" and any("2 ranks" in n for n in ip.user_ns["rep"].notes)
+    with capture_output() as cap, pytest.raises(UsageError, match=r"^Rank 1 of 2 raised .*ZeroDivisionError"):
+        ip.run_cell_magic("gpuprofile", "--nsys --nproc 2 -w 0", "y = 2\n1 / (rank - 1)")
+    assert "Traceback" in cap.stderr and "1 / (rank - 1)" in cap.stderr
+    assert not settle(run_dir)
