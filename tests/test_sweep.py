@@ -274,3 +274,17 @@ def test_the_html_carries_the_plot_and_the_table():
     assert "<iframe" in page and "<table class='gm-sweep'>" in page and "TFLOP/s" in page
     bundle = fake_sweep([256, 1024])._repr_mimebundle_()
     assert "gm-plot" in bundle["text/html"] and bundle["text/plain"].startswith("Sweep of 2 statements")
+
+
+def test_where_the_time_went_to_the_profilers_first_start_is_said_once_with_the_point():
+    from gpumagic.timing.passes import PROFILER_START, SKIP_KERNEL_PASS
+
+    out = fake_sweep([256, 512])
+    first = out.points[0].result
+    first.notes.append(f"{PROFILER_START} 6.2 s (CUPTI start-up, once per process); `kernel_time=False` skips it.")
+    first.hints.append(SKIP_KERNEL_PASS)
+    said = out.warnings()
+    assert said[0].startswith(f"{out.points[0].label} at n=256: {PROFILER_START} 6.2 s")
+    assert sum(PROFILER_START in w for w in said) == 1
+    assert SKIP_KERNEL_PASS in out.hints
+    assert f"{PROFILER_START} 6.2 s" in str(out)

@@ -18,7 +18,7 @@ from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes
 from .samplers import Sampler
 
-__all__ = ["fed_from_host", "host_pass", "kernel_pass"]
+__all__ = ["PROFILER_START", "fed_from_host", "host_pass", "kernel_pass"]
 
 #: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
 SKIP_KERNEL_PASS = Hint("kernel_time", "False")
@@ -28,6 +28,8 @@ MEASURE_COLD = Hint("skip_cold_kernel_pass", "False")
 TINY = 1e-9
 #: A profiler first start slower than this (seconds) is worth a note: it is paid once per process.
 SLOW_PROFILER_START = 1.0
+#: The words that start the note on a slow first start (a sweep finds it among its points' notes by them).
+PROFILER_START = "The profiler's first start in this process took"
 #: The host issuing a call in at most this share of the per-call time keeps the GPU's queue full: the samples are
 #: not launch-bound. (Launch-bound needs the host at half the per-call time or more; see ``result.py``.)
 FED_HOST_SHARE = 0.25
@@ -90,7 +92,7 @@ def kernel_pass(
     startup = sampler.profiler_startup
     if startup is not None and startup > SLOW_PROFILER_START:
         notes.advise(
-            f"The profiler's first start in this process took {startup:.1f} s (CUPTI start-up, "
+            f"{PROFILER_START} {startup:.1f} s (CUPTI start-up, "
             f"once per process); `{SKIP_KERNEL_PASS.script()}` skips the kernel-time pass.",
             SKIP_KERNEL_PASS,
         )

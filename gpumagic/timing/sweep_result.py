@@ -18,6 +18,7 @@ from ..units import format_time
 from .comparison import rate_cells
 from .figure_page import FigurePage
 from .measure import LONGER_RUN
+from .passes import PROFILER_START
 from .result import TimingResult
 
 __all__ = ["Sweep", "SweepPoint"]
@@ -161,14 +162,26 @@ class Sweep(FigurePage):
         return f"Sweep of {what} over {len(self.points)} measurements{where}{span}{tail}"
 
     def warnings(self) -> list[str]:
-        """What qualifies the figures: points whose median had not settled when their budget ended."""
-        ended = [p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")]
-        if not ended:
-            return []
-        return [
-            f"{len(ended)} of {len(self.points)} points ended at their time budget before the median settled "
-            f"(to_dataframe()['stop_reason'] says why); a longer run: {LONGER_RUN.script()}"
+        """What qualifies the figures: points whose median had not settled when their budget ended; and where the
+        sweep's time went to the profiler's one-time start (seconds, at the first point that needed kernel time)."""
+        out = [
+            f"{self._point_name(p)}: {note}"
+            for p in self.points
+            if p.result is not None
+            for note in p.result.notes
+            if PROFILER_START in note
         ]
+        ended = [p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")]
+        if ended:
+            out.append(
+                f"{len(ended)} of {len(self.points)} points ended at their time budget before the median settled "
+                f"(to_dataframe()['stop_reason'] says why); a longer run: {LONGER_RUN.script()}"
+            )
+        return out
+
+    def _point_name(self, p: SweepPoint) -> str:
+        where = ", ".join(f"{k}={v}" for k, v in p.params.items())
+        return f"{p.label} at {where}" if len(self.labels) > 1 else f"at {where}"
 
     def _shown(self) -> tuple[list[str], list[list[str]]]:
         """The head and rows as shown: the rate and % of peak columns are left out where no point has one (a sweep
