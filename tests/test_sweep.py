@@ -7,6 +7,7 @@ import torch
 
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
 from gpumagic.render.sweep_plot import geometric
+from gpumagic.stats import StopRule
 from gpumagic.timing import Sampler, TimingOptions, TimingResult
 from gpumagic.timing import sweep as sweep_module
 from gpumagic.timing.sweep import SweepInterrupted, grid, point_budget, run_sweep, sweep
@@ -196,7 +197,8 @@ def test_fast_points_get_a_shorter_budget():
     )
     assert "time budget of 0.2 s ended" in out.points[0].result.stop_reason
     assert out.to_dataframe()["stop_reason"][0].startswith("time budget of 0.2 s ended")
-    assert "1 of 1 points ended at their time budget" in str(out) and "time_budget=2" in str(out)
+    assert "1 of 1 points ended at their time budget with their median known only to more than ±1%" in str(out)
+    assert "time_budget=2" in str(out)
     assert [h.script() for h in out.hints] == ["time_budget=2"]
 
 
@@ -288,3 +290,23 @@ def test_where_the_time_went_to_the_profilers_first_start_is_said_once_with_the_
     assert sum(PROFILER_START in w for w in said) == 1
     assert SKIP_KERNEL_PASS in out.hints
     assert f"{PROFILER_START} 6.2 s" in str(out)
+
+
+def test_a_point_that_ended_at_its_budget_with_its_median_within_a_percent_is_not_warned_about():
+    import random
+
+    rng, now = random.Random(5), [0.0]
+    sampler = Scripted(now, lambda: 1e-3 * (1 + rng.gauss(0, 0.02)))  # 2% noise: the median is known to ~0.3%
+    opts = TimingOptions(work=False, stop_rule=StopRule(rel_ci=1e-6))  # the stop rule never satisfied
+    clock = {"sampler_for": lambda point, label: sampler, "wall_clock": lambda: now[0]}
+    out = run_sweep({"s": "pass"}, None, [{"n": 1}], {}, opts, **clock)
+    assert out.points[0].result.stop_reason.startswith("time budget")
+    assert out.warnings() == []
+    assert "ended at their time budget" not in str(out)
+
+
+def test_a_sweep_table_keeps_one_unit_the_plots():
+    out = fake_sweep([256, 512, 1024])
+    assert out.metric() == "flop"
+    rates = [row[out._head().index("Rate")] for row in out.rows()]
+    assert all("FLOP/s" in r for r in rates)  # even where bytes sit nearer their ceiling (small bf16 matmuls)

@@ -39,9 +39,10 @@ def parse_time(text: str) -> float | None:
         return None
 
 
-def rate_cells(result: TimingResult | None) -> tuple[str, str]:
+def rate_cells(result: TimingResult | None, prefer: str | None = None) -> tuple[str, str]:
     """(rate, share of its peak) as text: the rate nearer its ceiling, FLOP/s where no share is known; '—' where
-    the work was not counted."""
+    the work was not counted. ``prefer`` ("flop" or "byte") picks that rate where it was counted: a sweep's rows
+    keep one unit, as its plot does."""
     from ..device_peaks.achieved import format_rate, format_share
 
     found = result.achieved if result is not None else None
@@ -50,6 +51,8 @@ def rate_cells(result: TimingResult | None) -> tuple[str, str]:
     flop, byte = found.flop_rate, found.byte_rate
     fs, bs = found.flop_share, found.byte_share
     use_flop = flop is not None and (byte is None or fs is None or bs is None or fs >= bs)
+    if prefer in ("flop", "byte") and (flop if prefer == "flop" else byte) is not None:
+        use_flop = prefer == "flop"
     if use_flop:
         text = format_rate(flop, "FLOP/s") + (f" {found.precision}" if found.precision else "")
         return text, format_share(fs) if fs is not None else "\u2014"

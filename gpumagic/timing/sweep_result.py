@@ -9,11 +9,13 @@ the peaks table knows it. The x axis is the first parameter that takes several v
 from __future__ import annotations
 
 import html
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Hint
+from ..stats import median_ci
 from ..units import format_time
 from .comparison import rate_cells
 from .figure_page import FigurePage
@@ -29,6 +31,19 @@ _TEXT_CELL = "padding:2px 8px;text-align:left;white-space:nowrap"
 _FAILED = "color:#b22222"
 _COLUMNS = ["label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate", "flop_share", "byte_share", "precision"]
 _COLUMNS += ["launch_bound", "samples", "stop_reason", "status", "error"]
+
+
+#: A point whose median is known within ± this share (95% CI) is exact for a curve: a point that ended at its
+#: (shrunk) budget within it is not worth a warning, though the stop rule asks for ±0.5%.
+CURVE_CI = 0.01
+
+
+def _ci_share(result: TimingResult) -> float:
+    """The half-width of the median's 95% confidence interval, as a share of the median."""
+    if not result.samples or result.median <= 0:
+        return math.inf
+    lo, hi = median_ci(result.samples)
+    return (hi - lo) / 2 / result.median
 
 
 @dataclass
@@ -80,9 +95,14 @@ class Sweep(FigurePage):
                 return name
         return self.params[0] if self.params else None
 
-    def metric(self) -> str:
-        """ "flop" where every measured point counted FLOPs, "byte" where every one counted bytes, else "time"."""
-        found = [p.result.achieved for p in self.points if p.measured and p.status == "ok"]
+    def metric(self, label: str | None = None) -> str:
+        """ "flop" where every measured point (of ``label``, or of all) counted FLOPs, "byte" where every one
+        counted bytes, else "time"."""
+        found = [
+            p.result.achieved
+            for p in self.points
+            if p.measured and p.status == "ok" and (label is None or p.label == label)
+        ]
         if found and all(a is not None and a.flop_rate for a in found):
             return "flop"
         if found and all(a is not None and a.byte_rate for a in found):
@@ -133,6 +153,7 @@ class Sweep(FigurePage):
     def rows(self) -> list[list[str]]:
         """The table's cells, one row per point and statement, as printed."""
         out = []
+        metric = {label: self.metric(label) for label in self.labels}  # each statement's rows in one unit
         for p in self.points:
             cells = [str(p.params[name]) for name in self.params]
             if len(self.labels) > 1:
@@ -142,7 +163,7 @@ class Sweep(FigurePage):
                 cells.append(f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}")
             else:
                 cells.append("\u2014")
-            cells.extend(rate_cells(r if p.measured else None))
+            cells.extend(rate_cells(r if p.measured else None, prefer=metric.get(p.label)))
             cells.append(p.status + (f": {p.error}" if p.error else ""))
             out.append(cells)
         return out
@@ -172,10 +193,12 @@ class Sweep(FigurePage):
             if PROFILER_START in note
         ]
         ended = [p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")]
-        if ended:
+        loose = [p for p in ended if _ci_share(p.result) > CURVE_CI]
+        if loose:
             out.append(
-                f"{len(ended)} of {len(self.points)} points ended at their time budget before the median settled "
-                f"(to_dataframe()['stop_reason'] says why); a longer run: {LONGER_RUN.script()}"
+                f"{len(loose)} of {len(self.points)} points ended at their time budget with their median known only "
+                f"to more than \u00b1{CURVE_CI:.0%} (to_dataframe()['stop_reason'] says why); a longer run: "
+                f"{LONGER_RUN.script()}"
             )
         return out
 
