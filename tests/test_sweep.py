@@ -244,6 +244,8 @@ def test_the_plot_has_a_line_per_statement_the_peaks_and_log_axes_for_geometric_
     assert len(peaks) == 2
     assert sorted(r.data_source.data["y"][0] for r in peaks) == pytest.approx([67.0, 989.5])  # TFLOP/s, datasheet
     assert isinstance(fig.x_scale, LogScale) and isinstance(fig.y_scale, LogScale)
+    assert list(fig.xaxis[0].ticker.ticks) == [256, 512, 1024, 2048, 4096, 8192]  # the sizes run, not 1000..9000
+    assert fig.xaxis[0].major_label_overrides[8192] == "8192"
     assert fig.yaxis.axis_label == "TFLOP/s"
     legend = [item.label.value for item in fig.legend.items]
     assert "bf16 tensor-core peak 990 TFLOP/s" in legend and "FFMA peak 67 TFLOP/s" in legend

@@ -22,6 +22,10 @@ _PEAK_COLORS = ["#444444", "#8c564b", "#2ca02c"]
 #: Consecutive ratios above this, within this factor of each other, make a geometric sequence.
 MIN_RATIO = 1.5
 RATIO_SPREAD = 1.5
+#: A geometric x axis is ticked at its own values where there are at most this many, spanning at most this factor
+#: (beyond it, the powers of ten a log axis labels read better than a row of long numbers).
+MAX_TICKED = 12
+TICKED_SPAN = 10**4.5
 _TOOLTIP = """
 <div style='max-width:min(420px,80vw);white-space:normal;font-size:12px'>
 <b>@series</b><br>@params<br>@median per call<br>@rate</div>
@@ -142,12 +146,25 @@ def sweep_figure(
         crosses = p.scatter("x", "y", source=source, marker="x", size=12, color="#b22222", legend_label="failed")
         crosses.name = "failed"
         hovered.append(crosses)
+    if log_x:
+        _tick_at_values(p, xs)
     p.add_tools(HoverTool(renderers=hovered, tooltips=_TOOLTIP))
     if p.legend:
         p.legend.location = "top_left"
         p.legend.click_policy = "hide"
         p.legend.label_text_font_size = "11px"
     return p
+
+
+def _tick_at_values(p: Any, xs: Sequence[Any]) -> None:
+    """Ticks at the swept values themselves (256, 512, 1024, ...) where they are few and span under
+    :data:`TICKED_SPAN`: a log axis otherwise labels 1000, 2000, ... 9000, none of them a size that was run."""
+    from bokeh.models import FixedTicker
+
+    values = sorted({float(v) for v in xs})
+    if len(values) <= MAX_TICKED and values[-1] / values[0] <= TICKED_SPAN:
+        p.xaxis.ticker = FixedTicker(ticks=values, minor_ticks=[])
+        p.xaxis.major_label_overrides = {v: str(int(v)) if v.is_integer() and v < 1e6 else f"{v:.3g}" for v in values}
 
 
 def _ends(xs: Sequence[Any], categorical: bool) -> tuple[Any, Any] | None:
