@@ -170,6 +170,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
             if not args.quiet:
                 print(notebook_advice(str(exc.result), exc.result.hints))
             raise
+        result.advise_as(lambda text: notebook_advice(text, result.hints))  # in %config words, also as Out[n]
         if not args.quiet:
             print(notebook_advice(str(result), result.hints))
         if args.output:

@@ -133,3 +133,19 @@ def test_an_interrupted_comparison_is_shown_then_the_interrupt_goes_on(ip, monke
         ip.run_cell_magic("gputime", "--compare", "1 + 1  # a\n2 * 2  # b\n")
     (shown,) = cap.outputs
     assert "2 statements on CPU" in shown.data["text/plain"]
+
+
+def test_a_returned_timing_result_shows_its_advice_as_config_and_still_pickles(ip):
+    import pickle
+
+    ip.run_cell("import random")
+    ip.run_line_magic("config", "GpuMagics.time_budget = 0.3")
+    ip.run_line_magic("config", "GpuMagics.rel_ci = 1e-9")
+    ip.run_line_magic("config", "GpuMagics.min_time = 0.001")
+    r = ip.run_line_magic("gputime", "-q -o -w 1 sum(range(random.randint(1, 3000)))")  # never settles
+    shown = ip.display_formatter.format(r)[0]
+    assert "%config GpuMagics.time_budget = 2" in shown["text/plain"]
+    assert "%config GpuMagics.time_budget = 2" in shown["text/html"]
+    assert "time_budget=2" in str(r)
+    back = pickle.loads(pickle.dumps(r))
+    assert back.samples == r.samples and "time_budget=2" in ip.display_formatter.format(back)[0]["text/plain"]

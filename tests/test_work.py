@@ -152,3 +152,16 @@ def test_summary_is_plain_data():
     assert s["bytes"] == 80 and s["flops"] == 0 and s["peak_memory"] is None
     assert all(not isinstance(v, torch.Tensor) for v in s.values())
     assert not math.isnan(float(s["bytes"]))
+
+
+def test_a_work_pickles_with_its_read_only_split():
+    import pickle
+    from types import MappingProxyType
+
+    from gpumagic.timing.work import Work
+
+    w = Work(flops=10, bytes=4, flops_by_precision=MappingProxyType({"bf16": 6, "fp32": 4}))
+    back = pickle.loads(pickle.dumps(w))
+    assert back == w and isinstance(back.flops_by_precision, MappingProxyType)
+    with pytest.raises(TypeError):
+        back.flops_by_precision["fp8"] = 1  # still read-only

@@ -9,33 +9,22 @@ BokehJS inside ("iframe"); ``save_html`` writes a page that loads BokehJS once i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
+
+from .advice import Advised
 
 __all__ = ["FigurePage"]
 
 
-class FigurePage:
-    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's ``html(figure)``."""
+class FigurePage(Advised):
+    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's ``html(figure)``, their
+    advice worded as :meth:`~.advice.Advised.advise_as` says."""
 
     #: the saved page's title and the iframe's name
     page_title = "gpumagic"
 
     def html(self, figure: str | None = "notebook") -> str:  # pragma: no cover - each result defines it
         raise NotImplementedError
-
-    #: How the front end that returned this result words its advice (set by :meth:`advise_as`; None: as the core
-    #: writes it, a keyword such as ``time_budget=2``).
-    _advice: Callable[[str], str] | None = None
-
-    def advise_as(self, rewrite: Callable[[str], str]) -> FigurePage:
-        """Word the advice in the notes the front end's way (a notebook's ``%config GpuMagics.time_budget = 2``)
-        wherever this result is shown, also as a cell's value; returns the result."""
-        self._advice = rewrite
-        return self
-
-    def _advised(self, text: str) -> str:
-        return self._advice(text) if self._advice is not None else text
 
     def _repr_html_(self) -> str:
         return self._advised(self.html("iframe"))

@@ -17,6 +17,7 @@ from typing import Any
 from .. import stats
 from ..errors import Hint
 from ..units import format_time
+from .advice import Advised
 from .options import TimingOptions
 from .records import Steadiness
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
@@ -52,7 +53,7 @@ KERNELS_APART = 0.03
 
 
 @dataclass
-class TimingResult:
+class TimingResult(Advised):
     """Per-call timing of a statement.
 
     Times are seconds. ``samples`` holds one per-call time per sample (a sample is ``calls_per_sample`` calls
@@ -350,7 +351,7 @@ class TimingResult:
         return str(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(f"<TimingResult : {self}>")
+        p.text(self._advised(f"<TimingResult : {self}>"))
 
     def _repr_html_(self) -> str:
         rows = [
@@ -369,7 +370,7 @@ class TimingResult:
         cell = "style='text-align:left'"
         body = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>" for k, v in rows)
         warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings())
-        return (
+        return self._advised(
             f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"
             f"<details><summary>details</summary><table>{body}</table></details></div>"
         )

@@ -137,6 +137,14 @@ class Work:
     ops: int = 0
     note: str = ""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with a plain dict where the read-only view is (a mappingproxy does not pickle): a result that
+        holds a Work saves, and ships to a subprocess, like any other value."""
+        return {**self.__dict__, "flops_by_precision": dict(self.flops_by_precision)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, flops_by_precision=MappingProxyType(dict(state["flops_by_precision"])))
+
     @property
     def counted(self) -> bool:
         return self.flops is not None and self.bytes is not None
