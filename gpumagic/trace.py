@@ -13,6 +13,7 @@ million-kernel export answers ``kernel_summary()`` without building a million-ro
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import summaries
-from .intervals import union_ns
+from .intervals import union_by_group, union_ns
 
 _T = TypeVar("_T")
 
@@ -32,7 +33,11 @@ WINDOW_TEXT = {
     "capture": "the capture",
 }
 
-__all__ = ["COLUMNS", "TableSource", "Trace", "nesting_depth", "union_ns"]
+__all__ = ["COLUMNS", "RANK_MARK", "TableSource", "Trace", "id_column", "nesting_depth", "union_ns"]
+
+#: The NVTX mark (or range) text by which a process of a multi-process run says which rank it is: emitted by
+#: ``%%gpuprofile --nproc``'s launcher in every rank, read by the nsys reader and the per-rank analysis.
+RANK_MARK = re.compile(r"^gpumagic rank=(\d+) local_rank=(\d+) world=(\d+)$")
 
 COLUMNS: dict[str, list[str]] = {
     "kernels": [
@@ -46,13 +51,15 @@ COLUMNS: dict[str, list[str]] = {
         "block",
         "registers",
         "shared_memory",
+        "pid",
     ],
-    "memops": ["kind", "name", "bytes", "start", "end", "device", "stream", "correlation"],
-    "api": ["name", "start", "end", "thread", "correlation"],
+    "memops": ["kind", "name", "bytes", "start", "end", "device", "stream", "correlation", "pid"],
+    "api": ["name", "start", "end", "thread", "correlation", "pid"],
     "ops": ["name", "start", "end", "thread", "depth", "shapes", "external_id"],
-    "nvtx": ["text", "start", "end", "thread", "depth", "domain", "style"],
-    "osrt": ["name", "start", "end", "thread"],
+    "nvtx": ["text", "start", "end", "thread", "depth", "domain", "style", "pid"],
+    "osrt": ["name", "start", "end", "thread", "pid"],
 }
+#: ``pid``: the process a row belongs to (nsys exports; None where the capture has one process and does not say).
 
 _INT_COLUMNS = {"start", "end", "bytes", "correlation", "depth", "registers", "shared_memory", "external_id"}
 
@@ -93,6 +100,13 @@ class TableSource(Protocol):
     def count(self, table: str) -> int:
         """The table's row count, without reading it."""
         ...
+
+
+def id_column(col: pd.Series) -> np.ndarray:
+    """A process or device column as int64, -1 where missing (a capture that does not say)."""
+    if col.dtype.kind in "iu":
+        return col.to_numpy(dtype=np.int64)
+    return pd.to_numeric(col, errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
 
 
 def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
@@ -234,9 +248,36 @@ class Trace:
         return pd.concat([k, m], ignore_index=True) if not m.empty else k
 
     def gpu_busy_ns(self) -> int:
-        """GPU busy: the union of kernel and memory-operation intervals (overlap counted once)."""
+        """GPU busy: the union of kernel and memory-operation intervals (overlap counted once) on each GPU of each
+        process, summed over them (one GPU: its union)."""
 
-        return self.memo("gpu_busy", lambda: union_ns(*self._gpu_arrays()))
+        def compute() -> int:
+            codes, units = self.gpu_units()
+            if len(units) <= 1:
+                return union_ns(*self._gpu_arrays())
+            return int(union_by_group(codes, *self._gpu_arrays(), len(units)).sum())
+
+        return self.memo("gpu_busy", compute)
+
+    def gpu_units(self) -> tuple[np.ndarray, pd.DataFrame]:
+        """Where GPU work ran: each kernel's and memory operation's unit (in :meth:`gpu_intervals`' order: kernels,
+        then memory operations), and the units as a frame of ``pid`` and ``device`` (-1 where the capture does not
+        say), sorted by them. A unit is one process's work on one GPU: several units make a multi-GPU trace."""
+
+        def compute() -> tuple[np.ndarray, pd.DataFrame]:
+            parts = [df for df in (self.kernels, self.memops) if not df.empty]
+            if not parts:
+                return np.empty(0, dtype=np.int64), pd.DataFrame({"pid": [], "device": []}, dtype="int64")
+            pid = np.concatenate([id_column(df["pid"]) for df in parts])
+            device = np.concatenate([id_column(df["device"]) for df in parts])
+            if (pid == pid[0]).all() and (device == device[0]).all():  # the usual case: one process, one GPU
+                return np.zeros(len(pid), dtype=np.int64), pd.DataFrame({"pid": pid[:1], "device": device[:1]})
+            keys = pd.MultiIndex.from_arrays([pid, device])
+            codes, uniques = pd.factorize(keys, sort=True)
+            units = pd.DataFrame({"pid": uniques.get_level_values(0), "device": uniques.get_level_values(1)})
+            return codes.astype(np.int64, copy=False), units.astype("int64")
+
+        return self.memo("gpu_units", compute)
 
     def _gpu_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Starts and ends of the kernels and memory operations, as int64 arrays (kept: several figures read them)."""

@@ -3,9 +3,11 @@
 What no other notebook tool says for you: do the numbers check out (kernels seen vs launches issued), is the GPU
 busy or waiting on the host, are the kernels too small to amortise their launch, is an fp32 GEMM running on CUDA
 cores when TF32 tensor cores would do, are there copies nobody asked for, large host<->device transfers or host
-waits inside the cell, where does the time go. One small analyzer per finding, each ``Trace -> list[Finding]``, run
-in the order below; a new finding is a new function in the list. Every percentage names its total: "of kernel time"
-(the kernels' summed durations), "of GPU busy time" (kernels and memory operations, overlap once) or of the window.
+waits inside the cell, where does the time go; with several ranks, which rank the others wait for and how much of
+the communication compute does not hide (``communication.py``, over ``ranks.py``'s per-rank figures). One small
+analyzer per finding, each ``Trace -> list[Finding]``, run in the order below; a new finding is a new function in
+the list. Every percentage names its total: "of kernel time" (the kernels' summed durations), "of GPU busy time"
+(kernels and memory operations, overlap once; with several GPUs, each GPU's summed) or of the window.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from functools import partial
 
 from ..trace import Trace
+from .communication import comm_exposed, straggler
 from .finding import Finding
 from .kernel_mix import compat_kernels, copies, ffma_gemms, top_kernels
 from .pace import TINY_KERNEL_NS, gpu_idle, tiny_kernels
@@ -28,6 +31,8 @@ Analyzer = Callable[[Trace], list[Finding]]
 ANALYZERS: tuple[Analyzer, ...] = (
     missing_kernels,
     gpu_idle,
+    straggler,
+    comm_exposed,
     host_syncs,
     host_copies,
     tiny_kernels,

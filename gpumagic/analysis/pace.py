@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace import Trace
+from ..trace import WINDOW_TEXT, Trace
 from .finding import Finding, kernel_facts, t
+from .ranks import is_multi, rank_figures
 
 __all__ = ["TINY_KERNEL_NS", "gpu_idle", "tiny_kernels"]
 
@@ -15,7 +16,10 @@ TINY_KERNEL_NS = 10_000
 
 
 def gpu_idle(trace: Trace) -> list[Finding]:
-    """The GPU busy under half of the cell's window; overhead-bound when the host spends 3x that in torch ops."""
+    """The GPU busy under half of the cell's window; overhead-bound when the host spends 3x that in torch ops. With
+    several processes or GPUs, each GPU over its own process's range."""
+    if is_multi(trace):
+        return _idle_per_rank(trace)
     fig = trace.figures()
     wall, busy = fig["wall_ns"], fig["gpu_busy_ns"]
     if not wall or busy / wall >= 0.5:
@@ -31,6 +35,34 @@ def gpu_idle(trace: Trace) -> list[Finding]:
     else:
         msg += "."
     return [Finding("gpu_idle", "warn", msg, {"idle": idle, "wall_ns": wall, "busy_ns": busy, "cpu_ns": cpu})]
+
+
+def _idle_per_rank(trace: Trace) -> list[Finding]:
+    fig = rank_figures(trace)
+    fig = fig[fig["span_ns"] > 0]
+    idle = fig[fig["busy_ns"] / fig["span_ns"].clip(lower=1) < 0.5]
+    if idle.empty:
+        return []
+    kinds = {WINDOW_TEXT[k] for k in idle["window"]}
+    parts = [
+        f"{r['label']} (GPU {int(r['device'])}) idle {1 - r['busy_ns'] / r['span_ns']:.0%} of {t(r['span_ns'])}, "
+        f"busy {t(r['busy_ns'])}"
+        for _, r in idle.iterrows()
+    ]
+    where = f"{kinds.pop()} in each process" if len(kinds) == 1 else "each process's range"
+    return [
+        Finding(
+            "gpu_idle",
+            "warn",
+            f"GPUs idle most of {where}: {'; '.join(parts)}.",
+            {
+                "ranks": idle["label"].tolist(),
+                "idle": (1 - idle["busy_ns"] / idle["span_ns"]).tolist(),
+                "busy_ns": idle["busy_ns"].tolist(),
+                "wall_ns": idle["span_ns"].tolist(),
+            },
+        )
+    ]
 
 
 def tiny_kernels(trace: Trace) -> list[Finding]:

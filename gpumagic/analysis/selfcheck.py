@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace
+from ..trace import Trace, id_column
 from .finding import Finding, api_names
 
 __all__ = ["launches", "missing_kernels", "no_gpu_activity"]
@@ -61,8 +61,8 @@ def missing_kernels(trace: Trace) -> list[Finding]:
     launched_df = launches(trace)
     if launched_df.empty or trace.kernels.empty:
         return []
-    launched = _ids(launched_df["correlation"])
-    missing = np.setdiff1d(launched, _ids(trace.kernels["correlation"]), assume_unique=True)
+    launched = _ids(launched_df)
+    missing = np.setdiff1d(launched, _ids(trace.kernels), assume_unique=True)
     if not len(missing) or any("Graph" in str(name) for name in pd.unique(launched_df["name"])):
         return []
     return [
@@ -76,8 +76,11 @@ def missing_kernels(trace: Trace) -> list[Finding]:
     ]
 
 
-def _ids(correlation: pd.Series) -> np.ndarray:
-    """The distinct correlation ids (the -1 of "none" and missing ones left out), as int64."""
-    ids = np.sort(pd.to_numeric(correlation, errors="coerce").dropna().to_numpy(dtype="int64"))
-    ids = ids[np.r_[True, ids[1:] != ids[:-1]]] if len(ids) else ids  # a sort, not numpy's (slower) hashed unique
-    return ids[ids != -1]
+def _ids(df: pd.DataFrame) -> np.ndarray:
+    """The distinct correlation ids of a table's rows (the -1 of "none" and missing ones left out), each with its
+    process in the bits above 40 (every process numbers its correlations from 1), as int64."""
+    corr = pd.to_numeric(df["correlation"], errors="coerce")
+    keep = corr.notna().to_numpy() & (corr != -1).to_numpy()
+    pid = id_column(df["pid"])[keep] if "pid" in df.columns else 0
+    ids = np.sort(corr.to_numpy()[keep].astype("int64") | (np.maximum(pid, 0) << 40))
+    return ids[np.r_[True, ids[1:] != ids[:-1]]] if len(ids) else ids  # a sort, not numpy's (slower) hashed unique

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..analysis import Finding, findings
 from ..analysis.finding import kernel_labels
+from ..analysis.ranks import is_multi
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
 from ..trace import Trace
@@ -75,8 +76,18 @@ class ProfileReport:
     def figures(self) -> dict[str, Any]:
         return self.trace.figures()
 
+    @property
+    def multi(self) -> bool:
+        """Several processes or GPUs ran GPU work: the per-rank views replace the single-GPU ones."""
+        return is_multi(self.trace)
+
     def kernel_summary(self) -> pd.DataFrame:
-        """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision)."""
+        """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision).
+        With several processes: one summary per process, stacked, with ``rank``, ``rank_label`` and ``pid`` first."""
+        if self.multi:
+            from .ranks_view import decoded_by_rank
+
+            return decoded_by_rank(self.trace, kernel_labels(self.trace))
         s = self.trace.kernel_summary()
         dec = s["Name"].map(decode)
         return s.assign(
@@ -92,6 +103,10 @@ class ProfileReport:
         return self.kernel_summary()
 
     def summary_line(self) -> str:
+        if self.multi:
+            from .ranks_view import rank_summary_line
+
+            return rank_summary_line(self.trace)
         f = self.figures
         meta = self.trace.meta
         device = meta.get("device") or "unknown device"
@@ -113,6 +128,11 @@ class ProfileReport:
         lines = [self.summary_line()]
         lines += [f"  {f.message}" for f in self.findings]
         lines += [f"  note: {n}" for n in self.notes]
+        if self.multi:
+            from .ranks_view import rank_kernel_text_lines, rank_text_lines
+
+            labels = kernel_labels(self.trace)
+            return "\n".join(lines + rank_text_lines(self.trace) + rank_kernel_text_lines(self.trace, self.top, labels))
         s = self.trace.kernel_summary().head(self.top)
         if not s.empty:
             labels = kernel_labels(self.trace)
@@ -162,9 +182,12 @@ class ProfileReport:
             )
         for n in self.notes:
             parts.append(f"<div class='gm-finding gm-info' style='margin:2px 0'>{_SEVERITY['info'][0]}{esc(n)}</div>")
-        ks = self.trace.kernel_summary()
-        if not ks.empty:
-            parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, kernel_labels(self.trace)))
+        if self.multi:
+            parts.append(self._ranks_html())
+        else:
+            ks = self.trace.kernel_summary()
+            if not ks.empty:
+                parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, kernel_labels(self.trace)))
         sections = [
             ("Memory operations", not self.trace.memops.empty, lambda: _memops(self.trace, self.top)),
             ("Torch ops (Self CPU vs GPU)", not self.trace.ops.empty, lambda: _ops(self.trace, self.top)),
@@ -188,6 +211,15 @@ class ProfileReport:
         if timeline and self._has_timeline():
             parts.append(self._timeline_html(timeline))
         return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+
+    def _ranks_html(self) -> str:
+        """Several processes or GPUs: the per-rank table, then the kernel table with a rank column."""
+        from .ranks_view import rank_kernel_table_html, rank_table_html
+
+        labels = kernel_labels(self.trace)
+        ranks = f"<h4 {_H4}>Per rank and GPU</h4>" + rank_table_html(self.trace)
+        kernels = f"<h4 {_H4}>Kernels by rank</h4>" + rank_kernel_table_html(self.trace, self.top, labels)
+        return ranks + (kernels if not self.trace.kernels.empty else "")
 
     def html(self, timeline: str | None = "iframe") -> str:
         """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""

@@ -19,7 +19,16 @@ from ..kernels import decode
 from ..kernels.labels import distinct_labels
 from ..units import format_time
 
-__all__ = ["breakable", "duration_table_html", "esc", "kernel_table_html", "style"]
+__all__ = [
+    "breakable",
+    "duration_table_html",
+    "esc",
+    "kernel_name_cell",
+    "kernel_table_html",
+    "ns_title",
+    "style",
+    "yes_no",
+]
 
 _LINE = "border-bottom:1px solid rgba(128,128,128,.28)"
 _CELL = f"padding:2px 8px;{_LINE};vertical-align:top;"
@@ -78,14 +87,14 @@ def _t(ns: float) -> str:
     return "" if math.isnan(v) else format_time(v * 1e-9)
 
 
-def _ns_title(ns: Any) -> str:
+def ns_title(ns: Any) -> str:
     try:
         return f" title='{float(ns):,.1f} ns'"
     except (TypeError, ValueError):
         return ""
 
 
-def _yes_no(v: bool | None) -> str:
+def yes_no(v: bool | None) -> str:
     return {True: "yes", False: "no"}.get(v, "")
 
 
@@ -107,12 +116,14 @@ _KERNEL_COLUMNS = [
 _DOT = " \u00b7 "
 
 
-def _kernel_name_cell(r: pd.Series, label: str) -> str:
+def kernel_name_cell(r: pd.Series, label: str, stats: bool = True) -> str:
+    """A kernel table's name cell: the label, expanding to the other statistics (``stats``), the tile and layout,
+    the raw name and each token explained."""
     k = decode(r["Name"])
     facts = [
         f"{label} {_t(r[col])}"
         for label, col in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"), ("StdDev", "StdDev (ns)"))
-        if col in r
+        if stats and col in r
     ]
     facts += [f"{label} {v}" for label, v in (("tile", k.tile), ("layout", k.layout)) if v]
     explain = "".join(
@@ -122,8 +133,8 @@ def _kernel_name_cell(r: pd.Series, label: str) -> str:
     return (
         f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(r['Name'])}'>"
         f"{breakable(label)}</summary>"
-        f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>"
-        f"<div {style('raw')}>{breakable(r['Name'])}</div>{explain}</details></td>"
+        + (f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>" if facts else "")
+        + f"<div {style('raw')}>{breakable(r['Name'])}</div>{explain}</details></td>"
     )
 
 
@@ -140,12 +151,12 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str,
         k = decode(r["Name"])
         cells = [
             f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
-            f"<td {style('num')}{_ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
+            f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
-            f"<td {style('num')}{_ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
-            _kernel_name_cell(r, labels[r["Name"]]),
+            f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
+            kernel_name_cell(r, labels[r["Name"]]),
         ]
-        cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, _yes_no(k.tensor_cores))]
+        cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))]
         cells.append(f"<td {style('word')}>{esc(k.precision or '')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
@@ -176,7 +187,7 @@ def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str
             if c in name_cols:
                 cells.append(f"<td class='gm-name' {style('name')}>{breakable(v)}</td>")
             elif c.endswith("(ns)"):
-                cells.append(f"<td {style('num')}{_ns_title(v)}>{esc(_t(v))}</td>")
+                cells.append(f"<td {style('num')}{ns_title(v)}>{esc(_t(v))}</td>")
             elif c == "Time (%)":
                 cells.append(f"<td {style('num')}>{float(v):.1f}</td>")
             elif isinstance(v, float):

@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..analysis.finding import kernel_labels
+from ..analysis.ranks import is_multi, processes
 from ..kernels import decode
-from ..trace import Trace
+from ..trace import Trace, id_column
 from ..units import format_time
 from .options import ReportOptions
 
@@ -159,13 +161,14 @@ def _host_lane(df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra
     return _Lane(_ints(g, "start"), _ints(g, "end"), d, describe)
 
 
-def _gpu_lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
-    """One lane per GPU stream: its kernels and memory operations."""
-    k, m = trace.kernels, trace.memops
+def _gpu_lanes(
+    trace: Trace, k: pd.DataFrame, m: pd.DataFrame, prefix: str = "", by_device: bool = False
+) -> list[tuple[str, str, _Lane]]:
+    """One lane per GPU stream (per GPU and stream with ``by_device``): its kernels and memory operations."""
     parts = [df for df in (k, m) if not df.empty]
     if not parts:
         return []
-    both = pd.concat([df[["start", "end", "stream"]] for df in parts], ignore_index=True)
+    both = pd.concat([df[["start", "end", "stream", "device"]] for df in parts], ignore_index=True)
     n_k = len(k)
     labels = kernel_labels(trace) if n_k else {}
     families = {n: decode(n).family for n in labels}
@@ -206,38 +209,107 @@ def _gpu_lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
 
     lanes = []
     start, end = _ints(both, "start"), _ints(both, "end")
-    for stream, rows in _groups(both["stream"].astype(object), key=_stream_key):
+    if by_device:  # one lane per (GPU, stream): the pair as one number, named and sorted through its parts
+        dev, devs = pd.factorize(both["device"].astype(object).fillna(-1))
+        stream, streams = pd.factorize(both["stream"].astype(object).fillna(-1))
+        key = pd.Series(dev.astype(np.int64) * (len(streams) + 1) + stream)
+        pair = lambda v: (devs[v // (len(streams) + 1)], streams[v % (len(streams) + 1)])  # noqa: E731
+        order = lambda v: (_stream_key(pair(v)[0]), _stream_key(pair(v)[1]))  # noqa: E731
+        named = lambda v: f"{prefix}GPU {pair(v)[0]} \u00b7 stream {pair(v)[1]}"  # noqa: E731
+    else:
+        key, order = both["stream"].astype(object), _stream_key
+        named = (lambda v: f"{prefix}stream {v}") if prefix else (lambda v: f"GPU stream {v}")
+    for value, rows in _groups(key, key=order):
         flat = np.zeros(len(rows), dtype=np.int64)
         lane = _Lane(start[rows], end[rows], flat, lambda idx, rows=rows: describe(rows[idx]))
-        lanes.append((f"GPU stream {stream}", "gpu", lane))
+        lanes.append((named(value), "gpu", lane))
     return lanes
 
 
-def _lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
-    """(label, kind, events) from top to bottom: NVTX ranges, torch ops and CUDA API calls per thread, GPU
-    streams."""
+def _host_lanes(nv: pd.DataFrame, ops: pd.DataFrame, api: pd.DataFrame, prefix: str) -> list[tuple[str, str, _Lane]]:
+    """NVTX ranges, torch ops and CUDA API calls, one lane per thread each."""
     lanes: list[tuple[str, str, _Lane]] = []
-    nv, ops, api = trace.nvtx, trace.ops, trace.api
     for th, rows in _groups(nv["thread"]) if not nv.empty else ():
         lane = _host_lane(nv, rows, "text", "nvtx", lambda e: e["domain"].astype(str), depth=True)
-        lanes.append((f"ranges (thread {th})", "nvtx", lane))
+        lanes.append((f"{prefix}ranges (thread {th})", "nvtx", lane))
     for th, rows in _groups(ops["thread"]) if not ops.empty else ():
         shapes = lambda e: e["shapes"].fillna("").astype(str).replace("nan", "")  # noqa: E731
-        lanes.append((f"CPU ops (thread {th})", "ops", _host_lane(ops, rows, "name", "ops", shapes, depth=True)))
+        lane = _host_lane(ops, rows, "name", "ops", shapes, depth=True)
+        lanes.append((f"{prefix}CPU ops (thread {th})", "ops", lane))
     for th, rows in _groups(api["thread"]) if not api.empty else ():
         corr = lambda e: "correlation " + e["correlation"].astype(str)  # noqa: E731
-        lanes.append((f"CUDA API (thread {th})", "api", _host_lane(api, rows, "name", "api", corr, depth=False)))
-    return lanes + _gpu_lanes(trace)
+        lane = _host_lane(api, rows, "name", "api", corr, depth=False)
+        lanes.append((f"{prefix}CUDA API (thread {th})", "api", lane))
+    return lanes
 
 
-def _rows(trace: Trace, max_glyphs_per_lane: int) -> tuple[pd.DataFrame, list[float], dict[float, str], float]:
-    """Every box to draw (times in ns from the capture start), the lanes' tick positions and labels, and the depth
-    of the lowest lane."""
+def _lane_groups(trace: Trace) -> list[list[tuple[str, str, _Lane]]]:
+    """The lanes from top to bottom, in groups: one group (NVTX ranges, torch ops and CUDA API calls per thread,
+    then GPU streams) for a single process on one GPU; with several processes or GPUs, one group per rank, in rank
+    order, each lane named after its rank ("rank 0 \u00b7 stream 7"), then the host lanes of processes that ran no
+    GPU work."""
+    tables = {name: getattr(trace, name) for name in ("nvtx", "ops", "api", "kernels", "memops")}
+    if not is_multi(trace):
+        return [_host_lanes(tables["nvtx"], tables["ops"], tables["api"], "") + _gpu_lanes(trace, *_gpu(tables))]
+    procs = processes(trace)
+    pids = {
+        name: id_column(df["pid"]) if "pid" in df.columns else np.full(len(df), -1, dtype=np.int64)
+        for name, df in tables.items()
+    }
+    known = procs["pid"].to_numpy(dtype=np.int64)
+    devices = trace.gpu_units()[1].groupby("pid")["device"].nunique()
+    groups = []
+    for pid, label in zip(known.tolist(), procs["label"]):
+        mine = {name: df[pids[name] == pid] for name, df in tables.items()}
+        prefix = f"{label} \u00b7 "
+        lanes = _host_lanes(mine["nvtx"], mine["ops"], mine["api"], prefix)
+        groups.append(lanes + _gpu_lanes(trace, *_gpu(mine), prefix, by_device=bool(devices.get(pid, 1) > 1)))
+    rest = {name: df[~np.isin(pids[name], known)] for name, df in tables.items()}
+    others = _host_lanes(rest["nvtx"], rest["ops"], rest["api"], "other processes \u00b7 ")
+    return groups + ([others] if others else [])
+
+
+def _gpu(tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return tables["kernels"], tables["memops"]
+
+
+def _lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
+    """(label, kind, events) from top to bottom (:func:`_lane_groups`, flattened)."""
+    return [lane for group in _lane_groups(trace) for lane in group]
+
+
+def _rows(
+    trace: Trace, max_glyphs_per_lane: int
+) -> tuple[pd.DataFrame, list[float], dict[float, str], float, list[tuple[float, float]]]:
+    """Every box to draw (times in ns from the capture start), the lanes' tick positions and labels, the depth
+    of the lowest lane, and the (top, bottom) of each group of lanes when there are several (one per rank)."""
     t0, _ = trace.window()
     parts = []
     ticks, labels = [], {}
     y = 0.0
-    for label, kind, lane in _lanes(trace):
+    groups = _lane_groups(trace)
+    bounds = [0.3]  # between groups of lanes: halfway from one group's lowest box to the next group's top
+    for gi, group in enumerate(groups):
+        if gi:
+            y -= 0.3  # a gap between ranks
+        y = _add_lanes(group, t0, max_glyphs_per_lane, parts, ticks, labels, y)
+        bounds.append(y + 0.15)
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["t_start", "t_end", "group"])
+    bands = list(pairwise(bounds)) if len(groups) > 1 else []
+    return rows, ticks, labels, y, bands
+
+
+def _add_lanes(
+    group: list[tuple[str, str, _Lane]],
+    t0: int,
+    max_glyphs_per_lane: int,
+    parts: list[pd.DataFrame],
+    ticks: list[float],
+    labels: dict[float, str],
+    y: float,
+) -> float:
+    """The boxes of one group of lanes into ``parts``, from ``y`` down; returns the y below them."""
+    for label, kind, lane in group:
         idx, start, end, count = _bucket(lane, max_glyphs_per_lane)
         ev = lane.describe(idx)
         many = count > 1
@@ -269,8 +341,7 @@ def _rows(trace: Trace, max_glyphs_per_lane: int) -> tuple[pd.DataFrame, list[fl
         ticks.append(center)
         labels[center] = label
         y = y - depth_rows * 0.8 - 0.5
-    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["t_start", "t_end", "group"])
-    return rows, ticks, labels, y
+    return y
 
 
 def _legend_cols(labels: list[str]) -> int:
@@ -295,10 +366,10 @@ def timeline_figure(
     trace: Trace, max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane, title: str | None = None
 ) -> Any:
     """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page must give it."""
-    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
+    from bokeh.models import BoxAnnotation, ColumnDataSource, HoverTool, Legend, LegendItem, Span
     from bokeh.plotting import figure
 
-    rows, ticks, labels, y = _rows(trace, max_glyphs_per_lane)
+    rows, ticks, labels, y, bands = _rows(trace, max_glyphs_per_lane)
     span = float(rows["t_end"].max() - rows["t_start"].min()) if len(rows) else 0.0
     unit, per = time_unit(span)
     groups = _groups_in_order(rows["group"]) if len(rows) else []
@@ -358,6 +429,11 @@ def timeline_figure(
             glyph_height=12,
         )
         p.add_layout(legend, "above")
+    for i, (top, bottom) in enumerate(bands):  # one band per rank: every other one shaded, a line between them
+        if i % 2:
+            p.add_layout(BoxAnnotation(top=top, bottom=bottom, fill_color="#808080", fill_alpha=0.07, line_alpha=0))
+        if i:
+            p.add_layout(Span(location=top, dimension="width", line_color="#808080", line_alpha=0.6, line_width=1))
     p.yaxis.ticker = ticks
     p.yaxis.major_label_overrides = {float(k): v for k, v in labels.items()}
     p.ygrid.grid_line_color = None

@@ -1,0 +1,213 @@
+"""Several processes and GPUs: who is which rank, and per rank and GPU the figures a distributed step is judged by.
+
+A ``torchrun`` job profiled under one nsys holds one process per rank, each on its own GPU. Summed together, two
+GPUs read as one half-idle GPU; so every figure here is per *unit* (one process's work on one GPU; one per rank in
+the usual one-GPU-per-rank job), over that process's own analysis window:
+
+- the range: the cell's NVTX range in that process, to the end of the GPU work launched inside it (the Trace's
+  window rule, per process); else the span of that process's CUDA activity;
+- busy: the union of its kernels and memory operations on that GPU inside the range (overlaps once);
+- NCCL: the union of its NCCL kernels (the decoder's family "nccl"), and its share of busy;
+- overlap: how long an NCCL kernel ran while a non-NCCL kernel ran on the same GPU (interval intersection), and its
+  share of the NCCL time: communication that overlaps compute costs nothing on the critical path;
+- work: the union of its non-NCCL kernels and memory operations (the GPU doing the step's own work);
+- skew: each process's range and work against the fastest process's, in ns and as a share of the fastest.
+
+Who is which rank: the NVTX mark ``gpumagic rank=R local_rank=L world=W`` that ``%%gpuprofile --nproc``'s launcher
+emits in each rank (read by the nsys reader into ``meta["rank_marks"]``, or found among the NVTX ranges). Where not
+every process carries one, processes are numbered by their first GPU activity and called "process N", never
+"rank N": a process's place in time is not its rank.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .. import summaries
+from ..intervals import clip, overlap_by_group, union_by_group
+from ..trace import RANK_MARK, Trace, id_column
+from .finding import kernel_facts
+
+__all__ = ["is_multi", "kernel_summary_by_rank", "processes", "rank_figures"]
+
+_MARK_TAIL = re.compile(RANK_MARK.pattern.lstrip("^"))  # NVTX table text is "<domain>:<text>"
+
+
+def is_multi(trace: Trace) -> bool:
+    """More than one process or GPU ran GPU work: the per-rank views apply."""
+    return len(trace.gpu_units()[1]) > 1
+
+
+def _marks(trace: Trace) -> dict[int, tuple[int, int, int]]:
+    """pid -> (rank, local rank, world) from the launcher's marks: the reader's, else the NVTX table's ranges."""
+    found = {
+        int(m["pid"]): (int(m["rank"]), int(m["local_rank"]), int(m["world"]))
+        for m in trace.meta.get("rank_marks") or []
+    }
+    nv = trace.nvtx
+    if found or nv.empty:
+        return found
+    texts = pd.unique(nv["text"].astype(str))
+    hits = {t: _MARK_TAIL.search(t) for t in texts if "gpumagic rank=" in t}
+    for t, m in hits.items():
+        if m:
+            for pid in pd.unique(id_column(nv.loc[nv["text"].astype(str) == t, "pid"])):
+                found.setdefault(int(pid), tuple(int(x) for x in m.groups()))  # type: ignore[arg-type]
+    return found
+
+
+def processes(trace: Trace) -> pd.DataFrame:
+    """One row per process that ran GPU work, in rank order: ``pid``, ``rank`` (the torch.distributed rank where
+    every process was marked, else the process's place by first GPU activity), ``label`` ("rank R" or
+    "process N"), ``local_rank`` and ``world`` (-1 where unmarked), ``name`` (the process's, where the export says),
+    ``first`` (its first GPU activity, ns)."""
+
+    def compute() -> pd.DataFrame:
+        codes, units = trace.gpu_units()
+        starts, _ = trace._gpu_arrays()
+        first_of_unit = np.full(len(units), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first_of_unit, codes, starts)
+        df = units.assign(first=first_of_unit).groupby("pid", as_index=False)["first"].min()
+        marks = _marks(trace)
+        names = {int(p["pid"]): p.get("name") for p in trace.meta.get("processes") or []}
+        df["name"] = [names.get(int(p)) for p in df["pid"]]
+        marked = [marks.get(int(p)) for p in df["pid"]]
+        ranks = [m[0] for m in marked if m]
+        if len(df) and all(marked) and len(set(ranks)) == len(ranks):
+            df["rank"], df["local_rank"], df["world"] = (np.array([m[i] for m in marked]) for i in range(3))
+            df = df.sort_values("rank", kind="stable").reset_index(drop=True)
+            df["label"] = [f"rank {r}" for r in df["rank"]]
+        else:
+            df = df.sort_values(["first", "pid"], kind="stable").reset_index(drop=True)
+            df["rank"] = np.arange(len(df))
+            df["local_rank"] = df["world"] = -1
+            df["label"] = [f"process {i}" for i in range(len(df))]
+        return df[["pid", "rank", "label", "local_rank", "world", "name", "first"]]
+
+    return trace.memo("ranks.processes", compute).copy()
+
+
+def _windows(trace: Trace, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each process's analysis window (start, end) and its kind ("nvtx" or "cuda"): the Trace's rule, per process."""
+    codes, units = trace.gpu_units()
+    starts, ends = trace._gpu_arrays()
+    unit_pid = units["pid"].to_numpy(dtype=np.int64)
+    row_pid = unit_pid[codes] if len(codes) else np.empty(0, dtype=np.int64)
+    label = trace.meta.get("label")
+    nv, api = trace.nvtx, trace.api
+    cell = nv[nv["text"].astype(str).str.endswith(str(label))] if label and not nv.empty else nv.iloc[0:0]
+    cell_pid = id_column(cell["pid"]) if not cell.empty else np.empty(0, dtype=np.int64)
+    api_pid = id_column(api["pid"]) if not api.empty else np.empty(0, dtype=np.int64)
+    lo, hi, kinds = np.zeros(len(pids), np.int64), np.zeros(len(pids), np.int64), []
+    for i, pid in enumerate(pids.tolist()):
+        mine = row_pid == pid
+        r = cell[cell_pid == pid] if len(cell_pid) else cell
+        if not r.empty:
+            lo[i], hi[i] = int(r["start"].min()), int(r["end"].max())
+            after = ends[mine & (starts >= lo[i])]
+            hi[i] = max(hi[i], int(after.max())) if len(after) else hi[i]
+            kinds.append("nvtx")
+            continue
+        lo[i], hi[i] = int(starts[mine].min()), int(ends[mine].max())
+        calls = api["start"].to_numpy(dtype=np.int64)[api_pid == pid] if len(api_pid) else []
+        lo[i] = min(lo[i], int(np.min(calls))) if len(calls) else lo[i]
+        kinds.append("cuda")
+    return lo, hi, kinds
+
+
+def _gpu_name(trace: Trace, pid: int, device: int) -> str:
+    gpus = {g.get("id"): g.get("name") for g in trace.meta.get("gpus") or []}
+    for d in trace.meta.get("cuda_devices") or []:
+        if d.get("pid") == pid and d.get("cuda_id") == device and d.get("gpu") in gpus:
+            return str(gpus[d["gpu"]])
+    return str(gpus.get(device) or trace.meta.get("device") or "")
+
+
+def rank_figures(trace: Trace) -> pd.DataFrame:
+    """One row per process and GPU, in rank order: ``rank``, ``label``, ``pid``, ``device``, ``gpu`` (its name),
+    ``window`` ("nvtx": the cell's range; "cuda": the span of its CUDA activity), ``start``, ``end``, ``span_ns``,
+    ``busy_ns``, ``nccl_ns``, ``nccl_share`` (of busy), ``overlap_ns``, ``overlap_share`` (of NCCL), ``work_ns``,
+    ``kernels`` and ``nccl_kernels`` (those that ran in the range), and each process's skew against the fastest
+    process by range, busy time and work: ``span_skew_ns``, ``span_skew`` (a share of the fastest's), ``busy_skew_ns``,
+    ``busy_skew``, ``work_skew_ns``, ``work_skew``. Times are integer ns."""
+    return trace.memo("ranks.figures", lambda: _rank_figures(trace)).copy()
+
+
+def _rank_figures(trace: Trace) -> pd.DataFrame:
+    procs = processes(trace)
+    codes, units = trace.gpu_units()
+    starts, ends = trace._gpu_arrays()
+    pids = procs["pid"].to_numpy(dtype=np.int64)
+    lo_p, hi_p, kinds = _windows(trace, pids)
+    place = {int(p): i for i, p in enumerate(pids.tolist())}
+    unit_proc = np.array([place[int(p)] for p in units["pid"]], dtype=np.int64)
+    lo_row, hi_row = lo_p[unit_proc][codes], hi_p[unit_proc][codes]
+    s, e = clip(starts, ends, lo_row, hi_row)
+    n_units, n_k = len(units), len(trace.kernels)
+    nccl = np.zeros(len(s), dtype=bool)
+    if n_k:
+        nccl[:n_k] = kernel_facts(trace).where(lambda d: d.family == "nccl")
+    is_kernel = np.arange(len(s)) < n_k
+    inside = (starts <= hi_row) & (ends >= lo_row)  # ran in the range, wholly or in part
+    compute = is_kernel & ~nccl
+    busy = union_by_group(codes, s, e, n_units)
+    comm = union_by_group(codes[nccl], s[nccl], e[nccl], n_units)
+    overlap = overlap_by_group(codes[nccl], (s[nccl], e[nccl]), codes[compute], (s[compute], e[compute]), n_units)
+    work = union_by_group(codes[~nccl], s[~nccl], e[~nccl], n_units)
+    df = units.assign(
+        proc=unit_proc,
+        busy_ns=busy,
+        nccl_ns=comm,
+        overlap_ns=overlap,
+        work_ns=work,
+        kernels=np.bincount(codes[is_kernel & inside], minlength=n_units),
+        nccl_kernels=np.bincount(codes[nccl & inside], minlength=n_units),
+    )
+    df["rank"] = procs["rank"].to_numpy()[unit_proc]
+    df["label"] = procs["label"].to_numpy()[unit_proc]
+    df["gpu"] = [_gpu_name(trace, int(p), int(d)) for p, d in zip(df["pid"], df["device"])]
+    df["window"] = [kinds[i] for i in unit_proc]
+    df["start"], df["end"] = lo_p[unit_proc], hi_p[unit_proc]
+    df["span_ns"] = df["end"] - df["start"]
+    df["nccl_share"] = np.where(df["busy_ns"] > 0, df["nccl_ns"] / df["busy_ns"].clip(lower=1), 0.0)
+    df["overlap_share"] = np.where(df["nccl_ns"] > 0, df["overlap_ns"] / df["nccl_ns"].clip(lower=1), np.nan)
+    per_proc_work = df.groupby("proc")["work_ns"].sum()  # a process's work over all its GPUs
+    span = pd.Series(hi_p - lo_p)
+    per_proc_busy = df.groupby("proc")["busy_ns"].sum()
+    for name, per in (("span", span), ("busy", per_proc_busy), ("work", per_proc_work)):
+        fastest = max(int(per.min()), 0)
+        skew = per - fastest
+        df[f"{name}_skew_ns"] = skew.reindex(df["proc"]).to_numpy().astype(np.int64)
+        df[f"{name}_skew"] = df[f"{name}_skew_ns"] / fastest if fastest else 0.0
+    df = df.sort_values(["proc", "device"], kind="stable").reset_index(drop=True)
+    cols = ["rank", "label", "pid", "device", "gpu", "window", "start", "end", "span_ns", "busy_ns", "nccl_ns"]
+    cols += ["nccl_share", "overlap_ns", "overlap_share", "work_ns", "kernels", "nccl_kernels"]
+    return df[[*cols, *(f"{k}_skew{u}" for k in ("span", "busy", "work") for u in ("_ns", ""))]]
+
+
+def kernel_summary_by_rank(trace: Trace) -> pd.DataFrame:
+    """``nsys stats``' cuda_gpu_kern_sum per process (Time (%) of that process's kernel time), stacked in rank
+    order with ``rank``, ``rank_label`` and ``pid`` columns first: a kernel of every rank in one frame."""
+
+    def compute() -> pd.DataFrame:
+        k = trace.kernels
+        procs = processes(trace)
+        pid = id_column(k["pid"]) if not k.empty else np.empty(0, dtype=np.int64)
+        parts = []
+        for _, p in procs.iterrows():
+            rows = k[pid == int(p["pid"])]
+            if rows.empty:
+                continue
+            s = summaries.duration_summary(rows, ["name"], "Instances", ["Name"])
+            s.insert(0, "pid", int(p["pid"]))
+            s.insert(0, "rank_label", p["label"])
+            s.insert(0, "rank", int(p["rank"]))
+            parts.append(s)
+        if not parts:
+            return pd.DataFrame(columns=["rank", "rank_label", "pid", *trace.kernel_summary().columns])
+        return pd.concat(parts, ignore_index=True)
+
+    return trace.memo("ranks.kernel_summary", compute).copy()

@@ -1,0 +1,227 @@
+"""The views of a trace with several processes or GPUs: the per-rank table, the kernel table with a rank column, the
+summary line, and their text forms. (The timeline groups its lanes by rank itself: ``timeline.py``.)
+
+The kernel table keeps one table with a rank column rather than one table per rank: a kernel's rows for every rank
+sit together (its name once, spanning them), so a kernel that is slower or more frequent on one rank shows as
+neighbouring numbers instead of a scroll between tables; ``--top`` counts kernel names, not rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.ranks import kernel_summary_by_rank, processes, rank_figures
+from ..kernels import decode
+from ..trace import WINDOW_TEXT, Trace
+from ..units import format_time
+from .tables import esc, kernel_name_cell, ns_title, style, yes_no
+
+__all__ = [
+    "decoded_by_rank",
+    "rank_kernel_table_html",
+    "rank_kernel_text_lines",
+    "rank_summary_line",
+    "rank_table_html",
+    "rank_text_lines",
+]
+
+_DOT = " \u00b7 "
+
+
+def _t(ns: float) -> str:
+    return format_time(float(ns) * 1e-9)
+
+
+def _skew(ns: int, share: float) -> str:
+    return "fastest" if ns <= 0 else f"+{_t(ns)} ({share:.0%})"
+
+
+def _share(x: float) -> str:
+    return "" if pd.isna(x) else f"{x:.0%}"
+
+
+def _gpu(r: pd.Series, named: bool) -> str:
+    where = f"GPU {int(r['device'])}" if int(r["device"]) >= 0 else "GPU"
+    return f"{where} {r['gpu']}" if named and r["gpu"] else where
+
+
+def _who(trace: Trace) -> str:
+    """'ranks' or 'processes': what the rows are, as honestly as the trace says."""
+    return "ranks" if processes(trace)["label"].str.startswith("rank").all() else "processes"
+
+
+def _gpus(fig: pd.DataFrame) -> str:
+    names = fig.drop_duplicates(["pid", "device"])["gpu"].replace("", "GPU")
+    counts = names.value_counts(sort=False)
+    return " + ".join(f"{n} \u00d7 {name}" if n > 1 else str(name) for name, n in counts.items())
+
+
+def rank_summary_line(trace: Trace) -> str:
+    """The report's first line for several processes or GPUs: who ran where, each rank's range and busy time as a
+    span from the least to the most, never one busy figure over all GPUs."""
+    fig = rank_figures(trace)
+    meta = trace.meta
+    per = fig.drop_duplicates("pid")
+    who = _who(trace)
+    kinds = {WINDOW_TEXT[k] for k in fig["window"]}
+    window = kinds.pop() if len(kinds) == 1 else "each process's range"
+    low, high = int(per["span_ns"].min()), int(per["span_ns"].max())
+    busy = fig.groupby("pid")["busy_ns"].sum()
+    one = "rank" if who == "ranks" else "process"
+    parts = [f"{len(per)} {who if len(per) > 1 else one} on {_gpus(fig)}"]
+    span = _t(low) if low == high else f"{_t(low)} to {_t(high)}"
+    parts.append(f"{window} per {one}: {span}")
+    b0, b1 = int(busy.min()), int(busy.max())
+    parts.append(f"GPU busy {_t(b0) if b0 == b1 else f'{_t(b0)} to {_t(b1)}'}")
+    f = trace.figures()
+    counts = f"{f['kernels']} kernel{'s' * (f['kernels'] != 1)}"
+    parts.append(counts + (f", {f['memops']} memory op{'s' * (f['memops'] != 1)}" if f["memops"] else ""))
+    parts.append(f"{meta.get('backend', '?')} {meta.get('torch') or meta.get('nsys_version') or ''}".strip())
+    return _DOT.join(parts)
+
+
+_RANK_COLUMNS = [
+    ("Rank", "the torch.distributed rank (from the launcher's mark), or the process's place by first GPU activity"),
+    ("PID", "process id"),
+    ("GPU", "the GPU its kernels ran on"),
+    ("Range", "the cell's range in this process, to the end of the GPU work launched in it"),
+    ("Busy", "kernels and memory operations on this GPU inside the range, overlaps once"),
+    ("NCCL", "NCCL kernels on this GPU inside the range, overlaps once"),
+    ("NCCL share", "NCCL time as a share of busy time"),
+    ("Overlapped", "share of the NCCL time during which a non-NCCL kernel ran on the same GPU"),
+    ("Range skew", "this range minus the shortest rank's range (share of the shortest)"),
+    ("Busy skew", "this busy time minus the least busy rank's (share of the least)"),
+]
+
+
+def rank_table_html(trace: Trace) -> str:
+    """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy."""
+    fig = rank_figures(trace)
+    named = fig["gpu"].nunique() > 1
+    several = fig["pid"].nunique() > 1  # skew is between processes
+    ths = "".join(
+        f"<th {style('th-name' if i < 3 else 'th')} title='{esc(tip)}'>{esc(h)}</th>"
+        for i, (h, tip) in enumerate(_RANK_COLUMNS)
+    )
+    rows = []
+    for _, r in fig.iterrows():
+        num = style("num")
+        cells = [
+            f"<td {style('word')}>{esc(r['label'])}</td>",
+            f"<td {style('word')}>{int(r['pid'])}</td>" if int(r["pid"]) >= 0 else f"<td {style('word')}></td>",
+            f"<td {style('word')} title='{esc(r['gpu'])}'>{esc(_gpu(r, named))}</td>",
+            f"<td {num}{ns_title(r['span_ns'])}>{esc(_t(r['span_ns']))}</td>",
+            f"<td {num}{ns_title(r['busy_ns'])}>{esc(_t(r['busy_ns']))}</td>",
+            f"<td {num}{ns_title(r['nccl_ns'])}>{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>",
+            f"<td {num}>{_share(r['nccl_share']) if r['nccl_kernels'] else ''}</td>",
+            f"<td {num}>{_share(r['overlap_share'])}</td>",
+            f"<td {num}>{esc(_skew(int(r['span_skew_ns']), r['span_skew'])) if several else ''}</td>",
+            f"<td {num}>{esc(_skew(int(r['busy_skew_ns']), r['busy_skew'])) if several else ''}</td>",
+        ]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f"<table class='gm-ranks' {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def rank_text_lines(trace: Trace) -> list[str]:
+    """The per-rank table as text lines (the terminal report)."""
+    fig = rank_figures(trace)
+    lines = [f"  {'':<10} {'GPU':>4} {'Range':>9} {'Busy':>9} {'NCCL':>9} {'share':>5} {'overl.':>6}  Range skew"]
+    for _, r in fig.iterrows():
+        nccl = _t(r["nccl_ns"]) if r["nccl_kernels"] else ""
+        lines.append(
+            f"  {r['label']:<10} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9} {nccl:>9} "
+            f"{_share(r['nccl_share']) if nccl else '':>5} {_share(r['overlap_share']):>6}  "
+            f"{_skew(int(r['span_skew_ns']), r['span_skew'])}"
+        )
+    return lines
+
+
+_KERNEL_COLUMNS = [
+    ("Kernel", "decoded name: expand for the raw name and what each token means", "th-name"),
+    ("Rank", "", "th-name"),
+    ("Time", "share of this rank's kernel time", "th"),
+    ("Total", "total GPU time of this kernel on this rank", "th"),
+    ("Calls", "instances", "th"),
+    ("Avg", "average per call (hover: Med, Min, Max, StdDev)", "th"),
+    ("Library", "", "th-name"),
+    ("Op", "", "th-name"),
+    ("Tensor cores", "", "th-name"),
+    ("Precision", "", "th-name"),
+]
+
+
+def _stats_title(r: pd.Series) -> str:
+    parts = [f"{k} {_t(r[c])}" for k, c in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"))]
+    parts.append(f"StdDev {_t(r['StdDev (ns)'])}")
+    return f" title='{esc(_DOT.join(parts))}'"
+
+
+def rank_kernel_table_html(trace: Trace, top: int, labels: Mapping[str, str]) -> str:
+    """The kernels by total time over every rank, each with one row per rank that ran it."""
+    s = kernel_summary_by_rank(trace)
+    if s.empty:
+        return "<p>No kernels.</p>"
+    order = s.groupby("Name", sort=False)["Total Time (ns)"].sum().sort_values(ascending=False, kind="stable")
+    ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
+    rows = []
+    for name in order.index[:top]:
+        group = s[s["Name"] == name]
+        k = decode(name)
+        span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
+        for i, (_, r) in enumerate(group.iterrows()):
+            cells = []
+            if i == 0:
+                cell = kernel_name_cell(r, labels[name], stats=False)
+                cells.append(cell.replace("<td ", f"<td{span} ", 1))
+            cells += [
+                f"<td {style('word')}>{esc(r['rank_label'])}</td>",
+                f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
+                f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
+                f"<td {style('num')}>{int(r['Instances'])}</td>",
+                f"<td {style('num')}{_stats_title(r)}>{esc(_t(r['Avg (ns)']))}</td>",
+            ]
+            if i == 0:
+                words = (k.library, k.op, yes_no(k.tensor_cores), k.precision or "")
+                cells += [f"<td{span} {style('word')}>{esc(v)}</td>" for v in words]
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = len(order) - top
+    tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    return (
+        f"<table class='gm-kernels gm-kernels-by-rank' {style('table')}><thead><tr>{ths}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{tail}"
+    )
+
+
+def rank_kernel_text_lines(trace: Trace, top: int, labels: Mapping[str, str]) -> list[str]:
+    s = kernel_summary_by_rank(trace)
+    if s.empty:
+        return []
+    order = s.groupby("Name", sort=False)["Total Time (ns)"].sum().sort_values(ascending=False, kind="stable")
+    lines = [f"  {'Rank':<10} {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel"]
+    for name in order.index[:top]:
+        for i, (_, r) in enumerate(s[s["Name"] == name].iterrows()):
+            lines.append(
+                f"  {r['rank_label']:<10} {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
+                f"{int(r['Instances']):>5}  {_t(r['Avg (ns)']):>9}  {labels[name] if i == 0 else ''}".rstrip()
+            )
+    return lines
+
+
+def decoded_by_rank(trace: Trace, labels: Mapping[str, str]) -> pd.DataFrame:
+    """:func:`kernel_summary_by_rank` plus the decoded name, as ``ProfileReport.kernel_summary`` gives it."""
+    s = kernel_summary_by_rank(trace)
+    dec = s["Name"].map(decode)
+    extra: dict[str, Any] = {
+        "Short": s["Name"].map(labels),
+        "Family": dec.map(lambda d: d.family),
+        "Library": dec.map(lambda d: d.library),
+        "Op": dec.map(lambda d: d.op),
+        "Tensor cores": dec.map(lambda d: d.tensor_cores),
+        "Precision": dec.map(lambda d: d.precision),
+    }
+    return s.assign(**extra)
