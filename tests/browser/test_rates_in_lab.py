@@ -14,14 +14,12 @@ from .lab import PAGE_HELPERS_JS, chromium, jupyter_lab, open_notebook, run_all,
 DATA = pathlib.Path(__file__).parents[1] / "data"
 CELLS = [
     f"%load_ext gpumagic\nimport pathlib, torch, gpumagic\nDATA = pathlib.Path({str(DATA)!r})\n"
-    "x = torch.randn(256, 256)",
+    "x = torch.randn(256, 256)\n%config GpuMagics.time_budget = 0.05",
     "%gputime -r 20 x @ x",
     "gpumagic.load_ncu(DATA / 'ncu' / 'tiny.raw.csv')",
     "gpumagic.peaks()",
-    "from gpumagic.timing.compare import compare\n"
-    "compare({'mm': 'x @ x', 'add': 'x + x'}, globals=globals(), time_budget=0.05)",
-    "from gpumagic.timing.sweep import sweep\n"
-    "sweep('a @ a', 'a = torch.randn(n, n)', params={'n': [32, 64, 128, 256]}, globals=globals(), time_budget=0.05)",
+    "%%gputime --compare\nx @ x  # mm\nx + x  # add",
+    "%%gputime --sweep n=32,64,128,256 a = torch.randn(n, n)\na @ a",
 ]
 
 # Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow roots), and table
