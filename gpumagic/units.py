@@ -1,11 +1,14 @@
-"""Human-readable times, in the style of IPython's ``%timeit`` (three significant digits, one unit per number)."""
+"""Human-readable times, in the style of IPython's ``%timeit`` (three significant digits, one unit per number), and
+rates with an SI prefix (51.9 TFLOP/s, 3.05 TB/s): one spelling for the timing line, the tables and the plots."""
 
 from __future__ import annotations
 
 import math
 import sys
 
-__all__ = ["format_time", "micro_sign"]
+__all__ = ["format_si", "format_time", "micro_sign"]
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def micro_sign() -> str:
@@ -40,3 +43,14 @@ def format_time(seconds: float, precision: int = 3) -> str:
         order -= 1
         value = seconds * scales[order]
     return f"{value:.{precision}g} {units[order]}"
+
+
+def format_si(value: float | None, unit: str, missing: str = "n/a") -> str:
+    """3 significant digits with an SI prefix: format_si(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'; ``missing`` for
+    None, NaN or infinity."""
+    if value is None or not math.isfinite(value):
+        return missing
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"

@@ -19,6 +19,7 @@ import html
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..units import format_si
 from .table import DevicePeaks, lookup
 
 __all__ = ["FAR_BELOW_ROOF", "Achieved", "WorkLike", "achieved", "format_rate", "format_share"]
@@ -38,13 +39,8 @@ class WorkLike(Protocol):
 
 
 def format_rate(value: float | None, unit: str) -> str:
-    """3 significant digits with an SI prefix: format_rate(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'."""
-    if value is None:
-        return "—"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
+    """3 significant digits with an SI prefix: format_rate(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'; '—' for None."""
+    return format_si(value, unit, missing="\u2014")
 
 
 def format_share(share: float) -> str:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..capture.ncu_read import LIMITER_WORDS, NcuData
 from ..kernels.labels import distinct_labels
-from ..units import format_time
+from ..units import format_si, format_time
 from .tables import breakable, esc
 
 __all__ = ["NcuReport", "load_ncu"]
@@ -25,15 +25,6 @@ _ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;ma
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap"
 _NAME_CELL = "padding:2px 8px;text-align:left;white-space:normal;overflow-wrap:normal;min-width:16em"
 _HEAD = ["Kernel", "Duration", "SM %", "Memory %", "FLOP/s", "FLOP/byte", "Limiter"]
-
-
-def _si(value: float, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _pct(value: float) -> str:
@@ -108,7 +99,7 @@ class NcuReport:
             format_time(float(r["Duration (ns)"]) * 1e-9),
             _pct(r["SM %"]),
             _pct(r["Memory %"]),
-            _si(float(r["FLOP/s"]), "FLOP/s"),
+            format_si(float(r["FLOP/s"]), "FLOP/s"),
             "n/a" if not math.isfinite(r["Intensity (FLOP/B)"]) else f"{r['Intensity (FLOP/B)']:.3g}",
             str(r["Limiter"] or "n/a"),
         ]
@@ -126,8 +117,8 @@ class NcuReport:
         lines += [f"  {k}: {LIMITER_WORDS[k]}" for k in used]
         ceil = self.ceilings
         if ceil:
-            parts = [f"{k} {_si(v, 'FLOP/s')}" for k, v in ceil.items() if k != "dram"]
-            parts += [f"DRAM {_si(ceil['dram'], 'B/s')}"] if "dram" in ceil else []
+            parts = [f"{k} {format_si(v, 'FLOP/s')}" for k, v in ceil.items() if k != "dram"]
+            parts += [f"DRAM {format_si(ceil['dram'], 'B/s')}"] if "dram" in ceil else []
             lines.append("  Ceilings (from the report, at ncu's clocks): " + ", ".join(parts))
         lines += [f"  {n}" for n in self.notes]
         if self.path and not any(self.path in n for n in self.notes):

@@ -10,13 +10,12 @@ kernel is one glyph.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from ..units import format_time
+from ..units import format_si, format_time
 
 __all__ = ["LIMITER_COLORS", "roofline_figure"]
 
@@ -27,15 +26,6 @@ _TOOLTIP = """
 <b>@label</b><br>@name<br>@duration &middot; SM @sm% &middot; memory @mem%<br>
 @flops_text &middot; @ai_text<br>@limiter_text</div>
 """
-
-
-def _si(value: float, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str, list[Any]]:
@@ -56,7 +46,7 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
         data["duration"].append(format_time(float(r["Duration (ns)"]) * 1e-9))
         data["sm"].append(f"{r['SM %']:.0f}")
         data["mem"].append(f"{r['Memory %']:.0f}")
-        data["flops_text"].append(_si(float(flops[i]), "FLOP/s") if on else "no FP32/FP64/FP16 FLOPs counted")
+        data["flops_text"].append(format_si(float(flops[i]), "FLOP/s") if on else "no FP32/FP64/FP16 FLOPs counted")
         data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
         limiter = r.get("Limiter")
         data["limiter_text"].append(f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a")
@@ -99,9 +89,8 @@ def roofline_figure(
     )
     if dram:
         top = max(roofs.values()) if roofs else y1
-        p.line(
-            [x0, top / dram], [dram * x0, top], line_color="#444", line_width=2, legend_label=f"DRAM {_si(dram, 'B/s')}"
-        )
+        label = f"DRAM {format_si(dram, 'B/s')}"
+        p.line([x0, top / dram], [dram * x0, top], line_color="#444", line_width=2, legend_label=label)
     for key, peak in roofs.items():
         start = peak / dram if dram else x0
         p.line(
@@ -109,7 +98,7 @@ def roofline_figure(
             [peak, peak],
             line_color=_ROOF_COLORS[key],
             line_width=2,
-            legend_label=f"{key} {_si(peak, 'FLOP/s')}",
+            legend_label=f"{key} {format_si(peak, 'FLOP/s')}",
         )
     source = ColumnDataSource(data)
     glyphs = p.scatter("x", "y", source=source, size=11, color="color", marker="marker", line_color="#222", alpha=0.9)
