@@ -1,6 +1,6 @@
 import pytest
 
-from gpumagic.units import format_time
+from gpumagic.units import format_si, format_time
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,21 @@ def test_micro_sign_falls_back_to_u_on_ascii_stdout(monkeypatch):
 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     assert format_time(2e-5) == "20 us"
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (5.19e13, "FLOP/s", "51.9 TFLOP/s"),
+        (3.046e12, "B/s", "3.05 TB/s"),
+        (1.5e3, "B/s", "1.5 kB/s"),
+        (12.0, "FLOP/s", "12 FLOP/s"),
+        (-2.5e9, "B/s", "-2.5 GB/s"),
+        (2e18, "FLOP/s", "2e+03 PFLOP/s"),
+        (None, "B/s", "n/a"),
+        (float("nan"), "B/s", "n/a"),
+    ],
+)
+def test_format_si(value, unit, text):
+    assert format_si(value, unit) == text
+    assert format_si(None, unit, missing="\u2014") == "\u2014"
