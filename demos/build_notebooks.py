@@ -431,6 +431,70 @@ NOTEBOOKS = {
             "df[['n', 'median', 'kernel_time', 'byte_rate', 'byte_share', 'launch_bound']]",
         ),
     ],
+    "08_two_gpus": [
+        (
+            "md",
+            "# 8. Two GPUs: how much of a step is communication, and does it overlap?\n\n"
+            "`%%gpuprofile --nsys --nproc 2` runs the cell as two `torchrun` ranks, one GPU each, inside one Nsight "
+            "Systems run; the cell may use `dist`, `rank`, `local_rank` and `device`. The report then has a row per "
+            "rank: the cell's span, GPU busy time, NCCL time and its share, how much of it overlapped compute, and "
+            "how far the slowest rank trailed. Without two GPUs, the last cells read a two-rank capture kept with "
+            "the tests.",
+        ),
+        (
+            "code",
+            SETUP + "\nimport gzip, pathlib, shutil, tempfile\nimport gpumagic\n"
+            "from gpumagic.analysis.ranks import rank_figures\nfrom gpumagic.render.report import ProfileReport\n"
+            "ngpu = torch.cuda.device_count() if device == 'cuda' else 0\n"
+            "print(f'{ngpu} GPU(s); nsys:', shutil.which('nsys') or 'not found')",
+        ),
+        (
+            "md",
+            "**A DDP step from a cell.** The model is built here and shipped to both ranks; `--setup` wraps it in DDP "
+            "once per rank (after the process group is up); the warm-up runs outside the capture, then three steps "
+            "inside it.",
+        ),
+        (
+            "code",
+            "model = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(4)])\n"
+            "setup = ('from torch.nn.parallel import DistributedDataParallel as DDP; '\n"
+            "         'ddp = DDP(model.to(device), device_ids=[local_rank]); '\n"
+            "         'opt = torch.optim.SGD(ddp.parameters(), lr=1e-3); '\n"
+            "         'x = torch.randn(512, 2048, device=device)')\n"
+            "step = 'opt.zero_grad()\\nddp(x).square().mean().backward()\\nopt.step()'\n"
+            "ddp_report = None\n"
+            "if ngpu >= 2 and shutil.which('nsys'):\n"
+            "    line = f'--nsys --nproc 2 -n 3 -o ddp_report --setup \"{setup}\"'\n"
+            "    get_ipython().run_cell_magic('gpuprofile', line, step)\n"
+            "else:\n"
+            "    print(f'skipped: --nproc 2 needs two GPUs and nsys ({ngpu} GPU(s) here)')",
+        ),
+        (
+            "md",
+            "**Per rank, as data.** The same figures as the report's table, one row per rank and GPU (times in ns).",
+        ),
+        (
+            "code",
+            "rank_figures(ddp_report.trace) if ddp_report is not None else print('skipped: no two-GPU capture above')",
+        ),
+        (
+            "md",
+            "**A capture from two H200s.** A DDP step with an all-reduce, all-gather, reduce-scatter and broadcast, "
+            "profiled with `--nproc 2` and kept with the tests: the same views, on any machine.",
+        ),
+        (
+            "code",
+            "kept = pathlib.Path(gpumagic.__file__).parents[1] / 'tests' / 'data' / 'nsys' / 'ddp2.sqlite.gz'\n"
+            "if kept.exists():\n"
+            "    path = pathlib.Path(tempfile.mkdtemp()) / 'ddp2.sqlite'\n"
+            "    path.write_bytes(gzip.decompress(kept.read_bytes()))\n"
+            "    saved = ProfileReport(gpumagic.load_nsys(path), label='DDP step on 2 x H200')\n"
+            "    display(saved)\n"
+            "    display(rank_figures(saved.trace))\n"
+            "else:\n"
+            "    print('the two-rank capture is not in this checkout (tests/data/nsys/ddp2.sqlite.gz)')",
+        ),
+    ],
 }
 
 

@@ -22,6 +22,7 @@ def test_the_demos_are_there():
         "05_tensor_cores",
         "06_roofline",
         "07_sweep",
+        "08_two_gpus",
     ]
 
 
