@@ -128,7 +128,9 @@ def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
 @dataclass
 class Trace:
     """What ran: kernels, memory operations, CUDA API calls, torch ops, NVTX ranges, OS runtime calls, and meta
-    (device name, SM count, backend and version, capture window)."""
+    (device name, SM count, backend and version, capture window). Each row carries its process (``pid``) and each
+    kernel and memory operation its GPU (``device``): a capture of several ranks is one Trace, its figures per
+    process and GPU in ``analysis/ranks.py``."""
 
     kernels: pd.DataFrame = field(default_factory=lambda: empty_frame("kernels"))
     memops: pd.DataFrame = field(default_factory=lambda: empty_frame("memops"))
@@ -272,9 +274,9 @@ class Trace:
             device = np.concatenate([id_column(df["device"]) for df in parts])
             if (pid == pid[0]).all() and (device == device[0]).all():  # the usual case: one process, one GPU
                 return np.zeros(len(pid), dtype=np.int64), pd.DataFrame({"pid": pid[:1], "device": device[:1]})
-            keys = pd.MultiIndex.from_arrays([pid, device])
-            codes, uniques = pd.factorize(keys, sort=True)
-            units = pd.DataFrame({"pid": uniques.get_level_values(0), "device": uniques.get_level_values(1)})
+            # one int64 per (pid, device): pids are under 2^24 (nsys packs them so), device numbers small
+            codes, uniques = pd.factorize((pid + 1) << 24 | (device + 1), sort=True)
+            units = pd.DataFrame({"pid": (uniques >> 24) - 1, "device": (uniques & 0xFFFFFF) - 1})
             return codes.astype(np.int64, copy=False), units.astype("int64")
 
         return self.memo("gpu_units", compute)

@@ -359,9 +359,12 @@ def test_one_process_on_two_gpus_is_shown_per_gpu_without_skew():
         assert row["busy_ns"] == covered(list(mine.itertuples(index=False)))  # the window holds every one
     html = r.html(None)
     table = html[html.index("gm-ranks") :].split("</table>")[0]
-    assert "fastest" not in table  # skew is between processes: none with one
+    assert "fastest" not in table and "skew" not in table  # skew is between processes: none with one
+    assert ">Process<" in table  # one unmarked process
+    assert ">PID<" not in table and ">NCCL<" not in table  # no process ids in a torch trace, no NCCL kernels
+    assert "Per GPU" in html and "gm-kernels-by-rank" not in html and "rank" not in r.to_dataframe().columns
     lanes = [label for label, _, _ in _lanes(t)]
-    assert lanes[-2:] == ["process 0 \u00b7 GPU 0 \u00b7 stream 7", "process 0 \u00b7 GPU 1 \u00b7 stream 7"]
+    assert lanes[-2:] == ["GPU 0 \u00b7 stream 7", "GPU 1 \u00b7 stream 7"]
 
 
 def test_a_trace_keeps_its_processes_through_json(two):

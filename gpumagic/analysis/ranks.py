@@ -152,6 +152,10 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
         nccl[:n_k] = kernel_facts(trace).where(lambda d: d.family == "nccl")
     is_kernel = np.arange(len(s)) < n_k
     inside = (starts <= hi_row) & (ends >= lo_row)  # ran in the range, wholly or in part
+    if len(s):  # sorted by unit, then start, once: the unions below then take their rows in order, sorting nothing
+        t0 = int(s.min())
+        order = np.argsort(codes * (int(e.max()) - t0 + 1) + (s - t0))
+        codes, s, e, nccl, is_kernel, inside = (a[order] for a in (codes, s, e, nccl, is_kernel, inside))
     compute = is_kernel & ~nccl
     busy = union_by_group(codes, s, e, n_units)
     comm = union_by_group(codes[nccl], s[nccl], e[nccl], n_units)

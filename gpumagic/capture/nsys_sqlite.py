@@ -11,6 +11,10 @@ Big exports (a million kernels and as many API calls) are read lazily and in C. 
 and reads its metadata; each table is read on first use (the Trace's ``source``), and a duration summary of a table
 not read yet reads only group ids and durations. Integer columns are read in C (``nsys_columns.py``); names are
 resolved once per distinct id and kept as pandas categoricals (sorted categories, so they sort as text).
+
+Every row keeps its process (``pid``, from ``globalPid`` / ``globalTid``) and every kernel and memory operation its
+GPU (``deviceId``); the export's GPUs, CUDA processes and the launcher's rank marks go into meta
+(``nsys_processes.py``). Where a single process had a CUDA context, its pid fills the column without a per-row read.
 """
 
 from __future__ import annotations

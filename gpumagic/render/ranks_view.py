@@ -83,61 +83,104 @@ def rank_summary_line(trace: Trace) -> str:
     return _DOT.join(parts)
 
 
-_RANK_COLUMNS = [
-    ("Rank", "the torch.distributed rank (from the launcher's mark), or the process's place by first GPU activity"),
-    ("PID", "process id"),
-    ("GPU", "the GPU its kernels ran on"),
-    ("Range", "the cell's range in this process, to the end of the GPU work launched in it"),
-    ("Busy", "kernels and memory operations on this GPU inside the range, overlaps once"),
-    ("NCCL", "NCCL kernels on this GPU inside the range, overlaps once"),
-    ("NCCL share", "NCCL time as a share of busy time"),
-    ("Overlapped", "share of the NCCL time during which a non-NCCL kernel ran on the same GPU"),
-    ("Range skew", "this range minus the shortest rank's range (share of the shortest)"),
-    ("Busy skew", "this busy time minus the least busy rank's (share of the least)"),
-]
+def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
+    """(header, tooltip, role, cell) of the per-rank table; columns nothing in it fills are left out (no process
+    ids in a torch.profiler trace, no NCCL kernels, no skew with one process)."""
+    named = fig["gpu"].nunique() > 1
+    num, word = style("num"), style("word")
+    cols: list[tuple[str, str, str, Any]] = [
+        (
+            "Rank" if fig["label"].str.startswith("rank").all() else "Process",
+            "the torch.distributed rank (from the launcher's mark), or the process's place by first GPU activity",
+            "th-name",
+            lambda r: f"<td {word}>{esc(r['label'])}</td>",
+        ),
+        ("PID", "process id", "th-name", lambda r: f"<td {word}>{int(r['pid'])}</td>"),
+        (
+            "GPU",
+            "the GPU its kernels ran on",
+            "th-name",
+            lambda r: f"<td {word} title='{esc(r['gpu'])}'>{esc(_gpu(r, named))}</td>",
+        ),
+        (
+            "Range",
+            "the cell's range in this process, to the end of the GPU work launched in it",
+            "th",
+            lambda r: f"<td {num}{ns_title(r['span_ns'])}>{esc(_t(r['span_ns']))}</td>",
+        ),
+        (
+            "Busy",
+            "kernels and memory operations on this GPU inside the range, overlaps once",
+            "th",
+            lambda r: f"<td {num}{ns_title(r['busy_ns'])}>{esc(_t(r['busy_ns']))}</td>",
+        ),
+        (
+            "NCCL",
+            "NCCL kernels on this GPU inside the range, overlaps once",
+            "th",
+            lambda r: f"<td {num}{ns_title(r['nccl_ns'])}>{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>",
+        ),
+        (
+            "NCCL share",
+            "NCCL time as a share of busy time",
+            "th",
+            lambda r: f"<td {num}>{_share(r['nccl_share']) if r['nccl_kernels'] else ''}</td>",
+        ),
+        (
+            "Overlapped",
+            "share of the NCCL time during which a non-NCCL kernel ran on the same GPU",
+            "th",
+            lambda r: f"<td {num}>{_share(r['overlap_share'])}</td>",
+        ),
+        (
+            "Range skew",
+            "this range minus the shortest rank's range (share of the shortest)",
+            "th",
+            lambda r: f"<td {num}>{esc(_skew(int(r['span_skew_ns']), r['span_skew']))}</td>",
+        ),
+        (
+            "Busy skew",
+            "this busy time minus the least busy rank's (share of the least)",
+            "th",
+            lambda r: f"<td {num}>{esc(_skew(int(r['busy_skew_ns']), r['busy_skew']))}</td>",
+        ),
+    ]
+    drop = set()
+    if (fig["pid"] < 0).all():
+        drop.add("PID")
+    if not fig["nccl_kernels"].any():
+        drop |= {"NCCL", "NCCL share", "Overlapped"}
+    if fig["pid"].nunique() < 2:  # skew is between processes
+        drop |= {"Range skew", "Busy skew"}
+    return [c for c in cols if c[0] not in drop]
 
 
 def rank_table_html(trace: Trace) -> str:
     """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy."""
     fig = rank_figures(trace)
-    named = fig["gpu"].nunique() > 1
-    several = fig["pid"].nunique() > 1  # skew is between processes
-    ths = "".join(
-        f"<th {style('th-name' if i < 3 else 'th')} title='{esc(tip)}'>{esc(h)}</th>"
-        for i, (h, tip) in enumerate(_RANK_COLUMNS)
-    )
-    rows = []
-    for _, r in fig.iterrows():
-        num = style("num")
-        cells = [
-            f"<td {style('word')}>{esc(r['label'])}</td>",
-            f"<td {style('word')}>{int(r['pid'])}</td>" if int(r["pid"]) >= 0 else f"<td {style('word')}></td>",
-            f"<td {style('word')} title='{esc(r['gpu'])}'>{esc(_gpu(r, named))}</td>",
-            f"<td {num}{ns_title(r['span_ns'])}>{esc(_t(r['span_ns']))}</td>",
-            f"<td {num}{ns_title(r['busy_ns'])}>{esc(_t(r['busy_ns']))}</td>",
-            f"<td {num}{ns_title(r['nccl_ns'])}>{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>",
-            f"<td {num}>{_share(r['nccl_share']) if r['nccl_kernels'] else ''}</td>",
-            f"<td {num}>{_share(r['overlap_share'])}</td>",
-            f"<td {num}>{esc(_skew(int(r['span_skew_ns']), r['span_skew'])) if several else ''}</td>",
-            f"<td {num}>{esc(_skew(int(r['busy_skew_ns']), r['busy_skew'])) if several else ''}</td>",
-        ]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    cols = _rank_columns(fig)
+    ths = "".join(f"<th {style(role)} title='{esc(tip)}'>{esc(h)}</th>" for h, tip, role, _ in cols)
+    rows = ["<tr>" + "".join(cell(r) for *_, cell in cols) + "</tr>" for _, r in fig.iterrows()]
     return (
         f"<table class='gm-ranks' {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
 def rank_text_lines(trace: Trace) -> list[str]:
-    """The per-rank table as text lines (the terminal report)."""
+    """The per-rank table as text lines (the terminal report), with the HTML table's columns."""
     fig = rank_figures(trace)
-    lines = [f"  {'':<10} {'GPU':>4} {'Range':>9} {'Busy':>9} {'NCCL':>9} {'share':>5} {'overl.':>6}  Range skew"]
+    heads = [h for h, *_ in _rank_columns(fig)]
+    nccl, skew = "NCCL" in heads, "Range skew" in heads
+    head = f"  {'':<10} {'GPU':>4} {'Range':>9} {'Busy':>9}"
+    head += f" {'NCCL':>9} {'share':>5} {'overl.':>6}" if nccl else ""
+    lines = [head + ("  Range skew" if skew else "")]
     for _, r in fig.iterrows():
-        nccl = _t(r["nccl_ns"]) if r["nccl_kernels"] else ""
-        lines.append(
-            f"  {r['label']:<10} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9} {nccl:>9} "
-            f"{_share(r['nccl_share']) if nccl else '':>5} {_share(r['overlap_share']):>6}  "
-            f"{_skew(int(r['span_skew_ns']), r['span_skew'])}"
-        )
+        line = f"  {r['label']:<10} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
+        if nccl:
+            has = bool(r["nccl_kernels"])
+            line += f" {_t(r['nccl_ns']) if has else '':>9} {_share(r['nccl_share']) if has else '':>5}"
+            line += f" {_share(r['overlap_share']):>6}"
+        lines.append(line + (f"  {_skew(int(r['span_skew_ns']), r['span_skew'])}" if skew else ""))
     return lines
 
 

@@ -84,7 +84,7 @@ class ProfileReport:
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision).
         With several processes: one summary per process, stacked, with ``rank``, ``rank_label`` and ``pid`` first."""
-        if self.multi:
+        if self.multi and self._several_processes():
             from .ranks_view import decoded_by_rank
 
             return decoded_by_rank(self.trace, kernel_labels(self.trace))
@@ -129,10 +129,9 @@ class ProfileReport:
         lines += [f"  {f.message}" for f in self.findings]
         lines += [f"  note: {n}" for n in self.notes]
         if self.multi:
-            from .ranks_view import rank_kernel_text_lines, rank_text_lines
-
-            labels = kernel_labels(self.trace)
-            return "\n".join(lines + rank_text_lines(self.trace) + rank_kernel_text_lines(self.trace, self.top, labels))
+            lines += self._rank_text()
+            if self._several_processes():
+                return "\n".join(lines)
         s = self.trace.kernel_summary().head(self.top)
         if not s.empty:
             labels = kernel_labels(self.trace)
@@ -149,6 +148,13 @@ class ProfileReport:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
+
+    def _rank_text(self) -> list[str]:
+        from .ranks_view import rank_kernel_text_lines, rank_text_lines
+
+        if not self._several_processes():
+            return rank_text_lines(self.trace)
+        return rank_text_lines(self.trace) + rank_kernel_text_lines(self.trace, self.top, kernel_labels(self.trace))
 
     # --- HTML -------------------------------------------------------------------------------------------------
     def _timeline_figure(self) -> Any:
@@ -217,9 +223,18 @@ class ProfileReport:
         from .ranks_view import rank_kernel_table_html, rank_table_html
 
         labels = kernel_labels(self.trace)
+        if not self._several_processes():  # one process on several GPUs: per GPU, and the one kernel table
+            ranks = f"<h4 {_H4}>Per GPU</h4>" + rank_table_html(self.trace)
+            ks = self.trace.kernel_summary()
+            return ranks + (f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, labels) if len(ks) else "")
         ranks = f"<h4 {_H4}>Per rank and GPU</h4>" + rank_table_html(self.trace)
         kernels = f"<h4 {_H4}>Kernels by rank</h4>" + rank_kernel_table_html(self.trace, self.top, labels)
         return ranks + (kernels if not self.trace.kernels.empty else "")
+
+    def _several_processes(self) -> bool:
+        from ..analysis.ranks import processes
+
+        return len(processes(self.trace)) > 1
 
     def html(self, timeline: str | None = "iframe") -> str:
         """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""

@@ -261,7 +261,7 @@ def _lane_groups(trace: Trace) -> list[list[tuple[str, str, _Lane]]]:
     groups = []
     for pid, label in zip(known.tolist(), procs["label"]):
         mine = {name: df[pids[name] == pid] for name, df in tables.items()}
-        prefix = f"{label} \u00b7 "
+        prefix = f"{label} \u00b7 " if len(known) > 1 else ""  # one process on several GPUs: lanes by GPU
         lanes = _host_lanes(mine["nvtx"], mine["ops"], mine["api"], prefix)
         groups.append(lanes + _gpu_lanes(trace, *_gpu(mine), prefix, by_device=bool(devices.get(pid, 1) > 1)))
     rest = {name: df[~np.isin(pids[name], known)] for name, df in tables.items()}
@@ -288,6 +288,8 @@ def _rows(
     ticks, labels = [], {}
     y = 0.0
     groups = _lane_groups(trace)
+    if len(groups) > 1:  # the glyph budget is the figure's, not each rank's: N ranks draw as much as one
+        max_glyphs_per_lane = max(100, max_glyphs_per_lane // len(groups))
     bounds = [0.3]  # between groups of lanes: halfway from one group's lowest box to the next group's top
     for gi, group in enumerate(groups):
         if gi:
