@@ -246,3 +246,20 @@ def test_the_bar_chart_has_one_bar_per_statement_and_marks_the_baseline():
     assert list(fig.y_range.factors) == ["b", "a"]  # first statement on top
     page = c.html("page")
     assert "gm-plot" in page and "<iframe" not in page
+
+
+def test_a_note_the_statements_share_is_said_once_with_their_numbers():
+    a, b, c = fake(1e-3, 10**9), fake(2e-3, 10**9), fake(3e-3, 10**9)
+    for r, share in ((a, 2), (b, 8), (c, 16)):
+        r.notes.append(f"GPU kernel time not measured: the host issues a call in {share}% of the per-call time.")
+    c.notes.append("Only this one has this note.")
+    cmp = Comparison(results={"fp32": a, "tf32": b, "bf16": c}, baseline="fp32")
+    said = cmp.warnings()
+    shared = [w for w in said if "kernel time not measured" in w]
+    assert shared == [
+        "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2/8/16% of the per-call time."
+    ]
+    assert "bf16: Only this one has this note." in said
+    b.notes[-1] = "GPU kernel time not measured: the host issues a call in 2% of the per-call time."
+    c.notes[-2] = b.notes[-1]
+    assert "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2% of" in cmp.warnings()[0]

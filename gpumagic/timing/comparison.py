@@ -8,6 +8,7 @@ the unrounded medians (the two differ by at most the rounding of the printed med
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ INTERLEAVED_NOTE = (
     "Timed interleaved: one sample of each statement per round, the order rotated each round, so a clock change "
     "or other work on the machine falls on all of them alike and does not favour one."
 )
+#: A number in a note (split out so that notes differing only in their numbers are said once).
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 _SCALE = {"s": 1.0, "ms": 1e-3, "\xb5s": 1e-6, "us": 1e-6, "ns": 1e-9}
 _HEAD = ["Statement", "Median \u00b1 IQR", "Kernels", "Rate", "% of peak", "Launch-bound", "Speed-up"]
 _ALWAYS = (0, 1, 6)  # the statement, its median and its speed-up: shown whatever the other columns hold
@@ -132,8 +135,22 @@ class Comparison(FigurePage):
         )
 
     def warnings(self) -> list[str]:
-        """Each statement's own notes and warnings, labelled."""
-        return [f"{label}: {w}" for label, r in self.results.items() for w in r.warnings()]
+        """Each statement's own notes and warnings, labelled; one that several statements share (the same words,
+        other numbers) is said once, with their labels and each differing number as ``2%/8%/16%``."""
+        groups: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+        for label, r in self.results.items():
+            for text in r.warnings():
+                parts = _NUMBER.split(text)
+                groups.setdefault(tuple(parts[0::2]), []).append((label, parts))
+        out = []
+        for said in groups.values():
+            labels = ", ".join(dict.fromkeys(label for label, _ in said))
+            parts = [
+                part if i % 2 == 0 else "/".join(dict.fromkeys(p[i] for _, p in said))
+                for i, part in enumerate(said[0][1])
+            ]
+            out.append(f"{labels}: {''.join(parts)}")
+        return out
 
     def _shown(self) -> tuple[list[str], list[list[str]]]:
         """The head and rows as shown: a column with nothing to say in any row (kernel time on the host clock) is
