@@ -6,8 +6,9 @@ The modules, in the order a measurement uses them:
 - :mod:`.clocks`: which clock times a statement (:func:`choose_sampler`, from where its tensors live);
 - :mod:`.samplers`: the clocks (:class:`HostSampler`, :class:`CudaSampler`) behind one :class:`Sampler`
   interface that also declares what each can do;
-- :mod:`.measure`: :func:`measure`, the steps (first call, calibrate, sample, kernel pass, host pass, assemble),
-  and :func:`gputime` for scripts; :mod:`.records`, what the steps hand each other;
+- :mod:`.measure`: the steps (first call, calibrate, sample, kernel pass, host pass, assemble); :mod:`.staged`
+  strings them together: :func:`measure`, :func:`gputime` for scripts, and the halves a comparison and a sweep
+  use; :mod:`.records`, what the steps hand each other;
 - :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM clock (NVML);
 - :mod:`.passes`: the kernel pass (left out while the profiler's one-time start is pending, where the samples
   answer without it) and the host pass; :mod:`.warmup`, that one-time start, in the background where it can be;
@@ -19,10 +20,10 @@ from __future__ import annotations
 
 from .clocks import choose_sampler, tensor_devices
 from .cupti import busy_per_call, gpu_activity_names, gpu_intervals, span_and_busy_per_call, warm_profiler
-from .measure import gputime, measure
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import CudaSampler, HostSampler, Sampler
+from .staged import gputime, measure
 
 __all__ = [
     "CudaSampler",

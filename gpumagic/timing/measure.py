@@ -1,7 +1,9 @@
-"""The measurement, step by step: the engine behind ``%gputime``. No IPython import.
+"""The measurement's steps: the engine behind ``%gputime``. No IPython import.
 
-:func:`measure` is the list of steps; each step is a function here, tested with a scripted sampler and a fake wall
-clock (the reasons come from the shared research on NVBench, do_bench, torch's Timer and %timeit):
+Each step is a function here, tested with a scripted sampler and a fake wall clock; :mod:`.staged` strings them
+together (:func:`~.staged.measure` for one statement, :func:`~.staged.prepare` / :func:`~.staged.conclude` around the
+samples of a comparison or a sweep point). The reasons come from the shared research on NVBench, do_bench, torch's
+Timer and %timeit:
 
 1. :func:`run_first_call`: once, cold. Lazy CUDA init, cuBLAS heuristics and JIT land here (189 ms cold vs 3.7 ms
    warm for a 4096² fp32 matmul on a GB10), so it is kept apart and reported when far above the steady state.
@@ -9,7 +11,7 @@ clock (the reasons come from the shared research on NVBench, do_bench, torch's T
    :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
    (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
 3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.stats.StopRule` says the
-   median is stable or the time budget ends; an interrupt keeps what was measured, and :func:`measure` raises it
+   median is stable or the time budget ends; an interrupt keeps what was measured, and ``measure`` raises it
    again carrying the partial result (:class:`~gpumagic.errors.TimingInterrupted`).
    The SM clock is read (NVML) as each round ends, so the result can say at which clock the median was taken.
 4. :func:`~.passes.kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``), left out while
@@ -28,25 +30,24 @@ from __future__ import annotations
 
 import gc
 import math
-import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..errors import Hint, TimingInterrupted
-from ..statement import CompiledStatement, compile_statement
-from .clocks import choose_sampler, confirm_clock
+from ..errors import Hint
+from ..statement import CompiledStatement
+from .clocks import confirm_clock
 from .options import TimingOptions
 from .passes import SKIP_KERNEL_PASS, TINY, fed_from_host, host_pass, kernel_pass
 from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
 from .steady import settle
-from .work import Work, count_work
+from .work import Work
 
-__all__ = ["gputime", "measure"]  # and the steps, for tests and for reading
+__all__ = ["assemble", "calibrate", "run_first_call", "sample", "settle_clocks"]  # the steps, for .staged and tests
 __all__ += ["SKIP_KERNEL_PASS", "host_pass", "kernel_pass"]  # the passes live in .passes
 
 #: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
@@ -349,97 +350,3 @@ def assemble(
         notes.advise(f"{result.clock_sentence()} For a figure at the settled clock: {STEADY.script()}", STEADY)
         result.notes, result.hints = notes.lines, notes.hints
     return result
-
-
-def measure(
-    statement: CompiledStatement,
-    namespace: Mapping[str, Any] | None = None,
-    options: TimingOptions | None = None,
-    *,
-    sampler: Sampler | None = None,
-    wall_clock: Callable[[], float] = time.perf_counter,
-) -> TimingResult:
-    """Time a compiled statement. ``sampler`` overrides the clock choice (tests pass a scripted one).
-
-    Ctrl-C once samples exist raises :class:`~gpumagic.errors.TimingInterrupted`, a ``KeyboardInterrupt`` whose
-    ``result`` is the partial result (``interrupted``): the samples are kept and the interrupt still stops the caller.
-    Before the first sample it is the plain ``KeyboardInterrupt``.
-    """
-    opts = options or TimingOptions()
-    opts.validate()
-    wall0 = wall_clock()
-    namespace = namespace or {}
-    values = [namespace[n] for n in statement.read_names if n in namespace]
-    notes = Notes()
-    if sampler is None:
-        sampler, why = choose_sampler(opts, values)
-        notes.add(*why)
-
-    first_call, sampler, opts = run_first_call(statement, sampler, opts, values, notes)
-    steadiness = settle_clocks(sampler, statement.inner, opts, first_call, notes, wall_clock)
-    cal = calibrate(sampler, statement.inner, opts, first_call, notes)
-    sampling = sample(sampler, statement.inner, opts, cal, wall_clock)
-    kernels, host_per_call, work = KernelFigures(), None, None
-    if not sampling.interrupted and opts.kernel_time and sampler.on_device:
-        try:
-            kernels = kernel_pass(sampler, statement.inner, opts, cal, notes)
-            if not sampler.replays_graph:  # a replay issues no launches of its own to time
-                with sampler.quiet(wait=False):  # no background profiler start may begin in the host pass
-                    host_per_call = host_pass(sampler, statement.inner, opts, cal, kernels.kernels_per_call)
-        except KeyboardInterrupt:
-            # the samples are complete; the figures after them are not, and the user asked to stop
-            sampling.interrupted = True
-            _finish_quietly(sampler)
-    if opts.work and not sampling.interrupted:
-        try:
-            work = count_work(statement.once)  # one more call, outside every timed window
-        except KeyboardInterrupt:
-            sampling.interrupted = True
-            _finish_quietly(sampler)
-    result = assemble(
-        statement,
-        sampler,
-        opts,
-        first_call,
-        cal,
-        sampling,
-        kernels,
-        host_per_call,
-        notes,
-        wall_clock() - wall0,
-        steadiness,
-        work,
-    )
-    if sampling.interrupted:
-        raise TimingInterrupted(result)
-    return result
-
-
-def gputime(
-    stmt: str | Callable[[], Any],
-    setup: str | Callable[[], Any] | None = None,
-    globals: Mapping[str, Any] | None = None,
-    *,
-    options: TimingOptions | None = None,
-    ast_transform: Callable[[Any], Any] | None = None,
-    **overrides: Any,
-) -> TimingResult:
-    """Time ``stmt`` on the GPU (or the host, where there is no CUDA) and return a :class:`TimingResult`.
-
-    ``stmt`` and ``setup`` are source text evaluated in ``globals`` (default: the caller's module globals) or
-    zero-argument callables; the statement's own assignments stay local, so the namespace is left untouched.
-    Keyword ``overrides`` are :class:`TimingOptions` fields, e.g. ``gputime("A @ B", globals=g, graph=True)``.
-
-    Ctrl-C after the first sample raises :class:`~gpumagic.errors.TimingInterrupted` (a ``KeyboardInterrupt``)
-    whose ``result`` holds the samples taken.
-
-    >>> r = gputime("sum(range(100))")      # doctest: +SKIP
-    >>> print(r)                             # doctest: +SKIP
-    1.02 µs ± 3.1 ns per call on CPU (median ± IQR of 120 samples × 1000 calls)
-    """
-    opts = replace(options or TimingOptions(), **overrides)
-    opts.validate()
-    # Like a statement typed at that point: the caller's module globals, unless a namespace is given.
-    namespace = globals if globals is not None else sys._getframe(1).f_globals
-    compiled = compile_statement(stmt, setup, namespace, ast_transform=ast_transform)
-    return measure(compiled, namespace, opts)

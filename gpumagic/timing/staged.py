@@ -1,31 +1,34 @@
-"""A measurement in two halves around its sampling: what :func:`gpumagic.timing.compare` and :func:`~gpumagic.timing.
-sweep` share with :func:`~gpumagic.timing.measure.measure`.
+"""A measurement strung from :mod:`.measure`'s steps: :func:`measure` and :func:`gputime` for one statement, and the
+two halves around the sampling that :func:`gpumagic.timing.compare.compare` and :func:`gpumagic.timing.sweep.sweep`
+use.
 
 :func:`prepare` is everything before the first sample (clock choice, first call, ``steady``, warm-up and calibration)
 and :func:`conclude` everything after the last (kernel pass, host pass, work counting, the result). The samples in
-between are the caller's: :func:`~gpumagic.timing.measure.sample` for one statement, round-robin rounds over several
-for a comparison. Both halves are made of :mod:`.measure`'s own step functions, so a comparison or a sweep point
-runs the same steps as ``%gputime``, in the same order, with the same notes.
+between are the caller's: :func:`~gpumagic.timing.measure.sample` for one statement (:func:`measure`), round-robin
+rounds over several for a comparison. One sequence of steps, written once: a comparison or a sweep point runs the
+same steps as ``%gputime``, in the same order, with the same notes.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..statement import CompiledStatement
+from ..errors import TimingInterrupted
+from ..statement import CompiledStatement, compile_statement
 from .clocks import choose_sampler
 from .measure import _finish_quietly as finish_quietly  # one definition: the interrupt path %gputime takes
-from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, settle_clocks
+from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, sample, settle_clocks
 from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
 from .work import count_work
 
-__all__ = ["Prepared", "conclude", "finish_quietly", "prepare"]
+__all__ = ["Prepared", "conclude", "finish_quietly", "gputime", "measure", "prepare"]
 
 
 @dataclass
@@ -52,7 +55,7 @@ def prepare(
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Prepared:
     """Choose the clock (unless ``sampler`` is given), run the first call, settle clocks (``steady``), warm up and
-    calibrate: the steps of :func:`~gpumagic.timing.measure.measure` before its samples."""
+    calibrate: the steps of :func:`measure` before its samples."""
     wall0 = wall_clock()
     values = [namespace[n] for n in statement.read_names if n in namespace]
     notes = Notes()
@@ -102,3 +105,58 @@ def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float]
         prep.steadiness,
         work,
     )
+
+
+def measure(
+    statement: CompiledStatement,
+    namespace: Mapping[str, Any] | None = None,
+    options: TimingOptions | None = None,
+    *,
+    sampler: Sampler | None = None,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> TimingResult:
+    """Time a compiled statement: :func:`prepare`, the samples, :func:`conclude`. ``sampler`` overrides the clock
+    choice (tests pass a scripted one).
+
+    Ctrl-C once samples exist raises :class:`~gpumagic.errors.TimingInterrupted`, a ``KeyboardInterrupt`` whose
+    ``result`` is the partial result (``interrupted``): the samples are kept and the interrupt still stops the caller.
+    Before the first sample it is the plain ``KeyboardInterrupt``.
+    """
+    opts = options or TimingOptions()
+    opts.validate()
+    prep = prepare(statement, namespace or {}, opts, sampler=sampler, wall_clock=wall_clock)
+    sampling = sample(prep.sampler, statement.inner, prep.opts, prep.cal, wall_clock)
+    result = conclude(prep, sampling, wall_clock)
+    if sampling.interrupted:
+        raise TimingInterrupted(result)
+    return result
+
+
+def gputime(
+    stmt: str | Callable[[], Any],
+    setup: str | Callable[[], Any] | None = None,
+    globals: Mapping[str, Any] | None = None,
+    *,
+    options: TimingOptions | None = None,
+    ast_transform: Callable[[Any], Any] | None = None,
+    **overrides: Any,
+) -> TimingResult:
+    """Time ``stmt`` on the GPU (or the host, where there is no CUDA) and return a :class:`TimingResult`.
+
+    ``stmt`` and ``setup`` are source text evaluated in ``globals`` (default: the caller's module globals) or
+    zero-argument callables; the statement's own assignments stay local, so the namespace is left untouched.
+    Keyword ``overrides`` are :class:`TimingOptions` fields, e.g. ``gputime("A @ B", globals=g, graph=True)``.
+
+    Ctrl-C after the first sample raises :class:`~gpumagic.errors.TimingInterrupted` (a ``KeyboardInterrupt``)
+    whose ``result`` holds the samples taken.
+
+    >>> r = gputime("sum(range(100))")      # doctest: +SKIP
+    >>> print(r)                             # doctest: +SKIP
+    1.02 µs ± 3.1 ns per call on CPU (median ± IQR of 120 samples × 1000 calls)
+    """
+    opts = replace(options or TimingOptions(), **overrides)
+    opts.validate()
+    # Like a statement typed at that point: the caller's module globals, unless a namespace is given.
+    namespace = globals if globals is not None else sys._getframe(1).f_globals
+    compiled = compile_statement(stmt, setup, namespace, ast_transform=ast_transform)
+    return measure(compiled, namespace, opts)
