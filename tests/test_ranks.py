@@ -390,3 +390,45 @@ def test_grouped_unions_and_overlaps_equal_counting_covered_nanoseconds():
             (cover_a if side[i] else cover_b)[s[i] : e[i]] = True
         assert got[g] == (cover_a | cover_b).sum()
         assert ov[g] == (cover_a & cover_b).sum()
+
+
+# --- the real two-rank capture, once it is committed (tests/data/nsys/ddp2.*: a DDP step on two GPUs) ---------------
+
+DDP2 = two_ranks.DATA / "ddp2.sqlite.gz"
+needs_ddp2 = pytest.mark.skipif(not DDP2.exists(), reason="the two-rank capture tests/data/nsys/ddp2.sqlite.gz")
+
+
+@pytest.fixture(scope="module")
+def ddp2(tmp_path_factory) -> Trace:
+    import gzip
+    import shutil
+
+    path = tmp_path_factory.mktemp("ddp2") / "ddp2.sqlite"
+    with gzip.open(DDP2) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return load_nsys(path)
+
+
+@needs_ddp2
+def test_ddp2_per_rank_kernel_summaries_add_up_to_nsys_stats(ddp2):
+    ref = pd.read_csv(two_ranks.DATA / "ddp2.stats_cuda_gpu_kern_sum.csv").set_index("Name")
+    s = kernel_summary_by_rank(ddp2)
+    assert s["rank"].nunique() == 2 and processes(ddp2)["label"].tolist() == ["rank 0", "rank 1"]
+    summed = s.groupby("Name").agg(
+        n=("Instances", "sum"), total=("Total Time (ns)", "sum"), lo=("Min (ns)", "min"), hi=("Max (ns)", "max")
+    )
+    assert sorted(summed.index) == sorted(ref.index)
+    for name, r in summed.iterrows():  # nsys stats prints one decimal
+        want = ref.loc[name]
+        assert r["n"] == want["Instances"] and abs(r["total"] - want["Total Time (ns)"]) <= 0.051, name
+        assert (r["lo"], r["hi"]) == (want["Min (ns)"], want["Max (ns)"]), name
+
+
+@needs_ddp2
+def test_ddp2_both_ranks_communicate(ddp2):
+    fig = rank_figures(ddp2)
+    assert fig["label"].tolist() == ["rank 0", "rank 1"] and fig["device"].nunique() == 2
+    assert (fig["nccl_ns"] > 0).all() and (fig["nccl_share"] > 0).all() and (fig["nccl_share"] < 1).all()
+    assert (fig["busy_ns"] <= fig["span_ns"]).all()
+    line = ProfileReport(ddp2, timeline=False).summary_line()
+    assert line.startswith("2 ranks on 2 \u00d7 ") and " of " not in line.split("\u00b7")[2]
