@@ -277,6 +277,21 @@ def test_idle_gpus_are_named_per_rank_not_as_one_gpu():
     assert idle.numbers["busy_ns"] == [1_100_000, 1_100_000] and idle.numbers["wall_ns"] == [12_000_000] * 2
 
 
+def test_host_waits_are_counted_per_rank_each_without_its_own_closing_sync():
+    t = pair(100_000, 100_000)
+    api = []
+    for pid, waits in ((1, 3), (2, 0)):
+        api += [
+            dict(name="cudaStreamSynchronize", start=i * 300_000, end=i * 300_000 + 200_000, thread=pid, pid=pid)
+            for i in range(waits)
+        ]
+        api.append(dict(name="cudaDeviceSynchronize", start=1_050_000, end=1_100_000, thread=pid, pid=pid))
+    t.api = frame("api", api)
+    sync = {x.kind: x for x in findings(t)}["host_sync"]
+    assert sync.numbers["ranks"] == ["process 0"] and sync.numbers["calls"] == [3] and sync.numbers["ns"] == [600_000]
+    assert "process 0 3 times (cudaStreamSynchronize ×3), 600 µs" in sync.message  # each one's own sync left out
+
+
 def test_a_lost_kernel_of_one_process_is_not_hidden_by_anothers_correlation_id():
     ks = [dict(name="k", start=0, end=10, device=d, stream=7, correlation=5, pid=p) for p, d in ((1, 0), (2, 1))]
     api = [dict(name="cudaLaunchKernel", start=0, end=1, thread=1, correlation=c, pid=1) for c in (5, 6)]
