@@ -96,7 +96,10 @@ def test_readable_short_forms():
     assert decode("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)").short == (
         "CUTLASS SIMT FP32 GEMM 256\u00d7128, nn"
     )
-    assert decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").short == "NCCL AllReduce Sum fp32 RING LL"
+    assert decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").short == "NCCL AllReduce fp32"  # the rest is nominal
+    assert decode("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL").short == "NCCL AllReduce bf16 tree"
+    said = " ".join(what for _, _, what in decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").explain())
+    assert "chosen at run time" in said and "every reduction operator" in said
     assert decode("triton_poi_fused_add_gelu_mul_0").short == "Triton pointwise: add + gelu + mul"
 
 

@@ -2,7 +2,8 @@
 memory operations profilers list among kernels.
 
 Each has a small fixed grammar: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` (collective, reduction, dtype,
-algorithm, protocol); ``triton_poi_fused_add_gelu_mul_0`` (Inductor's kernel kind, the ATen ops it fused, an index);
+algorithm, protocol: reduction, algorithm and protocol only nominal, see ``_NCCL_NOMINAL``);
+``triton_poi_fused_add_gelu_mul_0`` (Inductor's kernel kind, the ATen ops it fused, an index);
 ``Memcpy HtoD (Pinned -> Device)`` (kind, direction, memory). Inductor joins op names with '_', and many ATen op names
 contain '_' themselves, so the fused-op list is split against a table of multi-word op names, longest first.
 """
@@ -160,12 +161,18 @@ _NCCL_DT = {
     "__nv_bfloat16": "bf16",
 }
 _NCCL_ALGO = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "COLLNET", "RING", "TREE", "NVLS", "PAT")  # longest first
-_NCCL_PROTO = {
-    "LL": "low-latency protocol",
-    "LL128": "low-latency 128-byte protocol",
-    "SIMPLE": "simple (bandwidth) protocol",
-}
+_NCCL_PROTO = ("LL", "LL128", "SIMPLE")
 _NCCL_REDUCTIONS = ("Sum", "Prod", "Max", "Min", "Avg", "PreMulSum", "SumPostDiv")
+#: What the name's tokens after the data type mean. NCCL compiles one entry kernel per collective and data type and
+#: runs every algorithm and protocol through it (``src/device/generate.py``, ``best_kernel``; NVIDIA/nccl #1246,
+#: #1595, #2196): the name ends in ``LL`` whatever protocol runs, says ``Sum`` for every reduction operator, and
+#: ``RING`` for every algorithm but the tree. So they are decoded as what the name says, and the short label keeps
+#: only what the name can tell: the collective, the data type, and a tree.
+_NCCL_NOMINAL = {
+    "protocol": "the entry kernel's protocol suffix (LL, LL128 or Simple is chosen at run time, not told by the name)",
+    "reduction": "the entry kernel's reduction suffix (one kernel serves every reduction operator)",
+    "RING": "ring or another non-tree algorithm (NVLS, CollNet, PAT run through the same kernel)",
+}
 
 
 def decode_nccl(k: Draft, sym: str, full: str) -> bool:
@@ -183,24 +190,24 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
     for algo in _NCCL_ALGO:
         if re.search(r"(?:^|_)" + algo + r"(?:_|$)", rest):
             k.details["algorithm"] = algo
-            k.add(algo, "algorithm", f"{algo.lower().replace('_', ' ')} algorithm")
+            k.add(algo, "algorithm", _NCCL_NOMINAL.get(algo, f"{algo.lower().replace('_', ' ')} algorithm"))
             rest = re.sub(r"(?:^|_)" + algo + r"(?=_|$)", "", rest)
             break
     for t in [t for t in rest.split("_") if t]:
         if t in _NCCL_PROTO:
             k.details["protocol"] = t
-            k.add(t, "protocol", _NCCL_PROTO[t])
+            k.add(t, "protocol", _NCCL_NOMINAL["protocol"])
         elif t in _NCCL_REDUCTIONS:
             k.details["reduction"] = t
-            k.add(t, "reduction", t.lower())
+            k.add(t, "reduction", _NCCL_NOMINAL["reduction"])
         elif t in _NCCL_DT:
             k.precision = _NCCL_DT[t]
             k.dtypes = (k.precision,)
             k.add(t, "dtype", k.precision)
         else:
             k.add(t, "raw", "not decoded")
-    parts = (coll, k.details.get("reduction", ""), k.precision or "", k.details.get("algorithm", ""))
-    k.short = "NCCL " + " ".join(str(p) for p in (*parts, k.details.get("protocol", "")) if p)
+    tree = "tree" if "TREE" in k.details.get("algorithm", "") else ""
+    k.short = "NCCL " + " ".join(p for p in (coll, k.precision or "", tree) if p)
     return True
 
 
