@@ -14,12 +14,14 @@ import statistics
 import sys
 import tempfile
 
+import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic.capture import ncu
 from gpumagic.capture.ncu_read import limiter, read_details_csv, read_raw_csv, to_base
+from gpumagic.capture.ncu_tensor import TENSOR_METRICS
 from gpumagic.capture.options import NcuOptions
 from gpumagic.errors import (
     FileMissingError,
@@ -39,6 +41,9 @@ FAKES = pathlib.Path(__file__).parent / "fake_ncu"
 FAKE_NCU, FAKE_PYTHON = str(FAKES / "ncu"), str(FAKES / "python")
 RAW = (DATA / "tiny.raw.csv").read_text()
 DETAILS = (DATA / "tiny.details.csv").read_text()
+TENSOR_RAW = (DATA / "tensor.raw.csv").read_text()
+TENSOR_DETAILS = (DATA / "tensor.details.csv").read_text()
+N = 2048  # tensor.*: one N³ GEMM per math path (tests/data/capture/ncu_tensor_workload.py)
 
 
 def csv_rows(text: str) -> tuple[list[str], list[str], list[list[str]]]:
@@ -144,6 +149,137 @@ def test_rules_one_row_per_launch_and_rule():
     assert not rules.duplicated(["ID", "Rule", "Message"]).any()
     assert rules["Message"].str.len().gt(40).all()
     assert read_details_csv("no table here").empty
+
+
+# --- tensor-core work (tensor.raw.csv: bf16, TF32, fp32 FFMA and fp64 GEMMs under the default sections + counters) ----
+
+
+def tensor_rows() -> tuple[dict[str, int], list[list[str]]]:
+    header, _, rows = csv_rows(TENSOR_RAW)
+    return {h: i for i, h in enumerate(header)}, rows
+
+
+def ops(col: dict[str, int], row: list[str], src: str) -> float:
+    return csv_value(row[col[f"sm__ops_path_tensor_src_{src}.sum"]])
+
+
+def test_tensor_counters_count_each_gemm_as_2n3_flops():
+    col, rows = tensor_rows()
+    k = read_raw_csv(TENSOR_RAW).kernels()
+    assert len(k) == len(rows) == 4
+    seen = set()
+    for (_, got), row in zip(k.iterrows(), rows, strict=True):
+        counts = {
+            p: ops(col, row, src) for p, src in (("bf16", "bf16_dst_fp32"), ("tf32", "tf32_dst_fp32"), ("fp64", "fp64"))
+        }
+        used = [p for p, v in counts.items() if v > 0]
+        seconds = got["Duration (ns)"] * 1e-9
+        if not used:  # the FFMA GEMM: no tensor work
+            assert got["Tensor FLOP/s"] == 0 and got["Math"] == "fp32"
+            continue
+        (p,) = used
+        seen.add(p)
+        assert counts[p] == 2 * N**3  # ncu's count: 2 FLOP per multiply-add, exactly
+        src = {"bf16": "bf16_dst_fp32", "tf32": "tf32_dst_fp32", "fp64": "fp64"}[p]
+        per_cycle = csv_value(row[col[f"sm__ops_path_tensor_src_{src}.sum.per_cycle_elapsed"]])
+        hz = csv_value(row[col["sm__cycles_elapsed.avg.per_second"]])
+        assert got[f"tensor {p} FLOP/s"] == pytest.approx(per_cycle * hz, rel=1e-12)  # ncu's own definition
+        assert got["Tensor FLOP/s"] * seconds == pytest.approx(2 * N**3, rel=0.05)
+        assert got["FLOP/s"] * seconds == pytest.approx(2 * N**3, rel=0.05)  # the epilogue's FFMA work is tiny
+        assert got["Math"] == f"{p} tensor" and got["Limiter"] == "compute"
+    assert seen == {"bf16", "tf32", "fp64"}
+
+
+def test_bf16_gemm_sits_under_its_tensor_roof_and_above_fp32_compute_bound():
+    from bokeh.models import GlyphRenderer, Line, Scatter
+
+    from gpumagic.render.roofline import roofline_figure
+
+    col, rows = tensor_rows()
+    data = read_raw_csv(TENSOR_RAW)
+    data.rules = read_details_csv(TENSOR_DETAILS)
+    k, ceil = data.kernels(), data.ceilings()
+    i = next(j for j, row in enumerate(rows) if ops(col, row, "bf16_dst_fp32") > 0)
+    r = k.loc[i]
+    assert ceil["fp32"] < r["FLOP/s"] < ceil["bf16 tensor"]
+    assert r["Intensity (FLOP/B)"] > ceil["bf16 tensor"] / ceil["dram"]  # right of the ridge: compute-bound
+    assert r["Limiter"] == "compute" and 50 < r["Peak %"] < 100
+    said = data.rules[(data.rules["ID"] == r["ID"]) & (data.rules["Rule"] == "SOLBottleneck")]["Message"].iloc[0]
+    assert said.startswith("Compute is more heavily utilized")  # ncu's own rule agrees
+    fig = roofline_figure(k, ceil)
+    renderers = [g for g in fig.renderers if isinstance(g, GlyphRenderer)]
+    points = next(g for g in renderers if isinstance(g.glyph, Scatter)).data_source.data
+    assert points["y"][i] == pytest.approx(r["FLOP/s"]) and points["marker"] == ["circle"] * 4
+    roofs = {item.label["value"].rsplit(" ", 2)[0]: item for item in fig.legend.items}
+    # the FFMA roofs, DRAM, and the tensor roofs of the precisions some kernel used (not fp16, fp8, int8)
+    assert set(roofs) == {"DRAM", "fp32", "fp64", "bf16 tensor", "tf32 tensor", "fp64 tensor"}
+    lines = [tuple(g.data_source.data["y"]) for g in renderers if isinstance(g.glyph, Line)]
+    assert (ceil["bf16 tensor"], ceil["bf16 tensor"]) in lines and len(lines) == 6
+
+
+def test_tensor_ceilings_are_the_dense_peaks_at_ncus_clock():
+    col, rows = tensor_rows()
+    ceil = read_raw_csv(TENSOR_RAW).ceilings()
+    hz = [csv_value(r[col["sm__cycles_elapsed.avg.per_second"]]) for r in rows]
+    dense = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained"
+    assert ceil["bf16 tensor"] == pytest.approx(
+        statistics.median(csv_value(r[col[dense]]) * h for r, h in zip(rows, hz))
+    )
+    # the source-level peak is the sparse one, twice the dense: the roof is the dense
+    sparse = "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"
+    assert csv_value(rows[0][col[sparse]]) == 2 * csv_value(rows[0][col[dense]])
+    # H100 per SM and cycle: bf16 4096, tf32 2048, fp8 8192, fp64 256 (DMMA) against FFMA 2 x 128
+    for key, ratio in (("bf16 tensor", 16), ("tf32 tensor", 8), ("fp8 tensor", 32), ("fp64 tensor", 1)):
+        assert ceil[key] / ceil["fp32"] == pytest.approx(ratio), key
+
+
+def test_ffma_gemm_and_old_reports_read_as_before():
+    header, units, rows = csv_rows(TENSOR_RAW)
+    keep = [i for i, h in enumerate(header) if not h.startswith("sm__ops_path_tensor")]
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL).writerows([[row[i] for i in keep] for row in (header, units, *rows)])
+    without = read_raw_csv(text.getvalue()).kernels()  # the same report, as the old default collected it
+    full = read_raw_csv(TENSOR_RAW).kernels()
+    assert "Tensor FLOP/s" not in without and "Math" not in without
+    ffma = full.index[full["Math"] == "fp32"][0]
+    for c in without.columns:
+        assert without.loc[ffma, c] == full.loc[ffma, c] or (
+            pd.isna(without.loc[ffma, c]) and pd.isna(full.loc[ffma, c])
+        )
+    # what the counters change: without them a tensor-core GEMM counts only its epilogue
+    bf16 = full.index[full["Math"] == "bf16 tensor"][0]
+    assert without.loc[bf16, "FLOP/s"] < 1e-3 * full.loc[bf16, "FLOP/s"]
+
+
+def test_tensor_counter_alternatives_are_never_added_twice():
+    from gpumagic.capture.ncu_tensor import tensor_rates
+
+    base = {"sm__cycles_elapsed.avg.per_second": [1e9], "gpu__time_duration.sum": [1000.0]}
+    split = {"sm__ops_path_tensor_src_fp16_dst_fp16.sum": [3e6], "sm__ops_path_tensor_src_fp16_dst_fp32.sum": [1e6]}
+    assert tensor_rates(pd.DataFrame({**base, **split}))["tensor fp16 FLOP/s"][0] == pytest.approx(4e12)
+    both = {**base, **split, "sm__ops_path_tensor_src_fp16.sum": [4e6]}  # a chip with the total and the split
+    assert tensor_rates(pd.DataFrame(both))["tensor fp16 FLOP/s"][0] == pytest.approx(4e12)
+    fp8 = {
+        **base,
+        "sm__ops_path_tensor_src_fp8_sparsity_off.sum": [2e6],
+        "sm__ops_path_tensor_src_fp8_sparsity_on.sum": [1e6],
+    }
+    rates = tensor_rates(pd.DataFrame(fp8))  # as the tensor roofline section collects fp8 on Hopper
+    assert rates["tensor fp8 FLOP/s"][0] == pytest.approx(3e12) and rates["Tensor FLOP/s"][0] == pytest.approx(3e12)
+    int8 = tensor_rates(pd.DataFrame({**base, "sm__ops_path_tensor_src_int8.sum": [5e6]}))
+    assert int8["tensor int8 OP/s"][0] == pytest.approx(5e12) and pd.isna(int8["Tensor FLOP/s"][0])  # ops, not FLOPs
+
+
+def test_report_says_the_math_and_the_tensor_ceilings():
+    data = read_raw_csv(TENSOR_RAW)
+    data.rules = read_details_csv(TENSOR_DETAILS)
+    rep = NcuReport(data, label="cell:tensor")
+    text = str(rep)
+    assert "Math" in text and "bf16 tensor, 74% of peak" in text and "fp32, 76% of peak" in text
+    assert "tensor: the kernel's multiply-adds ran on the tensor cores" in text
+    assert "bf16 tensor 811 TFLOP/s" in text and "int8 tensor 1.62 POP/s" in text
+    assert "<th style='padding:2px 8px;text-align:right;white-space:nowrap'>Math</th>" in rep.html(None)
+    assert "Math" not in str(NcuReport(read_raw_csv(RAW)))  # a report without the counters: as before
 
 
 # --- the roofline and the report ------------------------------------------------------------------------------------
@@ -262,7 +398,7 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
         "--nvtx --nvtx-include cell:9/",
         "--filter-mode per-launch-config --launch-count 1",
         "--kernel-name regex:gemm",
-        "--section SpeedOfLight --section SpeedOfLight_RooflineChart",
+        "--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics " + ",".join(TENSOR_METRICS),
         "--clock-control base",
         "-m gpumagic.capture.runner",
     ):
@@ -299,6 +435,9 @@ def test_options_and_clock_control(fake):
     joined = " ".join(calls(tmp_path)[0])
     assert "--set roofline" in joined and "--section" not in joined
     assert "--clock-control none" in joined and "--launch-count 2" in joined
+    ncu.capture("x = 1", "c", options=replace(opts, extra_args="--metrics sm__cycles_elapsed.avg"))
+    profile = [c for c in calls(tmp_path) if "--nvtx" in c][-1]
+    assert profile.count("--metrics") == 1  # the user's --metrics replaces the tensor counters
     for bad, match in [
         (dict(clock_control="boost"), "'base' or 'none'"),
         (dict(launch_count=0), "at least 1"),

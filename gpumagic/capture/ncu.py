@@ -5,11 +5,13 @@ does for ``--nsys`` (its free names shipped, ``capture/shipping.py``) and runs i
 ``ncu --nvtx --nvtx-include "<label>/"``: the warm-up runs outside the cell's NVTX range, so only the captured runs
 are profiled. ncu replays each kernel once per group of counters, so by default only the kernels that matter are
 profiled: a first, plain pass (``capture/ncu_rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels
-by total GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base
-function``: the one spelling that torch's demangler and ncu's agree on; the full demangled names differ, e.g.
-``char*, 3ul`` against ``char *, 3``), one launch per kernel and launch configuration (``--filter-mode
-per-launch-config``). The ``.ncu-rep`` is kept (it opens in ncu-ui) and read back with the same ncu
-(``ncu_read.py``). Every failure names its cause and fix (``gpumagic.errors``); no shell is involved.
+by total GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base function``:
+the one spelling that torch's demangler and ncu's agree on; the full demangled names differ, e.g. ``char*, 3ul``
+against ``char *, 3``), one launch per kernel and launch configuration (``--filter-mode per-launch-config``). Beside
+the sections, ncu is asked for its tensor-path counters (``ncu_tensor.TENSOR_METRICS``: 5 more replay passes per
+kernel on an H100, 16 instead of 11) so that a tensor-core GEMM's FLOPs are counted. The ``.ncu-rep`` is kept (it
+opens in ncu-ui) and read back with the same ncu (``ncu_read.py``). Every failure names its cause and fix
+(``gpumagic.errors``); no shell is involved.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .cell import loop_notes
 from .guards import deferred_interrupts
 from .ncu_rank import FirstPass, child_env, function_filter, function_name
 from .ncu_read import NcuData, read_details_csv, read_raw_csv
+from .ncu_tensor import TENSOR_METRICS
 from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
 from .shipping import free_names, ship
@@ -239,6 +242,8 @@ def _profile_command(
     else:
         for s in opts.sections:
             cmd += ["--section", s]
+    if not any(a == "--metrics" or a.startswith("--metrics=") for a in extra_args):
+        cmd += ["--metrics", ",".join(TENSOR_METRICS)]  # tensor-core work (ncu_tensor.py); a user's --metrics wins
     cmd += ["--clock-control", opts.clock_control, "--force-overwrite", "--export", stem, *extra_args]
     return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
 

@@ -9,7 +9,10 @@ measured; achieved FLOP/s as the roofline sections count it (FADD + FMUL + 2 x F
 times the SM clock; FP64 and FP16 likewise); arithmetic intensity against DRAM bytes; the ceilings from the report's
 own peak metrics (``...ffma_pred_on.sum.peak_sustained`` x SM clock x 2, ``dram__bytes.sum.peak_sustained`` x DRAM
 clock), i.e. at the clocks ncu ran at (base clocks unless ``--clock-control none``). Tensor-core work is not in
-those counts (ncu's plain roofline does not count it either): a tensor-core GEMM shows its FP32 epilogue only.
+those counts (ncu's plain roofline does not count it either); where the report holds ncu's tensor-path counters
+(``sm__ops_path_tensor_*``, collected by default: ``ncu_tensor.py`` says which and why), each precision's tensor
+FLOP/s joins the total and the intensity, a ``Math`` / ``Peak %`` pair names the main math and how near its ceiling
+it ran, and the dense tensor peaks join the ceilings. A report without those counters reads exactly as before.
 """
 
 from __future__ import annotations
@@ -23,7 +26,18 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["LIMITER_WORDS", "NcuData", "ceilings", "kernel_figures", "limiter", "read_details_csv", "read_raw_csv"]
+from .ncu_tensor import INTEGER, TENSOR_PRECISIONS, has_tensor_metrics, tensor_ceilings, tensor_peaks, tensor_rates
+
+__all__ = [
+    "LIMITER_WORDS",
+    "TENSOR_WORDS",
+    "NcuData",
+    "ceilings",
+    "kernel_figures",
+    "limiter",
+    "read_details_csv",
+    "read_raw_csv",
+]
 
 #: Columns that say which launch a row is (not metrics).
 ID_COLUMNS = (
@@ -59,6 +73,11 @@ LIMITER_WORDS = {
     "balanced": "compute and memory about equally busy",
     "latency": "latency-bound: neither compute nor memory reaches 60% of peak",
 }
+#: Said under the table when a kernel's main math ran on the tensor cores.
+TENSOR_WORDS = (
+    "tensor: the kernel's multiply-adds ran on the tensor cores (ncu's sm__ops_path_tensor counters, 2 FLOP per "
+    "multiply-add); its % of peak is against that precision's dense tensor ceiling"
+)
 
 _UNIT_SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _TO_NS = {"n": 1.0, "u": 1e3, "m": 1e6, "": 1e9}
@@ -236,8 +255,10 @@ def limiter(sm_pct: float, mem_pct: float) -> str | None:
 
 def kernel_figures(raw: pd.DataFrame) -> pd.DataFrame:
     """Per profiled launch: ID, Name (ncu's), Duration (ns), SM % and Memory % (Speed Of Light, of peak sustained),
-    DRAM bytes/s, FLOP/s (FP32 + FP64 + FP16, each also alone), Intensity (FLOP per DRAM byte), Limiter, and the
-    launch shape."""
+    DRAM bytes/s, FLOP/s (FP32 + FP64 + FP16, each also alone, plus the tensor cores' where the report counted them:
+    each precision and ``Tensor FLOP/s``), Intensity (FLOP per DRAM byte), Limiter, then, with tensor counters,
+    ``Math`` (the precision and unit doing most of the FLOPs, e.g. "bf16 tensor", "fp32") and ``Peak %`` (its rate
+    against its own ceiling at the launch's clock), and the launch shape."""
     out = pd.DataFrame(index=raw.index)
     out["ID"] = raw["ID"] if "ID" in raw else range(len(raw))
     out["Name"] = raw.get("Kernel Name", "")
@@ -247,26 +268,63 @@ def kernel_figures(raw: pd.DataFrame) -> pd.DataFrame:
     out["DRAM bytes/s"] = _col(raw, DRAM_BW)
     for p in PRECISIONS:
         out[f"{p} FLOP/s"] = flops_per_second(raw, p)
-    out["FLOP/s"] = out[[f"{p} FLOP/s" for p in PRECISIONS]].fillna(0.0).sum(axis=1)
-    counted = out[[f"{p} FLOP/s" for p in PRECISIONS]].notna().any(axis=1)
+    parts = [f"{p} FLOP/s" for p in PRECISIONS]
+    tensor = has_tensor_metrics(raw)
+    if tensor:
+        rates = tensor_rates(raw)
+        for c in rates.columns:
+            out[c] = rates[c]
+        parts.append("Tensor FLOP/s")
+    out["FLOP/s"] = out[parts].fillna(0.0).sum(axis=1)
+    counted = out[parts].notna().any(axis=1)
     out.loc[~counted, "FLOP/s"] = math.nan
     bw = out["DRAM bytes/s"].where(out["DRAM bytes/s"] > 0)
     out["Intensity (FLOP/B)"] = out["FLOP/s"] / bw
     out["Limiter"] = [limiter(s, m) for s, m in zip(out["SM %"], out["Memory %"], strict=True)]
+    if tensor:
+        out["Math"], out["Peak %"] = _main_math(raw, out)
     for c in ("Block Size", "Grid Size", "Device", "Stream"):
         out[c] = raw.get(c, "")
     return out.reset_index(drop=True)
 
 
+def _main_math(raw: pd.DataFrame, out: pd.DataFrame) -> tuple[list[str | None], list[float]]:
+    """Per launch, the precision (and unit) with the largest FLOP/s, and that rate as a % of its own peak at the
+    launch's SM clock (FFMA path: 2 x FMA per cycle; tensor cores: the dense peak, ``ncu_tensor.tensor_peaks``)."""
+    hz = _col(raw, SM_HZ)
+    rates = {p: out[f"{p} FLOP/s"] for p in PRECISIONS}
+    peaks = {
+        p: 2 * _col(raw, f"sm__sass_thread_inst_executed_op_{fma}_pred_on.sum.peak_sustained") * hz
+        for p, (_, _, fma) in PRECISIONS.items()
+    }
+    tensor_peak = tensor_peaks(raw)
+    for p in TENSOR_PRECISIONS:
+        col = f"tensor {p} FLOP/s"
+        if p not in INTEGER and col in out:
+            rates[f"{p} tensor"], peaks[f"{p} tensor"] = out[col], tensor_peak[col]
+    table, ceiling = pd.DataFrame(rates).fillna(0.0), pd.DataFrame(peaks)
+    names: list[str | None] = []
+    pcts: list[float] = []
+    for i in table.index:
+        row = table.loc[i]
+        best = str(row.idxmax()) if row.max() > 0 else None
+        peak = ceiling.loc[i, best] if best else math.nan
+        names.append(best)
+        pcts.append(float(100 * row[best] / peak) if best and peak > 0 else math.nan)
+    return names, pcts
+
+
 def ceilings(raw: pd.DataFrame) -> dict[str, float]:
     """The device's peaks as the report states them, at the clocks ncu ran at (median over launches): ``fp32``,
-    ``fp64``, ``fp16`` FLOP/s (2 x FMA per cycle x SM clock) and ``dram`` bytes/s; absent metrics are left out."""
+    ``fp64``, ``fp16`` FLOP/s (2 x FMA per cycle x SM clock), the dense tensor-core peaks (``bf16 tensor``, ...,
+    ``ncu_tensor.tensor_ceilings``; ``int8 tensor`` in ops/s) and ``dram`` bytes/s; absent metrics are left out."""
     out: dict[str, float] = {}
     sm_hz = _col(raw, SM_HZ)
     for p, (_, _, fma) in PRECISIONS.items():
         peak = (2 * _col(raw, f"sm__sass_thread_inst_executed_op_{fma}_pred_on.sum.peak_sustained") * sm_hz).median()
         if peak > 0:
             out[p] = float(peak)
+    out.update(tensor_ceilings(raw))
     dram = (_col(raw, DRAM_PEAK) * _col(raw, DRAM_HZ)).median()
     if dram > 0:
         out["dram"] = float(dram)

@@ -1,8 +1,9 @@
 """NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object.
 
 Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of Light),
-achieved FLOP/s, arithmetic intensity, the limiter in words and ncu's own rule messages; then the roofline
-(``roofline.py``). A terminal gets the same as text; ``to_dataframe()`` the figures; ``path`` the ``.ncu-rep``.
+achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic intensity, the limiter in
+words, the main math and how near its ceiling it ran (with tensor counters), and ncu's own rule messages; then the
+roofline (``roofline.py``). A terminal gets the same as text; ``to_dataframe()`` the figures; ``path`` the ``.ncu-rep``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..capture.ncu_read import LIMITER_WORDS, NcuData
+from ..capture.ncu_read import LIMITER_WORDS, TENSOR_WORDS, NcuData
 from ..kernels.labels import distinct_labels
 from ..units import format_si, format_time
 from .tables import breakable, esc
@@ -25,6 +26,15 @@ _ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;ma
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap"
 _NAME_CELL = "padding:2px 8px;text-align:left;white-space:normal;overflow-wrap:normal;min-width:16em"
 _HEAD = ["Kernel", "Duration", "SM %", "Memory %", "FLOP/s", "FLOP/byte", "Limiter"]
+
+
+def _math(r: pd.Series) -> str:
+    """The main math and its share of that math's peak, e.g. "bf16 tensor, 74% of peak"."""
+    math_ = r.get("Math")
+    if not isinstance(math_, str):
+        return "n/a"
+    pct = r.get("Peak %")
+    return f"{math_}, {pct:.0f}% of peak" if isinstance(pct, float) and math.isfinite(pct) else math_
 
 
 def _pct(value: float) -> str:
@@ -93,7 +103,21 @@ class NcuReport:
         rows = r[r["ID"] == launch] if r["ID"].notna().any() else r
         return [(str(x["Rule"]), str(x["Message"])) for _, x in rows.iterrows()]
 
+    def _head(self) -> list[str]:
+        """The table's columns: "Math" only where the report counted tensor-core work (else as it always was)."""
+        return _HEAD + (["Math"] if "Math" in self.kernels() else [])
+
+    def _words(self) -> list[str]:
+        """The limiter words for the limiters in the table, and the tensor-core words where a kernel used them."""
+        k = self.kernels()
+        used = sorted({x for x in k["Limiter"] if isinstance(x, str)})
+        words = [f"{x}: {LIMITER_WORDS[x]}" for x in used]
+        if "Math" in k and any(isinstance(m, str) and m.endswith(" tensor") for m in k["Math"]):
+            words.append(TENSOR_WORDS)
+        return words
+
     def _row(self, r: pd.Series) -> list[str]:
+        extra = [_math(r)] if "Math" in r.index else []
         return [
             str(r["Kernel"]),
             format_time(float(r["Duration (ns)"]) * 1e-9),
@@ -102,22 +126,27 @@ class NcuReport:
             format_si(float(r["FLOP/s"]), "FLOP/s"),
             "n/a" if not math.isfinite(r["Intensity (FLOP/B)"]) else f"{r['Intensity (FLOP/B)']:.3g}",
             str(r["Limiter"] or "n/a"),
+            *extra,
         ]
 
     def __str__(self) -> str:
         lines = [self.summary_line()]
         rows = [self._row(r) for _, r in self.kernels().iterrows()]
-        width = min(60, max([len(_HEAD[0])] + [len(x[0]) for x in rows]))
-        lines.append(f"  {_HEAD[0]:<{width}}  " + "  ".join(f"{h:>10}" for h in _HEAD[1:]))
+        head = self._head()
+        width = min(60, max([len(head[0])] + [len(x[0]) for x in rows]))
+        lines.append(f"  {head[0]:<{width}}  " + "  ".join(f"{h:>10}" for h in head[1:]))
         for (_, r), cells in zip(self.kernels().iterrows(), rows, strict=True):
             name = cells[0] if len(cells[0]) <= width else cells[0][: width - 1] + "\u2026"
             lines.append(f"  {name:<{width}}  " + "  ".join(f"{c:>10}" for c in cells[1:]))
             lines += [f"      {rule}: {message}" for rule, message in self._rules_for(r["ID"])]
-        used = sorted({x for x in self.kernels()["Limiter"] if isinstance(x, str)})
-        lines += [f"  {k}: {LIMITER_WORDS[k]}" for k in used]
+        lines += [f"  {w}" for w in self._words()]
         ceil = self.ceilings
         if ceil:
-            parts = [f"{k} {format_si(v, 'FLOP/s')}" for k, v in ceil.items() if k != "dram"]
+            parts = [
+                f"{k} {format_si(v, 'OP/s' if k.startswith('int') else 'FLOP/s')}"
+                for k, v in ceil.items()
+                if k != "dram"
+            ]
             parts += [f"DRAM {format_si(ceil['dram'], 'B/s')}"] if "dram" in ceil else []
             lines.append("  Ceilings (from the report, at ncu's clocks): " + ", ".join(parts))
         lines += [f"  {n}" for n in self.notes]
@@ -140,7 +169,7 @@ class NcuReport:
         return roofline_figure(k, self.ceilings, title, dict(zip(k["Name"], k["Kernel"], strict=True)))
 
     def _table_html(self) -> str:
-        head = "".join(f"<th style='{_CELL}'>{esc(h)}</th>" for h in _HEAD)
+        head = "".join(f"<th style='{_CELL}'>{esc(h)}</th>" for h in self._head())
         body = []
         for _, r in self.kernels().iterrows():
             cells = self._row(r)
@@ -162,8 +191,7 @@ class NcuReport:
         from . import embed
 
         parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>", self._table_html()]
-        used = sorted({x for x in self.kernels()["Limiter"] if isinstance(x, str)})
-        parts += [f"<div style='margin:2px 0;opacity:.75'>{esc(k)}: {esc(LIMITER_WORDS[k])}</div>" for k in used]
+        parts += [f"<div style='margin:2px 0;opacity:.75'>{esc(w)}</div>" for w in self._words()]
         parts += [f"<div style='margin:2px 0'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
         if figure and not self.kernels().empty:
             fig = self.figure()

@@ -2,10 +2,13 @@
 lines (the DRAM bandwidth slope, a flat roof per precision).
 
 The ceilings are the ones the report states (ncu's peak metrics at the clocks it ran at, ``capture/ncu_read.py``),
-not a datasheet's: a point is read against what the chip could do at that moment. Both axes are logarithmic; a kernel
-without counted floating-point work (a copy, or a tensor-core kernel, whose MMA work ncu's plain roofline does not
-count) has no place on them, so it sits on the bottom-left edge as a cross, its hover saying why: every profiled
-kernel is one glyph.
+not a datasheet's: a point is read against what the chip could do at that moment. Where the report counted
+tensor-core work (``capture/ncu_tensor.py``), a kernel is placed by its total FLOP/s, tensor cores included, and the
+dense tensor roof of each precision some kernel used is drawn beside the FFMA-path ones (a bf16 GEMM then sits under
+the bf16 tensor roof, far above the fp32 one, where ncu's plain roofline would show only its epilogue near the floor).
+Both axes are logarithmic; a kernel without counted floating-point work (a copy; a tensor-core kernel in a report
+without the tensor counters; an int8 GEMM, whose work is integer ops) has no place on them, so it sits on the
+bottom-left edge as a cross, its hover saying why: every profiled kernel is one glyph.
 """
 
 from __future__ import annotations
@@ -20,11 +23,20 @@ from ..units import format_si, format_time
 __all__ = ["LIMITER_COLORS", "roofline_figure"]
 
 LIMITER_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "balanced": "#9467bd", "latency": "#ff7f0e", None: "#777"}
-_ROOF_COLORS = {"fp32": "#2ca02c", "fp64": "#8c564b", "fp16": "#bcbd22"}
+_ROOF_COLORS = {
+    "fp32": "#2ca02c",
+    "fp64": "#8c564b",
+    "fp16": "#bcbd22",
+    "bf16 tensor": "#e377c2",
+    "fp16 tensor": "#17becf",
+    "tf32 tensor": "#ff7f0e",
+    "fp8 tensor": "#9467bd",
+    "fp64 tensor": "#7f7f7f",
+}
 _TOOLTIP = """
 <div style='max-width:min(520px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>
 <b>@label</b><br>@name<br>@duration &middot; SM @sm% &middot; memory @mem%<br>
-@flops_text &middot; @ai_text<br>@limiter_text</div>
+@flops_text &middot; @ai_text<br>@limiter_text{math}</div>
 """
 
 
@@ -35,7 +47,9 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
     x_floor = float(ai[placed].min() / 10) if placed.any() else 0.01
     y_floor = float(flops[placed].min() / 10) if placed.any() else 1e9
     data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "label", "name", "duration", "sm", "mem")}
-    data.update({k: [] for k in ("flops_text", "ai_text", "limiter_text", "color", "marker")})
+    data.update({k: [] for k in ("flops_text", "ai_text", "limiter_text", "math_text", "color", "marker")})
+    tensor = "Tensor FLOP/s" in kernels
+    nothing = "no FLOPs counted" if tensor else "no FP32/FP64/FP16 FLOPs counted"
     for i, r in kernels.iterrows():
         on = bool(placed[i])
         data["x"].append(float(ai[i]) if on else x_floor)
@@ -46,13 +60,45 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
         data["duration"].append(format_time(float(r["Duration (ns)"]) * 1e-9))
         data["sm"].append(f"{r['SM %']:.0f}")
         data["mem"].append(f"{r['Memory %']:.0f}")
-        data["flops_text"].append(format_si(float(flops[i]), "FLOP/s") if on else "no FP32/FP64/FP16 FLOPs counted")
+        data["flops_text"].append(_flops_text(r) if on else nothing)
         data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
         limiter = r.get("Limiter")
         data["limiter_text"].append(f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a")
+        data["math_text"].append(_math_text(r))
         data["color"].append(LIMITER_COLORS.get(limiter if isinstance(limiter, str) else None))
         data["marker"].append("circle" if on else "x")
     return data
+
+
+def _flops_text(r: pd.Series) -> str:
+    """The total FLOP/s, and the tensor cores' part of it where they did some."""
+    text = format_si(float(r["FLOP/s"]), "FLOP/s")
+    tensor = r.get("Tensor FLOP/s")
+    if isinstance(tensor, float) and tensor > 0:
+        text += f" ({format_si(tensor, 'FLOP/s')} on the tensor cores)"
+    return text
+
+
+def _math_text(r: pd.Series) -> str:
+    math_, pct = r.get("Math"), r.get("Peak %")
+    if not isinstance(math_, str):
+        return ""
+    return f"main math: {math_}" + (f", {pct:.0f}% of its peak" if isinstance(pct, float) and pct == pct else "")
+
+
+def _used_roofs(kernels: pd.DataFrame, ceilings: Mapping[str, float]) -> dict[str, float]:
+    """The FFMA-path roofs the report states, and the tensor roofs of the precisions some kernel ran on (a roof per
+    tensor precision the chip has would bury the chart in lines)."""
+    roofs = {}
+    for key, peak in ceilings.items():
+        if key not in _ROOF_COLORS or not peak > 0:
+            continue
+        if key.endswith(" tensor"):
+            col = f"tensor {key.split()[0]} FLOP/s"
+            if col not in kernels or not (kernels[col].astype(float) > 0).any():
+                continue
+        roofs[key] = peak
+    return roofs
 
 
 def roofline_figure(
@@ -62,14 +108,15 @@ def roofline_figure(
     labels: Mapping[str, str] | None = None,
 ) -> Any:
     """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the ``ceilings``
-    (``fp32``/``fp64``/``fp16`` FLOP/s, ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short label."""
+    (``fp32``/``fp64``/``fp16`` FLOP/s; ``bf16 tensor`` ... where some kernel used that precision's tensor cores;
+    ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short label."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
     data = _points(kernels, labels)
     xs = [x for x in data["x"] if x > 0] or [1.0]
     ys = [y for y in data["y"] if y > 0] or [1e12]
-    roofs = {k: v for k, v in ceilings.items() if k in _ROOF_COLORS and v > 0}
+    roofs = _used_roofs(kernels, ceilings)
     dram = ceilings.get("dram")
     ridges = [p / dram for p in roofs.values()] if dram else []
     x0, x1 = min(xs + ridges) / 4, max(xs + ridges) * 4
@@ -102,7 +149,8 @@ def roofline_figure(
         )
     source = ColumnDataSource(data)
     glyphs = p.scatter("x", "y", source=source, size=11, color="color", marker="marker", line_color="#222", alpha=0.9)
-    p.add_tools(HoverTool(renderers=[glyphs], tooltips=_TOOLTIP))
+    tooltip = _TOOLTIP.replace("{math}", "<br>@math_text" if "Math" in kernels else "")
+    p.add_tools(HoverTool(renderers=[glyphs], tooltips=tooltip))
     p.legend.location = "bottom_right"
     p.legend.label_text_font_size = "11px"
     return p

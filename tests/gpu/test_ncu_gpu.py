@@ -1,5 +1,6 @@
-"""--ncu on the GPU host with its real Nsight Compute: the reader equals ncu's own CSV, and the transformer block's top
-kernels and roofline come back within 30 s of wall time (printed: run with -s to see it)."""
+"""--ncu on the GPU host with its real Nsight Compute: the reader equals ncu's own CSV, the default run counts a bf16
+GEMM's tensor-core FLOPs (2·n³ over ncu's duration), and the transformer block's top kernels and roofline come back
+within 30 s of wall time (printed: run with -s to see it)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,43 @@ def test_gpuprofile_ncu_on_the_transformer_block(tmp_path):
     assert os.path.exists(rep.path)
     assert "out" not in shell.user_ns  # the cell ran in the subprocess only
     assert wall <= 30, f"--ncu took {wall:.1f} s"
+
+
+def test_default_run_counts_tensor_core_flops(tmp_path):
+    """A fresh report made as %%gpuprofile --ncu makes it: the bf16 GEMM's tensor FLOP/s is 2·n³ over its duration, its
+    point lies between the fp32 roof and the bf16 tensor roof, it is compute-bound; the FFMA GEMM counts as before."""
+    import math
+
+    from gpumagic.capture import ncu
+    from gpumagic.capture.options import NcuOptions
+    from gpumagic.render.ncu_view import NcuReport
+
+    n = 2048
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a32 = torch.randn(n, n, device="cuda", generator=g)
+    ns = {"torch": torch, "a16": a32.to(torch.bfloat16), "a32": a32}
+    cell = "torch.backends.cuda.matmul.allow_tf32 = False\nc = a16 @ a16\nd = a32 @ a32\n"
+    opts = NcuOptions(profile_dir=str(tmp_path), kernel_filter="regex:.")  # every kernel in the range: the two GEMMs
+    t0 = time.perf_counter()
+    got = ncu.capture(cell, "cell:tensor", namespace=ns, warmup=1, options=opts)
+    wall = time.perf_counter() - t0
+    rep = NcuReport(got.data, label="cell:tensor", notes=got.notes, seconds=got.seconds)
+    print(f"\n--ncu on a bf16 and an fp32 2048² GEMM: {wall:.1f} s wall\n{rep}")
+    with open(os.path.join(os.environ.get("OUT", str(tmp_path)), "ncu_tensor_fresh.txt"), "w") as f:
+        f.write(f"{wall:.2f}\n{rep}\n")
+    k = rep.kernels()
+    ceil = rep.ceilings
+    bf16 = k[k["Math"] == "bf16 tensor"]
+    assert len(bf16) == 1, k[["Name", "Math"]]
+    r = bf16.iloc[0]
+    seconds = r["Duration (ns)"] * 1e-9
+    assert r["Tensor FLOP/s"] * seconds == pytest.approx(2 * n**3, rel=0.05)
+    assert ceil["fp32"] < r["FLOP/s"] < ceil["bf16 tensor"]
+    assert r["Limiter"] == "compute" and 20 < r["Peak %"] <= 100
+    ffma = k[k["Math"] == "fp32"]
+    assert len(ffma) == 1
+    f32 = ffma.iloc[0]
+    assert f32["Tensor FLOP/s"] == 0 and f32["FLOP/s"] == f32["fp32 FLOP/s"]
+    assert f32["FLOP/s"] * f32["Duration (ns)"] * 1e-9 == pytest.approx(2 * n**3, rel=0.05)
+    if torch.cuda.get_device_capability() == (9, 0):  # Hopper: dense bf16 4096 vs FFMA 2 x 128 per SM and cycle
+        assert math.isclose(ceil["bf16 tensor"] / ceil["fp32"], 16, rel_tol=0.01)
