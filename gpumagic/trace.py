@@ -304,8 +304,11 @@ class Trace:
     def figures(self) -> dict[str, Any]:
         """The figures the summary line and the findings share: ``window`` ("nvtx", "cuda" or "capture") and
         ``window_text`` (what it is, in words), ``wall_ns`` (its length), ``gpu_busy_ns`` (kernels and memory
-        operations, overlap counted once), ``gpu_util`` (busy / wall), ``kernel_ns`` (the kernels' summed time, the
-        total of every "% of kernel time"), ``cpu_ops_ns``, ``kernels``, ``memops``."""
+        operations, overlap counted once, summed over GPUs), ``gpus`` (the GPUs, per process, that ran work),
+        ``gpu_util`` (busy / wall; None with several GPUs, whose ranges differ: their shares are per rank, in
+        :func:`gpumagic.analysis.ranks.rank_figures`),
+        ``kernel_ns`` (the kernels' summed time, the total of every "% of kernel time"), ``cpu_ops_ns``, ``kernels``,
+        ``memops``."""
         key = f"figures:{self.meta.get('label')}:{self.meta.get('window')}"  # the window depends on these two
         return dict(self.memo(key, self._figures))
 
@@ -313,12 +316,14 @@ class Trace:
         w0, w1, kind = self.analysis_window()
         wall = max(0, w1 - w0)
         busy = self.gpu_busy_ns()
+        gpus = max(1, len(self.gpu_units()[1]))
         return {
             "window": kind,
             "window_text": WINDOW_TEXT[kind],
             "wall_ns": wall,
             "gpu_busy_ns": busy,
-            "gpu_util": busy / wall if wall else None,
+            "gpus": gpus,
+            "gpu_util": busy / wall if wall and gpus == 1 else None,
             "kernel_ns": int((self.kernels["end"] - self.kernels["start"]).sum()) if not self.kernels.empty else 0,
             "cpu_ops_ns": self.cpu_ops_ns(),
             "kernels": len(self.kernels),

@@ -215,6 +215,9 @@ def test_gpu_busy_is_summed_over_gpus_not_one_union_over_both(two):
     )
     assert two.gpu_busy_ns() == per
     assert (fig["busy_ns"] <= fig["span_ns"]).all()
+    figures = two.figures()
+    assert figures["gpus"] == 2
+    assert figures["gpu_util"] is None  # one window's wall over two GPUs' busy time would read above 100%
 
 
 # --- findings -----------------------------------------------------------------------------------------------------
