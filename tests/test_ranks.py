@@ -450,3 +450,14 @@ def test_ddp2_both_ranks_communicate(ddp2):
     assert (fig["busy_ns"] <= fig["span_ns"]).all()
     line = ProfileReport(ddp2, timeline=False).summary_line()
     assert line.startswith("2 ranks on 2 \u00d7 ") and " of " not in line.split("\u00b7")[2]
+
+
+def test_a_chrome_trace_of_two_processes_keeps_their_lanes_apart(two, tmp_path):
+    from gpumagic.capture.chrome_trace import chrome_trace_events
+
+    events = chrome_trace_events(two)["traceEvents"]
+    gpu = {e["pid"] for e in events if e["cat"] == "kernel"}
+    assert gpu == {f"GPU \u00b7 pid {PID_A}", f"GPU \u00b7 pid {PID_B}"}
+    per_pid = {p: sum(e["pid"] == p for e in events if e["cat"] == "kernel") for p in gpu}
+    k = two.kernels
+    assert per_pid == {f"GPU \u00b7 pid {p}": int((k["pid"] == p).sum()) for p in (PID_A, PID_B)}

@@ -216,6 +216,7 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
         columns = [c for c in arg_keys if c in df.columns]
         rows = zip(df[name_col], df[tid_col], df["start"], df["end"], *(df[c] for c in columns))
         kinds = df["kind"].astype(str) if table == "memops" else None
+        procs = _process_lanes(df, pid)
         for i, (name, tid, start, end, *values) in enumerate(rows):
             args = {arg_keys[c]: _json_value(v) for c, v in zip(columns, values) if _json_value(v) is not None}
             events.append(
@@ -223,7 +224,7 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
                     "ph": "X",
                     "cat": "gpu_memset" if kinds is not None and kinds.iat[i] == "memset" else cat,
                     "name": str(name),
-                    "pid": pid,
+                    "pid": procs[i] if procs is not None else pid,
                     "tid": _json_tid(tid),
                     "ts": start / 1000.0,
                     "dur": (end - start) / 1000.0,
@@ -231,6 +232,17 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
                 }
             )
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in trace.meta.items()}}
+
+
+def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:
+    """With several processes in one table (a multi-rank capture): one lane group per process ("GPU · pid 9001"),
+    so that the ranks' streams and threads do not merge in Perfetto; None for one process (the plain "CPU"/"GPU")."""
+    if "pid" not in df.columns:
+        return None
+    pids = pd.to_numeric(df["pid"], errors="coerce")
+    if pids.nunique(dropna=True) <= 1:
+        return None
+    return [f"{kind} \u00b7 pid {int(p)}" if p == p else kind for p in pids]
 
 
 def _json_value(v: Any) -> Any:
