@@ -89,8 +89,8 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.configurables.append(magics)
     if magics.background_profiler_start:
         # CUPTI's one-time start (seconds) on a background thread, once this process has imported torch and
-        # initialised CUDA itself (off by default: see gpumagic.timing.warmup). Nothing without CUDA.
-        from .timing import warmup
+        # initialised CUDA itself (off by default: see gpumagic.profiler_start). Nothing without CUDA.
+        from . import profiler_start as warmup
 
         warmup.start_background_warm()
         _register_profiler_guard(ipython)
@@ -99,7 +99,7 @@ def load_ipython_extension(ipython: Any) -> None:
 def _wait_before_profiling(info: Any) -> None:
     """Before a cell that may start a profiler of its own (%%gpuprofile, torch.profiler): let a background start of
     the profiler finish first, since two captures at once in one process fail."""
-    from .timing import warmup
+    from . import profiler_start as warmup
 
     if "profile" in (getattr(info, "raw_cell", "") or "") and warmup.profiler_state() == "starting":
         warmup.wait_for_profiler(timeout=60)
@@ -120,6 +120,6 @@ def unload_ipython_extension(ipython: Any) -> None:
     events = getattr(ipython, "events", None)
     if events is not None and _wait_before_profiling in events.callbacks.get("pre_run_cell", []):
         events.unregister("pre_run_cell", _wait_before_profiling)
-    from .timing import warmup
+    from . import profiler_start as warmup
 
     warmup.stop_background_warm()

@@ -257,7 +257,7 @@ def test_no_host_figure_no_launch_verdict():
 @pytest.fixture
 def fresh_warmup(monkeypatch):
     """The warm-up module as in a fresh process, with torch and CUDA 'up' when ``ready`` says so."""
-    from gpumagic.timing import warmup
+    from gpumagic import profiler_start as warmup
 
     monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None, "error": None, "thread": None})
     monkeypatch.setattr(warmup, "POLL", 0.01)
@@ -338,7 +338,7 @@ def test_no_cuda_build_means_no_background_work(fresh_warmup):
 def test_the_real_readiness_check_never_imports_torch(monkeypatch):
     import sys
 
-    from gpumagic.timing import warmup
+    from gpumagic import profiler_start as warmup
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert warmup._torch_ready() is None
@@ -349,7 +349,7 @@ def test_loading_the_extension_starts_the_background_start_and_guards_profiling_
     from IPython.core.interactiveshell import InteractiveShell
 
     import gpumagic
-    from gpumagic.timing import warmup
+    from gpumagic import profiler_start as warmup
 
     calls = []
     monkeypatch.setattr(warmup, "start_background_warm", lambda *a, **k: calls.append("start") or True)

@@ -120,7 +120,7 @@ def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[st
     from torch.profiler import ProfilerActivity, profile
 
     from gpumagic.capture.cell import run_cell
-    from gpumagic.timing.warmup import join_background
+    from gpumagic.profiler_start import join_background
 
     if not torch.cuda.is_available():  # no CUDA in this process: the cell runs (its errors are its own), no kernels
         run_cell(cell, ns, warmup, iters)
@@ -152,14 +152,14 @@ def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[st
 
 
 def _start_profiler_early() -> None:
-    """CUPTI's first start in a process takes seconds (3.9 s on an H100 host, ``timing/warmup.py``): begin it on a
+    """CUPTI's first start in a process takes seconds (3.9 s on an H100 host, ``profiler_start.py``): begin it on a
     background thread at once, so that it overlaps restoring the shipped names and the cell's warm-up."""
     try:
         import torch
     except ImportError:
         return
     if torch.cuda.is_available():
-        from gpumagic.timing.warmup import start_background_warm
+        from gpumagic.profiler_start import start_background_warm
 
         torch.cuda.init()
         start_background_warm()

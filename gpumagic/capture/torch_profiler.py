@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
-from ..timing.warmup import mark_started
+from ..profiler_start import mark_started
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace

@@ -11,7 +11,8 @@ The modules, in the order a measurement uses them:
   use; :mod:`.records`, what the steps hand each other;
 - :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM clock (NVML);
 - :mod:`.passes`: the kernel pass (left out while the profiler's one-time start is pending, where the samples
-  answer without it) and the host pass; :mod:`.warmup`, that one-time start, in the background where it can be;
+  answer without it) and the host pass; :mod:`gpumagic.profiler_start`, that one-time start (shared with the
+  capture backends), in the background where it can be;
 - :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's two truths);
 - :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
 """

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..intervals import union_length
-from .warmup import profiler_state, start_background_warm, wait_for_profiler, warm_profiler
+from ..profiler_start import profiler_state, start_background_warm, wait_for_profiler, warm_profiler
 
 __all__ = [
     "busy_per_call",

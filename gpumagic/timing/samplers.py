@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import warmup
+from .. import profiler_start as warmup
 from .cupti import busy_per_call, gpu_activity_names
 from .smclock import ClockReader, open_reader
 
@@ -119,7 +119,7 @@ class Sampler:
     @contextmanager
     def quiet(self, wait: bool) -> Iterator[bool]:
         """Keep a background profiler start from beginning inside the block; yields False when one is running
-        already and ``wait`` is False (see :func:`gpumagic.timing.warmup.quiet_profiler`)."""
+        already and ``wait`` is False (see :func:`gpumagic.profiler_start.quiet_profiler`)."""
         yield True
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:

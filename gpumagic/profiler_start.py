@@ -11,6 +11,9 @@ every capture of this package waits for it (:func:`wait_for_profiler`), the magi
 profiler wait for it, it waits while another profiler runs, and it runs its one tiny kernel on a stream of its own.
 An error leaves the process unwarmed and is kept for the notes, never raised on the thread; the interpreter waits
 for it at exit (bounded) so that CUPTI is never torn down under it.
+
+A module of its own below both of its users: the timer's kernel pass (``gpumagic.timing``) and the capture backends
+(a ``%%gpuprofile`` capture counts as the start; the ``--ncu`` first pass begins it early) share this one state.
 """
 
 from __future__ import annotations
