@@ -73,6 +73,8 @@ ONE_WAY = [
     ("gpumagic.kernels", "gpumagic.trace"),
     ("gpumagic.timing", "gpumagic.magics"),
     ("gpumagic.timing", "gpumagic.capture"),
+    ("gpumagic.capture", "gpumagic.timing"),  # both use gpumagic.profiler_start, below them
+    ("gpumagic.render", "gpumagic.timing"),  # timing's results draw with render, never the other way
 ]
 
 
