@@ -338,3 +338,21 @@ def test_held_out_library_kernels_decode_to_their_library_and_op():
         if not k.library.startswith(tuple(want["library"].split("|"))) or want.get("op", k.op) != k.op:
             wrong.append((e["name"][:80], k.library, k.op, want))
     assert not wrong, wrong
+
+
+def test_decoded_names_pickle_and_come_back_read_only():
+    import pickle
+    from types import MappingProxyType
+
+    names = [
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)",
+        "triton_poi_fused_add_gelu_mul_0",
+    ]
+    for name in names:
+        k = decode(name)
+        back = pickle.loads(pickle.dumps(k))
+        assert back == k and back.explain() == k.explain()
+        assert isinstance(back.details, MappingProxyType)
+        with pytest.raises(TypeError):
+            back.details["x"] = 1

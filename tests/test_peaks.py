@@ -200,3 +200,15 @@ def test_a_corrupt_cache_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setattr(measure_mod, "_MEMORY", {})
     (tmp_path / "peaks.json").write_text("{not json")
     assert cached_peak("NVIDIA H100 80GB HBM3") is None
+
+
+def test_a_device_peaks_entry_pickles():
+    import pickle
+
+    from gpumagic.device_peaks import lookup
+
+    sheet = lookup("NVIDIA H100 80GB HBM3")
+    back = pickle.loads(pickle.dumps(sheet))
+    assert back == sheet and back.peak("bf16") == sheet.peak("bf16")
+    with pytest.raises(TypeError):
+        back.flops["fp4"] = 1.0

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 __all__ = ["DEVICES", "PRECISIONS", "DevicePeaks", "lookup", "lookup_reason"]
 
@@ -35,6 +36,13 @@ class DevicePeaks:
     bandwidth: float
     flops: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = ""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with a plain dict where the read-only view is (a mappingproxy does not pickle)."""
+        return {**self.__dict__, "flops": dict(self.flops)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, flops=MappingProxyType(dict(state["flops"])))
 
     def peak(self, precision: str | None) -> float | None:
         return self.flops.get(precision) if precision else None

@@ -118,6 +118,15 @@ class FrozenList(tuple):
     __hash__ = tuple.__hash__
 
 
+def thaw(value: object) -> object:
+    """The picklable form of a frozen value (:func:`freeze` undoes it): read-only mappings become dicts."""
+    if isinstance(value, MappingProxyType):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, FrozenList):
+        return [thaw(v) for v in value]
+    return value
+
+
 def freeze(value: object) -> object:
     """The read-only form of a decoded value: dicts become read-only mappings, lists and sets tuples, recursively."""
     if isinstance(value, (dict, MappingProxyType)):
@@ -160,6 +169,14 @@ class KernelName:
         object.__setattr__(self, "dtypes", tuple(self.dtypes))
         object.__setattr__(self, "details", freeze(self.details))
         object.__setattr__(self, "tokens", tuple(tuple(row) for row in self.tokens))
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled with plain containers where the read-only views are (a mappingproxy does not pickle): a report
+        that holds decoded names saves like any other value."""
+        return {**self.__dict__, "details": thaw(self.details)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, details=freeze(state["details"]))
 
     def __hash__(self) -> int:
         # details is a mapping, so the generated hash would fail; equal results share name, family and label.
