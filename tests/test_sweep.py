@@ -312,3 +312,8 @@ def test_a_sweep_table_keeps_one_unit_the_plots():
     assert out.metric() == "flop"
     rates = [row[out._head().index("Rate")] for row in out.rows()]
     assert all("FLOP/s" in r for r in rates)  # even where bytes sit nearer their ceiling (small bf16 matmuls)
+
+
+def test_the_legend_sits_beside_the_plot_where_no_curve_or_peak_line_runs():
+    fig = fake_sweep([256, 512, 1024]).figure()
+    assert fig.legend[0] in fig.right and fig.legend[0] not in fig.center

@@ -150,7 +150,8 @@ def sweep_figure(
         _tick_at_values(p, xs)
     p.add_tools(HoverTool(renderers=hovered, tooltips=_TOOLTIP))
     if p.legend:
-        p.legend.location = "top_left"
+        # beside the plot, not in it: rising curves and the peaks dashed across the width leave no corner free
+        p.add_layout(p.legend[0], "right")
         p.legend.click_policy = "hide"
         p.legend.label_text_font_size = "11px"
     return p
