@@ -1,6 +1,6 @@
 """--ncu on the GPU host with its real Nsight Compute: the reader equals ncu's own CSV, the default run counts a bf16
 GEMM's tensor-core FLOPs (2·n³ over ncu's duration), and the transformer block's top kernels and roofline come back
-(its wall time printed, run with -s to see it, and written to $OUT; 26-32 s on an H100 with the tensor counters)."""
+(its wall time printed, run with -s to see it, and written to $OUT; 25-32 s on an H100 with the tensor counters)."""
 
 from __future__ import annotations
 
