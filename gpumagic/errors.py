@@ -112,23 +112,35 @@ class NsysError(GpuMagicError, RuntimeError):
     """Something about an nsys run; the message says what happened and what to do."""
 
 
-class NsysNotFoundError(NsysError):
-    """No nsys binary: ``configured`` (the path asked for, or None) and ``looked`` (where the search went)."""
+class ToolNotFound:
+    """No binary of a tool gpumagic runs; a subclass names ``tool``, its ``setting`` and ``missing`` (the message)."""
+
+    tool: ClassVar[str]
+    setting: ClassVar[str]
+    missing: ClassVar[str]
 
     def __init__(self, looked: Sequence[str], configured: str | None = None) -> None:
-        super().__init__(hints=[Hint("nsys_path", "'/path/to/nsys'")], looked=list(looked), configured=configured)
+        hints = [Hint(self.setting, f"'/path/to/{self.tool}'")]
+        super().__init__(hints=hints, looked=list(looked), configured=configured)  # type: ignore[call-arg]
 
     @property
-    def template(self) -> str:  # type: ignore[override]
-        if self.configured:
-            return "nsys not found at the configured path {configured!r}. Set the right one: {hint}"
-        return (
-            "nsys (Nsight Systems) was not found. Looked in: {places}. Install Nsight Systems in the same container "
-            "as this kernel (NVIDIA's PyTorch containers ship it), or point to it: {hint}"
-        )
+    def template(self) -> str:
+        if self.configured:  # type: ignore[attr-defined]
+            return self.tool + " not found at the configured path {configured!r}. Set the right one: {hint}"
+        return self.missing
 
     def extra_fields(self) -> dict[str, Any]:
-        return {"places": ", ".join(self.looked), "hint": self.hints[0].script()}
+        return {"places": ", ".join(self.looked), "hint": self.hints[0].script()}  # type: ignore[attr-defined]
+
+
+class NsysNotFoundError(ToolNotFound, NsysError):
+    """No nsys binary: ``configured`` (the path asked for, or None) and ``looked`` (where the search went)."""
+
+    tool, setting = "nsys", "nsys_path"
+    missing = (
+        "nsys (Nsight Systems) was not found. Looked in: {places}. Install Nsight Systems in the same container "
+        "as this kernel (NVIDIA's PyTorch containers ship it), or point to it: {hint}"
+    )
 
 
 class NsysFailedError(NsysError):
@@ -273,24 +285,15 @@ class NcuError(GpuMagicError, RuntimeError):
     """Something about an Nsight Compute (ncu) run; the message says what happened and what to do."""
 
 
-class NcuNotFoundError(NcuError):
+class NcuNotFoundError(ToolNotFound, NcuError):
     """No ncu binary: ``configured`` (the path asked for, or None) and ``looked`` (where the search went)."""
 
-    def __init__(self, looked: Sequence[str], configured: str | None = None) -> None:
-        super().__init__(hints=[Hint("ncu_path", "'/path/to/ncu'")], looked=list(looked), configured=configured)
-
-    @property
-    def template(self) -> str:  # type: ignore[override]
-        if self.configured:
-            return "ncu not found at the configured path {configured!r}. Set the right one: {hint}"
-        return (
-            "ncu (Nsight Compute) was not found. Looked in: {places}. It comes with the CUDA toolkit "
-            "(/usr/local/cuda/bin/ncu), NVIDIA's PyTorch containers and https://developer.nvidia.com/nsight-compute; "
-            "install it where this kernel runs, or point to it: {hint}"
-        )
-
-    def extra_fields(self) -> dict[str, Any]:
-        return {"places": ", ".join(self.looked), "hint": self.hints[0].script()}
+    tool, setting = "ncu", "ncu_path"
+    missing = (
+        "ncu (Nsight Compute) was not found. Looked in: {places}. It comes with the CUDA toolkit "
+        "(/usr/local/cuda/bin/ncu), NVIDIA's PyTorch containers and https://developer.nvidia.com/nsight-compute; "
+        "install it where this kernel runs, or point to it: {hint}"
+    )
 
 
 class NcuPermissionError(NcuError):

@@ -45,12 +45,13 @@ from ..errors import (
 from . import Shown
 from .cell import loop_notes
 from .guards import deferred_interrupts
-from .ncu_rank import FirstPass, child_env, function_filter, function_name
+from .ncu_rank import FirstPass, function_filter, function_name
 from .ncu_read import NcuData, read_details_csv, read_raw_csv
 from .ncu_tensor import TENSOR_METRICS
 from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
 from .shipping import free_names, ship
+from .tools import child_env, find_tool, run_in_session
 
 __all__ = ["NcuCapture", "capture", "find_ncu", "function_filter", "function_name", "load_ncu_data", "read_report"]
 
@@ -79,23 +80,7 @@ class NcuCapture:
 
 def find_ncu(configured: str | None = None) -> str:
     """The ncu to use: the configured path, else PATH, else the usual install locations."""
-    if configured:
-        if os.path.isfile(configured) and os.access(configured, os.X_OK):
-            return configured
-        found = shutil.which(configured)
-        if found:
-            return found
-        raise NcuNotFoundError([configured], configured=configured)
-    found = shutil.which("ncu")
-    if found:
-        return found
-    looked = ["PATH"]
-    for pattern in _SEARCH:
-        looked.append(pattern)
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[-1]
-    raise NcuNotFoundError(looked)
+    return find_tool("ncu", configured, _SEARCH, NcuNotFoundError)
 
 
 def _checked(opts: NcuOptions, label: str) -> list[str]:
@@ -280,22 +265,17 @@ def _shown_value(workdir: str) -> Shown | None:
 
 
 def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
-    """Run in its own session; (output, exit status). On timeout: stop it, keep what it wrote, say so. On Ctrl-C:
-    the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True
+    """Run ncu in its own session; (output, exit status). On timeout: stop it, keep what it wrote, say so. On
+    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
+    return run_in_session(
+        cmd,
+        timeout,
+        stem,
+        tool="ncu",
+        env=child_env(),
+        stop=_kill,
+        timed_out=lambda partial: NcuTimeoutError(timeout, partial),
     )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        raise NcuTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
-    except KeyboardInterrupt:
-        _kill(proc)
-        partial = sorted(glob.glob(stem + "*"))
-        kept = f"Partial files kept: {', '.join(partial)}." if partial else "It wrote no files."
-        raise KeyboardInterrupt(f"ncu was stopped (its process group, the cell's process with it). {kept}") from None
-    return output, proc.returncode
 
 
 def _import(ncu: str, report: str, pages: Sequence[str], timeout: float) -> dict[str, str]:

@@ -59,14 +59,6 @@ def function_filter(names: Sequence[str]) -> str:
     return f"regex:(?:^|::)(?:{alternatives})(?:$|<|\\()"
 
 
-def child_env() -> dict[str, str]:
-    """The environment of gpumagic's subprocesses: this one's, with this gpumagic first on PYTHONPATH."""
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 class FirstPass:
     """The first pass, started at once in ``workdir`` (it waits there for ``cell.json``); :meth:`result` is its
     ranking, :meth:`close` stops or reaps it (always call it)."""

@@ -45,6 +45,7 @@ from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions
 from .shipping import free_names, ship
+from .tools import child_env, find_tool, run_in_session
 
 __all__ = [
     "CellError",
@@ -72,23 +73,7 @@ _SEARCH = (
 
 def find_nsys(configured: str | None = None) -> str:
     """The nsys to use: the configured path, else PATH, else the usual install locations."""
-    if configured:
-        if os.path.isfile(configured) and os.access(configured, os.X_OK):
-            return configured
-        found = shutil.which(configured)
-        if found:
-            return found
-        raise NsysNotFoundError([configured], configured=configured)
-    found = shutil.which("nsys")
-    looked = ["PATH"]
-    if found:
-        return found
-    for pattern in _SEARCH:
-        looked.append(pattern)
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[-1]
-    raise NsysNotFoundError(looked)
+    return find_tool("nsys", configured, _SEARCH, NsysNotFoundError)
 
 
 def _classify(command: list[str], output: str, rc: int, files: list[str]) -> NsysError | None:
@@ -250,27 +235,24 @@ def _run(cmd: list[str], timeout: float, stem: str, workdir: str | None = None, 
     """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so. On
     Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept. With
     ``workdir`` (ranks), every process carrying it is stopped with nsys, and after a run that ended by itself."""
-    env = dict(os.environ, NSYS_NVTX_PROFILER_REGISTER_ONLY="0")
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc, workdir)
+
+    def timed_out(partial: list[str]) -> Exception:
         if workdir is not None:
-            raise ranks.RanksTimeoutError(timeout, sorted(glob.glob(stem + "*")), nproc) from None
-        raise NsysTimeoutError(timeout, sorted(glob.glob(stem + "*"))) from None
-    except KeyboardInterrupt:
-        _kill(proc, workdir)
-        partial = sorted(glob.glob(stem + "*"))
-        kept = f"Partial files kept: {', '.join(partial)}." if partial else "It wrote no files."
-        raise KeyboardInterrupt(f"nsys was stopped (its process group, the cell's process with it). {kept}") from None
+            return ranks.RanksTimeoutError(timeout, partial, nproc)
+        return NsysTimeoutError(timeout, partial)
+
+    output, returncode = run_in_session(
+        cmd,
+        timeout,
+        stem,
+        tool="nsys",
+        env=child_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"),
+        stop=lambda proc: _kill(proc, workdir),
+        timed_out=timed_out,
+    )
     if workdir is not None:
         ranks.stop_run_processes(workdir)  # a rank that outlived torchrun (none, normally)
-    return output, proc.returncode
+    return output, returncode
 
 
 def _slug(label: str) -> str:
