@@ -18,6 +18,7 @@ import pandas as pd
 from ..capture.ncu_read import LIMITER_WORDS, TENSOR_WORDS, NcuData
 from ..kernels.labels import distinct_labels
 from ..units import format_si, format_time
+from .figure_page import FigurePage
 from .tables import breakable, esc
 
 __all__ = ["NcuReport", "load_ncu"]
@@ -41,7 +42,7 @@ def _pct(value: float) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
-class NcuReport:
+class NcuReport(FigurePage):
     """Nsight Compute's measurements of the profiled kernels. ``kernels()`` (one row per profiled launch, longest
     first), ``rules`` (ncu's messages), ``ceilings`` (the device's peaks at ncu's clocks), ``path`` (the report),
     ``figure()`` (the Bokeh roofline), ``to_dataframe()``, ``save_html(path)``."""
@@ -186,40 +187,20 @@ class NcuReport:
             )
         return f"<table class='gm-ncu'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
+    @property
+    def page_title(self) -> str:  # type: ignore[override]
+        return f"gpumagic: {self.label or 'ncu'}"
+
     def html(self, figure: str | None = "iframe") -> str:
         """The report as HTML; ``figure``: "notebook" (BokehJS once per kernel session), "iframe", "page", None."""
-        from . import embed
+        from .figure_modes import figure_html
 
         parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>", self._table_html()]
         parts += [f"<div style='margin:2px 0;opacity:.75'>{esc(w)}</div>" for w in self._words()]
         parts += [f"<div style='margin:2px 0'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
         if figure and not self.kernels().empty:
-            fig = self.figure()
-            if figure == "notebook" and embed.shares_window():
-                parts.append(embed.notebook_block(fig, carrier=embed.ONCE.take()))
-            elif figure == "page":
-                parts.append(embed.page_block(fig))
-            else:
-                parts.append(embed.iframe_block(fig, f"gpumagic: {self.label or 'ncu'} roofline"))
+            parts.append(figure_html(self.figure(), figure, f"gpumagic: {self.label or 'ncu'} roofline"))
         return f"<div class='gm-report gm-ncu-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
-
-    def _repr_html_(self) -> str:
-        return self.html("iframe")
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        bundle = {"text/plain": str(self)}
-        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
-            bundle["text/html"] = self.html("notebook")
-        return bundle
-
-    def save_html(self, path: str | os.PathLike[str]) -> str:
-        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
-        from .embed import standalone_page
-
-        page = standalone_page(f"gpumagic: {self.label or 'ncu'}", self.html("page"), "body{margin:12px}")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
-        return os.fspath(path)
 
 
 def load_ncu(path: str | os.PathLike[str], ncu: str | None = None) -> NcuReport:

@@ -16,6 +16,7 @@ from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
+from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html
 
@@ -56,7 +57,7 @@ def _nvtx(trace: Trace, top: int) -> str:
 
 
 @dataclass
-class ProfileReport:
+class ProfileReport(FigurePage):
     trace: Trace
     label: str = ""
     top: int = ReportOptions.top
@@ -169,14 +170,11 @@ class ProfileReport:
     def _timeline_html(self, mode: str) -> str:
         """``notebook``: BokehJS once per kernel session (see embed.py); ``iframe``: a page of its own in an
         iframe; ``page``: for a page that loads BokehJS in its head."""
-        from . import embed
+        from .figure_modes import figure_html
 
-        fig = self._timeline_figure()
-        if mode == "notebook" and self.bokehjs == "once" and embed.shares_window():
-            return embed.notebook_block(fig, carrier=embed.ONCE.take())
-        if mode == "page":
-            return embed.page_block(fig)
-        return embed.iframe_block(fig, f"gpumagic: {self.label or 'cell'} timeline")
+        if mode == "notebook" and self.bokehjs != "once":
+            mode = "iframe"  # each report brings its own BokehJS
+        return figure_html(self._timeline_figure(), mode, f"gpumagic: {self.label or 'cell'} timeline")
 
     def _body(self, timeline: str | None) -> str:
         parts = [f"<div class='gm-summary' style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
@@ -240,26 +238,9 @@ class ProfileReport:
         """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""
         return self._body(timeline if self.timeline else None)
 
-    def _repr_html_(self) -> str:
-        """Self-contained (the timeline in an iframe with its own BokehJS): for whoever asks for HTML alone."""
-        return self.html("iframe")
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """What a notebook shows: HTML with the timeline drawn by BokehJS sent once per kernel session, and the text
-        report for front ends without HTML."""
-        bundle = {"text/plain": str(self)}
-        if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
-            bundle["text/html"] = self.html("notebook")
-        return bundle
-
-    def save_html(self, path: str | os.PathLike[str]) -> str:
-        """A standalone page (BokehJS inlined once, in its head: opens offline)."""
-        from .embed import standalone_page
-
-        page = standalone_page(f"gpumagic: {self.label or 'profile'}", self.html("page"), "body{margin:12px}")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
-        return os.fspath(path)
+    @property
+    def page_title(self) -> str:  # type: ignore[override]
+        return f"gpumagic: {self.label or 'profile'}"
 
     def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Chrome/Perfetto trace JSON of the Trace (ph 'X' events, µs); written to ``path`` when given."""

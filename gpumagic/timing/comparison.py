@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Hint
+from ..render.figure_page import FigurePage
 from ..units import format_time
-from .figure_page import FigurePage
+from .advice import Advised
 from .result import TimingResult
 
 __all__ = ["INTERLEAVED_NOTE", "Comparison", "parse_time", "rate_cells"]
@@ -65,7 +66,7 @@ def rate_cells(result: TimingResult | None, prefer: str | None = None) -> tuple[
 
 
 @dataclass
-class Comparison(FigurePage):
+class Comparison(Advised, FigurePage):
     """Statements timed interleaved. ``results``: label -> :class:`TimingResult` (in the order given);
     ``baseline``: the label speed-ups are taken against; ``rounds``: how many rounds ran; ``orders``: the order of
     the statements in the first rounds (rotated each round)."""

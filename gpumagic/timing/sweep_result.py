@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Hint
+from ..render.figure_page import FigurePage
 from ..stats import median_ci
 from ..units import format_time
+from .advice import Advised
 from .comparison import rate_cells
-from .figure_page import FigurePage
 from .measure import LONGER_RUN
 from .passes import PROFILER_START
 from .result import TimingResult
@@ -63,7 +64,7 @@ class SweepPoint:
 
 
 @dataclass
-class Sweep(FigurePage):
+class Sweep(Advised, FigurePage):
     """Statements timed over a grid of parameters. ``points`` in the order they ran; ``params`` the parameter
     names; ``labels`` the statements'; ``planned`` how many (point, statement) measurements the grid holds."""
 

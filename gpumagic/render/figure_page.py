@@ -1,5 +1,5 @@
-"""The three faces of a result that carries a Bokeh figure (a comparison, a sweep): the text, the notebook output,
-and a page saved to disk. One base, so each result writes only its own ``html(figure)``.
+"""The three faces of a result that carries a Bokeh figure (a profile report, an ncu report, a comparison, a sweep): the
+text, the notebook output, and a page saved to disk. One base, so each result writes only its own ``html(figure)``.
 
 Why three HTML forms: a notebook front end shows every output in one window and BokehJS need travel once
 (``_repr_mimebundle_``, "notebook"); a caller of ``_repr_html_`` may put it anywhere, so it gets an iframe with
@@ -11,25 +11,29 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .advice import Advised
-
 __all__ = ["FigurePage"]
 
 
-class FigurePage(Advised):
-    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's ``html(figure)``, their
-    advice worded as :meth:`~.advice.Advised.advise_as` says."""
+class FigurePage:
+    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's ``html(figure)``, each text
+    passed through :meth:`_advised` (a result whose notes advise settings words them the front end's way there)."""
 
-    #: the saved page's title and the iframe's name
+    #: the saved page's title
     page_title = "gpumagic"
 
     def html(self, figure: str | None = "notebook") -> str:  # pragma: no cover - each result defines it
         raise NotImplementedError
 
+    def _advised(self, text: str) -> str:
+        return text
+
     def _repr_html_(self) -> str:
+        """Self-contained (the figure in an iframe with its own BokehJS): for whoever asks for HTML alone."""
         return self._advised(self.html("iframe"))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """What a notebook shows: HTML with the figure drawn by BokehJS sent once per kernel session, and the text
+        for front ends without HTML."""
         bundle = {"text/plain": self._advised(str(self))}
         if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
             bundle["text/html"] = self._advised(self.html("notebook"))
@@ -37,7 +41,7 @@ class FigurePage(Advised):
 
     def save_html(self, path: str | os.PathLike[str]) -> str:
         """A standalone page (BokehJS inlined once, in its head: opens offline)."""
-        from ..render.embed import standalone_page
+        from .embed import standalone_page
 
         with open(path, "w", encoding="utf-8") as f:
             f.write(standalone_page(self.page_title, self.html("page"), "body{margin:12px}"))
