@@ -219,14 +219,11 @@ def achieved(
     if basis not in ("auto", "datasheet", "measured"):
         raise ValueError(f"basis must be 'auto', 'datasheet' or 'measured', got {basis!r}")
     precision = getattr(work, "precision_class", None)
+    call = dict(device=device or "", seconds=seconds, flops=work.flops, bytes=work.bytes, precision=precision)
     sheet = peaks if peaks is not None else lookup(device)
     if basis != "measured" and sheet is not None:
         return Achieved(
-            device=device or "",
-            seconds=seconds,
-            flops=work.flops,
-            bytes=work.bytes,
-            precision=precision,
+            **call,
             flop_peak=sheet.peak(precision),
             bandwidth=sheet.bandwidth,
             basis="datasheet",
@@ -238,14 +235,6 @@ def achieved(
 
             measured = cached_peak(device)
         if measured is not None:
-            return Achieved(
-                device=device or "",
-                seconds=seconds,
-                flops=work.flops,
-                bytes=work.bytes,
-                precision=precision,
-                flop_peak=measured.flops.get(precision) if precision else None,
-                bandwidth=measured.bandwidth,
-                basis="measured",
-            )
-    return Achieved(device=device or "", seconds=seconds, flops=work.flops, bytes=work.bytes, precision=precision)
+            flop_peak = measured.flops.get(precision) if precision else None
+            return Achieved(**call, flop_peak=flop_peak, bandwidth=measured.bandwidth, basis="measured")
+    return Achieved(**call)
