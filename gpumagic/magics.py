@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from IPython.core.displayhook import DisplayHook
@@ -47,6 +48,23 @@ def _unquote(value: str | None) -> str | None:
     if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
     return value
+
+
+@contextmanager
+def _capture_errors(prefix: str, *, said: bool, fallback: str) -> Iterator[None]:
+    """How a capture's failure reaches the notebook, for every backend: the cell's own error as its traceback and a
+    one-line UsageError; gpumagic's errors with their advice in %config words; an interrupt said on stderr (what a
+    subprocess backend stopped, when ``said``, else ``fallback``) and raised again."""
+    try:
+        yield
+    except CellError as exc:
+        print(exc.traceback, file=sys.stderr)
+        raise UsageError(str(exc).splitlines()[0]) from None
+    except GpuMagicError as exc:
+        raise _usage_error(prefix, exc) from None
+    except KeyboardInterrupt as exc:
+        print(f"{prefix}: interrupted. {(str(exc) if said else '') or fallback}", file=sys.stderr)
+        raise
 
 
 @magics_class
@@ -284,18 +302,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
             return self._gpuprofile_ncu(args, cell)
         if args.kernels or args.launch_count is not None or args.ncu_set or args.no_clock_control or args.ncu_args:
             raise UsageError("%%gpuprofile: --kernels, --launch-count, --ncu-set, --no-clock-control go with --ncu")
-        warmup = self.profile_warmup if args.warmup is None else args.warmup
+        warmup = self._run_options(args, cell)
         report_options = self.report_options(top=args.top, timeline=False if args.no_timeline else None)
-        if warmup < 0:
-            raise UsageError("%%gpuprofile: -w must be 0 or more")
-        if args.iters < 1:
-            raise UsageError("%%gpuprofile: -n must be at least 1")
         if report_options.top < 1:
             raise UsageError("%%gpuprofile: --top must be at least 1")
-        if args.output is not None and not args.output.isidentifier():
-            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
-        if not cell.strip():
-            raise UsageError("%%gpuprofile needs code in the cell body")
         if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None):
             raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
         try:
@@ -326,21 +336,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
             filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
             code, last = compile_tree(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename)
             runnable, options, prefix = Cell(source=source, code=code, last=last), None, "%%gpuprofile"
-        try:
+        with _capture_errors(prefix, said=bool(args.nsys), fallback=_INTERRUPTED):
             if args.trace:
                 check_writable(args.trace, "--trace")  # before the capture, not after it
             captured = backend.capture(
                 runnable, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
             )
-        except CellError as exc:
-            print(exc.traceback, file=sys.stderr)
-            raise UsageError(str(exc).splitlines()[0]) from None
-        except GpuMagicError as exc:
-            raise _usage_error(prefix, exc) from None
-        except KeyboardInterrupt as exc:
-            said = str(exc) if args.nsys else ""
-            print(f"{prefix}: interrupted. {said or _INTERRUPTED}", file=sys.stderr)
-            raise
         self._show(captured, label, report_options, trace_path=args.trace, output=args.output)
         if captured.value is None or _ends_with_semicolon(source):
             return None
@@ -348,13 +349,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _gpuprofile_ncu(self, args: Any, cell: str) -> Any:
         """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
-        warmup = self.profile_warmup if args.warmup is None else args.warmup
         if args.nsys or args.trace or args.nsys_args:
             raise UsageError("%%gpuprofile --ncu: --nsys, --trace and --nsys-args go with the other backends")
-        if warmup < 0 or args.iters < 1 or not cell.strip():
-            raise UsageError("%%gpuprofile: -w must be 0 or more, -n at least 1, and the cell body not empty")
-        if args.output is not None and not args.output.isidentifier():
-            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
+        warmup = self._run_options(args, cell)
         import torch
 
         if not torch.cuda.is_available():
@@ -372,25 +369,30 @@ class GpuMagics(Magics, GpuMagicsConfig):
         label, source = args.label or f"cell:{shell.execution_count}", shell.transform_cell(cell)
         opts = dict(setup=_unquote(args.setup), extra_args=_unquote(args.ncu_args) or None, timeout=args.timeout)
         opts.update(top=args.top, kernel_filter=_unquote(args.kernels), launch_count=args.launch_count)
-        try:
+        with _capture_errors("%%gpuprofile --ncu", said=True, fallback=""):
             options = self.ncu_options(**opts, section_set=args.ncu_set, clock_control=clocks)
             got = backend.capture(
                 source, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
             )
-        except CellError as exc:
-            print(exc.traceback, file=sys.stderr)
-            raise UsageError(str(exc).splitlines()[0]) from None
-        except GpuMagicError as exc:
-            raise _usage_error("%%gpuprofile --ncu", exc) from None
-        except KeyboardInterrupt as exc:
-            print(f"%%gpuprofile --ncu: interrupted. {exc}", file=sys.stderr)
-            raise
         embed.ONCE.current_cell = self._running_cell
         report = NcuReport(got.data, label=label, notes=got.notes, seconds=got.seconds)
         if args.output:
             shell.user_ns[args.output] = report
         display(report)
         return None if got.value is None or _ends_with_semicolon(source) else got.value
+
+    def _run_options(self, args: Any, cell: str) -> int:
+        """The warm-up runs; the checks every backend's -w, -n, -o and cell body share."""
+        warmup = self.profile_warmup if args.warmup is None else args.warmup
+        if warmup < 0:
+            raise UsageError("%%gpuprofile: -w must be 0 or more")
+        if args.iters < 1:
+            raise UsageError("%%gpuprofile: -n must be at least 1")
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
+        if not cell.strip():
+            raise UsageError("%%gpuprofile needs code in the cell body")
+        return warmup
 
     def _running_cell(self) -> tuple[Any, Any] | None:
         """(the front end's id of the running cell, this execution) where the kernel says it (JupyterLab sends a
