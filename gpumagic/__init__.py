@@ -87,28 +87,6 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(magics)
     ipython.configurables[:] = [c for c in ipython.configurables if type(c).__name__ != "GpuMagics"]
     ipython.configurables.append(magics)
-    if magics.background_profiler_start:
-        # CUPTI's one-time start (seconds) on a background thread, once this process has imported torch and
-        # initialised CUDA itself (off by default: see gpumagic.profiler_start). Nothing without CUDA.
-        from . import profiler_start as warmup
-
-        warmup.start_background_warm()
-        _register_profiler_guard(ipython)
-
-
-def _wait_before_profiling(info: Any) -> None:
-    """Before a cell that may start a profiler of its own (%%gpuprofile, torch.profiler): let a background start of
-    the profiler finish first, since two captures at once in one process fail."""
-    from . import profiler_start as warmup
-
-    if "profile" in (getattr(info, "raw_cell", "") or "") and warmup.profiler_state() == "starting":
-        warmup.wait_for_profiler(timeout=60)
-
-
-def _register_profiler_guard(ipython: Any) -> None:
-    events = getattr(ipython, "events", None)
-    if events is not None and _wait_before_profiling not in events.callbacks.get("pre_run_cell", []):
-        events.register("pre_run_cell", _wait_before_profiling)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -117,9 +95,3 @@ def unload_ipython_extension(ipython: Any) -> None:
         for name in names:
             table[kind].pop(name, None)
     ipython.configurables[:] = [c for c in ipython.configurables if type(c).__name__ != "GpuMagics"]
-    events = getattr(ipython, "events", None)
-    if events is not None and _wait_before_profiling in events.callbacks.get("pre_run_cell", []):
-        events.unregister("pre_run_cell", _wait_before_profiling)
-    from . import profiler_start as warmup
-
-    warmup.stop_background_warm()

@@ -99,16 +99,6 @@ class GpuMagicsConfig(Configurable):
     steady_time = Float(
         TimingOptions.steady_time, help="Seconds --steady runs at most while waiting for the clock to settle."
     ).tag(config=True)
-    skip_cold_kernel_pass = Bool(
-        TimingOptions.skip_cold_kernel_pass,
-        help="Leave the kernel-time pass out while the profiler (CUPTI) has not started in this process (a one-time "
-        "start of seconds), where the host issues calls well ahead of the GPU; False pays that start once.",
-    ).tag(config=True)
-    background_profiler_start = Bool(
-        TimingOptions.background_profiler_start,
-        help="Start the profiler (CUPTI) on a background thread once CUDA is up. It holds the GIL while it starts "
-        "(seconds): a cell run meanwhile waits.",
-    ).tag(config=True)
     first_call_ratio = Float(
         TimingOptions.first_call_ratio, help="Report the first call when it took more than this many times the median."
     ).tag(config=True)
@@ -203,8 +193,6 @@ class GpuMagicsConfig(Configurable):
             work=self.work,
             steady=self.steady,
             steady_time=self.steady_time,
-            skip_cold_kernel_pass=self.skip_cold_kernel_pass,
-            background_profiler_start=self.background_profiler_start,
             first_call_ratio=self.first_call_ratio,
             precision=self.precision,
         )

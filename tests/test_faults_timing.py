@@ -251,129 +251,45 @@ def test_no_host_figure_no_launch_verdict():
     assert any("idle 90%" in w for w in r.warnings())
 
 
-# --- the profiler's one-time start on a background thread ----------------------------------------------------------
+# --- torch.profiler's one-time start (the fallback's) ---------------------------------------------------------------
 
 
 @pytest.fixture
 def fresh_warmup(monkeypatch):
-    """The warm-up module as in a fresh process, with torch and CUDA 'up' when ``ready`` says so."""
     from gpumagic import profiler_start as warmup
 
-    monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None, "error": None, "thread": None})
-    monkeypatch.setattr(warmup, "POLL", 0.01)
-    ready = {"torch": None}
-    monkeypatch.setattr(warmup, "_torch_ready", lambda: ready["torch"])
-    yield warmup, ready
-    warmup.stop_background_warm(timeout=5)
+    monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None})
+    return warmup
 
 
-def test_background_start_waits_for_cuda_then_runs_once(fresh_warmup):
-    import threading
-    import time
-
-    warmup, ready = fresh_warmup
+def test_the_start_runs_once_per_process_and_keeps_its_seconds(fresh_warmup):
+    warmup = fresh_warmup
     ran = []
-    release = threading.Event()
-
-    def capture(device):
-        ran.append((device, threading.current_thread().name))
-        release.wait(5)
-
-    assert warmup.start_background_warm(device="cuda:0", capture=capture)
-    time.sleep(0.1)
-    assert warmup.profiler_state() == "starting" and not ran  # CUDA not up yet: nothing touched
-    assert not warmup.start_background_warm(device="cuda:0", capture=capture)  # one thread at a time
-    ready["torch"] = object()
-    for _ in range(200):
-        if ran:
-            break
-        time.sleep(0.01)
-    assert ran == [("cuda:0", "gpumagic-profiler-start")]
-    assert not warmup.wait_for_profiler(timeout=0.05)  # the start holds the lock: captures wait
-    release.set()
-    assert warmup.wait_for_profiler(timeout=5)
-    warmup._STATE["thread"].join(5)
-    assert warmup.profiler_state() == "ready" and warmup._STATE["startup"] is not None
-    assert warmup.warm_profiler("cuda:0", capture=capture) is None  # paid once per process
-    assert len(ran) == 1
-
-
-def test_a_quiet_block_holds_a_background_start_off(fresh_warmup):
-    import time
-
-    warmup, ready = fresh_warmup
-    ran = []
-    ready["torch"] = object()
-    with warmup.quiet_profiler(wait=True) as held:
-        assert held
-        warmup.start_background_warm(device="cuda:0", capture=ran.append)
-        time.sleep(0.1)
-        assert not ran  # a graph capture or the samples run undisturbed
-    warmup._STATE["thread"].join(5)
+    assert warmup.profiler_state() == "cold"
+    seconds = warmup.warm_profiler("cuda:0", capture=ran.append)
+    assert ran == ["cuda:0"] and seconds is not None and seconds >= 0
+    assert warmup.profiler_state() == "ready"
+    assert warmup.warm_profiler("cuda:0", capture=ran.append) is None  # paid once per process
     assert ran == ["cuda:0"]
 
 
-def test_a_failed_background_start_is_kept_not_raised_and_not_retried(fresh_warmup):
-    warmup, ready = fresh_warmup
-    ready["torch"] = object()
+def test_a_failed_start_propagates_and_leaves_the_process_unstarted(fresh_warmup):
+    warmup = fresh_warmup
 
     def capture(device):
-        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\nmore")
+        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
 
-    warmup.start_background_warm(device="cuda:0", capture=capture)
-    warmup._STATE["thread"].join(5)
+    with pytest.raises(RuntimeError, match="MULTIPLE_SUBSCRIBERS"):
+        warmup.warm_profiler("cuda:0", capture=capture)
     assert warmup.profiler_state() == "cold"
-    assert warmup.startup_error() == "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-    assert not warmup.start_background_warm(device="cuda:0", capture=capture)
 
 
-def test_no_cuda_build_means_no_background_work(fresh_warmup):
-    warmup, ready = fresh_warmup
-    ready["torch"] = False  # torch imported, built without CUDA
-    warmup.start_background_warm(device="cuda:0", capture=lambda d: pytest.fail("must not run"))
-    warmup._STATE["thread"].join(5)
-    assert not warmup._STATE["thread"].is_alive() and warmup.profiler_state() == "cold"
+def test_the_removed_first_use_settings_are_gone_from_the_options_and_config():
+    from gpumagic.config import GpuMagicsConfig as GpuMagics
 
-
-def test_the_real_readiness_check_never_imports_torch(monkeypatch):
-    import sys
-
-    from gpumagic import profiler_start as warmup
-
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert warmup._torch_ready() is None
-    assert "torch" not in sys.modules
-
-
-def test_loading_the_extension_starts_the_background_start_and_guards_profiling_cells(monkeypatch):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    import gpumagic
-    from gpumagic import profiler_start as warmup
-
-    calls = []
-    monkeypatch.setattr(warmup, "start_background_warm", lambda *a, **k: calls.append("start") or True)
-    monkeypatch.setattr(warmup, "profiler_state", lambda: "starting")
-    monkeypatch.setattr(warmup, "wait_for_profiler", lambda timeout=None: calls.append(("wait", timeout)) or True)
-    shell = InteractiveShell.instance()
-    shell.config.GpuMagics.background_profiler_start = True  # off by default
-    was_loaded = "gpumagic" in shell.extension_manager.loaded
-    if was_loaded:
-        shell.run_line_magic("unload_ext", "gpumagic")
-    shell.run_line_magic("load_ext", "gpumagic")
-    try:
-        assert calls == ["start"]
-        shell.run_cell("pass")
-        assert calls == ["start"]  # a cell that starts no profiler does not wait
-        shell.run_cell("# torch.profiler here\npass")
-        assert calls[-1] == ("wait", 60)
-    finally:
-        shell.run_line_magic("unload_ext", "gpumagic")
-        unloaded = gpumagic._wait_before_profiling not in shell.events.callbacks["pre_run_cell"]
-        del shell.config.GpuMagics["background_profiler_start"]
-        if was_loaded:  # the shell is shared with other tests: leave it as it was
-            shell.run_line_magic("load_ext", "gpumagic")
-    assert unloaded
+    assert not hasattr(TimingOptions(), "skip_cold_kernel_pass")
+    assert not hasattr(TimingOptions(), "background_profiler_start")
+    assert "skip_cold_kernel_pass" not in GpuMagics.class_trait_names()
 
 
 # --- the SM clock reader -------------------------------------------------------------------------------------------

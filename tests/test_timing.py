@@ -385,6 +385,7 @@ def test_slow_profiler_start_is_a_note_with_a_script_hint():
     )
     note = next(n for n in r.notes if "first start" in n)
     assert "took 6.5 s" in note and "`kernel_time=False` skips the kernel-time pass" in note
+    assert "because CUPTI could not be driven directly" in note  # no reason given: the general one
     assert "%config" not in note
     assert r.hints == [Hint("kernel_time", "False")]
     assert all(h.script() in "\n".join(r.notes) for h in r.hints)
@@ -625,70 +626,32 @@ def test_the_line_is_built_from_one_list_of_segments():
     assert r._details()[0].startswith("median \u00b1 IQR of 20 samples \u00d7 4 calls")
 
 
-# --- first use: no wait for the profiler's one-time start where the samples answer ---------------------------------
+# --- first use: every measurement has its kernel pass; a fallback's slow start says why and what to install ------
 
 
-class ColdProfiler(ScriptedSampler):
-    """A GPU whose profiler has not started in this process; records whether a background start was asked for."""
-
-    state = "cold"
-
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.background_starts = 0
-        self.kernel_passes = 0
-
-    def profiler_state(self):
-        return self.state
-
-    def start_profiler_in_background(self):
-        self.background_starts += 1
-        self.state = "starting"
-        return True
-
-    def kernel_pass(self, inner, calls, preload=0):
-        self.kernel_passes += 1
-        return super().kernel_pass(inner, calls, preload)
-
-
-def _run_cold(per_call: float, host: float, options: TimingOptions | None = None):
-    clock = FakeClock()
-    sampler = ColdProfiler(clock, lambda i: per_call, kernel=per_call * 0.99, host=host)
-    r = measure(
-        compile_statement("pass", globals={}), {}, options or TimingOptions(), sampler=sampler, wall_clock=clock
-    )
-    return r, sampler
-
-
-def test_a_gpu_bound_run_leaves_the_kernel_pass_out_while_the_profiler_is_cold_and_says_how_to_have_it():
-    r, sampler = _run_cold(2.65e-3, 20e-6)
-    assert sampler.kernel_passes == 0 and sampler.background_starts == 0  # no thread unless asked for
-    assert r.kernel_time is None and r.kernel_time_skipped and r.summary()["kernel_time_skipped"]
-    assert "kernel time not measured: profiler not started yet" in r.line() and "GPU busy" not in r.line()
-    note = next(n for n in r.notes if n.startswith("GPU kernel time not measured"))
-    assert "has not started yet" in note and "1% of the per-call time" in note
-    assert "`skip_cold_kernel_pass=False` measures it" in note
-    assert Hint("skip_cold_kernel_pass", "False") in r.hints
-    assert r.host_per_call is not None  # the host pass still runs: it needs no profiler
-
-
-def test_asked_to_it_starts_the_profiler_on_a_thread_for_the_next_run():
-    r, sampler = _run_cold(2.65e-3, 20e-6, TimingOptions(background_profiler_start=True))
-    assert sampler.kernel_passes == 0 and sampler.background_starts == 1
-    assert any("is starting in the background" in n for n in r.notes)
-
-
-def test_a_statement_that_may_be_launch_bound_waits_for_the_kernel_pass():
-    r, sampler = _run_cold(8e-6, 8e-6)
-    assert sampler.kernel_passes == 1 and sampler.background_starts == 0
-    assert r.kernel_time == pytest.approx(8e-6 * 0.99) and not r.kernel_time_skipped
-
-
-def test_the_skip_can_be_turned_off_and_a_ready_profiler_always_runs_the_pass():
-    r, sampler = _run_cold(2.65e-3, 20e-6, TimingOptions(skip_cold_kernel_pass=False))
-    assert sampler.kernel_passes == 1 and r.kernel_time is not None
-    result, _, _ = run(lambda i: 2.65e-3, kernel=2.6e-3, host=20e-6)  # the scripted sampler's profiler is ready
+def test_a_gpu_bound_run_always_has_its_kernel_pass():
+    result, _, _ = run(lambda i: 2.65e-3, kernel=2.6e-3, host=20e-6)  # the host far ahead: once skipped while cold
     assert result.kernel_time == pytest.approx(2.6e-3)
+    assert "GPU busy" in result.line() and "not measured" not in result.line()
+
+
+def test_the_fallback_s_slow_start_names_why_and_the_install_that_avoids_it():
+    class Fallback(ScriptedSampler):
+        profiler_startup = 6.8
+        kernel_pass_fallback = 'cupti-python is not installed: `pip install "cupti-python==13.0.*"`'
+
+    clock = FakeClock()
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=Fallback(clock, lambda i: 1e-3, kernel=1e-3),
+        wall_clock=clock,
+    )
+    (note,) = [n for n in r.notes if n.startswith("The profiler's first start")]
+    assert "took 6.8 s (torch.profiler's start-up, once per process;" in note
+    assert 'because cupti-python is not installed: `pip install "cupti-python==13.0.*"`' in note
+    assert r.kernel_time == pytest.approx(1e-3)
 
 
 # --- --steady: wait for the clock to settle before sampling --------------------------------------------------------

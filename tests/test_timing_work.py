@@ -65,7 +65,6 @@ def test_work_counting_can_be_turned_off():
 
 def test_a_profiler_capture_marks_the_one_time_start_paid(monkeypatch):
     monkeypatch.setitem(warmup._STATE, "warm", False)
-    monkeypatch.setitem(warmup._STATE, "thread", None)
     assert warmup.profiler_state() == "cold"
     warmup.mark_started()
     assert warmup.profiler_state() == "ready"

@@ -3,15 +3,16 @@ there.
 
 Nsight Compute replays every kernel it profiles many times (once per group of counters), so profiling all of a
 cell's kernels can take minutes where the cell takes milliseconds. This pass decides which ones are worth it: the
-cell runs as the ncu run will run it (the same shipped names, setup, warm-up and loop), under torch.profiler in a
-plain subprocess, and the total GPU time per kernel name, longest first, is written to ``kernels.json``; ncu is
-then asked for the top names only. It runs in a subprocess of its own, not inside the ncu run: CUPTI allows one
-subscriber, and under ncu that is ncu. An exception in the cell is written to ``error.txt`` (its traceback), and the
-exit code is 3, as the runner does.
+cell runs as the ncu run will run it (the same shipped names, setup, warm-up and loop), with CUPTI's kernel
+records on, in a plain subprocess, and the total GPU time per kernel name, longest first, is written to
+``kernels.json``; ncu is then asked for the top names only. It runs in a subprocess of its own, not inside the ncu
+run: CUPTI allows one subscriber, and under ncu that is ncu. An exception in the cell is written to ``error.txt`` (its
+traceback), and the exit code is 3, as the runner does.
 
 Time matters (the whole ``--ncu`` should take seconds, not minutes): the subprocess starts before the names are
-shipped, imports torch, starts CUDA and the profiler, and only then waits for ``cell.json`` (written last, whole); the
-parent goes on as soon as ``kernels.json`` is there, while the subprocess tears CUDA down.
+shipped and imports torch while it waits for ``cell.json`` (written last, whole); the kernel records come from CUPTI
+directly (0.03 s to start, where torch.profiler's first start took 5-8 s); the parent goes on as soon as
+``kernels.json`` is there, while the subprocess tears CUDA down.
 """
 
 from __future__ import annotations
@@ -106,55 +107,48 @@ class FirstPass:
 
 
 def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
-    """Run ``cell`` as every backend does (``cell.run_cell``) under torch.profiler, CUDA activity only (no CPU op
-    tracing, no Trace: this pass should cost little more than the cell), and total each kernel name's GPU time."""
+    """Run ``cell`` as every backend does (``cell.run_cell``) with kernel records on (CUPTI directly, torch.profiler
+    where it cannot be: :func:`gpumagic.gpu_activity.recording`; no CPU op tracing, no Trace: this pass should cost
+    little more than the cell), and total each kernel name's GPU time."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from gpumagic.capture.cell import run_cell
-    from gpumagic.profiler_start import join_background
+    from gpumagic.gpu_activity import recording
 
     if not torch.cuda.is_available():  # no CUDA in this process: the cell runs (its errors are its own), no kernels
         run_cell(cell, ns, warmup, iters)
         return []
-    sync = torch.cuda.synchronize
-    prof = profile(activities=[ProfilerActivity.CUDA])
+    recordings: list[Any] = []
 
     @contextmanager
-    def profiled() -> Iterator[None]:
-        join_background(timeout=120)  # the profiler's start, begun with the process (main), overlapped the warm-up
-        with prof:
+    def recorded() -> Iterator[None]:
+        with recording() as rec:
+            recordings.append(rec)
             yield
 
-    run_cell(cell, ns, warmup, iters, profiled, sync)
+    run_cell(cell, ns, warmup, iters, recorded, torch.cuda.synchronize)
     totals: dict[str, list[int]] = {}
-    cuda = torch.autograd.DeviceType.CUDA
-    try:
-        events = [(e.name(), e.duration_ns()) for e in prof.profiler.kineto_results.events() if e.device_type() == cuda]
-    except AttributeError:  # an older or newer profiler: the public event list
-        events = [(e.name, int(e.time_range.elapsed_us() * 1000)) for e in prof.events() if e.device_type == cuda]
-    for name, ns_ in events:
-        if name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")):
-            continue
-        entry = totals.setdefault(name, [0, 0])
-        entry[0] += int(ns_)
-        entry[1] += 1
+    for a in recordings[0].gpu(launched_only=False) if recordings else []:
+        if a.kind == "kernel":
+            entry = totals.setdefault(a.name, [0, 0])
+            entry[0] += a.end - a.start
+            entry[1] += 1
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])
     return [{"name": n, "total_ns": t, "instances": c} for n, (t, c) in ranked]
 
 
-def _start_profiler_early() -> None:
-    """CUPTI's first start in a process takes seconds (3.9 s on an H100 host, ``profiler_start.py``): begin it on a
-    background thread at once, so that it overlaps restoring the shipped names and the cell's warm-up."""
+def _start_early() -> None:
+    """Import torch, start CUDA and load the CUPTI binding while the parent still ships the names (seconds of
+    imports and driver start that would otherwise follow the shipping)."""
     try:
         import torch
     except ImportError:
         return
     if torch.cuda.is_available():
-        from gpumagic.profiler_start import start_background_warm
+        from gpumagic.cupti_direct import refusal
 
         torch.cuda.init()
-        start_background_warm()
+        refusal()  # imports the binding (0.1-0.2 s) where there is one
 
 
 def main(workdir: str) -> int:
@@ -162,7 +156,7 @@ def main(workdir: str) -> int:
     from gpumagic.capture.runner import _cell_traceback
     from gpumagic.capture.shipping import restore
 
-    _start_profiler_early()
+    _start_early()
     spec_path = os.path.join(workdir, "cell.json")
     while not os.path.exists(spec_path):  # the names are still being shipped
         if not os.path.isdir(workdir):

@@ -10,17 +10,16 @@ The modules, in the order a measurement uses them:
   strings them together: :func:`measure`, :func:`gputime` for scripts, and the halves a comparison and a sweep
   use; :mod:`.records`, what the steps hand each other;
 - :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM clock (NVML);
-- :mod:`.passes`: the kernel pass (left out while the profiler's one-time start is pending, where the samples
-  answer without it) and the host pass; :mod:`gpumagic.profiler_start`, that one-time start (shared with the
-  capture backends), in the background where it can be;
-- :mod:`.cupti`: the profiler helpers behind the kernel pass (and the accuracy benchmark's two truths);
+- :mod:`.passes`: the kernel pass and the host pass;
+- :mod:`.cupti`: GPU busy time per call from the activity records of a pass (and the accuracy benchmark's two
+  truths); the records come from :mod:`gpumagic.gpu_activity`: CUPTI directly, torch.profiler as the fallback;
 - :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
 """
 
 from __future__ import annotations
 
 from .clocks import choose_sampler, tensor_devices
-from .cupti import busy_per_call, gpu_activity_names, gpu_intervals, span_and_busy_per_call, warm_profiler
+from .cupti import busy_per_call, gpu_activity_names, record_calls, span_and_busy_per_call
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import CudaSampler, HostSampler, Sampler
@@ -35,10 +34,9 @@ __all__ = [
     "busy_per_call",
     "choose_sampler",
     "gpu_activity_names",
-    "gpu_intervals",
     "gputime",
     "measure",
+    "record_calls",
     "span_and_busy_per_call",
     "tensor_devices",
-    "warm_profiler",
 ]

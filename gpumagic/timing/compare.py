@@ -19,7 +19,6 @@ import gc
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,7 +28,6 @@ from ..stats import StopDecision
 from .comparison import Comparison
 from .measure import MAX_BACKLOG
 from .options import TimingOptions
-from .passes import fed_from_host
 from .records import Sampling
 from .samplers import Sampler
 from .staged import Prepared, conclude, finish_quietly, prepare
@@ -185,22 +183,19 @@ def interleave(
     progress: list[int] = [0]
     orders: list[list[str]] = []
     try:
-        with ExitStack() as stack:
+        for lane in lanes:
+            lane.clock_start = lane.prep.sampler.sm_clock()
+        try:
+            _rounds(lanes, opts, wall_clock, orders, progress)
             for lane in lanes:
-                lane.clock_start = lane.prep.sampler.sm_clock()
-                held = stack.enter_context(lane.prep.sampler.quiet(wait=not fed_from_host(lane.prep.cal)))
-                lane.sampling.beside_profiler_start = not held
-            try:
-                _rounds(lanes, opts, wall_clock, orders, progress)
-                for lane in lanes:
-                    sampler = lane.prep.sampler
-                    sampler.finish()
-                    lane.sampling.sm_clock = (lane.clock_start, sampler.sm_clock())
-                    lane.sampling.clock_reasons = sampler.clock_reasons()
-            except KeyboardInterrupt:
-                _salvage(lanes)
-                if not any(lane.sampling.samples for lane in lanes):
-                    raise
+                sampler = lane.prep.sampler
+                sampler.finish()
+                lane.sampling.sm_clock = (lane.clock_start, sampler.sm_clock())
+                lane.sampling.clock_reasons = sampler.clock_reasons()
+        except KeyboardInterrupt:
+            _salvage(lanes)
+            if not any(lane.sampling.samples for lane in lanes):
+                raise
     finally:
         if gc_was_enabled:
             gc.enable()

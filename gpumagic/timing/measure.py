@@ -40,7 +40,7 @@ from ..errors import Hint
 from ..statement import CompiledStatement
 from .clocks import confirm_clock
 from .options import TimingOptions
-from .passes import SKIP_KERNEL_PASS, TINY, fed_from_host, host_pass, kernel_pass
+from .passes import SKIP_KERNEL_PASS, TINY, host_pass, kernel_pass
 from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
@@ -208,28 +208,24 @@ def sample(
     clock_start = sampler.sm_clock()
     gc_was_enabled = gc.isenabled()
     gc.disable()
-    # No background profiler start may begin while sampling. One already running is waited for unless the host is
-    # well ahead of the GPU: the profiler's per-launch host cost cannot reach such a statement's samples.
-    with sampler.quiet(wait=not fed_from_host(cal)) as held:
-        out.beside_profiler_start = not held
-        try:
-            _sample_rounds(sampler, inner, opts, cal, wall_clock, out, rounds)
-            sampler.finish()
-            out.sm_clock = (clock_start, sampler.sm_clock())
-            out.clock_reasons = sampler.clock_reasons()
-        except KeyboardInterrupt:
-            out.interrupted = True
-            out.stop_reason = "interrupted"
-            out.sm_clock = (clock_start, None)
-            _finish_quietly(sampler)
-            for handle in rounds:
-                out.samples.extend(d / k for d in sampler.salvage(handle))
-            out.clocks.extend([None] * (len(out.samples) - len(out.clocks)))
-            if not out.samples:
-                raise
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+    try:
+        _sample_rounds(sampler, inner, opts, cal, wall_clock, out, rounds)
+        sampler.finish()
+        out.sm_clock = (clock_start, sampler.sm_clock())
+        out.clock_reasons = sampler.clock_reasons()
+    except KeyboardInterrupt:
+        out.interrupted = True
+        out.stop_reason = "interrupted"
+        out.sm_clock = (clock_start, None)
+        _finish_quietly(sampler)
+        for handle in rounds:
+            out.samples.extend(d / k for d in sampler.salvage(handle))
+        out.clocks.extend([None] * (len(out.samples) - len(out.clocks)))
+        if not out.samples:
+            raise
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return out
 
 
@@ -317,8 +313,6 @@ def assemble(
         meta["sm_clock_mhz"] = (clock_start, clock_end)
     if sampling.clock_reasons is not None:
         meta["clock_event_reasons"] = sampling.clock_reasons
-    if sampling.beside_profiler_start:
-        meta["beside_profiler_start"] = True
     result = TimingResult(
         samples=sampling.samples,
         calls_per_sample=cal.calls_per_sample,
@@ -341,7 +335,6 @@ def assemble(
         sample_clocks=sampling.clocks,
         clock_reasons=sampling.clock_reasons,
         steadiness=steadiness,
-        kernel_time_skipped=kernels.skipped,
         kernel_clock=kernels.clock,
         work=work,
     )

@@ -141,14 +141,8 @@ class TimingOptions:
     # Work: one more call under FLOP and byte counters (outside the timed window) for FLOP/s, GB/s and % of peak.
     work: bool = True
 
-    # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the profiler starts.
+    # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the recording starts.
     kernel_time: bool = True
-    # The profiler's first start in a process costs seconds (4-7 s on an H100 host): a measurement whose samples
-    # answer without it (host well ahead of the GPU) leaves the kernel pass out while the profiler is not started.
-    # background_profiler_start also starts it on a background thread then (off: measured on an H100 with torch
-    # 2.11, that start holds the GIL for its seconds, so the next statement waits anyway).
-    skip_cold_kernel_pass: bool = True
-    background_profiler_start: bool = False
     kernel_pass_time: float = 0.01
     kernel_preload_time: float = 0.05
     max_kernel_pass_calls: int = 2000

@@ -1,11 +1,8 @@
-"""The passes after sampling: GPU kernel time from the profiler (CUPTI), and the host's time to issue a call.
+"""The passes after sampling: GPU kernel time from the activity records (CUPTI), and the host's time to issue a call.
 
-Why a decision before the kernel pass: the profiler's first start in a process costs seconds (4-7 s on an H100
-host) against a quarter of a second for the whole measurement. Where the samples already answer the question the
-kernel figure is for, that start is not worth waiting for: a statement whose host issues a call in a small share of
-the per-call time keeps its launch queue full, so its GPU is not waiting on launches (the launch-bound question).
-Such a measurement leaves the kernel time out and says why and how to have it (``skip_cold_kernel_pass=False``).
-A statement that may be launch-bound needs the figure and waits for it.
+The kernel pass records through CUPTI directly, whose start costs hundredths of a second, so every measurement has
+it. Where it falls back to torch.profiler (no ``cupti-python``, a binding for another CUDA major, CUPTI refused), the
+first pass of a process pays kineto's start (5-8 s on an H100 host): the note says so, why, and what to install.
 """
 
 from __future__ import annotations
@@ -18,11 +15,10 @@ from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes
 from .samplers import Sampler
 
-__all__ = ["PROFILER_START", "fed_from_host", "host_pass", "kernel_pass"]
+__all__ = ["PROFILER_START", "host_pass", "kernel_pass"]
 
 #: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
 SKIP_KERNEL_PASS = Hint("kernel_time", "False")
-MEASURE_COLD = Hint("skip_cold_kernel_pass", "False")
 
 #: Floor (seconds) of a per-call estimate where it divides, so a zero-time estimate cannot divide by zero.
 TINY = 1e-9
@@ -30,9 +26,6 @@ TINY = 1e-9
 SLOW_PROFILER_START = 1.0
 #: The words that start the note on a slow first start (a sweep finds it among its points' notes by them).
 PROFILER_START = "The profiler's first start in this process took"
-#: The host issuing a call in at most this share of the per-call time keeps the GPU's queue full: the samples are
-#: not launch-bound. (Launch-bound needs the host at half the per-call time or more; see ``result.py``.)
-FED_HOST_SHARE = 0.25
 #: Launches the host pass issues at most, so that the launch queue never fills and issuing never waits on the GPU.
 MAX_HOST_PASS_LAUNCHES = 256
 #: Seconds of device work one host pass may queue at most: the pass waits for it to drain, and for a GPU-bound
@@ -40,31 +33,6 @@ MAX_HOST_PASS_LAUNCHES = 256
 HOST_PASS_DEVICE_TIME = 0.01
 #: The host pass runs this many times and the fastest is kept: noise (interrupts, GC elsewhere) only slows it.
 HOST_PASS_REPEATS = 3
-
-
-def fed_from_host(cal: Calibration) -> bool:
-    """Whether warm-up showed the host issuing calls well ahead of the GPU (so launches are not what it waits on)."""
-    return cal.host_per_call <= FED_HOST_SHARE * cal.per_call
-
-
-def _skip_cold_pass(sampler: Sampler, opts: TimingOptions, cal: Calibration, notes: Notes) -> bool:
-    """Whether to leave the kernel pass out because the profiler has not started and the samples answer without it;
-    adds the note that says so (and, with ``background_profiler_start``, starts the profiler on a thread)."""
-    state = sampler.profiler_state()
-    if state == "ready" or not opts.skip_cold_kernel_pass or not fed_from_host(cal):
-        return False
-    if state == "cold" and opts.background_profiler_start:
-        sampler.start_profiler_in_background()
-    share = cal.host_per_call / max(cal.per_call, TINY)
-    why = "is starting in the background" if sampler.profiler_state() == "starting" else "has not started yet"
-    notes.advise(
-        f"GPU kernel time not measured: the profiler (CUPTI) {why} in this process (a one-time start of seconds), "
-        f"and the host issues a call in {share:.0%} of the per-call time, so the GPU is not waiting on launches; "
-        "the per-call time includes any gaps between kernels. "
-        f"`{MEASURE_COLD.script()}` measures it, paying that start once.",
-        MEASURE_COLD,
-    )
-    return True
 
 
 def kernel_pass(
@@ -76,8 +44,6 @@ def kernel_pass(
     launch-bound one idles between calls anyway. A profiler that cannot start (another CUPTI subscriber such as
     nsys or ncu, or a profiler already running) is a note, never an error: the samples stand on their own.
     """
-    if _skip_cold_pass(sampler, opts, cal, notes):
-        return KernelFigures(skipped=True)
     unit = cal.calls_per_sample if sampler.replays_graph else 1  # a graph replay runs k calls
     units = max(1, math.ceil(opts.kernel_pass_time / max(unit * cal.per_call, TINY)))
     units = int(min(units, max(1, opts.max_kernel_pass_calls // unit)))
@@ -91,9 +57,10 @@ def kernel_pass(
         found = None
     startup = sampler.profiler_startup
     if startup is not None and startup > SLOW_PROFILER_START:
+        why = sampler.kernel_pass_fallback or "CUPTI could not be driven directly"
         notes.advise(
-            f"{PROFILER_START} {startup:.1f} s (CUPTI start-up, "
-            f"once per process); `{SKIP_KERNEL_PASS.script()}` skips the kernel-time pass.",
+            f"{PROFILER_START} {startup:.1f} s (torch.profiler's start-up, once per process; it recorded the kernels "
+            f"because {why}); `{SKIP_KERNEL_PASS.script()}` skips the kernel-time pass.",
             SKIP_KERNEL_PASS,
         )
     pass_notes = sampler.kernel_pass_notes()

@@ -53,21 +53,17 @@ class Sampling:
     clocks: list[int | None] = field(default_factory=list)
     #: NVML clock-event reason bits read at the end of sampling (power cap, thermal), where reported
     clock_reasons: int | None = None
-    #: a background profiler start ran beside the sampling (it was already running when sampling began)
-    beside_profiler_start: bool = False
 
 
 @dataclass(frozen=True)
 class KernelFigures:
     """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing.
 
-    ``skipped``: the pass was left out on purpose (the profiler had not started and the samples answer without it).
     ``clock``: the SM clock (MHz) the pass ran at, where the device reports it.
     """
 
     kernel_time: float | None = None
     kernels_per_call: float | None = None
-    skipped: bool = False
     #: SM clock (MHz) while the pass ran, where the device reports it
     clock: int | None = None
 

@@ -86,8 +86,6 @@ class TimingResult(Advised):
     clock_reasons: int | None = None
     #: what ``steady`` warm-up did (None without it)
     steadiness: Steadiness | None = None
-    #: the kernel pass was left out on purpose (the profiler had not started; the notes say why)
-    kernel_time_skipped: bool = False
     #: SM clock (MHz) while the kernel pass ran, where reported
     kernel_clock: int | None = None
     #: FLOPs and bytes of one call, counted once outside the timed window (None where not counted)
@@ -222,8 +220,6 @@ class TimingResult(Advised):
         """
         if self.launch_bound:
             return f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
-        if self.kernel_time_skipped:
-            return "kernel time not measured: profiler not started yet"
         if self.kernel_time is None or not self.samples or self.median <= 0:
             return None
         if self.flush_l2:
@@ -407,7 +403,6 @@ class TimingResult(Advised):
             "stop_reason": self.stop_reason,
             "interrupted": self.interrupted,
             "wall_time": self.wall_time,
-            "kernel_time_skipped": self.kernel_time_skipped,
             "kernel_clock": self.kernel_clock,
             **self._clock_figures(),
             **self._work_figures(),

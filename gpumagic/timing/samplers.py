@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from .. import profiler_start as warmup
-from .cupti import busy_per_call, gpu_activity_names
+from .cupti import busy_per_call, gpu_activity_names, record_calls
 from .smclock import ClockReader, open_reader
 
 __all__ = ["CudaSampler", "HostSampler", "Sampler"]
@@ -34,8 +32,11 @@ class Sampler:
     backend: str = "host"
     #: why this clock times the statement, where it is a fallback (quoted in notes about dropped options)
     reason: str = ""
-    #: seconds the profiler's first start took in this process, when this sampler paid for it
+    #: seconds the profiler's first start took in this process, when this sampler paid for it (torch.profiler only)
     profiler_startup: float | None = None
+    #: which profiler recorded the kernel pass ("cupti" or "torch.profiler"), and why not CUPTI directly
+    kernel_pass_backend: str | None = None
+    kernel_pass_fallback: str | None = None
     #: SM clock (MHz) while the kernel pass ran, where the device reports it
     kernel_pass_clock: int | None = None
 
@@ -106,21 +107,6 @@ class Sampler:
     def kernel_pass_notes(self) -> list[str]:
         """Sentences about the kernel pass (why a kernel time is missing) for the result."""
         return []
-
-    def profiler_state(self) -> str:
-        """Whether the profiler behind :meth:`kernel_pass` has paid its one-time start in this process:
-        ``"ready"``, ``"starting"`` (on a background thread) or ``"cold"``. Clocks without a profiler are ready."""
-        return "ready"
-
-    def start_profiler_in_background(self) -> bool:
-        """Begin the profiler's one-time start on a background thread; True if one began."""
-        return False
-
-    @contextmanager
-    def quiet(self, wait: bool) -> Iterator[bool]:
-        """Keep a background profiler start from beginning inside the block; yields False when one is running
-        already and ``wait`` is False (see :func:`gpumagic.profiler_start.quiet_profiler`)."""
-        yield True
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         """Host seconds per call to issue ``calls`` calls."""
@@ -278,11 +264,9 @@ class CudaSampler(Sampler):
                 return notes
             graph = self.torch.cuda.CUDAGraph()
             try:
-                # no background profiler start may touch the device while a stream captures (it would break it)
-                with warmup.quiet_profiler(wait=True):
-                    self._sync()
-                    with self.torch.cuda.graph(graph):
-                        inner(k)
+                self._sync()
+                with self.torch.cuda.graph(graph):
+                    inner(k)
                 graph.replay()
                 self._sync()
             except Exception as exc:  # noqa: BLE001 - any capture failure means: time without a graph
@@ -348,37 +332,38 @@ class CudaSampler(Sampler):
         return [start.elapsed_time(end) * 1e-3 for start, end in handle]
 
     def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
-        # CUPTI drops kernels at the start of a process's first capture (pytorch #192021): a throwaway capture first.
-        startup = warmup.warm_profiler(self.dev)
-        if startup is not None:
-            self.profiler_startup = startup
+        exclude: frozenset[str] = frozenset()
         if self.graph is not None:
             graph = self.graph
 
-            def run(n: int) -> None:
+            def run(n: int) -> None:  # one unit is one replay of calls_per_sample calls: the caller divides
                 for _ in range(n):
                     graph.replay()
 
-            # one unit is one replay of calls_per_sample calls: the caller divides
-            return busy_per_call(self._clocked(run), calls, self.dev.index, preload=preload)
-        if self.flush_l2:
+        elif self.flush_l2:
             # The kernel time must be the cold-cache one the samples measure: flush before each call here too, and
             # leave the flush's own activity out by name.
             buf = self._flush_buffer
-            flush_names = gpu_activity_names(buf.zero_)
+            exclude = gpu_activity_names(buf.zero_)
+            preload = 0
 
-            def run_cold(n: int) -> None:
+            def run(n: int) -> None:
                 for _ in range(n):
                     buf.zero_()
                     inner(1)
 
-            found = busy_per_call(run_cold, calls, self.dev.index, exclude=flush_names)
-            if found is None:
-                self._kernel_pass_notes.append(
-                    "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
-                )
-            return found
-        return busy_per_call(self._clocked(inner), calls, self.dev.index, preload=preload)
+        else:
+            run = inner
+        rec = record_calls(self._clocked(run), calls, preload)
+        self.kernel_pass_backend, self.kernel_pass_fallback = rec.backend, rec.fallback
+        if rec.startup is not None:
+            self.profiler_startup = rec.startup
+        found = busy_per_call(rec, calls, self.dev.index, exclude)
+        if found is None and exclude:
+            self._kernel_pass_notes.append(
+                "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
+            )
+        return found
 
     def _clocked(self, run: Callable[[int], None]) -> Callable[[int], None]:
         """``run`` that reads the SM clock right after issuing its calls, while the GPU runs them: the clock the
@@ -392,17 +377,6 @@ class CudaSampler(Sampler):
 
     def kernel_pass_notes(self) -> list[str]:
         return list(self._kernel_pass_notes)
-
-    def profiler_state(self) -> str:
-        return warmup.profiler_state()
-
-    def start_profiler_in_background(self) -> bool:
-        return warmup.start_background_warm(self.dev)
-
-    @contextmanager
-    def quiet(self, wait: bool) -> Iterator[bool]:
-        with warmup.quiet_profiler(wait) as held:
-            yield held
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
         self._sync()
@@ -439,4 +413,5 @@ class CudaSampler(Sampler):
             "cuda": torch.version.cuda,
             "device_index": self.dev.index,
             "sm_count": self.props.multi_processor_count,
+            **({"kernel_pass_backend": self.kernel_pass_backend} if self.kernel_pass_backend else {}),
         }

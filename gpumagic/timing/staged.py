@@ -80,8 +80,7 @@ def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float]
         try:
             kernels = kernel_pass(sampler, inner, opts, cal, notes)
             if not sampler.replays_graph:  # a replay issues no launches of its own to time
-                with sampler.quiet(wait=False):  # no background profiler start may begin in the host pass
-                    host_per_call = host_pass(sampler, inner, opts, cal, kernels.kernels_per_call)
+                host_per_call = host_pass(sampler, inner, opts, cal, kernels.kernels_per_call)
         except KeyboardInterrupt:
             sampling.interrupted = True
             finish_quietly(sampler)

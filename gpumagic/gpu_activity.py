@@ -1,0 +1,91 @@
+"""The GPU activity of a block of work: from CUPTI directly (:mod:`gpumagic.cupti_direct`) where it can be driven,
+else from torch.profiler. The one entry for every pass that needs kernel times and no CPU ops: the kernel pass of
+``%gputime`` (and so of ``--compare`` and ``sweep``) and the ranking pass of ``--ncu``.
+
+Why a fallback at all: the binding may be absent (it is an optional install), built for another CUDA major, refused
+by an old driver, or CUPTI may be held by another tool. torch.profiler then records the same activities, at the price
+of kineto's first start in the process (5-8 s on an H100 host), paid once through :mod:`gpumagic.profiler_start`. The
+:class:`~gpumagic.cupti_direct.Recording` says which backend recorded it, what a first start cost, and why the
+fallback was taken, so the caller can say so in one line.
+
+A module of its own below both users (``gpumagic.timing`` and ``gpumagic.capture``), as ``profiler_start`` is.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from . import cupti_direct
+from .cupti_direct import Activity, CuptiRefused, Recording
+from .profiler_start import warm_profiler
+
+__all__ = ["from_kineto", "recording"]
+
+
+@contextmanager
+def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
+    """Record the block (which waits for its GPU work) with CUPTI directly, else (or with ``direct=False``) with
+    torch.profiler; the :class:`Recording` is filled when the block ends. ``device`` is where the fallback's
+    one-time start runs (the current CUDA device for None). A fallback's :attr:`~Recording.fallback` says why,
+    with the fix where there is one.
+    """
+    refused = cupti_direct.refusal() if direct else CuptiRefused("torch.profiler was asked for", lasting=False)
+    if refused is None:
+        stack = ExitStack()
+        try:
+            rec = stack.enter_context(cupti_direct.recording())
+        except CuptiRefused as exc:
+            refused = exc
+        else:
+            with stack:
+                yield rec
+            return
+    with _torch_profiler(device) as rec:
+        rec.fallback = refused.reason + (f": `{refused.fix}`" if refused.fix else "")
+        yield rec
+
+
+@contextmanager
+def _torch_profiler(device: Any) -> Iterator[Recording]:
+    """The block under a CUDA-only torch.profiler capture, after the profiler's one-time start (a throwaway capture:
+    kineto drops kernels at the start of a process's first capture, pytorch #192021)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    startup = warm_profiler(device if device is not None else torch.device("cuda", torch.cuda.current_device()))
+    rec = Recording(backend="torch.profiler", startup=startup)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            yield rec
+    found = from_kineto(prof)
+    rec.activities, rec.launched = found.activities, found.launched
+
+
+def _kind(name: str) -> str:
+    if name.startswith("Memcpy"):
+        return "memcpy"
+    if name.startswith("Memset"):
+        return "memset"
+    return "kernel"
+
+
+def from_kineto(prof: Any) -> Recording:
+    """A finished torch.profiler capture's GPU activities and launches as a :class:`Recording`."""
+    out = Recording(backend="torch.profiler")
+    for ev in prof.profiler.kineto_results.events():
+        if str(ev.device_type()).endswith("CUDA"):
+            start = ev.start_ns()
+            stream = getattr(ev, "device_resource_id", lambda: 0)()
+            name = ev.name()
+            out.activities.append(
+                Activity(
+                    _kind(name), name, start, start + ev.duration_ns(), ev.device_index(), stream, ev.correlation_id()
+                )
+            )
+        elif ev.correlation_id():
+            out.launched.add(ev.correlation_id())
+    return out
