@@ -21,6 +21,7 @@ No torch import at module level; ``cupti`` is imported on first use only.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -146,6 +147,10 @@ def refusal() -> CuptiRefused | None:
     cuda = getattr(getattr(torch, "version", None), "cuda", None)
     if torch is None or cuda is None:
         return CuptiRefused("this torch has no CUDA", lasting=False)
+    if os.environ.get("CUDA_INJECTION64_PATH"):
+        # nsys and ncu load themselves into the process through this variable and hold CUPTI: registering our own
+        # activity callbacks there could take their records, so we never try
+        return CuptiRefused("a profiling tool (nsys or ncu) holds CUPTI in this process", lasting=False)
     profiler = getattr(getattr(torch, "autograd", None), "profiler", None)
     if profiler is not None and getattr(profiler, "_is_profiler_enabled", False):
         return CuptiRefused("a torch.profiler capture is running in this process", lasting=False)

@@ -115,6 +115,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(cupti_direct, "_binding_version", lambda: "13.0.1")
     monkeypatch.setattr(cupti_direct, "_LASTING", [])
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
     return binding
 
 
@@ -195,6 +196,15 @@ def test_a_cpu_torch_or_a_running_profiler_is_not_remembered(fake, monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)
     assert cupti_direct.refusal().reason == "this torch has no CUDA"
     assert cupti_direct._LASTING == []
+
+
+def test_a_process_that_nsys_or_ncu_injected_itself_into_is_left_to_them(fake, monkeypatch):
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nvidia/nsight-systems/lib/libToolsInjection64.so")
+    refused = cupti_direct.refusal()
+    assert "(nsys or ncu) holds CUPTI" in refused.reason and not refused.lasting
+    with pytest.raises(CuptiRefused), cupti_direct.recording():
+        pytest.fail("the block must not run")
+    assert fake.callbacks is None and fake.enabled == set()  # never touched
 
 
 def test_demangling_spells_names_as_kineto_and_leaves_others_alone():
