@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ class Recording:
     backend: str = "cupti"
     startup: float | None = None
     fallback: str | None = None
+    #: (first start, last end) of the recorded launches, in the records' clock (direct recordings only)
+    api_span: tuple[int, int] | None = None
+    #: False where the records' clock is not nanoseconds (see :func:`recording`): their durations cannot be used
+    trusted: bool = True
 
     def gpu(self, device: int | None = None, launched_only: bool = True, exclude: Iterable[str] = ()) -> list[Activity]:
         """The activities on ``device`` (all devices for None); with ``launched_only`` only those whose launch this
@@ -193,6 +198,7 @@ def _collector(cupti: Any, out: Recording) -> tuple[Callable[[], tuple[int, int]
     copy_names = {int(k): k.name for k in cupti.ActivityMemcpyKind}
     spelled = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}
     acts, launched = out.activities, out.launched
+    span = [None, None]
 
     def requested() -> tuple[int, int]:
         return BUFFER_BYTES, 0
@@ -202,6 +208,9 @@ def _collector(cupti: Any, out: Recording) -> tuple[Callable[[], tuple[int, int]
             k = int(r.kind)
             if k in api_kinds:
                 launched.add(r.correlation_id)
+                span[0] = r.start if span[0] is None else min(span[0], r.start)
+                span[1] = r.end if span[1] is None else max(span[1], r.end)
+                out.api_span = (span[0], span[1])
                 continue
             if k in kernel_kinds:
                 what, name = "kernel", demangle(r.name)
@@ -262,10 +271,37 @@ def recording() -> Iterator[Recording]:
         _disable(cupti, enabled)
         raise _refused_by(cupti, exc) from exc
     try:
+        t0 = time.perf_counter_ns()
         yield out
+        wall = time.perf_counter_ns() - t0
         cupti.activity_flush_all(1)  # forced: every record of the block, delivered before this returns
     finally:
         _disable(cupti, enabled)
+    _check_clock(out, wall)
+
+
+#: How far the recorded launches' span may exceed the block's own wall time before the records' clock is not
+#: nanoseconds: a share, and a floor (ns) for the records' own rounding.
+CLOCK_SLACK = (1.05, 20_000)
+#: Why a recording's clock is not CUPTI's own (said where torch.profiler records instead).
+FOREIGN_CLOCK = "torch.profiler has started in this process, and CUPTI's timestamps follow kineto's clock since"
+
+
+def _check_clock(out: Recording, wall_ns: int) -> None:
+    """Mark ``out`` untrusted (and remember it for the process) where its launches span more than the block lasted.
+
+    Why: once torch.profiler has started in a process, kineto has given CUPTI a timestamp callback of its own (seen on
+    an H100 host: every later direct recording read 2.1x the durations, the ratio of the TSC's rate to 1 GHz), and it
+    keeps it for the life of the process. The launches of a block all happen inside it, so on a nanosecond clock
+    their span cannot exceed the block's wall time; on kineto's it does by that ratio.
+    """
+    if out.api_span is None:
+        return
+    first, last = out.api_span
+    share, floor = CLOCK_SLACK
+    if last - first > wall_ns * share + floor:
+        out.trusted = False
+        _LASTING.append(CuptiRefused(FOREIGN_CLOCK))
 
 
 def _disable(cupti: Any, kinds: list[Any]) -> None:

@@ -14,15 +14,18 @@ A module of its own below both users (``gpumagic.timing`` and ``gpumagic.capture
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from . import cupti_direct
 from .cupti_direct import Activity, CuptiRefused, Recording
-from .profiler_start import warm_profiler
+from .profiler_start import profiler_state, warm_profiler
 
-__all__ = ["from_kineto", "recording"]
+__all__ = ["from_kineto", "record", "recording"]
+
+#: Why the fallback records once gpumagic has started torch.profiler itself (no start left to pay: no note).
+KINETO_STARTED = "torch.profiler has started in this process (its start is paid; CUPTI's clock is kineto's since)"
 
 
 @contextmanager
@@ -32,7 +35,12 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     one-time start runs (the current CUDA device for None). A fallback's :attr:`~Recording.fallback` says why,
     with the fix where there is one.
     """
-    refused = cupti_direct.refusal() if direct else CuptiRefused("torch.profiler was asked for", lasting=False)
+    if not direct:
+        refused: CuptiRefused | None = CuptiRefused("torch.profiler was asked for", lasting=False)
+    elif profiler_state() == "ready":
+        refused = CuptiRefused(KINETO_STARTED, lasting=False)
+    else:
+        refused = cupti_direct.refusal()
     if refused is None:
         stack = ExitStack()
         try:
@@ -46,6 +54,19 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     with _torch_profiler(device) as rec:
         rec.fallback = refused.reason + (f": `{refused.fix}`" if refused.fix else "")
         yield rec
+
+
+def record(run: Callable[[], None], device: Any = None, direct: bool = True) -> Recording:
+    """:func:`recording` of ``run()``, run once more under torch.profiler where the direct records turn out not to be
+    on CUPTI's nanosecond clock (a torch.profiler of the user's own started earlier in the process)."""
+    with recording(device, direct) as rec:
+        run()
+    if rec.trusted:
+        return rec
+    with recording(device, direct=False) as again:
+        run()
+    again.fallback = cupti_direct.FOREIGN_CLOCK
+    return again
 
 
 @contextmanager

@@ -93,8 +93,8 @@ def _kernel(name, start, end, corr, device=0, stream=7):
     )
 
 
-def _api(corr, kind=Kind.RUNTIME):
-    return SimpleNamespace(kind=kind, correlation_id=corr)
+def _api(corr, kind=Kind.RUNTIME, start=1000, end=1100):
+    return SimpleNamespace(kind=kind, correlation_id=corr, start=start, end=end)
 
 
 ADD = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
@@ -116,6 +116,9 @@ def fake(monkeypatch):
     monkeypatch.setattr(cupti_direct, "_binding_version", lambda: "13.0.1")
     monkeypatch.setattr(cupti_direct, "_LASTING", [])
     monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    from gpumagic import profiler_start
+
+    monkeypatch.setattr(profiler_start, "_STATE", {"warm": False, "startup": None})
     return binding
 
 
@@ -261,6 +264,34 @@ def test_the_direct_path_is_taken_where_it_can_be(fake, stand_in_profiler):
     with gpu_activity.recording() as rec:
         fake.pending = [_api(1), _kernel("k", 5, 9, 1)]
     assert rec.backend == "cupti" and stand_in_profiler == [] and rec.intervals() == [(5, 9)]
+
+
+def test_records_on_a_clock_that_is_not_nanoseconds_are_not_used_and_torch_profiler_records_again(
+    fake, stand_in_profiler
+):
+    # kineto's timestamp callback (left in CUPTI once torch.profiler has started) made launches inside a block of
+    # microseconds span 2.1 s of "nanoseconds": the records cannot be used, and the process goes to torch.profiler
+    runs = []
+
+    def run():
+        runs.append(1)
+        fake.pending = [_api(1, start=0, end=2_100_000_000), _kernel("k", 5, 9, 1)]
+
+    rec = gpu_activity.record(run)
+    assert runs == [1, 1] and rec.backend == "torch.profiler" and stand_in_profiler == [None]
+    assert rec.fallback == cupti_direct.FOREIGN_CLOCK
+    assert cupti_direct.refusal().reason == cupti_direct.FOREIGN_CLOCK  # remembered: no third run next time
+    assert fake.enabled == set()
+
+
+def test_once_gpumagic_has_started_torch_profiler_it_records_there_without_a_note(fake, stand_in_profiler):
+    from gpumagic import profiler_start
+
+    profiler_start.mark_started()  # a %%gpuprofile capture ran
+    with gpu_activity.recording() as rec:
+        pass
+    assert rec.backend == "torch.profiler" and fake.callbacks is None
+    assert rec.fallback == gpu_activity.KINETO_STARTED
 
 
 def test_kineto_events_become_the_same_activities():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..cupti_direct import Recording
-from ..gpu_activity import recording
+from ..gpu_activity import record
 from ..intervals import union_length
 
 __all__ = ["busy_per_call", "gpu_activity_names", "record_calls", "span_and_busy_per_call"]
@@ -31,10 +31,12 @@ def record_calls(run: Callable[[int], None], calls: int, preload: int = 0, direc
         run(preload)
     else:
         torch.cuda.synchronize()
-    with recording(direct=direct) as rec:
+
+    def captured() -> None:
         run(calls)
         torch.cuda.synchronize()
-    return rec
+
+    return record(captured, direct=direct)
 
 
 def busy_per_call(
@@ -69,7 +71,9 @@ def gpu_activity_names(run: Callable[[], None]) -> frozenset[str]:
     import torch
 
     torch.cuda.synchronize()
-    with recording() as rec:
+
+    def captured() -> None:
         run()
         torch.cuda.synchronize()
-    return frozenset(a.name for a in rec.gpu())
+
+    return frozenset(a.name for a in record(captured).gpu())
