@@ -111,20 +111,24 @@ def test_the_first_recording_of_a_process_drops_no_kernel():
 def test_both_profilers_work_after_each_other_in_one_process():
     run = _loop(_ops()["matmul"])
     run(2)
-    for i in range(2):
+    seen = []
+    for _ in range(2):
         rec = record_calls(run, 5)
-        # the first through CUPTI where this process has not started torch.profiler yet; after it, torch.profiler
-        assert len(rec.gpu()) == 5 and (i == 1 or rec.backend in ("cupti", "torch.profiler"))
-        assert rec.trusted and (i == 0 or rec.backend == "torch.profiler")
+        assert rec.trusted
+        seen.append((rec.backend, len(rec.gpu())))
         # the user's own torch.profiler right after ours
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             run(5)
             torch.cuda.synchronize()
-        assert len([a for a in from_kineto(prof).gpu() if a.kind == "kernel"]) == 5
+        theirs = len(from_kineto(prof).gpu(launched_only=False))
+        assert theirs >= 5 and seen[-1][1] == theirs, (seen, theirs)
         # %%gpuprofile's capture, then ours again
         t = capture(lambda: run(3), "cell:after-cupti").trace
-        assert len(t.kernels) == 3
+        assert len(t.kernels) * 5 == theirs * 3
+    # a fresh process starts on CUPTI directly (unless this process profiled before); once torch.profiler has
+    # started, the pass records there
+    assert seen[1][0] == "torch.profiler", seen
 
 
 def test_a_running_torch_profiler_is_not_disturbed_and_the_pass_falls_back():
