@@ -33,8 +33,12 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     """Record the block (which waits for its GPU work) with CUPTI directly, else (or with ``direct=False``) with
     torch.profiler; the :class:`Recording` is filled when the block ends. ``device`` is where the fallback's
     one-time start runs (the current CUDA device for None). A fallback's :attr:`~Recording.fallback` says why,
-    with the fix where there is one.
+    with the fix where there is one. Inside a torch.profiler capture of the user's own it refuses
+    (:class:`CuptiRefused`, a ``RuntimeError``) before the block: a second profiler would stop theirs.
     """
+    if _profiler_running():
+        # neither profiler may start inside a user's own capture: a nested torch.profiler stops theirs
+        raise CuptiRefused("a torch.profiler capture is running in this process: one profiler at a time", lasting=False)
     if not direct:
         refused: CuptiRefused | None = CuptiRefused("torch.profiler was asked for", lasting=False)
     elif profiler_state() == "ready":
@@ -54,6 +58,14 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     with _torch_profiler(device) as rec:
         rec.fallback = refused.reason + (f": `{refused.fix}`" if refused.fix else "")
         yield rec
+
+
+def _profiler_running() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    profiler = getattr(getattr(torch, "autograd", None), "profiler", None)
+    return bool(getattr(profiler, "_is_profiler_enabled", False))
 
 
 def record(run: Callable[[], None], device: Any = None, direct: bool = True) -> Recording:

@@ -294,6 +294,13 @@ def test_once_gpumagic_has_started_torch_profiler_it_records_there_without_a_not
     assert rec.fallback == gpu_activity.KINETO_STARTED
 
 
+def test_inside_a_user_s_own_capture_neither_profiler_starts(fake, stand_in_profiler, monkeypatch):
+    monkeypatch.setattr(torch.autograd.profiler, "_is_profiler_enabled", True)
+    with pytest.raises(CuptiRefused, match="one profiler at a time"), gpu_activity.recording():
+        pytest.fail("the block must not run")
+    assert stand_in_profiler == [] and fake.callbacks is None
+
+
 def test_kineto_events_become_the_same_activities():
     ev = SimpleNamespace
     events = [

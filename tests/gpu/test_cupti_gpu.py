@@ -121,22 +121,24 @@ def test_both_profilers_work_after_each_other_in_one_process():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             run(5)
             torch.cuda.synchronize()
-        theirs = len(from_kineto(prof).gpu(launched_only=False))
+        found = from_kineto(prof).gpu(launched_only=False)
+        theirs = len(found)
         assert theirs >= 5 and seen[-1][1] == theirs, (seen, theirs)
         # %%gpuprofile's capture, then ours again
         t = capture(lambda: run(3), "cell:after-cupti").trace
-        assert len(t.kernels) * 5 == theirs * 3
+        assert len(t.kernels) * 5 == len([a for a in found if a.kind == "kernel"]) * 3
     # a fresh process starts on CUPTI directly (unless this process profiled before); once torch.profiler has
     # started, the pass records there
     assert seen[1][0] == "torch.profiler", seen
 
 
-def test_a_running_torch_profiler_is_not_disturbed_and_the_pass_falls_back():
+def test_a_running_torch_profiler_is_not_disturbed_and_the_pass_says_why_it_has_no_figure():
     g = {"A": torch.randn(1024, 1024, device="cuda")}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         r = gpumagic.gputime("A @ A", globals=g, time_budget=0.1)
         torch.cuda.synchronize()
-    assert r.meta.get("kernel_pass_backend") != "cupti"
+    assert r.kernel_time is None and r.meta.get("kernel_pass_backend") is None
+    assert any("torch.profiler capture is running" in n for n in r.notes), r.notes
     assert len(from_kineto(prof).gpu(launched_only=False)) > 0  # the user's capture kept its records
 
 
