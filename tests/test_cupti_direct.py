@@ -332,3 +332,15 @@ def test_kineto_events_become_the_same_activities():
         ("memset", 200, 205, 7),
     ]
     assert rec.intervals() == [(100, 150)]  # the memset's launch was not in the capture
+
+
+def test_every_mangled_name_captured_on_the_h100_demangles_to_torch_profiler_s_spelling():
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "data", "cupti_names_h100.json")
+    with open(path, encoding="utf-8") as f:
+        pairs = json.load(f)["pairs"]
+    assert len(pairs) >= 50 and sum(p["mangled"].startswith("_Z") for p in pairs) >= 40
+    for p in pairs:
+        assert cupti_direct.demangle(p["mangled"]) == p["kineto"], p["op"]
