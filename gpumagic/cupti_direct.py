@@ -140,6 +140,12 @@ def _binding_version() -> str | None:
 _LASTING: list[CuptiRefused] = []  # the refusal that holds for the rest of the process, once found
 
 
+def torch_profiler_running() -> bool:
+    """Whether a torch.profiler capture is running in this process (never imports torch)."""
+    profiler = getattr(getattr(sys.modules.get("torch"), "autograd", None), "profiler", None)
+    return bool(getattr(profiler, "_is_profiler_enabled", False))
+
+
 def refusal() -> CuptiRefused | None:
     """Why CUPTI cannot be driven directly now, found without enabling anything; None where it can be tried.
 
@@ -156,8 +162,7 @@ def refusal() -> CuptiRefused | None:
         # nsys and ncu load themselves into the process through this variable and hold CUPTI: registering our own
         # activity callbacks there could take their records, so we never try
         return CuptiRefused("a profiling tool (nsys or ncu) holds CUPTI in this process", lasting=False)
-    profiler = getattr(getattr(torch, "autograd", None), "profiler", None)
-    if profiler is not None and getattr(profiler, "_is_profiler_enabled", False):
+    if torch_profiler_running():
         return CuptiRefused("a torch.profiler capture is running in this process", lasting=False)
     try:
         _module()

@@ -36,7 +36,7 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     with the fix where there is one. Inside a torch.profiler capture of the user's own it refuses
     (:class:`CuptiRefused`, a ``RuntimeError``) before the block: a second profiler would stop theirs.
     """
-    if _profiler_running():
+    if cupti_direct.torch_profiler_running():
         # neither profiler may start inside a user's own capture: a nested torch.profiler stops theirs
         raise CuptiRefused("a torch.profiler capture is running in this process: one profiler at a time", lasting=False)
     if not direct:
@@ -58,14 +58,6 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     with _torch_profiler(device) as rec:
         rec.fallback = refused.reason + (f": `{refused.fix}`" if refused.fix else "")
         yield rec
-
-
-def _profiler_running() -> bool:
-    import sys
-
-    torch = sys.modules.get("torch")
-    profiler = getattr(getattr(torch, "autograd", None), "profiler", None)
-    return bool(getattr(profiler, "_is_profiler_enabled", False))
 
 
 def record(run: Callable[[], None], device: Any = None, direct: bool = True) -> Recording:
