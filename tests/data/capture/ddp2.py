@@ -2,9 +2,11 @@
 ranks inside one nsys through gpumagic's own ``--nproc`` path, then ``nsys stats`` of the same export.
 
 On a host with 2 GPUs, from the project root, after ``source .gpu/on-gpu.sh``:
-    python3 tests/data/capture/ddp2.py OUTDIR
+    python3 tests/data/capture/ddp2.py OUTDIR [straggler]
 Writes OUTDIR/ddp2.sqlite.gz, ddp2.stats_<report>.csv, ddp2.stats.txt, ddp2.profile.log (the nsys command and
-its output), nsys_version.txt, and prints what the export holds per process.
+its output), nsys_version.txt, and prints what the export holds per process. With ``straggler`` the files are
+``straggler2.*`` and the cell is :data:`STRAGGLER_CELL`: rank 1 runs 20 fp32 GEMMs on CUDA cores before an
+all-reduce that rank 0 enters at once, so rank 0's all-reduce kernel spends those GEMMs waiting for rank 1.
 """
 
 from __future__ import annotations
@@ -54,8 +56,24 @@ dist.broadcast(buf, src=0)
 (rank, world_size, round(float(loss), 4))
 """
 
+STRAGGLER_SETUP = """
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+a = torch.randn(4096, 4096, device=device)
+buf = torch.randn(1 << 20, device=device)
+"""
 
-def main(out: str) -> None:
+STRAGGLER_CELL = """
+assert W.device == device, (W.device, device)
+if rank == 1:
+    for _ in range(20):
+        a @ a
+dist.all_reduce(buf)
+(rank, world_size)
+"""
+
+
+def main(out: str, name: str = "ddp2", setup: str = SETUP, cell: str = CELL) -> None:
     os.makedirs(out, exist_ok=True)
     assert torch.cuda.device_count() >= 2, "needs 2 GPUs"
     runs: list[tuple[list[str], str, int]] = []
@@ -68,18 +86,20 @@ def main(out: str) -> None:
 
     nsys._run = recorded
     namespace = {"W": torch.randn(4, device="cuda:0")}
-    opts = NsysOptions(nproc=2, setup=SETUP, profile_dir=tempfile.mkdtemp(prefix="ddp2-"), timeout=300)
-    cap = nsys.capture(CELL, LABEL, namespace=namespace, warmup=2, iters=1, options=opts)
+    opts = NsysOptions(nproc=2, setup=setup, profile_dir=tempfile.mkdtemp(prefix=f"{name}-"), timeout=300)
+    cap = nsys.capture(cell, LABEL, namespace=namespace, warmup=2, iters=1, options=opts)
     print("value:", cap.value, "| notes:", cap.notes)
     cmd, output, rc = runs[-1]
-    with open(os.path.join(out, "ddp2.profile.log"), "w") as f:
+    with open(os.path.join(out, f"{name}.profile.log"), "w") as f:
         f.write("$ " + " ".join(cmd) + f"\n(exit {rc})\n" + output)
     sqlite = cap.files["sqlite"]
-    with open(sqlite, "rb") as src, gzip.open(os.path.join(out, "ddp2.sqlite.gz"), "wb", compresslevel=9) as dst:
+    with open(sqlite, "rb") as src, gzip.open(os.path.join(out, f"{name}.sqlite.gz"), "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     stats = ["nsys", "stats", "--report", REPORTS, sqlite]
-    subprocess.run([*stats[:-1], "--format", "csv", "--output", os.path.join(out, "ddp2.stats"), sqlite], check=False)
-    with open(os.path.join(out, "ddp2.stats.txt"), "w") as f:
+    subprocess.run(
+        [*stats[:-1], "--format", "csv", "--output", os.path.join(out, f"{name}.stats"), sqlite], check=False
+    )
+    with open(os.path.join(out, f"{name}.stats.txt"), "w") as f:
         subprocess.run(stats, stdout=f, stderr=subprocess.STDOUT, check=False)
     with open(os.path.join(out, "nsys_version.txt"), "w") as f:
         subprocess.run(["nsys", "--version"], stdout=f, stderr=subprocess.STDOUT, check=False)
@@ -124,4 +144,8 @@ def describe(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "."))
+    target = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", ".")
+    if sys.argv[2:] == ["straggler"]:
+        main(target, "straggler2", STRAGGLER_SETUP, STRAGGLER_CELL)
+    else:
+        main(target)
