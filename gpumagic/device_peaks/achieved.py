@@ -22,10 +22,14 @@ from typing import Any, Protocol
 from ..units import format_si
 from .table import DevicePeaks, lookup
 
-__all__ = ["FAR_BELOW_ROOF", "Achieved", "WorkLike", "achieved", "format_rate", "format_share"]
+__all__ = ["FAR_BELOW_ROOF", "OVER_PEAK", "Achieved", "WorkLike", "achieved", "format_rate", "format_share"]
 
 #: A call below this share of its roofline ceiling is limited by neither compute nor memory.
 FAR_BELOW_ROOF = 0.3
+#: A rate above its peak is never a measurement: the counted work is not the work that ran (attention counted
+#: dense where the kernel skipped masked tiles, a decomposition counted where one fused kernel ran) or, for bytes,
+#: data that stayed in L2 between calls. Such a rate and its share are not shown; :meth:`Achieved.over_peak` says why.
+OVER_PEAK = 1.0
 
 _TENSOR_CORE = {"tf32": "TF32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4"}
 
@@ -84,14 +88,50 @@ class Achieved:
         return self.bytes / self.seconds if self.bytes and self.seconds > 0 else None
 
     @property
-    def flop_share(self) -> float | None:
+    def raw_flop_share(self) -> float | None:
+        """The FLOP rate over its peak as counted, above 1 included (see :data:`OVER_PEAK`)."""
         rate = self.flop_rate
         return rate / self.flop_peak if rate is not None and self.flop_peak else None
 
     @property
-    def byte_share(self) -> float | None:
+    def raw_byte_share(self) -> float | None:
         rate = self.byte_rate
         return rate / self.bandwidth if rate is not None and self.bandwidth else None
+
+    @property
+    def flop_over_peak(self) -> bool:
+        return (self.raw_flop_share or 0.0) > OVER_PEAK
+
+    @property
+    def byte_over_peak(self) -> bool:
+        return (self.raw_byte_share or 0.0) > OVER_PEAK
+
+    @property
+    def flop_share(self) -> float | None:
+        """The FLOP rate's share of its peak; None without a peak, or above it (not a measurement)."""
+        return None if self.flop_over_peak else self.raw_flop_share
+
+    @property
+    def byte_share(self) -> float | None:
+        return None if self.byte_over_peak else self.raw_byte_share
+
+    def over_peak(self) -> list[str]:
+        """Why a rate is not shown: one sentence per rate that the counted work would put above its peak."""
+        out = []
+        if self.flop_over_peak:
+            out.append(
+                f"FLOP/s not shown: the counted FLOPs would run at {format_rate(self.flop_rate, 'FLOP/s')}, "
+                f"{self.raw_flop_share:.0%} of the {self.flop_label}, so they are not the work that ran (attention "
+                "counted dense where the kernel skips masked tiles, or a sparse kernel)"
+            )
+        if self.byte_over_peak:
+            out.append(
+                f"GB/s not shown: the counted bytes would move {format_rate(self.byte_rate, 'B/s')}, "
+                f"{self.raw_byte_share:.0%} of {self.byte_label}, so they are not the traffic that reached memory "
+                "(the data stays in L2 between calls, or the ops counted are not the kernels that ran); "
+                "--ncu measures the real traffic"
+            )
+        return out
 
     @property
     def intensity(self) -> float | None:
@@ -112,18 +152,18 @@ class Achieved:
         return "measured copy bandwidth" if self.basis == "measured" else self.bandwidth_label
 
     def flop_segment(self) -> str | None:
-        """'51.9 TFLOP/s fp32 = 77% of FFMA peak' (without the share where no peak is known)."""
+        """'51.9 TFLOP/s fp32 = 77% of FFMA peak' (without the share where no peak is known; None above the peak)."""
         rate = self.flop_rate
-        if rate is None:
+        if rate is None or self.flop_over_peak:
             return None
         text = format_rate(rate, "FLOP/s") + (f" {self.precision}" if self.precision else "")
         share = self.flop_share
         return text + (f" = {format_share(share)} of {self.flop_label}" if share is not None else "")
 
     def byte_segment(self) -> str | None:
-        """'2.61 TB/s = 78% of HBM bandwidth' (without the share where no bandwidth is known)."""
+        """'2.61 TB/s = 78% of HBM bandwidth' (without the share where no bandwidth is known; None above it)."""
         rate = self.byte_rate
-        if rate is None:
+        if rate is None or self.byte_over_peak:
             return None
         share = self.byte_share
         return format_rate(rate, "B/s") + (
@@ -144,7 +184,10 @@ class Achieved:
         return flop
 
     def limiter(self) -> str | None:
-        """'compute-bound', 'memory-bound' or 'latency-bound' on the roofline; None without the peaks to say."""
+        """'compute-bound', 'memory-bound' or 'latency-bound' on the roofline; None without the peaks to say, or
+        where a counted rate is above its peak (the counts are not what ran)."""
+        if self.flop_over_peak or self.byte_over_peak:
+            return None
         if self.flop_rate is None:
             if self.byte_share is None:
                 return None
@@ -186,6 +229,7 @@ class Achieved:
             "bandwidth": self.bandwidth,
             "flop_share": self.flop_share,
             "byte_share": self.byte_share,
+            "over_peak": self.over_peak(),
             "intensity": self.intensity,
             "limiter": self.limiter(),
             "basis": self.basis,

@@ -86,7 +86,7 @@ def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float]
             finish_quietly(sampler)
     if opts.work and not sampling.interrupted:
         try:
-            work = count_work(prep.statement.once)  # one more call, outside every timed window
+            work = count_work(prep.statement.once, kernels.kernels_per_call)  # one more call, untimed
         except KeyboardInterrupt:
             sampling.interrupted = True
             finish_quietly(sampler)

@@ -19,9 +19,15 @@ The dtype of each FLOP-counted op picks the peak it is compared against: fp32 ru
 allowed for that op (``torch.backends.cuda.matmul.allow_tf32`` / ``torch.set_float32_matmul_precision`` for
 matmuls, ``torch.backends.cudnn.allow_tf32`` for convolutions), bf16/fp16 and fp8 on the tensor cores.
 
-Peak memory is ``torch.cuda.max_memory_allocated`` after ``torch.cuda.reset_peak_memory_stats`` around the call,
-less what was allocated before it: the extra memory one call needs at its peak. Resetting the allocator's peak
-counter is the one visible effect on the process (``max_memory_allocated`` then reads the peak since this call).
+A second mode, a ``TorchFunctionMode``, sees the statement's outermost torch calls and counts each call's inputs and
+outputs once: where the kernel pass saw far fewer kernels per call than ATen ops were counted (a composite op such
+as ``F.rms_norm`` whose GPU path is one fused kernel), :func:`reconcile` takes those bytes instead. Attention FLOPs
+count the (query, key) pairs the kernel computes (causal, masks, windows, GQA: :mod:`.attention_work`). A rate
+above its peak is never printed (``gpumagic.device_peaks.achieved.OVER_PEAK``).
+
+Peak memory is the extra memory one call needs at its peak above what was allocated before it, measured by
+:func:`~.peak_memory.call_peak` without resetting the user's own counters (``max_memory_allocated`` reads after a
+``%gputime`` what it read before, where the call stayed under the earlier peak).
 
 Counting never raises into the timer: a statement that fails under the modes (a custom op without a fake kernel,
 a compiled region that refuses a dispatch mode) gives a :class:`Work` whose figures are None and whose ``note``
@@ -31,84 +37,21 @@ does when it runs (it has already run many times while being timed).
 
 from __future__ import annotations
 
-import os
-import sys
-import warnings
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Work", "count_work", "precision_class", "tf32_enabled"]
+from .peak_memory import call_peak
+from .work_counters import flop_formulas, make_byte_counter, make_call_counter, precision_class, tf32_enabled
 
-#: dtype name -> precision class, the key of a peak in the peaks table (``gpumagic.device_peaks``).
-_CLASS_OF_DTYPE = {
-    "float64": "fp64",
-    "float32": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "float8_e4m3fnuz": "fp8",
-    "float8_e5m2fnuz": "fp8",
-    "float8_e8m0fnu": "fp8",
-    "float4_e2m1fn_x2": "fp4",
-    "int8": "int8",
-}
+__all__ = ["Work", "count_work", "precision_class", "reconcile", "tf32_enabled"]
 
-#: Ops that allocate or relabel memory without reading or writing it: no traffic of their own.
-_NO_TRAFFIC = {
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "new_empty",
-    "new_empty_strided",
-    "_unsafe_view",
-    "_reshape_alias",
-    "lift_fresh",
-    "set_",
-    "resize_",
-    "_local_scalar_dense",
-    "record_stream",
-}
-
-
-def tf32_enabled(kind: str = "matmul") -> bool:
-    """Whether fp32 ``kind`` ops ("matmul" or "conv") may run in TF32 on tensor cores under the current settings.
-
-    Reads the newer per-backend ``fp32_precision`` where it is set ("tf32" or "ieee"), else the older switches
-    (``allow_tf32``, which ``torch.set_float32_matmul_precision('high')`` turns on for matmuls). The environment
-    variable ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (set in NVIDIA's PyTorch containers) makes every fp32 cuBLAS
-    GEMM TF32 whatever the switches say.
-    """
-    import torch
-
-    backend = torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
-    sub = backend if kind == "matmul" else getattr(backend, "conv", backend)
-    if kind == "matmul" and os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
-        return True  # NVIDIA's PyTorch containers set it: every fp32 cuBLAS GEMM runs in TF32, whatever the switches
-    precision = getattr(sub, "fp32_precision", None)
-    if precision == "tf32":
-        return True
-    if precision == "ieee":
-        return False
-    with warnings.catch_warnings():  # the old switch is deprecated in favour of fp32_precision in newer PyTorch
-        warnings.simplefilter("ignore")
-        if kind == "matmul":
-            return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
-        return bool(torch.backends.cudnn.allow_tf32)
-
-
-def precision_class(dtype: str, device_type: str = "cuda", op_kind: str = "matmul", tf32: bool = False) -> str | None:
-    """The peak a FLOP-counted op of ``dtype`` is held against: fp64, fp32 (FFMA), tf32, bf16, fp16, fp8, fp4, int8.
-
-    ``dtype`` is a torch dtype's name without ``torch.`` ("float32"). fp32 is "tf32" only on CUDA with TF32
-    allowed for that kind of op (``tf32``); other dtypes map one to one; None for a dtype with no peak.
-    """
-    cls = _CLASS_OF_DTYPE.get(dtype.removeprefix("torch."))
-    if cls == "fp32" and device_type == "cuda" and tf32 and op_kind in ("matmul", "conv"):
-        return "tf32"
-    return cls
+#: More ATen ops counted than kernels ran by at least this factor (and by :data:`EXCESS_OPS` ops) means the counter
+#: saw a decomposition that did not run: a composite op (``F.rms_norm``) whose GPU path is one fused kernel.
+EXCESS_FACTOR = 2
+EXCESS_OPS = 3
 
 
 @dataclass(frozen=True)
@@ -136,6 +79,13 @@ class Work:
     device_type: str | None = None
     ops: int = 0
     note: str = ""
+    #: the outermost torch calls the statement made (``F.rms_norm``, ``torch.matmul``, a tensor method) that read or
+    #: wrote tensors, and the bytes counted at that level: each call's inputs once, its outputs once
+    calls: int = 0
+    call_bytes: int | None = None
+    call_names: tuple[str, ...] = ()
+    #: "ops" (every ATen op's inputs and outputs) or "calls" (the user's calls: see :func:`reconcile`)
+    counted_at: str = "ops"
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled with a plain dict where the read-only view is (a mappingproxy does not pickle): a result that
@@ -167,197 +117,64 @@ class Work:
             "peak_memory": self.peak_memory,
             "device_type": self.device_type,
             "ops": self.ops,
+            "calls": self.calls,
+            "counted_at": self.counted_at,
             "note": self.note,
         }
-
-
-def _footprint(t: Any) -> int:
-    """Bytes a tensor's elements occupy: an expanded (stride-0) tensor reads its storage once, not once per view."""
-    n = t.numel()
-    if n == 0:
-        return 0
-    try:
-        span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()) if s > 0)
-    except (RuntimeError, TypeError):  # sparse or other layouts without strides
-        span = n
-    return min(n, span) * t.element_size()
-
-
-def _tensors(obj: Any) -> list[Any]:
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    return [x for x in tree_leaves(obj) if isinstance(x, torch.Tensor)]
-
-
-def _op_kind(name: str) -> str:
-    if "conv" in name:
-        return "conv"
-    if "attention" in name:
-        return "attention"
-    return "matmul"
-
-
-def _make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
-    """A TorchDispatchMode that sums bytes per op and FLOPs per precision class (built here: torch loads lazily)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _ByteCounter(TorchDispatchMode):
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
-            # torch wraps a mode's __torch_dispatch__ in "dynamo disabled", which imports torch._dynamo on first
-            # use: 1-5 s, the largest part of a first %gputime. Only a process that has imported it can be
-            # compiling, so the wrap is kept there and left out elsewhere (decided as each counter is made).
-            return "torch._dynamo" in sys.modules
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.read = 0
-            self.written = 0
-            self.ops = 0
-            self.bytes_by_dtype: dict[str, int] = {}
-            self.flops_by_class: dict[str, int] = {}
-            self.flops_by_dtype: dict[str, int] = {}
-            self.device_types: set[str] = set()
-            self.tf32 = {"matmul": tf32_enabled("matmul"), "conv": tf32_enabled("conv")}
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            if func._overloadpacket not in flop_formulas and not getattr(func, "is_view", False):
-                with self:  # an op without a formula that decomposes is counted as its parts (as FlopCounterMode)
-                    parts = func.decompose(*args, **kwargs)
-                if parts is not NotImplemented:
-                    return parts
-            out = func(*args, **kwargs)
-            name = func._overloadpacket.__name__
-            if getattr(func, "is_view", False) or name in _NO_TRAFFIC:
-                return out
-            ins, outs = _tensors((args, kwargs)), _tensors(out)
-            if not ins and not outs:
-                return out
-            self.ops += 1
-            seen: set[tuple[int, int]] = set()
-            for group, is_input in ((ins, True), (outs, False)):
-                seen_here: set[tuple[int, int]] = set()
-                for t in group:
-                    key = (t.data_ptr(), _footprint(t)) if t.device.type != "meta" else (id(t), 0)
-                    if key in seen_here:
-                        continue
-                    seen_here.add(key)
-                    size = _footprint(t)
-                    if is_input:
-                        self.read += size
-                    else:
-                        self.written += size
-                    dt = str(t.dtype).removeprefix("torch.")
-                    self.bytes_by_dtype[dt] = self.bytes_by_dtype.get(dt, 0) + size
-                    self.device_types.add(t.device.type)
-                seen |= seen_here
-            formula = flop_formulas.get(func._overloadpacket)
-            if formula is not None and ins:
-                try:
-                    flops = int(formula(*args, **kwargs, out_val=out))
-                except Exception:  # noqa: BLE001 - a formula that cannot read these arguments counts nothing
-                    flops = 0
-                a = ins[0]
-                dt = str(a.dtype).removeprefix("torch.")
-                kind = _op_kind(name)
-                cls = precision_class(dt, a.device.type, kind, self.tf32.get(kind, False)) or dt
-                self.flops_by_class[cls] = self.flops_by_class.get(cls, 0) + flops
-                self.flops_by_dtype[dt] = self.flops_by_dtype.get(dt, 0) + flops
-            return out
-
-    return _ByteCounter()
-
-
-def _flop_formulas() -> dict[Any, Callable[..., int]]:
-    """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention kernels SDPA
-    dispatches to on the CPU."""
-    import torch
-    from torch.utils import flop_counter as fc
-
-    formulas = dict(fc.flop_registry)
-    aten = torch.ops.aten
-    for op, formula in (
-        ("_scaled_dot_product_flash_attention_for_cpu", fc.sdpa_flop),
-        ("_scaled_dot_product_flash_attention_for_cpu_backward", fc.sdpa_backward_flop),
-        ("_scaled_dot_product_fused_attention_overrideable", fc.sdpa_flop),
-    ):
-        packet = getattr(aten, op, None)
-        if packet is not None and packet not in formulas:
-            formulas[packet] = formula  # registered formulas come shape-wrapped: called as the registry's are
-    return formulas
-
-
-def _cuda_peak_begin() -> int | None:
-    import torch
-
-    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return None
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    return before
-
-
-def _cuda_peak_end(before: int | None) -> int | None:
-    import torch
-
-    if before is None:
-        return None
-    torch.cuda.synchronize()
-    return max(0, torch.cuda.max_memory_allocated() - before)
 
 
 def _dominant(counts: Mapping[str, int]) -> str | None:
     return max(counts, key=lambda k: counts[k]) if counts and any(counts.values()) else None
 
 
-def count_work(call: Callable[[], Any]) -> Work:
+def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -> Work:
     """Run ``call()`` once under the FLOP and byte counters and return the :class:`Work` of that one call.
 
     ``call`` is what the timer runs once (``CompiledStatement.once``). Never raises for a failing statement or a
     counter that cannot run it: the :class:`Work` then has None figures and a ``note`` that says why
     (``KeyboardInterrupt`` still propagates). Peak memory is taken on the current CUDA device when CUDA is
-    initialised and the call ran CUDA ops; None on the CPU.
+    initialised and the call ran CUDA ops; None on the CPU. ``kernels_per_call`` (the kernel pass's count, where
+    there was one) lets :func:`reconcile` notice a decomposition that did not run.
     """
     try:
         import torch  # noqa: F401 - the counters need it; a missing torch is a reason, not an error
     except ImportError:
         return Work(note="work not counted: PyTorch is not installed")
     try:
-        byte_mode = _make_byte_counter(_flop_formulas())
+        byte_mode = make_byte_counter(flop_formulas())
+        call_mode = make_call_counter()
     except Exception as exc:  # noqa: BLE001 - a PyTorch without these modes: say so
         return Work(note=f"work not counted: this PyTorch cannot count it ({_reason(exc)})")
-    before = _cuda_peak_begin()
     try:
-        with byte_mode:
+        with call_peak() as measured, byte_mode, call_mode:
             value = call()
             del value
     except Exception as exc:  # noqa: BLE001 - never into the timer
-        peak = _peak_without_modes(call)
         return Work(
-            peak_memory=peak,
+            peak_memory=_peak_without_modes(call),
             note=f"FLOPs and bytes not counted: the statement raised under the counters ({_reason(exc)})",
         )
-    peak = _cuda_peak_end(before)
     device_type = "cuda" if "cuda" in byte_mode.device_types else ("cpu" if byte_mode.device_types else None)
-    if device_type != "cuda":
-        peak = None
+    peak = measured.bytes if device_type == "cuda" else None
     by_class = dict(byte_mode.flops_by_class)
     total = sum(by_class.values())
     dtype = _dominant(byte_mode.flops_by_dtype) if total else _dominant(byte_mode.bytes_by_dtype)
     cls = _dominant(by_class) if total else (precision_class(dtype) if dtype else None)
-    note = ""
+    notes = []
     if byte_mode.ops == 0:
-        note = (
+        notes.append(
             "no tensor operations seen: work that runs outside PyTorch's dispatcher (a CUDA graph replay, a custom "
             "or compiled kernel) is not counted"
         )
     elif len([v for v in by_class.values() if v]) > 1:
         parts = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(by_class.items(), key=lambda kv: -kv[1]) if v)
-        note = f"FLOPs in several precisions ({parts}): shares are against the {cls} peak"
-    return Work(
+        notes.append(f"FLOPs in several precisions ({parts}): shares are against the {cls} peak")
+    attention = _attention_note(byte_mode.attention)
+    if attention:
+        notes.append(attention)
+    if device_type == "cuda" and peak is None and measured.note:
+        notes.append(measured.note)
+    work = Work(
         flops=total,
         bytes=byte_mode.read + byte_mode.written,
         bytes_read=byte_mode.read,
@@ -368,19 +185,78 @@ def count_work(call: Callable[[], Any]) -> Work:
         peak_memory=peak,
         device_type=device_type,
         ops=byte_mode.ops,
-        note=note,
+        note="; ".join(notes),
+        calls=call_mode.calls,
+        call_bytes=call_mode.bytes,
+        call_names=tuple(call_mode.names),
     )
+    return reconcile(work, kernels_per_call)
+
+
+def _attention_note(counts: list[Any]) -> str:
+    """What a line's attention FLOPs are, in words: "" for dense attention without GQA (the formula as printed)."""
+    if not counts:
+        return ""
+    parts = []
+    hows = sorted({c.how for c in counts if c.how != "dense"})
+    for how in hows:
+        kept = [c.kept for c in counts if c.how == how]
+        if how.startswith("dense ("):
+            parts.append("attention FLOPs assume dense attention: the mask's sparsity could not be read")
+        else:
+            parts.append(
+                f"attention counted over the (query, key) pairs its kernel computes ({how}: "
+                f"{min(kept):.1%} of all pairs)"
+                if len(set(kept)) == 1
+                else f"attention counted over the (query, key) pairs its kernels compute ({how}: "
+                f"{min(kept):.1%}-{max(kept):.1%} of all pairs)"
+            )
+    groups = sorted({c.gqa for c in counts if c.gqa > 1})
+    if groups:
+        parts.append(f"grouped-query attention counted per query head ({'/'.join(map(str, groups))} per key head)")
+    return "; ".join(parts)
+
+
+def reconcile(work: Work, kernels_per_call: float | None) -> Work:
+    """The same work counted at the level of the user's calls where the ATen ops counted cannot be what ran.
+
+    The dispatch mode sees the ops PyTorch dispatches *under the mode*. For a composite op with a fused GPU
+    kernel that can be its decomposition: ``F.rms_norm`` on bf16 8192x4096 showed 8 ops and 7-10x the bytes of its
+    input and output, while the GPU ran one kernel that read and wrote each once ("454% of HBM bandwidth"). Where
+    the kernel pass saw far fewer kernels per call than ops were counted (:data:`EXCESS_FACTOR` times, and
+    :data:`EXCESS_OPS` more) and no more calls than kernels, the bytes are the calls' own (each call's inputs read
+    once, its outputs written once) and the note says so. FLOPs stay as counted: a decomposition does the same
+    math as the fused kernel.
+    """
+    if (
+        kernels_per_call is None
+        or kernels_per_call <= 0
+        or work.bytes is None
+        or not work.call_bytes
+        or not work.calls
+        or work.call_bytes >= work.bytes
+    ):
+        return work
+    kernels = kernels_per_call
+    if work.ops < max(EXCESS_FACTOR * kernels, kernels + EXCESS_OPS) or work.calls > math.ceil(kernels):
+        return work
+    names = ", ".join(work.call_names[:3]) + (", ..." if len(work.call_names) > 3 else "")
+    why = (
+        f"bytes counted at the level of the call ({names}: inputs read once, outputs written once): the GPU ran "
+        f"{kernels:.3g} kernel{'s' if kernels != 1 else ''} per call, not the {work.ops} ops of the decomposition "
+        "PyTorch showed the counter"
+    )
+    note = "; ".join(n for n in (work.note, why) if n)
+    return replace(work, bytes=work.call_bytes, bytes_read=None, bytes_written=None, counted_at="calls", note=note)
 
 
 def _peak_without_modes(call: Callable[[], Any]) -> int | None:
     """Peak memory from a plain call, for a statement the counters could not run; None if that fails too."""
     try:
-        before = _cuda_peak_begin()
-        if before is None:
-            return None
-        value = call()
-        del value
-        return _cuda_peak_end(before)
+        with call_peak() as measured:
+            value = call()
+            del value
+        return measured.bytes
     except Exception:  # noqa: BLE001 - the first failure's reason is the one reported
         return None
 

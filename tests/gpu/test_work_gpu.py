@@ -85,6 +85,53 @@ def test_sdpa_counted_on_cuda():
     assert w.precision_class == "bf16" and w.peak_memory is not None
 
 
+@pytest.mark.parametrize("backend", ["flash", "efficient", "cudnn"])
+def test_causal_and_gqa_attention_count_the_pairs_the_kernel_computes(backend):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    b, h, s, d = 2, 8, 1024, 64
+    q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(b, 2, s, d, device="cuda", dtype=torch.bfloat16)
+    which = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+    }[backend]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    try:
+        with sdpa_kernel(which):
+            w = count_work(lambda: sdpa(q, q, q, is_causal=True))
+            g = count_work(lambda: sdpa(q, kv, kv, is_causal=True, enable_gqa=True))
+    except RuntimeError as exc:  # a backend this build or GPU does not offer
+        pytest.skip(f"{backend}: {exc}")
+    causal = 4 * b * h * d * s * (s + 1) // 2
+    assert w.flops == causal, w.note
+    if g.flops is not None:  # the GQA path through this backend, where it has one
+        assert g.flops == causal, g.note
+
+
+def test_rms_norm_counted_as_the_one_kernel_that_ran_and_no_share_above_peak():
+    import gpumagic
+
+    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    r = gpumagic.gputime("F.rms_norm(x, (4096,), w)", globals={"F": torch.nn.functional, "x": x, "w": w})
+    if r.kernels_per_call is not None and r.kernels_per_call <= 2:  # the fused kernel ran
+        assert r.work.bytes == 2 * x.nbytes + w.nbytes and r.work.counted_at == "calls"
+    found = r.achieved
+    assert found is None or found.byte_share is None or found.byte_share <= 1.0
+
+
+def test_counting_work_leaves_the_users_peak_memory_counter_alone():
+    big = torch.empty(1 << 30, device="cuda", dtype=torch.uint8)
+    del big
+    before = torch.cuda.max_memory_allocated()
+    a = torch.randn(1024, 1024, device="cuda")
+    w = count_work(lambda: a @ a)
+    assert torch.cuda.max_memory_allocated() == before  # was reset by the count before
+    assert w.peak_memory is not None and 1024 * 1024 * 4 <= w.peak_memory < 64 * MiB
+
+
 def test_measure_peak_is_plausible_and_cached(tmp_path, monkeypatch):
     from gpumagic.device_peaks import measure as measure_mod
 
