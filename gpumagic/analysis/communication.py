@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .finding import Finding, t
+from .rank_kernels import kernel_ranks, nccl_waits
 from .ranks import is_multi, rank_figures
 
 __all__ = [
@@ -48,8 +49,9 @@ OVERLAP_LOW = 0.5
 WAIT_SHARE = 0.05
 #: ... and at least this long, so that microseconds of jitter entering a collective are not called a straggler.
 STRAGGLER_MIN_NS = 500_000
-#: Where the straggler's GPU works this share longer than the fastest rank's, the cause is on the GPU (uneven work);
-#: identical ranks differ by a few percent run to run (clock boost, launch jitter), so 10% is past that noise.
+#: Where the straggler's GPU works longer than every other rank's by this share of its own range, the cause is on the
+#: GPU (uneven work); identical ranks differ by a few percent run to run (clock boost, launch jitter), so 10% is past
+#: that noise. (A share of the straggler's range, a whole: never of another rank's work, which may be near zero.)
 WORK_SKEW = 0.10
 
 
@@ -57,21 +59,34 @@ def _who(row: pd.Series) -> str:
     return f"{row['label']} (GPU {int(row['device'])})" if int(row["device"]) >= 0 else str(row["label"])
 
 
+def _waits_by_rank(trace: Trace) -> dict[str, int]:
+    """ns each rank's NCCL kernels spent waiting for the other ranks (:func:`.rank_kernels.nccl_waits`)."""
+    places, labels = kernel_ranks(trace)
+    waits = nccl_waits(trace)
+    return {label: int(waits[places == i].sum()) for i, label in enumerate(labels)}
+
+
 def comm_exposed(trace: Trace) -> list[Finding]:
-    """Per rank and GPU: NCCL time that is a real share of its GPU time and mostly does not overlap compute."""
+    """Per rank and GPU: NCCL time moving data that is a real share of its GPU work and mostly does not overlap
+    compute. Time an NCCL kernel spends waiting for a late rank is left out (the straggler finding tells it)."""
     if not is_multi(trace):
         return []
     fig = rank_figures(trace)
-    hit = fig[
-        (fig["nccl_ns"] >= COMM_MIN_NS) & (fig["nccl_share"] >= COMM_SHARE) & (fig["overlap_share"] < OVERLAP_LOW)
-    ]
-    if hit.empty:
+    waits = _waits_by_rank(trace)
+    wait = fig["label"].map(waits).fillna(0).clip(upper=fig["nccl_ns"])
+    moving = fig["nccl_ns"] - wait
+    share = moving / (fig["busy_ns"] - wait).clip(lower=1)
+    hit = (moving >= COMM_MIN_NS) & (share >= COMM_SHARE) & (fig["overlap_share"] < OVERLAP_LOW)
+    if not hit.any():
         return []
-    parts = [
-        f"{_who(r)}: {t(r['nccl_ns'])} of NCCL ({r['nccl_share']:.0%} of its GPU busy time), "
-        f"{r['overlap_share']:.0%} overlapped with compute"
-        for _, r in hit.iterrows()
-    ]
+    parts = []
+    for i in fig.index[hit]:
+        r = fig.loc[i]
+        waited = f"; it also waited {t(wait[i])} for other ranks" if wait[i] >= COMM_MIN_NS else ""
+        parts.append(
+            f"{_who(r)}: {t(moving[i])} of NCCL moving data ({share[i]:.0%} of its GPU busy time, waits left out), "
+            f"{r['overlap_share']:.0%} overlapped with compute{waited}"
+        )
     return [
         Finding(
             "comm_exposed",
@@ -82,10 +97,11 @@ def comm_exposed(trace: Trace) -> list[Finding]:
             "forward_prefetch start the next all-gather early; a value read on the host (loss.item()) right after "
             "a collective makes the step wait for it.",
             {
-                "ranks": hit["label"].tolist(),
-                "nccl_ns": hit["nccl_ns"].tolist(),
-                "nccl_share": hit["nccl_share"].tolist(),
-                "overlap_share": hit["overlap_share"].tolist(),
+                "ranks": fig.loc[hit, "label"].tolist(),
+                "nccl_ns": moving[hit].astype(int).tolist(),
+                "wait_ns": wait[hit].astype(int).tolist(),
+                "nccl_share": share[hit].tolist(),
+                "overlap_share": fig.loc[hit, "overlap_share"].tolist(),
             },
         )
     ]
@@ -110,8 +126,6 @@ def straggler(trace: Trace) -> list[Finding]:
         nccl_ns=("nccl_ns", "sum"),
         span_ns=("span_ns", "first"),
         work_ns=("work_ns", "sum"),
-        work_skew_ns=("work_skew_ns", "first"),
-        work_skew=("work_skew", "first"),
     )
     if len(per) < 2 or not per["nccl_ns"].gt(0).all():
         return []
@@ -123,17 +137,20 @@ def straggler(trace: Trace) -> list[Finding]:
         return []
     row = per.loc[slow]
     nccl = ", ".join(f"{label} {t(ns)}" for label, ns in per["nccl_ns"].items())
-    fast = per["work_ns"].idxmin()
-    if row["work_skew"] >= WORK_SKEW and row["work_skew_ns"] >= STRAGGLER_MIN_NS:
+    busiest = others["work_ns"].idxmax()
+    extra = int(row["work_ns"] - others["work_ns"].max())  # more GPU work than every other rank: like with like
+    if extra >= STRAGGLER_MIN_NS and extra >= WORK_SKEW * row["span_ns"]:
         cause = (
-            f"Its GPU works {t(row['work_ns'])} (kernels other than NCCL, and copies), {t(row['work_skew_ns'])} "
-            f"({row['work_skew']:.0%}) more than {fast}'s: uneven work per rank (inputs of different lengths, work "
-            "done on one rank only) or a slower GPU."
+            f"Its GPU works {t(row['work_ns'])} of its {t(row['span_ns'])} range (kernels other than NCCL, and "
+            f"copies) against {busiest}'s {t(others.loc[busiest, 'work_ns'])}: {t(extra)} more, "
+            f"{extra / max(row['span_ns'], 1):.0%} of its range. Uneven work per rank (inputs of different lengths, "
+            "work done on one rank only) or a slower GPU."
         )
     else:
         cause = (
-            f"Its GPU work is within {WORK_SKEW:.0%} of the others', so it is late on the host: data loading, "
-            "Python work on that rank only (logging, a checkpoint), or a busier CPU."
+            f"Its GPU work ({t(row['work_ns'])}) is within {t(max(extra, 0))} of the other ranks' (at most "
+            f"{t(others['work_ns'].max())}), so it is late on the host: data loading, Python work on that rank only "
+            "(logging, a checkpoint), or a busier CPU."
         )
     return [
         Finding(
@@ -145,7 +162,7 @@ def straggler(trace: Trace) -> list[Finding]:
                 "rank": slow,
                 "wait_ns": [int(w) for w in wait],
                 "wait_share": [float(x) for x in share],
-                "work_skew": float(row["work_skew"]),
+                "extra_work_ns": extra,
             },
         )
     ]

@@ -3,12 +3,66 @@ and which kernels hold the time."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from ..trace import Trace
-from .finding import Finding, kernel_facts, kernel_labels, t
+from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
+from .rank_kernels import kernel_ranks, nccl_waits, work_durations
+from .ranks import is_multi
 
 __all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
 
 _GEMM_LIKE = ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
+_TF32_ADVICE = (
+    "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')) lets them use "
+    "TF32 tensor cores."
+)
+
+
+def _pct(share: float) -> str:
+    """A share as the findings write it, never rounded to a 0% or 100% it is not."""
+    if 0 < share < 0.005:
+        return "<1%"
+    if 0.995 <= share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
+def _waits_left_out(trace: Trace, ranks: list[str]) -> str:
+    """How the per-rank shares of ``ranks`` treat NCCL waiting, where they waited ("" where not)."""
+    waits = nccl_waits(trace)
+    places, labels = kernel_ranks(trace)
+    per = [
+        f"{label} {t(int(waits[places == i].sum()))}"
+        for i, label in enumerate(labels)
+        if label in ranks and waits[places == i].any()
+    ]
+    if not per:
+        return ""
+    return f" (time NCCL kernels spent waiting for other ranks is not work and is left out: {', '.join(per)})"
+
+
+def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[Finding]:
+    places, labels = kernel_ranks(trace)
+    work = work_durations(trace)
+    parts, numbers = [], {"ranks": [], "ffma_ns": [], "share": []}
+    for i, label in enumerate(labels):
+        mine = places == i
+        hit = ffma & mine
+        if not hit.any():
+            continue
+        ns, total = int(facts.durations[hit].sum()), max(int(work[mine].sum()), 1)
+        examples = "; ".join(f"{name} {_pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items())
+        parts.append(f"{label}: {t(ns)}, {_pct(ns / total)} of its kernel time ({examples})")
+        numbers["ranks"].append(label)
+        numbers["ffma_ns"].append(ns)
+        numbers["share"].append(ns / total)
+    msg = (
+        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on {len(parts)} of {len(labels)} ranks: "
+        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'])}. {_TF32_ADVICE}"
+    )
+    return [Finding("ffma_gemm", "warn", msg, numbers)]
 
 
 def ffma_gemms(trace: Trace) -> list[Finding]:
@@ -19,6 +73,8 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
     ffma = facts.where(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
     if not ffma.any():
         return []
+    if is_multi(trace):
+        return _ffma_per_rank(trace, facts, ffma)
     t_ffma = int(facts.durations[ffma].sum())
     by_name = facts.ns_by_label(ffma)
     examples = "; ".join(f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items())
@@ -27,9 +83,7 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
             "ffma_gemm",
             "warn",
             f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
-            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). "
-            "torch.backends.cuda.matmul.allow_tf32 = True (or "
-            "torch.set_float32_matmul_precision('high')) lets them use TF32 tensor cores.",
+            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). {_TF32_ADVICE}",
             {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
         )
     ]
@@ -98,6 +152,8 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     """The ``top`` kernels by total time and their share."""
     if trace.kernels.empty:
         return []
+    if is_multi(trace):
+        return _top_per_rank(trace, top)
     summ = trace.kernel_summary()
     head = summ.head(top)
     share = head["Time (%)"].sum()
@@ -111,3 +167,30 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     else:
         msg = f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of kernel time: {'; '.join(parts)}."
     return [Finding("top_kernels", "info", msg, {"share": share})]
+
+
+def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
+    """Each rank's ``top`` kernels by the time they worked, as shares of that rank's kernel time, waits left out."""
+    facts = kernel_facts(trace)
+    places, labels = kernel_ranks(trace)
+    work = work_durations(trace)
+    parts, shares = [], {}
+    for i, label in enumerate(labels):
+        mine = places == i
+        if not mine.any():
+            continue
+        by_label = _work_by_label(facts, work, mine)
+        total = max(int(by_label.sum()), 1)
+        head = by_label.nlargest(top)
+        shares[label] = float(head.sum() / total)
+        parts.append(f"{label}: " + "; ".join(f"{name} {_pct(v / total)}" for name, v in head.items()))
+    left_out = _waits_left_out(trace, labels)
+    msg = f"Top kernels per rank, by share of that rank's kernel time{left_out}: {'. '.join(parts)}."
+    return [Finding("top_kernels", "info", msg, {"share_by_rank": shares})]
+
+
+def _work_by_label(facts: KernelFacts, work: np.ndarray, rows: np.ndarray) -> pd.Series:
+    """The worked ns of the kernels in ``rows`` per label."""
+    ns = np.bincount(facts.codes[rows], weights=work[rows], minlength=len(facts.names))
+    present = np.bincount(facts.codes[rows], minlength=len(facts.names)) > 0
+    return pd.Series(ns[present], index=np.asarray(facts.labels, dtype=object)[present]).groupby(level=0).sum()
