@@ -552,3 +552,32 @@ def test_first_pass_cell_error_and_unshippable_names(fake):
         ncu.capture("f()", "c", namespace={"f": lambda: 1}, options=ranked)
     assert not (tmp_path / "ncu.log").exists()
     assert os.listdir(tempfile.tempdir) == []
+
+
+def test_an_int8_gemm_is_a_point_under_the_int8_tensor_roof_in_op_per_second():
+    from bokeh.models import GlyphRenderer, Scatter
+
+    from gpumagic.render.roofline import roofline_figure
+
+    base = {"Duration (ns)": [50_000.0, 8_000.0], "SM %": [80.0, 10.0], "Memory %": [30.0, 90.0], "Limiter": [None] * 2}
+    kernels = pd.DataFrame(
+        {
+            "Name": ["cutlass_80_tensorop_i16832gemm_s8_128x256_128x3_tn_align16", "vectorized_elementwise_kernel"],
+            **base,
+            "FLOP/s": [math.nan, 1e11],
+            "Intensity (FLOP/B)": [math.nan, 0.1],
+            "DRAM bytes/s": [1e12, 1e12],
+            "Tensor FLOP/s": [math.nan, math.nan],
+            "tensor int8 OP/s": [6e14, 0.0],
+        }
+    )
+    ceil = {"fp32": 5e13, "int8 tensor": 1.6e15, "dram": 3e12}
+    fig = roofline_figure(kernels, ceil)
+    renderers = [g for g in fig.renderers if isinstance(g, GlyphRenderer)]
+    points = next(g for g in renderers if isinstance(g.glyph, Scatter)).data_source.data
+    assert points["marker"] == ["circle", "circle"]
+    assert points["y"][0] == pytest.approx(6e14) and points["x"][0] == pytest.approx(600.0)  # OP/s over DRAM B/s
+    assert "int8 on the tensor cores" in points["flops_text"][0] and "OP/byte" in points["ai_text"][0]
+    roofs = [item.label["value"] for item in fig.legend.items]
+    assert any(r.startswith("int8 tensor") and r.endswith("OP/s") for r in roofs)
+    assert "int8: OP/s" in fig.yaxis[0].axis_label

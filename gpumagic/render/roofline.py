@@ -6,9 +6,11 @@ not a datasheet's: a point is read against what the chip could do at that moment
 tensor-core work (``capture/ncu_tensor.py``), a kernel is placed by its total FLOP/s, tensor cores included, and the
 dense tensor roof of each precision some kernel used is drawn beside the FFMA-path ones (a bf16 GEMM then sits under
 the bf16 tensor roof, far above the fp32 one, where ncu's plain roofline would show only its epilogue near the floor).
-Both axes are logarithmic; a kernel without counted floating-point work (a copy; a tensor-core kernel in a report
-without the tensor counters; an int8 GEMM, whose work is integer ops) has no place on them, so it sits on the
-bottom-left edge as a cross, its hover saying why: every profiled kernel is one glyph.
+An int8 GEMM's work is integer ops, not FLOPs: it is placed by its tensor-core OP/s and OP per DRAM byte under the
+int8 tensor roof (in OP/s), its hover saying so, and the y axis reads "FLOP/s or OP/s" where one is drawn.
+Both axes are logarithmic; a kernel without counted work (a copy; a tensor-core kernel in a report without the
+tensor counters) has no place on them, so it sits on the bottom-left edge as a cross, its hover saying why: every
+profiled kernel is one glyph.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ _ROOF_COLORS = {
     "tf32 tensor": "#ff7f0e",
     "fp8 tensor": "#9467bd",
     "fp64 tensor": "#7f7f7f",
+    "int8 tensor": "#aec7e8",
 }
+_INT8 = "tensor int8 OP/s"
 _TOOLTIP = """
 <div style='max-width:min(520px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>
 <b>@label</b><br>@name<br>@duration &middot; SM @sm% &middot; memory @mem%<br>
@@ -40,9 +44,27 @@ _TOOLTIP = """
 """
 
 
-def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str, list[Any]]:
-    flops = kernels["FLOP/s"].astype(float)
+def _int8_rows(kernels: pd.DataFrame) -> pd.Series:
+    """Kernels whose work is int8 tensor-core ops and no floating-point FLOPs: placed by their OP/s."""
+    if _INT8 not in kernels:
+        return pd.Series(False, index=kernels.index)
+    ops = kernels[_INT8].astype(float).fillna(0.0)
+    return (ops > 0) & ~(kernels["FLOP/s"].astype(float).fillna(0.0) > 0)
+
+
+def _rates(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """(y: FLOP/s, or OP/s for an int8 GEMM; x: work per DRAM byte; which rows are int8)."""
+    int8 = _int8_rows(kernels)
+    flops = kernels["FLOP/s"].astype(float).where(~int8, kernels.get(_INT8, pd.Series(0.0, index=kernels.index)))
     ai = kernels["Intensity (FLOP/B)"].astype(float)
+    if int8.any() and "DRAM bytes/s" in kernels:
+        bw = kernels["DRAM bytes/s"].astype(float)
+        ai = ai.where(~int8, flops / bw.where(bw > 0))
+    return flops.astype(float), ai.astype(float), int8
+
+
+def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str, list[Any]]:
+    flops, ai, int8 = _rates(kernels)
     placed = (flops > 0) & (ai > 0)
     x_floor = float(ai[placed].min() / 10) if placed.any() else 0.01
     y_floor = float(flops[placed].min() / 10) if placed.any() else 1e9
@@ -60,8 +82,12 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
         data["duration"].append(format_time(float(r["Duration (ns)"]) * 1e-9))
         data["sm"].append(f"{r['SM %']:.0f}")
         data["mem"].append(f"{r['Memory %']:.0f}")
-        data["flops_text"].append(_flops_text(r) if on else nothing)
-        data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
+        if on and int8[i]:
+            data["flops_text"].append(f"{format_si(float(flops[i]), 'OP/s')} int8 on the tensor cores (integer ops)")
+            data["ai_text"].append(f"{ai[i]:.3g} OP/byte (DRAM)")
+        else:
+            data["flops_text"].append(_flops_text(r) if on else nothing)
+            data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
         limiter = r.get("Limiter")
         data["limiter_text"].append(f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a")
         data["math_text"].append(_math_text(r))
@@ -94,7 +120,7 @@ def _used_roofs(kernels: pd.DataFrame, ceilings: Mapping[str, float]) -> dict[st
         if key not in _ROOF_COLORS or not peak > 0:
             continue
         if key.endswith(" tensor"):
-            col = f"tensor {key.split()[0]} FLOP/s"
+            col = _INT8 if key == "int8 tensor" else f"tensor {key.split()[0]} FLOP/s"
             if col not in kernels or not (kernels[col].astype(float) > 0).any():
                 continue
         roofs[key] = peak
@@ -114,6 +140,7 @@ def roofline_figure(
     from bokeh.plotting import figure
 
     data = _points(kernels, labels)
+    any_int8 = bool(_int8_rows(kernels).any())
     xs = [x for x in data["x"] if x > 0] or [1.0]
     ys = [y for y in data["y"] if y > 0] or [1e12]
     roofs = _used_roofs(kernels, ceilings)
@@ -127,8 +154,8 @@ def roofline_figure(
         y_axis_type="log",
         x_range=(x0, x1),
         y_range=(y0, y1),
-        x_axis_label="Arithmetic intensity [FLOP/byte of DRAM traffic]",
-        y_axis_label="Performance [FLOP/s]",
+        x_axis_label="Arithmetic intensity [FLOP/byte of DRAM traffic]" + (" (int8: OP/byte)" if any_int8 else ""),
+        y_axis_label="Performance [FLOP/s]" + (" (int8: OP/s)" if any_int8 else ""),
         height=380,
         sizing_mode="stretch_width",
         tools="pan,wheel_zoom,box_zoom,reset,save",
@@ -145,7 +172,7 @@ def roofline_figure(
             [peak, peak],
             line_color=_ROOF_COLORS[key],
             line_width=2,
-            legend_label=f"{key} {format_si(peak, 'FLOP/s')}",
+            legend_label=f"{key} {format_si(peak, 'OP/s' if key == 'int8 tensor' else 'FLOP/s')}",
         )
     source = ColumnDataSource(data)
     glyphs = p.scatter("x", "y", source=source, size=11, color="color", marker="marker", line_color="#222", alpha=0.9)
