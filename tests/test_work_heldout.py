@@ -175,3 +175,13 @@ def test_the_line_of_a_call_counted_above_its_peak_has_no_share_and_says_why():
     )
     assert "TB/s = " in r.line() and "% of HBM bandwidth" in r.line()
     assert any("level of the call (rms_norm" in w for w in r.warnings())
+
+
+def test_an_int8_gemm_counts_its_integer_ops_against_the_int8_peak():
+    m, k, n = 64, 32, 48
+    a, b = torch.randint(-8, 8, (m, k), dtype=torch.int8), torch.randint(-8, 8, (k, n), dtype=torch.int8)
+    w = count_work(lambda: torch._int_mm(a, b))
+    assert w.flops == 2 * m * k * n and w.precision_class == "int8"
+    seconds = w.flops / 1e15  # 1 POP/s
+    found = achieved(w, seconds, "NVIDIA H100 80GB HBM3")
+    assert found.flop_segment() == "1 POP/s int8 = 51% of int8 tensor-core peak"  # 1979 TOP/s dense

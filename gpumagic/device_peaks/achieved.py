@@ -31,7 +31,9 @@ FAR_BELOW_ROOF = 0.3
 #: data that stayed in L2 between calls. Such a rate and its share are not shown; :meth:`Achieved.over_peak` says why.
 OVER_PEAK = 1.0
 
-_TENSOR_CORE = {"tf32": "TF32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4"}
+_TENSOR_CORE = {"tf32": "TF32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}
+#: Precisions whose work is integer ops: their rate reads OP/s, not FLOP/s.
+_INTEGER = ("int8",)
 
 
 class WorkLike(Protocol):
@@ -156,7 +158,8 @@ class Achieved:
         rate = self.flop_rate
         if rate is None or self.flop_over_peak:
             return None
-        text = format_rate(rate, "FLOP/s") + (f" {self.precision}" if self.precision else "")
+        unit = "OP/s" if self.precision in _INTEGER else "FLOP/s"
+        text = format_rate(rate, unit) + (f" {self.precision}" if self.precision else "")
         share = self.flop_share
         return text + (f" = {format_share(share)} of {self.flop_label}" if share is not None else "")
 

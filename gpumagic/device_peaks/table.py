@@ -4,7 +4,9 @@ Every figure is **dense** (no 2:4 structured sparsity): NVIDIA's datasheets prin
 sparsity", twice what a dense GEMM can reach, so those are halved here and the comment says so. fp32 is the
 non-tensor FFMA rate (what an fp32 GEMM reaches with TF32 off). GeForce parts run fp16/bf16 (and fp8) tensor-core
 math with an fp32 accumulator at half the fp16-accumulate rate; PyTorch's GEMMs accumulate in fp32, so those are
-the figures given. A figure NVIDIA does not publish is left out (None): ``gpumagic.measure_peak()`` measures what
+the figures given. int8 is integer ops per second (a GEMM's 2*M*N*K counted as ops), given where the datasheet
+prints it: on Hopper the same dense rate as fp8 (H100 SXM: INT8 3,958 TOPS with sparsity), on the A100 624 TOPS
+dense. A figure NVIDIA does not publish is left out (None): ``gpumagic.measure_peak()`` measures what
 the chip reaches instead. Figures are FLOP/s and bytes/s.
 
 No torch import: the render layer (the ``--ncu`` roofline) reads these ceilings too.
@@ -21,7 +23,7 @@ from typing import Any
 __all__ = ["DEVICES", "PRECISIONS", "DevicePeaks", "lookup", "lookup_reason"]
 
 #: The precision classes a peak can be given for, in the order tables show them.
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 
 T = 1e12  # TFLOP/s, TB/s
 G = 1e9
@@ -84,6 +86,7 @@ DEVICES: dict[str, DevicePeaks] = {
         bf16=989.5 * T,
         fp16=989.5 * T,
         fp8=1979 * T,
+        int8=1979 * T,
     ),
     # H100 PCIe 80GB: FP32 51 TF; TF32 756, BF16/FP16 1513, FP8 3026 TF with sparsity (halved); HBM2e 2.0 TB/s.
     "H100 PCIe": _entry(
@@ -96,6 +99,7 @@ DEVICES: dict[str, DevicePeaks] = {
         bf16=756.5 * T,
         fp16=756.5 * T,
         fp8=1513 * T,
+        int8=1513 * T,
     ),
     # H100 NVL 94GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3 3.9 TB/s.
     "H100 NVL": _entry(
@@ -108,6 +112,7 @@ DEVICES: dict[str, DevicePeaks] = {
         bf16=835.5 * T,
         fp16=835.5 * T,
         fp8=1670.5 * T,
+        int8=1670.5 * T,
     ),
     # H200 SXM 141GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved); HBM3e 4.8 TB/s.
     "H200": _entry(
@@ -120,6 +125,7 @@ DEVICES: dict[str, DevicePeaks] = {
         bf16=989.5 * T,
         fp16=989.5 * T,
         fp8=1979 * T,
+        int8=1979 * T,
     ),
     # H200 NVL 141GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3e 4.8 TB/s.
     "H200 NVL": _entry(
@@ -132,6 +138,7 @@ DEVICES: dict[str, DevicePeaks] = {
         bf16=835.5 * T,
         fp16=835.5 * T,
         fp8=1670.5 * T,
+        int8=1670.5 * T,
     ),
     # HGX B200 (1000 W): FP32 75 TF; TF32 2.2, BF16/FP16 4.5, FP8 9, FP4 18 PF with sparsity (halved); 7.7 TB/s.
     "B200": _entry(
@@ -180,6 +187,7 @@ DEVICES: dict[str, DevicePeaks] = {
         fp32=19.5 * T,
         tf32=156 * T,
         bf16=312 * T,
+        int8=624 * T,
         fp16=312 * T,
     ),
     # A100 80GB PCIe: the same compute; HBM2e 1,935 GB/s.
@@ -191,6 +199,7 @@ DEVICES: dict[str, DevicePeaks] = {
         fp32=19.5 * T,
         tf32=156 * T,
         bf16=312 * T,
+        int8=624 * T,
         fp16=312 * T,
     ),
     # A100 40GB (SXM4 and PCIe): the same compute; HBM2 1,555 GB/s.
@@ -202,6 +211,7 @@ DEVICES: dict[str, DevicePeaks] = {
         fp32=19.5 * T,
         tf32=156 * T,
         bf16=312 * T,
+        int8=624 * T,
         fp16=312 * T,
     ),
     # L4: FP32 30.3 TF; TF32 120, BF16/FP16 242, FP8 485 TF with sparsity (halved); GDDR6 300 GB/s.

@@ -264,9 +264,14 @@ def make_call_counter() -> Any:
     return _CallCounter()
 
 
+def _int_mm_ops(a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """``torch._int_mm``: an int8 GEMM's 2*M*N*K integer ops (counted as its precision's "FLOPs")."""
+    return 2 * int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
+
+
 def flop_formulas() -> dict[Any, Callable[..., int]]:
     """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention kernels SDPA
-    dispatches to on the CPU."""
+    dispatches to on the CPU, and the int8 GEMM ``torch._int_mm`` (its integer ops, held against the int8 peak)."""
     import torch
     from torch.utils import flop_counter as fc
 
@@ -276,6 +281,7 @@ def flop_formulas() -> dict[Any, Callable[..., int]]:
         ("_scaled_dot_product_flash_attention_for_cpu", fc.sdpa_flop),
         ("_scaled_dot_product_flash_attention_for_cpu_backward", fc.sdpa_backward_flop),
         ("_scaled_dot_product_fused_attention_overrideable", fc.sdpa_flop),
+        ("_int_mm", _int_mm_ops),
     ):
         packet = getattr(aten, op, None)
         if packet is not None and packet not in formulas:
