@@ -18,10 +18,28 @@ __all__ = [
     "duration_summary",
     "group_codes",
     "grouped_durations",
+    "mark_not_recorded",
     "memop_size_summary",
+    "not_recorded",
     "nsys_memop_name",
     "op_summary",
 ]
+
+
+#: The ``attrs`` key under which a summary carries the sentence that its capture did not record what it counts.
+NOT_RECORDED = "not_recorded"
+
+
+def mark_not_recorded(df: pd.DataFrame, sentence: str) -> pd.DataFrame:
+    """``df`` carrying ``sentence`` (the capture did not record what it summarises, and how to record it): where
+    it is empty it is unknown, not zero, and a table of it says so instead of "0 calls"."""
+    df.attrs[NOT_RECORDED] = sentence
+    return df
+
+
+def not_recorded(df: pd.DataFrame) -> str | None:
+    """The sentence a summary carries where its capture did not record what it summarises; else None."""
+    return df.attrs.get(NOT_RECORDED) if df is not None else None
 
 
 def duration_summary(df: pd.DataFrame, keys: list[str], count_col: str, name_cols: list[str]) -> pd.DataFrame:

@@ -8,6 +8,11 @@ is computed once and kept, so a report, its findings and its tables never recomp
 A Trace may be built over a :class:`TableSource` (an nsys export): its tables are then read on first use, and the
 duration summaries of a table not read yet come from the source's narrow read (group ids and durations only). A
 million-kernel export answers ``kernel_summary()`` without building a million-row frame.
+
+An empty table is either a fact (the capture recorded kernels and none ran) or unknown (it did not record them: nsys
+run without cuda in its trace list, torch.profiler without ProfilerActivity.CUDA). ``Trace.recorded(kind)`` tells
+which, from ``meta["recorded"]`` (filled by the loaders); what needs a kind that was not recorded says so and how to
+record it (``Trace.not_recorded``, its sentences in ``records.py``), never a 0 or an idle GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pandas as pd
 
-from . import summaries
+from . import records, summaries
 from .intervals import union_by_group, union_ns
 
 _T = TypeVar("_T")
@@ -180,6 +185,26 @@ class Trace:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({"_memo": {}, "_unread": set(), "source": None, **state})
 
+    # --- what the capture recorded ---------------------------------------------------------------------------
+    def recorded(self, kind: str) -> bool:
+        """Whether the capture recorded ``kind`` (a name in COLUMNS): an empty table it recorded is a fact (no
+        kernel ran), one it did not is unknown. The loaders say which in ``meta["recorded"]``; a Trace whose meta
+        does not say (built from given tables) recorded every kind."""
+        recorded = self.meta.get("recorded")
+        return True if recorded is None else kind in recorded
+
+    def not_recorded(self, kind: str, detail: str = "") -> str | None:
+        """None where the capture recorded ``kind``; else the sentence a user reads: that the capture did not record
+        it, how that shows, and how to record it. ``detail`` (what follows from it) goes before the how."""
+        if self.recorded(kind):
+            return None
+        return records.not_recorded(str(self.meta.get("backend", "")), kind, detail)
+
+    def recordable(self, kind: str) -> bool:
+        """Whether the capture's backend records ``kind`` at all (nsys records no torch ops, torch.profiler no OS
+        runtime calls); True where the backend is not one gpumagic knows."""
+        return records.recordable(str(self.meta.get("backend", "")), kind)
+
     def rows(self, table: str) -> int:
         """The row count of ``table``, without reading it from the source when it has not been read yet."""
         if table in self._unread:
@@ -192,8 +217,16 @@ class Trace:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def _table(self, key: str, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-        return self.memo(key, compute).copy()  # a copy: a caller's edit must not change the next answer
+    def _table(self, key: str, compute: Callable[[], pd.DataFrame], needs: tuple[str, ...] = ()) -> pd.DataFrame:
+        """A summary, kept; where the capture did not record a kind it ``needs``, it carries the sentence that says
+        so (``summaries.mark_not_recorded``): an empty table the capture did not record reads "not recorded", not 0."""
+
+        def marked() -> pd.DataFrame:
+            df = compute()
+            missing = [s for s in (self.not_recorded(kind) for kind in needs) if s]
+            return summaries.mark_not_recorded(df, " ".join(missing)) if missing else df
+
+        return self.memo(key, marked).copy()  # a copy: a caller's edit must not change the next answer
 
     # --- nsys stats summaries ---------------------------------------------------------------------------------
     def _by_name(self, table: str, count_col: str) -> pd.DataFrame:
@@ -206,15 +239,15 @@ class Trace:
 
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum: one row per kernel name."""
-        return self._table("kern", lambda: self._by_name("kernels", "Instances"))
+        return self._table("kern", lambda: self._by_name("kernels", "Instances"), ("kernels",))
 
     def api_summary(self) -> pd.DataFrame:
         """cuda_api_sum: one row per CUDA runtime/driver API function."""
-        return self._table("api", lambda: self._by_name("api", "Num Calls"))
+        return self._table("api", lambda: self._by_name("api", "Num Calls"), ("api",))
 
     def osrt_summary(self) -> pd.DataFrame:
         """osrt_sum: one row per OS runtime function (nsys captures only)."""
-        return self._table("osrt", lambda: self._by_name("osrt", "Num Calls"))
+        return self._table("osrt", lambda: self._by_name("osrt", "Num Calls"), ("osrt",))
 
     def nvtx_summary(self) -> pd.DataFrame:
         """nvtx_sum: one row per range text and style (push/pop or start/end)."""
@@ -223,7 +256,7 @@ class Trace:
             nv = self.nvtx.assign(style=self.nvtx["style"].fillna("PushPop"))
             return summaries.duration_summary(nv, ["style", "text"], "Instances", ["Style", "Range"])
 
-        return self._table("nvtx", compute)
+        return self._table("nvtx", compute, ("nvtx",))
 
     def memop_summary(self) -> pd.DataFrame:
         """cuda_gpu_mem_time_sum: one row per memory operation kind."""
@@ -232,15 +265,23 @@ class Trace:
             df = self.memops.assign(_op=self.memops["kind"].map(summaries.nsys_memop_name))
             return summaries.duration_summary(df, ["_op"], "Count", ["Operation"])
 
-        return self._table("memop", compute)
+        return self._table("memop", compute, ("memops",))
 
     def memop_size_summary(self) -> pd.DataFrame:
         """cuda_gpu_mem_size_sum: bytes moved per memory operation kind, in MB (10^6 bytes) as nsys prints them."""
-        return self._table("memop_size", lambda: summaries.memop_size_summary(self.memops))
+        return self._table("memop_size", lambda: summaries.memop_size_summary(self.memops), ("memops",))
 
     def op_summary(self) -> pd.DataFrame:
-        """Torch ops by name: calls, CPU total, self CPU, and the GPU time of the kernels each launched."""
-        return self._table("ops", lambda: summaries.op_summary(self.ops, self.kernels, self.api))
+        """Torch ops by name: calls, CPU total, self CPU, and the GPU time of the kernels each launched (unknown,
+        not 0, where the capture did not record kernels or the API calls that join them to ops)."""
+
+        def compute() -> pd.DataFrame:
+            df = summaries.op_summary(self.ops, self.kernels, self.api)
+            if not (self.recorded("kernels") and self.recorded("api")):
+                df["GPU (ns)"] = np.nan
+            return df
+
+        return self._table("ops", compute, ("ops", "kernels", "api"))
 
     # --- derived figures --------------------------------------------------------------------------------------
     def gpu_intervals(self) -> pd.DataFrame:
@@ -308,7 +349,9 @@ class Trace:
         ``gpu_util`` (busy / wall; None with several GPUs, whose ranges differ: their shares are per rank, in
         :func:`gpumagic.analysis.ranks.rank_figures`),
         ``kernel_ns`` (the kernels' summed time, the total of every "% of kernel time"), ``cpu_ops_ns``, ``kernels``,
-        ``memops``."""
+        ``memops``, and ``unrecorded``: the kinds GPU busy is made of (kernels, memory operations) that the capture
+        did not record. Where it names any, GPU busy is not known: ``gpu_util`` is None, and nothing may say the GPU
+        was busy or idle (its ``gpu_busy_ns`` counts only what was recorded)."""
         key = f"figures:{self.meta.get('label')}:{self.meta.get('window')}"  # the window depends on these two
         return dict(self.memo(key, self._figures))
 
@@ -317,13 +360,15 @@ class Trace:
         wall = max(0, w1 - w0)
         busy = self.gpu_busy_ns()
         gpus = max(1, len(self.gpu_units()[1]))
+        unrecorded = [kind for kind in ("kernels", "memops") if not self.recorded(kind)]
         return {
             "window": kind,
             "window_text": WINDOW_TEXT[kind],
             "wall_ns": wall,
             "gpu_busy_ns": busy,
             "gpus": gpus,
-            "gpu_util": busy / wall if wall and gpus == 1 else None,
+            "gpu_util": busy / wall if wall and gpus == 1 and not unrecorded else None,
+            "unrecorded": unrecorded,
             "kernel_ns": int((self.kernels["end"] - self.kernels["start"]).sum()) if not self.kernels.empty else 0,
             "cpu_ops_ns": self.cpu_ops_ns(),
             "kernels": len(self.kernels),
@@ -395,8 +440,14 @@ class Trace:
         return cls(meta=data.get("meta", {}), **tables)
 
     def __repr__(self) -> str:
-        return (
-            f"<Trace {self.meta.get('backend', '?')} on {self.meta.get('device', '?')}: {self.rows('kernels')} "
-            f"kernels, {self.rows('memops')} memops, {self.rows('api')} API calls, {self.rows('ops')} ops, "
-            f"{self.rows('nvtx')} ranges>"
-        )
+        counts = [
+            f"{self.rows(table)} {noun}" if self.recorded(table) else f"{noun} not recorded"
+            for table, noun in (
+                ("kernels", "kernels"),
+                ("memops", "memops"),
+                ("api", "API calls"),
+                ("ops", "ops"),
+                ("nvtx", "ranges"),
+            )
+        ]
+        return f"<Trace {self.meta.get('backend', '?')} on {self.meta.get('device', '?')}: {', '.join(counts)}>"

@@ -17,7 +17,15 @@ TINY_KERNEL_NS = 10_000
 
 def gpu_idle(trace: Trace) -> list[Finding]:
     """The GPU busy under half of the cell's window; overhead-bound when the host spends 3x that in torch ops. With
-    several processes or GPUs, each GPU over its own process's range."""
+    several processes or GPUs, each GPU over its own process's range. Where the capture did not record kernels or
+    memory operations, GPU busy is not known: no idle share, but what was not recorded and how to record it (kernels:
+    the self-check's finding already says so)."""
+    unrecorded = trace.figures()["unrecorded"]
+    if unrecorded:
+        if "kernels" in unrecorded:
+            return []
+        detail = ": the GPU's time is known for kernels only, so no share of the window is given for it"
+        return [Finding("memops_not_recorded", "warn", str(trace.not_recorded("memops", detail)))]
     if is_multi(trace):
         return _idle_per_rank(trace)
     fig = trace.figures()

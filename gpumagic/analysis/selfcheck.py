@@ -1,24 +1,16 @@
-"""Numbers that do not add up come first: GPU work launched but not seen, or no GPU work at all."""
+"""Numbers that do not add up come first: GPU work launched but not seen, no GPU work at all, or a capture that did
+not record what the figures need (kernels, CUDA API calls): that is said, with how to record it, never read as 0."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..records import LAUNCH_APIS
 from ..trace import Trace, id_column
 from .finding import Finding, api_names
 
-__all__ = ["launches", "missing_kernels", "no_gpu_activity"]
-
-LAUNCH_APIS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
-)
+__all__ = ["LAUNCH_APIS", "launches", "missing_kernels", "no_gpu_activity", "without_cuda"]
 
 
 def launches(trace: Trace) -> pd.DataFrame:
@@ -29,13 +21,28 @@ def launches(trace: Trace) -> pd.DataFrame:
     return trace.memo("analysis.launches", lambda: api[api_names(trace).isin(LAUNCH_APIS)])
 
 
+def without_cuda(trace: Trace) -> bool:
+    """The capture ran where CUDA is not available (a CPU-only torch.profiler capture): no GPU record is missing."""
+    return trace.meta.get("cuda_available") is False or trace.meta.get("device") == "CPU"
+
+
 def no_gpu_activity(trace: Trace) -> list[Finding]:
-    """Why there is nothing on the GPU: the profiler dropped it, there is no CUDA, or the cell ran on the CPU.
-    Zero kernels after launches is an error, never "0 ms"."""
-    if not (trace.kernels.empty and trace.memops.empty):
-        return []
-    launched = launches(trace)
-    if not launched.empty:
+    """Why there is no GPU figure: the capture did not record kernels (say so, and how to record them); or nothing
+    on the GPU: the profiler dropped it, there is no CUDA, or the cell ran on the CPU. Zero kernels after launches
+    is an error, never "0 ms"; kernels not recorded are never an idle GPU."""
+    empty = trace.kernels.empty and trace.memops.empty
+    if empty and without_cuda(trace):
+        return [
+            Finding(
+                "no_gpu",
+                "info",
+                "No GPU activity was captured: CUDA is not available here, so only CPU ops are shown.",
+            )
+        ]
+    if not trace.recorded("kernels"):
+        return [_kernels_not_recorded(trace)]
+    launched = launches(trace) if trace.kernels.empty else None
+    if launched is not None and not launched.empty:  # memory operations beside them do not make it an idle GPU
         return [
             Finding(
                 "kernels_dropped",
@@ -45,19 +52,47 @@ def no_gpu_activity(trace: Trace) -> list[Finding]:
                 {"launches": len(launched)},
             )
         ]
-    if trace.meta.get("cuda_available") is False or trace.meta.get("device") == "CPU":
-        return [
-            Finding(
-                "no_gpu",
-                "info",
-                "No GPU activity was captured: CUDA is not available here, so only CPU ops are shown.",
-            )
-        ]
+    if not empty:
+        return []
     return [Finding("no_gpu_work", "info", "The cell launched no GPU work (its tensors may be on the CPU).")]
 
 
+def _kernels_not_recorded(trace: Trace) -> Finding:
+    """The capture holds no kernel records: what it did record instead, and how to record kernels."""
+    calls = trace.rows("api") if trace.recorded("api") else 0
+    n = len(launches(trace)) if calls else 0
+    if n:
+        seen = f", though it recorded {calls:,} CUDA API calls, {n:,} of them kernel launches"
+    elif calls:
+        seen = f", though it recorded {calls:,} CUDA API calls"
+    else:
+        seen = ""
+    if trace.memops.empty:
+        seen += ": how long the GPU ran is unknown"
+    else:
+        ops = len(trace.memops)
+        what = "memory operation it recorded is" if ops == 1 else "memory operations it recorded are"
+        seen += f": the {ops:,} {what} not all the GPU did"
+    message = str(trace.not_recorded("kernels", seen))
+    if n and trace.meta.get("backend") == "torch.profiler":
+        message += (
+            " Where CUDA was among the activities already, the profiler dropped them (a known CUPTI start-up issue): "
+            "run it again."
+        )
+    return Finding(
+        "kernels_not_recorded",
+        "error" if n else "warn",
+        message,
+        {"api_calls": calls, "launches": n, "memops": len(trace.memops)},
+    )
+
+
 def missing_kernels(trace: Trace) -> list[Finding]:
-    """Launches whose kernel the capture lost (CUDA-graph launches run kernels of other ids, so they are exempt)."""
+    """Launches whose kernel the capture lost (CUDA-graph launches run kernels of other ids, so they are exempt);
+    where the capture did not record the CUDA API calls, that this cannot be checked, and how to record them."""
+    if trace.recorded("kernels") and not trace.recorded("api"):
+        detail = ": kernels seen cannot be checked against launches issued, nor the host's waits for the GPU found"
+        return [Finding("api_not_recorded", "info", str(trace.not_recorded("api", detail)))]
     launched_df = launches(trace)
     if launched_df.empty or trace.kernels.empty:
         return []

@@ -5,6 +5,9 @@ The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a sav
 through one parser. Kineto writes times in microseconds with three decimals (nanosecond resolution); they are
 rounded to integer nanoseconds. Categories are matched case-insensitively (Kineto once renamed ``Kernel`` to
 ``kernel``, kineto #659), and fields that a torch version lacks are left empty rather than failing.
+
+What the trace recorded goes into ``meta["recorded"]`` (``Trace.recorded``), from the categories it has events of:
+a trace made without ``ProfilerActivity.CUDA`` has no kernels, and that is "not recorded", never an idle GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
+from ..records import made_by_api, recorded_kinds
 from ..trace import Trace, frame, nesting_depth
 
 __all__ = ["check_writable", "chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
@@ -56,6 +60,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     if events and not any(isinstance(ev, dict) for ev in events):
         raise TraceFormatError(path=path, reason="its events are not event objects: not a Chrome trace")
     kernels, memops, api, ops, ranges = [], [], [], [], []
+    cats: set[str] = set()
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
@@ -67,6 +72,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         except (KeyError, TypeError, ValueError):
             continue
         name = str(ev.get("name", ""))
+        cats.add(cat)
         if cat == "kernel":
             kernels.append(
                 dict(
@@ -120,6 +126,9 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     if not nvtx_df.empty:
         nvtx_df["depth"] = nesting_depth(nvtx_df)
     meta = _meta(data if isinstance(data, dict) else {}, events)
+    meta["recorded"] = recorded_kinds(
+        {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(a["name"]) for a in api}
+    )
     return Trace(
         kernels=_ints(frame("kernels", kernels), ["correlation", "registers", "shared_memory"]),
         memops=_ints(frame("memops", memops), ["bytes", "correlation"]),
@@ -128,6 +137,17 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         nvtx=nvtx_df,
         meta=meta,
     )
+
+
+#: The categories whose events are each kind of record. Torch ops and record_function ranges are both what
+#: ProfilerActivity.CPU records: either shows it was on.
+_HELD = {
+    "kernels": {"kernel"},
+    "memops": {"gpu_memcpy", "gpu_memset"},
+    "api": {"cuda_runtime", "cuda_driver"},
+    "ops": {"cpu_op", "user_annotation"},
+    "nvtx": {"cpu_op", "user_annotation"},
+}
 
 
 def _ints(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

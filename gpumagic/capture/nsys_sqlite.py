@@ -12,6 +12,11 @@ and reads its metadata; each table is read on first use (the Trace's ``source``)
 not read yet reads only group ids and durations. Integer columns are read in C (``nsys_columns.py``); names are
 resolved once per distinct id and kept as pandas categoricals (sorted categories, so they sort as text).
 
+What the capture recorded goes into ``meta["recorded"]`` (``Trace.recorded``): a kind whose table the export
+holds, or which the capture's settings (``META_DATA_CAPTURE``) say it traced; kernels and memory operations whose
+table is absent count as recorded (and none ran) only where the recorded CUDA API calls made none (nsys leaves an
+empty table out): an export without its kernel table but with kernel launches did not record kernels.
+
 Every row keeps its process (``pid``, from ``globalPid`` / ``globalTid``) and every kernel and memory operation its
 GPU (``deviceId``); the export's GPUs, CUDA processes and the launcher's rank marks go into meta
 (``nsys_processes.py``). Where a single process had a CUDA context, its pid fills the column without a per-row read.
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
+from ..records import made_by_api, recorded_kinds
 from ..trace import COLUMNS, Trace, frame, nesting_depth
 from .nsys_columns import categorical, dims, distinct, int_columns
 from .nsys_processes import PID_OF_GLOBAL, process_meta
@@ -149,7 +155,46 @@ def _open(con: sqlite3.Connection, path: str) -> tuple[dict[str, Any], set[str]]
             if info.get("computeMajor") is not None:
                 meta["compute_capability"] = f"{info['computeMajor']}.{info['computeMinor']}"
     meta.update(process_meta(con, tables))
+    meta["recorded"] = _recorded(con, tables)
     return meta, tables
+
+
+#: The export's tables that hold each kind of record.
+_HELD = {
+    "kernels": ("CUPTI_ACTIVITY_KIND_KERNEL",),
+    "memops": ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"),
+    "api": ("CUPTI_ACTIVITY_KIND_RUNTIME",),
+    "nvtx": ("NVTX_EVENTS",),
+    "osrt": ("OSRT_API",),
+}
+#: META_DATA_CAPTURE's CAPTURE_EVENT_TYPE for what nsys traced (-t nvtx, -t osrt): traced and none seen is
+#: recorded, though nsys then writes no table.
+_TRACED = {"NvtxEvents": "nvtx", "OSRuntime": "osrt"}
+
+
+def _recorded(con: sqlite3.Connection, tables: set[str]) -> list[str]:
+    """The kinds of record the export recorded (``records.recorded_kinds``): its tables, what its capture settings
+    say it traced, and, where the kernel or memcpy/memset tables are absent, whether its CUDA API calls made any."""
+    held = {kind for kind, names in _HELD.items() if tables & set(names)}
+    if "META_DATA_CAPTURE" in tables and {"name", "value"} <= _columns(con, "META_DATA_CAPTURE"):
+        rows = con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'").fetchall()
+        held.update(_TRACED[v] for (v,) in rows if v in _TRACED)
+    made: set[str] = set()
+    absent = {"kernels", "memops"} - held
+    if "api" in held and absent and "StringIds" in tables:
+        # the names that would have made an absent kind (few, in StringIds), then whether any call has one of them
+        ids: dict[str, list[int]] = {}
+        for i, value in con.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"):
+            kind = made_by_api(value)
+            if kind in absent:
+                ids.setdefault(kind, []).append(int(i))
+        for kind, kind_ids in ids.items():
+            found = con.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {_RUNTIME} WHERE nameId IN ({','.join(map(str, kind_ids))}))"
+            ).fetchone()[0]
+            if found:
+                made.add(kind)
+    return recorded_kinds(held, made)
 
 
 _KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

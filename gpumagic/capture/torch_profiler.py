@@ -18,6 +18,7 @@ from types import CodeType
 from typing import Any
 
 from ..profiler_start import mark_started
+from ..records import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace
@@ -125,6 +126,9 @@ def capture(
             except OSError:
                 pass
     trace.meta.update(label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda)
+    # what the profiler was asked to record, whatever the trace holds: CUDA kernels asked for and missing were
+    # dropped (an error the self-check names), not left unrecorded
+    trace.meta["recorded"] = recorded_kinds({"ops", "nvtx", *(("kernels", "memops", "api") if cuda else ())})
     if cuda and "device" not in trace.meta:
         trace.meta["device"] = torch.cuda.get_device_name()
     if not cuda:

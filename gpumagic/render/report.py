@@ -12,13 +12,14 @@ import pandas as pd
 from ..analysis import Finding, findings
 from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi
+from ..analysis.selfcheck import launches, without_cuda
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
 from ..trace import Trace
 from ..units import format_time
 from .figure_page import FigurePage
 from .options import ReportOptions
-from .tables import duration_table_html, esc, kernel_table_html
+from .tables import duration_table_html, esc, kernel_table_html, style
 
 __all__ = ["ProfileReport"]
 
@@ -40,6 +41,9 @@ _SEVERITY = {
 }
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 _SUMMARY = "style='cursor:pointer'"
+_MUTED = style("muted")
+#: What the summary line calls a kind of GPU record the capture did not record.
+_UNRECORDED_NOUN = {"kernels": "CUDA kernels", "memops": "memory operations"}
 
 
 def _memops(trace: Trace, top: int) -> str:
@@ -104,6 +108,9 @@ class ProfileReport(FigurePage):
         return self.kernel_summary()
 
     def summary_line(self) -> str:
+        missing = self._missing_gpu_records()
+        if missing:
+            return self._unrecorded_line(missing)
         if self.multi:
             from .ranks_view import rank_summary_line
 
@@ -122,6 +129,37 @@ class ProfileReport(FigurePage):
         else:
             parts.append(f"{_t(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity")
         parts.append(f"{backend} {version}".strip())
+        return " \u00b7 ".join(parts)
+
+    def _missing_gpu_records(self) -> str:
+        """What GPU busy would be made of and the capture lacks: kinds it did not record, or kernels it recorded
+        none of after launching some (dropped: an error, never an idle GPU); "" where nothing is missing."""
+        unrecorded = self.figures["unrecorded"]
+        if self.trace.kernels.empty and self.trace.memops.empty and without_cuda(self.trace):
+            return ""  # nothing could run on a GPU: the plain line says there was no GPU activity
+        if unrecorded:
+            return " and ".join(_UNRECORDED_NOUN[kind] for kind in unrecorded) + " not recorded"
+        if self.trace.kernels.empty and not launches(self.trace).empty:
+            return "CUDA kernels launched but none recorded"
+        return ""
+
+    def _unrecorded_line(self, missing: str) -> str:
+        """The summary line of a capture without the kernels or memory operations GPU busy is made of: what it did
+        record, and no GPU time (busy, idle or a share of the window) made from what it lacks."""
+        f, trace, meta = self.figures, self.trace, self.trace.meta
+        parts = [meta.get("device") or "unknown device", f"{missing}: no GPU time figure"]
+        counts = []
+        if trace.recorded("kernels"):
+            counts.append(_n(f["kernels"], "kernel"))
+        if trace.recorded("memops"):
+            counts.append(_n(f["memops"], "memory op"))
+        if trace.recorded("api"):
+            calls = trace.rows("api")
+            counts.append(f"{calls:,} CUDA API call{'' if calls == 1 else 's'}")
+        if counts:
+            parts.append(", ".join(counts))
+        version = meta.get("torch") or meta.get("nsys_version") or ""
+        parts.append(f"{meta.get('backend', '?')} {version}".strip())
         return " \u00b7 ".join(parts)
 
     # --- text -------------------------------------------------------------------------------------------------
@@ -193,25 +231,22 @@ class ProfileReport(FigurePage):
             if not ks.empty:
                 parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, kernel_labels(self.trace)))
         sections = [
-            ("Memory operations", not self.trace.memops.empty, lambda: _memops(self.trace, self.top)),
-            ("Torch ops (Self CPU vs GPU)", not self.trace.ops.empty, lambda: _ops(self.trace, self.top)),
-            (
-                "CUDA API calls",
-                not self.trace.api.empty,
-                lambda: duration_table_html(self.trace.api_summary(), self.top),
-            ),
-            (
-                "OS runtime calls",
-                not self.trace.osrt.empty,
-                lambda: duration_table_html(self.trace.osrt_summary(), self.top),
-            ),
-            ("NVTX ranges", not self.trace.nvtx.empty, lambda: _nvtx(self.trace, self.top)),
+            ("Memory operations", "memops", lambda: _memops(self.trace, self.top)),
+            ("Torch ops (Self CPU vs GPU)", "ops", lambda: _ops(self.trace, self.top)),
+            ("CUDA API calls", "api", lambda: duration_table_html(self.trace.api_summary(), self.top)),
+            ("OS runtime calls", "osrt", lambda: duration_table_html(self.trace.osrt_summary(), self.top)),
+            ("NVTX ranges", "nvtx", lambda: _nvtx(self.trace, self.top)),
         ]
-        for title, present, table in sections:
-            if present:
-                parts.append(
-                    f"<details style='margin:2px 0'><summary {_SUMMARY}>{esc(title)}</summary>{table()}</details>"
-                )
+        for title, kind, table in sections:
+            # a table the capture did not record (and its backend records) says so, and how to record it
+            unrecorded = self.trace.not_recorded(kind) if self.trace.recordable(kind) else None
+            if unrecorded:
+                title, content = f"{title} (not recorded)", f"<p {_MUTED}>{esc(unrecorded)}</p>"
+            elif self.trace.rows(kind):
+                content = table()
+            else:
+                continue
+            parts.append(f"<details style='margin:2px 0'><summary {_SUMMARY}>{esc(title)}</summary>{content}</details>")
         if timeline and self._has_timeline():
             parts.append(self._timeline_html(timeline))
         return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"

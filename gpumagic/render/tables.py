@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..kernels import decode
 from ..kernels.labels import distinct_labels
+from ..summaries import not_recorded
 from ..units import format_time
 
 __all__ = [
@@ -142,7 +143,8 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str,
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
     the raw name, the other statistics and each token explained), library, op, tensor cores, precision."""
     if summary.empty:
-        return "<p>No kernels.</p>"
+        unrecorded = not_recorded(summary)  # not recorded: never "no kernels"
+        return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
     ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
     rows = []
     if labels is None:  # every distinct name reads differently, even where shorts collide
@@ -169,9 +171,12 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str,
 
 def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str] = ("Name",)) -> str:
     """Any nsys-style summary: columns ending in '(ns)' shown with units, name columns left-aligned, escaped and
-    wrapped between tokens, missing values empty."""
+    wrapped between tokens, missing values empty. A summary of what its capture did not record says so (and how to
+    record it) instead of "None."; a table with a column it could not fill (an op's GPU time without kernel records)
+    says why below it."""
+    unrecorded = not_recorded(df)
     if df is None or df.empty:
-        return f"<p {style('muted')}>None.</p>"
+        return f"<p {style('muted')}>{esc(unrecorded) if unrecorded else 'None.'}</p>"
     name_cols = set(name_cols)
     ths = "".join(
         f"<th class='gm-name' {style('th-name')}>{esc(c)}</th>"
@@ -197,4 +202,6 @@ def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(df) - top
     tail = f"<p {style('muted')}>{more} more row(s) not shown.</p>" if more > 0 else ""
+    if unrecorded:
+        tail += f"<p {style('muted')}>{esc(unrecorded)}</p>"
     return f"<table {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"

@@ -1,0 +1,127 @@
+"""What a capture recorded, and what to say where it did not: one definition for every loader and every view.
+
+An empty table of a Trace is either a fact (the capture recorded kernels and none ran: an idle GPU is a fine thing
+to report) or unknown (it did not record them: nsys run without cuda in its trace list, torch.profiler without
+ProfilerActivity.CUDA). The loaders put the kinds the capture recorded in ``meta["recorded"]`` with
+:func:`recorded_kinds`; ``Trace.recorded(kind)`` reads it, and ``Trace.not_recorded(kind)`` gives the sentence a user
+reads instead of a number: that the capture did not record it, how that shows, and how to record it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["KINDS", "LAUNCH_APIS", "RECORDS", "made_by_api", "not_recorded", "recordable", "recorded_kinds"]
+
+#: The kinds of record, named and ordered as the Trace's tables (``trace.COLUMNS``).
+KINDS = ("kernels", "memops", "api", "ops", "nvtx", "osrt")
+
+#: The CUDA API calls that launch kernels (names without their ``_vNNNN`` version suffix).
+LAUNCH_APIS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
+_MEMOP_API = re.compile(r"^cu(?:da)?Mem(?:cpy|set)")
+
+#: Per backend, each kind of record it can record: what it is called, how a capture without it shows, and what
+#: records it. The one source of every "not recorded" sentence (:meth:`Trace.not_recorded`).
+_NSYS = "nsys profile -t cuda,nvtx,osrt <command>"
+_NSYS_CUDA = f"cuda in nsys' trace list: {_NSYS}"
+_TORCH_CUDA = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
+_TORCH_CPU = f"ProfilerActivity.CPU among torch.profiler's activities: {_TORCH_CUDA}"
+RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "nsys": {
+        "kernels": ("CUDA kernels", "the export has no CUPTI_ACTIVITY_KIND_KERNEL table", _NSYS_CUDA),
+        "memops": (
+            "memory operations",
+            "the export has no CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET table",
+            _NSYS_CUDA,
+        ),
+        "api": ("CUDA API calls", "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table", _NSYS_CUDA),
+        "nvtx": (
+            "NVTX ranges",
+            "the export has no NVTX_EVENTS table",
+            f"nvtx in nsys' trace list: {_NSYS}",
+        ),
+        "osrt": (
+            "OS runtime calls",
+            "the export has no OSRT_API table",
+            f"osrt in nsys' trace list: {_NSYS}",
+        ),
+    },
+    "torch.profiler": {
+        "kernels": ("CUDA kernels", "the trace has no 'kernel' events", _TORCH_CUDA),
+        "memops": (
+            "memory operations",
+            "the trace has no 'gpu_memcpy' or 'gpu_memset' events",
+            _TORCH_CUDA,
+        ),
+        "api": ("CUDA API calls", "the trace has no 'cuda_runtime' or 'cuda_driver' events", _TORCH_CUDA),
+        "ops": ("torch ops", "the trace has no 'cpu_op' events", _TORCH_CPU),
+        "nvtx": ("record_function ranges", "the trace has no 'user_annotation' events", _TORCH_CPU),
+    },
+}
+#: What each kind is called where the backend never records it (or is not known).
+_NOUNS = {
+    "kernels": "CUDA kernels",
+    "memops": "memory operations",
+    "api": "CUDA API calls",
+    "ops": "torch ops",
+    "nvtx": "NVTX ranges",
+    "osrt": "OS runtime calls",
+}
+_ELSEWHERE = {
+    ("nsys", "ops"): "nsys records no torch ops: record them with torch.profiler (%%gpuprofile without --nsys).",
+    ("torch.profiler", "osrt"): f"torch.profiler records no OS runtime calls: record them with nsys ({_NSYS}).",
+}
+
+
+def made_by_api(name: Any) -> str | None:
+    """The GPU record a CUDA API call makes: "kernels" for a kernel or graph launch, "memops" for a memcpy or
+    memset, else None (``cudaLaunchKernel_v7000`` is ``cudaLaunchKernel``)."""
+    base = re.sub(r"_v\d+$", "", str(name))
+    if base in LAUNCH_APIS:
+        return "kernels"
+    return "memops" if _MEMOP_API.match(base) else None
+
+
+def recorded_kinds(held: Iterable[str], made: Iterable[str | None] = ()) -> list[str]:
+    """The kinds of record (:data:`KINDS`) a capture recorded, from the kinds it holds (an nsys export's tables,
+    a Chrome trace's event categories) and those its recorded CUDA API calls would have made (:func:`made_by_api`
+    of each call, or of each distinct name).
+
+    A capture that recorded CUDA API calls and holds no kernels (or no memory operations) recorded them all the
+    same where none of its calls would have made one: nsys leaves a table out of its export when it has no row for
+    it (a capture without copies has no memcpy table), and a genuinely idle GPU is a fine thing to report. Where its
+    calls launched kernels (copied memory) and it holds none, it did not record them: the GPU was not idle."""
+    held = set(held)
+    out = set(held)
+    if "api" in held:
+        made = set(made)
+        out.update(kind for kind in ("kernels", "memops") if kind not in made)
+    return [k for k in KINDS if k in out]
+
+
+def not_recorded(backend: str, kind: str, detail: str = "") -> str:
+    """The sentence for a capture of ``backend`` that did not record ``kind``: that it did not, how that shows, and
+    how to record it; ``detail`` (what follows from it) goes before the how."""
+    known = RECORDS.get(backend, {}).get(kind)
+    if known is None:
+        how = _ELSEWHERE.get((backend, kind), "")
+        return f"This capture did not record {_NOUNS[kind]}{detail}." + (f" {how}" if how else "")
+    noun, where, how = known
+    return f"This capture did not record {noun} ({where}){detail}. Record {noun} with {how}."
+
+
+def recordable(backend: str, kind: str) -> bool:
+    """Whether ``backend`` records ``kind`` at all (nsys records no torch ops, torch.profiler no OS runtime calls);
+    True where the backend is not one gpumagic knows."""
+    known = RECORDS.get(backend)
+    return known is None or kind in known
