@@ -60,13 +60,13 @@ def test_grouped_query_attention_counts_every_query_head():
     assert "grouped-query" in w.note
 
 
-@pytest.mark.parametrize("kind", ["bool", "additive -inf", "additive finfo.min"])
+@pytest.mark.parametrize("kind", ["bool", "additive -inf", "additive finfo.min", "additive -65504"])
 def test_a_sliding_window_mask_counts_the_pairs_it_keeps(kind):
     q, k, v = qkv()
     w_size = 16
     i = torch.arange(L)
     keep = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < w_size)
-    low = float("-inf") if kind == "additive -inf" else torch.finfo(torch.float32).min
+    low = {"additive -inf": float("-inf"), "additive -65504": -65504.0}.get(kind, torch.finfo(torch.float32).min)
     mask = keep if kind == "bool" else torch.zeros(L, L).masked_fill(~keep, low)
     w = count_work(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     assert w.flops == 4 * B * H * E * window_pairs(L, L, w_size - 1, 0)

@@ -12,8 +12,9 @@ module counts:
   ``is_causal`` (``torch.ones(L, S).tril()``): L(L+1)/2 of L^2 for a square one;
 - a sliding window (``window_size_left``/``right`` of the flash ops, ``window_size`` of the efficient ones): the
   pairs inside it;
-- an attention mask or bias tensor: the share of its entries that keep a pair (True in a boolean mask, above
-  ``finfo.min`` in an additive one: ``-inf`` and ``finfo.min`` are the two spellings of "masked"); broadcasting
+- an attention mask or bias tensor: the share of its entries that keep a pair (True in a boolean mask; in an
+  additive one, entries above :data:`MASKED_BELOW`: ``-inf``, ``finfo.min``, -1e9 and the -65504 that PyTorch's cuDNN
+  path turns a boolean mask into all remove a pair, since exp(-1e4) is 0 in every float format); broadcasting
   repeats every entry equally, so that share is the mask's own. This is the *useful* work: a kernel that masks
   inside dense tiles (the memory-efficient kernel with an arbitrary bias) does more, and says so in no name;
 
@@ -35,7 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AttentionCount", "attention_count", "bind", "causal_pairs", "window_pairs"]
+__all__ = ["MASKED_BELOW", "AttentionCount", "attention_count", "bind", "causal_pairs", "window_pairs"]
+
+#: An additive mask entry below this removes its pair: its weight, exp(entry - max), is 0 in every float format.
+MASKED_BELOW = -1e4
 
 #: The fused attention ops whose tensors are (batch, heads, length, head dim).
 _BHLD = {
@@ -121,7 +125,7 @@ def _mask_share(mask: Any) -> tuple[int, int] | None:
         if mask.dtype == torch.bool:
             kept = int(mask.sum())
         elif mask.is_floating_point():
-            kept = int((mask > torch.finfo(mask.dtype).min).sum())
+            kept = int((mask >= MASKED_BELOW).sum())
         else:
             return None
         return kept, int(mask.numel())
