@@ -60,7 +60,7 @@ COLUMNS: dict[str, list[str]] = {
     ],
     "memops": ["kind", "name", "bytes", "start", "end", "device", "stream", "correlation", "pid"],
     "api": ["name", "start", "end", "thread", "correlation", "pid"],
-    "ops": ["name", "start", "end", "thread", "depth", "shapes", "external_id"],
+    "ops": ["name", "start", "end", "thread", "depth", "shapes", "external_id", "dtypes"],
     "nvtx": ["text", "start", "end", "thread", "depth", "domain", "style", "pid"],
     "osrt": ["name", "start", "end", "thread", "pid"],
 }

@@ -113,6 +113,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
                     thread=ev.get("tid"),
                     shapes=_shapes(args),
                     external_id=args.get("External id"),
+                    dtypes=_dtypes(args),
                 )
             )
         elif cat == "user_annotation":
@@ -168,6 +169,14 @@ def _shapes(args: dict[str, Any]) -> str | None:
     if not dims:
         return None
     return ", ".join("[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list) else str(d) for d in dims)
+
+
+def _dtypes(args: dict[str, Any]) -> str | None:
+    """The op's input types as kineto names them ("c10::BFloat16, float"), where shapes were recorded."""
+    types = args.get("Input type")
+    if not types:
+        return None
+    return ", ".join(str(x) for x in types if x not in ("", "Scalar", "ScalarList", "TensorList", "GenericList"))
 
 
 def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ..analysis.ranks import is_multi
 from ..analysis.selfcheck import launches, without_cuda
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
+from ..launching_ops import kernel_op_precisions
 from ..trace import Trace
 from ..units import format_time
 from .figure_page import FigurePage
@@ -229,7 +230,10 @@ class ProfileReport(FigurePage):
         else:
             ks = self.trace.kernel_summary()
             if not ks.empty:
-                parts.append(f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, kernel_labels(self.trace)))
+                parts.append(
+                    f"<h4 {_H4}>Kernels</h4>"
+                    + kernel_table_html(ks, self.top, kernel_labels(self.trace), kernel_op_precisions(self.trace))
+                )
         sections = [
             ("Memory operations", "memops", lambda: _memops(self.trace, self.top)),
             ("Torch ops (Self CPU vs GPU)", "ops", lambda: _ops(self.trace, self.top)),

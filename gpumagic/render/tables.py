@@ -139,9 +139,30 @@ def kernel_name_cell(r: pd.Series, label: str, stats: bool = True) -> str:
     )
 
 
-def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str, str] | None = None) -> str:
+#: Decoded precisions that do not tell the dtype: the launching op's inputs say it where they were recorded.
+_UNTOLD = (None, "", "16-bit")
+
+
+def precision_cell(decoded: str | None, from_ops: str | None) -> str:
+    """The precision a name says; where it cannot tell (cuDNN's shared f16 attention kernels serve bf16 and fp16),
+    the launching op's input dtype, marked and explained on hover."""
+    if decoded not in _UNTOLD or not from_ops:
+        return f"<td {style('word')}>{esc(decoded or '')}</td>"
+    why = (
+        f"from the launching op's input dtype: the kernel name does not say{f' (it says {decoded})' if decoded else ''}"
+    )
+    return f"<td {style('word')} title='{esc(why)}'>{esc(from_ops)}*</td>"
+
+
+def kernel_table_html(
+    summary: pd.DataFrame,
+    top: int = 15,
+    labels: Mapping[str, str] | None = None,
+    op_precisions: Mapping[str, str] | None = None,
+) -> str:
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
-    the raw name, the other statistics and each token explained), library, op, tensor cores, precision."""
+    the raw name, the other statistics and each token explained), library, op, tensor cores, precision (from the
+    name, else from the launching ops' input dtypes, ``op_precisions``, marked with *)."""
     if summary.empty:
         unrecorded = not_recorded(summary)  # not recorded: never "no kernels"
         return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
@@ -159,7 +180,7 @@ def kernel_table_html(summary: pd.DataFrame, top: int = 15, labels: Mapping[str,
             kernel_name_cell(r, labels[r["Name"]]),
         ]
         cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))]
-        cells.append(f"<td {style('word')}>{esc(k.precision or '')}</td>")
+        cells.append(precision_cell(k.precision, (op_precisions or {}).get(r["Name"])))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
     tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
