@@ -188,3 +188,31 @@ def test_chrome_trace_of_a_genuinely_idle_gpu_is_reported_as_such(tmp_path):
     assert trace.recorded("kernels") and trace.recorded("memops") and trace.recorded("api")
     assert [f.kind for f in report.findings] == ["no_gpu_work"]
     assert "not recorded" not in shown(report)[1]
+
+
+def test_two_ranks_without_kernel_records_give_no_per_rank_busy_table(tmp_path):
+    from gpumagic.render.ranks_view import rank_table_html
+
+    from .two_ranks import build
+
+    path = build(tmp_path / "two.sqlite")
+    con = sqlite3.connect(path)
+    con.execute(f"DROP TABLE {KERNEL_TABLE}")
+    con.commit()
+    con.close()
+    trace = load_nsys(path)
+    html = rank_table_html(trace)
+    assert "No per-rank GPU busy figures" in html and "-t cuda" in html and "gm-ranks" not in html
+
+
+def test_copies_are_a_share_of_kernel_time_where_memory_operations_were_not_recorded():
+    from gpumagic.analysis.kernel_mix import copies
+    from gpumagic.trace import frame
+
+    k = [
+        dict(name="void at::native::copy_kernel<float>()", start=0, end=60, device=0, stream=7, correlation=1),
+        dict(name="gemm", start=60, end=100, device=0, stream=7, correlation=2),
+    ]
+    trace = Trace(kernels=frame("kernels", k), meta={"recorded": ["kernels", "api"]})
+    (found,) = copies(trace)
+    assert "60% of kernel time; memory operations were not recorded" in found.message

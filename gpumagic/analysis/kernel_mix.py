@@ -134,14 +134,16 @@ def copies(trace: Trace) -> list[Finding]:
     dtod = memops[memops["kind"] == "DtoD"] if not memops.empty else memops
     t_copy = int(facts.durations[is_copy].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)
     n_copy = int(is_copy.sum()) + len(dtod)
-    busy = max(trace.gpu_busy_ns(), 1)
+    recorded = trace.recorded("memops")  # without memory operations, GPU busy time is not known: kernel time is
+    busy = max(trace.gpu_busy_ns() if recorded else facts.total_ns, 1)
     if not n_copy or t_copy / busy < 0.05:
         return []
+    total = "GPU busy time" if recorded else "kernel time; memory operations were not recorded"
     return [
         Finding(
             "copies",
             "info",
-            f"{n_copy} device-to-device copies ({t(t_copy)}, {t_copy / busy:.0%} of GPU busy time): "
+            f"{n_copy} device-to-device copies ({t(t_copy)}, {t_copy / busy:.0%} of {total}): "
             "often .contiguous(), dtype casts or non-contiguous views feeding a GEMM.",
             {"copies": n_copy, "ns": t_copy},
         )

@@ -156,7 +156,12 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
 
 
 def rank_table_html(trace: Trace) -> str:
-    """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy."""
+    """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy;
+    a sentence instead where the capture did not record what busy time is made of (no figure from an absent table)."""
+    unrecorded = trace.figures()["unrecorded"]
+    if unrecorded:
+        said = trace.not_recorded(unrecorded[0]) or f"{unrecorded[0]} were not recorded"
+        return f"<p {style('muted')}>No per-rank GPU busy figures: {esc(said)}</p>"
     fig = rank_figures(trace)
     cols = _rank_columns(fig)
     ths = "".join(f"<th {style(role)} title='{esc(tip)}'>{esc(h)}</th>" for h, tip, role, _ in cols)
