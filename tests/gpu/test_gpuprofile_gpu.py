@@ -72,3 +72,25 @@ def test_magic_on_the_gpu(ns):
     assert len(rep.trace.kernels) >= 8
     assert rep.trace.meta["device"] == torch.cuda.get_device_name()
     assert shell.user_ns["out"].shape == (4, 256, 1024)
+
+
+@pytest.mark.parametrize("dtype, word", [(torch.bfloat16, "bf16"), (torch.float16, "fp16")])
+def test_the_kernel_table_tells_bf16_from_fp16_by_the_launching_op(dtype, word):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gpumagic.launching_ops import kernel_op_precisions
+
+    q = torch.randn(2, 8, 512, 64, device="cuda", dtype=dtype)
+
+    def run():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    run()
+    torch.cuda.synchronize()
+    t = capture(run, "cell:sdpa").trace
+    found = kernel_op_precisions(t)
+    attention = [n for n in t.kernels["name"].unique() if "sdpa" in n or "flash" in n]
+    assert attention and all(found.get(n) == word for n in attention), (found, attention)
+    html = ProfileReport(t, timeline=False)._repr_html_()
+    assert f">{word}" in html
