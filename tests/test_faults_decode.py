@@ -40,10 +40,17 @@ SHAPES = [
     ("spaces", "void k<", " ", ">()"),
 ]
 
-#: Shapes that were quadratic in decoder modules outside spelling/decode (cutlass.py, libraries.py) until fixed.
+#: Shapes that were quadratic in decoder modules outside spelling/decode (cutlass.py, libraries.py, aten.py's
+#: fused-optimizer pattern) until fixed, and the shapes the other decoders' patterns meet.
 OTHER_MODULE_SHAPES = [
     ("CUTLASS 2.x core with a digit run", "cutlass_80_tensorop_s", "1", ""),
     ("memory operation with open parentheses", "Memcpy ", "(", ""),
+    ("foreach kernel with a repeated word", "void at::native::multi_tensor_apply_kernel<", "Fused", ">()"),
+    ("foreach kernel with many functors", "void at::native::multi_tensor_apply_kernel<", "aFunctor", ">()"),
+    ("ATen lambda in a function", "void at::native::k<", "g(a)::{lambda(", ">()"),
+    ("cuDNN RNN kernel with underscore words", "void RNN_blockPersist", "_a", "<float>()"),
+    ("MAGMA auxiliary", "slaset_", "a", "(int)"),
+    ("xmma variant words", "sm90_xmma_gemm_", "wo_", "f32f32_f32f32"),
 ]
 
 _SCRIPT = textwrap.dedent(

@@ -15,10 +15,11 @@ One module per naming grammar:
 - ``cutlass``: CUTLASS 2.x and 3.x generator names;
 - ``cublas``: cuBLAS / cuDNN xmma names and cuBLASLt nvjet names;
 - ``cublas_legacy``: architecture-prefixed cuBLAS GEMMs and cuBLAS's helper kernels (GEMV, dot, TRSM, split-K, ...);
-- ``cudnn``: cuDNN and fused attention (FlashAttention, memory-efficient attention);
-- ``aten``: PyTorch's own kernels;
-- ``libraries``: NCCL, Triton (TorchInductor), memory operations;
-- ``cufft``, ``cusolver``, ``cusparse``: the math libraries' kernels;
+- ``cudnn``: cuDNN (convolution helpers, batch norm, RNN, attention steps) and fused attention (FlashAttention,
+  memory-efficient attention);
+- ``aten``: PyTorch's own kernels, foreach / fused-optimizer kernels, and the CUB kernels PyTorch instantiates;
+- ``libraries``: NCCL, Triton (TorchInductor), memory operations, torch.optim's profiler ranges;
+- ``cufft``, ``cusolver``, ``cusparse``, ``magma``: the math libraries' kernels;
 - ``decode``: the ordered decoder list and the cached ``decode()``.
 """
 

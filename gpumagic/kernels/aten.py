@@ -68,6 +68,9 @@ _ATEN_SPECIAL = [
     (r"RowwiseMoments|GroupNorm|group_norm", "norm", "group norm"),
     (r"batch_norm|BatchNorm", "norm", "batch norm"),
     (r"rms_norm|RmsNorm|RMSNorm", "norm", "RMS norm"),
+    # the other kernels of ATen's layer / group norm: weight and bias gradients, the fused scale and shift
+    (r"GammaBeta\w*Backward", "norm", "norm backward (weight and bias gradients)"),
+    (r"Compute(?:1d)?(?:Backward)?FusedParams|ComputeInternalGradients", "norm", "group norm"),
     (r"dropout", "random", "dropout"),
     (
         r"distribution_elementwise|distribution_nullary|bernoulli|randperm|multinomial|normal_kernel|uniform_kernel",
@@ -75,7 +78,8 @@ _ATEN_SPECIAL = [
         "random numbers",
     ),
     (r"CatArray", "copy", "concatenate"),
-    (r"DeviceRadixSort|bitonicSort|sort|[Tt]opK|topk", "sort", "sort / top-k"),
+    (r"DeviceRadixSort|bitonicSort|[Ss]ort|[Tt]opK|topk", "sort", "sort / top-k"),
+    (r"[Hh]istogram|histc|bincount", "histogram", "histogram"),
     (r"gather|scatter|index|embedding|take_kernel|put_kernel|masked", "index", "indexing"),
     (r"DeviceScan|cumsum|cumprod|scan", "scan", "scan"),
     (r"DeviceReduce|DeviceSelect|DeviceCompact|nonzero|write_indices", "reduce", "reduce / select"),
@@ -97,6 +101,16 @@ _ELEMENTWISE_MEANING = {
     "unrolled_elementwise_kernel": "elementwise, unrolled (non-contiguous or casting)",
     "elementwise_kernel": "elementwise, generic strided loop",
 }
+_CUB_PATH = re.compile(r"(?:\w+::)?cub::")
+_FUNCTION_PARAMS = re.compile(r"\(([^()]*)\)(?=::)")  # f(params)::{lambda..}: the enclosing function's parameters
+_LAMBDA_PARAMS = re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
+_FOREACH = ("multi_tensor_apply_kernel", "lpnorm_cleanup")
+_FOREACH_METADATA = re.compile(r"(?<!\w)\w*Metadata<[^<>]*>")  # word starts only: linear in a name's length
+_FOREACH_FUNCTOR = re.compile(r"(?<!\w)(\w+?)Functor<([^,<>]+)")
+_FOREACH_INNER = re.compile(r"::(\w+?)(?:Functor)?<")
+_FUSED_OPTIMIZER = re.compile(r"(?<!\w)Fused(\w+?)(?:Math)?Functor")
+_STD_OP = re.compile(r"std::(plus|minus|multiplies|divides)<")
+_STD_OPS = {"plus": "add", "minus": "sub", "multiplies": "mul", "divides": "div"}
 _ATEN = re.compile(
     r"\bat::|\bat_cuda_detail::|\bc10::|\(anonymous namespace\)::(?:softmax|elementwise_kernel_with_index|randperm)"
 )
@@ -129,19 +143,18 @@ def decode_aten(k: Draft, sym: str, full: str) -> bool:
     if not _ATEN.search(full):
         return False
     k.family = "aten"
-    k.library = "PyTorch ATen" + (" (CUB)" if "cub::" in full else "")
     path, leaf, _ = signature(full)
+    # CUB's device algorithms as PyTorch instantiates them (namespace at_cuda_detail::cub): CUB's kernels, not ATen's
+    k.library = "CUB (in PyTorch)" if _CUB_PATH.match(path) else "PyTorch ATen"
     args = template_args(full)
-    named = cpp_dtypes(args)
-    opaque = _OPAQUE.search(args)
-    if opaque:  # OpaqueType<N>: elements moved as N raw bytes; the integer type beside it is the index type
-        k.dtypes = (f"{8 * int(opaque.group(1))}-bit",)
-    else:
-        k.dtypes = tuple(d for d in named if d not in _INDEX_TYPES) or named[:1]
+    k.dtypes = _data_types(args)
     k.precision = k.dtypes[0] if k.dtypes else None
     functor = _aten_functor(args)
     special = next(((op, label) for pat, op, label in _ATEN_SPECIAL if re.search(pat, args)), None)
-    if leaf in _ELEMENTWISE and special and special[0] in ("norm", "random", "softmax"):
+    if leaf in _FOREACH:
+        _foreach(k, leaf, args)
+        k.add(leaf, "op", k.short)
+    elif leaf in _ELEMENTWISE and special and special[0] in ("norm", "random", "softmax"):
         # an elementwise launcher running a norm / random-number lambda: say what it computes
         k.op, k.short = special
         k.details["functor"] = functor
@@ -161,6 +174,59 @@ def decode_aten(k: Draft, sym: str, full: str) -> bool:
     if k.precision:
         k.add(k.precision, "dtype", f"{k.precision} data")
     return True
+
+
+def _data_types(args: str) -> tuple[str, ...]:
+    """The data types an ATen kernel computes in, from its template arguments.
+
+    Elements moved as raw bytes (``OpaqueType<N>``) are N-byte words, unless a type comes first (CUB's radix sort
+    of float or int64 keys carries its values as opaque words). The parameter lists of functions named inside the
+    arguments (``batch_norm_update_stats_and_invert(..., double momentum, double eps)::{lambda(float, ...)}``) hold
+    scalars, not data, so they are left out. Index types (int, long, ...) count only where no other type is named:
+    then the type a lambda is applied to (``arange_cuda_out(..)::{lambda(long)}``) is the data, else the first."""
+    clean = _FUNCTION_PARAMS.sub("()", args)
+    opaque = _OPAQUE.search(clean)
+    if opaque and not cpp_dtypes(clean[: opaque.start()]):
+        return (f"{8 * int(opaque.group(1))}-bit",)
+    named = cpp_dtypes(clean)
+    values = tuple(d for d in named if d not in _INDEX_TYPES)
+    if values:
+        return values
+    lam = next((m.group(1) for m in _LAMBDA_PARAMS.finditer(clean) if m.group(1).strip() not in ("", "int")), None)
+    return (cpp_dtypes(lam) if lam else ()) or named[:1]
+
+
+def _foreach(k: Draft, leaf: str, args: str) -> None:
+    """``multi_tensor_apply_kernel``: one launch over lists of tensors, for the ``_foreach_*`` ops and the fused
+    optimizers; ``lpnorm_cleanup``: the second pass of ``_foreach_norm``. The data type is the functor's first
+    template argument (the metadata's scalar type is the scalars', e.g. fp32 steps for bf16 tensors)."""
+    body = _FOREACH_METADATA.sub("", args)
+    fm = _FOREACH_FUNCTOR.search(body)
+    if fm and cpp_dtypes(fm.group(2)):
+        k.dtypes = cpp_dtypes(fm.group(2))
+        k.precision = k.dtypes[0]
+    fused = _FUSED_OPTIMIZER.search(body)
+    if fused:
+        k.op = "optimizer"
+        name = {"Sgd": "SGD"}.get(fused.group(1), fused.group(1))
+        if name == "Adam" and re.search(r"ADAM_MODE\)1\b", body):  # ADAM_MODE::ADAMW: decoupled weight decay
+            name = "AdamW"
+        k.details["optimizer"] = name
+        k.short = f"fused {name} step (multi-tensor)"
+        return
+    k.op = "foreach"
+    if leaf == "lpnorm_cleanup":
+        what = "norm (second pass)"
+    elif fm and fm.group(1) == "LpNorm":
+        what = "norm"
+    else:
+        std = _STD_OP.search(body)
+        inner = _FOREACH_INNER.search(body[fm.end() :] if fm else body)
+        what = _STD_OPS[std.group(1)] if std else _snake(inner.group(1)) if inner else "op"
+        if fm and fm.group(1).startswith("PointwiseOp") and what in ("mul", "div"):
+            what = "addc" + what
+    k.details["functor"] = what
+    k.short = f"foreach {what}" + (" (multi-tensor)" if leaf == "multi_tensor_apply_kernel" else "")
 
 
 def _elementwise(k: Draft, leaf: str, functor: str | None, top: list[str]) -> None:
@@ -194,5 +260,9 @@ def _named_kernel(k: Draft, path: str, leaf: str, args: str, full: str, functor:
                 if kind:
                     k.short = f"random {kind.group(1).replace('_', ' ')}"
             return
+    if re.match(r"(?:fill|iota|arange)(?:_|$)", leaf):  # fill_reverse_indices_kernel: writes index values
+        k.op = "elementwise"
+        k.short = f"elementwise {_snake(leaf).replace('_', ' ')}"
+        return
     k.op = _snake(leaf) or "other"
     k.short = _snake(leaf).replace("_", " ") or leaf

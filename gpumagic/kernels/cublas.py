@@ -37,6 +37,8 @@ _XMMA_CANON = {
     "u8": "uint8",
     "f8": "fp8",
 }
+_MAX_VARIANT_WORDS = 3
+_XMMA_VARIANT = {"wo_smem": "without shared-memory staging"}
 _KSPLIT = {
     "segment_k_off": "segment-K off",
     "segment_k_on": "segment-K: K split across CTAs",
@@ -67,6 +69,14 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
         k.details["fill"] = "lower" if toks[i] == "l" else "upper"
         k.add(toks[i], "fill", f"writes the {k.details['fill']} triangle of C")
         i += 1
+    # variant words between the op and the dtypes (implicit_gemm_indexed_wo_smem_tf32f32...): the dtypes must still
+    # be found, so words are read as a variant when a dtype token follows within a few tokens
+    j = next((j for j in range(i, min(i + _MAX_VARIANT_WORDS + 1, len(toks))) if _XMMA_DTYPES.fullmatch(toks[j])), i)
+    if j > i and all(t.isalpha() for t in toks[i:j]):
+        variant = "_".join(toks[i:j])
+        k.details["variant"] = variant
+        k.add(variant, "variant", _XMMA_VARIANT.get(variant, "kernel variant (not decoded)"))
+        i = j
     # dtypes: up to three tokens of concatenated codes: AB, compute/accumulator, output
     dt_roles = []
     while i < len(toks) and _XMMA_DTYPES.fullmatch(toks[i]):

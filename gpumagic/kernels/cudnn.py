@@ -19,8 +19,23 @@ from .spelling import cpp_dtypes, signature, template_args
 _VARIANT = {"fprop": "forward", "bprop": "backward", "dgrad": "backward", "wgrad": "backward"}
 
 
+# cuDNN's RNN kernels, whose names need not mention cuDNN (RNN_blockPersist_bp_LSTM_FMA<float, ...>(block_bp_args_..)):
+# the persistent-RNN kernels and the per-gate element-wise kernels of each cell type
+_RNN = re.compile(r"(?:RNN_blockPersist|persistRNN|elemWiseRNNcell|(?:LSTM|GRU|RNN|GENERIC)_elementWise)(?:_\w+)?")
+_RNN_WORDS = re.compile(r"RNN|LSTM|GRU|GENERIC_elementWise")
+_RNN_MATH = {"HMMA": (True, "tensor cores (HMMA)"), "IMMA": (True, "tensor cores (IMMA)"), "FMA": (False, "FMA")}
+# words of an attention backward in cuDNN's fusion kernels: dO·O, dQ / dK / dV, softmax statistics
+_ATTENTION_WORDS = re.compile(r"(?:^|_)(?:d[oqkv]|sdpa|mha|fmha|attn|attention|flash|softmax_stats)(?=_|\d|$)")
+_NORM = re.compile(r"(?:^|_)(?:bn|batchnorm|batch_norm|layernorm|layer_norm|groupnorm|instancenorm|rmsnorm)(?:_|$)")
+
+
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
-    if "cudnn" not in full.lower() and "DSE::" not in full:
+    named = "cudnn" in full.lower() or "DSE::" in full
+    if not named and not _RNN_WORDS.search(full):
+        return False  # cheap test first: most names reaching here are neither
+    path, leaf, args = signature(full)
+    rnn = _RNN.fullmatch(leaf) is not None and ("<" in full or "(" in full)  # a bare name is too thin to claim
+    if not named and not rnn:
         return False
     k.family = "cudnn"
     k.library = "cuDNN"
@@ -28,24 +43,41 @@ def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
     if m:
         _generated(k, m.group(0))
         return True
-    path, leaf, _ = signature(full)
     if path.startswith("DSE::"):
         _fft_convolution(k, leaf, full)
         return True
     lower = leaf.lower()
-    if "nchwtonhwc" in lower or "nhwctonchw" in lower:
+    what = leaf
+    if rnn:
+        k.op = "rnn"
+        cell = re.search(r"LSTM|GRU|RNN", leaf[3:] if leaf.startswith("RNN_") else leaf)
+        what = f"RNN {'persistent kernel' if 'ersist' in leaf else 'element-wise step'}" + (
+            f" ({cell.group(0)})" if cell else ""
+        )
+        math = _RNN_MATH.get(leaf.rsplit("_", 1)[-1])
+        if math:
+            k.tensor_cores, k.math = math
+    elif "nchwtonhwc" in lower or "nhwctonchw" in lower:
         k.op = "layout_transform"
-        k.short = f"cuDNN layout transform {'NCHW→NHWC' if lower.startswith('nchw') else 'NHWC→NCHW'}"
+        what = f"layout transform {'NCHW→NHWC' if lower.startswith('nchw') else 'NHWC→NCHW'}"
     elif "workspace" in lower:
         k.op = "workspace_init"
-        k.short = "cuDNN workspace init"
+        what = "workspace init"
+    elif "fusion::" in path and _ATTENTION_WORDS.search(lower):
+        k.op = "attention"
+        what = f"attention step: {leaf}"
+    elif _NORM.search(lower):
+        k.op = "norm"
+        what = f"batch norm: {leaf}" if re.search(r"(?:^|_)(?:bn|batch)", lower) else f"norm: {leaf}"
+    elif "convert" in lower:
+        k.op = "convert"
     elif re.search(r"conv|fprop|dgrad|wgrad|implicit", lower):
         k.op = "conv"
-        k.short = f"cuDNN {leaf}"
     else:
         k.op = lower or "other"
-        k.short = f"cuDNN {leaf}"
-    k.add(leaf, "op", k.short)
+    k.add(leaf, "op", f"cuDNN {what}")
+    set_element_type(k, args)
+    k.short = squash(f"cuDNN {upper(k.precision)} {what}")
     return True
 
 

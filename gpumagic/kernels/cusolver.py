@@ -83,8 +83,9 @@ _ROUTINES = tuple(
         ),
         (
             "eigh",
-            r"stedc\w*|steqr\w*|[sd]?laed\d\w*|merge_ker",
-            "tridiagonal eigensolver: divide and conquer (stedc / laed*) or QR iteration (steqr)",
+            r"stedc\w*|steqr\w*|[sd]?laed\d\w*|merge_ker|scale_max",
+            "tridiagonal eigensolver: divide and conquer (stedc / laed*), QR iteration (steqr), or the scaling by the"
+            " largest element before them (scale_max)",
         ),
         (
             "eig",
@@ -133,7 +134,7 @@ def decode_cusolver(k: Draft, sym: str, full: str) -> bool:
     k.op = op
     k.add(name, "op", meaning)
     # the tridiagonal stage is real even for complex input: stedc_params_<float2, float, ...> is an fp32 problem
-    stedc = bool(re.match(r"(?:steqr|stedc|[sd]?laed|merge_ker)", name)) or "stedc_params_" in args
+    stedc = bool(re.match(r"(?:steqr|stedc|[sd]?laed|merge_ker|scale_max)", name)) or "stedc_params_" in args
     set_element_type(k, args, real_only=stedc)
     k.short = squash(f"cuSOLVER {upper(k.precision)} {_OPS[op]}: {name}")
     return True

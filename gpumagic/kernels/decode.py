@@ -28,7 +28,8 @@ from .cufft import decode_cufft
 from .cusolver import decode_cusolver
 from .cusparse import decode_cusparse
 from .cutlass import decode_cutlass2, decode_cutlass3
-from .libraries import decode_memop, decode_nccl, decode_triton
+from .libraries import decode_memop, decode_nccl, decode_profiler_range, decode_triton
+from .magma import decode_magma
 from .name import Draft, KernelName
 from .spelling import demangle, kernel_symbol, normalize, signature
 
@@ -37,6 +38,7 @@ Decoder = Callable[[Draft, str, str], bool]
 
 DECODERS: tuple[Decoder, ...] = (
     decode_memop,
+    decode_profiler_range,
     decode_nccl,
     decode_triton,
     decode_cutlass3,
@@ -51,6 +53,7 @@ DECODERS: tuple[Decoder, ...] = (
     decode_helper,
     decode_cusolver,
     decode_cusparse,
+    decode_magma,
 )
 
 

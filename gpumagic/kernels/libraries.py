@@ -245,3 +245,23 @@ def decode_memop(k: Draft, sym: str, full: str) -> bool:
     k.short = kind.capitalize() + (f" {direction}" if direction else "") + (f" ({mem.group(1)})" if mem else "")
     k.add(s, "op", "memory set" if kind == "memset" else f"memory copy {direction or ''}".strip())
     return True
+
+
+# torch.optim wraps each step in a profiler range named "Optimizer.step#<class>.step" (and zero_grad likewise);
+# torch.profiler reports such ranges on the GPU timeline too (kineto's gpu_user_annotation), among the kernels.
+_OPTIMIZER_RANGE = re.compile(r"Optimizer\.(step|zero_grad)#(\w+)\.(?:step|zero_grad)")
+
+
+def decode_profiler_range(k: Draft, sym: str, full: str) -> bool:
+    """``Optimizer.step#AdamW.step``: not a kernel but torch.optim's profiler range, as it spans the GPU's work."""
+    m = _OPTIMIZER_RANGE.fullmatch(full.strip())
+    if not m:
+        return False
+    what, cls = m.groups()
+    k.library = "PyTorch (profiler range)"
+    k.op = "optimizer"
+    k.details["kind"] = "profiler range, not a kernel"
+    k.details["optimizer"] = cls
+    k.add(full.strip(), "range", f"torch.optim's record_function range around {cls}.{what}() on the GPU timeline")
+    k.short = f"{cls}.{what} (profiler range)"
+    return True

@@ -31,6 +31,7 @@ FAMILIES = (
     "cufft",
     "cusolver",
     "cusparse",
+    "magma",
     "other",
 )
 
