@@ -259,3 +259,10 @@ def test_a_lane_past_its_glyph_limit_is_bucketed_without_losing_events():
     w0 = int(start.min()) - int(t.window()[0])
     assert (merged["t_end"] > merged["t_start"]).all() and gpu["t_start"].min() == w0
     assert "long_kernel" in " ".join(merged["raw"])  # the longest event of a bucket names it
+
+
+def test_every_kernel_family_has_a_timeline_colour_and_label():
+    from gpumagic.kernels import FAMILIES
+    from gpumagic.render.timeline import FAMILY_COLORS, FAMILY_LABELS
+
+    assert set(FAMILIES) <= set(FAMILY_COLORS) and set(FAMILIES) <= set(FAMILY_LABELS)

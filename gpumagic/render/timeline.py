@@ -41,6 +41,7 @@ FAMILY_COLORS = {
     "cufft": "#ad494a",
     "cusolver": "#8c6d31",
     "cusparse": "#6b6ecf",
+    "magma": "#e7ba52",
     "memop": "#7f7f7f",
     "other": "#c7c7c7",
 }
@@ -59,6 +60,7 @@ FAMILY_LABELS = {
     "cufft": "cuFFT",
     "cusolver": "cuSOLVER",
     "cusparse": "cuSPARSE",
+    "magma": "MAGMA",
     "memop": "memory op",
     "other": "other kernel",
     "nvtx": "NVTX range",
