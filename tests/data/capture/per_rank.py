@@ -86,7 +86,7 @@ def main(out: str) -> None:
         stats = ["nsys", "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--output", base, sqlite]
         subprocess.run(stats, check=False, capture_output=True)
     env = {**os.environ, "PER_RANK_MODE": "torch", "PER_RANK_OUT": work}
-    run([*torchrun, sys.executable, script], env, os.path.join(out, "torch", "profile.log"))
+    run([*torchrun, script], env, os.path.join(out, "torch", "profile.log"))
     for rank in (0, 1):
         trace, packed = os.path.join(work, f"rank{rank}.json"), os.path.join(out, "torch", f"rank{rank}.json.gz")
         with open(trace, "rb") as src, gzip.open(packed, "wb", 9) as dst:
