@@ -2,7 +2,8 @@
 
 ``%load_ext gpumagic`` registers ``%gputime``/``%%gputime``. The measuring core works without IPython:
 ``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`; ``gpumagic.compare`` and
-``gpumagic.sweep`` are ``%%gputime --compare`` and ``--sweep``.
+``gpumagic.sweep`` are ``%%gputime --compare`` and ``--sweep``. Each saves its results to the history, as the magics
+do (``label=``, ``history=False``); ``gpumagic.history()`` lists them, ``gpumagic.plot_history()`` draws them.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import GpuMagicError
-from .timing import TimingOptions, TimingResult, gputime
+from .history.recorded import gputime  # the timing core's gputime, its result saved to the history
+from .timing import TimingOptions, TimingResult
 
 if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
+    from .history.recorded import compare, sweep
     from .kernels import KernelName
     from .kernels import decode as decode_kernel
-    from .timing.compare import compare
-    from .timing.sweep import sweep
 
 __version__ = "0.1.0"
 __all__ = [
@@ -27,12 +28,14 @@ __all__ = [
     "compare",
     "decode_kernel",
     "gputime",
+    "history",
     "load_ipython_extension",
     "load_ncu",
     "load_nsys",
     "load_trace",
     "measure_peak",
     "peaks",
+    "plot_history",
     "sweep",
     "unload_ipython_extension",
 ]
@@ -61,14 +64,22 @@ def __getattr__(name: str) -> Any:
         from .capture.nsys import load_nsys
 
         return load_nsys
-    if name == "compare":  # the functions, not gpumagic.timing's modules of the same names
-        from .timing.compare import compare
+    if name == "compare":  # the functions (saving to the history), not gpumagic.timing's modules of the same names
+        from .history.recorded import compare
 
         return compare
     if name == "sweep":
-        from .timing.sweep import sweep
+        from .history.recorded import sweep
 
         return sweep
+    if name == "history":  # the package answers the call: gpumagic.history(label=...) is a DataFrame
+        from . import history
+
+        return history
+    if name == "plot_history":
+        from .history import plot_history
+
+        return plot_history
     if name in ("peaks", "measure_peak"):  # the device peaks table and the measurement of this GPU's own
         from . import device_peaks
 

@@ -131,6 +131,12 @@ class GpuMagicsConfig(Configurable):
     ncu_clock_control = Unicode(
         NcuOptions.clock_control, help="%%gpuprofile --ncu: 'base' (ncu locks clocks to base) or 'none'."
     ).tag(config=True)
+    history = Unicode(
+        None,
+        allow_none=True,
+        help="%gputime: the history file every result is saved to (SQLite). Unset: $GPUMAGIC_HISTORY, else "
+        "$XDG_DATA_HOME/gpumagic/history.sqlite (~/.local/share/...); '' (or 'off') turns the history off.",
+    ).tag(config=True)
     timeline_max_glyphs = Int(
         ReportOptions.max_glyphs_per_lane,
         help="%%gpuprofile: events per timeline lane before they are merged into time buckets.",

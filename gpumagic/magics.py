@@ -98,6 +98,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
         help="Time at each value (n=256,512,1024; quote values with spaces); setup runs per point. Repeat for a grid.",
     )
     @argument("--zip", action="store_true", help="--sweep: pair the i-th values of each parameter, not every mix.")
+    @argument("-l", "--label", metavar="NAME", help="Save the result to the history under NAME (for --vs NAME later).")
+    @argument("--vs", metavar="REF", help="Compare with a saved result: last (this statement here), a label or an id.")
     @line_cell_magic
     def gputime(self, line: str = "", cell: str | None = None) -> Any:
         """Time a statement on the GPU: the %timeit of CUDA code.
@@ -139,6 +141,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
         in rounds, so that a clock change does not favour one; speed-ups are against the first (``--baseline``).
         ``--sweep`` runs the setup and times the statement at each value (with ``--compare``, each statement).
 
+        Each result is saved to the history (``%config GpuMagics.history``; '' turns it off), under ``-l NAME``;
+        ``--vs last`` (or a label, or a result id) adds a line: the ratio to that run with its 95% interval from both
+        runs' samples, faster/slower/no difference, and what differed (device, clocks, driver, versions).
+
         Settings: ``%config GpuMagics`` (time_budget, warmup_time, min_samples, rel_ci, kernel_time, ...).
         """
         opt_text, rest = split_options(line, self.gputime.parser)
@@ -169,8 +175,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except GpuMagicError as exc:
             raise _usage_error("%gputime", exc) from None
 
+        recorder = self._recorder(args)  # before the measurement: an unknown --vs reference costs no time
         if args.compare or args.sweep:
-            return self._gputime_many(args, stmt, setup, options, cell is not None)
+            return self._gputime_many(args, stmt, setup, options, cell is not None, recorder)
         if args.baseline or args.zip:
             raise UsageError(
                 "%gputime: " + ("--baseline goes with --compare" if args.baseline else "--zip goes with --sweep")
@@ -191,11 +198,21 @@ class GpuMagics(Magics, GpuMagicsConfig):
         result.advise_as(lambda text: notebook_advice(text, result.hints))  # in %config words, also as Out[n]
         if not args.quiet:
             print(notebook_advice(str(result), result.hints))
-        if args.output:
-            return result
-        return None
+        recorder.record(result, stmt, setup).print(quiet=args.quiet)
+        return result if args.output else None
 
-    def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool) -> Any:
+    def _recorder(self, args: Any) -> Any:
+        """Where this run is saved (``-l``) and ``--vs``'s reference (a label or an id is looked up now)."""
+        from .history.recorder import Recorder
+
+        if args.vs and (args.compare or args.sweep):
+            raise UsageError("%gputime: --vs compares one statement with a saved run, not --compare or --sweep")
+        try:
+            return Recorder(self.history, label=_unquote(args.label), vs=_unquote(args.vs))
+        except GpuMagicError as exc:
+            raise _usage_error("%gputime", exc) from None
+
+    def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool, rec: Any) -> Any:
         """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by the core."""
         from IPython.display import display
 
@@ -235,11 +252,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except GpuMagicError as exc:
             raise _usage_error("%gputime", exc) from None
         result.advise_as(lambda text: notebook_advice(text, result.hints))  # in %config words, also as Out[n]
-        if args.output:
-            return result  # shown once, as the cell's value
-        if not args.quiet:
+        if not args.quiet and not args.output:  # with -o, shown once, as the cell's value
             display(result)
-        return None
+        rec.record_many(result, stmts, setup).print(quiet=args.quiet)
+        return result if args.output else None
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")

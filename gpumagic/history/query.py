@@ -1,0 +1,106 @@
+"""``gpumagic.history()``: the saved results as a pandas DataFrame, one row a result, oldest first."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+from .rows import statement_key, unpack_samples
+from .store import Store, resolve_path
+
+__all__ = ["COLUMNS", "history", "select"]
+
+#: The columns of :func:`history`, in order (``samples`` only where asked for).
+COLUMNS = [
+    "id",
+    "created",
+    "label",
+    "statement",
+    "kind",
+    "variant",
+    "params",
+    "median",
+    "iqr",
+    "n_samples",
+    "calls_per_sample",
+    "kernel_time",
+    "flop_rate",
+    "byte_rate",
+    "device",
+    "device_uuid",
+    "backend",
+    "sm_clock_prevailing",
+    "driver",
+    "torch",
+    "cuda",
+    "cudnn",
+    "git_commit",
+    "git_dirty",
+    "host",
+    "uid",
+]
+
+
+def select(
+    store: Store,
+    *,
+    label: str | None = None,
+    statement: str | None = None,
+    device: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Saved rows, oldest first (``limit``: the latest ``limit``). ``device`` matches the name, the UUID or the
+    device key (name@host)."""
+    where, params = [], []
+    if label is not None:
+        where.append("label = ?")
+        params.append(label)
+    if statement is not None:
+        where.append("stmt_key = ?")
+        params.append(statement_key(statement))
+    if device is not None:
+        where.append("(device = ? OR device_uuid = ? OR device_key = ?)")
+        params += [device] * 3
+    clause = " AND ".join(where)
+    if limit is None:
+        return store.query(clause, params)
+    return list(reversed(store.query(clause, params, order="id DESC", limit=limit)))
+
+
+def history(
+    label: str | None = None,
+    statement: str | None = None,
+    device: str | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    samples: bool = False,
+) -> Any:
+    """The saved results as a DataFrame, one row a result (oldest first): when, label, statement, median and IQR
+    (seconds), samples, kernel time, rates, device, clocks, versions, commit. Filters: ``label``, ``statement``
+    (the same text), ``device`` (name or UUID). ``path``: another store (default: where results are saved);
+    ``samples=True`` adds each result's raw per-call samples (a list of seconds)."""
+    import pandas as pd
+
+    where = resolve_path(path)
+    rows: list[dict[str, Any]] = []
+    if where is not None and where.exists():
+        with Store(where, readonly=True) as store:
+            try:
+                rows = select(store, label=label, statement=statement, device=device)
+            except sqlite3.DatabaseError as exc:
+                raise sqlite3.DatabaseError(f"{where}: {exc}") from exc
+    columns = [*COLUMNS, *(["samples"] if samples else [])]
+    records = []
+    for row in rows:
+        record = {c: row.get(c) for c in COLUMNS}
+        record["params"] = json.loads(row["params"]) if row.get("params") else None
+        record["git_dirty"] = None if row.get("git_dirty") is None else bool(row["git_dirty"])
+        if samples:
+            record["samples"] = unpack_samples(row.get("samples"))
+        records.append(record)
+    df = pd.DataFrame.from_records(records, columns=columns)
+    df["created"] = pd.to_datetime(df["created"], unit="s", utc=True) if len(df) else pd.Series([], dtype="object")
+    df.attrs["path"] = str(where) if where is not None else None
+    return df

@@ -1,0 +1,193 @@
+"""Saving results as they are measured, and ``--vs``: the part of the history the magics and the API call.
+
+Never in the user's way: a store that cannot be written (locked past the busy timeout, read-only, full, not a
+database, newer than this gpumagic) costs one line on stderr, said once per store and cause, and the result is
+shown as always. Only what the user asked for and cannot get is an error, and it comes before the measurement:
+``--vs`` with the history off, or a label or id the history does not hold.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import GpuMagicError
+from .provenance import provenance
+from .rows import result_row
+from .store import ENV, Store, resolve_path
+from .versus import Versus, versus
+
+__all__ = ["HistoryOffError", "Outcome", "Recorder", "UnknownReferenceError", "failure_note", "store_for"]
+
+_STORES: dict[Path, Store] = {}
+_SAID: set[tuple[str, str]] = set()
+
+
+class HistoryOffError(GpuMagicError, ValueError):
+    """``--vs`` needs the history, and it is off."""
+
+    template = "--vs compares with the history, which is off ({why}): turn it on to save and compare results"
+
+
+class UnknownReferenceError(GpuMagicError, LookupError):
+    """``--vs REF``: no result with that label or id."""
+
+    template = "--vs {ref}: no result with that label or id in {path}{known}"
+
+    def extra_fields(self) -> dict[str, Any]:
+        labels = self.__dict__.get("labels") or []
+        return {"known": f" (labels: {', '.join(labels)})" if labels else " (no labelled results yet: -l NAME)"}
+
+
+def store_for(path: Path) -> Store:
+    """One open store per path in this process (its connection kept between cells)."""
+    key = path.expanduser().absolute()
+    if key not in _STORES:
+        _STORES[key] = Store(key)
+    return _STORES[key]
+
+
+def failure_note(path: Path, exc: BaseException, doing: str = "not saved") -> str | None:
+    """The one line for a store that failed, or None where this store already said it for the same cause."""
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if (str(path), reason) in _SAID:
+        return None
+    _SAID.add((str(path), reason))
+    return (
+        f"gpumagic history: {doing} ({reason}: {path}); the result above is complete. "
+        f"{ENV}=PATH moves the history, {ENV}=off turns it off."
+    )
+
+
+@dataclass
+class Outcome:
+    """What saving said: the ids of the saved rows, ``lines`` for the output (``--vs``), ``notes`` for stderr."""
+
+    ids: list[int] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    versus: Versus | None = None
+
+    def print(self, quiet: bool = False) -> None:
+        if not quiet:
+            for line in self.lines:
+                print(line)
+        for note in self.notes:
+            print(note, file=sys.stderr)
+
+
+class Recorder:
+    """Saves the results of one ``%gputime`` (or API call) to the history at ``setting`` (``GpuMagics.history``;
+    None: :data:`~gpumagic.history.store.ENV`, else the default place), under ``label``; with ``vs``, compares
+    the new result with that reference (``last``, a label or a result id), looked up before the measurement."""
+
+    def __init__(
+        self,
+        setting: str | os.PathLike[str] | None = None,
+        *,
+        label: str | None = None,
+        vs: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.path = resolve_path(setting, env)
+        self.label = label or None
+        self.vs = vs
+        self.ref: dict[str, Any] | None = None
+        self.notes: list[str] = []
+        if vs is None:
+            return
+        if self.path is None:
+            why = "GpuMagics.history is empty" if setting is not None else f"{ENV} is off"
+            raise HistoryOffError(why=why)
+        if vs != "last":
+            self.ref = self._lookup(vs)
+
+    @property
+    def store(self) -> Store | None:
+        return store_for(self.path) if self.path is not None else None
+
+    def _note(self, exc: BaseException, doing: str) -> None:
+        store = self.store
+        if store is not None:
+            store.close()  # the next save opens it again: the user may have fixed it meanwhile
+        note = failure_note(self.path, exc, doing) if self.path is not None else None
+        if note:
+            self.notes.append(note)
+
+    def _lookup(self, ref: str) -> dict[str, Any] | None:
+        store = self.store
+        assert store is not None
+        try:
+            found = store.get(int(ref)) if ref.strip().isdigit() else None
+            found = found or store.last_labelled(ref)
+            labels = store.labels() if found is None else []
+        except (sqlite3.Error, OSError) as exc:
+            self._note(exc, f"--vs {ref} could not read the history")
+            return None
+        if found is None:
+            raise UnknownReferenceError(ref=ref, path=store.path, labels=labels)
+        return found
+
+    # --- saving -------------------------------------------------------------------------------------------------
+    def record(self, result: Any, statement: str, setup: str | None = None) -> Outcome:
+        """Save one result (a ``TimingResult``); with ``vs``, the comparison line."""
+        out = Outcome(notes=self.notes)
+        if self.path is None or not getattr(result, "samples", None) or getattr(result, "interrupted", False):
+            return out
+        row = result_row(result, statement, self._context(result), label=self.label, setup=setup)
+        ref = self.ref
+        if self.vs == "last":
+            try:
+                ref = self.store.last_of(row["stmt_key"], row["device_key"])
+            except (sqlite3.Error, OSError) as exc:
+                self._note(exc, "--vs last could not read the history")
+        out.ids = self._save([row])
+        if out.ids:
+            row["id"] = out.ids[0]
+        if self.vs is not None:
+            if ref is not None:
+                out.versus = versus(ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3))
+                out.lines.append(str(out.versus))
+            elif self.vs == "last" and not self.notes:
+                out.lines.append("vs last: no earlier result of this statement on this device; this one is saved")
+        return out
+
+    def record_many(self, result: Any, statements: Mapping[str, str], setup: str | None = None) -> Outcome:
+        """Save each statement of a ``Comparison`` (or each point of a ``Sweep``), as rows of one run."""
+        out = Outcome(notes=self.notes)
+        if self.path is None:
+            return out
+        run = uuid.uuid4().hex[:16]
+        rows = []
+        if hasattr(result, "points"):  # a Sweep
+            for p in result.points:
+                if p.result is not None and p.status == "ok" and p.result.samples:
+                    src = statements.get(p.label, p.label)
+                    rows.append(self._row(p.result, src, setup, "sweep", run, p.label, p.params))
+        else:  # a Comparison
+            for name, r in result.results.items():
+                if r.samples and not r.interrupted:
+                    rows.append(self._row(r, statements.get(name, name), setup, "compare", run, name, None))
+        out.ids = self._save(rows)
+        return out
+
+    def _row(self, r: Any, src: str, setup: str | None, kind: str, run: str, variant: str, params: Any) -> dict:
+        return result_row(
+            r, src, self._context(r), label=self.label, setup=setup, kind=kind, run=run, variant=variant, params=params
+        )
+
+    def _context(self, result: Any) -> dict[str, Any]:
+        return provenance(result.device, result.backend, getattr(result, "meta", None))
+
+    def _save(self, rows: list[dict[str, Any]]) -> list[int]:
+        try:
+            return self.store.save(rows) if rows else []
+        except (sqlite3.Error, OSError) as exc:
+            self._note(exc, "not saved")
+            return []

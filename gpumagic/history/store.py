@@ -1,0 +1,178 @@
+"""The history store: one SQLite file, where it lives, and the few queries gpumagic asks of it.
+
+One file, the standard library's ``sqlite3``, WAL mode: two notebooks (or a notebook and a CI job) write at once
+without losing a row, since each save is one short ``BEGIN IMMEDIATE`` transaction and a writer that finds the file
+busy waits up to :data:`BUSY_TIMEOUT_MS` for it. The store knows results, not how they were measured: rows come in
+as plain dicts (:mod:`.rows` makes them), so nothing here imports torch or the timing code.
+
+Every failure is a :class:`sqlite3.Error` or an :class:`OSError` (locked, read-only, full, not a database); the
+callers that save on the user's behalf turn it into one line (:mod:`.recorder`) and never into a failed cell.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .schema import CURRENT_VERSION, migrate
+
+__all__ = ["BUSY_TIMEOUT_MS", "ENV", "OFF", "Store", "StoreTooNewError", "default_path", "resolve_path"]
+
+#: The environment variable that moves the store (or turns it off with one of :data:`OFF`).
+ENV = "GPUMAGIC_HISTORY"
+#: Values of the setting or of :data:`ENV` that turn the history off.
+OFF = frozenset({"", "off", "none", "no", "false", "0"})
+#: How long a writer waits for another's transaction before it gives up (and the result is shown, unsaved).
+BUSY_TIMEOUT_MS = 3000
+
+
+class StoreTooNewError(sqlite3.DatabaseError):
+    """The file was written by a newer gpumagic (a schema version this one does not know): it is left alone."""
+
+
+def default_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/gpumagic/history.sqlite``, ``~/.local/share/gpumagic/history.sqlite`` where it is unset."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gpumagic" / "history.sqlite"
+
+
+def resolve_path(setting: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+    """Where results go: the setting where one is given (``GpuMagics.history``), else :data:`ENV`, else
+    :func:`default_path`. None: the history is off (an empty setting, or ``off``)."""
+    env = os.environ if env is None else env
+    chosen = os.fspath(setting) if setting is not None else env.get(ENV)
+    if chosen is None:
+        return default_path(env)
+    if chosen.strip().lower() in OFF:
+        return None
+    return Path(os.path.expanduser(chosen.strip()))
+
+
+class Store:
+    """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an older schema,
+    on the first write); ``readonly=True`` never writes, creates or migrates."""
+
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+
+    # --- connection ---------------------------------------------------------------------------------------------
+    def connect(self) -> sqlite3.Connection:
+        """The open connection (one per process: a forked child opens its own)."""
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        if self.readonly:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            found = conn.execute("PRAGMA user_version").fetchone()[0]  # "file is not a database" shows here
+            if found > CURRENT_VERSION:
+                raise StoreTooNewError(
+                    f"schema version {found} is newer than this gpumagic's ({CURRENT_VERSION}): upgrade gpumagic"
+                )
+            if not self.readonly:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable against a crash of the app
+                migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def columns(self) -> list[str]:
+        return [row[1] for row in self.connect().execute("PRAGMA table_info(results)")]
+
+    # --- writing ------------------------------------------------------------------------------------------------
+    def save(self, rows: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Insert ``rows`` (column -> value) in one transaction; their ids, in order."""
+        rows = list(rows)
+        if not rows:
+            return []
+        conn = self.connect()
+        ids = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                names = list(row)
+                sql = f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+                ids.append(conn.execute(sql, [row[n] for n in names]).lastrowid)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return ids
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    def query(self, where: str = "", params: Iterable[Any] = (), *, order: str = "id", limit: int | None = None):
+        """Rows of ``results`` as dicts (``where`` is SQL over its columns, with ``?`` for ``params``)."""
+        if self.readonly and not self.exists():
+            return []
+        conn = self.connect()
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # an empty file opened read-only
+            return []
+        sql = "SELECT * FROM results" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        cur = conn.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, values)) for values in cur.fetchall()]
+
+    def get(self, result_id: int) -> dict[str, Any] | None:
+        found = self.query("id = ?", [result_id])
+        return found[0] if found else None
+
+    def by_uid(self, uid: str) -> dict[str, Any] | None:
+        found = self.query("uid = ?", [uid])
+        return found[0] if found else None
+
+    def last_of(self, stmt_key: str, device_key: str | None, *, before: int | None = None) -> dict[str, Any] | None:
+        """The latest result of a statement on a device (``before``: with an id below it)."""
+        where, params = "stmt_key = ? AND device_key IS ?", [stmt_key, device_key]
+        if before is not None:
+            where, params = where + " AND id < ?", [*params, before]
+        found = self.query(where, params, order="id DESC", limit=1)
+        return found[0] if found else None
+
+    def last_labelled(self, label: str) -> dict[str, Any] | None:
+        found = self.query("label = ?", [label], order="id DESC", limit=1)
+        return found[0] if found else None
+
+    def labels(self, limit: int = 20) -> list[str]:
+        """The labels in use, most recent first."""
+        if not self.exists():
+            return []
+        rows = self.connect().execute(
+            "SELECT label FROM results WHERE label IS NOT NULL GROUP BY label ORDER BY max(id) DESC LIMIT ?", [limit]
+        )
+        return [r[0] for r in rows]
+
+    def count(self) -> int:
+        if not self.exists():
+            return 0
+        return int(self.connect().execute("SELECT count(*) FROM results").fetchone()[0])
