@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
 
         return decode
     if name == "load_trace":
-        from .capture.chrome_trace import load_trace
+        from .capture.reports import load_trace
 
         return load_trace
     if name == "load_ncu":
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
 
         return load_ncu
     if name == "load_nsys":
-        from .capture.nsys import load_nsys
+        from .capture.reports import load_nsys
 
         return load_nsys
     if name == "compare":  # the functions (saving to the history), not gpumagic.timing's modules of the same names

@@ -18,6 +18,7 @@ from functools import partial
 from ..trace import Trace
 from .communication import comm_exposed, straggler
 from .finding import Finding
+from .job_files import job_files
 from .kernel_mix import compat_kernels, copies, ffma_gemms, top_kernels
 from .pace import TINY_KERNEL_NS, gpu_idle, tiny_kernels
 from .selfcheck import missing_kernels, no_gpu_activity
@@ -29,6 +30,7 @@ Analyzer = Callable[[Trace], list[Finding]]
 
 #: Self-checks first (numbers that do not add up are the most important thing to say), then where the time goes.
 ANALYZERS: tuple[Analyzer, ...] = (
+    job_files,
     missing_kernels,
     gpu_idle,
     straggler,

@@ -1,0 +1,418 @@
+"""A whole job's per-rank reports as one Trace: a directory, a glob or a list of nsys exports or Chrome traces.
+
+A job beyond one host leaves one report per rank (``torchrun ... --no-python nsys profile -o rank%q{RANK} python
+train.py``, or a torch.profiler trace per rank). :func:`load_reports` reads them, each on an executor (a process pool
+on the local cores by default, or any ``concurrent.futures.Executor``: ``dask.distributed.Client.get_executor()``
+hands the reading to a cluster), and stacks them into one Trace whose processes are the ranks, so every per-rank view
+(summary per rank, kernel table with a Rank column, timeline by rank, exposed communication, straggler) reads it as
+it reads a ``--nproc`` capture.
+
+**Which rank a file is**, the first rule that gives every file a distinct rank, said in ``meta["rank_rule"]``:
+1. gpumagic's own rank mark (``--nproc`` runs emit it);
+2. the rank the report records: ``RANK`` in the environment nsys launched the process with (META_DATA_CAPTURE), or
+   a torch.profiler trace's ``distributedInfo.rank``;
+3. the file name: ``rank3``, ``rank_3``, ``rank-3``, else the last number before the extension (``trace_3.json``);
+4. the order of the files.
+
+**Clocks.** Each file's times are first put on its host's clock (an nsys export counts from its session start,
+``TARGET_INFO_SESSION_START_TIME``; a Chrome trace from ``baseTimeNanoseconds``): reports of one host then share a
+clock and need nothing more. Files of different hosts (their ``Hostname`` differ, or a host is not recorded) are
+aligned on the end of the first NCCL collective every rank ran (matched by name and its place among that rank's
+kernels of that name, the order NCCL requires every rank to keep): a collective ends on every rank together, when
+the last rank has joined and the data has moved. ``meta["clock_alignment"]`` says what was done, each rank's shift,
+and the residual skew: the largest spread of the other common collectives' ends after the shift.
+
+**A file that cannot be read** among several is named in ``meta["unreadable"]`` (path and reason) and the others
+still load; the report says so. If none can be read, the first file's error is raised.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import glob
+import gzip
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import FileMissingError, GpuMagicError
+from ..trace import COLUMNS, Trace, frame, id_column
+
+__all__ = [
+    "FileReport",
+    "align_on_collective",
+    "expand",
+    "is_many",
+    "load_nsys",
+    "load_reports",
+    "load_trace",
+    "rank_from_name",
+]
+
+_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+_RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?=\D*$)"))
+#: Past this many pids a pid is offset per file where files share pids (processes of different hosts).
+_PID_SPAN = 1 << 22
+
+
+@dataclass
+class FileReport:
+    """One file's tables on its host's clock, with what says which rank it is and which host it ran on."""
+
+    path: str
+    tables: dict[str, pd.DataFrame]
+    meta: dict[str, Any]
+    host: str | None = None
+    recorded_rank: int | None = None  # RANK in its environment, or distributedInfo.rank
+    pids: list[int] = field(default_factory=list)
+
+
+def is_many(path: Any) -> bool:
+    """Whether ``path`` names several reports: a list or tuple, a directory, or a glob pattern."""
+    if isinstance(path, (list, tuple, set)):
+        return True
+    if isinstance(path, (str, os.PathLike)):
+        p = os.fspath(path)
+        return os.path.isdir(p) or (glob.has_magic(p) and not os.path.exists(p))
+    return False
+
+
+def load_nsys(
+    path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    nsys: str | None = None,
+    *,
+    executor: cf.Executor | None = None,
+    align: str = "auto",
+) -> Trace:
+    """``gpumagic.load_nsys``: a Trace from an nsys SQLite export or ``.nsys-rep`` (``capture.nsys.load_nsys``), or,
+    from a directory, a glob or a list of files (one report per rank, as a multi-node job leaves them), one Trace of
+    every rank (:func:`load_reports`: each file read on ``executor``, clocks of different hosts aligned per
+    ``align``)."""
+    if is_many(path):
+        return load_reports(path, executor=executor, align=align)
+    from .nsys import load_nsys as load_one
+
+    return load_one(path, nsys)  # type: ignore[arg-type]
+
+
+def load_trace(
+    path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    executor: cf.Executor | None = None,
+    align: str = "auto",
+) -> Trace:
+    """``gpumagic.load_trace``: a Trace from a torch.profiler Chrome-trace JSON (``.json``/``.json.gz``), or from a
+    directory, a glob or a list of them (one trace per rank) one Trace of every rank (:func:`load_reports`)."""
+    if is_many(path):
+        return load_reports(path, executor=executor, align=align)
+    from .chrome_trace import load_trace as load_one
+
+    return load_one(path)  # type: ignore[arg-type]
+
+
+def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The files meant by a directory (its reports, not recursing), a glob, one file, or a list of any of these."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in map(os.fspath, paths):
+        if os.path.isdir(p):
+            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIXES))
+            if not found:
+                raise FileMissingError(
+                    path=p, what=f"A report (a file ending {', '.join(_SUFFIXES[:5])}) in the folder"
+                )
+            out += _prefer_sqlite(found)
+        elif glob.has_magic(p):
+            found = sorted(glob.glob(p))
+            if not found:
+                raise FileMissingError(path=p, what="A file matching the pattern")
+            out += found
+        else:
+            out.append(p)
+    return sorted(dict.fromkeys(out), key=_natural)
+
+
+def _prefer_sqlite(files: list[str]) -> list[str]:
+    """A folder holding rank0.nsys-rep and rank0.sqlite (nsys --export=sqlite) has one report, read from the SQLite."""
+    stems = {f.rsplit(".", 1)[0] for f in files if f.endswith(".sqlite")}
+    return [f for f in files if not (f.endswith((".nsys-rep", ".qdrep")) and f.rsplit(".", 1)[0] in stems)]
+
+
+def _natural(path: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", os.path.basename(path))]
+
+
+def rank_from_name(path: str) -> int | None:
+    """The rank a file's name says: ``rank3``/``rank_3``/``rank-3``, else the last number before its extension."""
+    name = os.path.basename(path)
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    for pattern in _RANK_IN_NAME:
+        m = pattern.search(name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def read_one(path: str) -> FileReport:
+    """Read one report whole (every table), its times moved onto its host's clock. Runs in a worker process."""
+    if path.endswith((".json", ".json.gz")):
+        return _read_chrome(path)
+    from .nsys import load_nsys as load_one
+
+    trace = load_one(path)
+    sqlite = trace.meta.get("source") or path
+    start, host, rank = _nsys_identity(sqlite)
+    tables = {name: _shifted(getattr(trace, name), start) for name in COLUMNS}
+    pids = [int(p["pid"]) for p in trace.meta.get("processes") or [] if p.get("pid") is not None]
+    return FileReport(path, tables, dict(trace.meta), host, rank, pids)
+
+
+def _nsys_identity(path: str) -> tuple[int, str | None, int | None]:
+    """(session start, UTC ns; the host's name; RANK in the launched process's environment) of an nsys export."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        start = 0
+        if "TARGET_INFO_SESSION_START_TIME" in tables:
+            row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            start = int(row[0]) if row and row[0] is not None else 0
+        host = None
+        if "TARGET_INFO_SYSTEM_ENV" in tables:
+            row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
+            host = str(row[0]) if row else None
+        rank = None
+        if "META_DATA_CAPTURE" in tables:
+            for (value,) in con.execute(
+                "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                "AND value LIKE 'RANK=%'"
+            ):
+                m = re.fullmatch(r'RANK="?(\d+)"?', str(value))
+                if m:
+                    rank = int(m.group(1))
+                    break
+        return start, host, rank
+    finally:
+        con.close()
+
+
+def _read_chrome(path: str) -> FileReport:
+    from ..errors import TraceFormatError
+    from .chrome_trace import trace_from_chrome
+
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise FileMissingError(path=path, what="The trace") from None
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(path=path, reason=str(exc)) from exc
+    trace = trace_from_chrome(data, path=path)
+    trace.meta.setdefault("source", path)
+    info = data.get("distributedInfo") or {} if isinstance(data, dict) else {}
+    base = int(data.get("baseTimeNanoseconds") or 0) if isinstance(data, dict) else 0
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    pid = next((ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("cat") == "cpu_op"), None)
+    pid = int(pid) if isinstance(pid, (int, float)) else None
+    tables = {}
+    for name in COLUMNS:
+        df = _shifted(getattr(trace, name), base)
+        if pid is not None and "pid" in df.columns:
+            df = df.assign(pid=pid)
+        tables[name] = df
+    rank = info.get("rank")
+    return FileReport(
+        path, tables, dict(trace.meta), None, int(rank) if rank is not None else None, [pid] if pid else []
+    )
+
+
+def _shifted(df: pd.DataFrame, ns: int) -> pd.DataFrame:
+    if not ns or df.empty:
+        return df
+    return df.assign(start=df["start"] + ns, end=df["end"] + ns)
+
+
+def load_reports(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    executor: cf.Executor | None = None,
+    align: str = "auto",
+    reader: Callable[[str], FileReport] = read_one,
+) -> Trace:
+    """One Trace from a directory, a glob or a list of per-rank reports (nsys exports or Chrome traces).
+
+    ``executor``: where each file is read (default: a process pool of ``min(files, cores)`` workers; one file is
+    read here). ``align``: "auto" (align on a collective where the files come from different or unknown hosts),
+    "collective" (always), "none" (each file's own clock).
+    """
+    if align not in ("auto", "collective", "none"):
+        raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
+    files = expand(paths)
+    reports, unreadable = _read_all(files, executor, reader)
+    trace = _stack(reports)
+    trace.meta["unreadable"] = [{"path": p, "reason": why} for p, why in unreadable]
+    same_host = len({r.host for r in reports}) == 1 and reports[0].host is not None
+    if align == "collective" or (align == "auto" and not same_host and len(reports) > 1):
+        trace = align_on_collective(trace)
+    else:
+        trace.meta["clock_alignment"] = {
+            "method": "none" if align == "none" else "one host: clocks shared",
+            "host": reports[0].host,
+        }
+    return trace
+
+
+@dataclass
+class _Failure:
+    """A file a worker could not read: the reason as text (an error object need not survive pickling)."""
+
+    reason: str
+
+
+def _guarded_read(reader: Callable[[str], FileReport], path: str) -> FileReport | _Failure:
+    try:
+        return reader(path)
+    except (GpuMagicError, OSError, ValueError, sqlite3.Error) as exc:
+        return _Failure(_reason(exc))
+
+
+def _read_all(
+    files: Sequence[str], executor: cf.Executor | None, reader: Callable[[str], FileReport]
+) -> tuple[list[FileReport], list[tuple[str, str]]]:
+    """The reports that could be read, in file order, and (path, reason) of those that could not; with none read,
+    the first file's own error is raised (read again here, where it can be raised as itself)."""
+    if len(files) == 1 and executor is None:
+        return [reader(files[0])], []
+    own = executor is None
+    pool = executor or cf.ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1))
+    try:
+        outcomes = list(pool.map(_guarded_read, [reader] * len(files), files))
+    finally:
+        if own:
+            pool.shutdown()
+    reports = [o for o in outcomes if isinstance(o, FileReport)]
+    failed = [(f, o.reason) for f, o in zip(files, outcomes) if isinstance(o, _Failure)]
+    if not reports:
+        reader(files[0])  # raises the first file's error as itself
+        raise GpuMagicError(detail=f"none of the {len(files)} reports could be read: {failed[0][1]}")
+    return reports, failed
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _ranks(reports: Sequence[FileReport]) -> tuple[list[int], str]:
+    """Each file's rank and the rule that gave every file a distinct one."""
+    marks = [list(r.meta.get("rank_marks") or []) for r in reports]
+    candidates = [
+        ([m[0]["rank"] if len(m) == 1 else None for m in marks], "gpumagic's rank mark in each report"),
+        ([r.recorded_rank for r in reports], "the rank each report records (RANK / distributedInfo)"),
+        ([rank_from_name(r.path) for r in reports], "the rank in each file's name"),
+    ]
+    for ranks, rule in candidates:
+        if all(x is not None for x in ranks) and len(set(ranks)) == len(ranks):
+            return [int(x) for x in ranks], rule  # type: ignore[arg-type]
+    return list(range(len(reports))), "the order of the files (no rule gave every file its own rank)"
+
+
+def _stack(reports: Sequence[FileReport]) -> Trace:
+    ranks, rule = _ranks(reports)
+    seen: set[int] = set()
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in COLUMNS}
+    marks, processes, gpus, devices = [], [], [], []
+    for i, (r, rank) in enumerate(zip(reports, ranks)):
+        offset = _PID_SPAN * (i + 1) if seen & set(r.pids) else 0  # pids of another host that collide
+        seen |= {p + offset for p in r.pids}
+        for name, df in r.tables.items():
+            if not df.empty and "pid" in df.columns and offset:
+                df = df.assign(pid=id_column(df["pid"]) + offset)
+            parts[name].append(df)
+        for p in r.pids or [None]:
+            pid = (p + offset) if p is not None else None
+            if pid is not None:
+                marks.append({"pid": pid, "rank": rank, "local_rank": -1, "world": len(reports)})
+                processes.append({"pid": pid, "name": f"rank {rank} ({os.path.basename(r.path)})"})
+        gpus += [{**g, "id": g.get("id")} for g in r.meta.get("gpus") or []]
+        devices += [{**d, "pid": (d.get("pid") or 0) + offset} for d in r.meta.get("cuda_devices") or []]
+    tables = {
+        name: frame(name, pd.concat(dfs, ignore_index=True)) if dfs else frame(name, []) for name, dfs in parts.items()
+    }
+    first = reports[0].meta
+    meta = {k: first[k] for k in ("backend", "device", "sm_count", "compute_capability", "nsys_version") if k in first}
+    recorded = [set(r.meta["recorded"]) for r in reports if r.meta.get("recorded") is not None]
+    meta.update(
+        source=[r.path for r in reports],
+        rank_rule=rule,
+        rank_marks=marks,
+        processes=processes,
+        gpus=list({(g.get("id"), g.get("name")): g for g in gpus}.values()),
+        cuda_devices=devices,
+        hosts=[r.host for r in reports],
+    )
+    if recorded:
+        meta["recorded"] = sorted(set.intersection(*recorded))
+    return Trace(**tables, meta=meta)
+
+
+def align_on_collective(trace: Trace) -> Trace:
+    """``trace`` with each process's times shifted so the first NCCL collective every process ran ends at the same
+    time as on the first process; ``meta["clock_alignment"]`` says which collective, the shifts and the residual
+    skew (the widest spread of the later common collectives' ends). Unchanged, and said, where there is none."""
+    from ..kernels import decode
+
+    k = trace.kernels
+    if k.empty:
+        trace.meta["clock_alignment"] = {"method": "none: no kernels to align on"}
+        return trace
+    codes, names = pd.factorize(k["name"], use_na_sentinel=False)
+    is_nccl = np.array([decode(str(n)).family == "nccl" for n in names], dtype=bool)
+    nccl = is_nccl[codes]
+    pid = id_column(k["pid"])
+    pids = sorted(set(pid.tolist()))
+    rows = pd.DataFrame({"pid": pid, "code": codes, "end": k["end"].to_numpy(dtype=np.int64)})[nccl]
+    rows = rows.sort_values(["pid", "code", "end"], kind="stable")
+    rows["nth"] = rows.groupby(["pid", "code"]).cumcount()
+    ends = rows.pivot_table(index=["code", "nth"], columns="pid", values="end", aggfunc="first")
+    common = ends.dropna()
+    if common.empty or len(pids) < 2 or set(common.columns) != set(pids):
+        trace.meta["clock_alignment"] = {"method": "none: no NCCL collective that every rank ran"}
+        return trace
+    common = common.loc[common.min(axis=1).sort_values().index]  # in time order
+    first = common.iloc[0]
+    ranks = {m["pid"]: m["rank"] for m in trace.meta.get("rank_marks") or []}
+    ref = min(pids, key=lambda p: (ranks.get(p, len(pids)), p))  # rank 0's clock is the job's
+    shifts = {p: int(first[ref] - first[p]) for p in pids}
+    aligned = common + pd.Series(shifts)
+    residual = int((aligned.max(axis=1) - aligned.min(axis=1)).iloc[1:].max()) if len(aligned) > 1 else 0
+    tables = {}
+    for name in COLUMNS:
+        df = getattr(trace, name)
+        if df.empty or "pid" not in df.columns:
+            tables[name] = df
+            continue
+        add = pd.Series(id_column(df["pid"])).map(shifts).fillna(0).to_numpy(dtype=np.int64)
+        tables[name] = df.assign(start=df["start"] + add, end=df["end"] + add)
+    name = str(names[int(common.index[0][0])])
+    meta = {
+        **trace.meta,
+        "clock_alignment": {
+            "method": "the end of the first collective every rank ran",
+            "collective": name.split("(")[0],
+            "shifts_ns": shifts,
+            "residual_ns": residual,
+            "collectives": len(common),
+        },
+    }
+    return Trace(**tables, meta=meta)
