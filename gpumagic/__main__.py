@@ -1,13 +1,17 @@
 """``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
 
-A quick check that the install works, and a first look at the output.
+A quick check that the install works, and a first look at the output. ``python -m gpumagic history`` lists the saved
+results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.history.cli`).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 DEFAULT_SIZE = 1024
+#: The history's commands, which a matrix size never spells.
+HISTORY_COMMANDS = ("history", "check")
 
 
 def matrix_size(text: str) -> int:
@@ -28,6 +32,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m gpumagic",
         description="Check the install: load the gpumagic extension in an IPython shell, then %gputime an N×N fp32 "
         "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU otherwise.",
+        epilog="The history of results: python -m gpumagic history [--label NAME] [--csv] [--export FILE]; "
+        "python -m gpumagic check BASELINE [--fail-above 5%] (each with -h).",
     )
     ap.add_argument(
         "size", metavar="N", nargs="?", type=matrix_size, default=DEFAULT_SIZE, help="matrix size (default 1024)"
@@ -36,6 +42,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in HISTORY_COMMANDS:
+        from .history.cli import main as history_main
+
+        return history_main(args)
     size = parser().parse_args(argv).size
     from IPython.core.interactiveshell import InteractiveShell
 

@@ -3,6 +3,15 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _history_in_a_temporary_file(tmp_path_factory):
+    """Results measured by the tests go to a file of the session's own, never to the user's history
+    (``~/.local/share/gpumagic``); subprocesses the tests start inherit it. Tests of the history use their own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUMAGIC_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def shell():
     """A real IPython shell with the extension loaded (as in a notebook after %load_ext gpumagic)."""

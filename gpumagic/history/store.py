@@ -52,6 +52,15 @@ def resolve_path(setting: str | os.PathLike[str] | None = None, env: Mapping[str
     return Path(os.path.expanduser(chosen.strip()))
 
 
+def _inode(path: Path) -> tuple[int, int, int] | None:
+    """The file's identity: a deleted file's inode may be reused at once by a new one, so its change time too."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_ctime_ns)
+
+
 class Store:
     """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an older schema,
     on the first write); ``readonly=True`` never writes, creates or migrates."""
@@ -61,12 +70,17 @@ class Store:
         self.readonly = readonly
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+        self._inode: tuple[int, int, int] | None = None
 
     # --- connection ---------------------------------------------------------------------------------------------
     def connect(self) -> sqlite3.Connection:
-        """The open connection (one per process: a forked child opens its own)."""
+        """The open connection (one per process: a forked child opens its own; a file deleted or replaced since it
+        was opened is opened again, or the rows would go to the deleted file)."""
         if self._conn is not None and self._pid == os.getpid():
-            return self._conn
+            if self._inode == _inode(self.path):
+                return self._conn
+            self._conn.close()
+            self._conn = None
         if self.readonly:
             conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
         else:
@@ -87,7 +101,7 @@ class Store:
         except BaseException:
             conn.close()
             raise
-        self._conn, self._pid = conn, os.getpid()
+        self._conn, self._pid, self._inode = conn, os.getpid(), _inode(self.path)
         return conn
 
     def close(self) -> None:
@@ -122,6 +136,7 @@ class Store:
                 sql = f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
                 ids.append(conn.execute(sql, [row[n] for n in names]).lastrowid)
             conn.execute("COMMIT")
+            self._inode = _inode(self.path)  # a checkpoint may have written the file: our own change
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -144,12 +144,10 @@ class Versus:
 
     def line(self) -> str:
         s = self.stats
-        change = f"{abs(s.ratio - 1):.1%} {'slower' if s.ratio > 1 else 'faster'}: " if s.significant else ""
-        verdict = change or f"{s.verdict}: "
         ref_median = format_time(self.ref["median"], self.precision) if self.ref.get("median") else "?"
         name = f"{self.ref_name} " if self.ref_name and self.ref_name != str(self.ref.get("id")) else ""
         return (
-            f"vs {name}({describe(self.ref)}; {ref_median}): {verdict}time \u00d7{s.ratio:.3f} "
+            f"vs {name}({describe(self.ref)}; {ref_median}): {s.verdict}, time \u00d7{s.ratio:.3f} "
             f"[{s.low:.3f}, {s.high:.3f}] (95% CI, {METHOD}, {s.n_reference} vs {s.n_new} samples)"
         )
 
