@@ -294,7 +294,9 @@ def _read_all(
     if len(files) == 1 and executor is None:
         return [reader(files[0])], []
     own = executor is None
-    pool = executor or cf.ProcessPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1))
+    from . import chrome_trace, nsys  # noqa: F401 - imported once here: forked workers start with them loaded
+
+    pool = executor or cf.ProcessPoolExecutor(max_workers=min(len(files), len(os.sched_getaffinity(0)) or 1))
     try:
         outcomes = list(pool.map(_guarded_read, [reader] * len(files), files))
     finally:
@@ -346,9 +348,7 @@ def _stack(reports: Sequence[FileReport]) -> Trace:
                 processes.append({"pid": pid, "name": f"rank {rank} ({os.path.basename(r.path)})"})
         gpus += [{**g, "id": g.get("id")} for g in r.meta.get("gpus") or []]
         devices += [{**d, "pid": (d.get("pid") or 0) + offset} for d in r.meta.get("cuda_devices") or []]
-    tables = {
-        name: frame(name, pd.concat(dfs, ignore_index=True)) if dfs else frame(name, []) for name, dfs in parts.items()
-    }
+    tables = {name: _concat(name, dfs) for name, dfs in parts.items()}
     first = reports[0].meta
     meta = {k: first[k] for k in ("backend", "device", "sm_count", "compute_capability", "nsys_version") if k in first}
     recorded = [set(r.meta["recorded"]) for r in reports if r.meta.get("recorded") is not None]
@@ -364,6 +364,21 @@ def _stack(reports: Sequence[FileReport]) -> Trace:
     if recorded:
         meta["recorded"] = sorted(set.intersection(*recorded))
     return Trace(**tables, meta=meta)
+
+
+def _concat(name: str, dfs: list[pd.DataFrame]) -> pd.DataFrame:
+    """The files' rows of one table, stacked; a name column stays categorical over the union of the files' names
+    (concatenating different categories would turn it into Python strings, row by row)."""
+    dfs = [df for df in dfs if not df.empty] or dfs[:1]
+    if not dfs:
+        return frame(name, [])
+    if len(dfs) > 1:
+        for col in dfs[0].columns:
+            if all(isinstance(df[col].dtype, pd.CategoricalDtype) for df in dfs):
+                cats = pd.api.types.union_categoricals([df[col] for df in dfs]).categories
+                dfs = [df.assign(**{col: df[col].cat.set_categories(cats)}) for df in dfs]
+    out = pd.concat(dfs, ignore_index=True)
+    return out if list(out.columns) == COLUMNS[name] else frame(name, out)
 
 
 def align_on_collective(trace: Trace) -> Trace:
