@@ -479,7 +479,7 @@ NOTEBOOKS = {
         ),
         (
             "md",
-            "**A capture from two H200s.** A DDP step with an all-reduce, all-gather, reduce-scatter and broadcast, "
+            "**A capture from two H100s.** A DDP step with an all-reduce, all-gather, reduce-scatter and broadcast, "
             "profiled with `--nproc 2` and kept with the tests: the same views, on any machine.",
         ),
         (
@@ -488,11 +488,68 @@ NOTEBOOKS = {
             "if kept.exists():\n"
             "    path = pathlib.Path(tempfile.mkdtemp()) / 'ddp2.sqlite'\n"
             "    path.write_bytes(gzip.decompress(kept.read_bytes()))\n"
-            "    saved = ProfileReport(gpumagic.load_nsys(path), label='DDP step on 2 x H200')\n"
+            "    saved = ProfileReport(gpumagic.load_nsys(path), label='DDP step on 2 x H100')\n"
             "    display(saved)\n"
             "    display(rank_figures(saved.trace))\n"
             "else:\n"
             "    print('the two-rank capture is not in this checkout (tests/data/nsys/ddp2.sqlite.gz)')",
+        ),
+    ],
+    "09_whole_job": [
+        (
+            "md",
+            "# 9. A whole job: one report per rank, read back as one\n\n"
+            "A job that outgrows one host cannot run under one `nsys` (`--nproc` covers the GPUs of one host). It "
+            "leaves one report per rank instead, and `gpumagic.load_nsys` / `gpumagic.load_trace` read a folder, a "
+            "glob or a list of them as one job: the same per-rank views as a `--nproc` capture.\n\n"
+            "**Capture, one report per rank.** With torchrun on every node (nsys expands `%q{RANK}` from the "
+            "environment torchrun gives each rank):\n\n"
+            "```\ntorchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 --no-python \\\n"
+            "    nsys profile -t cuda,nvtx -o /shared/job/rank%q{RANK} --export=sqlite python train.py\n```\n\n"
+            "Under SLURM: `srun nsys profile -t cuda,nvtx -o /shared/job/rank%q{SLURM_PROCID} --export=sqlite "
+            "python train.py`. To record only a few steps, open an NVTX range around them in `train.py` "
+            "(`torch.cuda.nvtx.range_push('step')`) and add `--capture-range=nvtx --nvtx-capture=step "
+            "--capture-range-end=stop` (with `NSYS_NVTX_PROFILER_REGISTER_ONLY=0` in the environment). With "
+            "torch.profiler instead, each rank writes its own trace: "
+            "`prof.export_chrome_trace(f'/shared/traces/rank{dist.get_rank()}.json')`.",
+        ),
+        (
+            "code",
+            SETUP + "\nimport gzip, pathlib, shutil, tempfile\nimport gpumagic\n"
+            "from gpumagic.analysis.ranks import rank_figures\nfrom gpumagic.render.report import ProfileReport\n"
+            "kept = pathlib.Path(gpumagic.__file__).parents[1] / 'tests' / 'data' / 'per_rank'\n"
+            "job = pathlib.Path(tempfile.mkdtemp()) / 'job'\n"
+            "job.mkdir()\n"
+            "for rank in (0, 1):  # the two exports kept with the tests, unzipped as nsys wrote them\n"
+            "    (job / f'rank{rank}.sqlite').write_bytes(gzip.decompress((kept / 'nsys' / f'rank{rank}.sqlite.gz')"
+            ".read_bytes()))\n"
+            "print(sorted(p.name for p in job.iterdir()))",
+        ),
+        (
+            "md",
+            "**Read back.** The two exports were captured on 2×H100 the way above: rank 1 runs 20 fp32 GEMMs before "
+            "an all-reduce that rank 0 enters at once. Ranks come from the first rule that gives every file its own "
+            "(gpumagic's mark, the `RANK` each report records, the file name, the file order), and the report says "
+            "which; files of different hosts are aligned on the first collective every rank ran. Look at the "
+            "straggler, and at rank 0's all-reduce, whose time is waiting, not moving data.",
+        ),
+        (
+            "code",
+            "trace = gpumagic.load_nsys(job)  # a folder; also a glob ('job/rank*.sqlite') or a list of files\n"
+            "ProfileReport(trace, label='straggler step, one export per rank')",
+        ),
+        ("code", "rank_figures(trace)[['label', 'span_ns', 'busy_ns', 'nccl_ns', 'work_ns', 'kernels']]"),
+        (
+            "md",
+            "**torch.profiler traces per rank** read the same way (the rank from each trace's `distributedInfo`). "
+            "Many files read in parallel: `executor=` takes any `concurrent.futures.Executor` "
+            "(`dask.distributed.Client(...).get_executor()` to read them on a cluster).",
+        ),
+        (
+            "code",
+            "traces = gpumagic.load_trace(kept / 'torch')\n"
+            "print(traces.meta['rank_rule'], '|', traces.meta['clock_alignment']['method'])\n"
+            "rank_figures(traces)[['label', 'busy_ns', 'nccl_ns', 'work_ns', 'kernels']]",
         ),
     ],
 }

@@ -23,6 +23,7 @@ def test_the_demos_are_there():
         "06_roofline",
         "07_sweep",
         "08_two_gpus",
+        "09_whole_job",
     ]
 
 
