@@ -83,7 +83,10 @@ def _median(row: Any) -> str:
 
 def _list(store: Store, args: argparse.Namespace) -> int:
     limit = args.limit if args.limit is not None else (None if args.csv else 50)
-    rows = select(store, label=args.label, statement=args.statement, device=args.device, limit=limit or None)
+    which = {"label": args.label, "statement": args.statement, "device": args.device}
+    rows = select(store, **which, limit=limit + 1 if limit else None)  # one more: whether there are more
+    more = bool(limit) and len(rows) > limit
+    rows = rows[1:] if more else rows
     if args.csv:
         out = csv.writer(sys.stdout)
         out.writerow(COLUMNS)
@@ -102,9 +105,8 @@ def _list(store: Store, args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for r in table:
         print("  ".join(cell.ljust(w) if i != 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
-    total = store.count()
-    if total > len(rows):
-        print(f"({len(rows)} of {total} results in {store.path}; --limit N for more)")
+    if more:
+        print(f"(the latest {len(rows)} results in {store.path}; --limit N for more)")
     return 0
 
 
