@@ -84,7 +84,8 @@ def _median(row: Any) -> str:
 def _list(store: Store, args: argparse.Namespace) -> int:
     limit = args.limit if args.limit is not None else (None if args.csv else 50)
     which = {"label": args.label, "statement": args.statement, "device": args.device}
-    rows = select(store, **which, limit=limit + 1 if limit else None)  # one more: whether there are more
+    columns = [*COLUMNS, "variant", "params"]  # not the samples
+    rows = select(store, **which, limit=limit + 1 if limit else None, columns=columns)  # one more: are there more?
     more = bool(limit) and len(rows) > limit
     rows = rows[1:] if more else rows
     if args.csv:

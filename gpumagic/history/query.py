@@ -50,6 +50,7 @@ def select(
     statement: str | None = None,
     device: str | None = None,
     limit: int | None = None,
+    columns: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Saved rows, oldest first (``limit``: the latest ``limit``). ``device`` matches the name, the UUID or the
     device key (name@host)."""
@@ -65,8 +66,8 @@ def select(
         params += [device] * 3
     clause = " AND ".join(where)
     if limit is None:
-        return store.query(clause, params)
-    return list(reversed(store.query(clause, params, order="id DESC", limit=limit)))
+        return store.query(clause, params, columns=columns)
+    return list(reversed(store.query(clause, params, order="id DESC", limit=limit, columns=columns)))
 
 
 def history(
@@ -88,7 +89,8 @@ def history(
     if where is not None and where.exists():
         with Store(where, readonly=True) as store:
             try:
-                rows = select(store, label=label, statement=statement, device=device)
+                wanted = [*COLUMNS, "samples"] if samples else COLUMNS
+                rows = select(store, label=label, statement=statement, device=device, columns=wanted)
             except sqlite3.DatabaseError as exc:
                 raise sqlite3.DatabaseError(f"{where}: {exc}") from exc
     columns = [*COLUMNS, *(["samples"] if samples else [])]

@@ -144,14 +144,27 @@ class Store:
         return ids
 
     # --- reading ------------------------------------------------------------------------------------------------
-    def query(self, where: str = "", params: Iterable[Any] = (), *, order: str = "id", limit: int | None = None):
-        """Rows of ``results`` as dicts (``where`` is SQL over its columns, with ``?`` for ``params``)."""
+    def query(
+        self,
+        where: str = "",
+        params: Iterable[Any] = (),
+        *,
+        order: str = "id",
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows of ``results`` as dicts (``where`` is SQL over its columns, with ``?`` for ``params``; ``columns``:
+        only these, where the store has them, e.g. all but the samples)."""
         if self.readonly and not self.exists():
             return []
         conn = self.connect()
         if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # an empty file opened read-only
             return []
-        sql = "SELECT * FROM results" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        chosen = "*"
+        if columns is not None:
+            have = set(self.columns())
+            chosen = ", ".join(c for c in columns if c in have) or "*"
+        sql = f"SELECT {chosen} FROM results" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         cur = conn.execute(sql, list(params))
