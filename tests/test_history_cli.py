@@ -125,6 +125,7 @@ def test_check_says_what_differed_between_the_runs(db, tmp_path, capsys):
 
 
 def test_check_with_nothing_new_to_compare_exits_3(db, tmp_path, capsys):
+    save(db, "A @ B", 1.5e-3, label="mm")  # older than the baseline: not a result to check
     save(db, "A @ B", 1e-3, label="mm")
     baseline = export(db, tmp_path)
     assert run("check", str(baseline), "--db", str(db)) == EXIT_MISSING  # the baseline's own result is not "new"

@@ -116,7 +116,8 @@ class CheckEntry:
 
 
 def check(store: Store, baseline: Mapping[str, Any], *, fail_above: float = 0.05) -> list[CheckEntry]:
-    """Each baseline result against the latest saved result of the same measurement (never the baseline's own)."""
+    """Each baseline result against the latest saved result of the same measurement saved after it (never the
+    baseline's own, nor one older than it)."""
     rows = select(store) if store.exists() else []
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     seen_uids = {r.get("uid") for r in baseline.get("results", [])}
@@ -126,6 +127,8 @@ def check(store: Store, baseline: Mapping[str, Any], *, fail_above: float = 0.05
     out = []
     for base in baseline.get("results", []):
         current = latest.get(entry_key(base))
+        if current is not None and (current.get("created") or 0) <= (base.get("created") or 0):
+            current = None
         entry = CheckEntry(dict(base), current)
         if current is not None:
             entry.stats = ratio_ci(base["samples"], unpack_samples(current.get("samples")))
