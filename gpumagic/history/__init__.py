@@ -18,13 +18,40 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .query import history
-from .store import ENV, Store, default_path, resolve_path
-from .versus import Versus, ratio_ci, versus
+if TYPE_CHECKING:
+    from .store import ENV, Store, default_path, resolve_path
+    from .versus import Versus, ratio_ci, versus
 
 __all__ = ["ENV", "Store", "Versus", "default_path", "history", "plot_history", "ratio_ci", "resolve_path", "versus"]
+
+# Loaded on first use: ``import gpumagic`` imports this package (the script API saves results), and pandas, numpy
+# and the queries are for when the history is read.
+_LAZY = {
+    "ENV": "store",
+    "Store": "store",
+    "default_path": "store",
+    "resolve_path": "store",
+    "Versus": "versus",
+    "ratio_ci": "versus",
+    "versus": "versus",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def history(*args: Any, **kwargs: Any) -> Any:
+    """:func:`gpumagic.history.query.history`: the saved results as a DataFrame."""
+    from .query import history as query
+
+    return query(*args, **kwargs)
 
 
 def plot_history(*args: Any, **kwargs: Any) -> Any:

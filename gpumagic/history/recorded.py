@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .recorder import Recorder
+if TYPE_CHECKING:
+    from .recorder import Recorder
 
 __all__ = ["compare", "gputime", "sweep"]
 
@@ -32,6 +33,8 @@ def _source(stmt: Any) -> str:
 def _recorder(history: History, label: str | None) -> Recorder | None:
     if history is False:
         return None
+    from .recorder import Recorder  # sqlite3 and the rest: loaded by the first result, not by `import gpumagic`
+
     return Recorder(None if history is None or history is True else history, label=label)
 
 

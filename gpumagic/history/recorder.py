@@ -15,13 +15,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GpuMagicError
 from .provenance import provenance
 from .rows import result_row
 from .store import ENV, Store, resolve_path
-from .versus import Versus, versus
+
+if TYPE_CHECKING:
+    from .versus import Versus
 
 __all__ = ["HistoryOffError", "Outcome", "Recorder", "UnknownReferenceError", "failure_note", "store_for"]
 
@@ -152,6 +154,8 @@ class Recorder:
             row["id"] = out.ids[0]
         if self.vs is not None:
             if ref is not None:
+                from .versus import versus  # numpy: loaded for --vs alone
+
                 out.versus = versus(ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3))
                 out.lines.append(str(out.versus))
             elif self.vs == "last" and not self.notes:
