@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ReportOptions"]
+__all__ = ["MANY_RANKS", "RANK_TABLE_EDGE", "RANK_TABLE_ROWS", "ReportOptions"]
+
+#: Past this many ranks (processes) a report reads as a job, not as a few GPUs side by side: a rank x figure heatmap
+#: above the per-rank table, and a timeline that shows the straggler's and the fastest rank's lanes, the others one
+#: choice away. At 8 or fewer, every rank's lanes fit a page and the table is short.
+MANY_RANKS = 8
+#: The per-rank table lists every row up to this many; past it, the straggler, the fastest rank and the
+#: :data:`RANK_TABLE_EDGE` ranks at either end by NCCL time, and says how many it leaves out.
+RANK_TABLE_ROWS = 16
+RANK_TABLE_EDGE = 3
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The views of a trace with several processes or GPUs: the per-rank table, the kernel table with a rank column, the
-summary line, and their text forms. (The timeline groups its lanes by rank itself: ``timeline.py``.)
+summary line, and their text forms; which ranks a view of many ranks shows first. (The timeline groups its lanes
+by rank itself: ``timeline.py``; the heatmap of many ranks is ``rank_heatmap.py``.)
 
 The kernel table keeps one table with a rank column rather than one table per rank: a kernel's rows for every rank
 sit together (its name once, spanning them), so a kernel that is slower or more frequent on one rank shows as
@@ -8,19 +9,24 @@ neighbouring numbers instead of a scroll between tables; ``--top`` counts kernel
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 
+from ..analysis.communication import straggler
+from ..analysis.finding import Finding
 from ..analysis.ranks import kernel_summary_by_rank, processes, rank_figures
 from ..kernels import decode
 from ..trace import WINDOW_TEXT, Trace
 from ..units import format_time
+from .options import MANY_RANKS, RANK_TABLE_EDGE, RANK_TABLE_ROWS
 from .tables import esc, kernel_name_cell, ns_title, style, yes_no
 
 __all__ = [
     "decoded_by_rank",
+    "featured_ranks",
+    "many_ranks",
     "rank_kernel_table_html",
     "rank_kernel_text_lines",
     "rank_summary_line",
@@ -51,6 +57,56 @@ def _gpu(r: pd.Series, named: bool) -> str:
 def _who(trace: Trace) -> str:
     """'ranks' or 'processes': what the rows are, as honestly as the trace says."""
     return "ranks" if processes(trace)["label"].str.startswith("rank").all() else "processes"
+
+
+def many_ranks(trace: Trace) -> bool:
+    """More than :data:`~.options.MANY_RANKS` processes: the heatmap, the short table and the chosen lanes apply."""
+    return len(processes(trace)) > MANY_RANKS
+
+
+def featured_ranks(trace: Trace, found: Iterable[Finding] | None = None) -> dict[str, str]:
+    """The ranks a view of many ranks shows first, role -> label: the "straggler" where the straggler finding names
+    one (``found``: the findings already made, else it is asked), else the "slowest" (the least NCCL time: the one
+    the others waited for, or the longest range without NCCL); and the "fastest" (the most NCCL time: it reached the
+    collectives first and waited longest; without NCCL, the shortest range). One entry where they are one rank."""
+    per = rank_figures(trace).groupby("label", sort=False).agg(nccl_ns=("nccl_ns", "sum"), span_ns=("span_ns", "first"))
+    if per.empty:
+        return {}
+    named = next(
+        (f.numbers["rank"] for f in (straggler(trace) if found is None else found) if f.kind == "straggler"), None
+    )
+    by, slow_first = ("nccl_ns", True) if per["nccl_ns"].gt(0).any() else ("span_ns", False)
+    slow = named if named in per.index else (per[by].idxmin() if slow_first else per[by].idxmax())
+    fast = per[by].idxmax() if slow_first else per[by].idxmin()
+    out = {"straggler" if slow == named else "slowest": str(slow)}
+    if fast != slow:
+        out["fastest"] = str(fast)
+    return out
+
+
+def _excerpt(fig: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.DataFrame, str]:
+    """Past :data:`RANK_TABLE_ROWS` rows: the featured ranks and the :data:`RANK_TABLE_EDGE` at either end by NCCL
+    time (busy time without NCCL), in rank order, and a sentence saying what was left out; else every row."""
+    if len(fig) <= RANK_TABLE_ROWS:
+        return fig, ""
+    by = "nccl_ns" if fig["nccl_ns"].gt(0).any() else "busy_ns"
+    ranked = fig.sort_values(by, kind="stable").index
+    keep = set(ranked[:RANK_TABLE_EDGE]) | set(ranked[-RANK_TABLE_EDGE:])
+    keep |= set(fig.index[fig["label"].isin(list(featured.values()))])
+    roles = ", ".join(f"the {role} ({label})" for role, label in featured.items())
+    what = "NCCL" if by == "nccl_ns" else "busy"
+    said = (
+        f"{len(keep)} of {len(fig)} rows: {roles + ', and ' if roles else ''}the {RANK_TABLE_EDGE} with the least and "
+        f"the {RANK_TABLE_EDGE} with the most {what} time; {len(fig) - len(keep)} left out. Every row: "
+        "rep.rank_figures() (a DataFrame)."
+    )
+    return fig.loc[sorted(keep)], said
+
+
+def _with_role(labels: pd.Series, featured: Mapping[str, str]) -> list[str]:
+    """Each label, a featured rank's with its role ("rank 17 \u00b7 straggler")."""
+    roles = {label: role for role, label in featured.items()}
+    return [f"{x} \u00b7 {roles[x]}" if x in roles else x for x in labels]
 
 
 def _gpus(fig: pd.DataFrame) -> str:
@@ -155,38 +211,51 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
     return [c for c in cols if c[0] not in drop]
 
 
-def rank_table_html(trace: Trace) -> str:
+def rank_table_html(trace: Trace, featured: Mapping[str, str] | None = None) -> str:
     """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy;
-    a sentence instead where the capture did not record what busy time is made of (no figure from an absent table)."""
+    a sentence instead where the capture did not record what busy time is made of (no figure from an absent table).
+    Past :data:`RANK_TABLE_ROWS` rows, an excerpt (the ``featured`` ranks, named by role, and either end by NCCL
+    time) and a line saying how many rows it leaves out."""
     unrecorded = trace.figures()["unrecorded"]
     if unrecorded:
         said = trace.not_recorded(unrecorded[0]) or f"{unrecorded[0]} were not recorded"
         return f"<p {style('muted')}>No per-rank GPU busy figures: {esc(said)}</p>"
     fig = rank_figures(trace)
     cols = _rank_columns(fig)
+    featured = featured or {}
+    shown, said = _excerpt(fig, featured)
     ths = "".join(f"<th {style(role)} title='{esc(tip)}'>{esc(h)}</th>" for h, tip, role, _ in cols)
-    rows = ["<tr>" + "".join(cell(r) for *_, cell in cols) + "</tr>" for _, r in fig.iterrows()]
+    rows = [
+        "<tr>" + "".join(cell(r) for *_, cell in cols) + "</tr>"
+        for _, r in shown.assign(label=_with_role(shown["label"], featured)).iterrows()
+    ]
+    tail = f"<p class='gm-ranks-left-out' {style('muted')}>Showing {esc(said)}</p>" if said else ""
     return (
         f"<table class='gm-ranks' {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        + tail
     )
 
 
-def rank_text_lines(trace: Trace) -> list[str]:
-    """The per-rank table as text lines (the terminal report), with the HTML table's columns."""
-    fig = rank_figures(trace)
-    heads = [h for h, *_ in _rank_columns(fig)]
+def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> list[str]:
+    """The per-rank table as text lines (the terminal report), with the HTML table's columns and its excerpt."""
+    full = rank_figures(trace)
+    heads = [h for h, *_ in _rank_columns(full)]
+    featured = featured or {}
+    fig, said = _excerpt(full, featured)
+    fig = fig.assign(label=_with_role(fig["label"], featured))
     nccl, skew = "NCCL" in heads, "Range skew" in heads
-    head = f"  {'':<10} {'GPU':>4} {'Range':>9} {'Busy':>9}"
+    wide = max(10, int(fig["label"].str.len().max()))
+    head = f"  {'':<{wide}} {'GPU':>4} {'Range':>9} {'Busy':>9}"
     head += f" {'NCCL':>9} {'share':>5} {'overl.':>6}" if nccl else ""
     lines = [head + ("  Range skew" if skew else "")]
     for _, r in fig.iterrows():
-        line = f"  {r['label']:<10} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
+        line = f"  {r['label']:<{wide}} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
         if nccl:
             has = bool(r["nccl_kernels"])
             line += f" {_t(r['nccl_ns']) if has else '':>9} {_share(r['nccl_share']) if has else '':>5}"
             line += f" {_share(r['overlap_share']):>6}"
         lines.append(line + (f"  {_skew(int(r['span_skew_ns']), r['span_skew'])}" if skew else ""))
-    return lines
+    return lines + ([f"  ({said})"] if said else [])
 
 
 _KERNEL_COLUMNS = [
@@ -209,8 +278,27 @@ def _stats_title(r: pd.Series) -> str:
     return f" title='{esc(_DOT.join(parts))}'"
 
 
-def rank_kernel_table_html(trace: Trace, top: int, labels: Mapping[str, str]) -> str:
-    """The kernels by total time over every rank, each with one row per rank that ran it."""
+def _kernel_rows(group: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.DataFrame, str]:
+    """A kernel's rows, one per rank; with ``featured`` ranks (many ranks), only theirs and the ranks with the least
+    and the most total time in it, and a line for the others: how many, and their least and most total time."""
+    if not featured:
+        return group, ""
+    keep = set(group.index[group["rank_label"].isin(list(featured.values()))])
+    total = group["Total Time (ns)"]
+    keep |= {total.idxmin(), total.idxmax()}
+    rest = total.drop(index=list(keep))
+    if len(rest) < 2:
+        return group, ""
+    kept = group.loc[sorted(keep)]
+    kept = kept.assign(rank_label=_with_role(kept["rank_label"], featured))
+    return kept, f"{len(rest)} other ranks: {_t(rest.min())} to {_t(rest.max())} in all"
+
+
+def rank_kernel_table_html(
+    trace: Trace, top: int, labels: Mapping[str, str], featured: Mapping[str, str] | None = None
+) -> str:
+    """The kernels by total time over every rank, each with one row per rank that ran it; with ``featured`` ranks
+    (many ranks), the rows of those and of the ranks with the least and the most time in it, and one for the rest."""
     s = kernel_summary_by_rank(trace)
     if s.empty:
         return "<p>No kernels.</p>"
@@ -218,9 +306,10 @@ def rank_kernel_table_html(trace: Trace, top: int, labels: Mapping[str, str]) ->
     ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
     rows = []
     for name in order.index[:top]:
-        group = s[s["Name"] == name]
+        group, others = _kernel_rows(s[s["Name"] == name], featured or {})
         k = decode(name)
-        span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
+        n = len(group) + bool(others)
+        span = f" rowspan='{n}'" if n > 1 else ""
         for i, (_, r) in enumerate(group.iterrows()):
             cells = []
             if i == 0:
@@ -237,6 +326,8 @@ def rank_kernel_table_html(trace: Trace, top: int, labels: Mapping[str, str]) ->
                 words = (k.library, k.op, yes_no(k.tensor_cores), k.precision or "")
                 cells += [f"<td{span} {style('word')}>{esc(v)}</td>" for v in words]
             rows.append("<tr>" + "".join(cells) + "</tr>")
+        if others:
+            rows.append(f"<tr><td colspan='5' {style('muted')}>{esc(others)}</td></tr>")
     more = len(order) - top
     tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
     return (
@@ -245,18 +336,23 @@ def rank_kernel_table_html(trace: Trace, top: int, labels: Mapping[str, str]) ->
     )
 
 
-def rank_kernel_text_lines(trace: Trace, top: int, labels: Mapping[str, str]) -> list[str]:
+def rank_kernel_text_lines(
+    trace: Trace, top: int, labels: Mapping[str, str], featured: Mapping[str, str] | None = None
+) -> list[str]:
     s = kernel_summary_by_rank(trace)
     if s.empty:
         return []
     order = s.groupby("Name", sort=False)["Total Time (ns)"].sum().sort_values(ascending=False, kind="stable")
-    lines = [f"  {'Rank':<10} {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel"]
+    wide = 10 + max((len(role) + 3 for role in (featured or {})), default=0)
+    lines = [f"  {'Rank':<{wide}} {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel"]
     for name in order.index[:top]:
-        for i, (_, r) in enumerate(s[s["Name"] == name].iterrows()):
+        group, others = _kernel_rows(s[s["Name"] == name], featured or {})
+        for i, (_, r) in enumerate(group.iterrows()):
             lines.append(
-                f"  {r['rank_label']:<10} {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
+                f"  {r['rank_label']:<{wide}} {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
                 f"{int(r['Instances']):>5}  {_t(r['Avg (ns)']):>9}  {labels[name] if i == 0 else ''}".rstrip()
             )
+        lines += [f"  ({others})"] if others else []
     return lines
 
 

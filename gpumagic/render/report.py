@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
 from ..analysis import Finding, findings
 from ..analysis.finding import kernel_labels
-from ..analysis.ranks import is_multi
+from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
 from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
@@ -43,6 +44,8 @@ _SEVERITY = {
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 _SUMMARY = "style='cursor:pointer'"
 _MUTED = style("muted")
+#: In a report of many ranks, a finding longer than this (characters) shows its first half and opens to the rest.
+_LONG_FINDING = 600
 #: What the summary line calls a kind of GPU record the capture did not record.
 _UNRECORDED_NOUN = {"kernels": "CUDA kernels", "memops": "memory operations"}
 
@@ -86,6 +89,21 @@ class ProfileReport(FigurePage):
     def multi(self) -> bool:
         """Several processes or GPUs ran GPU work: the per-rank views replace the single-GPU ones."""
         return is_multi(self.trace)
+
+    @cached_property
+    def featured_ranks(self) -> dict[str, str]:
+        """Past MANY_RANKS ranks, the ranks the views show first, role -> label (the straggler the findings name, else
+        the slowest; the fastest): ``ranks_view.featured_ranks``. Empty for fewer ranks."""
+        from .ranks_view import featured_ranks, many_ranks
+
+        if not (self.multi and self._several_processes() and many_ranks(self.trace)):
+            return {}
+        return featured_ranks(self.trace, self.findings)
+
+    def rank_figures(self) -> pd.DataFrame:
+        """Every per-rank figure, one row per rank and GPU (``gpumagic.analysis.ranks.rank_figures``): what the
+        per-rank table and the heatmap show, every rank included."""
+        return rank_figures(self.trace)
 
     def kernel_summary(self) -> pd.DataFrame:
         """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision).
@@ -194,14 +212,15 @@ class ProfileReport(FigurePage):
 
         if not self._several_processes():
             return rank_text_lines(self.trace)
-        return rank_text_lines(self.trace) + rank_kernel_text_lines(self.trace, self.top, kernel_labels(self.trace))
+        featured, labels = self.featured_ranks, kernel_labels(self.trace)
+        return rank_text_lines(self.trace, featured) + rank_kernel_text_lines(self.trace, self.top, labels, featured)
 
     # --- HTML -------------------------------------------------------------------------------------------------
     def _timeline_figure(self) -> Any:
         from .timeline import timeline_figure
 
         title = "Timeline" + (f" \u00b7 {self.label}" if self.label else "")
-        return timeline_figure(self.trace, self.max_glyphs_per_lane, title)
+        return timeline_figure(self.trace, self.max_glyphs_per_lane, title, self.featured_ranks)
 
     def _has_timeline(self) -> bool:
         return bool(self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api)))
@@ -209,24 +228,27 @@ class ProfileReport(FigurePage):
     def _timeline_html(self, mode: str) -> str:
         """``notebook``: BokehJS once per kernel session (see embed.py); ``iframe``: a page of its own in an
         iframe; ``page``: for a page that loads BokehJS in its head."""
+        return self._figure_html(self._timeline_figure(), mode, "timeline")
+
+    def _figure_html(self, fig: Any, mode: str, what: str) -> str:
         from .figure_modes import figure_html
 
         if mode == "notebook" and self.bokehjs != "once":
             mode = "iframe"  # each report brings its own BokehJS
-        return figure_html(self._timeline_figure(), mode, f"gpumagic: {self.label or 'cell'} timeline")
+        return figure_html(fig, mode, f"gpumagic: {self.label or 'cell'} {what}")
 
-    def _body(self, timeline: str | None) -> str:
+    def _body(self, timeline: str | None, draw_timeline: bool = True) -> str:
         parts = [f"<div class='gm-summary' style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
         for f in self.findings:
             icon, color = _SEVERITY.get(f.severity, ("", ""))
             parts.append(
                 f"<div class='gm-finding gm-{esc(f.severity)}' style='margin:2px 0;{color}'>"
-                f"{icon}{esc(f.message)}</div>"
+                f"{icon}{self._finding_text(f.message)}</div>"
             )
         for n in self.notes:
             parts.append(f"<div class='gm-finding gm-info' style='margin:2px 0'>{_SEVERITY['info'][0]}{esc(n)}</div>")
         if self.multi:
-            parts.append(self._ranks_html())
+            parts.append(self._ranks_html(timeline))
         else:
             ks = self.trace.kernel_summary()
             if not ks.empty:
@@ -251,12 +273,25 @@ class ProfileReport(FigurePage):
             else:
                 continue
             parts.append(f"<details style='margin:2px 0'><summary {_SUMMARY}>{esc(title)}</summary>{content}</details>")
-        if timeline and self._has_timeline():
+        if timeline and draw_timeline and self._has_timeline():
             parts.append(self._timeline_html(timeline))
         return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
 
-    def _ranks_html(self) -> str:
-        """Several processes or GPUs: the per-rank table, then the kernel table with a rank column."""
+    def _finding_text(self, message: str) -> str:
+        """A finding, escaped; in a report of many ranks, one longer than :data:`_LONG_FINDING` (a figure for every
+        rank) shows its start and opens to the rest."""
+        cut = message.rfind(" ", 0, _LONG_FINDING // 2)
+        if not self.featured_ranks or len(message) <= _LONG_FINDING or cut < 0:
+            return esc(message)
+        return (
+            f"{esc(message[:cut])}<details style='display:inline'><summary style='display:inline;cursor:pointer;"
+            f"color:#555'> \u2026 (more)</summary>{esc(message[cut:])}</details>"
+        )
+
+    def _ranks_html(self, mode: str | None) -> str:
+        """Several processes or GPUs: the per-rank table, then the kernel table with a rank column; past MANY_RANKS
+        ranks, the rank x figure heatmap above the table (a figure: drawn in ``mode`` as the timeline is, none
+        without one) and the table cut to the featured ranks and either end."""
         from .ranks_view import rank_kernel_table_html, rank_table_html
 
         labels = kernel_labels(self.trace)
@@ -264,8 +299,15 @@ class ProfileReport(FigurePage):
             ranks = f"<h4 {_H4}>Per GPU</h4>" + rank_table_html(self.trace)
             ks = self.trace.kernel_summary()
             return ranks + (f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, labels) if len(ks) else "")
-        ranks = f"<h4 {_H4}>Per rank and GPU</h4>" + rank_table_html(self.trace)
-        kernels = f"<h4 {_H4}>Kernels by rank</h4>" + rank_kernel_table_html(self.trace, self.top, labels)
+        ranks = f"<h4 {_H4}>Per rank and GPU</h4>"
+        if self.featured_ranks and mode and not self.figures["unrecorded"]:
+            from .rank_heatmap import rank_heatmap_figure
+
+            ranks += self._figure_html(rank_heatmap_figure(self.trace, self.featured_ranks), mode, "ranks")
+        ranks += rank_table_html(self.trace, self.featured_ranks)
+        kernels = f"<h4 {_H4}>Kernels by rank</h4>" + rank_kernel_table_html(
+            self.trace, self.top, labels, self.featured_ranks
+        )
         return ranks + (kernels if not self.trace.kernels.empty else "")
 
     def _several_processes(self) -> bool:
@@ -275,7 +317,7 @@ class ProfileReport(FigurePage):
 
     def html(self, timeline: str | None = "iframe") -> str:
         """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""
-        return self._body(timeline if self.timeline else None)
+        return self._body(timeline, self.timeline)
 
     @property
     def page_title(self) -> str:  # type: ignore[override]

@@ -10,7 +10,7 @@ The figure is made here; how it reaches a page (BokehJS once per notebook, or a 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -23,7 +23,9 @@ from ..analysis.ranks import is_multi, processes
 from ..kernels import decode
 from ..trace import Trace, id_column
 from ..units import format_time
+from . import rank_timeline
 from .options import ReportOptions
+from .ranks_view import featured_ranks, many_ranks
 
 __all__ = ["FAMILY_COLORS", "FAMILY_LABELS", "time_unit", "timeline_figure"]
 
@@ -68,6 +70,9 @@ FAMILY_LABELS = {
     "api": "CUDA API",
 }
 _LANE_COLORS = {"nvtx": "#c5b0d5", "ops": "#aec7e8", "api": "#ffbb78"}
+_QUAD = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "fill_alpha": 0.85, "muted_alpha": 0.12}
+_LEGEND = {"orientation": "horizontal", "click_policy": "mute", "location": "top_left", "spacing": 14, "padding": 4}
+_LEGEND |= {"margin": 4, "label_text_font_size": "12px", "glyph_width": 14, "glyph_height": 12}
 _MAX_DEPTH = 6
 # Pixels: rows of lanes, and what the figure adds around them (title, x axis, legend rows).
 _ROW_PX = 28
@@ -245,14 +250,14 @@ def _host_lanes(nv: pd.DataFrame, ops: pd.DataFrame, api: pd.DataFrame, prefix: 
     return lanes
 
 
-def _lane_groups(trace: Trace) -> list[list[tuple[str, str, _Lane]]]:
-    """The lanes from top to bottom, in groups: one group (NVTX ranges, torch ops and CUDA API calls per thread,
-    then GPU streams) for a single process on one GPU; with several processes or GPUs, one group per rank, in rank
-    order, each lane named after its rank ("rank 0 \u00b7 stream 7"), then the host lanes of processes that ran no
-    GPU work."""
+def _lane_groups(trace: Trace) -> list[tuple[str, list[tuple[str, str, _Lane]]]]:
+    """The lanes from top to bottom, in named groups: one group ("", NVTX ranges, torch ops and CUDA API calls per
+    thread, then GPU streams) for a single process on one GPU; with several processes or GPUs, one group per rank, in
+    rank order, named and each lane named after its rank ("rank 0 \u00b7 stream 7"), then the host lanes of
+    processes that ran no GPU work ("other processes")."""
     tables = {name: getattr(trace, name) for name in ("nvtx", "ops", "api", "kernels", "memops")}
     if not is_multi(trace):
-        return [_host_lanes(tables["nvtx"], tables["ops"], tables["api"], "") + _gpu_lanes(trace, *_gpu(tables))]
+        return [("", _host_lanes(tables["nvtx"], tables["ops"], tables["api"], "") + _gpu_lanes(trace, *_gpu(tables)))]
     procs = processes(trace)
     pids = {
         name: id_column(df["pid"]) if "pid" in df.columns else np.full(len(df), -1, dtype=np.int64)
@@ -265,10 +270,11 @@ def _lane_groups(trace: Trace) -> list[list[tuple[str, str, _Lane]]]:
         mine = {name: df[pids[name] == pid] for name, df in tables.items()}
         prefix = f"{label} \u00b7 " if len(known) > 1 else ""  # one process on several GPUs: lanes by GPU
         lanes = _host_lanes(mine["nvtx"], mine["ops"], mine["api"], prefix)
-        groups.append(lanes + _gpu_lanes(trace, *_gpu(mine), prefix, by_device=bool(devices.get(pid, 1) > 1)))
+        lanes += _gpu_lanes(trace, *_gpu(mine), prefix, by_device=bool(devices.get(pid, 1) > 1))
+        groups.append((str(label), lanes))
     rest = {name: df[~np.isin(pids[name], known)] for name, df in tables.items()}
     others = _host_lanes(rest["nvtx"], rest["ops"], rest["api"], "other processes \u00b7 ")
-    return groups + ([others] if others else [])
+    return groups + ([("other processes", others)] if others else [])
 
 
 def _gpu(tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -277,30 +283,41 @@ def _gpu(tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
     """(label, kind, events) from top to bottom (:func:`_lane_groups`, flattened)."""
-    return [lane for group in _lane_groups(trace) for lane in group]
+    return [lane for _, group in _lane_groups(trace) for lane in group]
 
 
 def _rows(
-    trace: Trace, max_glyphs_per_lane: int
+    trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | None = None
 ) -> tuple[pd.DataFrame, list[float], dict[float, str], float, list[tuple[float, float]]]:
-    """Every box to draw (times in ns from the capture start), the lanes' tick positions and labels, the depth
-    of the lowest lane, and the (top, bottom) of each group of lanes when there are several (one per rank)."""
+    """Every box to draw (times in ns from the capture start; ``rank``: its group's name), the lanes' tick
+    positions and labels, the depth of the lowest lane, and the (top, bottom) of each group of lanes when there are
+    several (one per rank). ``shown``: many ranks, these groups placed first (:mod:`.rank_timeline`)."""
+    return _stacked(trace, max_glyphs_per_lane, shown)[:5]
+
+
+def _stacked(trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | None) -> tuple[Any, ...]:
+    """:func:`_rows`, and the groups' names in the order they are stacked."""
     t0, _ = trace.window()
     parts = []
     ticks, labels = [], {}
     y = 0.0
     groups = _lane_groups(trace)
-    if len(groups) > 1:  # the glyph budget is the figure's, not each rank's: N ranks draw as much as one
-        max_glyphs_per_lane = max(100, max_glyphs_per_lane // len(groups))
+    if shown is not None:
+        groups, limits = rank_timeline.shown_first(groups, shown, max_glyphs_per_lane)
+    else:  # the glyph budget is the figure's, not each rank's: N ranks draw as much as one
+        limit = max(100, max_glyphs_per_lane // len(groups)) if len(groups) > 1 else max_glyphs_per_lane
+        limits = [limit] * len(groups)
     bounds = [0.3]  # between groups of lanes: halfway from one group's lowest box to the next group's top
-    for gi, group in enumerate(groups):
+    for gi, ((name, group), limit) in enumerate(zip(groups, limits)):
         if gi:
             y -= 0.3  # a gap between ranks
-        y = _add_lanes(group, t0, max_glyphs_per_lane, parts, ticks, labels, y)
+        n = len(parts)
+        y = _add_lanes(group, t0, limit, parts, ticks, labels, y)
+        parts[n:] = [part.assign(rank=name) for part in parts[n:]]
         bounds.append(y + 0.15)
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["t_start", "t_end", "group"])
     bands = list(pairwise(bounds)) if len(groups) > 1 else []
-    return rows, ticks, labels, y, bands
+    return rows, ticks, labels, y, bands, [name for name, _ in groups]
 
 
 def _add_lanes(
@@ -361,28 +378,35 @@ def _legend_cols(labels: list[str]) -> int:
 
 def _groups_in_order(groups: pd.Series) -> list[str]:
     """Legend order: host lanes first, then kernel families by their place in FAMILY_LABELS."""
-    order = ["nvtx", "ops", "api", *FAMILY_COLORS]
     present = set(groups)
-    return [g for g in order if g in present]
+    return [g for g in ["nvtx", "ops", "api", *FAMILY_COLORS] if g in present]
 
 
 def timeline_figure(
-    trace: Trace, max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane, title: str | None = None
+    trace: Trace,
+    max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane,
+    title: str | None = None,
+    featured: Mapping[str, str] | None = None,
 ) -> Any:
-    """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page must give it."""
-    from bokeh.models import BoxAnnotation, ColumnDataSource, HoverTool, Legend, LegendItem, Span
+    """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page must give it.
+    Past :data:`~.options.MANY_RANKS` ranks, the ``featured`` ranks' lanes (role -> label; by default the straggler's
+    and the fastest rank's) shown, the others' a click away in a legend of ranks (:mod:`.rank_timeline`)."""
+    from bokeh.models import BoxAnnotation, ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Span
     from bokeh.plotting import figure
 
-    rows, ticks, labels, y, bands = _rows(trace, max_glyphs_per_lane)
+    if featured is None:
+        featured = featured_ranks(trace) if is_multi(trace) and many_ranks(trace) else {}
+    shown = list(featured.values()) or None
+    rows, ticks, labels, y, bands, names = _stacked(trace, max_glyphs_per_lane, shown)
     span = float(rows["t_end"].max() - rows["t_start"].min()) if len(rows) else 0.0
     unit, per = time_unit(span)
     groups = _groups_in_order(rows["group"]) if len(rows) else []
     legend_cols = _legend_cols([FAMILY_LABELS.get(g, g) for g in groups])
     legend_rows = -(-len(groups) // legend_cols) if groups else 0
-    lanes_px = int(max(4 * _ROW_PX, min(900, (-y) * _ROW_PX)))
-    height = lanes_px + _FRAME_EXTRA_PX + (20 if title else 0) + legend_rows * _LEGEND_ROW_PX
+    extra_px = _FRAME_EXTRA_PX + (20 if title else 0) + legend_rows * _LEGEND_ROW_PX
+    lowest = bands[len(shown) - 1][1] if shown else y  # many ranks: the shown ones are stacked first
     p = figure(
-        height=height,
+        height=int(max(4 * _ROW_PX, min(900, (-lowest) * _ROW_PX))) + extra_px,
         sizing_mode="stretch_width",
         x_axis_label=f"{unit} since capture start",
         tools="xpan,xwheel_zoom,box_zoom,reset,save",
@@ -390,56 +414,46 @@ def timeline_figure(
         title=title,
         output_backend="webgl" if len(rows) > 5000 else "canvas",
     )
-    renderers, items = [], []
+    renderers, items, by_rank = [], [], {}
     for g in groups:
         sel = rows[rows["group"] == g]
         color = FAMILY_COLORS.get(g) or _LANE_COLORS.get(g, "#c7c7c7")
-        src = ColumnDataSource(  # numbers as arrays (sent as binary), text as lists
-            {
-                "left": (sel["t_start"] / per).to_numpy(dtype=float),
-                "right": (sel["t_end"] / per).to_numpy(dtype=float),
-                **{c: sel[c].to_numpy(dtype=float) for c in ("top", "bottom")},
-                "count": sel["count"].to_numpy(dtype=np.int64),
-                **{c: sel[c].tolist() for c in ("name", "raw", "dur", "extra")},
-            }
-        )
-        r = p.quad(
-            left="left",
-            right="right",
-            top="top",
-            bottom="bottom",
-            fill_color=color,
-            line_color=color,
-            source=src,
-            fill_alpha=0.85,
-            muted_alpha=0.12,
-        )
-        renderers.append(r)
-        items.append(LegendItem(label=FAMILY_LABELS.get(g, g), renderers=[r]))
+        parts = sel.groupby("rank", sort=False) if shown else [(None, sel)]
+        mine = []
+        for rank, part in parts:  # many ranks: one renderer per rank, named after it, the others hidden
+            src = ColumnDataSource(  # numbers as arrays (sent as binary), text as lists
+                {
+                    "left": (part["t_start"] / per).to_numpy(dtype=float),
+                    "right": (part["t_end"] / per).to_numpy(dtype=float),
+                    **{c: part[c].to_numpy(dtype=float) for c in ("top", "bottom")},
+                    "count": part["count"].to_numpy(dtype=np.int64),
+                    **{c: part[c].tolist() for c in ("name", "raw", "dur", "extra")},
+                }
+            )
+            visible = rank in (shown or [rank])
+            if not mine:
+                r = p.quad(**_QUAD, fill_color=color, line_color=color, source=src, name=rank, visible=visible)
+            else:  # many ranks: each rank's renderer shares its family's glyphs (256 ranks stay a small page)
+                glyphs = {k: getattr(mine[0], k) for k in ("glyph", "nonselection_glyph", "muted_glyph")}
+                r = GlyphRenderer(data_source=src, **glyphs, name=rank, visible=visible)
+                p.renderers.append(r)
+            mine.append(r)
+            by_rank.setdefault(rank, []).append(r)
+        renderers += mine
+        items.append(LegendItem(label=FAMILY_LABELS.get(g, g), renderers=mine))
     if renderers:
         p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIP))
     if items:
-        legend = Legend(
-            items=items,
-            orientation="horizontal",
-            ncols=legend_cols,
-            click_policy="mute",
-            location="top_left",
-            spacing=14,
-            padding=4,
-            margin=4,
-            label_text_font_size="12px",
-            glyph_width=14,
-            glyph_height=12,
-        )
-        p.add_layout(legend, "above")
-    for i, (top, bottom) in enumerate(bands):  # one band per rank: every other one shaded, a line between them
+        p.add_layout(Legend(items=items, ncols=legend_cols, **_LEGEND), "above")
+    for i, (top, bottom) in enumerate([] if shown else bands):  # one band per rank: every other one shaded
         if i % 2:
             p.add_layout(BoxAnnotation(top=top, bottom=bottom, fill_color="#808080", fill_alpha=0.07, line_alpha=0))
-        if i:
+        if i:  # a line between them
             p.add_layout(Span(location=top, dimension="width", line_color="#808080", line_alpha=0.6, line_width=1))
     p.yaxis.ticker = ticks
     p.yaxis.major_label_overrides = {float(k): v for k, v in labels.items()}
     p.ygrid.grid_line_color = None
     p.toolbar.logo = None
-    return p
+    if not shown:
+        return p
+    return rank_timeline.rank_legend(p, names, bands, by_rank, featured, (_ROW_PX, extra_px))

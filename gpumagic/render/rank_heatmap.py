@@ -1,0 +1,189 @@
+"""A rank x figure heatmap: the per-rank table of a job of many ranks, read at a glance (one row per rank and GPU).
+
+Four figures, each over that rank's own range (:func:`~gpumagic.analysis.ranks.rank_figures`):
+
+- GPU busy: busy time as a share of the range;
+- NCCL: NCCL time as a share of busy time;
+- exposed NCCL: NCCL time during which no other kernel ran on that GPU (not overlapped with compute), as a share of
+  the range: what communication costs the step;
+- range skew: the range minus the shortest rank's range, as a share of the shortest.
+
+Each column has its own scale (a sequential palette from 0 to the column's largest value; at least
+:data:`SCALE_FLOOR`, so that noise of a percent or two is not drawn as contrast), darker is more. The value is
+written in the cell where the cell is tall enough, and always in the hover. Rows shrink from :data:`CELL_PX` as ranks
+are added, down to :data:`MIN_CELL_PX` (256 ranks fit about 900 px), and their labels thin out to every 2nd, 4th,
+8th... rank, the featured ranks (the straggler, the fastest) always labelled. Only figures are drawn here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.ranks import rank_figures
+from ..trace import Trace
+from ..units import format_time
+
+__all__ = ["COLUMNS", "heatmap_values", "rank_heatmap_figure"]
+
+#: (key, axis label, palette) of each column, left to right.
+COLUMNS = [
+    ("busy", "GPU busy\n(of its range)", "Blues256"),
+    ("nccl", "NCCL\n(of busy)", "Purples256"),
+    ("exposed", "Exposed NCCL\n(of range, not overlapped)", "Oranges256"),
+    ("skew", "Range skew\n(vs the shortest range)", "Reds256"),
+]
+#: A column's scale runs from 0 to its largest value, and at least to this.
+SCALE_FLOOR = 0.05
+CELL_PX = 22
+MIN_CELL_PX = 3
+#: The rows' total height is kept near this while each row is at least MIN_CELL_PX tall.
+ROWS_PX = 900
+#: Labels on the rank axis at least this far apart; values written in cells at least this tall.
+LABEL_PX = 13
+TEXT_PX = 12
+_WIDTH_PX = 900  # JupyterLab's output area is ~950 px wide
+_TOOLTIP = (
+    "<div style='font-size:12px;max-width:420px;white-space:normal'><b>@row</b> &middot; @col: <b>@value</b>"
+    "<div>@text</div><div style='color:#777'>column scale: @scale</div></div>"
+)
+_FRAME_PX = 78  # title and the two-line column labels above the cells
+
+
+def _t(ns: float) -> str:
+    return format_time(float(ns) * 1e-9)
+
+
+def heatmap_values(trace: Trace) -> pd.DataFrame:
+    """One row per rank and GPU, in rank order, indexed by its label ("rank R", "rank R · GPU d" where a process
+    ran on several GPUs): the four figures as shares (``busy``, ``nccl``, ``exposed``, ``skew``), and the sentence
+    the hover shows for each (``busy_text``...)."""
+    fig = rank_figures(trace)
+    several = fig.groupby("pid")["device"].transform("nunique") > 1
+    labels = [f"{x} \u00b7 GPU {int(d)}" if s else str(x) for x, d, s in zip(fig["label"], fig["device"], several)]
+    span = fig["span_ns"].clip(lower=1)
+    exposed_ns = (fig["nccl_ns"] - fig["overlap_ns"]).clip(lower=0)
+    shortest = int(fig["span_ns"].min()) if len(fig) else 0
+    out = pd.DataFrame(
+        {
+            "busy": fig["busy_ns"] / span,
+            "nccl": fig["nccl_share"].astype(float),
+            "exposed": exposed_ns / span,
+            "skew": fig["span_skew"].astype(float),
+        }
+    )
+    out["busy_text"] = [f"{_t(b)} busy of a {_t(s)} range" for b, s in zip(fig["busy_ns"], fig["span_ns"])]
+    out["nccl_text"] = [f"{_t(n)} in NCCL kernels of {_t(b)} busy" for n, b in zip(fig["nccl_ns"], fig["busy_ns"])]
+    out["exposed_text"] = [
+        f"{_t(e)} of its {_t(n)} NCCL ran with no other kernel on the GPU" for e, n in zip(exposed_ns, fig["nccl_ns"])
+    ]
+    out["skew_text"] = [
+        f"range {_t(s)}, +{_t(k)} on the shortest ({_t(shortest)})" for s, k in zip(fig["span_ns"], fig["span_skew_ns"])
+    ]
+    out.index = pd.Index(labels, name="label")
+    return out.fillna(0.0)
+
+
+def _ticks(n: int, cell: float, featured: list[int]) -> list[int]:
+    """Rows to label: every 1st, 2nd, 4th... so that labels stay LABEL_PX apart, the featured rows always, the
+    regular ones next to a featured one left out."""
+    step = 1
+    while step * cell < LABEL_PX:
+        step *= 2
+    near = max(1, int(np.ceil(LABEL_PX / cell)))
+    regular = [i for i in range(0, n, step) if all(abs(i - f) >= near for f in featured)]
+    return sorted(set(regular) | set(featured))
+
+
+def _colors(values: np.ndarray, palette: str) -> tuple[list[str], list[str], float]:
+    """Fill and text colours of a column on its own scale (0 to its largest value, at least SCALE_FLOOR)."""
+    from bokeh import palettes
+
+    colors = list(reversed(getattr(palettes, palette)))  # light to dark
+    top = max(float(np.nanmax(values)) if len(values) else 0.0, SCALE_FLOOR)
+    level = np.clip(np.nan_to_num(values) / top, 0.0, 1.0)
+    idx = (16 + level * (len(colors) - 40)).astype(int)  # never white, never the darkest
+    return [colors[i] for i in idx], ["white" if x > 0.55 else "#222" for x in level], top
+
+
+def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None) -> Any:
+    """The heatmap as a Bokeh figure; ``featured``: role -> label (``ranks_view.featured_ranks``), named on the
+    rank axis. Its ``height`` is the whole plot's."""
+    from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
+    from bokeh.plotting import figure
+
+    values = heatmap_values(trace)
+    n = len(values)
+    cell = float(max(MIN_CELL_PX, min(CELL_PX, ROWS_PX / max(n, 1))))
+    roles = {label: role for role, label in (featured or {}).items()}
+    base = [label.split(" \u00b7 GPU")[0] for label in values.index]
+    feat_rows = [i for i, b in enumerate(base) if b in roles]
+    keys = [k for k, *_ in COLUMNS]
+    data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "fill", "ink", "value", "text", "row", "col", "scale")}
+    for j, (key, name, palette) in enumerate(COLUMNS):
+        v = values[key].to_numpy(dtype=float)
+        fill, ink, top = _colors(v, palette)
+        data["x"] += [j] * n
+        data["y"] += list(range(n))
+        data["fill"] += fill
+        data["ink"] += ink
+        data["value"] += [f"{x:.0%}" if key != "skew" else f"+{x:.1%}" for x in v]
+        data["text"] += values[f"{key}_text"].tolist()
+        data["row"] += list(values.index)
+        data["col"] += [name.replace("\n", " ")] * n
+        data["scale"] += [f"0 to {top:.0%}"] * n
+    height = int(n * cell) + _FRAME_PX
+    p = figure(
+        height=height,
+        sizing_mode="stretch_width",
+        max_width=_WIDTH_PX,
+        x_range=Range1d(-0.5, len(COLUMNS) - 0.5),
+        y_range=Range1d(n - 0.5, -0.5),  # rank 0 on top
+        x_axis_location="above",
+        tools="save",
+        toolbar_location=None,
+        title="Per rank: each column on its own scale, darker is more (hover a cell for its numbers)",
+    )
+    src = ColumnDataSource(data)
+    cells = p.rect(
+        x="x", y="y", width=0.97, height=0.92 if cell >= 6 else 1.0, source=src, fill_color="fill", line_color=None
+    )
+    if cell >= TEXT_PX:
+        size = f"{int(min(12, cell - 3))}px"
+        p.text(
+            x="x",
+            y="y",
+            text="value",
+            source=src,
+            text_color="ink",
+            text_align="center",
+            text_baseline="middle",
+            text_font_size=size,
+        )
+    p.add_tools(
+        HoverTool(
+            renderers=[cells],
+            tooltips=_TOOLTIP,
+        )
+    )
+    p.xaxis.ticker = FixedTicker(ticks=list(range(len(keys))))
+    p.xaxis.major_label_overrides = {j: name for j, (_, name, _) in enumerate(COLUMNS)}
+    ticks = _ticks(n, cell, feat_rows)
+    p.yaxis.ticker = FixedTicker(ticks=ticks)
+    p.yaxis.major_label_overrides = {
+        i: f"{values.index[i]} \u00b7 {roles[base[i]]}" if base[i] in roles else str(values.index[i]) for i in ticks
+    }
+    font = f"{int(min(12, max(9, cell - 2)))}px" if n <= ROWS_PX // LABEL_PX else "11px"
+    p.yaxis.major_label_text_font_size = font
+    p.xaxis.major_label_text_font_size = "12px"
+    for axis in (p.xaxis, p.yaxis):
+        axis.major_tick_line_color = None
+        axis.minor_tick_line_color = None
+        axis.axis_line_color = None
+    p.grid.grid_line_color = None
+    p.outline_line_color = None
+    p.min_border_left = 10
+    return p
