@@ -1,5 +1,6 @@
-"""The three faces of a result that carries a Bokeh figure (a profile report, an ncu report, a comparison, a sweep): the
-text, the notebook output, and a page saved to disk. One base, so each result writes only its own ``html(figure)``.
+"""The three faces of a result that carries a Bokeh figure (a profile report, an ncu report, a comparison, a sweep,
+any Bokeh figure through :class:`Figure`): the text, the notebook output, and a page saved to disk. One base, so
+each result writes only its own ``html(figure)``.
 
 Why three HTML forms: a notebook front end shows every output in one window and BokehJS need travel once
 (``_repr_mimebundle_``, "notebook"); a caller of ``_repr_html_`` may put it anywhere, so it gets an iframe with
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["FigurePage"]
+__all__ = ["Figure", "FigurePage"]
 
 
 class FigurePage:
@@ -46,3 +47,29 @@ class FigurePage:
         with open(path, "w", encoding="utf-8") as f:
             f.write(standalone_page(self.page_title, self.html("page"), "body{margin:12px}"))
         return os.fspath(path)
+
+
+class Figure(FigurePage):
+    """Any Bokeh figure shown the way gpumagic shows its own: in a notebook, BokehJS travels once per kernel session
+    (with whichever figure or report comes first) and this output holds only the figure's JSON, where bokeh's
+    ``output_notebook(INLINE)`` + ``show`` would put all of BokehJS (about 4 MB, twice over) in the notebook.
+    ``Figure(p)`` as a cell's value, or ``display(Figure(p))``; ``save_html(path)`` writes a page of its own."""
+
+    def __init__(self, figure: Any, title: str | None = None) -> None:
+        self.figure = figure
+        self.title = title or getattr(getattr(figure, "title", None), "text", None) or "figure"
+
+    @property
+    def page_title(self) -> str:  # type: ignore[override]
+        return f"gpumagic: {self.title}"
+
+    def html(self, figure: str | None = "iframe") -> str:
+        from .figure_modes import figure_html
+
+        return figure_html(self.figure, figure or "iframe", self.page_title)
+
+    def __str__(self) -> str:
+        return f"{self.title} (a Bokeh figure: shown in a notebook, or written with save_html(path))"
+
+    def __repr__(self) -> str:
+        return str(self)

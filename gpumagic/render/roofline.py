@@ -11,6 +11,8 @@ int8 tensor roof (in OP/s), its hover saying so, and the y axis reads "FLOP/s or
 Both axes are logarithmic; a kernel without counted work (a copy; a tensor-core kernel in a report without the
 tensor counters) has no place on them, so it sits on the bottom-left edge as a cross, its hover saying why: every
 profiled kernel is one glyph.
+
+:func:`calls_figure` draws timed calls (``device_peaks.view.roofline``) the same way, under datasheet ceilings.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 
 from ..units import format_si, format_time
 
-__all__ = ["LIMITER_COLORS", "roofline_figure"]
+__all__ = ["LIMITER_COLORS", "calls_figure", "roofline_figure"]
 
 LIMITER_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "balanced": "#9467bd", "latency": "#ff7f0e", None: "#777"}
 _ROOF_COLORS = {
@@ -136,26 +138,56 @@ def roofline_figure(
     """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the ``ceilings``
     (``fp32``/``fp64``/``fp16`` FLOP/s; ``bf16 tensor`` ... where some kernel used that precision's tensor cores;
     ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short label."""
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
+    from bokeh.models import HoverTool
 
     data = _points(kernels, labels)
     any_int8 = bool(_int8_rows(kernels).any())
-    xs = [x for x in data["x"] if x > 0] or [1.0]
-    ys = [y for y in data["y"] if y > 0] or [1e12]
-    roofs = _used_roofs(kernels, ceilings)
-    dram = ceilings.get("dram")
+    p = _frame(
+        data["x"],
+        data["y"],
+        _used_roofs(kernels, ceilings),
+        ceilings.get("dram"),
+        title,
+        "Arithmetic intensity [FLOP/byte of DRAM traffic]" + (" (int8: OP/byte)" if any_int8 else ""),
+        "Performance [FLOP/s]" + (" (int8: OP/s)" if any_int8 else ""),
+    )
+    glyphs = _scatter(p, data)
+    tooltip = _TOOLTIP.replace("{math}", "<br>@math_text" if "Math" in kernels else "")
+    p.add_tools(HoverTool(renderers=[glyphs], tooltips=tooltip))
+    return p
+
+
+def _compact(values: list[float]) -> list[float]:
+    """Positions to 6 significant digits: a figure's JSON carries what the eye can tell apart, not 17 digits."""
+    return [float(f"{v:.6g}") for v in values]
+
+
+def _frame(
+    xs_in: list[float],
+    ys_in: list[float],
+    roofs: Mapping[str, float],
+    dram: float | None,
+    title: str,
+    x_label: str,
+    y_label: str,
+) -> Any:
+    """The log-log axes, the DRAM slope and a flat roof per entry of ``roofs`` (name -> FLOP/s or OP/s)."""
+    from bokeh.plotting import figure
+
+    xs = [x for x in xs_in if x > 0] or [1.0]
+    ys = [y for y in ys_in if y > 0] or [1e12]
     ridges = [p / dram for p in roofs.values()] if dram else []
     x0, x1 = min(xs + ridges) / 4, max(xs + ridges) * 4
     y0, y1 = min(ys) / 4, max(ys + list(roofs.values())) * 2
+    x0, x1, y0, y1 = _compact([x0, x1, y0, y1])
     p = figure(
         title=title,
         x_axis_type="log",
         y_axis_type="log",
         x_range=(x0, x1),
         y_range=(y0, y1),
-        x_axis_label="Arithmetic intensity [FLOP/byte of DRAM traffic]" + (" (int8: OP/byte)" if any_int8 else ""),
-        y_axis_label="Performance [FLOP/s]" + (" (int8: OP/s)" if any_int8 else ""),
+        x_axis_label=x_label,
+        y_axis_label=y_label,
         height=380,
         sizing_mode="stretch_width",
         tools="pan,wheel_zoom,box_zoom,reset,save",
@@ -164,20 +196,62 @@ def roofline_figure(
     if dram:
         top = max(roofs.values()) if roofs else y1
         label = f"DRAM {format_si(dram, 'B/s')}"
-        p.line([x0, top / dram], [dram * x0, top], line_color="#444", line_width=2, legend_label=label)
+        p.line(
+            _compact([x0, top / dram]),
+            [*_compact([dram * x0]), top],
+            line_color="#444",
+            line_width=2,
+            legend_label=label,
+        )
     for key, peak in roofs.items():
         start = peak / dram if dram else x0
         p.line(
-            [start, x1],
-            [peak, peak],
-            line_color=_ROOF_COLORS[key],
+            _compact([start, x1]),
+            [peak, peak],  # the ceiling exactly as the report or the datasheet states it
+            line_color=_ROOF_COLORS.get(key, "#555"),
             line_width=2,
-            legend_label=f"{key} {format_si(peak, 'OP/s' if key == 'int8 tensor' else 'FLOP/s')}",
+            legend_label=f"{key} {format_si(peak, 'OP/s' if key.startswith('int') else 'FLOP/s')}",
         )
-    source = ColumnDataSource(data)
-    glyphs = p.scatter("x", "y", source=source, size=11, color="color", marker="marker", line_color="#222", alpha=0.9)
-    tooltip = _TOOLTIP.replace("{math}", "<br>@math_text" if "Math" in kernels else "")
-    p.add_tools(HoverTool(renderers=[glyphs], tooltips=tooltip))
     p.legend.location = "bottom_right"
     p.legend.label_text_font_size = "11px"
+    return p
+
+
+def _scatter(p: Any, data: dict[str, list[Any]]) -> Any:
+    from bokeh.models import ColumnDataSource
+
+    data = {**data, "x": _compact(data["x"]), "y": _compact(data["y"])}
+    return p.scatter(
+        "x", "y", source=ColumnDataSource(data), size=11, color="color", marker="marker", line_color="#222", alpha=0.9
+    )
+
+
+_CALL_TOOLTIP = """
+<div style='max-width:min(520px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>
+<b>@label</b><br>@rate_text &middot; @ai_text<br>@share_text<br>@limiter_text</div>
+"""
+
+
+def calls_figure(
+    points: Mapping[str, list[Any]], roofs: Mapping[str, float], dram: float | None, title: str = "Roofline"
+) -> Any:
+    """A Bokeh roofline of timed calls (``device_peaks.view.roofline``): ``points`` columns ``x`` (FLOP per byte),
+    ``y`` (FLOP/s), ``label``, ``rate_text``, ``ai_text``, ``share_text``, ``limiter_text``, ``limiter`` (a key of
+    :data:`LIMITER_COLORS`, or None); ``roofs``: name -> FLOP/s; ``dram``: bytes/s (the slope), or None."""
+    from bokeh.models import HoverTool
+
+    p = _frame(
+        list(points["x"]),
+        list(points["y"]),
+        roofs,
+        dram,
+        title,
+        "Arithmetic intensity [FLOP/byte, counted]",
+        "Performance [FLOP/s]",
+    )
+    data = {k: list(v) for k, v in points.items() if k != "limiter"}
+    data["color"] = [LIMITER_COLORS.get(x, LIMITER_COLORS[None]) for x in points["limiter"]]
+    data["marker"] = ["circle"] * len(data["x"])
+    glyphs = _scatter(p, data)
+    p.add_tools(HoverTool(renderers=[glyphs], tooltips=_CALL_TOOLTIP))
     return p
