@@ -340,27 +340,8 @@ NOTEBOOKS = {
         ),
         (
             "code",
-            "from bokeh.io import output_notebook, show\nfrom bokeh.models import ColumnDataSource, HoverTool\n"
-            "from bokeh.plotting import figure\nfrom bokeh.resources import INLINE\n"
-            "from gpumagic.device_peaks import lookup\n\noutput_notebook(INLINE, hide_banner=True)\n"
-            "sheet = lookup(name)\n"
-            "p = figure(x_axis_type='log', y_axis_type='log', width=700, height=420,\n"
-            "           title=f'Roofline: {sheet.name if sheet else name + \" (no datasheet ceilings)\"}',\n"
-            "           x_axis_label='FLOP per byte', y_axis_label='FLOP/s')\n"
-            "xs = [1e-2, 1e4]\nif sheet:\n"
-            "    for prec, color in (('fp32', 'gray'), ('tf32', 'orange'), ('bf16', 'green')):\n"
-            "        peak = sheet.peak(prec)\n"
-            "        if peak:\n"
-            "            ridge = peak / sheet.bandwidth\n"
-            "            p.line([xs[0], ridge, xs[1]], [xs[0] * sheet.bandwidth, peak, peak], color=color,\n"
-            "                   legend_label=f'{prec} peak, {sheet.bandwidth_label}')\n"
-            "ops, ai, rates, judged = zip(*points)\n"
-            "src = ColumnDataSource({'op': ops, 'ai': ai, 'rate': rates,\n"
-            "                        'limiter': [a.limiter() or '' for a in judged]})\n"
-            "p.scatter('ai', 'rate', source=src, size=10, color='navy')\n"
-            "p.add_tools(HoverTool(tooltips=[('op', '@op'), ('FLOP/B', '@ai'), ('FLOP/s', '@rate'), "
-            "('limiter', '@limiter')]))\n"
-            "if sheet:\n    p.legend.location = 'bottom_right'\nshow(p)",
+            "from gpumagic.device_peaks.view import roofline\n\n"
+            "roofline(points, name)  # under the datasheet's ceilings; BokehJS once per notebook",
         ),
         (
             "md",

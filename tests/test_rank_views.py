@@ -234,3 +234,16 @@ def test_showing_a_rank_in_the_browser_stacks_its_lanes_under_the_shown_ones(ran
     rows, _, _, _, bands, _ = _stacked(t, 2500, order)  # where rank 5 goes when it is shown third
     assert got["top"] == pytest.approx(rows.loc[rows["rank"] == "rank 5", "top"].max())
     assert got["ticks"] == 6 and got["start"] == pytest.approx(min(bands[2][1], -0.5))
+
+
+def test_findings_at_64_ranks_give_extremes_not_a_figure_per_rank(ranks64):
+    from gpumagic.analysis import findings
+
+    trace, _ = ranks64
+    f = {x.kind: x for x in findings(trace)}
+    slow = f["straggler"]
+    assert slow.numbers["rank"] == "rank 17"
+    assert "the other 63 ranks" in slow.message and slow.message.count("rank ") < 12
+    top = f["top_kernels"].message
+    assert "more ranks (the per-rank kernel table has them)" in top and top.count("rank ") < 12
+    assert all(len(x.message) < 1200 for x in f.values()), [len(x.message) for x in f.values()]

@@ -28,6 +28,7 @@ from .ranks import is_multi, rank_figures
 __all__ = [
     "COMM_MIN_NS",
     "COMM_SHARE",
+    "LIST_RANKS",
     "OVERLAP_LOW",
     "STRAGGLER_MIN_NS",
     "WAIT_SHARE",
@@ -36,6 +37,8 @@ __all__ = [
     "straggler",
 ]
 
+#: Past this many ranks a finding gives the extremes of a figure, not a figure per rank (it would not be read).
+LIST_RANKS = 8
 #: Communication worth a word: at least this share of a GPU's busy time (below it, hiding it gains little)...
 COMM_SHARE = 0.10
 #: ... and at least this long (a short cell's single small all-reduce is not worth restructuring a step for).
@@ -80,7 +83,10 @@ def comm_exposed(trace: Trace) -> list[Finding]:
     if not hit.any():
         return []
     parts = []
-    for i in fig.index[hit]:
+    shown = fig.index[hit]
+    if len(shown) > LIST_RANKS:  # many ranks: the most exposed few, then how many more
+        shown = moving[hit].sort_values(ascending=False).index[:3]
+    for i in shown:
         r = fig.loc[i]
         waited = f"; it also waited {t(wait[i])} for other ranks" if wait[i] >= COMM_MIN_NS else ""
         parts.append(
@@ -91,7 +97,9 @@ def comm_exposed(trace: Trace) -> list[Finding]:
         Finding(
             "comm_exposed",
             "warn",
-            f"Communication is not hidden behind compute: {'; '.join(parts)}. While an NCCL kernel runs alone the "
+            f"Communication is not hidden behind compute: {'; '.join(parts)}"
+            f"{f' (and {int(hit.sum()) - len(shown)} other ranks)' if int(hit.sum()) > len(shown) else ''}. "
+            "While an NCCL kernel runs alone the "
             "GPU waits on the other ranks: DDP overlaps its gradient all-reduce with the backward pass bucket by "
             "bucket (bucket_cap_mb sets how soon the first one starts); FSDP's backward_prefetch and "
             "forward_prefetch start the next all-gather early; a value read on the host (loss.item()) right after "
@@ -136,7 +144,11 @@ def straggler(trace: Trace) -> list[Finding]:
     if wait.min() < STRAGGLER_MIN_NS or share.min() < WAIT_SHARE:
         return []
     row = per.loc[slow]
-    nccl = ", ".join(f"{label} {t(ns)}" for label, ns in per["nccl_ns"].items())
+    if len(per) <= LIST_RANKS:
+        nccl = ", ".join(f"{label} {t(ns)}" for label, ns in per["nccl_ns"].items())
+    else:  # many ranks: the straggler's and the range of the others', not a figure per rank
+        nccl = f"{slow} {t(per.loc[slow, 'nccl_ns'])}, the other {len(others)} ranks {t(others['nccl_ns'].min())} to "
+        nccl += t(others["nccl_ns"].max())
     busiest = others["work_ns"].idxmax()
     extra = int(row["work_ns"] - others["work_ns"].max())  # more GPU work than every other rank: like with like
     if extra >= STRAGGLER_MIN_NS and extra >= WORK_SKEW * row["span_ns"]:

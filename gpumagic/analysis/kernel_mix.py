@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .communication import LIST_RANKS
 from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
 from .rank_kernels import kernel_ranks, nccl_waits, work_durations
 from .ranks import is_multi
@@ -58,9 +59,12 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
         numbers["ranks"].append(label)
         numbers["ffma_ns"].append(ns)
         numbers["share"].append(ns / total)
+    if len(parts) > LIST_RANKS:
+        parts = [*parts[:3], f"… {len(parts) - 3} more ranks"]
     msg = (
-        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on {len(parts)} of {len(labels)} ranks: "
-        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'])}. {_TF32_ADVICE}"
+        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on {len(numbers['ranks'])} of {len(labels)} "
+        "ranks: "
+        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. {_TF32_ADVICE}"
     )
     return [Finding("ffma_gemm", "warn", msg, numbers)]
 
@@ -186,7 +190,9 @@ def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
         head = by_label.nlargest(top)
         shares[label] = float(head.sum() / total)
         parts.append(f"{label}: " + "; ".join(f"{name} {_pct(v / total)}" for name, v in head.items()))
-    left_out = _waits_left_out(trace, labels)
+    if len(parts) > LIST_RANKS:  # many ranks: the first few (rank order), and how many more
+        parts = [*parts[:3], f"… {len(parts) - 3} more ranks (the per-rank kernel table has them)"]
+    left_out = _waits_left_out(trace, labels) if len(labels) <= LIST_RANKS else ""
     msg = f"Top kernels per rank, by share of that rank's kernel time{left_out}: {'. '.join(parts)}."
     return [Finding("top_kernels", "info", msg, {"share_by_rank": shares})]
 
