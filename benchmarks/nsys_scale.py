@@ -5,7 +5,7 @@ The big file is the committed export ``tests/data/nsys/block.sqlite.gz`` (nsys 2
 and the schema kept: the kernel and CUDA API tables are copied until they hold the asked-for rows, each copy
 shifted in time by the span of the original and in correlation id by its largest id (so launches still pair with
 their kernels); memory operations and NVTX ranges are copied as many times as the API table. Each measurement runs
-in a fresh child process (pinned to the parent's cores: run the script under ``taskset -c 0,1``), three times;
+in a fresh child process pinned to the cores of ``--cores`` (the first set: 2 by default), three times;
 the table shows the median and the best. Peak memory is the child's ``ru_maxrss`` (the whole process: Python,
 pandas and numpy included; the RSS right after the imports is shown beside it).
 
@@ -14,7 +14,10 @@ Bokeh's import included) <= 5 s; peak memory <= 600 MB; report HTML <= 5 MB. The
 direct SQL computation (row counts, instances, totals, min, max per name) and, where nsys is present, against
 ``nsys stats`` (the same and the medians).
 
-    taskset -c 0,1 python benchmarks/nsys_scale.py [--kernels N] [--api N] [--repeat 3] [--json PATH] [--keep F]
+    python benchmarks/nsys_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2,all] [--json PATH] [--keep F]
+
+Each core set (``--cores``: the first N of the process's cores, or all of them) runs the summaries and ``nsys
+stats`` pinned there; the full table is for the first set, the others add a line each.
 """
 
 from __future__ import annotations
@@ -152,9 +155,20 @@ def _rss_now_mb() -> float:
         return float("nan")
 
 
-def run_child(mode: str, path: str) -> dict[str, Any]:
+def _pinned(cores: set[int] | None) -> Any:
+    """A preexec_fn that pins the child to ``cores`` (None: the parent's own set)."""
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
+
+
+def run_child(mode: str, path: str, cores: set[int] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, path], capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--child", mode, path],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_pinned(cores),
     )
     if proc.returncode:
         raise SystemExit(f"child {mode} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -162,14 +176,20 @@ def run_child(mode: str, path: str) -> dict[str, Any]:
 
 
 # --- nsys stats, where nsys is -------------------------------------------------------------------------------------
-def nsys_stats(path: str, tmp: str) -> dict[str, Any] | None:
+def nsys_stats(path: str, tmp: str, cores: set[int] | None = None) -> dict[str, Any] | None:
     nsys = shutil.which("nsys")
     if not nsys:
         return None
     prefix = os.path.join(tmp, "stats")
     cmd = [nsys, "stats", "-r", "cuda_gpu_kern_sum,cuda_api_sum", "-f", "csv", "-o", prefix]
     t0 = time.perf_counter()
-    proc = subprocess.run([*cmd, "--force-overwrite", "true", path], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [*cmd, "--force-overwrite", "true", path],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_pinned(cores),
+    )
     seconds = time.perf_counter() - t0
     tables = {}
     for report in ("cuda_gpu_kern_sum", "cuda_api_sum"):
@@ -204,6 +224,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "nsys_scale.json"))
     ap.add_argument("--keep", help="keep the built export at this path (reused when it exists)")
+    ap.add_argument(
+        "--cores",
+        default="2,all",
+        help="core sets to run on, comma-separated: N (the first N of this process's cores) or all (default 2,all)",
+    )
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -216,8 +241,23 @@ def main() -> None:
         build(path, args.kernels, args.api)
     build_s = time.perf_counter() - t0
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    runs = {m: [run_child(m, path) for _ in range(args.repeat)] for m in ("summaries", "report")}
-    stats = nsys_stats(path, tmp)
+    sets: dict[str, set[int] | None] = {}
+    for spec in args.cores.split(","):
+        chosen = set(cores) if spec == "all" else set(cores[: int(spec)])
+        sets.setdefault(f"{len(chosen) or '?'} cores", chosen or None)  # "2,all" on 2 cores: one set
+    by_cores = {}
+    for name, chosen in list(sets.items())[1:]:  # every set past the first: the summaries and nsys stats there
+        extra = [run_child("summaries", path, chosen) for _ in range(args.repeat)]
+        other = nsys_stats(path, tmp, chosen)
+        by_cores[name] = {
+            "summaries_s": statistics.median(r["summaries_s"] for r in extra),
+            "peak_mb": statistics.median(r["peak_mb"] for r in extra),
+            "nsys_stats_s": other["seconds"] if other else None,
+        }
+    first_set = next(iter(sets.values()))
+    runs = {m: [run_child(m, path, first_set) for _ in range(args.repeat)] for m in ("summaries", "report")}
+    stats = nsys_stats(path, tmp, first_set)
+    cores = sorted(first_set) if first_set else cores
     size_mb = os.path.getsize(path) / 1e6
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -267,6 +307,10 @@ def main() -> None:
     )
     if stats:
         print(f"gpumagic vs nsys stats: {stats['seconds'] / figures['summaries_s']:.1f}x faster ({stats['nsys']})")
+    for name, row in by_cores.items():
+        ratio = f", {row['nsys_stats_s'] / row['summaries_s']:.1f}x faster" if row["nsys_stats_s"] else ""
+        nsys_s = f"; nsys stats {row['nsys_stats_s']:.2f} s" if row["nsys_stats_s"] else ""
+        print(f"on {name}: load + summaries {row['summaries_s']:.2f} s, {row['peak_mb']:.0f} MB{nsys_s}{ratio}")
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     result = {
@@ -278,6 +322,7 @@ def main() -> None:
         "targets": TARGETS,
         "checks": checks,
         "nsys_stats_s": stats["seconds"] if stats else None,
+        "by_cores": by_cores,
         "runs": {m: [{k: v for k, v in r.items() if k != "summaries"} for r in rs] for m, rs in runs.items()},
         "peak_memory": "ru_maxrss of a fresh child process doing only that step (whole process)",
         "pass": all(checks.values()),
