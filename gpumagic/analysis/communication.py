@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .finding import Finding, t
-from .rank_kernels import kernel_ranks, nccl_waits
+from .rank_kernels import waits_by_rank
 from .ranks import is_multi, rank_figures
 
 __all__ = [
@@ -62,20 +62,13 @@ def _who(row: pd.Series) -> str:
     return f"{row['label']} (GPU {int(row['device'])})" if int(row["device"]) >= 0 else str(row["label"])
 
 
-def _waits_by_rank(trace: Trace) -> dict[str, int]:
-    """ns each rank's NCCL kernels spent waiting for the other ranks (:func:`.rank_kernels.nccl_waits`)."""
-    places, labels = kernel_ranks(trace)
-    waits = nccl_waits(trace)
-    return {label: int(waits[places == i].sum()) for i, label in enumerate(labels)}
-
-
 def comm_exposed(trace: Trace) -> list[Finding]:
     """Per rank and GPU: NCCL time moving data that is a real share of its GPU work and mostly does not overlap
     compute. Time an NCCL kernel spends waiting for a late rank is left out (the straggler finding tells it)."""
     if not is_multi(trace):
         return []
     fig = rank_figures(trace)
-    waits = _waits_by_rank(trace)
+    waits = waits_by_rank(trace)
     wait = fig["label"].map(waits).fillna(0).clip(upper=fig["nccl_ns"])
     moving = fig["nccl_ns"] - wait
     share = moving / (fig["busy_ns"] - wait).clip(lower=1)

@@ -54,9 +54,11 @@ class KernelFacts:
         """Each kernel's answer to ``test`` on its decoded name (a boolean array over the rows)."""
         return np.array([bool(test(d)) for d in self.decoded], dtype=bool)[self.codes]
 
-    def ns_by_label(self, rows: np.ndarray) -> pd.Series:
-        """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in text order."""
-        ns = np.bincount(self.codes[rows], weights=self.durations[rows], minlength=len(self.names))
+    def ns_by_label(self, rows: np.ndarray, durations: np.ndarray | None = None) -> pd.Series:
+        """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in text order;
+        ``durations`` (one per kernel row) in place of the kernels' own, e.g. the time they worked."""
+        durations = self.durations if durations is None else durations
+        ns = np.bincount(self.codes[rows], weights=durations[rows], minlength=len(self.names))
         present = np.bincount(self.codes[rows], minlength=len(self.names)) > 0
         by = pd.Series(ns[present].round().astype("int64"), index=np.asarray(self.labels, dtype=object)[present])
         return by.sort_index()

@@ -4,12 +4,11 @@ and which kernels hold the time."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..trace import Trace
 from .communication import LIST_RANKS
 from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
-from .rank_kernels import kernel_ranks, nccl_waits, work_durations
+from .rank_kernels import kernel_ranks, waits_by_rank, work_durations
 from .ranks import is_multi
 
 __all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
@@ -32,13 +31,7 @@ def _pct(share: float) -> str:
 
 def _waits_left_out(trace: Trace, ranks: list[str]) -> str:
     """How the per-rank shares of ``ranks`` treat NCCL waiting, where they waited ("" where not)."""
-    waits = nccl_waits(trace)
-    places, labels = kernel_ranks(trace)
-    per = [
-        f"{label} {t(int(waits[places == i].sum()))}"
-        for i, label in enumerate(labels)
-        if label in ranks and waits[places == i].any()
-    ]
+    per = [f"{label} {t(ns)}" for label, ns in waits_by_rank(trace).items() if label in ranks and ns > 0]
     if not per:
         return ""
     return f" (time NCCL kernels spent waiting for other ranks is not work and is left out: {', '.join(per)})"
@@ -185,7 +178,7 @@ def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
         mine = places == i
         if not mine.any():
             continue
-        by_label = _work_by_label(facts, work, mine)
+        by_label = facts.ns_by_label(mine, work)
         total = max(int(by_label.sum()), 1)
         head = by_label.nlargest(top)
         shares[label] = float(head.sum() / total)
@@ -195,10 +188,3 @@ def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
     left_out = _waits_left_out(trace, labels) if len(labels) <= LIST_RANKS else ""
     msg = f"Top kernels per rank, by share of that rank's kernel time{left_out}: {'. '.join(parts)}."
     return [Finding("top_kernels", "info", msg, {"share_by_rank": shares})]
-
-
-def _work_by_label(facts: KernelFacts, work: np.ndarray, rows: np.ndarray) -> pd.Series:
-    """The worked ns of the kernels in ``rows`` per label."""
-    ns = np.bincount(facts.codes[rows], weights=work[rows], minlength=len(facts.names))
-    present = np.bincount(facts.codes[rows], minlength=len(facts.names)) > 0
-    return pd.Series(ns[present], index=np.asarray(facts.labels, dtype=object)[present]).groupby(level=0).sum()

@@ -4,8 +4,8 @@ A collective's kernel starts when its rank enters the collective and ends when t
 happen before the last rank has entered: so its duration is that rank's wait for the others plus the transfer. The
 rank that enters last waits least, so the shortest duration of one collective over the ranks that ran it is the
 estimate of its transfer time, and each rank's duration beyond it is its wait. One collective is matched across ranks
-by its kernel name and its place among that rank's kernels of that name (the k-th all-reduce of every rank is the
-same all-reduce: NCCL requires every rank to issue the same collectives in the same order). Where a collective ran
+as :func:`gpumagic.collectives.collective_instances` does (its kernel name and its place among that rank's kernels
+of that name). Where a collective ran
 on one rank only (the other ranks were not captured), nothing is known of its wait and all of it counts as transfer.
 
 Findings that rank kernels by time use :func:`work_durations` (waits left out: waiting is not work), and findings
@@ -15,13 +15,13 @@ about a multi-rank trace say which rank they are about (:func:`kernel_ranks`).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from ..collectives import collective_instances
 from ..trace import Trace, id_column
 from .finding import kernel_facts
 from .ranks import processes
 
-__all__ = ["kernel_ranks", "nccl_waits", "work_durations"]
+__all__ = ["kernel_ranks", "nccl_waits", "waits_by_rank", "work_durations"]
 
 
 def kernel_ranks(trace: Trace) -> tuple[np.ndarray, list[str]]:
@@ -47,17 +47,9 @@ def nccl_waits(trace: Trace) -> np.ndarray:
         if not nccl.any():
             return waits
         k = trace.kernels
-        rows = np.flatnonzero(nccl)
-        frame = pd.DataFrame(
-            {
-                "row": rows,
-                "pid": id_column(k["pid"])[rows],
-                "code": facts.codes[rows],
-                "start": k["start"].to_numpy(dtype=np.int64)[rows],
-                "ns": facts.durations[rows],
-            }
-        ).sort_values(["pid", "code", "start"], kind="stable")
-        frame["nth"] = frame.groupby(["pid", "code"]).cumcount()
+        starts = k["start"].to_numpy(dtype=np.int64)
+        frame = collective_instances(id_column(k["pid"]), facts.codes, starts, nccl)
+        frame["ns"] = facts.durations[frame["row"].to_numpy()]
         transfer = frame.groupby(["code", "nth"])["ns"].transform("min")
         ranks = frame.groupby(["code", "nth"])["pid"].transform("nunique")
         waits[frame["row"].to_numpy()] = np.where(ranks > 1, frame["ns"] - transfer, 0)
@@ -69,3 +61,10 @@ def nccl_waits(trace: Trace) -> np.ndarray:
 def work_durations(trace: Trace) -> np.ndarray:
     """Per kernel row, its duration less any wait for other ranks inside it: the time it worked."""
     return kernel_facts(trace).durations - nccl_waits(trace)
+
+
+def waits_by_rank(trace: Trace) -> dict[str, int]:
+    """Rank label -> the ns its NCCL kernels spent waiting for the other ranks."""
+    places, labels = kernel_ranks(trace)
+    waits = nccl_waits(trace)
+    return {label: int(waits[places == i].sum()) for i, label in enumerate(labels)}

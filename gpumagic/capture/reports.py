@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..collectives import collective_instances
 from ..errors import FileMissingError, GpuMagicError
 from ..trace import COLUMNS, Trace, frame, id_column
 
@@ -396,9 +397,9 @@ def align_on_collective(trace: Trace) -> Trace:
     nccl = is_nccl[codes]
     pid = id_column(k["pid"])
     pids = sorted(set(pid.tolist()))
-    rows = pd.DataFrame({"pid": pid, "code": codes, "end": k["end"].to_numpy(dtype=np.int64)})[nccl]
-    rows = rows.sort_values(["pid", "code", "end"], kind="stable")
-    rows["nth"] = rows.groupby(["pid", "code"]).cumcount()
+    end = k["end"].to_numpy(dtype=np.int64)
+    rows = collective_instances(pid, np.asarray(codes, dtype=np.int64), end, nccl)
+    rows["end"] = end[rows["row"].to_numpy()]
     ends = rows.pivot_table(index=["code", "nth"], columns="pid", values="end", aggfunc="first")
     common = ends.dropna()
     if common.empty or len(pids) < 2 or set(common.columns) != set(pids):

@@ -306,7 +306,8 @@ class TimingResult(Advised):
             out.append(f"FLOP/s and bandwidth not shown: {self.work.note}")
         elif self.work is not None and self.work.note:
             out.append(f"Work: {self.work.note}.")
-        out.extend(f"{why}." for why in (self.achieved.over_peak() if self.achieved is not None else []))
+        found = self.achieved
+        out.extend(f"{why}." for why in (found.over_peak() if found is not None else []))
         med = self.median
         if med > 0 and self.iqr / med > NOISY_IQR and len(self.samples) >= 4:
             out.append(
