@@ -3,18 +3,18 @@
 A kernel name does not always say its precision: cuDNN's fused attention kernels for bf16 and fp16 share one name
 ("..._flash_fprop_wgmma_f16_..."), and helper kernels ("cudnn::fusion::compute_dot_do_o_specialized") say none.
 The op that launched the kernel does: torch.profiler records each op's input types ("c10::BFloat16") where shapes
-are recorded. The link is the one ``summaries.op_summary`` follows: kernel -> launching CUDA API call (by
-correlation id) -> the innermost op enclosing that call on the same thread. An nsys export has no torch ops, so
-there the name is all there is.
+are recorded. The link is the one ``summaries.op_summary`` follows (:func:`gpumagic.summaries.launching_op_rows`):
+kernel -> launching CUDA API call (by correlation id) -> the innermost op enclosing that call on the same thread.
+An nsys export has no torch ops, so there the name is all there is.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from itertools import pairwise
 
 import numpy as np
 
+from .summaries import launching_op_rows
 from .trace import Trace
 
 __all__ = ["PRECISION_OF_TYPE", "kernel_op_precisions", "launching_ops", "precision_of_types"]
@@ -44,36 +44,7 @@ def precision_of_types(types: str | None) -> str | None:
 def launching_ops(trace: Trace) -> np.ndarray:
     """Per kernel row, the row of ``trace.ops`` (in its order) of the innermost op that enclosed its launch; -1
     where there is none (no ops recorded, a launch outside every op, no launch record)."""
-    k, api, ops = trace.kernels, trace.api, trace.ops
-    out = np.full(len(k), -1, dtype=np.int64)
-    if k.empty or api.empty or ops.empty:
-        return out
-    launch = api.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")
-    order = ops.assign(_row=np.arange(len(ops))).sort_values(["thread", "start", "end"], ascending=[1, 1, 0])
-    op_of_corr: dict[int, int] = {}
-    threads = order["thread"].to_numpy()
-    bounds = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1], True])
-    for lo, hi in pairwise(bounds):
-        part = order.iloc[lo:hi]
-        calls = launch[launch["thread"] == threads[lo]].sort_values("start")
-        starts, ends, rows = (part[c].to_numpy() for c in ("start", "end", "_row"))
-        stack: list[int] = []
-        i = 0
-        for corr, t in zip(calls.index.to_numpy(), calls["start"].to_numpy()):
-            while i < len(starts) and starts[i] <= t:
-                while stack and ends[stack[-1]] < starts[i]:
-                    stack.pop()
-                stack.append(i)
-                i += 1
-            while stack and ends[stack[-1]] < t:
-                stack.pop()
-            if stack:
-                op_of_corr[int(corr)] = int(rows[stack[-1]])
-    corr = k["correlation"].to_numpy()
-    for j, c in enumerate(corr):
-        if c == c:  # not NaN
-            out[j] = op_of_corr.get(int(c), -1)
-    return out
+    return launching_op_rows(trace.ops, trace.kernels, trace.api)
 
 
 def kernel_op_precisions(trace: Trace) -> dict[str, str]:

@@ -147,10 +147,44 @@ def memop_size_summary(memops: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["Total (MB)", "Operation"], ascending=[False, True]).reset_index(drop=True)[cols]
 
 
+def launching_op_rows(ops: pd.DataFrame, kernels: pd.DataFrame, api: pd.DataFrame) -> np.ndarray:
+    """Per kernel row, the position in ``ops`` of the innermost op that enclosed its launch (kernel -> launching API
+    call by correlation -> innermost op enclosing that call on the same thread); -1 where there is none. An op that
+    ends when the call starts does not enclose it. One sweep per thread: O(n log n)."""
+    out = np.full(len(kernels), -1, dtype=np.int64)
+    if kernels.empty or api.empty or ops.empty:
+        return out
+    launch = api.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    order = ops.assign(_row=np.arange(len(ops))).sort_values(["thread", "start", "end"], ascending=[True, True, False])
+    op_of_corr: dict[int, int] = {}
+    threads = order["thread"].to_numpy()
+    bounds = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1], True])
+    for lo, hi in pairwise(bounds):
+        part = order.iloc[lo:hi]
+        calls = launch[launch["thread"] == threads[lo]].sort_values("start")
+        starts, ends, rows = (part[c].to_numpy() for c in ("start", "end", "_row"))
+        stack: list[int] = []
+        i = 0
+        for corr, t in zip(calls["correlation"].to_numpy(), calls["start"].to_numpy()):
+            while i < len(starts) and starts[i] <= t:
+                while stack and ends[stack[-1]] <= starts[i]:
+                    stack.pop()
+                stack.append(i)
+                i += 1
+            while stack and ends[stack[-1]] <= t:
+                stack.pop()
+            if stack:
+                op_of_corr[int(corr)] = int(rows[stack[-1]])
+    for j, c in enumerate(kernels["correlation"].to_numpy()):
+        if c == c:  # not NaN
+            out[j] = op_of_corr.get(int(c), -1)
+    return out
+
+
 def op_summary(ops: pd.DataFrame, kernels: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     """Torch ops aggregated by name: calls, CPU total, self CPU (minus children), and the GPU time of the kernels
-    they launched (kernel -> launching API call by correlation -> innermost op enclosing that call). Sorted by self
-    CPU, the column that shows host overhead. One sweep per thread: O(n log n)."""
+    they launched (:func:`launching_op_rows`). Sorted by self CPU, the column that shows host overhead. One sweep per
+    thread: O(n log n)."""
     cols = ["Name", "Calls", "CPU total (ns)", "Self CPU (ns)", "GPU (ns)", "Input shapes"]
     if ops.empty:
         return pd.DataFrame(columns=cols)
@@ -159,40 +193,20 @@ def op_summary(ops: pd.DataFrame, kernels: pd.DataFrame, api: pd.DataFrame) -> p
     end = ops["end"].to_numpy(dtype="int64")
     dur = end - start
     child = np.zeros(len(ops), dtype="int64")
-    gpu = np.zeros(len(ops), dtype="int64")
-    kdur: dict[int, int] = {}
-    if not kernels.empty:
-        kd = kernels.assign(d=kernels["end"] - kernels["start"]).groupby("correlation")["d"].sum()
-        kdur = {int(c): int(v) for c, v in kd.items()}
-    api = api[api["correlation"].isin(list(kdur))] if kdur and not api.empty else api.iloc[0:0]
-    api_by_thread = {th: g.sort_values("start") for th, g in api.groupby("thread")} if not api.empty else {}
     threads = ops["thread"].to_numpy()
     bounds = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1], True])
     for lo, hi in pairwise(bounds):
-        a = api_by_thread.get(threads[lo])
-        a_start = a["start"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
-        a_corr = a["correlation"].to_numpy(dtype="int64") if a is not None else np.empty(0, dtype="int64")
-        j = 0
         stack: list[int] = []
         for i in range(lo, hi):
-            s = start[i]
-            while j < len(a_start) and a_start[j] < s:  # API calls before this op starts: attribute to the stack
-                while stack and end[stack[-1]] <= a_start[j]:
-                    stack.pop()
-                if stack:
-                    gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
-                j += 1
-            while stack and end[stack[-1]] <= s:
+            while stack and end[stack[-1]] <= start[i]:
                 stack.pop()
             if stack:
                 child[stack[-1]] += dur[i]
             stack.append(i)
-        while j < len(a_start):
-            while stack and end[stack[-1]] <= a_start[j]:
-                stack.pop()
-            if stack:
-                gpu[stack[-1]] += kdur.get(int(a_corr[j]), 0)
-            j += 1
+    launched = launching_op_rows(ops, kernels, api)
+    kdur = (kernels["end"] - kernels["start"]).to_numpy(dtype="int64") if not kernels.empty else np.empty(0, "int64")
+    seen = launched >= 0
+    gpu = np.bincount(launched[seen], weights=kdur[seen], minlength=len(ops)).astype("int64")
     df = pd.DataFrame({"Name": ops["name"], "dur": dur, "self": dur - child, "gpu": gpu, "shapes": ops["shapes"]})
     g = df.groupby("Name", sort=False)
     out = pd.DataFrame(
