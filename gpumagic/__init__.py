@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
     from .kernels import KernelName
     from .kernels import decode as decode_kernel
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
+
 __all__ = [
     "GpuMagicError",
     "KernelName",

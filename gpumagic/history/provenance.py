@@ -118,7 +118,7 @@ def provenance(device: str, backend: str, meta: dict[str, Any] | None = None) ->
     ``device_key`` names the device for "the last result on the same device": its UUID where known, else its name
     on this host (a CPU, or a GPU whose UUID torch does not report).
     """
-    from .. import __version__
+    from ..version import __version__
 
     meta = meta or {}
     on_gpu = backend != "host"
