@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,20 @@ def _inode(path: Path) -> tuple[int, int, int] | None:
     return (found.st_dev, found.st_ino, found.st_ctime_ns)
 
 
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode, waiting for another process that is doing the same: SQLite answers a journal-mode
+    change that meets a lock with "database is locked" at once, without its busy handler (two notebooks creating a
+    new store together met it one time in three), so the wait is here, up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class Store:
     """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an older schema,
     on the first write); ``readonly=True`` never writes, creates or migrates."""
@@ -94,8 +109,7 @@ class Store:
                     f"schema version {found} is newer than this gpumagic's ({CURRENT_VERSION}): upgrade gpumagic"
                 )
             if not self.readonly:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
+                _use_wal(conn)
                 conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable against a crash of the app
                 migrate(conn)
         except BaseException:
