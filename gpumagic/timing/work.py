@@ -29,8 +29,13 @@ Peak memory is the extra memory one call needs at its peak above what was alloca
 :func:`~.peak_memory.call_peak` without resetting the user's own counters (``max_memory_allocated`` reads after a
 ``%gputime`` what it read before, where the call stayed under the earlier peak).
 
-Counting never raises into the timer: a statement that fails under the modes (a custom op without a fake kernel,
-a compiled region that refuses a dispatch mode) gives a :class:`Work` whose figures are None and whose ``note``
+Compiled code (``torch.compile``) is never run under the modes: dynamo would skip its frame for good and the user's
+model would run eager from then on. :func:`~.compiled_calls.outside_dynamo` sets dynamo aside for the one call, so
+the compiled code and its caches are not touched, and counts each compiled call's bytes at its own level (its
+inputs, parameters and outputs), as its fused kernels move them.
+
+Counting never raises into the timer: a statement that fails under the modes (a custom op without a fake kernel)
+gives a :class:`Work` whose figures are None and whose ``note``
 says why. The statement's value is dropped; the user's namespace is not touched beyond what the statement itself
 does when it runs (it has already run many times while being timed).
 """
@@ -43,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from .compiled_calls import CompiledCalls, outside_dynamo
 from .peak_memory import call_peak
 from .work_counters import flop_formulas, make_byte_counter, make_call_counter, precision_class, tf32_enabled
 
@@ -146,7 +152,12 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
     except Exception as exc:  # noqa: BLE001 - a PyTorch without these modes: say so
         return Work(note=f"work not counted: this PyTorch cannot count it ({_reason(exc)})")
     try:
-        with call_peak() as measured, byte_mode, call_mode:
+        with (
+            call_peak() as measured,
+            outside_dynamo(lambda: (byte_mode.read, byte_mode.written)) as compiled,
+            byte_mode,
+            call_mode,
+        ):
             value = call()
             del value
     except Exception as exc:  # noqa: BLE001 - never into the timer
@@ -161,7 +172,9 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
     dtype = _dominant(byte_mode.flops_by_dtype) if total else _dominant(byte_mode.bytes_by_dtype)
     cls = _dominant(by_class) if total else (precision_class(dtype) if dtype else None)
     notes = []
-    if byte_mode.ops == 0:
+    if compiled.calls:
+        notes.append(_compiled_note(compiled))
+    elif byte_mode.ops == 0:
         notes.append(
             "no tensor operations seen: work that runs outside PyTorch's dispatcher (a CUDA graph replay, a custom "
             "or compiled kernel) is not counted"
@@ -190,7 +203,30 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
         call_bytes=call_mode.bytes,
         call_names=tuple(call_mode.names),
     )
+    if compiled.calls:
+        # the eager ops outside the compiled calls as counted, the compiled calls at their own level
+        read = byte_mode.read - compiled.inside[0] + compiled.bytes_read
+        written = byte_mode.written - compiled.inside[1] + compiled.bytes_written
+        return replace(
+            work,
+            bytes=read + written,
+            bytes_read=read,
+            bytes_written=written,
+            counted_at="compiled calls",
+        )
     return reconcile(work, kernels_per_call)
+
+
+def _compiled_note(compiled: CompiledCalls) -> str:
+    """How the work of a statement that calls torch.compile'd code was counted, in the line's notes."""
+    names = sorted(set(compiled.names))
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (
+        f"work of the compiled call{'s' if compiled.calls != 1 else ''} ({shown}) counted at its level: bytes are its "
+        "inputs, parameters and outputs, read or written once as its fused kernels move them; FLOPs from its matmuls, "
+        "convolutions and attention, run once from source with torch.compile standing aside (its compiled code and "
+        "caches are not touched)"
+    )
 
 
 def _attention_note(counts: list[Any]) -> str:

@@ -1,0 +1,178 @@
+"""Counting a statement's work without touching the code ``torch.compile`` made of it.
+
+The work count runs one call of the statement under a ``TorchDispatchMode``. Inside a frame that dynamo compiled,
+that is fatal to the user's program, not to the count: dynamo's frame callback sees the mode, declines to run the
+compiled graph and marks the frame to be skipped, and the model runs eager for as long as the process lives (a
+profile of ``m(v)`` after one ``%gputime m(v)`` showed ``aten::gelu`` and no "Torch-Compiled Region"; dynamo then
+fails at interpreter exit with ``KeyError: '__builtins_dict___0'``).
+
+:func:`outside_dynamo` is the context the count runs in instead. Where ``torch._dynamo`` has been imported (the only
+way compiled code can exist), it sets dynamo's ``force_eager`` stance for the one call: compiled functions and modules
+run their own Python source, dynamo's frame callback is not installed, so no cache entry is read, added or marked
+skipped, and no compile starts (the stance is restored on exit, whatever the call did). While it is on, a profile
+function watches for dynamo's compiled-call wrappers and records each *outermost* compiled call with its inputs
+(arguments, and a compiled module's parameters and buffers) and outputs: what the compiled graph reads and writes at
+least once. :mod:`.work` counts the bytes of a compiled statement at that level, as the fused kernels move them, not
+the eager decomposition's; FLOPs (matmul, convolution, attention) are the same math either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+__all__ = ["CompiledCalls", "outside_dynamo"]
+
+#: Where dynamo's wrapper of every compiled function and module call is defined: a closure over its
+#: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is told by what it
+#: holds, not by its name.
+_WRAPPER_FILE_SUFFIX = ("_dynamo/eval_frame.py", "_dynamo\\eval_frame.py")
+
+
+@dataclass
+class CompiledCalls:
+    """The outermost compiled calls one call of a statement made, and the bytes they read and wrote.
+
+    ``watched`` is False where compiled calls could not be watched (dynamo not imported: there are none; or another
+    profile function that cannot be chained is active), so ``calls == 0`` then means "not known", not "none".
+    """
+
+    watched: bool = False
+    calls: int = 0
+    names: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    #: what the op counter counted inside the compiled calls (read, written): the eager decomposition's traffic, which
+    #: the compiled calls' own bytes replace
+    inside: tuple[int, int] = (0, 0)
+    #: reads the op counter's running (read, written) totals, so the traffic inside compiled calls can be told apart
+    probe: Callable[[], tuple[int, int]] | None = None
+    _frames: list[FrameType] = field(default_factory=list)
+    _at_entry: tuple[int, int] = (0, 0)
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    def entered(self, frame: FrameType) -> None:
+        self._frames.append(frame)
+        if len(self._frames) > 1:
+            return  # a compiled call inside a compiled call is part of the outer graph
+        local = frame.f_locals
+        wrapped = _unwrapped(local.get("fn"))
+        inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]
+        owner = getattr(wrapped, "__self__", wrapped)
+        try:
+            import torch
+
+            if isinstance(owner, torch.nn.Module):
+                inputs += [list(owner.parameters()), list(owner.buffers())]
+        except ImportError:
+            pass
+        self.calls += 1
+        self.names.append(_name_of(wrapped))
+        self.bytes_read += _tensor_bytes(inputs)
+        if self.probe is not None:
+            self._at_entry = self.probe()
+
+    def returned(self, frame: FrameType, value: Any) -> None:
+        if not self._frames or self._frames[-1] is not frame:
+            return
+        self._frames.pop()
+        if not self._frames:
+            self.bytes_written += _tensor_bytes(value)
+            if self.probe is not None:
+                read, written = self.probe()
+                self.inside = (
+                    self.inside[0] + read - self._at_entry[0],
+                    self.inside[1] + written - self._at_entry[1],
+                )
+
+
+def _unwrapped(fn: Any) -> Any:
+    """The user's callable under dynamo's own wrappers (``functools.wraps`` ones: a compiled module's forward)."""
+    for _ in range(8):
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = inner
+    return fn
+
+
+def _name_of(wrapped: Any) -> str:
+    owner = getattr(wrapped, "__self__", None)
+    if owner is not None and not isinstance(owner, type):
+        return type(owner).__name__
+    return getattr(wrapped, "__qualname__", None) or type(wrapped).__name__  # a module: its class
+
+
+def _tensor_bytes(tree: Any) -> int:
+    """Bytes of the distinct tensors in a nested structure, each storage region once."""
+    try:
+        import torch
+        from torch.utils._pytree import tree_leaves
+    except ImportError:
+        return 0
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for leaf in tree_leaves(tree):
+        if not isinstance(leaf, torch.Tensor) or leaf.is_meta:
+            continue
+        size = leaf.numel() * leaf.element_size()
+        key = (leaf.data_ptr(), size)
+        if key in seen:
+            continue
+        seen.add(key)
+        total += size
+    return total
+
+
+def _is_compiled_wrapper(frame: FrameType) -> bool:
+    if not frame.f_code.co_filename.endswith(_WRAPPER_FILE_SUFFIX) or "fn" not in frame.f_code.co_freevars:
+        return False
+    try:
+        from torch._dynamo.eval_frame import OptimizeContext
+    except ImportError:
+        return False
+    local = frame.f_locals
+    return "args" in local and isinstance(local.get("self"), OptimizeContext)
+
+
+@contextlib.contextmanager
+def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterator[CompiledCalls]:
+    """Run the block with dynamo standing aside, recording the outermost compiled calls it makes.
+
+    ``probe`` reads the op counter's running (read, written) byte totals (see :attr:`CompiledCalls.inside`).
+    A no-op (``watched`` False) where ``torch._dynamo`` was never imported: nothing can be compiled, and importing it
+    here would cost seconds. Restores dynamo's stance and the thread's profile function on exit.
+    """
+    seen = CompiledCalls(probe=probe)
+    if "torch._dynamo" not in sys.modules:
+        yield seen
+        return
+    import torch
+
+    previous = sys.getprofile()
+    chained = previous if callable(previous) else None
+
+    def watch(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and _is_compiled_wrapper(frame):
+            seen.entered(frame)
+        elif event == "return" and seen._frames and frame is seen._frames[-1]:
+            seen.returned(frame, arg)
+        if chained is not None:
+            chained(frame, event, arg)
+
+    with torch.compiler.set_stance("force_eager"):
+        if previous is None or chained is not None:
+            seen.watched = True
+            sys.setprofile(watch)
+        try:
+            yield seen
+        finally:
+            if seen.watched:
+                sys.setprofile(previous)
