@@ -22,6 +22,14 @@ kernels of that name, the order NCCL requires every rank to keep): a collective 
 the last rank has joined and the data has moved. ``meta["clock_alignment"]`` says what was done, each rank's shift,
 and the residual skew: the largest spread of the other common collectives' ends after the shift.
 
+**One kind per reader.** ``load_nsys`` of a folder reads its nsys exports and ``load_trace`` its Chrome traces; the
+files of the other kind (a folder may hold both for every rank: two recordings of each rank, not more ranks) are
+named in ``meta["skipped"]`` (``capture/report_kinds.py``).
+
+**One job?** Reports that cannot have run together (different run ids or world sizes, clocks hours apart, no
+collective in common: ``capture/job_identity.py``) are read all the same, and said: ``meta["job_mismatch"]`` and a
+:class:`JobMismatchWarning`.
+
 **A file that cannot be read** among several is named in ``meta["unreadable"]`` (path and reason) and the others
 still load; the report says so. If none can be read, the first file's error is raised.
 """
@@ -35,6 +43,7 @@ import json
 import os
 import re
 import sqlite3
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +54,12 @@ import pandas as pd
 from ..collectives import collective_instances
 from ..errors import FileMissingError, GpuMagicError
 from ..trace import COLUMNS, Trace, frame, id_column
+from .job_identity import chrome_identity, mismatch, nsys_identity
+from .report_kinds import READER, ReportKind, ReportKindError, describe, kind_of, split_kinds
 
 __all__ = [
     "FileReport",
+    "JobMismatchWarning",
     "align_on_collective",
     "expand",
     "is_many",
@@ -73,6 +85,7 @@ class FileReport:
     host: str | None = None
     recorded_rank: int | None = None  # RANK in its environment, or distributedInfo.rank
     pids: list[int] = field(default_factory=list)
+    identity: dict[str, Any] = field(default_factory=dict)  # what it records of its job (capture/job_identity.py)
 
 
 def is_many(path: Any) -> bool:
@@ -95,9 +108,10 @@ def load_nsys(
     """``gpumagic.load_nsys``: a Trace from an nsys SQLite export or ``.nsys-rep`` (``capture.nsys.load_nsys``), or,
     from a directory, a glob or a list of files (one report per rank, as a multi-node job leaves them), one Trace of
     every rank (:func:`load_reports`: each file read on ``executor``, clocks of different hosts aligned per
-    ``align``)."""
+    ``align``). Of many files it reads the nsys exports only, and names any Chrome traces among them in
+    ``meta["skipped"]`` (``load_trace`` reads those)."""
     if is_many(path):
-        return load_reports(path, executor=executor, align=align)
+        return load_reports(path, executor=executor, align=align, kind="nsys")
     from .nsys import load_nsys as load_one
 
     return load_one(path, nsys)  # type: ignore[arg-type]
@@ -110,9 +124,10 @@ def load_trace(
     align: str = "auto",
 ) -> Trace:
     """``gpumagic.load_trace``: a Trace from a torch.profiler Chrome-trace JSON (``.json``/``.json.gz``), or from a
-    directory, a glob or a list of them (one trace per rank) one Trace of every rank (:func:`load_reports`)."""
+    directory, a glob or a list of them (one trace per rank) one Trace of every rank (:func:`load_reports`). Of many
+    files it reads the Chrome traces only, and names any nsys exports among them in ``meta["skipped"]``."""
     if is_many(path):
-        return load_reports(path, executor=executor, align=align)
+        return load_reports(path, executor=executor, align=align, kind="chrome")
     from .chrome_trace import load_trace as load_one
 
     return load_one(path)  # type: ignore[arg-type]
@@ -173,14 +188,15 @@ def read_one(path: str) -> FileReport:
 
     trace = load_one(path)
     sqlite = trace.meta.get("source") or path
-    start, host, rank = _nsys_identity(sqlite)
+    start, host, rank, identity = _nsys_identity(sqlite)
     tables = {name: _shifted(getattr(trace, name), start) for name in COLUMNS}
     pids = [int(p["pid"]) for p in trace.meta.get("processes") or [] if p.get("pid") is not None]
-    return FileReport(path, tables, dict(trace.meta), host, rank, pids)
+    return FileReport(path, tables, dict(trace.meta), host, rank, pids, identity)
 
 
-def _nsys_identity(path: str) -> tuple[int, str | None, int | None]:
-    """(session start, UTC ns; the host's name; RANK in the launched process's environment) of an nsys export."""
+def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, Any]]:
+    """(session start, UTC ns; the host's name; RANK in the launched process's environment; what it records of its
+    job) of an nsys export."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -202,7 +218,7 @@ def _nsys_identity(path: str) -> tuple[int, str | None, int | None]:
                 if m:
                     rank = int(m.group(1))
                     break
-        return start, host, rank
+        return start, host, rank, nsys_identity(con, tables)
     finally:
         con.close()
 
@@ -233,9 +249,9 @@ def _read_chrome(path: str) -> FileReport:
             df = df.assign(pid=pid)
         tables[name] = df
     rank = info.get("rank")
-    return FileReport(
-        path, tables, dict(trace.meta), None, int(rank) if rank is not None else None, [pid] if pid else []
-    )
+    recorded = int(rank) if rank is not None else None
+    identity = chrome_identity(data) if isinstance(data, dict) else {}
+    return FileReport(path, tables, dict(trace.meta), None, recorded, [pid] if pid else [], identity)
 
 
 def _shifted(df: pd.DataFrame, ns: int) -> pd.DataFrame:
@@ -249,19 +265,32 @@ def load_reports(
     executor: cf.Executor | None = None,
     align: str = "auto",
     reader: Callable[[str], FileReport] = read_one,
+    kind: ReportKind | None = None,
 ) -> Trace:
     """One Trace from a directory, a glob or a list of per-rank reports (nsys exports or Chrome traces).
 
     ``executor``: where each file is read (default: a process pool of ``min(files, cores)`` workers; one file is
     read here). ``align``: "auto" (align on a collective where the files come from different or unknown hosts),
-    "collective" (always), "none" (each file's own clock).
+    "collective" (always), "none" (each file's own clock). ``kind``: "nsys" or "chrome" reads the files of that
+    kind and names the others in ``meta["skipped"]``; None reads files of one kind and refuses a mix of both.
+
+    Reports that cannot be one job (different run ids or world sizes, clocks hours apart, no collective in common:
+    ``capture/job_identity.py``) are still read, with the reasons in ``meta["job_mismatch"]`` and a
+    :class:`JobMismatchWarning`.
     """
     if align not in ("auto", "collective", "none"):
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
-    files = expand(paths)
+    files, skipped = _of_kind(paths, kind)
     reports, unreadable = _read_all(files, executor, reader)
     trace = _stack(reports)
     trace.meta["unreadable"] = [{"path": p, "reason": why} for p, why in unreadable]
+    trace.meta["skipped"] = skipped
+    reasons = mismatch(reports, _ranks(reports)[0])
+    trace.meta["job_mismatch"] = reasons
+    if reasons:
+        warnings.warn(
+            f"These {len(reports)} reports may not be one job: {'; '.join(reasons)}.", JobMismatchWarning, stacklevel=3
+        )
     same_host = len({r.host for r in reports}) == 1 and reports[0].host is not None
     if align == "collective" or (align == "auto" and not same_host and len(reports) > 1):
         trace = align_on_collective(trace)
@@ -271,6 +300,29 @@ def load_reports(
             "host": reports[0].host,
         }
     return trace
+
+
+class JobMismatchWarning(UserWarning):
+    """Reports loaded as one job that cannot have run together (the reasons are in the message)."""
+
+
+def _of_kind(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], kind: ReportKind | None
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The files to read and those of the other kind left out; an error where none is of ``kind``, or where
+    ``kind`` is None and both kinds are given."""
+    files = expand(paths)
+    kept, skipped = split_kinds(files, kind)
+    if kind is not None and not kept:
+        other = skipped[0]["kind"]
+        raise ReportKindError(where=describe(paths), wanted=kind, found=other, count=len(skipped), reader=READER[other])
+    kinds = {kind_of(f) for f in kept} - {None}
+    if kind is None and len(kinds) > 1:
+        raise GpuMagicError(
+            detail=f"{describe(paths)} holds both nsys exports and Chrome traces (two recordings of each rank): "
+            "read the exports with gpumagic.load_nsys(...) and the traces with gpumagic.load_trace(...)."
+        )
+    return kept, skipped
 
 
 @dataclass

@@ -1,0 +1,88 @@
+"""Which kind of report a file is (an nsys export or a torch.profiler Chrome trace), and the files of one kind among
+many.
+
+A job's folder often holds both kinds for every rank: the multi-host recipe writes ``rank%q{RANK}.nsys-rep`` and
+``.sqlite`` with nsys and ``rank{R}.json`` with torch.profiler. The two are two recordings of each rank (nsys and
+torch.profiler cannot both hold CUPTI in one process, so they come from different runs), never two ranks: stacked
+together they would double the job and mix tables one kind records and the other does not. So ``load_nsys`` reads the
+nsys exports of a folder and ``load_trace`` its Chrome traces, and each names the files of the other kind it left out
+and how to read them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+from ..errors import GpuMagicError
+
+__all__ = [
+    "CHROME_SUFFIXES",
+    "NSYS_SUFFIXES",
+    "READER",
+    "ReportKind",
+    "ReportKindError",
+    "kind_of",
+    "split_kinds",
+]
+
+ReportKind = Literal["nsys", "chrome"]
+
+NSYS_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+#: ``.pt.trace.json`` (torch.profiler's tensorboard handler) ends in ``.json`` too.
+CHROME_SUFFIXES = (".json", ".json.gz")
+#: The reader of each kind, as a user calls it.
+READER: dict[ReportKind, str] = {"nsys": "gpumagic.load_nsys", "chrome": "gpumagic.load_trace"}
+_WHAT: dict[ReportKind, str] = {"nsys": "nsys export", "chrome": "torch.profiler (Chrome) trace"}
+
+
+def kind_of(path: str) -> ReportKind | None:
+    """The kind of report ``path`` names by its extension, or None for neither."""
+    if path.endswith(NSYS_SUFFIXES):
+        return "nsys"
+    if path.endswith(CHROME_SUFFIXES):
+        return "chrome"
+    return None
+
+
+def what(kind: ReportKind, n: int = 1) -> str:
+    """ "nsys export(s)" / "torch.profiler (Chrome) trace(s)", counted."""
+    return f"{n} {_WHAT[kind]}{'s' if n != 1 else ''}"
+
+
+class ReportKindError(GpuMagicError, ValueError):
+    """A reader was given files of the other kind only: ``where`` (the folder, pattern or list), ``wanted`` and
+    ``found`` (kinds), ``count`` (files of the found kind), and the ``reader`` of those."""
+
+    template = "{where} holds {found_text} and no {wanted_text}: read {them} with {reader}(...)."
+
+    def extra_fields(self) -> dict[str, str]:
+        return {
+            "found_text": what(self.found, self.count),
+            "wanted_text": _WHAT[self.wanted],
+            "them": "it" if self.count == 1 else "them",
+        }
+
+
+def split_kinds(files: Sequence[str], kind: ReportKind | None) -> tuple[list[str], list[dict[str, str]]]:
+    """(the files a reader of ``kind`` reads, the others as ``{"path", "kind", "what", "reader"}``: what they
+    are and the reader of them, for a report to say). ``kind`` None keeps every file
+    of a known kind (a list of one kind; a mix is for the caller to refuse). Files of neither kind named explicitly
+    stay: their reader says what is wrong with them."""
+    kept, skipped = [], []
+    for f in files:
+        k = kind_of(f)
+        if kind is None or k in (kind, None):
+            kept.append(f)
+        else:
+            skipped.append({"path": f, "kind": k, "what": _WHAT[k], "reader": READER[k]})
+    return kept, skipped
+
+
+def describe(paths: object) -> str:
+    """How an error names what it was given: the folder, the pattern, or "the N files given"."""
+    if isinstance(paths, (str, os.PathLike)):
+        return os.fspath(paths)
+    items = list(paths) if isinstance(paths, (list, tuple, set)) else []
+    return f"the {len(items)} files given" if len(items) != 1 else os.fspath(items[0])
