@@ -28,6 +28,7 @@ __all__ = [
     "TimingResult",
     "compare",
     "decode_kernel",
+    "diff",
     "gputime",
     "history",
     "load_ipython_extension",
@@ -53,6 +54,10 @@ def __getattr__(name: str) -> Any:
         from .kernels import decode
 
         return decode
+    if name == "diff":  # two runs compared (reads files through the capture readers, draws with Bokeh)
+        from .run_diff import diff
+
+        return diff
     if name == "load_trace":
         from .capture.reports import load_trace
 

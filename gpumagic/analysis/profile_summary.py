@@ -1,0 +1,348 @@
+"""What a diff needs of one run, and nothing more: a profile's summaries per rank, small enough to keep and to save.
+
+A diff compares two runs kernel by kernel; holding two million-kernel Traces to do it would cost twice their tables.
+:func:`summarize` reduces a Trace to one row per kernel name per rank (calls, time, the order it first ran in and the
+op that launched it where the capture says), one row per launching op, per memory-operation kind, and per rank the
+figures a run is judged by (GPU busy, the window and its idle part, host synchronisations, NCCL wait and transfer).
+It is JSON-able (:meth:`ProfileSummary.to_dict`): the history keeps a profile's summaries, not its trace.
+
+**Reconciled.** Per rank, GPU busy = kernel time + memory-operation time + ``overlap_ns`` (<= 0: time when two of
+them ran at once, counted once in GPU busy). A diff's rows are the kernels, the memory operations and that overlap,
+so they add up exactly to the difference in GPU busy time.
+
+Where a reader can supply a big export's few needed columns without building its tables (``Narrow``: the kernels'
+names, starts and ends, the host synchronisations, the first CUDA API call), the summary is made from those.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..intervals import union_by_group, union_ns
+from ..summaries import launching_op_rows
+from ..trace import Trace, id_column
+from .finding import api_names, kernel_facts
+from .ranks import is_multi, processes, rank_figures
+
+__all__ = ["SYNC_APIS", "Narrow", "ProfileSummary", "summarize"]
+
+#: Host calls that wait for the GPU (the same list the host-sync finding reads).
+SYNC_APIS = (
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
+)
+#: The meta a diff states first when the two runs differ in it, and how it is named.
+ENV_KEYS = {
+    "device": "device",
+    "compute_capability": "compute capability",
+    "cuda_driver_version": "CUDA driver",
+    "cuda": "CUDA",
+    "torch": "torch",
+    "backend": "capture",
+    "nsys_version": "nsys",
+}
+_KERNEL_COLS = ["rank", "name", "calls", "ns", "first", "op", "shapes"]
+_OP_COLS = ["rank", "op", "calls", "kernels", "ns"]
+_MEMOP_COLS = ["rank", "kind", "count", "bytes", "ns"]
+_RANK_COLS = ["rank", "busy_ns", "wall_ns", "window", "kernel_ns", "memop_ns", "overlap_ns", "kernels"]
+_RANK_COLS += ["sync_calls", "sync_ns", "nccl_ns", "nccl_wait_ns"]
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """A big single-process, single-GPU export's few columns, read without its tables: each kernel's name (``codes``
+    into ``names``), start and end; the host synchronisations (name -> (calls, ns)); the first CUDA API call's start
+    (None: none). The memory operations are few and come from the Trace."""
+
+    codes: np.ndarray
+    names: list[str]
+    start: np.ndarray
+    end: np.ndarray
+    syncs: dict[str, tuple[int, int]]
+    api_first: int | None
+
+
+@dataclass
+class ProfileSummary:
+    """One run's summaries per rank (``rank``: "rank 0", "process 1", or "" for a run of one process and GPU).
+
+    ``kernels``: rank, name, calls, ns, first (the place of its first launch among the rank's kernel names), op and
+    shapes (of the op that launched most of its time; "" where not known). ``ops``: rank, op, calls (op calls that
+    launched kernels), kernels, ns (their kernels' time). ``memops``: rank, kind, count, bytes, ns. ``ranks``: busy_ns,
+    wall_ns and window (the analysis window), kernel_ns, memop_ns, overlap_ns, kernels, sync_calls, sync_ns, nccl_ns,
+    nccl_wait_ns (-1: not known, one rank captured). ``env``: device, versions, capture backend, label, source."""
+
+    env: dict[str, Any]
+    ranks: pd.DataFrame
+    kernels: pd.DataFrame
+    ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_OP_COLS))
+    memops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_MEMOP_COLS))
+    #: What the capture recorded (kernels, memops, api, ops, ...); ops absent: launching ops are not known.
+    recorded: list[str] = field(default_factory=list)
+
+    @property
+    def busy_ns(self) -> int:
+        return int(self.ranks["busy_ns"].sum())
+
+    @property
+    def ops_known(self) -> bool:
+        return "ops" in self.recorded and not self.ops.empty
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form (:meth:`from_dict` reads it back)."""
+        tables = {k: getattr(self, k).to_dict(orient="list") for k in ("ranks", "kernels", "ops", "memops")}
+        return {"version": 1, "env": _plain(self.env), "recorded": list(self.recorded), **tables}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfileSummary:
+        cols = {"ranks": _RANK_COLS, "kernels": _KERNEL_COLS, "ops": _OP_COLS, "memops": _MEMOP_COLS}
+        tables = {k: pd.DataFrame(data.get(k) or {c: [] for c in c_}, columns=c_) for k, c_ in cols.items()}
+        return cls(env=dict(data.get("env") or {}), recorded=list(data.get("recorded") or []), **tables)
+
+
+def _plain(value: Any) -> Any:
+    """Meta as JSON takes it: numbers, text, lists and dicts."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _env(trace: Trace) -> dict[str, Any]:
+    meta = trace.meta
+    env = {k: meta.get(k) for k in ENV_KEYS if meta.get(k) is not None}
+    for k in ("label", "source"):
+        if meta.get(k):
+            env[k] = meta[k] if isinstance(meta[k], str) else [str(s) for s in meta[k]]
+    return _plain(env)
+
+
+def summarize(trace: Trace, narrow: Narrow | None = None) -> ProfileSummary:
+    """A Trace's summaries per rank (``narrow``: a big export's columns read without its tables, see :class:`Narrow`;
+    used only for a trace of one process on one GPU without a cell label)."""
+    if narrow is not None:
+        return _from_narrow(trace, narrow)
+    return trace.memo("diff.summary", lambda: _from_trace(trace))
+
+
+# --- from a whole Trace ---------------------------------------------------------------------------------------------
+def _from_trace(trace: Trace) -> ProfileSummary:
+    multi = is_multi(trace)
+    if multi:
+        procs = processes(trace)
+        labels = dict(zip(procs["pid"].astype(int), procs["label"]))
+        order = list(procs["label"])
+    else:
+        labels, order = {}, [""]
+    k = trace.kernels
+    facts = kernel_facts(trace)
+    kpid = id_column(k["pid"]) if len(k) else np.empty(0, np.int64)
+    krank = _rank_index(kpid, labels, order)
+    kernels = _kernel_rows(facts.codes, facts.names, facts.durations, krank, order, _launch_context(trace))
+    m = trace.memops
+    mrank = _rank_index(id_column(m["pid"]) if len(m) else np.empty(0, np.int64), labels, order)
+    memops = _memop_rows(m, mrank, order)
+    ranks = pd.DataFrame({"rank": order})
+    ranks["busy_ns"] = _busy_by_rank(trace, labels, order)
+    if multi:
+        fig = (
+            rank_figures(trace).groupby("label", sort=False).agg(wall_ns=("span_ns", "max"), window=("window", "first"))
+        )
+        ranks["wall_ns"] = [int(fig["wall_ns"].get(r, 0)) for r in order]
+        ranks["window"] = [str(fig["window"].get(r, "cuda")) for r in order]
+    else:
+        f = trace.figures()
+        ranks["wall_ns"], ranks["window"] = int(f["wall_ns"]), f["window"]
+    ranks["kernel_ns"] = np.bincount(krank, weights=facts.durations, minlength=len(order)).astype(np.int64)
+    ranks["memop_ns"] = [int(memops.loc[memops["rank"] == r, "ns"].sum()) for r in order]
+    ranks["overlap_ns"] = ranks["busy_ns"] - ranks["kernel_ns"] - ranks["memop_ns"]
+    ranks["kernels"] = np.bincount(krank, minlength=len(order)).astype(np.int64)
+    calls, ns = _syncs(trace, labels, order)
+    ranks["sync_calls"], ranks["sync_ns"] = calls, ns
+    nccl = facts.where(lambda d: d.family == "nccl")
+    ranks["nccl_ns"] = np.bincount(krank[nccl], weights=facts.durations[nccl], minlength=len(order)).astype(np.int64)
+    ranks["nccl_wait_ns"] = _nccl_waits(trace, krank, order) if multi else -1
+    ops = _op_rows(trace, facts.durations, krank, order)
+    return ProfileSummary(_env(trace), ranks[_RANK_COLS], kernels, ops, memops, sorted(_recorded(trace)))
+
+
+def _recorded(trace: Trace) -> set[str]:
+    """The kinds the capture recorded; "ops" only where it holds some (an nsys export records none)."""
+    kinds = {kind for kind in ("kernels", "memops", "api", "ops", "nvtx", "osrt") if trace.recorded(kind)}
+    return kinds if trace.rows("ops") else kinds - {"ops"}
+
+
+def _rank_index(pid: np.ndarray, labels: dict[int, str], order: list[str]) -> np.ndarray:
+    """Each row's place in ``order`` (0 for a single-rank trace)."""
+    if not labels:
+        return np.zeros(len(pid), dtype=np.int64)
+    place = {p: order.index(lbl) for p, lbl in labels.items()}
+    return np.array([place.get(int(p), 0) for p in pid], dtype=np.int64)
+
+
+def _launch_context(trace: Trace) -> tuple[np.ndarray, list[str], list[str]] | None:
+    """Per kernel row, the row of its launching op (-1: none), and each op row's name and input shapes; None where
+    the capture recorded no ops (nsys)."""
+    if trace.ops.empty or trace.kernels.empty:
+        return None
+    rows = launching_op_rows(trace.ops, trace.kernels, trace.api)
+    shapes = ["" if s is None or s != s else str(s) for s in trace.ops["shapes"]]
+    return rows, [str(n) for n in trace.ops["name"]], shapes
+
+
+def _kernel_rows(
+    codes: np.ndarray,
+    names: list[str],
+    durations: np.ndarray,
+    rank: np.ndarray,
+    order: list[str],
+    context: tuple[np.ndarray, list[str], list[str]] | None,
+) -> pd.DataFrame:
+    """One row per (rank, kernel name): calls, ns, its first launch's place, and the op that launched most of it."""
+    if not len(codes):
+        return pd.DataFrame(columns=_KERNEL_COLS)
+    n = max(len(names), 1)
+    key = rank * n + codes
+    uniq, inverse, calls = np.unique(key, return_inverse=True, return_counts=True)
+    ns = np.bincount(inverse, weights=durations, minlength=len(uniq)).astype(np.int64)
+    first_row = np.full(len(uniq), len(codes), dtype=np.int64)
+    np.minimum.at(first_row, inverse, np.arange(len(codes)))  # kernels come in start order
+    out = pd.DataFrame({"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]})
+    out["calls"], out["ns"] = calls.astype(np.int64), ns
+    out["first"] = out.assign(f=first_row).groupby("rank")["f"].rank(method="first").astype(np.int64) - 1
+    out["op"], out["shapes"] = "", ""
+    if context is not None:
+        op_row, op_names, op_shapes = context
+        launched = op_row >= 0
+        if launched.any():
+            pair = pd.DataFrame({"k": inverse[launched], "op": op_row[launched], "ns": durations[launched]})
+            best = pair.groupby(["k", "op"])["ns"].sum().reset_index().sort_values("ns", ascending=False)
+            best = best.drop_duplicates("k")
+            out.loc[best["k"].to_numpy(), "op"] = [op_names[i] for i in best["op"]]
+            out.loc[best["k"].to_numpy(), "shapes"] = [op_shapes[i] for i in best["op"]]
+    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def _op_rows(trace: Trace, durations: np.ndarray, rank: np.ndarray, order: list[str]) -> pd.DataFrame:
+    """Per rank and launching op name: op calls that launched kernels, kernels, their time; "(no op)" for kernels
+    launched outside every op. Empty where the capture recorded no ops."""
+    ctx = _launch_context(trace)
+    if ctx is None:
+        return pd.DataFrame(columns=_OP_COLS)
+    op_row, op_names, _ = ctx
+    names = np.array([*op_names, "(no op)"], dtype=object)[np.where(op_row >= 0, op_row, len(op_names))]
+    df = pd.DataFrame({"rank": [order[i] for i in rank], "op": names, "row": op_row, "ns": durations})
+    g = df.groupby(["rank", "op"], sort=False)
+    out = g.agg(kernels=("ns", "size"), ns=("ns", "sum"), calls=("row", "nunique")).reset_index()
+    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)[_OP_COLS]
+
+
+def _memop_rows(m: pd.DataFrame, rank: np.ndarray, order: list[str]) -> pd.DataFrame:
+    if m.empty:
+        return pd.DataFrame(columns=_MEMOP_COLS)
+    df = pd.DataFrame(
+        {
+            "rank": [order[i] for i in rank],
+            "kind": m["kind"].astype(str).to_numpy(),
+            "bytes": pd.to_numeric(m["bytes"], errors="coerce").fillna(0).astype(np.int64).to_numpy(),
+            "ns": (m["end"] - m["start"]).to_numpy(dtype=np.int64),
+        }
+    )
+    out = df.groupby(["rank", "kind"], sort=False).agg(count=("ns", "size"), bytes=("bytes", "sum"), ns=("ns", "sum"))
+    return out.reset_index()[_MEMOP_COLS]
+
+
+def _busy_by_rank(trace: Trace, labels: dict[int, str], order: list[str]) -> list[int]:
+    """GPU busy per rank: the union on each of its GPUs (overlap once), summed over them; equal to the Trace's
+    GPU busy in total."""
+    if not labels:
+        return [trace.gpu_busy_ns()]
+    codes, units = trace.gpu_units()
+    starts, ends = trace._gpu_arrays()
+    per_unit = union_by_group(codes, starts, ends, len(units))
+    busy = [0] * len(order)
+    for pid, ns in zip(units["pid"].astype(int), per_unit):
+        busy[order.index(labels[pid])] += int(ns)
+    return busy
+
+
+def _syncs(trace: Trace, labels: dict[int, str], order: list[str]) -> tuple[list[int], list[int]]:
+    """Host calls waiting for the GPU, per rank: (calls, ns)."""
+    calls, ns = [0] * len(order), [0] * len(order)
+    if not trace.recorded("api") or not trace.rows("api"):
+        return calls, ns
+    if not labels and "api" in getattr(trace, "_unread", ()):  # a big export: its API summary is a narrow read
+        s = trace.api_summary()
+        s = s[s["Name"].map(_unversioned).isin(SYNC_APIS)]
+        return [int(s["Num Calls"].sum())], [int(s["Total Time (ns)"].sum())]
+    api = trace.api
+    hit = api_names(trace).isin(SYNC_APIS).to_numpy()
+    rank = _rank_index(id_column(api["pid"])[hit], labels, order)
+    dur = (api["end"] - api["start"]).to_numpy(dtype=np.int64)[hit]
+    return (
+        np.bincount(rank, minlength=len(order)).astype(int).tolist(),
+        np.bincount(rank, weights=dur, minlength=len(order)).astype(np.int64).tolist(),
+    )
+
+
+def _nccl_waits(trace: Trace, krank: np.ndarray, order: list[str]) -> list[int]:
+    from .rank_kernels import nccl_waits
+
+    waits = nccl_waits(trace)
+    return np.bincount(krank, weights=waits, minlength=len(order)).astype(np.int64).tolist()
+
+
+def _unversioned(name: Any) -> str:
+    return re.sub(r"_v\d+$", "", str(name))
+
+
+# --- from a big export's narrow read --------------------------------------------------------------------------------
+def _from_narrow(trace: Trace, nw: Narrow) -> ProfileSummary:
+    durations = nw.end - nw.start
+    rank = np.zeros(len(nw.codes), dtype=np.int64)
+    kernels = _kernel_rows(nw.codes, nw.names, durations, rank, [""], None)
+    m = trace.memops
+    memops = _memop_rows(m, np.zeros(len(m), dtype=np.int64), [""])
+    starts = np.concatenate([nw.start, m["start"].to_numpy(dtype=np.int64)])
+    ends = np.concatenate([nw.end, m["end"].to_numpy(dtype=np.int64)])
+    busy = union_ns(starts, ends) if len(starts) else 0
+    first = int(starts.min()) if len(starts) else 0
+    if nw.api_first is not None:
+        first = min(first, nw.api_first)
+    kernel_ns, memop_ns = int(durations.sum()), int(memops["ns"].sum()) if len(memops) else 0
+    from ..kernels import decode
+
+    nccl_names = np.array([decode(n).family == "nccl" for n in nw.names] or [False], dtype=bool)
+    nccl = nccl_names[nw.codes] if len(nw.codes) else np.zeros(0, dtype=bool)
+    ranks = pd.DataFrame(
+        {
+            "rank": [""],
+            "busy_ns": [busy],
+            "wall_ns": [int(ends.max()) - first if len(ends) else 0],
+            "window": ["cuda"],
+            "kernel_ns": [kernel_ns],
+            "memop_ns": [memop_ns],
+            "overlap_ns": [busy - kernel_ns - memop_ns],
+            "kernels": [len(nw.codes)],
+            "sync_calls": [sum(c for c, _ in nw.syncs.values())],
+            "sync_ns": [sum(t for _, t in nw.syncs.values())],
+            "nccl_ns": [int(durations[nccl].sum())],
+            "nccl_wait_ns": [-1],
+        }
+    )
+    return ProfileSummary(_env(trace), ranks, kernels, recorded=sorted(_recorded(trace)), memops=memops)

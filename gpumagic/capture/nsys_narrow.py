@@ -1,0 +1,73 @@
+"""The few columns of a big nsys export that a diff needs, read without building its tables.
+
+Reading a million-kernel export's whole kernel table (ten columns) costs seconds; a diff needs each kernel's name,
+start and duration, the host's synchronisation calls and the first CUDA API call's start. :func:`narrow_read` reads
+those (the columnar read of ``nsys_columns``, and two small SQL aggregates) for an export of one process on one GPU
+whose tables have not been read yet; anything else returns None and the diff reads the Trace as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..trace import Trace
+from .nsys_columns import distinct, int_columns
+
+__all__ = ["narrow_read"]
+
+_KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+
+def narrow_read(trace: Trace, sync_apis: Sequence[str]) -> dict[str, Any] | None:
+    """The export's few columns, as the fields of ``gpumagic.analysis.profile_summary.Narrow`` (``codes``, ``names``,
+    ``start``, ``end``, ``syncs``: calls and ns of each of ``sync_apis`` called, ``api_first``); None where the Trace
+    is not an unread nsys export of one process and one GPU without a cell label (its figures need its tables)."""
+    src = trace.source
+    meta = trace.meta
+    if src is None or meta.get("backend") != "nsys" or meta.get("label") or "kernels" not in trace._unread:
+        return None
+    if len(meta.get("processes") or []) != 1 or len({d.get("cuda_id") for d in meta.get("cuda_devices") or []}) > 1:
+        return None
+    con: sqlite3.Connection | None = getattr(src, "_con", None)
+    present: set[str] = getattr(src, "_present", set())
+    if con is None or _KERNEL not in present:
+        return None
+    try:
+        ids, start, dur = int_columns(con, _KERNEL, ["demangledName", "start", "end - start"], "", src._same_file())
+        uniq, inverse = distinct(ids)
+        names = src._names(uniq)
+        syncs, first = _api(con, present, sync_apis)
+    except sqlite3.Error:
+        return None
+    codes = np.asarray(inverse, dtype=np.int64)
+    return {"codes": codes, "names": names, "start": start, "end": start + dur, "syncs": syncs, "api_first": first}
+
+
+def _api(
+    con: sqlite3.Connection, present: set[str], sync_apis: Sequence[str]
+) -> tuple[dict[str, tuple[int, int]], int | None]:
+    """The host synchronisations (name -> calls, ns) and the first API call's start."""
+    if _RUNTIME not in present:
+        return {}, None
+    wanted = set(sync_apis)
+    strings = con.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'") if "StringIds" in present else []
+    ids = [(i, bare) for i, v in strings if (bare := re.sub(r"_v\d+$", "", str(v))) in wanted]
+    syncs: dict[str, tuple[int, int]] = {}
+    if ids:
+        marks = ",".join("?" * len(ids))
+        rows = con.execute(
+            f"SELECT nameId, COUNT(*), SUM(end - start) FROM {_RUNTIME} WHERE nameId IN ({marks}) GROUP BY nameId",
+            [i for i, _ in ids],
+        ).fetchall()
+        name_of = dict(ids)
+        for i, n, ns in rows:
+            c, t = syncs.get(name_of[i], (0, 0))
+            syncs[name_of[i]] = (c + int(n), t + int(ns or 0))
+    first = con.execute(f"SELECT MIN(start) FROM {_RUNTIME}").fetchone()[0]
+    return syncs, None if first is None else int(first)

@@ -1,0 +1,88 @@
+"""Where the GPU time moved between two runs: a waterfall from A's GPU busy time to B's.
+
+The first bar is A's GPU busy time; then each of the largest changes, largest first, as a step from where the
+previous one ended (red: B spends more there, green: less); the rest in one step; the last bar is B's GPU busy time.
+The steps reconcile (the diff's rows add up to the difference in GPU busy), so the last step lands exactly on B.
+No torch import; Bokeh loads on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .compare_plot import time_unit
+
+__all__ = ["LESS", "MORE", "waterfall_figure"]
+
+MORE, LESS, TOTAL = "#d62728", "#2ca02c", "#7f7f7f"
+_TOOLTIP = """
+<div style='max-width:min(460px,80vw);white-space:normal;font-size:12px'><b>@label</b><br>@text</div>
+"""
+
+
+def waterfall_figure(
+    busy_a: int, busy_b: int, steps: Sequence[Mapping[str, Any]], title: str = "Where the GPU time moved"
+) -> Any:
+    """A Bokeh figure: A's busy time, one step per entry of ``steps`` (keys: label, delta_ns, text), B's busy."""
+    from bokeh.models import ColumnDataSource, HoverTool, LabelSet, NumeralTickFormatter
+    from bokeh.plotting import figure
+
+    factor, unit = time_unit(max(busy_a, busy_b, 1) * 1e-9)
+    scale = factor * 1e-9
+    rows = [{"label": "GPU busy, A", "left": 0.0, "right": busy_a * scale, "color": TOTAL, "text": "", "end": ""}]
+    level = busy_a
+    for s in steps:
+        d = int(s["delta_ns"])
+        lo, hi = sorted((level, level + d))
+        sign = "+" if d > 0 else "\u2212"
+        rows.append(
+            {
+                "label": str(s["label"]),
+                "left": lo * scale,
+                "right": hi * scale,
+                "color": MORE if d > 0 else LESS,
+                "text": str(s.get("text", "")),
+                "end": f"{sign}{abs(d) * scale:.3g} {unit}",
+            }
+        )
+        level += d
+    rows.append({"label": "GPU busy, B", "left": 0.0, "right": busy_b * scale, "color": TOTAL, "text": "", "end": ""})
+    rows[0]["end"] = f"{busy_a * scale:.3g} {unit}"
+    rows[-1]["end"] = f"{busy_b * scale:.3g} {unit}"
+    labels = _unique([r["label"] for r in rows])
+    data = {k: [r[k] for r in rows] for k in ("left", "right", "color", "text", "end")}
+    data["label"] = labels
+    data["at"] = [max(r["left"], r["right"]) for r in rows]
+    top = max(max(data["at"]), 1e-9)
+    p = figure(
+        title=title,
+        y_range=list(reversed(labels)),
+        x_range=(0, top * 1.22),
+        x_axis_label=f"GPU time [{unit}]",
+        height=70 + 26 * len(rows),
+        sizing_mode="stretch_width",
+        tools="save",
+        toolbar_location=None,
+    )
+    source = ColumnDataSource(data)
+    bars = p.hbar(y="label", left="left", right="right", height=0.7, color="color", source=source)
+    p.add_layout(LabelSet(x="at", y="label", text="end", source=source, x_offset=4, y_offset=-7, text_font_size="11px"))
+    p.add_tools(HoverTool(renderers=[bars], tooltips=_TOOLTIP))
+    p.xaxis.formatter = NumeralTickFormatter(format="0.[00]")
+    p.ygrid.grid_line_color = None
+    p.title.text_font_size = "12px"
+    p.yaxis.major_label_text_font_size = "11px"
+    return p
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Category labels must differ: a repeated one gets a counter."""
+    seen: dict[str, int] = {}
+    out = []
+    for lbl in labels:
+        short = lbl if len(lbl) <= 60 else lbl[:59] + "\u2026"
+        n = seen.get(short, 0)
+        seen[short] = n + 1
+        out.append(short if not n else f"{short} ({n + 1})")
+    return out
