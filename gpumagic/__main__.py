@@ -1,7 +1,8 @@
 """``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
 
 A quick check that the install works, and a first look at the output. ``python -m gpumagic history`` lists the saved
-results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.history.cli`).
+results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.history.cli`);
+``python -m gpumagic diff A B`` compares two profiles (:mod:`gpumagic.history.diff_cli`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
         description="Check the install: load the gpumagic extension in an IPython shell, then %gputime an N×N fp32 "
         "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU otherwise.",
         epilog="The history of results: python -m gpumagic history [--label NAME] [--csv] [--export FILE]; "
-        "python -m gpumagic check BASELINE [--fail-above 5%] (each with -h).",
+        "python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: python -m gpumagic diff A B "
+        "[--fail-above 5%] (each with -h).",
     )
     ap.add_argument(
         "size", metavar="N", nargs="?", type=matrix_size, default=DEFAULT_SIZE, help="matrix size (default 1024)"
@@ -43,6 +45,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "diff":
+        from .history.diff_cli import main as diff_main
+
+        return diff_main(args[1:])
     if args and args[0] in HISTORY_COMMANDS:
         from .history.cli import main as history_main
 

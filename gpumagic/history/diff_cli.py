@@ -1,0 +1,66 @@
+"""``python -m gpumagic diff A B``: two profiles compared in a terminal, and a CI gate on a profile.
+
+Prints the diff's text (``gpumagic.diff``); ``--html FILE`` also writes its page (the waterfall included), ``--json
+FILE`` its rows. Exits 0, or 1 when B's GPU busy time exceeds A's by more than ``--fail-above`` (default: never
+fails), or 2 when a file cannot be read: a gate that compared nothing must not pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ..errors import GpuMagicError
+from .cli import EXIT_SLOWER, EXIT_UNREADABLE, percentage
+
+__all__ = ["main", "parser"]
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m gpumagic diff",
+        description="Compare two profiles kernel by kernel: nsys exports (.sqlite, .nsys-rep), torch.profiler / "
+        "Chrome traces (.json, .json.gz), or a directory or glob of one job's per-rank reports. Exit 0; 1 when B's "
+        "GPU busy time is slower than A's beyond --fail-above; 2 when a profile cannot be read.",
+    )
+    ap.add_argument("a", metavar="A", help="the baseline profile")
+    ap.add_argument("b", metavar="B", help="the profile compared with it")
+    ap.add_argument("--fail-above", type=percentage, default=None, metavar="PCT", help="slowdown that fails (e.g. 5%%)")
+    ap.add_argument("--top", type=int, default=15, help="rows of the kernel table (default 15)")
+    ap.add_argument("--html", metavar="FILE", help="also write the diff as a page (with its figure)")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows and figures as JSON")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from ..run_diff import diff
+
+    try:
+        result = diff(args.a, args.b, top=args.top)
+    except (GpuMagicError, OSError, ValueError) as exc:
+        print(f"gpumagic diff: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print(result)
+    if args.html:
+        result.save_html(args.html)
+        print(f"page written to {args.html}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "busy_ns": {"a": result.data.busy_a, "b": result.data.busy_b},
+                    "environment": result.environment,
+                    "changes": result.changes,
+                    "rows": json.loads(result.to_dataframe().to_json(orient="records")),
+                    "figures": json.loads(result.data.figures.to_json(orient="records")),
+                },
+                f,
+                indent=1,
+            )
+    if args.fail_above is not None and result.data.slower_beyond(args.fail_above):
+        print(f"B's GPU busy time is {result.ratio - 1:+.1%} against A's: slower beyond {args.fail_above:.1%}")
+        return EXIT_SLOWER
+    return 0
