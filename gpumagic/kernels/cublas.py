@@ -4,7 +4,9 @@
 cublas`` lists the operation, the dtypes (inputs, math and accumulator, output), the layouts, the tile and the warp
 arrangement. Telling FFMA kernels from tensor-core ones matters most here: an fp32 GEMM that runs on CUDA cores is
 the first thing a profile should point out, and the only sign of it may be ``ffma`` or ``f32f32_f32f32`` in the name.
-nvjet names are terser and partly unpublished; what is not published is labelled so rather than guessed.
+nvjet names are terser and partly unpublished; what is not published is labelled so rather than guessed. Since
+cuBLAS 12.9 the architecture token is left out (``nvjet_tst_192x8_64x8_2x1_v_bz_TNT`` beside the older
+``nvjet_sm90_tst_...``); the rest of the grammar is the same, so both read alike, the newer without an arch.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
     return i, False
 
 
-_NVJET = re.compile(r"^nvjet_(?P<arch>sm\d+a?)_(?P<body>.*)$")
+_NVJET = re.compile(r"^nvjet_(?:(?P<arch>sm\d+a?)_)?(?P<body>.*)$")
 # nvjet letters for A/B, C, compute, D (cuBLASLt): h=fp16, t=bf16, s=fp32, d=fp64, q=fp8 e4m3, o=fp8 e5m2, i=int8.
 _NVJET_LETTERS = {
     "h": "fp16",
@@ -183,7 +185,10 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     k.op = "gemm"
     k.tensor_cores = True
     k.add("nvjet", "library", "cuBLASLt's nvjet GEMM kernels (tensor cores)")
-    k.set_arch(m.group("arch"))
+    if m.group("arch"):
+        k.set_arch(m.group("arch"))
+    else:  # current cuBLAS leaves the SM token out (nvjet_tst_192x8_64x8_2x1_v_bz_TNT): the same grammar follows
+        k.add("nvjet_", "arch", "architecture not in the name (cuBLAS 12.9+ spelling)")
     k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
     toks = m.group("body").split("_")
     if toks and re.fullmatch(r"[a-z]{3,6}", toks[0]):
@@ -195,8 +200,8 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
             n_geo += 1
         elif t in ("h", "v"):
             k.add(t, "raw", "raster order (h or v; meaning not published)")
-        elif t == "bz":
-            k.add(t, "raw", "not published")
+        elif t in ("bz", "badd"):
+            k.add(t, "raw", "not published" if t == "bz" else "not published (seen with a beta·C epilogue)")
         elif t.startswith(("coop", "ping")):
             sched = "cooperative" if t.startswith("coop") else "ping-pong"
             k.details["schedule"] = sched

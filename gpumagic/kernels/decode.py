@@ -2,7 +2,10 @@
 
 Decoders are tried in order and the first that recognises the name wins. The order encodes which reading is more
 specific: memory operations, NCCL and Triton names are unmistakable and cheap to test, so they go first; generated
-GEMM names before the libraries that ship them (a CUTLASS kernel inside cuBLAS is read as CUTLASS); ATen before the
+GEMM names before the libraries that ship them (a CUTLASS kernel inside cuBLAS is read as CUTLASS); the LLM stack's libraries
+(vLLM, SGLang, FlashInfer, TensorRT-LLM, FlashMLA, DeepGEMM, DeepEP, Transformer Engine, Liger, Mamba, xFormers,
+bitsandbytes, Apex, torchao) before the generic readings their names would otherwise get, then CUTLASS 3.x GEMM
+templates (``cutlass::device_kernel<...GemmUniversal...>``) that no library claimed; ATen before the
 math libraries, whose helper-kernel names are the most generic and so are tried last, cuBLAS's before cuSOLVER's
 because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
 
@@ -20,7 +23,9 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from .apex import decode_apex
 from .aten import decode_aten
+from .bitsandbytes import decode_bitsandbytes
 from .cublas import decode_nvjet, decode_xmma
 from .cublas_legacy import decode_arch_prefixed, decode_helper
 from .cudnn import decode_cudnn, decode_flash
@@ -28,10 +33,23 @@ from .cufft import decode_cufft
 from .cusolver import decode_cusolver
 from .cusparse import decode_cusparse
 from .cutlass import decode_cutlass2, decode_cutlass3
+from .cutlass_device import decode_cutlass_device
+from .deepep import decode_deepep
+from .deepgemm import decode_deepgemm
+from .flashinfer import decode_flashinfer
+from .flashmla import decode_flashmla
 from .libraries import decode_memop, decode_nccl, decode_profiler_range, decode_triton
+from .liger import decode_liger
 from .magma import decode_magma
+from .mamba import decode_mamba
 from .name import Draft, KernelName
+from .sglang import decode_sglang
 from .spelling import demangle, kernel_symbol, normalize, signature
+from .torchao import decode_torchao
+from .transformer_engine import decode_transformer_engine
+from .trtllm import decode_trtllm
+from .vllm import decode_vllm
+from .xformers import decode_xformers
 
 Decoder = Callable[[Draft, str, str], bool]
 """(draft, bare symbol, full normalised name) -> whether it recognised the name; it fills the draft only then."""
@@ -41,6 +59,23 @@ DECODERS: tuple[Decoder, ...] = (
     decode_profiler_range,
     decode_nccl,
     decode_triton,
+    # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings they would
+    # otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_* and flash_*mla names)
+    decode_trtllm,
+    decode_flashmla,
+    decode_flashinfer,
+    decode_deepgemm,
+    decode_deepep,
+    decode_vllm,
+    decode_sglang,
+    decode_transformer_engine,
+    decode_liger,
+    decode_mamba,
+    decode_xformers,
+    decode_bitsandbytes,
+    decode_apex,
+    decode_torchao,
+    decode_cutlass_device,
     decode_cutlass3,
     decode_xmma,
     decode_nvjet,

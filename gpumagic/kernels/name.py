@@ -32,6 +32,21 @@ FAMILIES = (
     "cusolver",
     "cusparse",
     "magma",
+    # the LLM stack's libraries (gpumagic/kernels/stack.py and one module each)
+    "vllm",
+    "sglang",
+    "flashinfer",
+    "trtllm",
+    "flashmla",
+    "deepgemm",
+    "deepep",
+    "transformer_engine",
+    "liger",
+    "mamba",
+    "xformers",
+    "bitsandbytes",
+    "apex",
+    "torchao",
     "other",
 )
 
@@ -63,6 +78,7 @@ DTYPE = {
     "bfloat16": "bf16",
     "cf32": "complex64",
     "cf64": "complex128",
+    "nf4": "nf4",
 }
 # CUTLASS 2.x and legacy cuBLAS one-letter precision prefixes (s1688gemm, h16816gemm, sgemm, dgemm, ...).
 PREFIX = {"s": "fp32", "h": "fp16", "d": "fp64", "i": "int32", "c": "complex64", "z": "complex128"}

@@ -1,0 +1,59 @@
+"""DeepEP (deepseek-ai/DeepEP): expert-parallel all-to-all for MoE, dispatch (tokens to their experts' ranks) and
+combine (results back), over NVLink within a node (``deep_ep::intranode::``), NVLink + RDMA across nodes
+(``deep_ep::internode::``) and the low-latency RDMA path for decoding (``deep_ep::internode_ll::``). The
+``notify_dispatch`` / ``cached_notify`` kernels exchange the token counts a dispatch needs;
+``layout::get_dispatch_layout`` counts tokens per rank and expert. The low-latency dispatch's first template
+argument says whether tokens travel as FP8 (``internode_ll::dispatch<true, ...>``).
+"""
+
+from __future__ import annotations
+
+from .name import Draft
+from .spelling import signature, split_top
+from .stack import claim
+
+_SCOPE = {
+    "intranode": "within a node (NVLink)",
+    "internode": "across nodes (NVLink + RDMA)",
+    "internode_ll": "across nodes, low latency (RDMA)",
+}
+
+
+def decode_deepep(k: Draft, sym: str, full: str) -> bool:
+    if "deep_ep::" not in full:
+        return False
+    path, leaf, args = signature(full)
+    parts = path.split("::")
+    if "deep_ep" not in parts[:-1]:
+        return False
+    scope = next((p for p in parts if p in _SCOPE), None)
+    if "dispatch" in leaf and "layout" not in leaf:
+        phase = "notify" if "notify" in leaf else "dispatch"
+    elif "combine" in leaf:
+        phase = "notify" if "notify" in leaf else "combine"
+    elif "notify" in leaf:
+        phase = "notify"
+    else:
+        phase = None
+    if phase:
+        op = "all_to_all"
+    elif "layout" in leaf or "layout" in parts:
+        op = "moe_routing"
+    elif "clean" in leaf:
+        op = "memset"
+    else:
+        op = None
+    claim(k, family="deepep", library="DeepEP", full=full, op=op, label=leaf, types=())
+    if phase:
+        k.details["phase"] = phase
+    if scope:
+        k.details["scope"] = scope
+        k.add(scope, "scope", _SCOPE[scope])
+    top = split_top(args)
+    if scope == "internode_ll" and phase == "dispatch" and top and top[0] in ("true", "1"):
+        k.precision, k.dtypes = "fp8e4m3", ("fp8e4m3",)
+        k.add(top[0], "dtype", "tokens sent as FP8 (e4m3) with per-128-channel scales")
+    what = {"dispatch": "dispatch", "combine": "combine", "notify": f"notify ({leaf})"}.get(phase or "", leaf)
+    where = {"intranode": "intranode", "internode": "internode", "internode_ll": "low-latency"}.get(scope or "", "")
+    k.short = f"DeepEP {what} {where} {(k.precision or '').upper()}".replace("  ", " ").strip()
+    return True

@@ -1,0 +1,204 @@
+"""TensorRT-LLM's kernels: its generated attention kernels (fmha_v2, XQA, trtllm-gen FMHA), its trtllm-gen GEMMs and
+the ``tensorrt_llm::kernels::`` templates (MoE routing and permutation, RoPE with KV-cache update, quantization,
+all-reduce fusions).
+
+fmha_v2 names are assembled by ``cpp/kernels/fmha_v2/setup.py``:
+``fmha_v2_[flash_attention_]{dtype}[_{output dtype}]_{q step}_{kv step}_S_{layout}_{head size}[_{options}]_sm{arch}
+_kernel[_nl][_tiled]``, e.g. ``fmha_v2_flash_attention_fp16_64_32_S_qkv_128_causal_sm86_kernel_nl``.
+Precompiled XQA kernels read ``xqa_kernel_dt_{dtype}_d_{head dim}_beam_{n}_kvt_{kv dtype}_..._sm_{arch}``; the
+JIT-compiled XQA kernel is plainly ``kernel_mha``. trtllm-gen kernels spell their types in CamelCase:
+``bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2_s6_...``, ``fmhaSm100aKernel_QE4m3KvE2m1OE4m3H128PagedKv...``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .name import Draft, add_tile
+from .spelling import signature
+from .stack import claim, set_types, snake
+
+_FAMILY = "trtllm"
+_LIB = "TensorRT-LLM"
+_FMHA_V2 = re.compile(r"^fmha_v2_(?P<body>\w+?)_sm(?P<sm>\d+)_kernel(?P<tail>\w*)$")
+_V2_TYPES = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8e4m3", "fp32": "fp32", "int8": "int8", "e5m2": "fp8e5m2"}
+_XQA = re.compile(r"^xqa_kernel_(?P<body>\w+)$")
+_GEN_TYPE = re.compile(r"(MxE2m1|MxE4m3|E2m1|E4m3|E5m2|Bfloat16|Fp16|Fp32|Bf16|MxInt4|Int8)")
+_GEN_CANON = {
+    "E4m3": "fp8e4m3",
+    "MxE4m3": "fp8e4m3",
+    "E5m2": "fp8e5m2",
+    "E2m1": "fp4e2m1",
+    "MxE2m1": "fp4e2m1",
+    "Bfloat16": "bf16",
+    "Bf16": "bf16",
+    "Fp16": "fp16",
+    "Fp32": "fp32",
+    "MxInt4": "int4",
+    "Int8": "int8",
+}
+_GEN_GEMM = re.compile(r"^(?:bmm|gemm|batchedGemm|gemmGatedAct|bmmGatedAct)_(?P<rest>\w+)$")
+_GEN_FMHA = re.compile(r"^fmhaSm(?P<sm>\d+)a?Kernel_(?P<rest>\w+)$")
+_KNOWN_BARE = ("kernel_mha", "kernel_mha_impl")
+
+
+def _fmha_v2(k: Draft, m: re.Match) -> None:
+    toks = m.group("body").split("_")
+    claim(k, family=_FAMILY, library=f"{_LIB} (fmha_v2)", full=m.group(0), op="attention", tensor_cores=True,
+          types=(), label="fmha_v2 attention")
+    k.set_arch(f"sm{m.group('sm')}")
+    i = 0
+    if toks[:2] == ["flash", "attention"]:
+        k.details["variant"] = "flash attention"
+        i = 2
+    types = []
+    while i < len(toks) and toks[i] in _V2_TYPES:
+        types.append(_V2_TYPES[toks[i]])
+        i += 1
+    if types:
+        k.precision, k.dtypes = types[0], tuple(types)
+        k.add("_".join(toks[i - len(types) : i]), "dtype",
+              f"{types[0]} Q/K/V" + (f", {types[1]} output/accumulate" if len(types) > 1 else ""))
+    nums = []
+    while i < len(toks) and toks[i].isdigit() and len(nums) < 2:
+        nums.append(toks[i])
+        i += 1
+    if len(nums) == 2:
+        add_tile(k, f"{nums[0]}x{nums[1]}", f"{nums[0]}_{nums[1]}")
+    if i < len(toks) and toks[i] == "S":
+        i += 1
+    layout = []
+    while i < len(toks) and not toks[i][:1].isdigit():
+        layout.append(toks[i])
+        i += 1
+    if layout:
+        k.layout = "_".join(layout)
+        k.add(k.layout, "layout", f"inputs as {k.layout.replace('_', ' ').upper()} (packed / paged layout)")
+    if i < len(toks):
+        k.details["head_dim"] = toks[i]
+        k.add(toks[i], "head dim", f"head size {toks[i]}")
+        i += 1
+    opts = toks[i:]
+    if opts:
+        k.details["options"] = "_".join(opts)
+        k.add("_".join(opts), "options", ", ".join(opts).replace("causal", "causal mask"))
+    tail = m.group("tail").strip("_")
+    if tail:
+        k.add(tail, "variant", {"nl": "no-loop", "nl_tiled": "no-loop, tiled"}.get(tail, tail.replace("_", ", ")))
+    k.short = f"TRT-LLM fmha_v2 {k.precision.upper() if k.precision else ''} attention".replace("  ", " ") + (
+        f" d{k.details['head_dim']}" if "head_dim" in k.details else ""
+    )
+
+
+def _xqa(k: Draft, m: re.Match) -> None:
+    toks = m.group("body").split("_")
+    claim(k, family=_FAMILY, library=f"{_LIB} (XQA)", full=m.group(0), op="attention", tensor_cores=True, types=(),
+          label="XQA decode attention")
+    pairs = dict(zip(toks[::2], toks[1::2]))
+    canon = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4m3", "e4m3": "fp8e4m3", "int8": "int8"}
+    if pairs.get("dt") in canon:
+        k.precision = canon[pairs["dt"]]
+        k.dtypes = (k.precision,)
+    if pairs.get("kvt") in canon:
+        k.details["kv_cache"] = canon[pairs["kvt"]]
+        k.dtypes += (canon[pairs["kvt"]],)
+    if pairs.get("d"):
+        k.details["head_dim"] = pairs["d"]
+    if pairs.get("sm"):
+        k.set_arch(f"sm{pairs['sm']}")
+    k.short = f"TRT-LLM XQA {(k.precision or '').upper()} decode attention".replace("  ", " ")
+
+
+def _gen_fmha_types(rest: str) -> tuple[str, str, str, str] | None:
+    """'QE4m3KvE2m1OE4m3H128PagedKv...' -> ('E4m3', 'E2m1', 'E4m3', '128'), by position (no backtracking pattern)."""
+    kv = rest.find("Kv", 1)
+    o = rest.find("O", kv + 2) if kv > 0 else -1
+    h = rest.find("H", o + 1) if o > 0 else -1
+    if not rest.startswith("Q") or min(kv, o, h) < 0:
+        return None
+    digits = re.match(r"\d+", rest[h + 1 : h + 8])
+    return rest[1:kv], rest[kv + 2 : o], rest[o + 1 : h], digits.group(0) if digits else ""
+
+
+def _gen_types(text: str) -> tuple[str, ...]:
+    return tuple(_GEN_CANON[t] for t in _GEN_TYPE.findall(text))
+
+
+_WORD = re.compile(r"\w+")
+
+
+def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
+    s = full.strip()
+    word = _WORD.fullmatch(s) is not None  # the generated names are one word; their patterns assume it
+    m = _FMHA_V2.match(s) if word else None
+    if m:
+        _fmha_v2(k, m)
+        return True
+    m = _XQA.match(s) if word else None
+    if m:
+        _xqa(k, m)
+        return True
+    if s in _KNOWN_BARE:
+        claim(k, family=_FAMILY, library=f"{_LIB} (XQA)", full=s, op="attention", tensor_cores=True, types=(),
+              label="XQA attention (JIT)")
+        return True
+    m = _GEN_FMHA.match(s) if word else None
+    if m:
+        rest = m.group("rest")
+        claim(k, family=_FAMILY, library=f"{_LIB} (trtllm-gen)", full=s, op="attention", tensor_cores=True, types=(),
+              label="trtllm-gen FMHA")
+        k.set_arch(f"sm{m.group('sm')}")
+        q_kv_o = _gen_fmha_types(rest)
+        if q_kv_o:
+            q, kv, o, head = q_kv_o
+            types = tuple(dict.fromkeys(_gen_types(q) + _gen_types(kv) + _gen_types(o)))
+            if types:
+                k.precision, k.dtypes = types[0], types
+            if _gen_types(kv):
+                k.details["kv_cache"] = _gen_types(kv)[0]
+            if head:
+                k.details["head_dim"] = head
+        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} attention"
+        return True
+    m = _GEN_GEMM.match(s) if word else None
+    if m and _GEN_TYPE.match(m.group("rest")):
+        toks = m.group("rest").split("_")
+        types = _gen_types(toks[0]) + _gen_types(toks[1] if len(toks) > 1 else "")
+        claim(k, family=_FAMILY, library=f"{_LIB} (trtllm-gen)", full=s, op="gemm", tensor_cores=True, types=(),
+              label="trtllm-gen GEMM")
+        set_types(k, types, "gemm")
+        for t in toks[2:]:
+            tm = re.fullmatch(r"t(\d+)x(\d+)x(\d+)\w*", t)
+            if tm and k.tile is None:
+                add_tile(k, "x".join(tm.groups()), t)
+            elif re.fullmatch(r"s\d+", t) and k.stages is None:
+                k.stages = int(t[1:])
+                k.add(t, "stages", f"{t[1:]}-stage pipeline")
+            elif t.startswith("cga") and re.fullmatch(r"cga\d+x\d+x\d+", t):
+                k.cluster = t[3:]
+                k.add(t, "cluster", f"thread-block cluster {t[3:]}")
+            elif re.fullmatch(r"sm\d+a?", t):
+                k.set_arch(t)
+        if s.startswith("bmm"):
+            k.details["grouped"] = "batched (MoE experts)"
+        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (f" {k.tile}" if k.tile else "")
+        return True
+    path, leaf, args = signature(full)
+    if not (path.startswith(("tensorrt_llm::", "moe::dev::", "fused_moe::", "batchedGemm::", "gemm::"))
+            or "::tensorrt_llm::" in path) or (path.startswith("gemm::") and "trtllm" not in full):
+        return False
+    if path.startswith("fused_moe::"):
+        claim(k, family=_FAMILY, library=_LIB, full=full, op="gemm", tensor_cores=True, label="fused MoE GEMM")
+        k.details["grouped"] = "MoE experts"
+        return True
+    words = snake(leaf)
+    if "::mmha::" in full or "masked_multihead" in words:
+        claim(k, family=_FAMILY, library=_LIB, full=full, op="attention", tensor_cores=False, label=leaf)
+        return True
+    op = None
+    if "::ar_fusion::" in full or "allreduce" in words or "::lamport" in full:
+        op = "communication"
+    elif "moe::dev::routing" in path or "::routing" in path:
+        op = "moe_routing"
+    claim(k, family=_FAMILY, library=_LIB, full=full, words=words, op=op, label=leaf)
+    return True
