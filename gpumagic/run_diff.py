@@ -52,7 +52,7 @@ def summary_of(run: Any) -> ProfileSummary:
         columns = narrow_read(trace, SYNC_APIS)
         return summarize(trace, Narrow(**columns) if columns else None)
     raise GpuMagicError(
-        f"cannot compare a {type(run).__name__}: gpumagic.diff takes %%gpuprofile reports (-o), Traces "
+        detail=f"cannot compare a {type(run).__name__}: gpumagic.diff takes %%gpuprofile reports (-o), Traces "
         "(load_trace/load_nsys), saved profile summaries, or paths to nsys exports and Chrome traces"
     )
 
