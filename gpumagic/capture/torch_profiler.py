@@ -31,6 +31,7 @@ from .guards import (
     refuse_started,
     watch_for_profilers,
 )
+from .inductor_kernels import fused_descriptions, fused_from_loaded_code
 from .options import ITERS, WARMUP, TorchProfilerOptions
 
 __all__ = ["capture", "nvtx_range"]
@@ -134,6 +135,9 @@ def capture(
     if not cuda:
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
+    fused = fused_descriptions(fused_from_loaded_code(trace.kernels["name"].unique()))
+    if fused:  # what each Inductor kernel fused, from the output code the compiled graphs run
+        trace.meta["fused"] = fused
     return Capture(trace, notes=loop_notes(warmup, iters), value=value)
 
 

@@ -117,9 +117,10 @@ _KERNEL_COLUMNS = [
 _DOT = " \u00b7 "
 
 
-def kernel_name_cell(r: pd.Series, label: str, stats: bool = True) -> str:
+def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | None = None) -> str:
     """A kernel table's name cell: the label, expanding to the other statistics (``stats``), the tile and layout,
-    the raw name and each token explained."""
+    what a generated kernel fused (``fused``: its ATen ops and graph nodes, read from Inductor's output code), the raw
+    name and each token explained."""
     k = decode(r["Name"])
     facts = [
         f"{label} {_t(r[col])}"
@@ -131,10 +132,12 @@ def kernel_name_cell(r: pd.Series, label: str, stats: bool = True) -> str:
         f"<div {style('explain')}><code>{breakable(t)}</code> <i>{esc(f)}</i>: {esc(m)}</div>"
         for t, f, m in k.explain()
     )
+    hover = r["Name"] + (f"\n{fused}" if fused else "")
     return (
-        f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(r['Name'])}'>"
+        f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(hover)}'>"
         f"{breakable(label)}</summary>"
         + (f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>" if facts else "")
+        + (f"<div {style('stats')}>{esc(fused)}</div>" if fused else "")
         + f"<div {style('raw')}>{breakable(r['Name'])}</div>{explain}</details></td>"
     )
 
@@ -159,10 +162,12 @@ def kernel_table_html(
     top: int = 15,
     labels: Mapping[str, str] | None = None,
     op_precisions: Mapping[str, str] | None = None,
+    fused: Mapping[str, str] | None = None,
 ) -> str:
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
-    the raw name, the other statistics and each token explained), library, op, tensor cores, precision (from the
-    name, else from the launching ops' input dtypes, ``op_precisions``, marked with *)."""
+    the raw name, the other statistics, what a generated kernel fused (``fused``) and each token explained), library,
+    op, tensor cores, precision (from the name, else from the launching ops' input dtypes, ``op_precisions``, marked
+    with *)."""
     if summary.empty:
         unrecorded = not_recorded(summary)  # not recorded: never "no kernels"
         return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
@@ -177,7 +182,7 @@ def kernel_table_html(
             f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
             f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
-            kernel_name_cell(r, labels[r["Name"]]),
+            kernel_name_cell(r, labels[r["Name"]], fused=(fused or {}).get(r["Name"])),
         ]
         cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))]
         cells.append(precision_cell(k.precision, (op_precisions or {}).get(r["Name"])))

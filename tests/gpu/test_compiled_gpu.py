@@ -1,0 +1,161 @@
+"""Compiled code and CUDA graphs on the GPU: measured as they run, and left as they were.
+
+Inductor generates Triton kernels here. After each magic the compiled code still runs its fused kernels; a
+``%%gpuprofile`` of it lists the kernels a plain torch.profiler capture of the same cell lists (names and counts,
+per-kernel time within 1%); a CUDA graph replay's kernels are listed one by one, and ``reduce-overhead`` shows its
+kernels, not one opaque graph row.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+
+def plain_capture(call, iters: int = 1) -> tuple[Counter, dict[str, list[float]], set[str]]:
+    """Kernel names and counts, each kernel's durations (µs) and the CPU event names of a plain capture."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            call()
+        torch.cuda.synchronize()
+    kernels: Counter = Counter()
+    durations: dict[str, list[float]] = {}
+    cpu = set()
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            if e.name.startswith(("Memcpy", "Memset")):
+                continue
+            kernels[e.name] += 1
+            durations.setdefault(e.name, []).append(e.time_range.elapsed_us())
+        else:
+            cpu.add(e.name)
+    return kernels, durations, cpu
+
+
+def report_kernels(rep) -> tuple[Counter, dict[str, list[float]]]:
+    k = rep.trace.kernels
+    return Counter(k["name"]), {n: list((g["end"] - g["start"]) / 1000.0) for n, g in k.groupby("name")}
+
+
+def gelu_block(t):
+    return torch.nn.functional.gelu(t) * 2 + 1
+
+
+@pytest.fixture(scope="module")
+def compiled_fn():
+    t = torch.randn(16 * 1024 * 1024, device="cuda")
+    f = torch.compile(gelu_block)
+    f(t)
+    f(t)
+    torch.cuda.synchronize()
+    return f, t
+
+
+def assert_fused(call) -> Counter:
+    kernels, _, cpu = plain_capture(call)
+    assert any(n.startswith("Torch-Compiled Region") for n in cpu), sorted(cpu)[:20]
+    assert kernels and all(n.startswith("triton_") for n in kernels), kernels
+    return kernels
+
+
+def test_gputime_counts_the_compiled_call_and_leaves_it_compiled(ip, compiled_fn, capsys):
+    f, t = compiled_fn
+    before = assert_fused(lambda: f(t))
+    ip.user_ns.update(f=f, t=t)
+    result = ip.run_line_magic("gputime", "-o f(t)")
+    line = capsys.readouterr().out
+    print(line)
+    work = result.work
+    assert work.counted_at == "compiled calls"
+    assert work.bytes == 2 * t.numel() * t.element_size()  # read t once, write the output once
+    assert "not shown" not in line and ("TB/s" in line or "GB/s" in line), line
+    assert assert_fused(lambda: f(t)) == before
+    ip.run_line_magic("gputime", "-q --graph f(t)")
+    assert assert_fused(lambda: f(t)) == before
+
+
+def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
+    f, t = compiled_fn
+    ip.user_ns.update(f=f, t=t)
+    ip.run_cell_magic("gpuprofile", "-w 2 -n 20 -o rep --no-timeline", "f(t)")
+    rep = ip.user_ns["rep"]
+    names, ours = report_kernels(rep)
+    plain, theirs, _ = plain_capture(lambda: f(t), iters=20)
+    assert names == plain
+    for name in names:
+        a, b = statistics.median(ours[name]), statistics.median(theirs[name])
+        assert abs(a / b - 1) < 0.01, (name, a, b)
+    assert any(str(n).startswith("Torch-Compiled Region") for n in rep.trace.ops["name"])
+    fused = rep.trace.meta.get("fused", {})
+    assert fused and all("aten.gelu" in fused[n] for n in names), fused
+    assert "aten.gelu" in rep._repr_html_()
+
+
+def test_compiled_module_profile_equals_plain_capture(ip):
+    m = torch.compile(
+        torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda().bfloat16()
+    )
+    v = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16)
+    m(v)
+    m(v)
+    ip.user_ns.update(m=m, v=v)
+    ip.run_cell_magic("gpuprofile", "-w 1 -n 10 -o rep --no-timeline", "m(v)")
+    names, _ = report_kernels(ip.user_ns["rep"])
+    plain, _, cpu = plain_capture(lambda: m(v), iters=10)
+    assert names == plain
+    assert any(n.startswith("Torch-Compiled Region") for n in cpu)
+
+
+def test_cuda_graph_replay_lists_the_kernels_the_graph_holds(ip):
+    x = torch.randn(1024, 1024, device="cuda")
+    w = torch.randn(1024, 1024, device="cuda")
+
+    def step():
+        return torch.relu(x @ w) + 1
+
+    eager, _, _ = plain_capture(step)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    g.replay()
+    torch.cuda.synchronize()
+    replayed, _, _ = plain_capture(g.replay)
+    ip.user_ns.update(g=g)
+    ip.run_cell_magic("gpuprofile", "-w 1 -o rep --no-timeline", "g.replay()")
+    names, _ = report_kernels(ip.user_ns["rep"])
+    assert names == replayed
+    assert sum(names.values()) == sum(eager.values())
+    result = ip.run_line_magic("gputime", "-o -q g.replay()")
+    assert result.kernels_per_call == pytest.approx(sum(eager.values()))
+
+
+def test_reduce_overhead_is_profiled_kernel_by_kernel(ip):
+    m = torch.compile(
+        torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).cuda(),
+        mode="reduce-overhead",
+    )
+    v = torch.randn(32, 512, device="cuda")
+    for _ in range(3):
+        m(v)
+    torch.cuda.synchronize()
+    ip.user_ns.update(m=m, v=v)
+    ip.run_cell_magic("gpuprofile", "-w 1 -o rep --no-timeline", "m(v)")
+    rep = ip.user_ns["rep"]
+    names, _ = report_kernels(rep)
+    assert len(names) >= 2, names  # the graph's kernels, not one launch row
+    assert any(n.startswith("triton_") for n in names), names
+    plain, _, _ = plain_capture(lambda: m(v))
+    assert names == plain
