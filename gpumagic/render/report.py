@@ -254,7 +254,13 @@ class ProfileReport(FigurePage):
             if not ks.empty:
                 parts.append(
                     f"<h4 {_H4}>Kernels</h4>"
-                    + kernel_table_html(ks, self.top, kernel_labels(self.trace), kernel_op_precisions(self.trace))
+                    + kernel_table_html(
+                        ks,
+                        self.top,
+                        kernel_labels(self.trace),
+                        kernel_op_precisions(self.trace),
+                        self.trace.meta.get("fused"),
+                    )
                 )
         sections = [
             ("Memory operations", "memops", lambda: _memops(self.trace, self.top)),
