@@ -285,7 +285,9 @@ def test_idle_gpus_are_named_per_rank_not_as_one_gpu():
     t.nvtx = frame("nvtx", nvtx)
     t.meta["label"] = "c"
     idle = {x.kind: x for x in findings(t)}["gpu_idle"]
-    assert idle.message.startswith("GPUs idle most of the cell's NVTX range in each process: process 0 (GPU 0)")
+    assert idle.message.startswith(
+        "GPUs idle most of the cell's NVTX range in each process, in both processes: process 0 (GPU 0)"
+    )
     assert idle.numbers["ranks"] == ["process 0", "process 1"]
     assert idle.numbers["busy_ns"] == [1_100_000, 1_100_000] and idle.numbers["wall_ns"] == [12_000_000] * 2
 

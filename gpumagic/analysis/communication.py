@@ -23,22 +23,22 @@ import pandas as pd
 from ..trace import Trace
 from .finding import Finding, t
 from .rank_kernels import waits_by_rank
+from .rank_lists import LIST_RANKS, listed, on_ranks
 from .ranks import is_multi, rank_figures
 
 __all__ = [
     "COMM_MIN_NS",
     "COMM_SHARE",
+    "HOST_SHARE_OF_WAIT",
     "LIST_RANKS",
     "OVERLAP_LOW",
     "STRAGGLER_MIN_NS",
     "WAIT_SHARE",
-    "WORK_SKEW",
+    "WORK_SHARE_OF_WAIT",
     "comm_exposed",
     "straggler",
 ]
 
-#: Past this many ranks a finding gives the extremes of a figure, not a figure per rank (it would not be read).
-LIST_RANKS = 8
 #: Communication worth a word: at least this share of a GPU's busy time (below it, hiding it gains little)...
 COMM_SHARE = 0.10
 #: ... and at least this long (a short cell's single small all-reduce is not worth restructuring a step for).
@@ -52,10 +52,12 @@ OVERLAP_LOW = 0.5
 WAIT_SHARE = 0.05
 #: ... and at least this long, so that microseconds of jitter entering a collective are not called a straggler.
 STRAGGLER_MIN_NS = 500_000
-#: Where the straggler's GPU works longer than every other rank's by this share of its own range, the cause is on the
-#: GPU (uneven work); identical ranks differ by a few percent run to run (clock boost, launch jitter), so 10% is past
-#: that noise. (A share of the straggler's range, a whole: never of another rank's work, which may be near zero.)
-WORK_SKEW = 0.10
+#: Where the straggler's extra GPU work (its work less the busiest other rank's) is at least this share of the time
+#: that rank waits for it, the work explains most of the gap: uneven work. Work against work, and against the wait it
+#: is to explain: never against the range, which holds host time, start-up and idle stretches of any length.
+WORK_SHARE_OF_WAIT = 0.5
+#: Under this share, the extra GPU work explains little of the wait: the straggler is late on the host.
+HOST_SHARE_OF_WAIT = 0.2
 
 
 def _who(row: pd.Series) -> str:
@@ -77,8 +79,8 @@ def comm_exposed(trace: Trace) -> list[Finding]:
         return []
     parts = []
     shown = fig.index[hit]
-    if len(shown) > LIST_RANKS:  # many ranks: the most exposed few, then how many more
-        shown = moving[hit].sort_values(ascending=False).index[:3]
+    if len(shown) > LIST_RANKS:  # many ranks: the most exposed first (listed() keeps a few, then how many more)
+        shown = moving[hit].sort_values(ascending=False, kind="stable").index
     for i in shown:
         r = fig.loc[i]
         waited = f"; it also waited {t(wait[i])} for other ranks" if wait[i] >= COMM_MIN_NS else ""
@@ -86,13 +88,12 @@ def comm_exposed(trace: Trace) -> list[Finding]:
             f"{_who(r)}: {t(moving[i])} of NCCL moving data ({share[i]:.0%} of its GPU busy time, waits left out), "
             f"{r['overlap_share']:.0%} overlapped with compute{waited}"
         )
+    where = on_ranks(fig.loc[hit, "label"].nunique(), fig["label"].nunique(), fig["label"].tolist())
     return [
         Finding(
             "comm_exposed",
             "warn",
-            f"Communication is not hidden behind compute: {'; '.join(parts)}"
-            f"{f' (and {int(hit.sum()) - len(shown)} other ranks)' if int(hit.sum()) > len(shown) else ''}. "
-            "While an NCCL kernel runs alone the "
+            f"Communication is not hidden behind compute {where}: {listed(parts)}. While an NCCL kernel runs alone the "
             "GPU waits on the other ranks: DDP overlaps its gradient all-reduce with the backward pass bucket by "
             "bucket (bucket_cap_mb sets how soon the first one starts); FSDP's backward_prefetch and "
             "forward_prefetch start the next all-gather early; a value read on the host (loss.item()) right after "
@@ -111,6 +112,9 @@ def comm_exposed(trace: Trace) -> list[Finding]:
 def _spend(wait: pd.Series, share: pd.Series) -> str:
     if len(wait) == 1:
         return f"{wait.index[0]} spends {t(wait.iloc[0])} more inside NCCL ({share.iloc[0]:.0%} of its range)"
+    if t(wait.min()) == t(wait.max()) and f"{share.min():.0%}" == f"{share.max():.0%}":
+        each = f"{t(wait.min())} more inside NCCL ({share.min():.0%} of their range)"
+        return f"the other {len(wait)} ranks each spend {each}"
     return (
         f"the other ranks spend {t(wait.min())} to {t(wait.max())} more inside NCCL ({share.min():.0%} to "
         f"{share.max():.0%} of their range)"
@@ -143,20 +147,9 @@ def straggler(trace: Trace) -> list[Finding]:
         nccl = f"{slow} {t(per.loc[slow, 'nccl_ns'])}, the other {len(others)} ranks {t(others['nccl_ns'].min())} to "
         nccl += t(others["nccl_ns"].max())
     busiest = others["work_ns"].idxmax()
-    extra = int(row["work_ns"] - others["work_ns"].max())  # more GPU work than every other rank: like with like
-    if extra >= STRAGGLER_MIN_NS and extra >= WORK_SKEW * row["span_ns"]:
-        cause = (
-            f"Its GPU works {t(row['work_ns'])} of its {t(row['span_ns'])} range (kernels other than NCCL, and "
-            f"copies) against {busiest}'s {t(others.loc[busiest, 'work_ns'])}: {t(extra)} more, "
-            f"{extra / max(row['span_ns'], 1):.0%} of its range. Uneven work per rank (inputs of different lengths, "
-            "work done on one rank only) or a slower GPU."
-        )
-    else:
-        cause = (
-            f"Its GPU work ({t(row['work_ns'])}) is within {t(max(extra, 0))} of the other ranks' (at most "
-            f"{t(others['work_ns'].max())}), so it is late on the host: data loading, Python work on that rank only "
-            "(logging, a checkpoint), or a busier CPU."
-        )
+    extra = int(row["work_ns"] - others.loc[busiest, "work_ns"])  # more GPU work than every other rank: like with like
+    gap = int(wait[busiest])  # how long that rank waits for the straggler: what the extra work is to explain
+    cause = _cause(int(row["work_ns"]), busiest, int(others.loc[busiest, "work_ns"]), extra, gap, len(others))
     return [
         Finding(
             "straggler",
@@ -168,6 +161,33 @@ def straggler(trace: Trace) -> list[Finding]:
                 "wait_ns": [int(w) for w in wait],
                 "wait_share": [float(x) for x in share],
                 "extra_work_ns": extra,
+                "extra_share_of_wait": extra / max(gap, 1),
             },
         )
     ]
+
+
+def _cause(work: int, busiest: str, their_work: int, extra: int, gap: int, others: int) -> str:
+    """Where the straggler's lateness comes from, by its GPU work against the busiest other rank's, as a share of
+    how long that rank waits for it: most of the wait (uneven work), little or none of it (the host), or a part."""
+    most = ", the most among the other ranks" if others > 1 else ""
+    compared = (
+        f"Its GPU work (kernels other than NCCL, and copies) is {t(work)} against {busiest}'s {t(their_work)}{most}"
+    )
+    share = extra / max(gap, 1)
+    if extra > 0 and share >= WORK_SHARE_OF_WAIT:
+        return (
+            f"{compared}: {t(extra)} more, {min(share, 1):.0%} of the {t(gap)} {busiest} waits for it. Uneven work "
+            "per rank (inputs of different lengths, work done on one rank only) or a slower GPU."
+        )
+    host = "data loading, Python work on that rank only (logging, a checkpoint), or a busier CPU."
+    if extra > 0 and share >= HOST_SHARE_OF_WAIT:
+        return (
+            f"{compared}: {t(extra)} more, {share:.0%} of the {t(gap)} {busiest} waits for it. Uneven work explains "
+            f"that part; for the other {t(gap - extra)} it is late on the host: {host}"
+        )
+    more = f"only {t(extra)} more" if extra > 0 else ("the same" if extra == 0 else f"{t(-extra)} less")
+    return (
+        f"{compared}: {more}, against the {t(gap)} {busiest} waits for it. So it is late on the host, not on the "
+        f"GPU: {host}"
+    )

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..trace import WINDOW_TEXT, Trace
 from .finding import Finding, kernel_facts, t
+from .rank_lists import SHOWN_AT_SCALE, between, listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
 __all__ = ["TINY_KERNEL_NS", "gpu_idle", "tiny_kernels"]
@@ -46,28 +47,41 @@ def gpu_idle(trace: Trace) -> list[Finding]:
 
 
 def _idle_per_rank(trace: Trace) -> list[Finding]:
+    """Each GPU busy under half of its process's range, most idle first, out of how many ranks; and how busy the
+    other ranks' GPUs were (a list of the idle ones alone reads as the whole job)."""
     fig = rank_figures(trace)
     fig = fig[fig["span_ns"] > 0]
-    idle = fig[fig["busy_ns"] / fig["span_ns"].clip(lower=1) < 0.5]
+    busy_share = fig["busy_ns"] / fig["span_ns"].clip(lower=1)
+    hit = busy_share < 0.5
+    idle = fig[hit].assign(share=busy_share[hit]).sort_values("share", kind="stable")
     if idle.empty:
         return []
     kinds = {WINDOW_TEXT[k] for k in idle["window"]}
     parts = [
-        f"{r['label']} (GPU {int(r['device'])}) idle {1 - r['busy_ns'] / r['span_ns']:.0%} of {t(r['span_ns'])}, "
-        f"busy {t(r['busy_ns'])}"
+        f"{r['label']} (GPU {int(r['device'])}) idle {1 - r['share']:.0%} of {t(r['span_ns'])}, busy {t(r['busy_ns'])}"
         for _, r in idle.iterrows()
     ]
     where = f"{kinds.pop()} in each process" if len(kinds) == 1 else "each process's range"
+    ranks = fig["label"].nunique()
+    text = f"GPUs idle most of {where}, {on_ranks(idle['label'].nunique(), ranks, fig['label'].tolist())}: "
+    rest = idle["share"].iloc[SHOWN_AT_SCALE:]
+    more = f"idle {between(f'{1 - rest.max():.0%}', f'{1 - rest.min():.0%}')}" if len(rest) else ""
+    text += listed(parts, more)
+    busy = fig[~hit].assign(share=busy_share[~hit]).sort_values("share", kind="stable")
+    if not busy.empty:
+        text += "; " + others_range(busy["label"].tolist(), [f"{x:.0%}" for x in busy["share"]], "busy")
+        text += " of its range" if len(busy) == 1 else " of their range"
     return [
         Finding(
             "gpu_idle",
             "warn",
-            f"GPUs idle most of {where}: {'; '.join(parts)}.",
+            text + ".",
             {
                 "ranks": idle["label"].tolist(),
-                "idle": (1 - idle["busy_ns"] / idle["span_ns"]).tolist(),
+                "idle": (1 - idle["share"]).tolist(),
                 "busy_ns": idle["busy_ns"].tolist(),
                 "wall_ns": idle["span_ns"].tolist(),
+                "of_ranks": ranks,
             },
         )
     ]
