@@ -12,14 +12,34 @@ from .name import Draft
 from .spelling import signature
 from .stack import claim, element_types, snake
 
-_NORM = ("cuApplyLayerNorm", "cuApplyRMSNorm", "cuComputeGradInput", "cuComputeGradInputRMS",
-         "cuComputePartGradGammaBeta", "cuComputeGradGammaBeta", "cuComputePartGradGamma", "cuComputeGradGamma",
-         "cuWelfordMuSigma2")
-_SOFTMAX = ("scaled_masked_softmax_warp_forward", "scaled_masked_softmax_warp_backward",
-            "scaled_upper_triang_masked_softmax_warp_forward", "scaled_upper_triang_masked_softmax_warp_backward",
-            "scaled_softmax_warp_forward", "scaled_softmax_warp_backward")
-_BN = ("welford_kernel", "welford_kernel_c_last", "batchnorm_forward_kernel", "batchnorm_forward_c_last_kernel",
-       "reduce_bn_kernel", "batchnorm_backward_kernel", "reduce_bn_c_last_kernel")
+_NORM = (
+    "cuApplyLayerNorm",
+    "cuApplyRMSNorm",
+    "cuComputeGradInput",
+    "cuComputeGradInputRMS",
+    "cuComputePartGradGammaBeta",
+    "cuComputeGradGammaBeta",
+    "cuComputePartGradGamma",
+    "cuComputeGradGamma",
+    "cuWelfordMuSigma2",
+)
+_SOFTMAX = (
+    "scaled_masked_softmax_warp_forward",
+    "scaled_masked_softmax_warp_backward",
+    "scaled_upper_triang_masked_softmax_warp_forward",
+    "scaled_upper_triang_masked_softmax_warp_backward",
+    "scaled_softmax_warp_forward",
+    "scaled_softmax_warp_backward",
+)
+_BN = (
+    "welford_kernel",
+    "welford_kernel_c_last",
+    "batchnorm_forward_kernel",
+    "batchnorm_forward_c_last_kernel",
+    "reduce_bn_kernel",
+    "batchnorm_backward_kernel",
+    "reduce_bn_c_last_kernel",
+)
 _FUNCTOR = re.compile(r"(?<![\w:])(\w+?)Functor<")
 _OPTIMIZERS = ("Adam", "LAMB", "SGD", "Novo", "Adagrad", "Lion", "DistAdam", "DistOpt", "Lamb")
 
@@ -27,12 +47,19 @@ _OPTIMIZERS = ("Adam", "LAMB", "SGD", "Novo", "Adagrad", "Lion", "DistAdam", "Di
 def decode_apex(k: Draft, sym: str, full: str) -> bool:
     path, leaf, args = signature(full)
     ns = "apex::" in path
-    if leaf == "multi_tensor_apply_kernel" and "at::" not in full and "c10::" not in full[:200]:
+    if leaf == "multi_tensor_apply_kernel" and path == leaf:  # PyTorch's own is at::native::...
         fm = _FUNCTOR.search(args)
         functor = fm.group(1) if fm else ""
         op = "optimizer" if functor.startswith(_OPTIMIZERS) else "foreach"
-        claim(k, family="apex", library="Apex", full=full, op=op, label=f"multi-tensor {functor or 'apply'}",
-              types=element_types(args[fm.end():] if fm else args))
+        claim(
+            k,
+            family="apex",
+            library="Apex",
+            full=full,
+            op=op,
+            label=f"multi-tensor {functor or 'apply'}",
+            types=element_types(args[fm.end() :] if fm else args),
+        )
         k.details["functor"] = functor
         return True
     if not (ns or leaf in _NORM or leaf in _BN or (leaf in _SOFTMAX and "transformer_engine" not in full)):

@@ -46,8 +46,16 @@ def decode_bitsandbytes(k: Draft, sym: str, full: str) -> bool:
         op = "optimizer"
     if op is None or not ("<" in full or "(" in full):
         return False
-    claim(k, family="bitsandbytes", library="bitsandbytes", full=full, op=op, label=leaf,
-          tensor_cores=False if op == "gemm" else None, types=element_types(args))
+    claim(
+        k,
+        family="bitsandbytes",
+        library="bitsandbytes",
+        full=full,
+        op=op,
+        label=leaf,
+        tensor_cores=False if op == "gemm" else None,
+        types=element_types(args),
+    )
     top = split_top(args)
     if leaf.endswith("Blockwise") or leaf.endswith("BlockwiseSmall"):
         code = _DATA_TYPE.get(top[-1]) if top else None

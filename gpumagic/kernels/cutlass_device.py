@@ -36,14 +36,67 @@ _OWNERS = (
     ("torchao::", "torchao"),
     ("deep_gemm::", "DeepGEMM"),
 )
-_SCHEDULES = ("PtrArrayTmaWarpSpecializedCooperative", "PtrArrayTmaWarpSpecializedPingpong",
-              "TmaWarpSpecializedCooperative", "TmaWarpSpecializedPingpong", "TmaWarpSpecialized", "Sm100",
-              "KernelMultistage", "Multistage")
+_SCHEDULES = (
+    "PtrArrayTmaWarpSpecializedCooperative",
+    "PtrArrayTmaWarpSpecializedPingpong",
+    "TmaWarpSpecializedCooperative",
+    "TmaWarpSpecializedPingpong",
+    "TmaWarpSpecialized",
+    "Sm100",
+    "KernelMultistage",
+    "Multistage",
+)
+
+
+_MANGLED_MMA = re.compile(r"MMA_(\d+x\d+x\d+)_F32([A-Z0-9]+?)_(?:SS|RS)")
+_MMA_INPUT = {"BF16BF16": "bf16", "F16F16": "fp16", "E4M3E4M3": "fp8e4m3", "E5M2E5M2": "fp8e5m2", "TF32TF32": "tf32"}
+
+
+def _mangled(k: Draft, full: str) -> bool:
+    """A CUTLASS 3.x GEMM whose mangled name does not demangle (profilers and tables sometimes cut or alter them):
+    the identifiers in it still say GEMM, grouped, the architecture and the MMA's input type."""
+    if "GemmUniversal" not in full[:200]:
+        return False
+    k.family, k.library, k.op, k.tensor_cores = "cutlass3", "CUTLASS 3.x", "gemm", True
+    k.details["not_demangled"] = "the mangled name does not demangle; read from the identifiers in it"
+    k.add("_ZN7cutlass13device_kernel", "library", "CUTLASS 3.x GEMM template (mangled; not demangled)")
+    arch = re.search(r"(?:MainloopSm|arch4Sm|SM)(\d{2,3})", full)
+    if arch:
+        k.set_arch(f"sm{arch.group(1)}")
+    mma = _MANGLED_MMA.search(full)
+    k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+    if mma and mma.group(2) in _MMA_INPUT:
+        k.precision = _MMA_INPUT[mma.group(2)]
+        k.dtypes = (k.precision,)
+        k.details["mma_shape"] = dims(mma.group(1))
+        k.add(mma.group(0), "math", f"MMA instruction {dims(mma.group(1))}, {k.precision} inputs")
+    ml = re.search(r"Mainloop\w*?ILi(\d+)E", full[:2000])
+    if ml:
+        k.stages = int(ml.group(1))
+    if "GroupProblemShape" in full or "PtrArray" in full:
+        k.details["grouped"] = "grouped GEMM (one problem per group / expert)"
+    if "EpilogueMoeFusedFinalize" in full:
+        k.library = "CUTLASS 3.x (in TensorRT-LLM)"
+    grouped = " grouped" if "grouped" in k.details else ""
+    k.short = squash(f"CUTLASS 3 {upper(k.precision)}{grouped} GEMM (mangled)")
+    return True
 
 
 def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
-    if not (full.startswith(("void cutlass::device_kernel<", "cutlass::device_kernel<", "void cutlass::Kernel2<",
-                             "cutlass::Kernel2<", "void cutlass::Kernel<", "cutlass::Kernel<"))):
+    if full.startswith("_ZN7cutlass13device_kernel"):
+        return _mangled(k, full)
+    if not (
+        full.startswith(
+            (
+                "void cutlass::device_kernel<",
+                "cutlass::device_kernel<",
+                "void cutlass::Kernel2<",
+                "cutlass::Kernel2<",
+                "void cutlass::Kernel<",
+                "cutlass::Kernel<",
+            )
+        )
+    ):
         return False
     head = full[:600]
     if not any(g in full for g in _GEMM) or "flash::" in head or "FlashAttn" in head or "fmha" in head.lower():

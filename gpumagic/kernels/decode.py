@@ -1,13 +1,15 @@
 """``decode()``: one kernel name in, a frozen ``KernelName`` out; never raises.
 
 Decoders are tried in order and the first that recognises the name wins. The order encodes which reading is more
-specific: memory operations, NCCL and Triton names are unmistakable and cheap to test, so they go first; generated
-GEMM names before the libraries that ship them (a CUTLASS kernel inside cuBLAS is read as CUTLASS); the LLM stack's libraries
-(vLLM, SGLang, FlashInfer, TensorRT-LLM, FlashMLA, DeepGEMM, DeepEP, Transformer Engine, Liger, Mamba, xFormers,
-bitsandbytes, Apex, torchao) before the generic readings their names would otherwise get, then CUTLASS 3.x GEMM
-templates (``cutlass::device_kernel<...GemmUniversal...>``) that no library claimed; ATen before the
-math libraries, whose helper-kernel names are the most generic and so are tried last, cuBLAS's before cuSOLVER's
-because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
+specific: memory operations, NCCL and Triton names are unmistakable and cheap to test, so they go first; then the
+LLM stack's libraries (vLLM, SGLang, FlashInfer, TensorRT-LLM, FlashMLA, DeepGEMM, DeepEP, Transformer Engine,
+Liger, Mamba, xFormers, bitsandbytes, Apex, torchao), which claim only their own namespaces and kernel names, before
+the generic readings those names would otherwise get (ATen for anything naming ``c10::`` types, FlashAttention for
+``fmha_*`` and ``flash_*mla`` names), and CUTLASS 3.x GEMM templates (``cutlass::device_kernel<...GemmUniversal
+...>``) that no library claimed; generated GEMM names before the libraries that ship them (a CUTLASS kernel inside
+cuBLAS is read as CUTLASS); ATen before the math libraries, whose helper-kernel names are the most generic and so are
+tried last, cuBLAS's before cuSOLVER's because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that
+must keep their owner's name.
 
 Results are cached (a trace holds a few hundred distinct names many thousand times) and shared, hence frozen.
 

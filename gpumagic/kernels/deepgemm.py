@@ -31,8 +31,13 @@ _GEMM_TYPES = {
     "KGroupedContiguous": "grouped (K, contiguous)",
     "Batched": "batched",
 }
-_WORD_TYPES = (("fp8_fp4", ("fp8e4m3", "fp4e2m1")), ("fp8", ("fp8e4m3",)), ("fp4", ("fp4e2m1",)),
-               ("bf16", ("bf16",)), ("tf32", ("tf32",)))
+_WORD_TYPES = (
+    ("fp8_fp4", ("fp8e4m3", "fp4e2m1")),
+    ("fp8", ("fp8e4m3",)),
+    ("fp4", ("fp4e2m1",)),
+    ("bf16", ("bf16",)),
+    ("tf32", ("tf32",)),
+)
 
 
 def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
@@ -43,8 +48,16 @@ def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
         return False
     gemm = "gemm" in leaf
     op = "gemm" if gemm else "attention" if "logits" in leaf else None
-    claim(k, family="deepgemm", library="DeepGEMM", full=full, op=op, label=leaf, types=(),
-          tensor_cores=True if gemm or op == "attention" else None)
+    claim(
+        k,
+        family="deepgemm",
+        library="DeepGEMM",
+        full=full,
+        op=op,
+        label=leaf,
+        types=(),
+        tensor_cores=True if gemm or op == "attention" else None,
+    )
     types = next((t for w, t in _WORD_TYPES if w in leaf), ())
     if gemm and not types and leaf.startswith("fp8"):
         types = ("fp8e4m3",)
@@ -58,8 +71,12 @@ def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
     scales = re.search(r"_(\dd\dd)_", f"_{leaf}_")
     if scales:
         k.details["scaling"] = scales.group(1)
-        k.add(scales.group(1), "scaling", f"scale granularity of A and B: {scales.group(1)[:2]} × {scales.group(1)[2:]} "
-              "(1D: per 128 channels; 2D: per 128×128 block)")
+        k.add(
+            scales.group(1),
+            "scaling",
+            f"scale granularity of A and B: {scales.group(1)[:2]} × {scales.group(1)[2:]} "
+            "(1D: per 128 channels; 2D: per 128×128 block)",
+        )
     gm = _GEMM_TYPE.search(args)
     if gm:
         kind = _GEMM_TYPES.get(gm.group(1) or gm.group(2), "normal")

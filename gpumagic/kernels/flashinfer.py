@@ -45,8 +45,15 @@ def decode_flashinfer(k: Draft, sym: str, full: str) -> bool:
         body = dsl.group("body")
         cls = re.search(r"[A-Z]\w*$", body)
         words = snake(cls.group(0) if cls else body)
-        claim(k, family=_FAMILY, library="FlashInfer (CuTe DSL)", full=full, words=f"{snake(body)}_{words}",
-              types=cute_dsl_types(dsl.group("args")), label=cls.group(0) if cls else body[:60])
+        claim(
+            k,
+            family=_FAMILY,
+            library="FlashInfer (CuTe DSL)",
+            full=full,
+            words=f"{snake(body)}_{words}",
+            types=cute_dsl_types(dsl.group("args")),
+            label=cls.group(0) if cls else body[:60],
+        )
         return True
     path, leaf, args = signature(full)
     inner = leaf
@@ -56,14 +63,30 @@ def decode_flashinfer(k: Draft, sym: str, full: str) -> bool:
     elif "flashinfer::" not in path:
         return False
     words = snake(inner)
-    attention = ("prefill" in words or "decode" in words or "attention" in words or "_mla" in words
-                 or "pod_with" in words or "merge_state" in words or "sm90" in words and leaf == "device_kernel")
+    attention = (
+        "prefill" in words
+        or "decode" in words
+        or "attention" in words
+        or "_mla" in words
+        or "pod_with" in words
+        or "merge_state" in words
+        or ("sm90" in words and leaf == "device_kernel")
+    )
     op = "attention" if attention and "rotary" not in words and "append" not in words else None
     tensor_cores = None
     if op == "attention" and "merge" not in words:
         tensor_cores = not ("decode" in words and "mla" not in words)
-    claim(k, family=_FAMILY, library="FlashInfer", full=full, words=words, op=op, tensor_cores=tensor_cores,
-          label=inner, types=element_types(args))
+    claim(
+        k,
+        family=_FAMILY,
+        library="FlashInfer",
+        full=full,
+        words=words,
+        op=op,
+        tensor_cores=tensor_cores,
+        label=inner,
+        types=element_types(args),
+    )
     if op == "attention" and "decode" in words:
         k.details["phase"] = "decode"
     elif op == "attention" and "prefill" in words:

@@ -30,8 +30,16 @@ def decode_flashmla(k: Draft, sym: str, full: str) -> bool:
         return False
     combine = "combine" in name
     metadata = "metadata" in name
-    claim(k, family="flashmla", library="FlashMLA", full=full, op="attention" if not metadata else "other",
-          tensor_cores=None if combine or metadata else True, label=name, types=element_types(args))
+    claim(
+        k,
+        family="flashmla",
+        library="FlashMLA",
+        full=full,
+        op="attention" if not metadata else "other",
+        tensor_cores=None if combine or metadata else True,
+        label=name,
+        types=element_types(args),
+    )
     if "fp8" in name:
         k.precision = "fp8e4m3"
         k.dtypes = tuple(dict.fromkeys(("fp8e4m3", *k.dtypes)))

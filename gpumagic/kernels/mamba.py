@@ -42,8 +42,16 @@ def decode_mamba(k: Draft, sym: str, full: str) -> bool:
     name = full.strip()
     if name in TRITON:
         conv = "conv1d" in name
-        claim(k, family="mamba", library="Mamba (causal-conv1d, Triton)" if conv else "Mamba (Triton)", full=name,
-              op=TRITON[name], label=name, types=(), tensor_cores=True if TRITON[name] == "gemm" else None)
+        claim(
+            k,
+            family="mamba",
+            library="Mamba (causal-conv1d, Triton)" if conv else "Mamba (Triton)",
+            full=name,
+            op=TRITON[name],
+            label=name,
+            types=(),
+            tensor_cores=True if TRITON[name] == "gemm" else None,
+        )
         return True
     if "selective_scan" not in full and "causal_conv1d" not in full:
         return False
@@ -51,8 +59,15 @@ def decode_mamba(k: Draft, sym: str, full: str) -> bool:
     if not leaf.startswith(_CUDA) or "::" in path.replace("(anonymous namespace)::", ""):
         return False
     conv = leaf.startswith("causal_conv1d")
-    claim(k, family="mamba", library="Mamba (causal-conv1d)" if conv else "Mamba", full=full,
-          op="conv" if conv else "scan", label=leaf, types=element_types(args))
+    claim(
+        k,
+        family="mamba",
+        library="Mamba (causal-conv1d)" if conv else "Mamba",
+        full=full,
+        op="conv" if conv else "scan",
+        label=leaf,
+        types=element_types(args),
+    )
     k.details["direction"] = "backward" if "bwd" in leaf else "forward"
     if "update" in leaf:
         k.details["phase"] = "decode (state update)"

@@ -71,8 +71,15 @@ def decode_sglang(k: Draft, sym: str, full: str) -> bool:
     path, leaf, _ = signature(full)
     name = leaf or sym
     if name in TRITON and "<" not in full and "(" not in full:
-        claim(k, family=_FAMILY, library="SGLang (Triton)", full=full, op=TRITON[name], label=name,
-              tensor_cores=True if TRITON[name] == "attention" else None)
+        claim(
+            k,
+            family=_FAMILY,
+            library="SGLang (Triton)",
+            full=full,
+            op=TRITON[name],
+            label=name,
+            tensor_cores=True if TRITON[name] == "attention" else None,
+        )
         return True
     sglang_ns = path.startswith(("sglang::", "sgl_kernel::", "sgl_hpu::")) or "::sglang::" in path
     anon = path.startswith("(anonymous namespace)::") and path.count("::") == 1

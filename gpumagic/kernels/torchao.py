@@ -13,9 +13,24 @@ from .name import Draft
 from .spelling import signature, split_top
 from .stack import claim, op_of, snake
 
-TRITON_PREFIX = ("_to_mxfp8", "to_mxfp8", "triton_fp8", "_triton_fp8", "fp8_blockwise", "_fp8_blockwise",
-                 "triton_mx", "_triton_mx", "to_mx_", "_to_mx_", "triton_scale_swizzle", "_triton_scale_swizzle",
-                 "triton_f6", "triton_f4", "_mx_fp", "torchao_")
+TRITON_PREFIX = (
+    "_to_mxfp8",
+    "to_mxfp8",
+    "triton_fp8",
+    "_triton_fp8",
+    "fp8_blockwise",
+    "_fp8_blockwise",
+    "triton_mx",
+    "_triton_mx",
+    "to_mx_",
+    "_to_mx_",
+    "triton_scale_swizzle",
+    "_triton_scale_swizzle",
+    "triton_f6",
+    "triton_f4",
+    "_mx_fp",
+    "torchao_",
+)
 _FP6 = ("QUANT_GEMM_Kernel", "SplitK_Reduction")
 
 
@@ -34,8 +49,15 @@ def decode_torchao(k: Draft, sym: str, full: str) -> bool:
     path, leaf, args = signature(full)
     if leaf in _FP6 and path == leaf:
         gemm = leaf == "QUANT_GEMM_Kernel"
-        claim(k, family="torchao", library="torchao (FP6-LLM)", full=full, op="gemm" if gemm else "reduce", label=leaf,
-              tensor_cores=True if gemm else None)
+        claim(
+            k,
+            family="torchao",
+            library="torchao (FP6-LLM)",
+            full=full,
+            op="gemm" if gemm else "reduce",
+            label=leaf,
+            tensor_cores=True if gemm else None,
+        )
         top = split_top(args)
         if gemm and len(top) >= 4 and top[-2].isdigit() and top[-1].isdigit():
             bits = 1 + int(top[-2]) + int(top[-1])

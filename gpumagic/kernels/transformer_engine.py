@@ -16,7 +16,7 @@ from .stack import claim, snake
 def decode_transformer_engine(k: Draft, sym: str, full: str) -> bool:
     if "transformer_engine" not in full:
         return False
-    path, leaf, args = signature(full)
+    path, leaf, _args = signature(full)
     if "transformer_engine::" not in path and not path.startswith("transformer_engine"):
         return False
     words = snake(leaf)

@@ -44,8 +44,16 @@ _KNOWN_BARE = ("kernel_mha", "kernel_mha_impl")
 
 def _fmha_v2(k: Draft, m: re.Match) -> None:
     toks = m.group("body").split("_")
-    claim(k, family=_FAMILY, library=f"{_LIB} (fmha_v2)", full=m.group(0), op="attention", tensor_cores=True,
-          types=(), label="fmha_v2 attention")
+    claim(
+        k,
+        family=_FAMILY,
+        library=f"{_LIB} (fmha_v2)",
+        full=m.group(0),
+        op="attention",
+        tensor_cores=True,
+        types=(),
+        label="fmha_v2 attention",
+    )
     k.set_arch(f"sm{m.group('sm')}")
     i = 0
     if toks[:2] == ["flash", "attention"]:
@@ -57,8 +65,11 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
         i += 1
     if types:
         k.precision, k.dtypes = types[0], tuple(types)
-        k.add("_".join(toks[i - len(types) : i]), "dtype",
-              f"{types[0]} Q/K/V" + (f", {types[1]} output/accumulate" if len(types) > 1 else ""))
+        k.add(
+            "_".join(toks[i - len(types) : i]),
+            "dtype",
+            f"{types[0]} Q/K/V" + (f", {types[1]} output/accumulate" if len(types) > 1 else ""),
+        )
     nums = []
     while i < len(toks) and toks[i].isdigit() and len(nums) < 2:
         nums.append(toks[i])
@@ -92,8 +103,16 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
 
 def _xqa(k: Draft, m: re.Match) -> None:
     toks = m.group("body").split("_")
-    claim(k, family=_FAMILY, library=f"{_LIB} (XQA)", full=m.group(0), op="attention", tensor_cores=True, types=(),
-          label="XQA decode attention")
+    claim(
+        k,
+        family=_FAMILY,
+        library=f"{_LIB} (XQA)",
+        full=m.group(0),
+        op="attention",
+        tensor_cores=True,
+        types=(),
+        label="XQA decode attention",
+    )
     pairs = dict(zip(toks[::2], toks[1::2]))
     canon = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4m3", "e4m3": "fp8e4m3", "int8": "int8"}
     if pairs.get("dt") in canon:
@@ -139,14 +158,30 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
         _xqa(k, m)
         return True
     if s in _KNOWN_BARE:
-        claim(k, family=_FAMILY, library=f"{_LIB} (XQA)", full=s, op="attention", tensor_cores=True, types=(),
-              label="XQA attention (JIT)")
+        claim(
+            k,
+            family=_FAMILY,
+            library=f"{_LIB} (XQA)",
+            full=s,
+            op="attention",
+            tensor_cores=True,
+            types=(),
+            label="XQA attention (JIT)",
+        )
         return True
     m = _GEN_FMHA.match(s) if word else None
     if m:
         rest = m.group("rest")
-        claim(k, family=_FAMILY, library=f"{_LIB} (trtllm-gen)", full=s, op="attention", tensor_cores=True, types=(),
-              label="trtllm-gen FMHA")
+        claim(
+            k,
+            family=_FAMILY,
+            library=f"{_LIB} (trtllm-gen)",
+            full=s,
+            op="attention",
+            tensor_cores=True,
+            types=(),
+            label="trtllm-gen FMHA",
+        )
         k.set_arch(f"sm{m.group('sm')}")
         q_kv_o = _gen_fmha_types(rest)
         if q_kv_o:
@@ -164,8 +199,16 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
     if m and _GEN_TYPE.match(m.group("rest")):
         toks = m.group("rest").split("_")
         types = _gen_types(toks[0]) + _gen_types(toks[1] if len(toks) > 1 else "")
-        claim(k, family=_FAMILY, library=f"{_LIB} (trtllm-gen)", full=s, op="gemm", tensor_cores=True, types=(),
-              label="trtllm-gen GEMM")
+        claim(
+            k,
+            family=_FAMILY,
+            library=f"{_LIB} (trtllm-gen)",
+            full=s,
+            op="gemm",
+            tensor_cores=True,
+            types=(),
+            label="trtllm-gen GEMM",
+        )
         set_types(k, types, "gemm")
         for t in toks[2:]:
             tm = re.fullmatch(r"t(\d+)x(\d+)x(\d+)\w*", t)
@@ -183,9 +226,11 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
             k.details["grouped"] = "batched (MoE experts)"
         k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (f" {k.tile}" if k.tile else "")
         return True
-    path, leaf, args = signature(full)
-    if not (path.startswith(("tensorrt_llm::", "moe::dev::", "fused_moe::", "batchedGemm::", "gemm::"))
-            or "::tensorrt_llm::" in path) or (path.startswith("gemm::") and "trtllm" not in full):
+    path, leaf, _args = signature(full)
+    if not (
+        path.startswith(("tensorrt_llm::", "moe::dev::", "fused_moe::", "batchedGemm::", "gemm::"))
+        or "::tensorrt_llm::" in path
+    ) or (path.startswith("gemm::") and "trtllm" not in full):
         return False
     if path.startswith("fused_moe::"):
         claim(k, family=_FAMILY, library=_LIB, full=full, op="gemm", tensor_cores=True, label="fused MoE GEMM")

@@ -62,9 +62,14 @@ def scalar_type(type_id: int) -> str | None:
         bias = (type_id >> 17) & 0xFFFFFFFF
         signed = signed or (bits > 1 and bias == 1 << (bits - 1))
         return f"{'int' if signed else 'uint'}{bits}" if bits in (2, 3, 4, 8) else None
-    return {(5, 10): "fp16", (8, 7): "bf16", (4, 3): "fp8e4m3", (5, 2): "fp8e5m2", (2, 1): "fp4e2m1", (8, 0): "ue8m0"}.get(
-        (exponent, mantissa)
-    )
+    return {
+        (5, 10): "fp16",
+        (8, 7): "bf16",
+        (4, 3): "fp8e4m3",
+        (5, 2): "fp8e5m2",
+        (2, 1): "fp4e2m1",
+        (8, 0): "ue8m0",
+    }.get((exponent, mantissa))
 
 
 def _marlin(k: Draft, full: str, args: str) -> None:
@@ -94,8 +99,15 @@ def decode_vllm(k: Draft, sym: str, full: str) -> bool:
     path, leaf, args = signature(full)
     if sym in TRITON or leaf in TRITON:
         name = leaf or sym
-        claim(k, family=_FAMILY, library="vLLM (Triton)", full=full, op=TRITON[name], label=name,
-              tensor_cores=True if TRITON[name] == "gemm" else None)
+        claim(
+            k,
+            family=_FAMILY,
+            library="vLLM (Triton)",
+            full=full,
+            op=TRITON[name],
+            label=name,
+            tensor_cores=True if TRITON[name] == "gemm" else None,
+        )
         if name in _TRITON_FP8:
             set_types(k, (_TRITON_FP8[name],), "gemm")
         return True
@@ -114,12 +126,20 @@ def decode_vllm(k: Draft, sym: str, full: str) -> bool:
     elif "paged_attention" in words:
         op = "attention"
     cuda_cores = op == "attention" or (sub == "gptq" and "exllama" not in words and op == "gemm" and "alt" in words)
-    claim(k, family=_FAMILY, library="vLLM", full=full, words=words, op=op,
-          tensor_cores=False if cuda_cores else None, label=leaf)
+    claim(
+        k,
+        family=_FAMILY,
+        library="vLLM",
+        full=full,
+        words=words,
+        op=op,
+        tensor_cores=False if cuda_cores else None,
+        label=leaf,
+    )
     if sub in ("gptq", "awq") and k.op in ("gemm", "dequantize"):
         bits = re.search(r"(\d)bit", words)
         weight = f"int{bits.group(1)}" if bits else "int4"
-        act = k.precision if k.precision in ("fp16", "bf16") else "fp16"
+        act = next((t for t in k.dtypes if t in ("fp16", "bf16")), "fp16")
         k.precision, k.dtypes = weight, (act, weight)
         k.details["activation"] = act
         k.details["weight_only"] = True

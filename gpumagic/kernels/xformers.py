@@ -16,8 +16,16 @@ TRITON = {"_fwd_kernel_splitK": "attention", "_splitK_reduce": "attention", "_fw
 def decode_xformers(k: Draft, sym: str, full: str) -> bool:
     name = full.strip()
     if name in TRITON or name.startswith("_fwd_kernel_splitK"):
-        claim(k, family="xformers", library="xFormers (Triton)", full=name, op="attention", label=name, types=(),
-              tensor_cores=True)
+        claim(
+            k,
+            family="xformers",
+            library="xFormers (Triton)",
+            full=name,
+            op="attention",
+            label=name,
+            types=(),
+            tensor_cores=True,
+        )
         return True
     if not name.startswith("fmha_cutlass") or "PyTorchMemEffAttention" in name or "pytorch" in name.lower():
         if "xformers::" not in full:
