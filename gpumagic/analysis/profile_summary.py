@@ -63,8 +63,8 @@ _RANK_COLS += ["sync_calls", "sync_ns", "nccl_ns", "nccl_wait_ns"]
 @dataclass(frozen=True)
 class Narrow:
     """A big single-process, single-GPU export's few columns, read without its tables: each kernel's name (``codes``
-    into ``names``), start and end; the host synchronisations (name -> (calls, ns)); the first CUDA API call's start
-    (None: none). The memory operations are few and come from the Trace."""
+    into ``names``), start and end; the host synchronisations ((calls, ns) by name, or together); the first CUDA
+    API call's start (None: none). The memory operations are few and come from the Trace."""
 
     codes: np.ndarray
     names: list[str]
@@ -217,19 +217,22 @@ def _kernel_rows(
     if not len(codes):
         return pd.DataFrame(columns=_KERNEL_COLS)
     n = max(len(names), 1)
-    key = rank * n + codes
-    uniq, inverse, calls = np.unique(key, return_inverse=True, return_counts=True)
-    ns = np.bincount(inverse, weights=durations, minlength=len(uniq)).astype(np.int64)
-    first_row = np.full(len(uniq), len(codes), dtype=np.int64)
-    np.minimum.at(first_row, inverse, np.arange(len(codes)))  # kernels come in start order
+    key = rank * n + codes if len(order) > 1 else np.asarray(codes, dtype=np.int64)
+    calls_all = np.bincount(key, minlength=n * len(order))
+    ns_all = np.bincount(key, weights=durations, minlength=n * len(order))
+    uniq = pd.unique(key)  # in order of first appearance (kernels come in start order): no sort of the rows
+    inverse = None
     out = pd.DataFrame({"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]})
-    out["calls"], out["ns"] = calls.astype(np.int64), ns
-    out["first"] = out.assign(f=first_row).groupby("rank")["f"].rank(method="first").astype(np.int64) - 1
+    out["calls"], out["ns"] = calls_all[uniq].astype(np.int64), np.rint(ns_all[uniq]).astype(np.int64)
+    out["first"] = out.groupby("rank", sort=False).cumcount().astype(np.int64)
     out["op"], out["shapes"] = "", ""
     if context is not None:
         op_row, op_names, op_shapes = context
         launched = op_row >= 0
         if launched.any():
+            place = np.full(n * len(order), -1, dtype=np.int64)
+            place[uniq] = np.arange(len(uniq))
+            inverse = place[key]
             pair = pd.DataFrame({"k": inverse[launched], "op": op_row[launched], "ns": durations[launched]})
             best = pair.groupby(["k", "op"])["ns"].sum().reset_index().sort_values("ns", ascending=False)
             best = best.drop_duplicates("k")
@@ -314,12 +317,15 @@ def _unversioned(name: Any) -> str:
 # --- from a big export's narrow read --------------------------------------------------------------------------------
 def _from_narrow(trace: Trace, nw: Narrow) -> ProfileSummary:
     durations = nw.end - nw.start
-    rank = np.zeros(len(nw.codes), dtype=np.int64)
-    kernels = _kernel_rows(nw.codes, nw.names, durations, rank, [""], None)
+    kernels = _kernel_rows(nw.codes, nw.names, durations, np.zeros(0, dtype=np.int64), [""], None)
     m = trace.memops
     memops = _memop_rows(m, np.zeros(len(m), dtype=np.int64), [""])
-    starts = np.concatenate([nw.start, m["start"].to_numpy(dtype=np.int64)])
-    ends = np.concatenate([nw.end, m["end"].to_numpy(dtype=np.int64)])
+    ms, me = m["start"].to_numpy(dtype=np.int64), m["end"].to_numpy(dtype=np.int64)
+    if len(ms):  # the few copies merged into the kernels (in start order) where they start: no sort of a million
+        at = np.searchsorted(nw.start, ms, side="right")
+        starts, ends = np.insert(nw.start, at, ms), np.insert(nw.end, at, me)
+    else:
+        starts, ends = nw.start, nw.end
     busy = union_ns(starts, ends) if len(starts) else 0
     first = int(starts.min()) if len(starts) else 0
     if nw.api_first is not None:

@@ -26,8 +26,9 @@ _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
 def narrow_read(trace: Trace, sync_apis: Sequence[str]) -> dict[str, Any] | None:
     """The export's few columns, as the fields of ``gpumagic.analysis.profile_summary.Narrow`` (``codes``, ``names``,
-    ``start``, ``end``, ``syncs``: calls and ns of each of ``sync_apis`` called, ``api_first``); None where the Trace
-    is not an unread nsys export of one process and one GPU without a cell label (its figures need its tables)."""
+    ``start``, ``end``, ``syncs``: the calls of ``sync_apis`` and their ns, together, ``api_first``); None where the
+    Trace is not an unread nsys export of one process and one GPU without a cell label (its figures need its tables).
+    """
     src = trace.source
     meta = trace.meta
     if src is None or meta.get("backend") != "nsys" or meta.get("label") or "kernels" not in trace._unread:
@@ -58,16 +59,13 @@ def _api(
     wanted = set(sync_apis)
     strings = con.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'") if "StringIds" in present else []
     ids = [(i, bare) for i, v in strings if (bare := re.sub(r"_v\d+$", "", str(v))) in wanted]
-    syncs: dict[str, tuple[int, int]] = {}
-    if ids:
-        marks = ",".join("?" * len(ids))
-        rows = con.execute(
-            f"SELECT nameId, COUNT(*), SUM(end - start) FROM {_RUNTIME} WHERE nameId IN ({marks}) GROUP BY nameId",
-            [i for i, _ in ids],
-        ).fetchall()
-        name_of = dict(ids)
-        for i, n, ns in rows:
-            c, t = syncs.get(name_of[i], (0, 0))
-            syncs[name_of[i]] = (c + int(n), t + int(ns or 0))
-    first = con.execute(f"SELECT MIN(start) FROM {_RUNTIME}").fetchone()[0]
-    return syncs, None if first is None else int(first)
+    name_of = dict(ids)
+    # one scan, no grouping: the first call's start, and the calls and time of the synchronisations together
+    marks = ",".join(str(int(i)) for i in name_of) or "NULL"
+    first, n, ns = con.execute(
+        f"SELECT MIN(start), SUM(nameId IN ({marks})), SUM(CASE WHEN nameId IN ({marks}) THEN end - start ELSE 0 END) "
+        f"FROM {_RUNTIME}"
+    ).fetchone()
+    syncs = {"synchronisations": (int(n or 0), int(ns or 0))} if n else {}
+    first = None if first is None else int(first)
+    return syncs, first
