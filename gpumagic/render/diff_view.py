@@ -53,6 +53,12 @@ def _figure_value(v: Any, unit: str) -> str:
     return f"{int(v):,}"
 
 
+def _time_cell(r: pd.Series, side: str) -> str:
+    """A row's time in one run; a dash where the kernel or copy did not run there (not a time of 0)."""
+    absent = r["kind"] != "overlap" and not r[f"calls_{side}"]
+    return "\u2014" if absent else t(r[f"ns_{side}"])
+
+
 class ProfileDiff(FigurePage):
     """Run A against run B (:class:`~gpumagic.analysis.diff.DiffData` in ``data``). ``str()`` is the text,
     ``_repr_html_``/``save_html`` the page with the waterfall, ``to_dataframe()`` the rows, ``figure()`` the Bokeh
@@ -220,20 +226,24 @@ class ProfileDiff(FigurePage):
         return figure_html(self.figure(), mode, self.page_title)
 
     def _figures_html(self) -> str:
+        """One row per figure; a column per run, per rank where there are several (rank 0 A, rank 0 B, ...)."""
         fig = self.data.figures
         if fig.empty:
             return ""
-        multi = len(self.data.ranks) > 1
-        head = ("<th style='text-align:left'>rank</th>" if multi else "") + "<th style='text-align:left'>figure</th>"
-        head += f"<th>{esc(self.name_a)}</th><th>{esc(self.name_b)}</th>"
+        ranks = list(dict.fromkeys(fig["rank"]))
+        cols = [(r, side) for r in ranks for side in ("a", "b")]
+        names = {"a": self.name_a, "b": self.name_b}
+        head = f"<th {style('th-name')}>figure</th>" + "".join(
+            f"<th {style('th')}>{esc(f'{r}: ' if r else '')}{esc(names[side])}</th>" for r, side in cols
+        )
         body = []
-        for _, f in fig.iterrows():
-            rank = f"<td {style('word')}>{esc(f['rank'])}</td>" if multi else ""
-            a, b = _figure_value(f["a"], f["unit"]), _figure_value(f["b"], f["unit"])
-            body.append(
-                f"<tr>{rank}<td {style('word')}>{esc(f['figure'])}</td><td {style('num')}>{esc(a)}</td>"
-                f"<td {style('num')}>{esc(b)}</td></tr>"
+        for name in dict.fromkeys(fig["figure"]):
+            mine = fig[fig["figure"] == name].set_index("rank")
+            unit = mine["unit"].iloc[0]
+            cells = "".join(
+                f"<td {style('num')}>{esc(_figure_value(mine[side].get(r), unit))}</td>" for r, side in cols
             )
+            body.append(f"<tr><td {style('word')}>{esc(name)}</td>{cells}</tr>")
         return f"<h4 {_H4}>Side by side</h4><table {style('table')}><tr>{head}</tr>{''.join(body)}</table>"
 
     def _rows_html(self) -> str:
@@ -256,8 +266,8 @@ class ProfileDiff(FigurePage):
             cells = [f"<td {style('word')}>{esc(r['rank'])}</td>"] if multi else []
             cells += [
                 f"<td {style('name')} title='{esc(full)}'>{esc(self.label(r))}</td>",
-                f"<td {style('num')}{ns_title(r['ns_a'])}>{esc(t(r['ns_a']))}</td>",
-                f"<td {style('num')}{ns_title(r['ns_b'])}>{esc(t(r['ns_b']))}</td>",
+                f"<td {style('num')}{ns_title(r['ns_a'])}>{esc(_time_cell(r, 'a'))}</td>",
+                f"<td {style('num')}{ns_title(r['ns_b'])}>{esc(_time_cell(r, 'b'))}</td>",
                 f"<td {style('num')} ><span style='color:{color}'>{esc(signed(r['delta_ns']))}</span></td>",
                 f"<td {style('num')}>{esc(_ratio(r['ratio']))}</td>",
                 f"<td {style('num')}>{r['calls_a']} \u2192 {r['calls_b']}</td>",
