@@ -31,10 +31,14 @@ PRECISION_OF_TYPE = {
 }
 
 
-def precision_of_types(types: str | None) -> str | None:
+def precision_of_types(types: object) -> str | None:
     """The precision of an op's inputs: the first floating (or int8) type among them ("c10::BFloat16, float" ->
-    "bf16"); None where none has one."""
-    for name in (types or "").split(", "):
+    "bf16"); None where none has one, and where the op recorded no types: a missing value (None, or the NaN that
+    pandas 3's string columns hold for it: a training step's ``autograd::engine`` ops have no "Input type") is
+    missing, not text."""
+    if not isinstance(types, str):
+        return None
+    for name in types.split(", "):
         found = PRECISION_OF_TYPE.get(name.strip())
         if found:
             return found

@@ -13,7 +13,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["KINDS", "LAUNCH_APIS", "RECORDS", "made_by_api", "not_recorded", "recordable", "recorded_kinds"]
+__all__ = [
+    "KINDS",
+    "LAUNCH_APIS",
+    "RECORDS",
+    "device_not_read",
+    "made_by_api",
+    "not_recorded",
+    "range_profiled",
+    "recordable",
+    "recorded_kinds",
+]
 
 #: The kinds of record, named and ordered as the Trace's tables (``trace.COLUMNS``).
 KINDS = ("kernels", "memops", "api", "ops", "nvtx", "osrt")
@@ -27,8 +37,14 @@ LAUNCH_APIS = (
     "cudaLaunchCooperativeKernel",
     "cudaGraphLaunch",
     "cuGraphLaunch",
+    # ROCm's, in a Kineto trace of an AMD GPU (its category is cuda_runtime there too)
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipGraphLaunch",
 )
-_MEMOP_API = re.compile(r"^cu(?:da)?Mem(?:cpy|set)")
+_MEMOP_API = re.compile(r"^(?:cu(?:da)?|hip)Mem(?:cpy|set)")
 
 #: Per backend, each kind of record it can record: what it is called, how a capture without it shows, and what
 #: records it. The one source of every "not recorded" sentence (:meth:`Trace.not_recorded`).
@@ -125,3 +141,30 @@ def recordable(backend: str, kind: str) -> bool:
     True where the backend is not one gpumagic knows."""
     known = RECORDS.get(backend)
     return known is None or kind in known
+
+
+def device_not_read(unread: dict[str, dict[str, int]], device: str | None = None) -> str:
+    """The sentence for a trace of a device gpumagic does not read (``meta["unread_devices"]``: device kind ->
+    category -> events, e.g. MTIA): named and left out, and no CUDA advice, since CUDA is not what it ran."""
+    kinds = " and ".join(unread)
+    counts = ", ".join(f"{n:,} {cat} events" for per in unread.values() for cat, n in per.items())
+    named = f" ({device})" if device else ""
+    return (
+        f"This trace holds {kinds} device activity{named}: {counts}. gpumagic reads NVIDIA and AMD GPU activity only, "
+        f"so the {kinds} activity is left out: no kernel table, GPU time or advice is made from it; the CPU side "
+        "(torch ops, ranges) is shown."
+    )
+
+
+def range_profiled(info: dict[str, Any]) -> str:
+    """The sentence for a trace of CUPTI's range profiler (``meta["range_profiler"]``): its kernels ran and were
+    profiled, one counter record each; none was dropped, but no run time was recorded for them."""
+    n, names = int(info.get("kernels", 0)), int(info.get("names", 0))
+    counters = list(info.get("counters") or [])
+    which = f" ({', '.join(counters[:2])}{', ...' if len(counters) > 2 else ''})" if counters else ""
+    return (
+        f"This trace is from CUPTI's range profiler: it holds hardware counters{which} for {n:,} kernel"
+        f"{'s' if n != 1 else ''} ({names} distinct), not their run times (the profiler replays each kernel under "
+        "its counters), so there is no kernel table or GPU time figure. To time the kernels, profile without "
+        f"profiler metrics: {_TORCH_CUDA}."
+    )

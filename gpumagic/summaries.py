@@ -125,16 +125,19 @@ def _sorted_by_group(codes: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
 
 
 def memop_size_summary(memops: pd.DataFrame) -> pd.DataFrame:
-    """cuda_gpu_mem_size_sum: bytes moved per memory operation kind, in MB (10^6 bytes) as nsys prints them."""
+    """cuda_gpu_mem_size_sum: bytes moved per memory operation kind, in MB (10^6 bytes) as nsys prints them. Bytes a
+    trace does not give (NaN: ROCm's Kineto copies) are unknown: a kind with none known has no total (NaN, shown
+    empty), never 0 MB; Count counts every operation."""
     cols = ["Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"]
     if memops.empty:
         return pd.DataFrame(columns=cols)
-    d = memops.assign(_op=memops["kind"].map(nsys_memop_name), _mb=memops["bytes"].astype(float) / 1e6)
+    mb = pd.to_numeric(memops["bytes"], errors="coerce").astype(float) / 1e6
+    d = memops.assign(_op=memops["kind"].map(nsys_memop_name), _mb=mb.where(mb >= 0))
     g = d.groupby("_op", sort=False)["_mb"]
     out = pd.DataFrame(
         {
-            "Total (MB)": g.sum(),
-            "Count": g.count(),
+            "Total (MB)": g.sum(min_count=1),
+            "Count": g.size(),
             "Avg (MB)": g.mean(),
             "Med (MB)": g.median(),
             "Min (MB)": g.min(),

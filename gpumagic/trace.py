@@ -36,6 +36,10 @@ WINDOW_TEXT = {
     "nvtx": "the cell's NVTX range",
     "cuda": "the span of its CUDA activity",
     "capture": "the capture",
+    # the windows of a loaded trace (``windows.py``); its meta["window_text"] says which steps or range
+    "steps": "the profiler steps",
+    "range": "the chosen range",
+    "gpu": "the span of its GPU activity",
 }
 
 __all__ = ["COLUMNS", "RANK_MARK", "TableSource", "Trace", "id_column", "nesting_depth", "union_ns"]
@@ -198,6 +202,11 @@ class Trace:
         it, how that shows, and how to record it. ``detail`` (what follows from it) goes before the how."""
         if self.recorded(kind):
             return None
+        unread = self.meta.get("unread_devices")
+        if unread and kind in ("kernels", "memops", "api"):  # not CUDA: named and left out, no CUDA advice
+            return records.device_not_read(unread, self.meta.get("device"))
+        if kind == "kernels" and self.meta.get("range_profiler"):
+            return records.range_profiled(self.meta["range_profiler"])
         return records.not_recorded(str(self.meta.get("backend", "")), kind, detail)
 
     def recordable(self, kind: str) -> bool:
@@ -333,14 +342,20 @@ class Trace:
 
         return self.memo("gpu_arrays", compute)
 
-    def cpu_ops_ns(self) -> int:
-        """Host time inside top-level torch ops (nested ops counted once)."""
+    def cpu_ops_ns(self, start: int | None = None, end: int | None = None) -> int:
+        """Host time inside top-level torch ops (nested ops counted once); between ``start`` and ``end`` where given
+        (the analysis window: a CPU figure set beside the window's GPU figures is taken over the same span)."""
 
         def compute() -> int:
             top = self.ops[self.ops["depth"] == 0] if not self.ops.empty else self.ops
-            return union_ns(top["start"].to_numpy(), top["end"].to_numpy()) if not top.empty else 0
+            if top.empty:
+                return 0
+            s, e = top["start"].to_numpy(dtype="int64"), top["end"].to_numpy(dtype="int64")
+            if start is not None and end is not None:
+                s, e = np.clip(s, start, end), np.clip(e, start, end)
+            return union_ns(s, e)
 
-        return self.memo("cpu_ops", compute)
+        return self.memo(f"cpu_ops:{start}:{end}", compute)
 
     def figures(self) -> dict[str, Any]:
         """The figures the summary line and the findings share: ``window`` ("nvtx", "cuda" or "capture") and
@@ -352,7 +367,7 @@ class Trace:
         ``memops``, and ``unrecorded``: the kinds GPU busy is made of (kernels, memory operations) that the capture
         did not record. Where it names any, GPU busy is not known: ``gpu_util`` is None, and nothing may say the GPU
         was busy or idle (its ``gpu_busy_ns`` counts only what was recorded)."""
-        key = f"figures:{self.meta.get('label')}:{self.meta.get('window')}"  # the window depends on these two
+        key = f"figures:{self.meta.get('label')}:{self.meta.get('window')}:{self.meta.get('window_kind')}"
         return dict(self.memo(key, self._figures))
 
     def _figures(self) -> dict[str, Any]:
@@ -363,14 +378,14 @@ class Trace:
         unrecorded = [kind for kind in ("kernels", "memops") if not self.recorded(kind)]
         return {
             "window": kind,
-            "window_text": WINDOW_TEXT[kind],
+            "window_text": self.meta.get("window_text") or WINDOW_TEXT[kind],
             "wall_ns": wall,
             "gpu_busy_ns": busy,
             "gpus": gpus,
             "gpu_util": busy / wall if wall and gpus == 1 and not unrecorded else None,
             "unrecorded": unrecorded,
             "kernel_ns": int((self.kernels["end"] - self.kernels["start"]).sum()) if not self.kernels.empty else 0,
-            "cpu_ops_ns": self.cpu_ops_ns(),
+            "cpu_ops_ns": self.cpu_ops_ns(w0, w1),
             "kernels": len(self.kernels),
             "memops": len(self.memops),
         }
@@ -391,6 +406,10 @@ class Trace:
         the span of the CUDA activity (first CUDA API call or GPU operation to the last GPU operation's end); else
         the capture. Never the process lifetime: a whole-program nsys export would call Python's start-up idle GPU.
         """
+        kind = self.meta.get("window_kind")
+        if kind in WINDOW_TEXT and "window" in self.meta:  # a loaded trace's chosen window (windows.py)
+            s, e = self.meta["window"]
+            return int(s), int(e), kind
         label = self.meta.get("label")
         starts, ends = self._gpu_arrays()
         if label and not self.nvtx.empty:

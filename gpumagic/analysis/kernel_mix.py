@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device_caps import compute_capability, has_tensor_cores, has_tf32
 from ..trace import Trace
 from .communication import LIST_RANKS
 from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
@@ -27,6 +28,26 @@ def _pct(share: float) -> str:
     if 0.995 <= share < 1:
         return ">99%"
     return f"{share:.0%}"
+
+
+def _fp32_advice(trace: Trace) -> str | None:
+    """What to do about fp32 GEMMs on CUDA cores on this GPU: TF32 where it has TF32 (compute capability 8.0 and
+    newer); fp16 autocast where it has tensor cores but no TF32 (a V100, 7.0; an RTX 2080 Ti, 7.5); conditional where
+    the capability is not known; None where no switch helps (no tensor cores, as a GP100's 6.0; an AMD GPU, where
+    PyTorch's TF32 switches are not the ones that apply): there the finding is not made."""
+    meta = trace.meta
+    tf32 = has_tf32(meta)
+    if tf32:
+        return _TF32_ADVICE
+    if tf32 is None:
+        return "On a GPU of compute capability 8.0 or newer (Ampere and later), " + _TF32_ADVICE
+    cc = compute_capability(meta)
+    if cc is not None and has_tensor_cores(meta):
+        return (
+            f"This {meta.get('device') or 'GPU'} (compute capability {cc[0]}.{cc[1]}) has no TF32; fp16 autocast "
+            "(torch.autocast('cuda', dtype=torch.float16)) runs GEMMs on its tensor cores."
+        )
+    return None
 
 
 def _waits_left_out(trace: Trace, ranks: list[str]) -> str:
@@ -57,14 +78,15 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
     msg = (
         f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on {len(numbers['ranks'])} of {len(labels)} "
         "ranks: "
-        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. {_TF32_ADVICE}"
+        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. {_fp32_advice(trace)}"
     )
     return [Finding("ffma_gemm", "warn", msg, numbers)]
 
 
 def ffma_gemms(trace: Trace) -> list[Finding]:
-    """fp32 GEMMs and convolutions on the FFMA/SIMT path, where TF32 would use tensor cores."""
-    if trace.kernels.empty:
+    """fp32 GEMMs and convolutions on the FFMA/SIMT path, where TF32 (or, without TF32, fp16) would use tensor cores;
+    nothing on a GPU where no switch would (``_fp32_advice``)."""
+    if trace.kernels.empty or _fp32_advice(trace) is None:
         return []
     facts = kernel_facts(trace)
     ffma = facts.where(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
@@ -80,7 +102,7 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
             "ffma_gemm",
             "warn",
             f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
-            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). {_TF32_ADVICE}",
+            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). {_fp32_advice(trace)}",
             {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
         )
     ]
@@ -93,11 +115,11 @@ def _sm_num(sm: str) -> int:
 
 def compat_kernels(trace: Trace) -> list[Finding]:
     """Tensor-core kernels built for an older SM than the device's (they may miss its newer instructions)."""
-    cc = trace.meta.get("compute_capability")
-    if trace.kernels.empty or not cc:
+    cc = compute_capability(trace.meta)  # None on an AMD GPU: its gfx numbers are not SM numbers
+    if trace.kernels.empty or cc is None:
         return []
     facts = kernel_facts(trace)
-    dev_sm = "sm" + cc.replace(".", "")
+    dev_sm = f"sm{cc[0]}{cc[1]}"
     older = facts.where(
         lambda d: (
             d.arch is not None

@@ -39,6 +39,12 @@ def no_gpu_activity(trace: Trace) -> list[Finding]:
                 "No GPU activity was captured: CUDA is not available here, so only CPU ops are shown.",
             )
         ]
+    if empty and trace.meta.get("unread_devices"):  # MTIA and the like: named and left out, not advised about
+        unread = trace.meta["unread_devices"]
+        return [Finding("device_not_read", "info", str(trace.not_recorded("kernels")), {"devices": list(unread)})]
+    if trace.kernels.empty and trace.meta.get("range_profiler"):  # counters per kernel, not dropped kernels
+        info = trace.meta["range_profiler"]
+        return [Finding("range_profiler", "info", str(trace.not_recorded("kernels")), {"kernels": info["kernels"]})]
     if not trace.recorded("kernels"):
         return [_kernels_not_recorded(trace)]
     launched = launches(trace) if trace.kernels.empty else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..trace import WINDOW_TEXT, Trace, id_column
+from ..trace import Trace, id_column
 from .finding import Finding, api_names, t
 from .ranks import is_multi, rank_figures
 
@@ -40,19 +40,38 @@ def host_copies(trace: Trace) -> list[Finding]:
     ns = int((hd["end"] - hd["start"]).sum())
     if ns / busy < COPY_SHARE:
         return []
-    nbytes = int(pd.to_numeric(hd["bytes"], errors="coerce").fillna(0).sum())
     kinds = ", ".join(f"{int(n)} {k}" for k, n in hd["kind"].value_counts().items())
-    rate = f", {nbytes / ns:.1f} GB/s" if ns else ""
+    moved, rate, nbytes = _moved(hd, ns)
     return [
         Finding(
             "host_copies",
             "warn",
-            f"Host<->device copies ({kinds}) move {nbytes / 1e6:,.0f} MB in {t(ns)}{rate}: {ns / busy:.0%} of GPU "
-            "busy time. Keep tensors on the GPU between cells; where data must come from the host, pinned memory "
-            "(.pin_memory()) and .to(device, non_blocking=True) let the copies overlap compute.",
+            f"Host<->device copies ({kinds}) {moved} in {t(ns)}{rate}: {ns / busy:.0%} of GPU busy time. Keep "
+            "tensors on the GPU between cells; where data must come from the host, pinned memory (.pin_memory()) and "
+            ".to(device, non_blocking=True) let the copies overlap compute.",
             {"ns": ns, "bytes": nbytes, "share_of_busy": ns / busy},
         )
     ]
+
+
+def _moved(copies: pd.DataFrame, ns: int) -> tuple[str, str, int | None]:
+    """What the copies moved, in words, their rate (" (4.4 GB/s)", or ""), and the bytes (None where unknown). A copy
+    whose bytes the trace does not give (ROCm's Kineto traces have none) is unknown: no total or rate is made from
+    it, never a 0 or -1."""
+    nbytes = pd.to_numeric(copies["bytes"], errors="coerce")
+    known = nbytes[nbytes >= 0]
+    if known.empty:
+        return "move an unknown amount (the trace does not record their bytes)", "", None
+    total = int(known.sum())
+    if len(known) < len(copies):
+        missing = len(copies) - len(known)
+        return f"move at least {_mb(total)} ({missing} of {len(copies)} without their bytes)", "", None
+    return f"move {_mb(total)}", f" ({total / ns:.1f} GB/s)" if ns else "", total
+
+
+def _mb(nbytes: int) -> str:
+    """Bytes in MB as the findings write them; under 1 MB in kB, so a small copy never reads "0 MB"."""
+    return f"{nbytes / 1e6:,.0f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:,.1f} kB"
 
 
 def _waits(api: pd.DataFrame, names: pd.Series, start: int, end: int) -> pd.DataFrame:
@@ -63,6 +82,11 @@ def _waits(api: pd.DataFrame, names: pd.Series, start: int, end: int) -> pd.Data
     if not device_syncs.empty:  # gpumagic's own: one device synchronisation closes the captured runs
         inside = inside.drop(index=device_syncs["start"].idxmax())
     return inside
+
+
+def _inside(trace: Trace) -> str:
+    """Where the waits were: a live capture has a cell; a loaded trace or job has its analysis window."""
+    return "inside the cell" if trace.meta.get("label") else "inside the window"
 
 
 def _counts(names: pd.Series, inside: pd.DataFrame) -> str:
@@ -85,7 +109,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
     names = api_names(trace)
     if is_multi(trace):
         return _syncs_per_rank(trace, api, names)
-    start, end, kind = trace.analysis_window()
+    start, end, _ = trace.analysis_window()
     inside = _waits(api, names, start, end)
     wall = max(end - start, 1)
     ns = int((inside["end"] - inside["start"]).sum())
@@ -95,8 +119,8 @@ def host_syncs(trace: Trace) -> list[Finding]:
         Finding(
             "host_sync",
             "warn",
-            f"The host waited for the GPU {len(inside)} times inside the cell ({_counts(names, inside)}): {t(ns)}, "
-            f"{ns / wall:.0%} of {WINDOW_TEXT[kind]}. " + _SYNC_ADVICE,
+            f"The host waited for the GPU {len(inside)} times {_inside(trace)} ({_counts(names, inside)}): {t(ns)}, "
+            f"{ns / wall:.0%} of {trace.figures()['window_text']}. " + _SYNC_ADVICE,
             {"ns": ns, "calls": len(inside), "share_of_window": ns / wall},
         )
     ]
@@ -124,7 +148,7 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame, names: pd.Series) -> list[F
         Finding(
             "host_sync",
             "warn",
-            f"The host waited for the GPU inside the cell: {'; '.join(parts)}. " + _SYNC_ADVICE,
+            f"The host waited for the GPU {_inside(trace)}: {'; '.join(parts)}. " + _SYNC_ADVICE,
             numbers,
         )
     ]

@@ -3,8 +3,16 @@
 
 The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a saved trace and a live capture go
 through one parser. Kineto writes times in microseconds with three decimals (nanosecond resolution); they are
-rounded to integer nanoseconds. Categories are matched case-insensitively (Kineto once renamed ``Kernel`` to
-``kernel``, kineto #659), and fields that a torch version lacks are left empty rather than failing.
+rounded to integer nanoseconds. Categories are matched case-insensitively and under their old names too (Kineto
+once renamed ``Kernel`` to ``kernel``, kineto #659; traces of 2021 and many tutorials still say ``Runtime``,
+``Memcpy``, ``Memset`` and ``Operator``), and fields that a torch version lacks are left empty rather than failing:
+a copy whose ``bytes`` the trace does not give (ROCm's) has unknown bytes (NaN), never a made-up -1 or 0.
+
+Not everything in a Kineto trace is CUDA activity gpumagic reads. The events of devices it does not read (MTIA's
+``mtia_*`` categories, Intel's ``xpu_*``, ...) are counted in ``meta["unread_devices"]`` so that the report names the
+device and leaves it out, rather than reading it as a GPU that recorded nothing. CUPTI's range profiler
+(``cuda_profiler_range`` events: hardware counters per kernel, replayed, with no run time of their own) is counted in
+``meta["range_profiler"]``: its kernels ran, and the trace holds their counters, not their times.
 
 What the trace recorded goes into ``meta["recorded"]`` (``Trace.recorded``), from the categories it has events of:
 a trace made without ``ProfilerActivity.CUDA`` has no kernels, and that is "not recorded", never an idle GPU.
@@ -20,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..device_caps import is_amd
 from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ..records import made_by_api, recorded_kinds
 from ..trace import Trace, frame, nesting_depth
@@ -27,14 +36,31 @@ from ..trace import Trace, frame, nesting_depth
 __all__ = ["check_writable", "chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
 
 _MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
+#: Kineto's earlier category names -> today's (traces of PyTorch 1.8-1.9 and the tutorials made with them).
+_OLD_CATEGORY = {
+    "runtime": "cuda_runtime",
+    "driver": "cuda_driver",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+    "operator": "cpu_op",
+    "kernel": "kernel",
+}
+#: Category prefixes of devices whose activity gpumagic does not read -> what the device is called.
+_UNREAD_DEVICE = {"mtia_": "MTIA", "xpu_": "XPU", "hpu_": "HPU", "privateuse1_": "PrivateUse1"}
+#: CUPTI's range profiler: one event per profiled kernel, its args the counters.
+_RANGE_PROFILER = "cuda_profiler_range"
 
 
 def _ns(us: Any) -> int:
     return round(float(us) * 1000.0)
 
 
-def load_trace(path: str | os.PathLike[str]) -> Trace:
-    """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or ``.json.gz``)."""
+def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace:
+    """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or ``.json.gz``).
+
+    ``window``: the span its report's figures are taken over (``gpumagic.windows``): by default the profiler steps
+    where the trace has them, else the span of its GPU activity; or a range's name, a step range ("3-5"), "gpu",
+    "capture". Kept in ``meta["window_choice"]``; the Trace itself holds every event."""
     path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
     try:
@@ -46,6 +72,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(path=path, reason=str(exc)) from exc
     trace = trace_from_chrome(data, path=path)
     trace.meta.setdefault("source", path)
+    if window is not None:
+        trace.meta["window_choice"] = str(window)
     return trace
 
 
@@ -61,11 +89,25 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         raise TraceFormatError(path=path, reason="its events are not event objects: not a Chrome trace")
     kernels, memops, api, ops, ranges = [], [], [], [], []
     cats: set[str] = set()
+    unread: dict[str, dict[str, int]] = {}
+    profiled: dict[str, int] = {}
+    counters: set[str] = set()
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
         cat = str(ev.get("cat", "")).lower()
+        cat = _OLD_CATEGORY.get(cat, cat)
         args = ev.get("args") or {}
+        device_kind = next((d for prefix, d in _UNREAD_DEVICE.items() if cat.startswith(prefix)), None)
+        if device_kind:
+            per = unread.setdefault(device_kind, {})
+            per[cat] = per.get(cat, 0) + 1
+            continue
+        if cat == _RANGE_PROFILER:
+            name = str(ev.get("name", ""))
+            profiled[name] = profiled.get(name, 0) + 1
+            counters.update(k for k, v in args.items() if isinstance(v, (int, float)))
+            continue
         try:
             start = _ns(ev["ts"])
             end = start + _ns(ev.get("dur", 0))
@@ -127,12 +169,23 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     if not nvtx_df.empty:
         nvtx_df["depth"] = nesting_depth(nvtx_df)
     meta = _meta(data if isinstance(data, dict) else {}, events)
+    if unread:
+        meta["unread_devices"] = unread
+    if profiled:
+        meta["range_profiler"] = {
+            "kernels": sum(profiled.values()),
+            "names": len(profiled),
+            "counters": sorted(counters),
+        }
+    if any(str(a["name"]).startswith("hip") for a in api[:1000]) or is_amd(meta):
+        meta["vendor"] = "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
+        meta.pop("compute_capability", None)
     meta["recorded"] = recorded_kinds(
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(a["name"]) for a in api}
     )
     return Trace(
         kernels=_ints(frame("kernels", kernels), ["correlation", "registers", "shared_memory"]),
-        memops=_ints(frame("memops", memops), ["bytes", "correlation"]),
+        memops=_unknown_bytes(_ints(frame("memops", memops), ["correlation"])),
         api=_ints(frame("api", api), ["correlation"]),
         ops=_ints(ops_df, ["external_id"]),
         nvtx=nvtx_df,
@@ -155,6 +208,14 @@ def _ints(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     for c in cols:
         if c in df.columns and not df.empty:
             df[c] = pd.to_numeric(df[c], errors="coerce").fillna(-1).astype("int64")
+    return df
+
+
+def _unknown_bytes(df: pd.DataFrame) -> pd.DataFrame:
+    """Bytes as numbers, NaN where the trace does not give them (ROCm's copies have no ``bytes``): unknown, never a
+    -1 or 0 that a sum would turn into "-0 MB"."""
+    if not df.empty:
+        df["bytes"] = pd.to_numeric(df["bytes"], errors="coerce")
     return df
 
 
@@ -186,7 +247,7 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
         p = props[0]
         meta["device"] = p.get("name")
         meta["sm_count"] = p.get("numSms")
-        if "computeMajor" in p:
+        if p.get("computeMajor") is not None:
             meta["compute_capability"] = f"{p.get('computeMajor')}.{p.get('computeMinor')}"
     for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "schemaVersion"):
         if key in data:

@@ -19,6 +19,7 @@ from ..kernels import decode
 from ..launching_ops import kernel_op_precisions
 from ..trace import Trace
 from ..units import format_time
+from ..windows import in_window
 from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html, style
@@ -75,8 +76,13 @@ class ProfileReport(FigurePage):
     bokehjs: str = ReportOptions.bokehjs
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    #: The span the report is taken over (``gpumagic.windows``): None for the trace's default (a loaded
+    #: torch.profiler trace: its profiler steps, else its GPU span; a live capture: the cell's range); a range name,
+    #: a step range ("3-5"), "steps", "gpu" or "capture". The summary line says which.
+    window: str | None = None
 
     def __post_init__(self) -> None:
+        self.trace = in_window(self.trace, self.window)  # every table, figure and finding over this one window
         if not self.findings:
             self.findings = findings(self.trace)
 
@@ -154,8 +160,14 @@ class ProfileReport(FigurePage):
         """What GPU busy would be made of and the capture lacks: kinds it did not record, or kernels it recorded
         none of after launching some (dropped: an error, never an idle GPU); "" where nothing is missing."""
         unrecorded = self.figures["unrecorded"]
-        if self.trace.kernels.empty and self.trace.memops.empty and without_cuda(self.trace):
+        meta, no_gpu_rows = self.trace.meta, self.trace.kernels.empty and self.trace.memops.empty
+        if no_gpu_rows and without_cuda(self.trace):
             return ""  # nothing could run on a GPU: the plain line says there was no GPU activity
+        if no_gpu_rows and meta.get("unread_devices"):
+            return " and ".join(meta["unread_devices"]) + " device activity not read by gpumagic"
+        if self.trace.kernels.empty and meta.get("range_profiler"):
+            n = int(meta["range_profiler"]["kernels"])
+            return f"{n:,} kernel{'s' if n != 1 else ''} profiled with CUPTI's range profiler (counters, no run times)"
         if unrecorded:
             return " and ".join(_UNRECORDED_NOUN[kind] for kind in unrecorded) + " not recorded"
         if self.trace.kernels.empty and not launches(self.trace).empty:
