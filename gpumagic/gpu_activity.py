@@ -20,7 +20,7 @@ from typing import Any
 
 from . import cupti_direct
 from .cupti_direct import Activity, CuptiRefused, Recording
-from .profiler_start import profiler_state, warm_profiler
+from .profiler_start import inductor_import_deferred, profiler_state, warm_profiler
 
 __all__ = ["from_kineto", "record", "recording"]
 
@@ -84,8 +84,13 @@ def _torch_profiler(device: Any) -> Iterator[Recording]:
     rec = Recording(backend="torch.profiler", startup=startup)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        with inductor_import_deferred():  # its hasattr(torch, "_inductor") would import Inductor
+            prof.__enter__()
+        try:
             yield rec
+        finally:
+            prof.__exit__(None, None, None)
     found = from_kineto(prof)
     rec.activities, rec.launched = found.activities, found.launched
 

@@ -7,18 +7,27 @@ the first capture of a process drops kernels at its start (pytorch #192021). Ker
 and its seconds are kept for the note that says what the start cost and how to avoid it. A ``%%gpuprofile`` capture
 counts as the start (:func:`mark_started`).
 
+Most of that first start was not kineto's: torch.profiler's ``prepare_trace`` asks ``hasattr(torch, "_inductor")``
+to read one Inductor setting, and ``torch``'s lazy-module ``__getattr__`` answers by importing Inductor, which imports
+dynamo, sympy and torch.distributed's FSDP: 2-3 s of a 3.1 s first start on an H200 (cProfile and ``py-spy dump
+--native`` of the start, ``benchmarks/kineto_first_start.py``). Where Inductor is not loaded its settings cannot have
+been changed, so the answer is known without the import: :func:`inductor_import_deferred` lets gpumagic's own
+profiler start skip it, and leaves every other ``torch._inductor`` access (the user's own profiler included) as it was.
+
 A module of its own below both of its users (``gpumagic.gpu_activity`` and the capture backends).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["mark_started", "profiler_state", "warm_profiler"]
+__all__ = ["inductor_import_deferred", "mark_started", "profiler_state", "warm_profiler"]
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"warm": False, "startup": None}
@@ -27,6 +36,26 @@ _STATE: dict[str, Any] = {"warm": False, "startup": None}
 def profiler_state() -> str:
     """``"ready"`` (torch.profiler has started in this process) or ``"cold"``."""
     return "ready" if _STATE["warm"] else "cold"
+
+
+@contextmanager
+def inductor_import_deferred() -> Iterator[None]:
+    """While a gpumagic profiler starts, ``hasattr(torch, "_inductor")`` answers False instead of importing Inductor.
+
+    Only where Inductor is not loaded (its settings are then the defaults torch.profiler reads them for: CUDA graphs
+    off) and torch keeps its lazy modules in a set, as every release since 2.0 does; otherwise nothing changes.
+    The entry is back in torch's table when the block ends, however it ends.
+    """
+    torch = sys.modules.get("torch")
+    lazy = getattr(torch, "_lazy_modules", None)
+    if "torch._inductor" in sys.modules or not isinstance(lazy, set) or "_inductor" not in lazy:
+        yield
+        return
+    lazy.discard("_inductor")
+    try:
+        yield
+    finally:
+        lazy.add("_inductor")
 
 
 def mark_started() -> None:
@@ -46,9 +75,14 @@ def _throwaway_capture(device: Any) -> None:
         side.synchronize()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with profile(activities=[ProfilerActivity.CUDA]):
+            prof = profile(activities=[ProfilerActivity.CUDA])
+            with inductor_import_deferred():
+                prof.__enter__()
+            try:
                 x.add_(1)
                 side.synchronize()
+            finally:
+                prof.__exit__(None, None, None)
 
 
 def warm_profiler(device: Any, capture: Callable[[Any], None] = _throwaway_capture) -> float | None:

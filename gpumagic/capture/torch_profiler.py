@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
-from ..profiler_start import mark_started
+from ..profiler_start import inductor_import_deferred, mark_started
 from ..records import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
@@ -100,7 +100,8 @@ def capture(
                 with quiet_profiler_stderr(), warnings.catch_warnings():
                     # torch's own "Profiler clears events at the end of each cycle" notice
                     warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-                    prof.__enter__()
+                    with inductor_import_deferred():  # its hasattr(torch, "_inductor") would import Inductor
+                        prof.__enter__()
                 if cuda:
                     mark_started()
                 around.callback(_stop, prof)

@@ -1,0 +1,134 @@
+"""The first ``%%gpuprofile`` in a fresh process: how long beyond the cell's own first run, and whether its kernel
+table equals a plain torch.profiler capture of the same cell. Run on a GPU host; each row is a fresh process.
+
+    python benchmarks/first_gpuprofile.py [--baseline PATH_TO_OLD_CHECKOUT] [--json PATH]
+
+Per cell (held out: none is the conv + GEMM cell the 6.6 s figure was taken on): the cell's own first run (lazy
+init, cuDNN/cuBLAS heuristics, Triton compile), then the first ``%%gpuprofile -w 1`` of it in a real IPython shell
+(wall beyond the cell's first run: less two warm runs of the cell, its warm-up and the captured run), then a
+second one, then a plain ``torch.profiler`` capture of one run (after the first two, so its start is already paid)
+whose kernels (names, counts, median duration per name) are set against the first capture's.
+With ``--baseline`` each cell also runs against another checkout of gpumagic (its package directory first on
+``PYTHONPATH``), side by side in the same run. Targets: first <= 1.5 s, second no slower than the baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+CELLS = {
+    "conv net step with backward": (
+        "net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 64, 3),"
+        " torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()\n"
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "x = torch.randn(64, 3, 64, 64, device='cuda'); y = torch.randint(0, 10, (64,), device='cuda')",
+        "opt.zero_grad()\nloss = torch.nn.functional.cross_entropy(net(x), y)\nloss.backward()\nopt.step()",
+    ),
+    "transformer block": (
+        "blk = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True).cuda().bfloat16()\n"
+        "h = torch.randn(8, 512, 1024, device='cuda', dtype=torch.bfloat16)",
+        "out = blk(h)",
+    ),
+    "elementwise chain": (
+        "t = torch.randn(1 << 24, device='cuda')",
+        "u = ((t * 2 + 1).sin() * t.cos()).relu_()",
+    ),
+    "compiled function": (
+        "f = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)\nt = torch.randn(1 << 24, device='cuda')",
+        "u = f(t)",
+    ),
+    "cell with host syncs": (
+        "a = torch.randn(2048, 2048, device='cuda')",
+        "s = 0.0\nfor _ in range(5):\n    s += float((a @ a).sum().item())",
+    ),
+}
+
+CHILD = r"""
+import json, statistics, sys, time
+t0 = time.perf_counter()
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "gpumagic")
+import gpumagic
+setup, cell = json.loads(sys.argv[1])
+ip.run_cell(setup)
+t = time.perf_counter(); ip.run_cell(cell); torch.cuda.synchronize(); first_run = time.perf_counter() - t
+t = time.perf_counter(); ip.run_cell(cell); torch.cuda.synchronize(); second_run = time.perf_counter() - t
+t = time.perf_counter()
+ip.run_cell_magic("gpuprofile", "-w 1 --no-timeline -o rep1", cell)
+first = time.perf_counter() - t
+t = time.perf_counter()
+ip.run_cell_magic("gpuprofile", "-w 1 --no-timeline -o rep2", cell)
+second = time.perf_counter() - t
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+    ip.run_cell(cell); torch.cuda.synchronize()
+plain = {}
+for e in p.events():
+    if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
+        plain.setdefault(e.name, []).append(e.time_range.elapsed_us() * 1000)
+k = ip.user_ns["rep1"].trace.kernels
+ours = {n: list(g["end"] - g["start"]) for n, g in k.groupby("name")}
+same_counts = {n: len(v) for n, v in ours.items()} == {n: len(v) for n, v in plain.items()}
+off = [abs(statistics.median(ours[n]) / statistics.median(plain[n]) - 1) for n in ours if n in plain]
+worst = max(off, default=None)
+print("RESULT " + json.dumps(dict(
+    gpumagic=gpumagic.__file__, first_run_s=first_run, second_run_s=second_run, first_s=first, second_s=second,
+    kernels=int(len(k)), names_and_counts_equal=same_counts, worst_median_ratio_off=worst,
+    inductor_loaded_before_compile="torch._inductor" in sys.modules)))
+"""
+
+
+def run_cell(name: str, pythonpath: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(CELLS[name])], env=env, capture_output=True, text=True, timeout=300
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": proc.stderr[-2000:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default=None, help="another checkout's root, run side by side")
+    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "first_gpuprofile.json"))
+    args = ap.parse_args()
+    builds = [("this", os.path.abspath(ROOT))] + (
+        [("baseline", os.path.abspath(args.baseline))] if args.baseline else []
+    )
+    rows = []
+    print(
+        f"{'cell':30} {'build':9} {'cell 1st':>9} {'1st prof':>9} {'beyond':>8} {'2nd prof':>9} {'equal':>6} {'off':>7}"
+    )
+    for name in CELLS:
+        for build, path in builds:
+            r = run_cell(name, path)
+            rows.append({"cell": name, "build": build, **r})
+            if "error" in r:
+                print(f"{name:30} {build:9} ERROR {r['error'][-300:]}")
+                continue
+            beyond = r["first_s"] - 2 * r["second_run_s"]  # its warm-up and captured runs are warm runs of the cell
+            off = r["worst_median_ratio_off"]
+            print(
+                f"{name:30} {build:9} {r['first_run_s']:9.3f} {r['first_s']:9.3f} {beyond:9.3f} "
+                f"{r['second_s']:9.3f} {r['names_and_counts_equal']!s:>6} {(off or 0) * 100:6.2f}%",
+                flush=True,
+            )
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"rows": rows}, f, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
