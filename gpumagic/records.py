@@ -20,6 +20,7 @@ __all__ = [
     "device_not_read",
     "made_by_api",
     "not_recorded",
+    "not_recorded_in",
     "range_profiled",
     "recordable",
     "recorded_kinds",
@@ -134,6 +135,18 @@ def not_recorded(backend: str, kind: str, detail: str = "") -> str:
         return f"This capture did not record {_NOUNS[kind]}{detail}." + (f" {how}" if how else "")
     noun, where, how = known
     return f"This capture did not record {noun} ({where}){detail}. Record {noun} with {how}."
+
+
+def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
+    """The sentence for the capture ``meta`` describes, which did not record ``kind``: for a device gpumagic does
+    not read (MTIA), that it is named and left out, with no CUDA advice; for CUPTI's range profiler's kernels, that
+    they hold counters and no times; else :func:`not_recorded` of its backend."""
+    unread = meta.get("unread_devices")
+    if unread and kind in ("kernels", "memops", "api"):
+        return device_not_read(unread, meta.get("device"))
+    if kind == "kernels" and meta.get("range_profiler"):
+        return range_profiled(meta["range_profiler"])
+    return not_recorded(str(meta.get("backend", "")), kind, detail)
 
 
 def recordable(backend: str, kind: str) -> bool:

@@ -36,7 +36,6 @@ WINDOW_TEXT = {
     "nvtx": "the cell's NVTX range",
     "cuda": "the span of its CUDA activity",
     "capture": "the capture",
-    # the windows of a loaded trace (``windows.py``); its meta["window_text"] says which steps or range
     "steps": "the profiler steps",
     "range": "the chosen range",
     "gpu": "the span of its GPU activity",
@@ -200,14 +199,7 @@ class Trace:
     def not_recorded(self, kind: str, detail: str = "") -> str | None:
         """None where the capture recorded ``kind``; else the sentence a user reads: that the capture did not record
         it, how that shows, and how to record it. ``detail`` (what follows from it) goes before the how."""
-        if self.recorded(kind):
-            return None
-        unread = self.meta.get("unread_devices")
-        if unread and kind in ("kernels", "memops", "api"):  # not CUDA: named and left out, no CUDA advice
-            return records.device_not_read(unread, self.meta.get("device"))
-        if kind == "kernels" and self.meta.get("range_profiler"):
-            return records.range_profiled(self.meta["range_profiler"])
-        return records.not_recorded(str(self.meta.get("backend", "")), kind, detail)
+        return None if self.recorded(kind) else records.not_recorded_in(self.meta, kind, detail)
 
     def recordable(self, kind: str) -> bool:
         """Whether the capture's backend records ``kind`` at all (nsys records no torch ops, torch.profiler no OS
@@ -348,9 +340,7 @@ class Trace:
 
         def compute() -> int:
             top = self.ops[self.ops["depth"] == 0] if not self.ops.empty else self.ops
-            if top.empty:
-                return 0
-            s, e = top["start"].to_numpy(dtype="int64"), top["end"].to_numpy(dtype="int64")
+            s, e = (top[c].to_numpy(dtype="int64") for c in ("start", "end"))
             if start is not None and end is not None:
                 s, e = np.clip(s, start, end), np.clip(e, start, end)
             return union_ns(s, e)
@@ -406,10 +396,8 @@ class Trace:
         the span of the CUDA activity (first CUDA API call or GPU operation to the last GPU operation's end); else
         the capture. Never the process lifetime: a whole-program nsys export would call Python's start-up idle GPU.
         """
-        kind = self.meta.get("window_kind")
-        if kind in WINDOW_TEXT and "window" in self.meta:  # a loaded trace's chosen window (windows.py)
-            s, e = self.meta["window"]
-            return int(s), int(e), kind
+        if self.meta.get("window_kind") in WINDOW_TEXT and "window" in self.meta:  # a loaded trace's (windows.py)
+            return int(self.meta["window"][0]), int(self.meta["window"][1]), self.meta["window_kind"]
         label = self.meta.get("label")
         starts, ends = self._gpu_arrays()
         if label and not self.nvtx.empty:
