@@ -1,13 +1,13 @@
 """Caching-allocator snapshots as ``torch.cuda.memory._dump_snapshot`` writes them, for the memory view's tests.
 
-    python3 tests/data/capture/memory_snapshots.py OUTDIR
-      -> OUTDIR/train_step.pickle   a transformer-ish training step (Linear-GELU-Linear + LayerNorm, AdamW, bf16
-                                    autocast), warm-up outside, two steps recorded with Python stacks
-         OUTDIR/oom.pickle          a step whose activations do not fit a cap set with set_per_process_memory_fraction,
-                                    dumped in the except clause of the OutOfMemoryError
-         OUTDIR/compiled.pickle     the same model under torch.compile, one step recorded
-         OUTDIR/facts.json          what the allocator itself said of each run: max_memory_allocated over the
-                                    recorded steps, memory_allocated/reserved at the dump, the device's total memory
+python3 tests/data/capture/memory_snapshots.py OUTDIR
+  -> OUTDIR/train_step.pickle   a transformer-ish training step (Linear-GELU-Linear + LayerNorm, AdamW, bf16
+                                autocast), warm-up outside, two steps recorded with Python stacks
+     OUTDIR/oom.pickle          a step whose activations do not fit a cap set with set_per_process_memory_fraction,
+                                dumped in the except clause of the OutOfMemoryError
+     OUTDIR/compiled.pickle     the same model under torch.compile, one step recorded
+     OUTDIR/facts.json          what the allocator itself said of each run: max_memory_allocated over the
+                                recorded steps, memory_allocated/reserved at the dump, the device's total memory
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main(out: str) -> None:
     torch.cuda.reset_peak_memory_stats()
     record(os.path.join(out, "compiled.pickle"), lambda: step(cm, copt, x), facts, "compiled")
 
-    del m, opt, cm, copt
+    m = opt = cm = copt = None  # free the first two runs' memory before the capped one
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(6 * 2**30 / total)  # a 6 GiB cap: the big batch cannot fit
