@@ -340,7 +340,7 @@ NOTEBOOKS = {
         ),
         (
             "code",
-            "from gpumagic.device_peaks.view import roofline\n\n"
+            "from gpumagic import roofline\n\n"
             "roofline(points, name)  # under the datasheet's ceilings; BokehJS once per notebook",
         ),
         (

@@ -37,6 +37,7 @@ __all__ = [
     "load_trace",
     "measure_peak",
     "peaks",
+    "roofline",
     "plot_history",
     "sweep",
     "unload_ipython_extension",
@@ -63,9 +64,13 @@ def __getattr__(name: str) -> Any:
 
         return load_trace
     if name == "load_ncu":
-        from .render.ncu_view import load_ncu
+        from .ncu_loader import load_ncu
 
         return load_ncu
+    if name == "roofline":  # timed calls under the datasheet ceilings (a figure: the render layer's)
+        from .render.calls_roofline import roofline
+
+        return roofline
     if name == "load_nsys":
         from .capture.reports import load_nsys
 

@@ -34,7 +34,8 @@ from gpumagic.errors import (
     NcuTimeoutError,
     NoKernelsProfiledError,
 )
-from gpumagic.render.ncu_view import NcuReport, load_ncu
+from gpumagic.ncu_loader import load_ncu
+from gpumagic.render.ncu_view import NcuReport
 
 DATA = pathlib.Path(__file__).parent / "data" / "ncu"
 FAKES = pathlib.Path(__file__).parent / "fake_ncu"

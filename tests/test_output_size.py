@@ -13,7 +13,7 @@ import pytest
 from gpumagic import load_trace
 from gpumagic.capture.ncu_read import read_raw_csv
 from gpumagic.device_peaks import achieved
-from gpumagic.device_peaks.view import roofline
+from gpumagic.render.calls_roofline import roofline
 from gpumagic.render import embed
 from gpumagic.render.compare_plot import compare_figure
 from gpumagic.render.figure_page import Figure

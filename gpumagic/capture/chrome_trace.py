@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..chrome_export import chrome_trace_events, write_chrome_trace
 from ..device_caps import is_amd
 from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ..records import made_by_api, recorded_kinds
@@ -260,110 +261,6 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
 
 
 # --- writing ------------------------------------------------------------------------------------------------------
-
-#: Trace table -> (Chrome category, name column, process, thread column, {Trace column: the reader's args key}): the
-#: reader's own categories and keys, so a written trace reads back into the same tables.
-_WRITE = (
-    ("ops", "cpu_op", "name", "CPU", "thread", {"external_id": "External id"}),
-    ("api", "cuda_runtime", "name", "CPU", "thread", {"correlation": "correlation"}),
-    ("nvtx", "user_annotation", "text", "CPU", "thread", {}),
-    (
-        "kernels",
-        "kernel",
-        "name",
-        "GPU",
-        "stream",
-        {
-            "device": "device",
-            "stream": "stream",
-            "correlation": "correlation",
-            "grid": "grid",
-            "block": "block",
-            "registers": "registers per thread",
-            "shared_memory": "shared memory",
-        },
-    ),
-    (
-        "memops",
-        "gpu_memcpy",
-        "name",
-        "GPU",
-        "stream",
-        {"bytes": "bytes", "device": "device", "stream": "stream", "correlation": "correlation"},
-    ),
-    ("osrt", "osrt", "name", "CPU", "thread", {}),
-)
-
-
-def chrome_trace_events(trace: Trace) -> dict[str, Any]:
-    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times and the args the
-    reader takes back (stream, correlation, bytes, launch geometry)."""
-    events: list[dict[str, Any]] = []
-    for table, cat, name_col, pid, tid_col, arg_keys in _WRITE:
-        df = getattr(trace, table)
-        if df.empty:
-            continue
-        columns = [c for c in arg_keys if c in df.columns]
-        rows = zip(df[name_col], df[tid_col], df["start"], df["end"], *(df[c] for c in columns))
-        kinds = df["kind"].astype(str) if table == "memops" else None
-        procs = _process_lanes(df, pid)
-        for i, (name, tid, start, end, *values) in enumerate(rows):
-            args = {arg_keys[c]: _json_value(v) for c, v in zip(columns, values) if _json_value(v) is not None}
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "gpu_memset" if kinds is not None and kinds.iat[i] == "memset" else cat,
-                    "name": str(name),
-                    "pid": procs[i] if procs is not None else pid,
-                    "tid": _json_tid(tid),
-                    "ts": start / 1000.0,
-                    "dur": (end - start) / 1000.0,
-                    **({"args": args} if args else {}),
-                }
-            )
-    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in trace.meta.items()}}
-
-
-def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:
-    """With several processes in one table (a multi-rank capture): one lane group per process ("GPU · pid 9001"),
-    so that the ranks' streams and threads do not merge in Perfetto; None for one process (the plain "CPU"/"GPU")."""
-    if "pid" not in df.columns:
-        return None
-    pids = pd.to_numeric(df["pid"], errors="coerce")
-    if pids.nunique(dropna=True) <= 1:
-        return None
-    return [f"{kind} \u00b7 pid {int(p)}" if p == p else kind for p in pids]
-
-
-def _json_value(v: Any) -> Any:
-    """A table value as the reader expects it back: launch geometry 'XxYxZ' as a list, numbers as int, -1 and
-    missing values left out."""
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    if isinstance(v, str):
-        dims = v.split("x")
-        return [int(d) for d in dims] if len(dims) == 3 and all(d.isdigit() for d in dims) else v
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return None if n == -1 else n
-
-
-def _json_tid(tid: Any) -> Any:
-    """A thread or stream id JSON can hold: numpy integers as int, a missing (NaN) one as 0."""
-    if tid is None or isinstance(tid, str):
-        return tid
-    return int(tid) if tid == tid else 0
-
-
-def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Write ``trace`` as Chrome/Perfetto JSON to ``path``; return the object written."""
-    data = chrome_trace_events(trace)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    return data
-
 
 def check_writable(path: str | os.PathLike[str], option: str = "path") -> None:
     """Raise :class:`UnwritablePathError` unless a file can be written at ``path``: tried for real (opened for

@@ -29,8 +29,6 @@ import pandas as pd
 from .ncu_tensor import INTEGER, TENSOR_PRECISIONS, has_tensor_metrics, tensor_ceilings, tensor_peaks, tensor_rates
 
 __all__ = [
-    "LIMITER_WORDS",
-    "TENSOR_WORDS",
     "NcuData",
     "ceilings",
     "kernel_figures",
@@ -67,18 +65,6 @@ PRECISIONS = {"fp32": ("fadd", "fmul", "ffma"), "fp64": ("dadd", "dmul", "dfma")
 LATENCY_PCT = 60.0
 #: ... and within this many points of each other, compute and memory are balanced.
 BALANCED_PCT = 10.0
-LIMITER_WORDS = {
-    "compute": "compute-bound: the SM is the busiest unit",
-    "memory": "memory-bound: the memory system is the busiest unit",
-    "balanced": "compute and memory about equally busy",
-    "latency": "latency-bound: neither compute nor memory reaches 60% of peak",
-}
-#: Said under the table when a kernel's main math ran on the tensor cores.
-TENSOR_WORDS = (
-    "tensor: the kernel's multiply-adds ran on the tensor cores (ncu's sm__ops_path_tensor counters, 2 FLOP per "
-    "multiply-add); its % of peak is against that precision's dense tensor ceiling"
-)
-
 _UNIT_SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _TO_NS = {"n": 1.0, "u": 1e3, "m": 1e6, "": 1e9}
 _BASE_UNIT = re.compile(r"^(n|u|m|k|K|M|G|T|)(second|s|byte|B|hz|Hz|cycle|inst|warp|sector|request|thread)$")

@@ -1,18 +1,16 @@
-"""``gpumagic.peaks()``: the datasheet table as an object that shows itself (text, HTML, DataFrame)."""
+"""``gpumagic.peaks()``: the datasheet table as an object that shows itself (text, HTML, DataFrame). Tables and
+arithmetic only: the roofline figure of timed calls is the render layer's (``render/calls_roofline.py``)."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..units import format_si
-from .achieved import Achieved
 from .measure import MeasuredPeaks, cached_peak
-from .table import DEVICES, PRECISIONS, DevicePeaks, lookup, lookup_reason
+from .table import DEVICES, PRECISIONS, DevicePeaks, lookup_reason
 
-__all__ = ["PeakTable", "peaks", "roofline"]
+__all__ = ["PeakTable", "current_device", "peaks"]
 
 
 def _tf(value: float | None) -> str:
@@ -117,7 +115,8 @@ class PeakTable:
         return pd.DataFrame.from_records(records)
 
 
-def _current_device() -> str | None:
+def current_device() -> str | None:
+    """This process's CUDA device name, None without torch or CUDA (torch imported here, never by a figure)."""
     try:
         import torch
     except ImportError:
@@ -130,7 +129,7 @@ def peaks(device: str | None = None) -> PeakTable:
 
     The measured peaks of that device, if ``measure_peak()`` cached them, are shown as an extra row.
     """
-    name = device if device is not None else _current_device()
+    name = device if device is not None else current_device()
     current, reason = lookup_reason(name) if name else (None, "")
     return PeakTable(
         entries=tuple(DEVICES.values()),
@@ -139,58 +138,3 @@ def peaks(device: str | None = None) -> PeakTable:
         reason=reason,
         measured=cached_peak(name) if name else None,
     )
-
-
-_TENSOR = {"tf32", "bf16", "fp16", "fp8", "fp4", "int8"}
-
-
-def _point(item: Any) -> tuple[str, float | None, float | None, Achieved | None]:
-    """(label, FLOP per byte, FLOP/s, the Achieved) of a ``(label, Achieved)`` pair or a ``(label, intensity,
-    FLOP/s[, Achieved])`` tuple (for work the counting leaves out, an add's FLOP per element, say)."""
-    label, *rest = item
-    if len(rest) == 1 and isinstance(rest[0], Achieved):
-        a = rest[0]
-        return str(label), a.intensity, a.flop_rate, a
-    if len(rest) in (2, 3):
-        a = rest[2] if len(rest) == 3 and isinstance(rest[2], Achieved) else None
-        return str(label), rest[0], rest[1], a
-    raise TypeError(f"roofline: a point is (label, Achieved) or (label, intensity, FLOP/s[, Achieved]), not {item!r}")
-
-
-def roofline(
-    points: Iterable[Any] | Mapping[str, Achieved], device: str | None = None, *, title: str | None = None
-) -> Any:
-    """The roofline of timed calls: each point a call (``(label, Achieved)``, or ``(label, intensity, FLOP/s[,
-    Achieved])``; a mapping label -> Achieved too) on log-log axes, the datasheet ceilings of ``device`` (default:
-    the points' device, else this CUDA device) as lines: the bandwidth slope, and a flat roof for fp32 and for each
-    precision a point ran in. Shown as gpumagic shows its figures (BokehJS once per notebook); ``.figure`` is the
-    Bokeh figure, ``save_html(path)`` a page of its own."""
-    from ..render.figure_page import Figure
-    from ..render.roofline import calls_figure
-
-    items = [_point(p) for p in (points.items() if isinstance(points, Mapping) else points)]
-    name = device or next((a.device for *_, a in items if a is not None and a.device), None) or _current_device()
-    sheet = lookup(name) if name else None
-    used = {"fp32"} | {a.precision for *_, a in items if a is not None and a.precision in PRECISIONS}
-    roofs = {}
-    if sheet is not None:
-        for p in PRECISIONS:
-            if p in used and sheet.peak(p):
-                roofs[p + (" tensor" if p in _TENSOR else "")] = float(sheet.peak(p))  # type: ignore[arg-type]
-    data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "label", "rate_text", "ai_text", "share_text")}
-    data.update(limiter_text=[], limiter=[])
-    for label, ai, rate, a in items:
-        if not (ai and rate and ai > 0 and rate > 0):
-            continue  # no place on log axes: no FLOPs or no bytes counted
-        data["x"].append(float(ai))
-        data["y"].append(float(rate))
-        data["label"].append(label)
-        data["rate_text"].append(format_si(float(rate), "FLOP/s"))
-        data["ai_text"].append(f"{ai:.3g} FLOP/byte")
-        data["share_text"].append((a.segment() or "") if a is not None else "")
-        lim = a.limiter() if a is not None else None
-        data["limiter_text"].append(a.explain() if a is not None else "")
-        data["limiter"].append(lim.split("-")[0] if lim else None)
-    shown = sheet.name if sheet is not None else f"{name or 'this device'} (no datasheet ceilings)"
-    fig = calls_figure(data, roofs, sheet.bandwidth if sheet is not None else None, title or f"Roofline: {shown}")
-    return Figure(fig, title or f"roofline: {shown}")

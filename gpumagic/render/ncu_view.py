@@ -1,4 +1,5 @@
-"""NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object.
+"""NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object (the reading is the
+capture layer's: ``capture.ncu.load_ncu_data``; ``gpumagic.load_ncu`` joins the two, in ``ncu_loader.py``).
 
 Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of Light),
 achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic intensity, the limiter in
@@ -9,19 +10,44 @@ roofline (``roofline.py``). A terminal gets the same as text; ``to_dataframe()``
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
-from ..capture.ncu_read import LIMITER_WORDS, TENSOR_WORDS, NcuData
 from ..kernels.labels import distinct_labels
 from ..units import format_si, format_time
 from .figure_page import FigurePage
 from .tables import breakable, esc
 
-__all__ = ["NcuReport", "load_ncu"]
+__all__ = ["LIMITER_WORDS", "TENSOR_WORDS", "NcuFigures", "NcuReport"]
+
+#: The limiter of a kernel (``capture/ncu_read.py``'s verdict, after ncu's SOLBottleneck rule), in words.
+LIMITER_WORDS = {
+    "compute": "compute-bound: the SM is the busiest unit",
+    "memory": "memory-bound: the memory system is the busiest unit",
+    "balanced": "compute and memory about equally busy",
+    "latency": "latency-bound: neither compute nor memory reaches 60% of peak",
+}
+#: Said under the table when a kernel's main math ran on the tensor cores.
+TENSOR_WORDS = (
+    "tensor: the kernel's multiply-adds ran on the tensor cores (ncu's sm__ops_path_tensor counters, 2 FLOP per "
+    "multiply-add); its % of peak is against that precision's dense tensor ceiling"
+)
+
+
+class NcuFigures(Protocol):
+    """What the report reads of a profiled report (``capture.ncu_read.NcuData`` is one): read by the capture layer,
+    shown here, so this module imports no reader."""
+
+    raw: pd.DataFrame
+    rules: pd.DataFrame
+    path: str | None
+
+    def kernels(self) -> pd.DataFrame: ...
+
+    def ceilings(self) -> dict[str, float]: ...
+
 
 _ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap"
@@ -48,7 +74,7 @@ class NcuReport(FigurePage):
     ``figure()`` (the Bokeh roofline), ``to_dataframe()``, ``save_html(path)``."""
 
     def __init__(
-        self, data: NcuData, *, label: str | None = None, notes: Iterable[str] = (), seconds: float | None = None
+        self, data: NcuFigures, *, label: str | None = None, notes: Iterable[str] = (), seconds: float | None = None
     ) -> None:
         self.data = data
         self.label = label
@@ -201,11 +227,3 @@ class NcuReport(FigurePage):
         if figure and not self.kernels().empty:
             parts.append(figure_html(self.figure(), figure, f"gpumagic: {self.label or 'ncu'} roofline"))
         return f"<div class='gm-report gm-ncu-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
-
-
-def load_ncu(path: str | os.PathLike[str], ncu: str | None = None) -> NcuReport:
-    """Open a saved Nsight Compute report (``.ncu-rep``, read with ``ncu --import``, or the ``ncu_report`` module
-    where no ncu is found; or a saved ``ncu --csv --page raw`` text): an :class:`NcuReport`."""
-    from ..capture.ncu import load_ncu_data
-
-    return NcuReport(load_ncu_data(path, ncu))

@@ -14,7 +14,7 @@ from ..analysis import Finding, findings
 from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
-from ..capture.chrome_trace import chrome_trace_events, write_chrome_trace
+from ..chrome_export import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
 from ..launching_ops import kernel_op_precisions
 from ..trace import Trace
