@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..trace import Trace, id_column
 from .finding import Finding, api_names, t
+from .rank_lists import listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
 __all__ = ["host_copies", "host_syncs"]
@@ -130,12 +131,14 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame, names: pd.Series) -> list[F
     fig = rank_figures(trace).drop_duplicates("pid")
     pid = id_column(api["pid"])
     parts, numbers = [], {"ranks": [], "ns": [], "calls": [], "share_of_window": []}
+    below = []  # (share, label) of the ranks that waited less: every rank of the job is accounted for
     for _, r in fig.iterrows():
         mine = api[pid == int(r["pid"])]
         inside = _waits(mine, names[mine.index], int(r["start"]), int(r["end"]))
         wall = max(int(r["span_ns"]), 1)
         ns = int((inside["end"] - inside["start"]).sum())
         if inside.empty or ns / wall < SYNC_SHARE:
+            below.append((ns / wall, r["label"]))
             continue
         parts.append(
             f"{r['label']} {len(inside)} times ({_counts(names, inside)}), {t(ns)}, {ns / wall:.0%} of its range"
@@ -148,7 +151,20 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame, names: pd.Series) -> list[F
         Finding(
             "host_sync",
             "warn",
-            f"The host waited for the GPU {_inside(trace)}: {'; '.join(parts)}. " + _SYNC_ADVICE,
+            f"The host waited for the GPU {_inside(trace)} {on_ranks(len(parts), len(fig), list(fig['label']))}: "
+            + listed(parts)
+            + _others_waited(below)
+            + ". "
+            + _SYNC_ADVICE,
             numbers,
         )
     ]
+
+
+def _others_waited(below: list[tuple[float, str]]) -> str:
+    """The ranks whose host waited less than :data:`SYNC_SHARE` of their range, with how much."""
+    if not below:
+        return ""
+    below.sort()
+    text = others_range([label for _, label in below], [f"{share:.0%}" for share, _ in below], "waited")
+    return f"; {text} of {'its' if len(below) == 1 else 'their'} range"
