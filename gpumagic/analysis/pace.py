@@ -7,6 +7,7 @@ import numpy as np
 
 from ..trace import WINDOW_TEXT, Trace
 from .finding import Finding, kernel_facts, t
+from .launch_remedies import graph_kernels, join_or, launch_remedies
 from .rank_lists import SHOWN_AT_SCALE, between, listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
@@ -37,9 +38,10 @@ def gpu_idle(trace: Trace) -> list[Finding]:
     cpu = fig["cpu_ops_ns"]
     msg = f"The GPU is idle {idle:.0%} of {fig['window_text']} ({t(wall)}): it is busy for {t(busy)}"
     if cpu and cpu >= 3 * busy:
+        unused, already = launch_remedies(trace)
         msg += (
             f", while the CPU spends {t(cpu)} in torch ops. Overhead-bound: the host, not the GPU, sets the "
-            "pace (bigger batches, CUDA graphs or torch.compile help)."
+            f"pace ({join_or(['bigger batches', *unused])} help{f'; {already}' if already else ''})."
         )
     else:
         msg += "."
@@ -88,22 +90,27 @@ def _idle_per_rank(trace: Trace) -> list[Finding]:
 
 
 def tiny_kernels(trace: Trace) -> list[Finding]:
-    """At least 20 kernels, half of them shorter than a launch costs."""
+    """At least 20 kernels launched one by one, half of them shorter than a launch costs (the kernels of a CUDA
+    graph replay cost no launch of their own: they are left out)."""
     k = trace.kernels
-    if len(k) < 20:
+    launched = graph_kernels(trace).isna().to_numpy()
+    if int(launched.sum()) < 20:
         return []
-    durs = kernel_facts(trace).durations
+    durs = kernel_facts(trace).durations[launched]
+    k = k[launched]
     tiny = durs < TINY_KERNEL_NS
     if tiny.mean() < 0.5:
         return []
     median = float(np.median(durs))
+    unused, already = launch_remedies(trace)
     return [
         Finding(
             "tiny_kernels",
             "warn",
             f"{int(tiny.sum())} of {len(k)} kernels ran for less than {t(TINY_KERNEL_NS)} (median "
             f"{t(median)}): each costs a launch of a few µs of host time. Launch-bound: "
-            "CUDA graphs or torch.compile (fusion) remove launches.",
+            f"{join_or([r + ' (fusion)' * (r == 'torch.compile') for r in unused] or ['fusing kernels'])} "
+            f"remove launches{f' ({already})' if already else ''}.",
             {"tiny": int(tiny.sum()), "kernels": len(k), "median_ns": median},
         )
     ]
