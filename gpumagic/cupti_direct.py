@@ -49,6 +49,13 @@ PIP_SPEC = {"12": "cupti-python==12.8.*", "13": "cupti-python==13.0.*"}
 LASTING = {"ERROR_NOT_COMPATIBLE", "ERROR_INSUFFICIENT_PRIVILEGES", "ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED"}
 
 
+#: Why no kernel pass runs under nsys or ncu: the tool holds CUPTI, so neither CUPTI directly nor torch.profiler can
+#: record (torch.profiler would pay its start for nothing), and the tool's own report has every kernel.
+TOOL_HOLDS_CUPTI = (
+    "a profiling tool (nsys or ncu) holds CUPTI in this process; the kernels and their times are in its own report"
+)
+
+
 class CuptiRefused(RuntimeError):
     """CUPTI cannot be driven directly here; ``reason`` says why in a clause, ``fix`` what to do (may be empty),
     ``lasting`` whether asking again in this process is pointless."""
@@ -161,7 +168,7 @@ def refusal() -> CuptiRefused | None:
     if os.environ.get("CUDA_INJECTION64_PATH"):
         # nsys and ncu load themselves into the process through this variable and hold CUPTI: registering our own
         # activity callbacks there could take their records, so we never try
-        return CuptiRefused("a profiling tool (nsys or ncu) holds CUPTI in this process", lasting=False)
+        return CuptiRefused(TOOL_HOLDS_CUPTI, lasting=False)
     if torch_profiler_running():
         return CuptiRefused("a torch.profiler capture is running in this process", lasting=False)
     try:

@@ -34,17 +34,23 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     torch.profiler; the :class:`Recording` is filled when the block ends. ``device`` is where the fallback's
     one-time start runs (the current CUDA device for None). A fallback's :attr:`~Recording.fallback` says why,
     with the fix where there is one. Inside a torch.profiler capture of the user's own it refuses
-    (:class:`CuptiRefused`, a ``RuntimeError``) before the block: a second profiler would stop theirs.
+    (:class:`CuptiRefused`, a ``RuntimeError``) before the block: a second profiler would stop theirs; so it does
+    under nsys or ncu, which hold CUPTI (:data:`~gpumagic.cupti_direct.TOOL_HOLDS_CUPTI`).
     """
     if cupti_direct.torch_profiler_running():
         # neither profiler may start inside a user's own capture: a nested torch.profiler stops theirs
-        raise CuptiRefused("a torch.profiler capture is running in this process: one profiler at a time", lasting=False)
+        raise CuptiRefused(
+            "a torch.profiler capture is running in this process (one profiler at a time); its trace has the kernels",
+            lasting=False,
+        )
     if not direct:
         refused: CuptiRefused | None = CuptiRefused("torch.profiler was asked for", lasting=False)
     elif profiler_state() == "ready":
         refused = CuptiRefused(KINETO_STARTED, lasting=False)
     else:
         refused = cupti_direct.refusal()
+    if refused is not None and refused.reason == cupti_direct.TOOL_HOLDS_CUPTI:
+        raise refused  # the fallback could record nothing either: kineto's CUPTI is the tool's
     if refused is None:
         stack = ExitStack()
         try:

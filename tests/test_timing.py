@@ -764,3 +764,32 @@ def test_kernels_are_set_against_the_median_at_the_prevailing_clock_when_it_move
     assert r.median == pytest.approx(1.8e-3) or r.median > 1.6e-3
     assert "GPU busy" in r.line() and "gaps" not in r.line(), r.line()
     assert "1.8 ms at the prevailing 1300 MHz" in r.line()
+
+
+def test_kernel_pass_step_under_nsys_or_a_users_capture_says_so_once():
+    from gpumagic.cupti_direct import TOOL_HOLDS_CUPTI, CuptiRefused
+
+    for reason in (TOOL_HOLDS_CUPTI, "a torch.profiler capture is running in this process"):
+
+        class Held(ScriptedSampler):
+            def kernel_pass(self, inner, calls, preload=0, reason=reason):
+                raise CuptiRefused(reason, lasting=False)
+
+        notes = Notes()
+        cal = Calibration(per_call=1e-3, host_per_call=1e-5, calls_per_sample=1)
+        figures = kernel_pass(Held(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes)
+        assert figures == KernelFigures()
+        assert notes.lines == [f"GPU kernel time not measured: {reason}."]  # no "no GPU activity" beside it
+
+
+def test_under_nsys_the_kernel_pass_refuses_at_once_instead_of_starting_torch_profiler(monkeypatch):
+    from gpumagic import cupti_direct, gpu_activity
+
+    monkeypatch.setattr(cupti_direct, "refusal", lambda: cupti_direct.CuptiRefused(cupti_direct.TOOL_HOLDS_CUPTI))
+    monkeypatch.setattr(cupti_direct, "torch_profiler_running", lambda: False)
+    monkeypatch.setattr(gpu_activity, "profiler_state", lambda: "cold")
+    started = []
+    monkeypatch.setattr(gpu_activity, "_torch_profiler", lambda device: started.append(device))
+    with pytest.raises(cupti_direct.CuptiRefused, match="its own report"), gpu_activity.recording("cuda:0"):
+        pass
+    assert started == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from ..cupti_direct import CuptiRefused
 from ..errors import Hint
 from .options import TimingOptions
 from .records import Calibration, KernelFigures, Notes
@@ -50,11 +51,15 @@ def kernel_pass(
     preload = 0
     if cal.host_per_call < cal.per_call:
         preload = int(min(math.ceil(opts.kernel_preload_time / (unit * cal.per_call)), opts.max_kernel_pass_calls))
+    refused = False
     try:
         found = sampler.kernel_pass(inner, units, preload)
+    except CuptiRefused as exc:  # nsys/ncu or the user's own torch.profiler holds the GPU's records: say that, once
+        notes.add(f"GPU kernel time not measured: {exc.reason}.")
+        found, refused = None, True
     except RuntimeError as exc:
         notes.add(f"GPU kernel time unavailable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
-        found = None
+        found, refused = None, True
     startup = sampler.profiler_startup
     if startup is not None and startup > SLOW_PROFILER_START:
         why = sampler.kernel_pass_fallback or "CUPTI could not be driven directly"
@@ -66,7 +71,7 @@ def kernel_pass(
     pass_notes = sampler.kernel_pass_notes()
     notes.add(*pass_notes)
     if found is None:
-        if not pass_notes:
+        if not pass_notes and not refused:  # a pass that did not run saw nothing, which says nothing of the GPU
             notes.add("The profiler saw no GPU activity from this statement: is it running on the GPU?")
         return KernelFigures()
     return KernelFigures(kernel_time=found[0] / unit, kernels_per_call=found[1] / unit, clock=sampler.kernel_pass_clock)
