@@ -89,8 +89,13 @@ print("RESULT " + json.dumps(dict(
 
 def run_cell(name: str, pythonpath: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(CELLS[name])], env=env, capture_output=True, text=True, timeout=300
+    proc = subprocess.run(  # run from the checkout: ``-c`` puts the working directory first on sys.path
+        [sys.executable, "-c", CHILD, json.dumps(CELLS[name])],
+        env=env,
+        cwd=pythonpath,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
