@@ -37,8 +37,8 @@ __all__ = [
     "load_trace",
     "measure_peak",
     "peaks",
-    "roofline",
     "plot_history",
+    "roofline",
     "sweep",
     "unload_ipython_extension",
 ]

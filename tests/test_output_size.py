@@ -13,8 +13,8 @@ import pytest
 from gpumagic import load_trace
 from gpumagic.capture.ncu_read import read_raw_csv
 from gpumagic.device_peaks import achieved
-from gpumagic.render.calls_roofline import roofline
 from gpumagic.render import embed
+from gpumagic.render.calls_roofline import roofline
 from gpumagic.render.compare_plot import compare_figure
 from gpumagic.render.figure_page import Figure
 from gpumagic.render.ncu_view import NcuReport
