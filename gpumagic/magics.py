@@ -12,6 +12,7 @@ from IPython.core.displayhook import DisplayHook
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
 
 from .cell_syntax import labelled_statements, own_label, split_options, sweep_params
 from .config import GpuMagicsConfig
@@ -214,8 +215,6 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool, rec: Any) -> Any:
         """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by the core."""
-        from IPython.display import display
-
         from .timing.compare import compare_compiled
         from .timing.sweep import sweep
 
@@ -267,7 +266,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--top", type=int, default=None, help="Rows in the kernel and other tables (default 15).")
     @argument("--no-timeline", action="store_true", help="Leave the timeline out (smaller output).")
     @argument("-o", dest="output", default=None, metavar="VAR", help="Keep the ProfileReport in variable VAR.")
-    @argument("--label", default=None, help="Name of the NVTX range / record_function around the cell.")
+    @argument("-l", "--label", default=None, help="Name of the NVTX range around the cell and of its saved profile.")
+    @argument("--vs", metavar="REF", help="Diff with a saved profile: last (the previous one here), a label or an id.")
     @argument("--nsys", action="store_true", help="Re-run the cell in a subprocess under Nsight Systems instead.")
     @argument("--setup", default=None, metavar="CODE", help="--nsys: code run in the subprocess before the cell.")
     @argument("--nsys-args", default="", metavar="ARGS", help="--nsys: extra nsys profile arguments (shell-split).")
@@ -301,7 +301,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
         own profiler, or %%gpuprofile while one runs, is refused before the cell runs. With ``--ncu`` the cell runs in
         a subprocess under Nsight Compute instead: the ``--top`` kernels by GPU time (default 5; 0: all), each with its
         duration, SM and memory throughput, FLOP/s, intensity, limiter and ncu's advice, and a roofline; the
-        ``.ncu-rep`` is kept. Clocks are locked to base unless ``--no-clock-control``.
+        ``.ncu-rep`` is kept. Clocks are locked to base unless ``--no-clock-control``. Each profile's summaries are
+        saved to the history (``-l NAME`` labels it); ``--vs last`` (or a label, or an id) shows the diff against one.
 
         Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs, nsys_path, ...).
         """
@@ -330,6 +331,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
             raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
         from .capture.chrome_trace import check_writable
+        from .history.profiles import ProfileRecorder
 
         shell = self.shell
         label = args.label or f"cell:{shell.execution_count}"
@@ -355,18 +357,20 @@ class GpuMagics(Magics, GpuMagicsConfig):
         with _capture_errors(prefix, said=bool(args.nsys), fallback=_INTERRUPTED):
             if args.trace:
                 check_writable(args.trace, "--trace")  # before the capture, not after it
+            saver = ProfileRecorder(self.history, label=args.label, vs=_unquote(args.vs))  # an unknown --vs: no run
             captured = backend.capture(
                 runnable, label, namespace=shell.user_ns, warmup=warmup, iters=args.iters, options=options
             )
         self._show(captured, label, report_options, trace_path=args.trace, output=args.output)
+        display(*saver.record(captured, source, args.trace).shown())  # saved to the history; --vs: the diff
         if captured.value is None or _ends_with_semicolon(source):
             return None
         return captured.value  # IPython shows it as the cell's Out[n], after the report
 
     def _gpuprofile_ncu(self, args: Any, cell: str) -> Any:
         """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
-        if args.nsys or args.trace or args.nsys_args:
-            raise UsageError("%%gpuprofile --ncu: --nsys, --trace and --nsys-args go with the other backends")
+        if args.nsys or args.trace or args.nsys_args or args.vs:
+            raise UsageError("%%gpuprofile --ncu: --nsys, --trace, --nsys-args and --vs go with the other backends")
         warmup = self._run_options(args, cell)
         import torch
 
@@ -375,8 +379,6 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 "%%gpuprofile --ncu needs a CUDA GPU: Nsight Compute measures kernels on the device, and none is "
                 "visible here (torch.cuda.is_available() is False). A saved report opens with gpumagic.load_ncu(path)."
             )
-        from IPython.display import display
-
         from .capture import ncu as backend
         from .render import embed
         from .render.ncu_view import NcuReport
@@ -422,8 +424,6 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _show(self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None) -> None:
         """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``, display."""
-        from IPython.display import display
-
         from .render import embed
         from .render.report import ProfileReport
 

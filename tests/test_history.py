@@ -163,9 +163,10 @@ def test_a_store_of_every_earlier_version_migrates_with_its_rows(tmp_path, versi
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, target=version)
     if version >= 1:
-        for _ in range(3):
-            cols = ", ".join(V1_ROW)
-            conn.execute(f"INSERT INTO results ({cols}) VALUES ({', '.join('?' * len(V1_ROW))})", list(V1_ROW.values()))
+        for i in range(3):
+            row = V1_ROW | ({"uid": f"{i:016x}"} if version >= 2 else {})  # unique from version 2 on
+            cols = ", ".join(row)
+            conn.execute(f"INSERT INTO results ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
     conn.close()
     store = Store(path)
     rows = store.query()

@@ -1,4 +1,9 @@
-"""``gpumagic.history()``: the saved results as a pandas DataFrame, one row a result, oldest first."""
+"""``gpumagic.history()``: the saved results as a pandas DataFrame, one row a result, oldest first.
+
+Timings and profiles share the table (``kind``: gputime, compare, sweep, profile); :func:`select` gives timings
+only unless asked, so the readers of samples (export, check, plot) never meet a profile, while :func:`history`
+lists both and filters by ``kind``.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,12 @@ import sqlite3
 from typing import Any
 
 from .rows import statement_key, unpack_samples
-from .store import Store, resolve_path
+from .store import PROFILE, Store, of_kind, resolve_path
 
-__all__ = ["COLUMNS", "history", "select"]
+__all__ = ["COLUMNS", "KINDS", "history", "select"]
+
+#: The kinds of rows, as ``history(kind=...)`` takes them.
+KINDS = ("gputime", "compare", "sweep", PROFILE)
 
 #: The columns of :func:`history`, in order (``samples`` only where asked for).
 COLUMNS = [
@@ -40,6 +48,10 @@ COLUMNS = [
     "git_dirty",
     "host",
     "uid",
+    "gpu_busy",
+    "wall",
+    "kernels",
+    "trace_path",
 ]
 
 
@@ -51,10 +63,22 @@ def select(
     device: str | None = None,
     limit: int | None = None,
     columns: list[str] | None = None,
+    kind: str | None = None,
+    profiles: bool = False,
 ) -> list[dict[str, Any]]:
     """Saved rows, oldest first (``limit``: the latest ``limit``). ``device`` matches the name, the UUID or the
-    device key (name@host)."""
+    device key (name@host). Timings only, unless ``profiles`` (all rows) or a ``kind`` is asked for."""
+    if store.readonly and not store.exists():
+        return []
     where, params = [], []
+    if "kind" not in store.columns():  # a version-1 file opened read-only: timings of %gputime alone
+        if kind not in (None, "gputime"):
+            return []
+    elif kind is not None:
+        where.append("kind = ?")
+        params.append(kind)
+    elif not profiles:
+        where.append(of_kind(False))
     if label is not None:
         where.append("label = ?")
         params.append(label)
@@ -75,22 +99,29 @@ def history(
     statement: str | None = None,
     device: str | None = None,
     *,
+    kind: str | None = None,
     path: str | os.PathLike[str] | None = None,
     samples: bool = False,
 ) -> Any:
-    """The saved results as a DataFrame, one row a result (oldest first): when, label, statement, median and IQR
-    (seconds), samples, kernel time, rates, device, clocks, versions, commit. Filters: ``label``, ``statement``
-    (the same text), ``device`` (name or UUID). ``path``: another store (default: where results are saved);
-    ``samples=True`` adds each result's raw per-call samples (a list of seconds)."""
+    """The saved results as a DataFrame, one row a result (oldest first): when, label, statement, kind, median and
+    IQR (seconds), samples, kernel time, rates, device, clocks, versions, commit; for a ``%%gpuprofile`` (kind
+    ``profile``, its cell as the statement, no median) its GPU busy and wall time (seconds), kernel launches and
+    the path of a trace kept. Filters: ``label``, ``statement`` (the same text), ``device`` (name or UUID), ``kind``
+    (one of :data:`KINDS`). ``path``: another store (default: where results are saved); ``samples=True`` adds each
+    result's raw per-call samples (a list of seconds)."""
     import pandas as pd
 
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     where = resolve_path(path)
     rows: list[dict[str, Any]] = []
     if where is not None and where.exists():
         with Store(where, readonly=True) as store:
             try:
                 wanted = [*COLUMNS, "samples"] if samples else COLUMNS
-                rows = select(store, label=label, statement=statement, device=device, columns=wanted)
+                rows = select(
+                    store, label=label, statement=statement, device=device, columns=wanted, kind=kind, profiles=True
+                )
             except sqlite3.DatabaseError as exc:
                 raise sqlite3.DatabaseError(f"{where}: {exc}") from exc
     columns = [*COLUMNS, *(["samples"] if samples else [])]

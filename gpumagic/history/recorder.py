@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GpuMagicError
 from .provenance import provenance
 from .rows import result_row
-from .store import ENV, Store, resolve_path
+from .store import ENV, PROFILE, Store, resolve_path
 
 if TYPE_CHECKING:
     from .versus import Versus
@@ -89,6 +89,10 @@ class Recorder:
     None: :data:`~gpumagic.history.store.ENV`, else the default place), under ``label``; with ``vs``, compares
     the new result with that reference (``last``, a label or a result id), looked up before the measurement."""
 
+    #: Which rows ``--vs`` finds: timings here (a profile has no samples to compare); profiles in a subclass.
+    profiles = False
+    unknown: type[UnknownReferenceError] = UnknownReferenceError
+
     def __init__(
         self,
         setting: str | os.PathLike[str] | None = None,
@@ -127,13 +131,15 @@ class Recorder:
         assert store is not None
         try:
             found = store.get(int(ref)) if ref.strip().isdigit() else None
-            found = found or store.last_labelled(ref)
-            labels = store.labels() if found is None else []
+            if found is not None and (found.get("kind") == PROFILE) != self.profiles:
+                found = None  # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
+            found = found or store.last_labelled(ref, profiles=self.profiles)
+            labels = store.labels(profiles=self.profiles) if found is None else []
         except (sqlite3.Error, OSError) as exc:
             self._note(exc, f"--vs {ref} could not read the history")
             return None
         if found is None:
-            raise UnknownReferenceError(ref=ref, path=store.path, labels=labels)
+            raise self.unknown(ref=ref, path=store.path, labels=labels)
         return found
 
     # --- saving -------------------------------------------------------------------------------------------------

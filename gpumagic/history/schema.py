@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["CURRENT_VERSION", "MIGRATIONS", "V1_SCHEMA", "migrate", "version_of"]
+__all__ = ["CURRENT_VERSION", "MIGRATIONS", "V1_SCHEMA", "V2_STEP", "V3_STEP", "migrate", "version_of"]
 
 #: Version 1: one row per ``%gputime`` result, its samples, figures and where it was measured.
 V1_SCHEMA = """
@@ -74,8 +74,21 @@ ALTER TABLE results ADD COLUMN params TEXT;
 ALTER TABLE results ADD COLUMN sample_clocks BLOB;
 """
 
+#: Version 3: ``%%gpuprofile`` rows (``kind = 'profile'``): a profile's summaries (zlib-compressed JSON of
+#: ``ProfileSummary.to_dict()``, not its trace), the path of a trace kept elsewhere, and the figures a listing shows
+#: (GPU busy and wall time in seconds, kernel launches). A profile row keeps no samples (an empty BLOB, ``n_samples``
+#: 0), so the timings' lookups leave it out by its kind.
+V3_STEP = """
+ALTER TABLE results ADD COLUMN summary BLOB;
+ALTER TABLE results ADD COLUMN trace_path TEXT;
+ALTER TABLE results ADD COLUMN gpu_busy REAL;
+ALTER TABLE results ADD COLUMN wall REAL;
+ALTER TABLE results ADD COLUMN kernels INTEGER;
+CREATE INDEX results_kind ON results (kind, device_key, id);
+"""
+
 #: ``MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[str, ...] = (V1_SCHEMA, V2_STEP)
+MIGRATIONS: tuple[str, ...] = (V1_SCHEMA, V2_STEP, V3_STEP)
 CURRENT_VERSION = len(MIGRATIONS)
 
 

@@ -20,7 +20,17 @@ from typing import Any
 
 from .schema import CURRENT_VERSION, migrate
 
-__all__ = ["BUSY_TIMEOUT_MS", "ENV", "OFF", "Store", "StoreTooNewError", "default_path", "resolve_path"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "ENV",
+    "OFF",
+    "PROFILE",
+    "Store",
+    "StoreTooNewError",
+    "default_path",
+    "of_kind",
+    "resolve_path",
+]
 
 #: The environment variable that moves the store (or turns it off with one of :data:`OFF`).
 ENV = "GPUMAGIC_HISTORY"
@@ -28,6 +38,14 @@ ENV = "GPUMAGIC_HISTORY"
 OFF = frozenset({"", "off", "none", "no", "false", "0"})
 #: How long a writer waits for another's transaction before it gives up (and the result is shown, unsaved).
 BUSY_TIMEOUT_MS = 3000
+#: The kind of a ``%%gpuprofile`` row: its summaries, no samples. A timing's ``--vs`` never finds one, nor a
+#: profile's ``--vs`` a timing.
+PROFILE = "profile"
+
+
+def of_kind(profiles: bool) -> str:
+    """The SQL that keeps profile rows (``profiles``) or timing rows only."""
+    return f"kind = '{PROFILE}'" if profiles else f"kind IS NOT '{PROFILE}'"
 
 
 class StoreTooNewError(sqlite3.DatabaseError):
@@ -194,23 +212,31 @@ class Store:
         return found[0] if found else None
 
     def last_of(self, stmt_key: str, device_key: str | None, *, before: int | None = None) -> dict[str, Any] | None:
-        """The latest result of a statement on a device (``before``: with an id below it)."""
-        where, params = "stmt_key = ? AND device_key IS ?", [stmt_key, device_key]
+        """The latest timing of a statement on a device (``before``: with an id below it)."""
+        where, params = f"stmt_key = ? AND device_key IS ? AND {of_kind(False)}", [stmt_key, device_key]
         if before is not None:
             where, params = where + " AND id < ?", [*params, before]
         found = self.query(where, params, order="id DESC", limit=1)
         return found[0] if found else None
 
-    def last_labelled(self, label: str) -> dict[str, Any] | None:
-        found = self.query("label = ?", [label], order="id DESC", limit=1)
+    def last_labelled(self, label: str, *, profiles: bool = False) -> dict[str, Any] | None:
+        """The latest timing (``profiles``: profile) saved under ``label``."""
+        found = self.query(f"label = ? AND {of_kind(profiles)}", [label], order="id DESC", limit=1)
         return found[0] if found else None
 
-    def labels(self, limit: int = 20) -> list[str]:
-        """The labels in use, most recent first."""
+    def last_profile(self, device_key: str | None) -> dict[str, Any] | None:
+        """The latest profile saved on a device: what ``%%gpuprofile --vs last`` compares with."""
+        found = self.query(f"device_key IS ? AND {of_kind(True)}", [device_key], order="id DESC", limit=1)
+        return found[0] if found else None
+
+    def labels(self, limit: int = 20, *, profiles: bool = False) -> list[str]:
+        """The labels of timings (``profiles``: of profiles) in use, most recent first."""
         if not self.exists():
             return []
         rows = self.connect().execute(
-            "SELECT label FROM results WHERE label IS NOT NULL GROUP BY label ORDER BY max(id) DESC LIMIT ?", [limit]
+            f"SELECT label FROM results WHERE label IS NOT NULL AND {of_kind(profiles)} GROUP BY label "
+            "ORDER BY max(id) DESC LIMIT ?",
+            [limit],
         )
         return [r[0] for r in rows]
 

@@ -1,0 +1,158 @@
+"""Profiles in the history: each ``%%gpuprofile``'s summaries saved beside the timings, and ``--vs``.
+
+What is saved is what a diff needs (:class:`~gpumagic.analysis.profile_summary.ProfileSummary`: per kernel name and
+launching op, calls and time; per rank, GPU busy, the window, syncs and NCCL), not the trace: a few KB compressed
+where the trace is MBs, and a diff against it later needs nothing else. Where the capture kept a trace (``--trace``,
+or nsys' report), its path is saved too, to open it again. A profile row is ``kind = 'profile'`` in the same table,
+so ``gpumagic.history()`` lists it with the timings, and the timings' own lookups leave it out.
+
+``--vs last`` is the previous profile saved on the same device, whatever its cell: the usual loop is "change the
+cell, run it again, see what moved", and the changed cell's text is no longer the saved one's. A label or an id is
+looked up before the cell runs (an unknown one costs no run); the diff is shown after the report.
+
+As :mod:`.recorder`: a store that cannot be written costs one line on stderr, never the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import uuid
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .provenance import provenance
+from .recorder import Recorder, UnknownReferenceError
+from .rows import pack_samples, statement_key
+from .store import PROFILE
+
+__all__ = ["ProfileOutcome", "ProfileRecorder", "UnknownProfileError", "pack_summary", "profile_row", "unpack_summary"]
+
+
+class UnknownProfileError(UnknownReferenceError):
+    """``%%gpuprofile --vs REF``: no profile with that label or id."""
+
+    template = "--vs {ref}: no profile with that label or id in {path}{known}"
+
+    def extra_fields(self) -> dict[str, Any]:
+        labels = self.__dict__.get("labels") or []
+        return {"known": f" (labels: {', '.join(labels)})" if labels else " (no labelled profiles yet: -l NAME)"}
+
+
+def pack_summary(summary: Mapping[str, Any]) -> bytes:
+    """A summary's dict as stored: compact JSON, zlib level 1 (fast; kernel names repeat, so it shrinks ~5x)."""
+    return zlib.compress(json.dumps(summary, separators=(",", ":")).encode(), 1)
+
+
+def unpack_summary(blob: bytes | memoryview | None) -> dict[str, Any] | None:
+    return json.loads(zlib.decompress(bytes(blob))) if blob else None
+
+
+def profile_row(
+    summary: Any,
+    cell: str,
+    context: Mapping[str, Any],
+    *,
+    label: str | None = None,
+    trace_path: str | None = None,
+) -> dict[str, Any]:
+    """The row of one profile (``summary``: a ``ProfileSummary``); ``context``: its provenance."""
+    ranks = summary.ranks
+    wall = max((int(w) for w in ranks["wall_ns"]), default=0) if len(ranks) else 0
+    return {
+        "uid": uuid.uuid4().hex[:16],
+        **dict(context),
+        "kind": PROFILE,
+        "label": label,
+        "statement": cell.strip(),
+        "stmt_key": statement_key(cell),
+        "samples": pack_samples([]),
+        "n_samples": 0,
+        "summary": pack_summary(summary.to_dict()),
+        "trace_path": trace_path,
+        "gpu_busy": summary.busy_ns * 1e-9,
+        "wall": wall * 1e-9 if wall > 0 else None,
+        "kernels": int(summary.kernels["calls"].sum()) if len(summary.kernels) else 0,
+    }
+
+
+def _kept_trace(capture: Any, trace_path: str | None) -> str | None:
+    """The trace the user can open again: the ``--trace`` file written, else the report nsys kept."""
+    if trace_path and os.path.exists(trace_path):
+        return os.path.abspath(trace_path)
+    files = getattr(capture, "files", None) or {}
+    return files.get("report") or files.get("sqlite")
+
+
+def _name(row: Mapping[str, Any]) -> str:
+    return f"#{row.get('id')} {row['label']}" if row.get("label") else f"#{row.get('id')}"
+
+
+@dataclass
+class ProfileOutcome:
+    """What saving a profile gave: its row id, the diff against the reference (``--vs``), lines for the output and
+    notes for stderr."""
+
+    ids: list[int] = field(default_factory=list)
+    diff: Any = None
+    lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def shown(self) -> list[Any]:
+        """Print the lines (stdout) and notes (stderr); what to display after the report: the diff, if any."""
+        for line in self.lines:
+            print(line)
+        for note in self.notes:
+            print(note, file=sys.stderr)
+        return [self.diff] if self.diff is not None else []
+
+
+class ProfileRecorder(Recorder):
+    """Saves one ``%%gpuprofile``'s summaries to the history at ``setting`` under ``label`` and, with ``vs``
+    (``last``, a label or a profile id), diffs it against that saved profile."""
+
+    profiles = True
+    unknown = UnknownProfileError
+
+    def record(self, capture: Any, cell: str, trace_path: str | None = None) -> ProfileOutcome:  # type: ignore[override]
+        """Save the profile of ``capture`` (a backend's Capture, or anything with a ``trace``); the diff with
+        ``vs``. The summaries are made here, once, and serve both the row and the diff."""
+        out = ProfileOutcome(notes=self.notes)
+        if self.path is None:
+            return out
+        from ..analysis.profile_summary import summarize
+
+        trace = capture.trace
+        summary = summarize(trace)
+        meta = trace.meta
+        device = meta.get("device")
+        device = str(device[0] if isinstance(device, (list, tuple)) and device else device or "unknown")
+        context = provenance(device, str(meta.get("backend") or "unknown"), meta)
+        row = profile_row(summary, cell, context, label=self.label, trace_path=_kept_trace(capture, trace_path))
+        ref = self.ref
+        if self.vs == "last":
+            try:
+                ref = self.store.last_profile(row["device_key"])
+            except (sqlite3.Error, OSError) as exc:
+                self._note(exc, "--vs last could not read the history")
+        out.ids = self._save([row])
+        row["id"] = out.ids[0] if out.ids else None
+        if self.vs is None:
+            return out
+        if ref is None:
+            if self.vs == "last" and not self.notes:
+                out.lines.append("vs last: no earlier profile on this device; this one is saved")
+            return out
+        from ..run_diff import diff  # Bokeh and the diff: loaded for --vs alone
+
+        saved = unpack_summary(ref.get("summary"))
+        if saved is None:
+            out.lines.append(f"vs {_name(ref)}: that profile's summaries were not saved; nothing to compare")
+            return out
+        name_b = _name(row) if row["id"] else (self.label or "now")
+        out.diff = diff(saved, summary, name_a=_name(ref), name_b=name_b)
+        return out
