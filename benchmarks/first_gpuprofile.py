@@ -59,9 +59,10 @@ ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 import gpumagic
 setup, cell = json.loads(sys.argv[1])
-ip.run_cell(setup)
-t = time.perf_counter(); ip.run_cell(cell); torch.cuda.synchronize(); first_run = time.perf_counter() - t
-t = time.perf_counter(); ip.run_cell(cell); torch.cuda.synchronize(); second_run = time.perf_counter() - t
+ip.run_cell("import torch").raise_error()
+ip.run_cell(setup).raise_error()
+t = time.perf_counter(); ip.run_cell(cell).raise_error(); torch.cuda.synchronize(); first_run = time.perf_counter() - t
+t = time.perf_counter(); ip.run_cell(cell).raise_error(); torch.cuda.synchronize(); second_run = time.perf_counter() - t
 t = time.perf_counter()
 ip.run_cell_magic("gpuprofile", "-w 1 --no-timeline -o rep1", cell)
 first = time.perf_counter() - t
@@ -82,8 +83,7 @@ off = [abs(statistics.median(ours[n]) / statistics.median(plain[n]) - 1) for n i
 worst = max(off, default=None)
 print("RESULT " + json.dumps(dict(
     gpumagic=gpumagic.__file__, first_run_s=first_run, second_run_s=second_run, first_s=first, second_s=second,
-    kernels=int(len(k)), names_and_counts_equal=same_counts, worst_median_ratio_off=worst,
-    inductor_loaded_before_compile="torch._inductor" in sys.modules)))
+    kernels=int(len(k)), names_and_counts_equal=same_counts, worst_median_ratio_off=worst)))
 """
 
 
