@@ -1,0 +1,156 @@
+"""The memory view's findings: one sentence each, with the numbers behind it (a :class:`MemoryAnalysis` in, a list of
+:class:`~gpumagic.analysis.finding.Finding` out).
+
+Said, in this order: an out-of-memory failure and what was alive then; the peak against the device's memory; the
+gap between reserved and allocated at the peak (the allocator's cache and its fragmentation); the largest category
+at the peak; allocations freed and made again with the same size at the same line (a buffer re-made each time round
+a loop); and what ``torch.cuda.empty_cache()`` would hand back at the end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .finding import Finding
+
+if TYPE_CHECKING:
+    from .memory import MemoryAnalysis
+
+__all__ = ["REMADE_AT_LEAST", "findings_of", "repeated_allocations"]
+
+#: An allocation site counts as re-made in a loop from this many frees followed by the same allocation again.
+REMADE_AT_LEAST = 3
+#: Blocks smaller than this are not worth a finding when re-made.
+REMADE_MIN_BYTES = 1 << 20
+#: A reserved-minus-allocated gap reads as notable above this share of reserved memory.
+GAP_SHARE = 0.2
+
+
+def repeated_allocations(
+    lines: np.ndarray, ops: np.ndarray, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> pd.DataFrame:
+    """Per (line, op, bytes) of the temporaries given: how often an allocation was made again after the previous
+    one of the same site and size was freed (``remade``), and how many were made (``count``); sites re-made at
+    least :data:`REMADE_AT_LEAST` times with blocks of :data:`REMADE_MIN_BYTES` or more, most bytes re-made first.
+    Only temporaries: activations and gradients are made again every step by design."""
+    cols = ["line", "op", "bytes", "count", "remade"]
+    if not len(starts):
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame({"line": lines, "op": ops, "bytes": sizes, "start": starts, "end": ends})
+    df = df[(df["line"] != "") & (df["bytes"] >= REMADE_MIN_BYTES)].sort_values(
+        ["line", "op", "bytes", "start"], kind="stable"
+    )
+    prev_end = df.groupby(["line", "op", "bytes"], sort=False)["end"].shift()
+    df["remade"] = (df["start"] > prev_end).astype(np.int64)
+    g = df.groupby(["line", "op", "bytes"], sort=False).agg(count=("start", "size"), remade=("remade", "sum"))
+    g = g[g["remade"] >= REMADE_AT_LEAST].reset_index()
+    g = g.assign(_w=g["bytes"] * g["remade"]).sort_values("_w", ascending=False, kind="stable")
+    return g.drop(columns="_w").reset_index(drop=True)[cols]
+
+
+def _top(live: pd.DataFrame) -> str:
+    if live is None or live.empty:
+        return ""
+    g = live.groupby("line", sort=False)["bytes"].sum().sort_values(ascending=False, kind="stable")
+    from .memory import format_bytes
+
+    return f"{g.index[0]} ({format_bytes(int(g.iloc[0]))})"
+
+
+def findings_of(m: MemoryAnalysis) -> list[Finding]:
+    """The findings of one analysis (see the module's docstring)."""
+    from .memory import format_bytes as b
+
+    out: list[Finding] = []
+    if m.oom:
+        o = m.oom
+        top = _top(m.live_at_oom)
+        out.append(
+            Finding(
+                "memory_oom",
+                "error",
+                f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} failed with "
+                f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and {b(o['reserved'])} "
+                f"reserved then" + (f"; the most alive then came from {top}." if top else "."),
+                dict(o),
+            )
+        )
+    when = f" at {m.peak_time_ms:.1f} ms" if m.has_times else ""
+    if m.device_memory:
+        share = m.peak_bytes / m.device_memory
+        out.append(
+            Finding(
+                "memory_peak",
+                "warn" if share > 0.9 else "info",
+                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.0%} of the device's {b(m.device_memory)} "
+                f"({b(m.peak_reserved)} reserved then).",
+                {"peak_bytes": m.peak_bytes, "device_memory": m.device_memory, "share": share},
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                "memory_peak",
+                "info",
+                f"Peak {b(m.peak_bytes)} allocated{when} ({b(m.peak_reserved)} reserved then); the snapshot does "
+                "not say how much memory the device has (device_memory=).",
+                {"peak_bytes": m.peak_bytes},
+            )
+        )
+    gap = m.peak_reserved - m.peak_bytes
+    if gap > 0 and m.peak_reserved:
+        share = gap / m.peak_reserved
+        out.append(
+            Finding(
+                "memory_gap",
+                "warn" if share > GAP_SHARE else "info",
+                f"At the peak {b(gap)} ({share:.0%} of reserved) was reserved but not allocated: cached blocks the "
+                "allocator could not use for the request"
+                + (
+                    " (fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead)."
+                    if share > GAP_SHARE
+                    else "."
+                ),
+                {"gap_bytes": gap, "share_of_reserved": share},
+            )
+        )
+    if m.peak_bytes:
+        name, size = max(m.category_at_peak.items(), key=lambda kv: kv[1])
+        if size:
+            out.append(
+                Finding(
+                    "memory_category",
+                    "info",
+                    f"The largest part at the peak is {name}: {b(size)} of {b(m.peak_bytes)} "
+                    f"({size / m.peak_bytes:.0%}).",
+                    {"category": name, "bytes": size},
+                )
+            )
+    if len(m.repeats):
+        r = m.repeats.iloc[0]
+        more = f" ({len(m.repeats) - 1} more sites in .repeats)" if len(m.repeats) > 1 else ""
+        out.append(
+            Finding(
+                "memory_remade",
+                "info",
+                f"{r['line']} freed and made a {b(int(r['bytes']))} block again {int(r['remade'])} times "
+                f"({r['op']}): a temporary re-made each time round a loop; made once and reused (out=, or kept), "
+                f"it saves the churn{more}.",
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()},
+            )
+        )
+    if m.empty_cache_bytes:
+        out.append(
+            Finding(
+                "memory_empty_cache",
+                "info",
+                f"torch.cuda.empty_cache() would return {b(m.empty_cache_bytes)} of the {b(m.at_end['reserved'])} "
+                "reserved at the end (segments with no block in use); other processes could use it, this one "
+                "would pay cudaMalloc again to get it back.",
+                {"bytes": m.empty_cache_bytes, "reserved": m.at_end["reserved"]},
+            )
+        )
+    return out

@@ -1,0 +1,78 @@
+"""``gpumagic.load_memory_snapshot`` and ``%%gpuprofile --memory``: an allocator snapshot read by the capture layer
+(``capture.memory_snapshot``, ``capture.memory_cell``), analysed (``analysis.memory``) and shown by the render layer
+(``render.memory_view.MemoryView``). It lives above all three, as the magics do, so that none imports another
+upwards: a reader knows no HTML, a view reads no file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .analysis.memory import analyze_memory, format_bytes
+from .capture.memory_snapshot import read_snapshot
+from .render.memory_view import MemoryView
+
+__all__ = ["load_memory_snapshot", "profile_cell_memory"]
+
+
+def load_memory_snapshot(
+    path: str | os.PathLike[str] | bytes | Mapping[str, Any],
+    *,
+    device: int | None = None,
+    device_memory: int | None = None,
+    top: int = 15,
+) -> MemoryView:
+    """Open a snapshot that ``torch.cuda.memory._dump_snapshot(path)`` wrote (or the dict ``_snapshot()`` returns),
+    from this machine or any other, a run that ended in out-of-memory included: a :class:`MemoryView` of allocated
+    and reserved memory over time by category, the exact peak and what was alive there by source line and op, and
+    findings. ``device``: which device's history (default: the one with the most); ``device_memory``: the device's
+    total bytes, which the snapshot does not record (the peak is then also said as a share of it)."""
+    snap = read_snapshot(path, device=device)
+    label = os.path.basename(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else "snapshot"
+    return MemoryView(analyze_memory(snap, device_memory=device_memory), label=label, top=top)
+
+
+def profile_cell_memory(
+    shell: Any,
+    cell: str,
+    *,
+    label: str,
+    warmup: int,
+    iters: int,
+    top: int = 15,
+    output: str | None = None,
+    show: Callable[[Any], Any] = print,
+) -> Any:
+    """``%%gpuprofile --memory``: record the cell's allocations (``capture.memory_cell``), show the view with
+    ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's value. A cell that raised (an
+    out-of-memory error among others) is shown with what was alive when it failed, then its exception is raised
+    again."""
+    from .capture.cell import Cell, compile_tree
+    from .capture.memory_cell import capture_memory
+
+    source = shell.transform_cell(cell)
+    filename = shell.compile.cache(source)  # registered with linecache: tracebacks and stacks show the cell's lines
+    code, last = compile_tree(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename)
+    got = capture_memory(
+        Cell(source=source, code=code, last=last), label, namespace=shell.user_ns, warmup=warmup, iters=iters
+    )
+    analysis = analyze_memory(got.snapshot, device_memory=got.device_memory, known=got.known)
+    notes = list(got.notes)
+    if got.peak_counter is not None:
+        if got.peak_counter == analysis.peak_bytes:
+            notes.append("The peak equals the allocator's own max_memory_allocated() after the cell.")
+        else:
+            notes.append(
+                f"The allocator's own max_memory_allocated() after the cell is {format_bytes(got.peak_counter)} "
+                f"({got.peak_counter - analysis.peak_bytes:+,} bytes from the history's peak: the history counts "
+                "each request rounded to 512-byte blocks; a cached block handed out whole can be bigger)."
+            )
+    view = MemoryView(analysis, label=label, top=top, notes=notes, error=got.error)
+    if output:
+        shell.user_ns[output] = view
+    show(view)
+    if got.error is not None:
+        raise got.error
+    return got.value
