@@ -32,6 +32,7 @@ __all__ = [
     "gputime",
     "history",
     "load_ipython_extension",
+    "load_memory_snapshot",
     "load_ncu",
     "load_nsys",
     "load_trace",
@@ -59,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from .run_diff import diff
 
         return diff
+    if name == "load_memory_snapshot":  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
+        from .memory_profile import load_memory_snapshot
+
+        return load_memory_snapshot
     if name == "load_trace":
         from .capture.reports import load_trace
 

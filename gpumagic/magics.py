@@ -279,6 +279,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
     @argument("--ncu-set", metavar="SET", help="--ncu: an ncu section set, not SpeedOfLight + its roofline.")
     @argument("--no-clock-control", action="store_true", help="--ncu: leave GPU clocks free (ncu locks to base).")
     @argument("--ncu-args", default="", metavar="ARGS", help="--ncu: extra ncu arguments (shell-split).")
+    @argument("--memory", action="store_true", help="Record the allocator's history instead: memory by category.")
     @cell_magic
     def gpuprofile(self, line: str, cell: str) -> Any:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
@@ -303,6 +304,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         duration, SM and memory throughput, FLOP/s, intensity, limiter and ncu's advice, and a roofline; the
         ``.ncu-rep`` is kept. Clocks are locked to base unless ``--no-clock-control``. Each profile's summaries are
         saved to the history (``-l NAME`` labels it); ``--vs last`` (or a label, or an id) shows the diff against one.
+        ``--memory``: the caching allocator's history instead: memory by category, the peak and what was alive there.
 
         Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs, nsys_path, ...).
         """
@@ -315,6 +317,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
             return None
         if args.nproc is not None and not args.nsys:
             raise UsageError("%%gpuprofile: --nproc goes with --nsys (the ranks run under torchrun inside nsys)")
+        if args.memory:  # the allocator's history for the cell, not the kernel capture (memory_profile.py)
+            from .memory_profile import memory_magic
+
+            with _capture_errors("%%gpuprofile --memory", said=False, fallback=_INTERRUPTED):
+                value = memory_magic(self, args, cell, show=display)
+            return None if value is None or _ends_with_semicolon(cell) else value
         if args.ncu:
             return self._gpuprofile_ncu(args, cell)
         if args.kernels or args.launch_count is not None or args.ncu_set or args.no_clock_control or args.ncu_args:

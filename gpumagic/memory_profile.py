@@ -14,7 +14,7 @@ from .analysis.memory import analyze_memory, format_bytes
 from .capture.memory_snapshot import read_snapshot
 from .render.memory_view import MemoryView
 
-__all__ = ["load_memory_snapshot", "profile_cell_memory"]
+__all__ = ["load_memory_snapshot", "memory_magic", "profile_cell_memory"]
 
 
 def load_memory_snapshot(
@@ -76,3 +76,22 @@ def profile_cell_memory(
     if got.error is not None:
         raise got.error
     return got.value
+
+
+def memory_magic(magics: Any, args: Any, cell: str, show: Callable[[Any], Any]) -> Any:
+    """``%%gpuprofile --memory`` from the magic's parsed options (``magics``: the GpuMagics instance, for its
+    settings, its checks of -w/-n/-o and the running cell); returns the cell's value."""
+    from .errors import InvalidOptionError
+    from .render import embed
+
+    if args.nsys or args.ncu or args.trace:
+        raise InvalidOptionError(
+            option="--memory", value=True, reason="records in this process: not with --nsys, --ncu or --trace"
+        )
+    warmup = magics._run_options(args, cell)
+    embed.ONCE.current_cell = magics._running_cell
+    label = args.label or f"cell:{magics.shell.execution_count}"
+    top = magics.report_options(top=args.top).top
+    return profile_cell_memory(
+        magics.shell, cell, label=label, warmup=warmup, iters=args.iters, top=top, output=args.output, show=show
+    )

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .finding import Finding
+from .memory_findings import findings_of, format_bytes, repeated_allocations
 from .memory_sites import site_of
 
 if TYPE_CHECKING:
@@ -52,15 +53,6 @@ MAX_POINTS = 2000
 def block_bytes(size: np.ndarray) -> np.ndarray:
     """The allocator's count for requests of ``size`` bytes: rounded up to 512, at least 512."""
     return np.maximum(512, -(-size // 512) * 512)
-
-
-def format_bytes(n: float) -> str:
-    """Binary units, three significant digits: 1.5 GiB, 640 MiB, 512 B."""
-    sign, n = ("-" if n < 0 else ""), abs(float(n))
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{sign}{n / scale:.3g} {unit}"
-    return f"{sign}{int(n)} B"
 
 
 @dataclass
@@ -181,8 +173,6 @@ def analyze_memory(
 ) -> MemoryAnalysis:
     """The :class:`MemoryAnalysis` of one snapshot. ``device_memory``: the device's total bytes (the snapshot does
     not say); ``known``: categories of blocks allocated before the history, by address; ``max_points``: samples."""
-    from .memory_findings import findings_of, repeated_allocations
-
     n = len(snap)
     notes = list(snap.notes)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]

@@ -1,4 +1,4 @@
-"""The memory view's findings: one sentence each, with the numbers behind it (a :class:`MemoryAnalysis` in, a list of
+"""The memory view's findings: one sentence each, with the numbers behind it (a memory analysis in, a list of
 :class:`~gpumagic.analysis.finding.Finding` out).
 
 Said, in this order: an out-of-memory failure and what was alive then; the peak against the device's memory; the
@@ -9,17 +9,14 @@ a loop); and what ``torch.cuda.empty_cache()`` would hand back at the end.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .finding import Finding
 
-if TYPE_CHECKING:
-    from .memory import MemoryAnalysis
-
-__all__ = ["REMADE_AT_LEAST", "findings_of", "repeated_allocations"]
+__all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocations"]
 
 #: An allocation site counts as re-made in a loop from this many frees followed by the same allocation again.
 REMADE_AT_LEAST = 3
@@ -27,6 +24,15 @@ REMADE_AT_LEAST = 3
 REMADE_MIN_BYTES = 1 << 20
 #: A reserved-minus-allocated gap reads as notable above this share of reserved memory.
 GAP_SHARE = 0.2
+
+
+def format_bytes(n: float) -> str:
+    """Binary units, three significant digits: 1.5 GiB, 640 MiB, 512 B."""
+    sign, n = ("-" if n < 0 else ""), abs(float(n))
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{sign}{n / scale:.3g} {unit}"
+    return f"{sign}{int(n)} B"
 
 
 def repeated_allocations(
@@ -55,15 +61,12 @@ def _top(live: pd.DataFrame) -> str:
     if live is None or live.empty:
         return ""
     g = live.groupby("line", sort=False)["bytes"].sum().sort_values(ascending=False, kind="stable")
-    from .memory import format_bytes
-
     return f"{g.index[0]} ({format_bytes(int(g.iloc[0]))})"
 
 
-def findings_of(m: MemoryAnalysis) -> list[Finding]:
-    """The findings of one analysis (see the module's docstring)."""
-    from .memory import format_bytes as b
-
+def findings_of(m: Any) -> list[Finding]:
+    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (see the module's docstring)."""
+    b = format_bytes
     out: list[Finding] = []
     if m.oom:
         o = m.oom
