@@ -134,7 +134,8 @@ class GpuMagicsConfig(Configurable):
     history = Unicode(
         None,
         allow_none=True,
-        help="%gputime: the history file every result is saved to (SQLite). Unset: $GPUMAGIC_HISTORY, else "
+        help="%gputime, %%gpuprofile: the history file every result and profile is saved to (SQLite). Unset: "
+        "$GPUMAGIC_HISTORY, else "
         "$XDG_DATA_HOME/gpumagic/history.sqlite (~/.local/share/...); '' (or 'off') turns the history off.",
     ).tag(config=True)
     timeline_max_glyphs = Int(
