@@ -540,6 +540,84 @@ NOTEBOOKS = {
             "rank_figures(traces)[['label', 'busy_ns', 'nccl_ns', 'work_ns', 'kernels']]",
         ),
     ],
+    "10_what_changed": [
+        (
+            "md",
+            "# 10. What changed between two runs\n\n"
+            "One training step (a small MLP: forward, loss, backward, SGD step) profiled four times: in fp32, with "
+            "TF32 allowed, in bf16 autocast, and compiled. `-l NAME` saves each profile's summaries to the history "
+            "(not its trace: a few KB); `--vs NAME` shows `gpumagic.diff` against the saved one after the report: "
+            "kernels matched by what they are (a GEMM whose kernel changed is one changed row, said when matched "
+            "loosely), the rows adding up to the change in GPU busy time, the largest changes in a sentence each, "
+            "and a waterfall of where the time moved. `--vs last` takes the previous profile on this device. On the "
+            "CPU the profiles have no kernels: the diffs show the windows alone.",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            "torch.manual_seed(0)\n"
+            "D, B = (2048, 8192) if device == 'cuda' else (64, 32)\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(D, 4 * D), torch.nn.GELU(), torch.nn.Linear(4 * D, D))\n"
+            "model = model.to(device)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
+            "x = torch.randn(B, D, device=device)\n\n\n"
+            "def step(m, bf16=False):\n"
+            "    with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):\n"
+            "        loss = m(x).float().pow(2).mean()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n"
+            "    opt.zero_grad(set_to_none=True)",
+        ),
+        ("md", "**fp32.** The reference: every GEMM on the FFMA path (CUDA cores)."),
+        ("code", "%%gpuprofile -l fp32 --no-timeline\ntorch.backends.cuda.matmul.allow_tf32 = False\nstep(model)"),
+        (
+            "md",
+            "**TF32 allowed**, against fp32. Look at: the GEMMs' rows, each matched to its fp32 kernel although "
+            "cuBLAS picked another one (tensor cores), and the sentence that says so.",
+        ),
+        (
+            "code",
+            "%%gpuprofile -l tf32 --vs fp32 --no-timeline\ntorch.backends.cuda.matmul.allow_tf32 = True\nstep(model)",
+        ),
+        (
+            "md",
+            "**bf16 autocast**, against TF32. New kernels appear (the casts to bf16 and back), the GEMMs run in "
+            "bf16, and the element-wise work on half the bytes.",
+        ),
+        (
+            "code",
+            "%%gpuprofile -l bf16 --vs tf32 --no-timeline\n"
+            "torch.backends.cuda.matmul.allow_tf32 = False\nstep(model, bf16=True)",
+        ),
+        (
+            "md",
+            "**Compiled**, against bf16: Inductor fuses the element-wise work into fewer kernels (GPU only here: "
+            "compiling the step on the CPU takes long). The warm-up run (`-w 1`, the default) compiles, outside "
+            "the capture.",
+        ),
+        (
+            "code",
+            "if device == 'cuda':\n"
+            "    compiled = torch.compile(model)\n"
+            "    get_ipython().run_cell_magic(\n"
+            "        'gpuprofile', '-l compiled --vs bf16 --no-timeline', 'step(compiled, bf16=True)'\n"
+            "    )\n"
+            "else:\n"
+            "    print('the compiled step is skipped on CPU')",
+        ),
+        (
+            "md",
+            "**From the history.** `gpumagic.history(kind='profile')` lists the saved profiles (GPU busy and wall "
+            "time in seconds, kernel launches, the path of a trace kept); a later cell diffs against any of them "
+            "by label or id (`%%gpuprofile --vs 12`).",
+        ),
+        (
+            "code",
+            "import gpumagic\n"
+            "saved = gpumagic.history(kind='profile').tail(4)\n"
+            "saved[['id', 'label', 'device', 'gpu_busy', 'wall', 'kernels']]",
+        ),
+    ],
 }
 
 

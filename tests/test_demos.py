@@ -24,6 +24,7 @@ def test_the_demos_are_there():
         "07_sweep",
         "08_two_gpus",
         "09_whole_job",
+        "10_what_changed",
     ]
 
 
