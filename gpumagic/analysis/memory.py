@@ -265,7 +265,7 @@ def analyze_memory(
                 "category": [CATEGORIES[c] for c in np.concatenate([cats[in_hist], pre_cat[in_pre]])],
                 "line": [sites[s].line or no_line if s >= 0 else no_line for s in st[: int(in_hist.sum())]]
                 + [sites[s].line or no_line if s >= 0 else before for s in st[int(in_hist.sum()) :]],
-                "op": [sites[s].op if s >= 0 else "" for s in st],
+                "op": [sites[s].op if s >= 0 else before for s in st],
                 "allocated_ms": np.concatenate([t_ms[allocs[in_hist]], np.full(int(in_pre.sum()), np.nan)]),
                 "freed_ms": np.concatenate(
                     [_time_or_nan(t_ms, ends[in_hist], n), _time_or_nan(t_ms, pre_end[in_pre], n)]

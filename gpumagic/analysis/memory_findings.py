@@ -77,7 +77,14 @@ def findings_of(m: Any) -> list[Finding]:
                 "error",
                 f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} failed with "
                 f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and {b(o['reserved'])} "
-                f"reserved then" + (f"; the most alive then came from {top}." if top else "."),
+                f"reserved then"
+                + (f"; the most alive then came from {top}" if top else "")
+                + (
+                    ". The device had room: a cap on this process (torch.cuda.set_per_process_memory_fraction) "
+                    "refused it."
+                    if o["device_free"] > o["bytes"]
+                    else "."
+                ),
                 dict(o),
             )
         )
@@ -88,7 +95,7 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_peak",
                 "warn" if share > 0.9 else "info",
-                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.0%} of the device's {b(m.device_memory)} "
+                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.1%} of the device's {b(m.device_memory)} "
                 f"({b(m.peak_reserved)} reserved then).",
                 {"peak_bytes": m.peak_bytes, "device_memory": m.device_memory, "share": share},
             )

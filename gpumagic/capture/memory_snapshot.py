@@ -158,7 +158,7 @@ def _load(source: str | os.PathLike[str] | bytes | Mapping[str, Any]) -> tuple[M
         if not os.path.exists(name):
             from ..errors import FileMissingError
 
-            raise FileMissingError(what="Memory snapshot", path=name, relative="")
+            raise FileMissingError(what="Memory snapshot", path=name)
         stream = open(name, "rb")  # noqa: SIM115 - closed below
     try:
         with stream:
