@@ -181,6 +181,7 @@ def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tm
         "--nvtx-capture=cell:t",
         "--capture-range-end=stop",
         "--force-overwrite=true",
+        "--cuda-graph-trace=node",  # a graph replay's kernels as kernels, not one range
         "--export=sqlite",
         "--sample=none",
         "NSYS_NVTX_PROFILER_REGISTER_ONLY=0",

@@ -212,6 +212,12 @@ def _profile_command(
         capture_range, program = ["--capture-range=cudaProfilerApi"], ranks.torchrun_command(python, opts.nproc or 1)
     else:
         capture_range, program = ["--capture-range=nvtx", f"--nvtx-capture={label}"], [python]
+    # nsys traces a CUDA graph replay as one range by default: node by node, its kernels are listed as kernels
+    graphs = (
+        ["--cuda-graph-trace=node"]
+        if "cuda" in opts.trace.split(",") and not any(a.startswith("--cuda-graph-trace") for a in extra_args)
+        else []
+    )
     return [
         nsys,
         "profile",
@@ -220,6 +226,7 @@ def _profile_command(
         *capture_range,
         "--capture-range-end=stop",
         "--force-overwrite=true",
+        *graphs,
         "--export=sqlite",
         "-o",
         stem,

@@ -159,3 +159,23 @@ def test_reduce_overhead_is_profiled_kernel_by_kernel(ip):
     assert any(n.startswith("triton_") for n in names), names
     plain, _, _ = plain_capture(lambda: m(v))
     assert names == plain
+
+
+def test_nsys_lists_a_graph_replays_kernels_node_by_node(ip, tmp_path):
+    import shutil
+
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys not on PATH")
+    setup = (
+        "import torch; x = torch.randn(1024, 1024, device='cuda'); w = torch.randn(1024, 1024, device='cuda')\n"
+        "s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())\n"
+        "with torch.cuda.stream(s): torch.relu(x @ w) + 1\n"
+        "torch.cuda.current_stream().wait_stream(s); g = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(g): y = torch.relu(x @ w) + 1\n"
+    )
+    script = tmp_path / "graph_setup.py"
+    script.write_text(setup)
+    line = f"--nsys -w 1 -o rep --no-timeline --setup \"exec(open('{script}').read())\""
+    ip.run_cell_magic("gpuprofile", line, "g.replay()")
+    kernels = ip.user_ns["rep"].trace.kernels
+    assert len(kernels) == 3, list(kernels["name"])  # the GEMM, relu and add the graph holds, each as a kernel
