@@ -124,7 +124,7 @@ def test_oom_shows_what_was_alive_when_it_failed():
     view = MemoryView(m, label="oom")
     assert view.to_dataframe()["bytes"].sum() == 42 << 20
     html = view.html(None)
-    assert html.index("ran out of memory") < html.index("Alive at the peak")
+    assert "Alive when it ran out of memory" in html and "At the peak the same blocks were alive" in html
     assert "out of memory" in str(view)
 
 
@@ -195,3 +195,19 @@ def test_the_user_history_tail_keeps_what_came_before_as_already_allocated():
     assert tail.peak_bytes == max(levels[cut:])
     assert tail.at_end == whole.at_end
     assert np.isclose(tail.samples["time_ms"].iloc[0], 0.0)
+
+
+def test_the_magic_says_what_it_needs_without_cuda():
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "gpumagic")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: tests/gpu/test_memory_gpu.py runs the magic")
+    with pytest.raises(UsageError, match="needs a CUDA GPU"):
+        ip.run_cell_magic("gpuprofile", "--memory", "x = 1")
+    with pytest.raises(UsageError, match="--memory"):
+        ip.run_cell_magic("gpuprofile", "--memory --nsys", "x = 1")

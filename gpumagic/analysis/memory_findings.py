@@ -22,6 +22,8 @@ __all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocatio
 REMADE_AT_LEAST = 3
 #: Blocks smaller than this are not worth a finding when re-made.
 REMADE_MIN_BYTES = 1 << 20
+#: A reserved-minus-allocated gap is said from this share of reserved memory (or 1 GiB) on.
+GAP_NOTED = 0.05
 #: A reserved-minus-allocated gap reads as notable above this share of reserved memory.
 GAP_SHARE = 0.2
 
@@ -111,7 +113,7 @@ def findings_of(m: Any) -> list[Finding]:
             )
         )
     gap = m.peak_reserved - m.peak_bytes
-    if gap > 0 and m.peak_reserved:
+    if gap > 0 and m.peak_reserved and (gap / m.peak_reserved >= GAP_NOTED or gap >= 1 << 30):
         share = gap / m.peak_reserved
         out.append(
             Finding(

@@ -79,6 +79,7 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
         tips += [("reserved", f"@reserved{{0,0.00}} {unit}")] + [(c, f"@{{{c}}}{{0,0.00}} {unit}") for c in shown]
         p.add_tools(HoverTool(renderers=[alloc], tooltips=tips, mode="vline"))
     peak_y = m.peak_bytes / per
+    top = max(peak_y, float(s["reserved"].max()) / per if len(s) else 0.0, 1e-9)
     p.add_layout(Span(location=m.peak_time_ms, dimension="height", line_color="#c0392b", line_dash="dotted"))
     p.scatter([m.peak_time_ms], [peak_y], size=9, color="#c0392b", marker="triangle")
     p.add_layout(
@@ -99,10 +100,10 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
         p.add_layout(
             Label(
                 x=m.oom["time_ms"],
-                y=0,
+                y=top * 0.98,
                 text=f"out of memory: {format_bytes(m.oom['bytes'])} requested",
                 x_offset=-6,
-                y_offset=6,
+                y_offset=-16,
                 text_align="right",
                 text_font_size="11px",
                 text_color="#8e0000",
@@ -116,5 +117,6 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
             "above",
         )
     p.y_range.start = 0
+    p.y_range.end = top * 1.12  # room above the highest line for the peak's label
     p.xgrid.grid_line_color = None
     return p

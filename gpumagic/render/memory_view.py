@@ -24,7 +24,7 @@ __all__ = ["MemoryView"]
 _ROOT = 'font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 _SEVERITY = {"error": "#b00020", "warn": "#8a5300", "info": "inherit"}
-_MARK = {"error": "\u26d4 ", "warn": "\u26a0\ufe0f ", "info": ""}
+_WEIGHT = {"error": "font-weight:600;", "warn": "", "info": ""}
 
 
 class MemoryView(FigurePage):
@@ -93,6 +93,11 @@ class MemoryView(FigurePage):
             return "oom", "Alive when it ran out of memory"
         return "peak", "Alive at the peak"
 
+    def _same_live_sets(self) -> bool:
+        m = self.analysis
+        a, b = m.live_at_oom, m.live_at_peak
+        return a is not None and len(a) == len(b) and int(a["bytes"].sum()) == int(b["bytes"].sum())
+
     # --- text --------------------------------------------------------------------------------------------------
     def __str__(self) -> str:
         m = self.analysis
@@ -129,17 +134,18 @@ class MemoryView(FigurePage):
         parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
         for f in m.findings:
             color = _SEVERITY.get(f.severity, "inherit")
-            parts.append(f"<div style='margin:2px 0;color:{color}'>{_MARK.get(f.severity, '')}{esc(f.message)}</div>")
+            weight = _WEIGHT.get(f.severity, "")
+            parts.append(f"<div style='margin:2px 0;{weight}color:{color}'>{esc(f.message)}</div>")
         at, head = self._focus()
         if at == "oom":
             parts.append(self._live_html(at, head))
         if figure and len(m.samples):
             parts.append(self._figure_html(figure))
         parts.append(self._categories_html())
-        if at == "peak":
-            parts.append(self._live_html(at, head))
-        else:
+        if at == "peak" or not self._same_live_sets():
             parts.append(self._live_html("peak", "Alive at the peak"))
+        else:
+            parts.append(f"<div {style('muted')}>At the peak the same blocks were alive.</div>")
         for n in self.notes:
             parts.append(f"<div {style('muted')}>{esc(n)}</div>")
         return f"<div class='gm-memory' style='{_ROOT}'>{''.join(parts)}</div>"
