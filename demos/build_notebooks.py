@@ -618,6 +618,100 @@ NOTEBOOKS = {
             "saved[['id', 'label', 'device', 'gpu_busy', 'wall', 'kernels']]",
         ),
     ],
+    "11_compiled_and_graphs": [
+        (
+            "md",
+            "# 11. Eager, compiled, and replayed as a CUDA graph\n\n"
+            "One block (Linear, GELU, Linear, a residual and a LayerNorm) three ways: eager; `torch.compile`d "
+            '(Inductor fuses the element-wise work into generated kernels); and `mode="reduce-overhead"` (the '
+            "compiled kernels recorded once in a CUDA graph and replayed: one launch per call). gpumagic measures "
+            "each without changing it: the work count runs compiled code with torch.compile standing aside, so "
+            "the model stays compiled after every magic. On the CPU Inductor writes C++ kernels and there are no "
+            "CUDA graphs: the reduce-overhead cells say they were skipped.",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            "torch.manual_seed(0)\n"
+            "D, B = (4096, 64) if device == 'cuda' else (256, 16)\n\n\n"
+            "class Block(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.up, self.down = torch.nn.Linear(D, 4 * D), torch.nn.Linear(4 * D, D)\n"
+            "        self.norm = torch.nn.LayerNorm(D)\n\n"
+            "    def forward(self, x):\n"
+            "        return self.norm(x + self.down(torch.nn.functional.gelu(self.up(x))))\n\n\n"
+            "dtype = torch.bfloat16 if device == 'cuda' else torch.float32\n"
+            "block = Block().to(device, dtype).eval()\n"
+            "x = torch.randn(B, D, device=device, dtype=dtype)\n"
+            "compiled = torch.compile(block)\n"
+            "graphed = torch.compile(block, mode='reduce-overhead') if device == 'cuda' else None\n"
+            "with torch.no_grad():\n"
+            "    for f in (compiled, graphed):\n"
+            "        for _ in range(3):  # compile, then (reduce-overhead) record the graph\n"
+            "            f is not None and f(x)",
+        ),
+        (
+            "md",
+            "**Look at:** the three side by side, interleaved. At this size the block is launch-bound eager: the "
+            "compiled one launches fewer kernels, the graph one launch per call.",
+        ),
+        (
+            "code",
+            "lines = ['block(x)  # eager', 'compiled(x)  # compiled']\n"
+            "if graphed is not None:\n"
+            "    lines.append('graphed(x)  # reduce-overhead')\n"
+            "with torch.no_grad():\n"
+            "    get_ipython().run_cell_magic('gputime', '--compare', '\\n'.join(lines))",
+        ),
+        (
+            "md",
+            "**Look at:** the compiled block's kernels. The GEMMs stay library kernels (cuBLAS); the bias, GELU, "
+            "residual and LayerNorm become Inductor's kernels, and each one's name cell says which ATen ops and "
+            "graph nodes it fused (expand a row), read from the code Inductor wrote. On the CPU the C++ kernels run "
+            "inside the compiled region and the table lists no GPU kernels.",
+        ),
+        ("code", "%%gpuprofile -w 2 --no-timeline -o rep\nwith torch.no_grad():\n    compiled(x)"),
+        (
+            "code",
+            "for name, fused in rep.trace.meta.get('fused', {}).items():\n"
+            "    print(f'{name}: {fused}')\n"
+            "regions = (rep.trace.ops['name'].astype(str).str.startswith('Torch-Compiled Region')).sum()\n"
+            "print('compiled regions in the capture:', regions)",
+        ),
+        (
+            "md",
+            "**Look at:** the CUDA graph replay. Its kernels are listed one by one, not as one launch row, each "
+            "kept with the `cudaGraphLaunch` that ran it; the findings say the cell already replays a graph "
+            "instead of advising one.",
+        ),
+        (
+            "code",
+            "if graphed is not None:\n"
+            "    from gpumagic.analysis.launch_remedies import graph_kernels\n"
+            "    get_ipython().run_cell_magic(\n"
+            "        'gpuprofile', '-w 2 --no-timeline -o rep_graph', 'with torch.no_grad():\\n    graphed(x)'\n"
+            "    )\n"
+            "    replay = graph_kernels(rep_graph.trace)\n"
+            "    print(f'{int(replay.notna().sum())} of {len(replay)} kernels ran inside a graph replay')\n"
+            "else:\n"
+            "    print('CUDA graphs: skipped on the CPU')",
+        ),
+        (
+            "md",
+            "**Look at:** measuring left the model as it was. A plain torch.profiler capture of the next call still "
+            "shows the compiled region, and none of the eager ops Inductor fused away.",
+        ),
+        (
+            "code",
+            "from torch.profiler import ProfilerActivity, profile\n\n"
+            "with profile(activities=[ProfilerActivity.CPU]) as prof, torch.no_grad():\n"
+            "    compiled(x)\n"
+            "names = {e.name for e in prof.events()}\n"
+            "print('still compiled:', any(n.startswith('Torch-Compiled Region') for n in names))\n"
+            "print('eager gelu ran:', 'aten::gelu' in names)",
+        ),
+    ],
 }
 
 

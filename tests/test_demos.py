@@ -25,6 +25,7 @@ def test_the_demos_are_there():
         "08_two_gpus",
         "09_whole_job",
         "10_what_changed",
+        "11_compiled_and_graphs",
     ]
 
 
