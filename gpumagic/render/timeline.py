@@ -24,79 +24,12 @@ from ..kernels import decode
 from ..trace import Trace, id_column
 from ..units import format_time
 from . import rank_timeline
+from .family_colors import FAMILY_COLORS, FAMILY_LABELS
 from .options import ReportOptions
 from .ranks_view import featured_ranks, many_ranks
 
 __all__ = ["FAMILY_COLORS", "FAMILY_LABELS", "time_unit", "timeline_figure"]
 
-FAMILY_COLORS = {
-    "cutlass2": "#1f77b4",
-    "cutlass3": "#17becf",
-    "cublas_xmma": "#2ca02c",
-    "cublas_legacy": "#98df8a",
-    "nvjet": "#bcbd22",
-    "cudnn": "#9467bd",
-    "flash_attention": "#e377c2",
-    "aten": "#ff7f0e",
-    "triton": "#d62728",
-    "nccl": "#8c564b",
-    "cufft": "#ad494a",
-    "cusolver": "#8c6d31",
-    "cusparse": "#6b6ecf",
-    "magma": "#e7ba52",
-    "vllm": "#3182bd",
-    "sglang": "#e6550d",
-    "flashinfer": "#de9ed6",
-    "trtllm": "#31a354",
-    "flashmla": "#a55194",
-    "deepgemm": "#637939",
-    "deepep": "#843c39",
-    "transformer_engine": "#74c476",
-    "liger": "#fd8d3c",
-    "mamba": "#9e9ac8",
-    "xformers": "#ce6dbd",
-    "bitsandbytes": "#bd9e39",
-    "apex": "#6baed6",
-    "torchao": "#fdae6b",
-    "memop": "#7f7f7f",
-    "other": "#c7c7c7",
-}
-# What the legend calls each kernel family and each kind of host lane.
-FAMILY_LABELS = {
-    "cutlass2": "CUTLASS 2.x",
-    "cutlass3": "CUTLASS 3.x",
-    "cublas_xmma": "cuBLAS",
-    "cublas_legacy": "cuBLAS (legacy)",
-    "nvjet": "cuBLAS (nvjet)",
-    "cudnn": "cuDNN",
-    "flash_attention": "FlashAttention",
-    "aten": "PyTorch ATen",
-    "triton": "Triton",
-    "nccl": "NCCL",
-    "cufft": "cuFFT",
-    "cusolver": "cuSOLVER",
-    "cusparse": "cuSPARSE",
-    "magma": "MAGMA",
-    "vllm": "vLLM",
-    "sglang": "SGLang",
-    "flashinfer": "FlashInfer",
-    "trtllm": "TensorRT-LLM",
-    "flashmla": "FlashMLA",
-    "deepgemm": "DeepGEMM",
-    "deepep": "DeepEP",
-    "transformer_engine": "Transformer Engine",
-    "liger": "Liger",
-    "mamba": "Mamba",
-    "xformers": "xFormers",
-    "bitsandbytes": "bitsandbytes",
-    "apex": "Apex",
-    "torchao": "torchao",
-    "memop": "memory op",
-    "other": "other kernel",
-    "nvtx": "NVTX range",
-    "ops": "CPU op",
-    "api": "CUDA API",
-}
 _LANE_COLORS = {"nvtx": "#c5b0d5", "ops": "#aec7e8", "api": "#ffbb78"}
 _QUAD = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "fill_alpha": 0.85, "muted_alpha": 0.12}
 _LEGEND = {"orientation": "horizontal", "click_policy": "mute", "location": "top_left", "spacing": 14, "padding": 4}
