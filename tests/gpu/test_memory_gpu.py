@@ -16,11 +16,8 @@ opt.step()
 
 
 @pytest.fixture
-def shell():
-    from IPython.testing.globalipapp import get_ipython
-
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "gpumagic")
+def shell(ip):
+    """The suite's shared shell (tests/conftest.py: one InteractiveShell per process) with a model to train."""
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
     ip.user_ns.update(
         torch=torch, model=model, opt=torch.optim.AdamW(model.parameters()), x=torch.randn(2048, 1024, device="cuda")
