@@ -7,6 +7,7 @@ upwards: a reader knows no HTML, a view reads no file.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,7 +59,9 @@ def profile_cell_memory(
     got = capture_memory(
         Cell(source=source, code=code, last=last), label, namespace=shell.user_ns, warmup=warmup, iters=iters
     )
-    analysis = analyze_memory(got.snapshot, device_memory=got.device_memory, known=got.known)
+    analysis = analyze_memory(
+        got.snapshot, device_memory=got.device_memory, known=got.known, failed_request=_failed_request(got.error)
+    )
     notes = list(got.notes)
     if got.peak_counter is not None:
         if got.peak_counter == analysis.peak_bytes:
@@ -95,3 +98,15 @@ def memory_magic(magics: Any, args: Any, cell: str, show: Callable[[Any], Any]) 
     return profile_cell_memory(
         magics.shell, cell, label=label, warmup=warmup, iters=args.iters, top=top, output=args.output, show=show
     )
+
+
+_TRIED = re.compile(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB|TiB)")
+_UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _failed_request(error: BaseException | None) -> int | None:
+    """The bytes an ``OutOfMemoryError`` says the cell asked for (its message, rounded to 2 decimals), else None."""
+    if error is None or type(error).__name__ != "OutOfMemoryError":
+        return None
+    found = _TRIED.search(str(error))
+    return int(float(found[1]) * _UNIT[found[2]]) if found else None

@@ -110,6 +110,27 @@ def test_fragmentation_gap_at_the_peak():
     assert gap.severity == "warn" and keep
 
 
+def test_an_oom_the_history_did_not_record_is_placed_at_its_end_from_the_error():
+    import json
+    from pathlib import Path
+
+    from gpumagic.memory_profile import _failed_request
+
+    a = FakeAllocator()
+    a.alloc(40 << 20, forward(30))
+    a.alloc(2 << 20, forward(31))
+    facts = json.loads((Path(__file__).parent / "data" / "memory" / "facts.json").read_text())
+    error = type("OutOfMemoryError", (RuntimeError,), {})(facts["oom_error"])  # torch's own message, from the H200
+    request = _failed_request(error)
+    assert request == 512 << 20  # "Tried to allocate 512.00 MiB"
+    assert _failed_request(RuntimeError(facts["oom_error"])) is None  # only an out-of-memory error says so
+    m = analyze_memory(read_snapshot(a.snapshot()), failed_request=request)
+    assert m.oom["bytes"] == 512 << 20 and m.oom["allocated"] == 42 << 20
+    assert m.live_at_oom["bytes"].sum() == 42 << 20
+    assert m.findings[0].kind == "memory_oom"
+    assert analyze_memory(read_snapshot(a.snapshot())).oom is None
+
+
 def test_oom_shows_what_was_alive_when_it_failed():
     a = FakeAllocator()
     big = a.alloc(40 << 20, forward(30))

@@ -170,9 +170,13 @@ def analyze_memory(
     device_memory: int | None = None,
     known: Mapping[int, str] | None = None,
     max_points: int = MAX_POINTS,
+    failed_request: int | None = None,
 ) -> MemoryAnalysis:
     """The :class:`MemoryAnalysis` of one snapshot. ``device_memory``: the device's total bytes (the snapshot does
-    not say); ``known``: categories of blocks allocated before the history, by address; ``max_points``: samples."""
+    not say); ``known``: categories of blocks allocated before the history, by address; ``max_points``: samples;
+    ``failed_request``: the bytes of an allocation that raised ``OutOfMemoryError`` where the history holds no
+    ``oom`` entry for it (a request larger than the device is refused before the allocator records one): the
+    failure is then placed at the history's end, with what was alive there."""
     n = len(snap)
     notes = list(snap.notes)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]
@@ -287,6 +291,11 @@ def analyze_memory(
             "reserved": int(reserved[r]),
             "count": len(oom_rows),
         }
+        live_oom = live_at(r)
+    elif failed_request is not None and n:
+        r = n - 1
+        oom = {"row": r, "bytes": int(failed_request), "device_free": 0, "time_ms": float(t_ms[r])}
+        oom |= {"allocated": int(level[r]), "reserved": int(reserved[r]), "count": 1, "from_error": True}
         live_oom = live_at(r)
 
     rows = _sample_rows(level, [peak] + ([oom["row"]] if oom else []), max_points) if n else np.array([], int)
