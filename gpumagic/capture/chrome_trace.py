@@ -262,6 +262,7 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
 
 # --- writing ------------------------------------------------------------------------------------------------------
 
+
 def check_writable(path: str | os.PathLike[str], option: str = "path") -> None:
     """Raise :class:`UnwritablePathError` unless a file can be written at ``path``: tried for real (opened for
     appending, and removed again where it was not there), so that a capture does not run only to fail at its end."""
