@@ -129,6 +129,12 @@ def test_an_oom_the_history_did_not_record_is_placed_at_its_end_from_the_error()
     assert m.live_at_oom["bytes"].sum() == 42 << 20
     assert m.findings[0].kind == "memory_oom"
     assert analyze_memory(read_snapshot(a.snapshot())).oom is None
+    # a cell whose only allocation failed leaves no entry at all: the failure is still said, with nothing alive
+    empty = analyze_memory(read_snapshot(FakeAllocator().snapshot()), failed_request=request)
+    assert empty.oom["bytes"] == 512 << 20 and empty.oom["allocated"] == 0
+    assert empty.findings[0].kind == "memory_oom"
+    view = MemoryView(empty, label="oom")
+    assert "512 MiB" in str(view) and "512 MiB" in view._repr_html_()
 
 
 def test_oom_shows_what_was_alive_when_it_failed():

@@ -292,10 +292,11 @@ def analyze_memory(
             "count": len(oom_rows),
         }
         live_oom = live_at(r)
-    elif failed_request is not None and n:
+    elif failed_request is not None:  # at the last entry; with none (its one allocation failed), at the start
         r = n - 1
-        oom = {"row": r, "bytes": int(failed_request), "device_free": 0, "time_ms": float(t_ms[r])}
-        oom |= {"allocated": int(level[r]), "reserved": int(reserved[r]), "count": 1, "from_error": True}
+        at = (float(t_ms[r]), int(level[r]), int(reserved[r])) if n else (0.0, start_allocated, start_reserved)
+        oom = {"row": r, "bytes": int(failed_request), "device_free": 0, "time_ms": at[0], "allocated": at[1]}
+        oom |= {"reserved": at[2], "count": 1, "from_error": True}
         live_oom = live_at(r)
 
     rows = _sample_rows(level, [peak] + ([oom["row"]] if oom else []), max_points) if n else np.array([], int)
