@@ -81,14 +81,17 @@ ours = {n: list(g["end"] - g["start"]) for n, g in k.groupby("name")}
 same_counts = {n: len(v) for n, v in ours.items()} == {n: len(v) for n, v in plain.items()}
 off = [abs(statistics.median(ours[n]) / statistics.median(plain[n]) - 1) for n in ours if n in plain]
 worst = max(off, default=None)
-print("RESULT " + json.dumps(dict(
+counts = {n: (len(ours.get(n, [])), len(plain.get(n, []))) for n in set(ours) | set(plain)}
+differ = {n[:90]: c for n, c in counts.items() if c[0] != c[1]}
+print("RESULT " + json.dumps(dict(counts_differ=differ,
     gpumagic=gpumagic.__file__, first_run_s=first_run, second_run_s=second_run, first_s=first, second_s=second,
     kernels=int(len(k)), names_and_counts_equal=same_counts, worst_median_ratio_off=worst)))
 """
 
 
-def run_cell(name: str, pythonpath: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def run_cell(name: str, pythonpath: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    env = {**os.environ, **(extra_env or {})}
+    env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
     proc = subprocess.run(  # run from the checkout: ``-c`` puts the working directory first on sys.path
         [sys.executable, "-c", CHILD, json.dumps(CELLS[name])],
         env=env,
@@ -106,29 +109,34 @@ def run_cell(name: str, pythonpath: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default=None, help="another checkout's root, run side by side")
+    ap.add_argument("--history-off", action="store_true", help="also run this build with the history turned off")
+    ap.add_argument("--cells", default=None, help="comma-separated cell names (default: all)")
     ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "first_gpuprofile.json"))
     args = ap.parse_args()
-    builds = [("this", os.path.abspath(ROOT))] + (
-        [("baseline", os.path.abspath(args.baseline))] if args.baseline else []
-    )
+    builds: list[tuple[str, str, dict[str, str]]] = [("this", os.path.abspath(ROOT), {})]
+    if args.history_off:
+        builds.append(("no history", os.path.abspath(ROOT), {"GPUMAGIC_HISTORY": "off"}))
+    if args.baseline:
+        builds.append(("baseline", os.path.abspath(args.baseline), {}))
     rows = []
-    print(
-        f"{'cell':30} {'build':9} {'cell 1st':>9} {'1st prof':>9} {'beyond':>8} {'2nd prof':>9} {'equal':>6} {'off':>7}"
-    )
-    for name in CELLS:
-        for build, path in builds:
-            r = run_cell(name, path)
+    head = ("cell 1st", "1st prof", "beyond", "2nd prof")
+    print(f"{'cell':30} {'build':10} " + " ".join(f"{h:>9}" for h in head) + f" {'equal':>6} {'off':>7}")
+    for name in args.cells.split(",") if args.cells else CELLS:
+        for build, path, env in builds:
+            r = run_cell(name, path, env)
             rows.append({"cell": name, "build": build, **r})
             if "error" in r:
-                print(f"{name:30} {build:9} ERROR {r['error'][-300:]}")
+                print(f"{name:30} {build:10} ERROR {r['error'][-300:]}")
                 continue
             beyond = r["first_s"] - 2 * r["second_run_s"]  # its warm-up and captured runs are warm runs of the cell
             off = r["worst_median_ratio_off"]
             print(
-                f"{name:30} {build:9} {r['first_run_s']:9.3f} {r['first_s']:9.3f} {beyond:9.3f} "
+                f"{name:30} {build:10} {r['first_run_s']:9.3f} {r['first_s']:9.3f} {beyond:9.3f} "
                 f"{r['second_s']:9.3f} {r['names_and_counts_equal']!s:>6} {(off or 0) * 100:6.2f}%",
                 flush=True,
             )
+            if r.get("counts_differ"):
+                print(f"{'':41} counts (first capture, plain): {r['counts_differ']}")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump({"rows": rows}, f, indent=1)
