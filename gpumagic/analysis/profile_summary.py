@@ -153,7 +153,8 @@ def _from_trace(trace: Trace) -> ProfileSummary:
     facts = kernel_facts(trace)
     kpid = id_column(k["pid"]) if len(k) else np.empty(0, np.int64)
     krank = _rank_index(kpid, labels, order)
-    kernels = _kernel_rows(facts.codes, facts.names, facts.durations, krank, order, _launch_context(trace))
+    context = _launch_context(trace)  # one kernel-to-op sweep for both the kernel rows and the op rows
+    kernels = _kernel_rows(facts.codes, facts.names, facts.durations, krank, order, context)
     m = trace.memops
     mrank = _rank_index(id_column(m["pid"]) if len(m) else np.empty(0, np.int64), labels, order)
     memops = _memop_rows(m, mrank, order)
@@ -177,7 +178,7 @@ def _from_trace(trace: Trace) -> ProfileSummary:
     nccl = facts.where(lambda d: d.family == "nccl")
     ranks["nccl_ns"] = np.bincount(krank[nccl], weights=facts.durations[nccl], minlength=len(order)).astype(np.int64)
     ranks["nccl_wait_ns"] = _nccl_waits(trace, krank, order) if multi else -1
-    ops = _op_rows(trace, facts.durations, krank, order)
+    ops = _op_rows(context, facts.durations, krank, order)
     return ProfileSummary(_env(trace), ranks[_RANK_COLS], kernels, ops, memops, sorted(_recorded(trace)))
 
 
@@ -224,7 +225,12 @@ def _kernel_rows(
     inverse = None
     out = pd.DataFrame({"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]})
     out["calls"], out["ns"] = calls_all[uniq].astype(np.int64), np.rint(ns_all[uniq]).astype(np.int64)
-    out["first"] = out.groupby("rank", sort=False).cumcount().astype(np.int64)
+    placed: dict[int, int] = {}  # each kernel's place among its rank's kernels, in order of first launch
+    first = []
+    for r in (uniq // n).tolist():
+        first.append(placed.get(r, 0))
+        placed[r] = first[-1] + 1
+    out["first"] = np.array(first, dtype=np.int64)
     out["op"], out["shapes"] = "", ""
     if context is not None:
         op_row, op_names, op_shapes = context
@@ -233,41 +239,72 @@ def _kernel_rows(
             place = np.full(n * len(order), -1, dtype=np.int64)
             place[uniq] = np.arange(len(uniq))
             inverse = place[key]
-            pair = pd.DataFrame({"k": inverse[launched], "op": op_row[launched], "ns": durations[launched]})
-            best = pair.groupby(["k", "op"])["ns"].sum().reset_index().sort_values("ns", ascending=False)
-            best = best.drop_duplicates("k")
-            out.loc[best["k"].to_numpy(), "op"] = [op_names[i] for i in best["op"]]
-            out.loc[best["k"].to_numpy(), "shapes"] = [op_shapes[i] for i in best["op"]]
+            # the op that launched most of each kernel's time: (kernel, op) sums, the largest per kernel
+            k, op = inverse[launched], op_row[launched]
+            pairs, pair_of = np.unique(k * (len(op_names) + 1) + op, return_inverse=True)
+            sums = np.bincount(pair_of.ravel(), weights=durations[launched])
+            pk, pop = pairs // (len(op_names) + 1), pairs % (len(op_names) + 1)
+            by = np.lexsort((-sums, pk))
+            top = by[np.r_[True, pk[by][1:] != pk[by][:-1]]]
+            out.loc[pk[top], "op"] = [op_names[i] for i in pop[top]]
+            out.loc[pk[top], "shapes"] = [op_shapes[i] for i in pop[top]]
     return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
-def _op_rows(trace: Trace, durations: np.ndarray, rank: np.ndarray, order: list[str]) -> pd.DataFrame:
+def _grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys in order of first appearance, and each row's place among them (pandas' groupby with
+    ``sort=False``, without its per-call cost: a profile is summarised on every ``%%gpuprofile``)."""
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    place = np.empty(len(uniq), dtype=np.int64)
+    place[order] = np.arange(len(uniq))
+    return uniq[order], place[inverse.ravel()]
+
+
+def _op_rows(
+    context: tuple[np.ndarray, list[str], list[str]] | None, durations: np.ndarray, rank: np.ndarray, order: list[str]
+) -> pd.DataFrame:
     """Per rank and launching op name: op calls that launched kernels, kernels, their time; "(no op)" for kernels
     launched outside every op. Empty where the capture recorded no ops."""
-    ctx = _launch_context(trace)
-    if ctx is None:
+    if context is None:
         return pd.DataFrame(columns=_OP_COLS)
-    op_row, op_names, _ = ctx
-    names = np.array([*op_names, "(no op)"], dtype=object)[np.where(op_row >= 0, op_row, len(op_names))]
-    df = pd.DataFrame({"rank": [order[i] for i in rank], "op": names, "row": op_row, "ns": durations})
-    g = df.groupby(["rank", "op"], sort=False)
-    out = g.agg(kernels=("ns", "size"), ns=("ns", "sum"), calls=("row", "nunique")).reset_index()
+    op_row, op_names, _ = context
+    name_code, name_of = pd.factorize(np.array([*op_names, "(no op)"], dtype=object))
+    code = name_code[np.where(op_row >= 0, op_row, len(op_names))]
+    keys, group = _grouped(rank * len(name_of) + code)
+    n = len(keys)
+    # op calls: distinct launching op rows per group (kernels outside every op count as one, as nunique counts -1)
+    pairs = np.unique(np.stack([group, op_row]), axis=1)
+    out = pd.DataFrame(
+        {
+            "rank": [order[i] for i in keys // len(name_of)],
+            "op": [name_of[i] for i in keys % len(name_of)],
+            "calls": np.bincount(pairs[0], minlength=n).astype(np.int64),
+            "kernels": np.bincount(group, minlength=n).astype(np.int64),
+            "ns": np.bincount(group, weights=durations, minlength=n).astype(np.int64),
+        }
+    )
     return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)[_OP_COLS]
 
 
 def _memop_rows(m: pd.DataFrame, rank: np.ndarray, order: list[str]) -> pd.DataFrame:
     if m.empty:
         return pd.DataFrame(columns=_MEMOP_COLS)
-    df = pd.DataFrame(
+    kind_code, kinds = pd.factorize(m["kind"].astype(str).to_numpy())
+    keys, group = _grouped(rank * len(kinds) + kind_code)
+    n = len(keys)
+    nbytes = pd.to_numeric(m["bytes"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+    ns = (m["end"] - m["start"]).to_numpy(dtype=np.int64)
+    out = pd.DataFrame(
         {
-            "rank": [order[i] for i in rank],
-            "kind": m["kind"].astype(str).to_numpy(),
-            "bytes": pd.to_numeric(m["bytes"], errors="coerce").fillna(0).astype(np.int64).to_numpy(),
-            "ns": (m["end"] - m["start"]).to_numpy(dtype=np.int64),
+            "rank": [order[i] for i in keys // len(kinds)],
+            "kind": [kinds[i] for i in keys % len(kinds)],
+            "count": np.bincount(group, minlength=n).astype(np.int64),
+            "bytes": np.bincount(group, weights=nbytes, minlength=n).astype(np.int64),
+            "ns": np.bincount(group, weights=ns, minlength=n).astype(np.int64),
         }
     )
-    out = df.groupby(["rank", "kind"], sort=False).agg(count=("ns", "size"), bytes=("bytes", "sum"), ns=("ns", "sum"))
-    return out.reset_index()[_MEMOP_COLS]
+    return out[_MEMOP_COLS]
 
 
 def _busy_by_rank(trace: Trace, labels: dict[int, str], order: list[str]) -> list[int]:
