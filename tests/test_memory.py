@@ -224,13 +224,9 @@ def test_the_user_history_tail_keeps_what_came_before_as_already_allocated():
     assert np.isclose(tail.samples["time_ms"].iloc[0], 0.0)
 
 
-def test_the_magic_says_what_it_needs_without_cuda():
-    from IPython.core.error import UsageError
-    from IPython.testing.globalipapp import get_ipython
-
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "gpumagic")
+def test_the_magic_says_what_it_needs_without_cuda(ip):
     import torch
+    from IPython.core.error import UsageError
 
     if torch.cuda.is_available():
         pytest.skip("CUDA present: tests/gpu/test_memory_gpu.py runs the magic")
