@@ -81,7 +81,9 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
     torch.cuda.synchronize()
 plain = {}
 for e in p.events():
-    if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
+    gpu_range = getattr(e, "is_user_annotation", False)  # Optimizer.step#...: a range on the GPU, not a kernel
+    memop = e.name.startswith(("Memcpy", "Memset"))
+    if e.device_type == torch.autograd.DeviceType.CUDA and not gpu_range and not memop:
         plain.setdefault(e.name, []).append(e.time_range.elapsed_us() * 1000)
 k = ip.user_ns["rep1"].trace.kernels
 ours = {n: list(g["end"] - g["start"]) for n, g in k.groupby("name")}

@@ -31,7 +31,7 @@ def plain_capture(call, iters: int = 1) -> tuple[Counter, dict[str, list[float]]
     cpu = set()
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            if e.name.startswith(("Memcpy", "Memset")):
+            if e.name.startswith(("Memcpy", "Memset")) or getattr(e, "is_user_annotation", False):
                 continue
             kernels[e.name] += 1
             durations.setdefault(e.name, []).append(e.time_range.elapsed_us())
