@@ -269,3 +269,21 @@ def test_cli_through_python_m(nsys):
     from gpumagic.__main__ import main
 
     assert main(["diff", nsys["block"], nsys["matmul"]]) == 0
+
+
+def test_the_waterfall_as_plain_bars_reconciles_without_a_bokeh_document():
+    from gpumagic.render.diff_figure import waterfall_rows
+
+    d = gpumagic.diff(load_trace(DATA / "torch_matmul_4096.json.gz"), load_trace(DATA / "torch_block.json.gz"))
+    rows, _ = waterfall_rows(d.data.busy_a, d.data.busy_b, d._steps())
+    # each step starts where the last ended; the last lands on B's GPU busy time
+    level = rows[0]["right"]
+    for r in rows[1:-1]:
+        lo, hi = r["left"], r["right"]
+        assert min(abs(lo - level), abs(hi - level)) < 1e-9 * max(1.0, level)
+        level = hi if abs(lo - level) < abs(hi - level) else lo
+    assert abs(level - rows[-1]["right"]) < 1e-6 * max(1.0, level)
+    d.waterfall = "bars"
+    html = d._repr_html_()
+    assert "Where the GPU time moved" in html and "GPU busy, A" in html and "GPU busy, B" in html
+    assert "Bokeh" not in html and "<script" not in html

@@ -64,11 +64,21 @@ class ProfileDiff(FigurePage):
     ``_repr_html_``/``save_html`` the page with the waterfall, ``to_dataframe()`` the rows, ``figure()`` the Bokeh
     figure."""
 
-    def __init__(self, data: DiffData, name_a: str = "A", name_b: str = "B", top: int = 15, bokehjs: str = "once"):
+    def __init__(
+        self,
+        data: DiffData,
+        name_a: str = "A",
+        name_b: str = "B",
+        top: int = 15,
+        bokehjs: str = "once",
+        waterfall: str = "bokeh",
+    ):
         self.data = data
         self.name_a, self.name_b = name_a, name_b
         self.top = top
         self.bokehjs = bokehjs
+        #: "bokeh" (an interactive figure) or "bars" (plain HTML: no second Bokeh document under a report)
+        self.waterfall = waterfall
         self.labels = row_labels(data.rows)
 
     # --- numbers -----------------------------------------------------------------------------------------------
@@ -213,7 +223,12 @@ class ProfileDiff(FigurePage):
             parts.append(f"<h4 {_H4}>Largest changes</h4><ol style='margin:2px 0 6px 0;padding-left:22px'>{items}</ol>")
         parts.append(self._figures_html())
         if figure and len(self.data.rows):
-            parts.append(self._figure_html(figure))
+            if self.waterfall == "bars":
+                from .diff_figure import waterfall_html
+
+                parts.append(waterfall_html(self.data.busy_a, self.data.busy_b, self._steps()))
+            else:
+                parts.append(self._figure_html(figure))
         parts.append(self._rows_html())
         parts.append(self._ops_html())
         return f"<div class='gm-diff' style='{_ROOT}'>{''.join(parts)}</div>"
