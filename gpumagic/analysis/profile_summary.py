@@ -28,21 +28,10 @@ from ..summaries import launching_op_rows
 from ..trace import Trace, id_column
 from .finding import api_names, kernel_facts
 from .ranks import is_multi, processes, rank_figures
+from .transfers import SYNC_APIS
 
 __all__ = ["SYNC_APIS", "Narrow", "ProfileSummary", "summarize"]
 
-#: Host calls that wait for the GPU (the same list the host-sync finding reads).
-SYNC_APIS = (
-    "cudaStreamSynchronize",
-    "cudaDeviceSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cuStreamSynchronize",
-    "cuCtxSynchronize",
-    "cuEventSynchronize",
-    "cuMemcpyDtoH",
-    "cuMemcpyHtoD",
-)
 #: The meta a diff states first when the two runs differ in it, and how it is named.
 ENV_KEYS = {
     "device": "device",

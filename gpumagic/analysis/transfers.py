@@ -10,13 +10,14 @@ from .finding import Finding, api_names, t
 from .rank_lists import listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
-__all__ = ["host_copies", "host_syncs"]
+__all__ = ["SYNC_APIS", "host_copies", "host_syncs"]
 
 #: Host<->device copies worth a word: at least this share of GPU busy time.
 COPY_SHARE = 0.10
 #: Host waits worth a word: at least this share of the analysis window.
 SYNC_SHARE = 0.05
-_SYNC_APIS = (
+#: Host calls that wait for the GPU: the host-sync finding's list, which a diff's summaries count too.
+SYNC_APIS = (
     "cudaStreamSynchronize",
     "cudaDeviceSynchronize",
     "cudaEventSynchronize",
@@ -78,7 +79,7 @@ def _mb(nbytes: int) -> str:
 def _waits(api: pd.DataFrame, names: pd.Series, start: int, end: int) -> pd.DataFrame:
     """The host's waits for the GPU among ``api`` calls starting in [start, end], the capture's own closing
     synchronisation (the last cudaDeviceSynchronize) left out."""
-    inside = api[names.isin(_SYNC_APIS) & (api["start"] >= start) & (api["start"] <= end)]
+    inside = api[names.isin(SYNC_APIS) & (api["start"] >= start) & (api["start"] <= end)]
     device_syncs = inside[names[inside.index] == "cudaDeviceSynchronize"]
     if not device_syncs.empty:  # gpumagic's own: one device synchronisation closes the captured runs
         inside = inside.drop(index=device_syncs["start"].idxmax())

@@ -105,9 +105,6 @@ class HistoryPlot(FigurePage):
         series = {series_name(r) for r in self.rows}
         return f"{len(self.rows)} results in {len(series)} series from {self.path}"
 
-    def __repr__(self) -> str:
-        return str(self)
-
     def figure(self) -> Any:
         return history_figure(self.rows)
 

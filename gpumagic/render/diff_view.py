@@ -198,12 +198,6 @@ class ProfileDiff(FigurePage):
         rows = self.data.rows
         return rows.assign(_s=-rows["delta_ns"].abs()).sort_values("_s", kind="stable").head(self.top)
 
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
     # --- HTML --------------------------------------------------------------------------------------------------
     @property
     def page_title(self) -> str:  # type: ignore[override]

@@ -28,6 +28,13 @@ class FigurePage:
     def _advised(self, text: str) -> str:
         return text
 
+    def __repr__(self) -> str:
+        """The text form, as a terminal shows a result (IPython's pretty printer too: :meth:`_repr_pretty_`)."""
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
     def _repr_html_(self) -> str:
         """Self-contained (the figure in an iframe with its own BokehJS): for whoever asks for HTML alone."""
         return self._advised(self.html("iframe"))
@@ -70,6 +77,3 @@ class Figure(FigurePage):
 
     def __str__(self) -> str:
         return f"{self.title} (a Bokeh figure: shown in a notebook, or written with save_html(path))"
-
-    def __repr__(self) -> str:
-        return str(self)

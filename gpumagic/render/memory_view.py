@@ -117,12 +117,6 @@ class MemoryView(FigurePage):
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
     # --- HTML --------------------------------------------------------------------------------------------------
     @property
     def page_title(self) -> str:  # type: ignore[override]

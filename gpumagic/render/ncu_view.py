@@ -181,12 +181,6 @@ class NcuReport(FigurePage):
             lines.append(f"  report: {self.path}")
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
     def figure(self) -> Any:
         """The Bokeh roofline: each profiled launch a point, the report's ceilings as lines."""
         from .roofline import roofline_figure

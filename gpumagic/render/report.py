@@ -213,12 +213,6 @@ class ProfileReport(FigurePage):
                 )
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
     def _rank_text(self) -> list[str]:
         from .ranks_view import rank_kernel_text_lines, rank_text_lines
 
