@@ -9,29 +9,18 @@ graph replay, captured as %%gpuprofile captures a cell (warm-up outside; NVTX ra
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
+
+sys.path.insert(0, os.path.dirname(__file__))
+import torch_traces
 
 
 def capture(fn, label: str, path: str) -> None:
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-        torch.cuda.nvtx.range_push(label)
-        with record_function(label):
-            fn()
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
-    raw = path[:-3]
-    prof.export_chrome_trace(raw)
-    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    os.remove(raw)
+    """torch_traces.py's capture (warm-up outside; NVTX range and record_function inside) of a cell without inputs."""
+    torch_traces.capture(lambda ns: fn(), {}, label, path)
 
 
 def main(out: str) -> None:
