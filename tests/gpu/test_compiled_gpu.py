@@ -85,14 +85,18 @@ def test_gputime_counts_the_compiled_call_and_leaves_it_compiled(ip, compiled_fn
 def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
     f, t = compiled_fn
     ip.user_ns.update(f=f, t=t)
+    # a plain capture right before and one right after: the GPU's clock drifts under load between captures, so the
+    # truth is taken on both sides of the one under test (as benchmarks/timing_accuracy.py takes its truths)
+    plain, before, _ = plain_capture(lambda: f(t), iters=20)
     ip.run_cell_magic("gpuprofile", "-w 2 -n 20 -o rep --no-timeline", "f(t)")
+    _, after, _ = plain_capture(lambda: f(t), iters=20)
     rep = ip.user_ns["rep"]
     names, ours = report_kernels(rep)
-    plain, theirs, _ = plain_capture(lambda: f(t), iters=20)
     assert names == plain
     for name in names:
-        a, b = statistics.median(ours[name]), statistics.median(theirs[name])
-        assert abs(a / b - 1) < 0.01, (name, a, b)
+        a = statistics.median(ours[name])
+        b = (statistics.median(before[name]) + statistics.median(after[name])) / 2
+        assert abs(a / b - 1) < 0.01, (name, a, statistics.median(before[name]), statistics.median(after[name]))
     assert any(str(n).startswith("Torch-Compiled Region") for n in rep.trace.ops["name"])
     fused = rep.trace.meta.get("fused", {})
     assert fused and all("aten.gelu" in fused[n] for n in names), fused
