@@ -176,3 +176,13 @@ def test_no_dynamo_error_at_exit_after_gputime_of_compiled_code():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "compiled"
     assert "KeyError" not in out.stderr and "__builtins_dict__" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_pytorch_without_set_stance_leaves_the_work_uncounted_and_says_why(monkeypatch):
+    from gpumagic.timing.work import count_work
+
+    calls = []
+    monkeypatch.delattr(torch.compiler, "set_stance")
+    work = count_work(lambda: calls.append(1))
+    assert work.flops is None and "torch.compiler.set_stance" in work.note
+    assert calls == [1]  # the statement ran once, plainly, for its peak memory: never under a dispatch mode

@@ -25,12 +25,16 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-__all__ = ["CompiledCalls", "outside_dynamo"]
+__all__ = ["CompiledCalls", "DynamoCannotStandAside", "outside_dynamo"]
 
 #: Where dynamo's wrapper of every compiled function and module call is defined: a closure over its
 #: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is told by what it
 #: holds, not by its name.
 _WRAPPER_FILE_SUFFIX = ("_dynamo/eval_frame.py", "_dynamo\\eval_frame.py")
+
+
+class DynamoCannotStandAside(RuntimeError):
+    """This PyTorch cannot run compiled code from its source for one call: the work is not counted, and says why."""
 
 
 @dataclass
@@ -156,6 +160,11 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
         return
     import torch
 
+    if not hasattr(torch.compiler, "set_stance"):  # PyTorch before 2.6: no way to run compiled code from source
+        raise DynamoCannotStandAside(
+            "work not counted: this PyTorch has no torch.compiler.set_stance (2.6 and later), and counting a statement "
+            "that may call compiled code under a dispatch mode would make dynamo skip that code for good"
+        )
     previous = sys.getprofile()
     chained = previous if callable(previous) else None
 

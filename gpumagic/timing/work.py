@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .compiled_calls import CompiledCalls, outside_dynamo
+from .compiled_calls import CompiledCalls, DynamoCannotStandAside, outside_dynamo
 from .peak_memory import call_peak
 from .work_counters import flop_formulas, make_byte_counter, make_call_counter, precision_class, tf32_enabled
 
@@ -160,6 +160,8 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
         ):
             value = call()
             del value
+    except DynamoCannotStandAside as exc:
+        return Work(peak_memory=_peak_without_modes(call), note=str(exc))
     except Exception as exc:  # noqa: BLE001 - never into the timer
         return Work(
             peak_memory=_peak_without_modes(call),
