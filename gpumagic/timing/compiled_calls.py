@@ -19,11 +19,14 @@ the eager decomposition's; FLOPs (matmul, convolution, attention) are the same m
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
+
+from .work_counters import _tensors, _traffic
 
 __all__ = ["CompiledCalls", "DynamoCannotStandAside", "outside_dynamo"]
 
@@ -39,13 +42,10 @@ class DynamoCannotStandAside(RuntimeError):
 
 @dataclass
 class CompiledCalls:
-    """The outermost compiled calls one call of a statement made, and the bytes they read and wrote.
+    """The outermost compiled calls one call of a statement made, and the bytes they read and wrote: a tensor's bytes
+    as the op counter counts them (``work_counters._traffic``: each distinct tensor once, an expanded one by its
+    footprint)."""
 
-    ``watched`` is False where compiled calls could not be watched (dynamo not imported: there are none; or another
-    profile function that cannot be chained is active), so ``calls == 0`` then means "not known", not "none".
-    """
-
-    watched: bool = False
     calls: int = 0
     names: list[str] = field(default_factory=list)
     bytes_read: int = 0
@@ -66,29 +66,25 @@ class CompiledCalls:
         self._frames.append(frame)
         if len(self._frames) > 1:
             return  # a compiled call inside a compiled call is part of the outer graph
+        import torch
+
         local = frame.f_locals
-        wrapped = _unwrapped(local.get("fn"))
+        wrapped = inspect.unwrap(local.get("fn"))  # under dynamo's functools.wraps wrappers: the user's callable
         inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]
         owner = getattr(wrapped, "__self__", wrapped)
-        try:
-            import torch
-
-            if isinstance(owner, torch.nn.Module):
-                inputs += [list(owner.parameters()), list(owner.buffers())]
-        except ImportError:
-            pass
+        if isinstance(owner, torch.nn.Module):
+            inputs += [list(owner.parameters()), list(owner.buffers())]
         self.calls += 1
         self.names.append(_name_of(wrapped))
-        self.bytes_read += _tensor_bytes(inputs)
+        self.bytes_read += _traffic(_tensors(inputs), [])[0]
         if self.probe is not None:
             self._at_entry = self.probe()
 
-    def returned(self, frame: FrameType, value: Any) -> None:
-        if not self._frames or self._frames[-1] is not frame:
-            return
+    def returned(self, value: Any) -> None:
+        """The innermost compiled call under way returned ``value``."""
         self._frames.pop()
         if not self._frames:
-            self.bytes_written += _tensor_bytes(value)
+            self.bytes_written += _traffic([], _tensors(value))[1]
             if self.probe is not None:
                 read, written = self.probe()
                 self.inside = (
@@ -97,42 +93,11 @@ class CompiledCalls:
                 )
 
 
-def _unwrapped(fn: Any) -> Any:
-    """The user's callable under dynamo's own wrappers (``functools.wraps`` ones: a compiled module's forward)."""
-    for _ in range(8):
-        inner = getattr(fn, "__wrapped__", None)
-        if inner is None:
-            break
-        fn = inner
-    return fn
-
-
 def _name_of(wrapped: Any) -> str:
     owner = getattr(wrapped, "__self__", None)
     if owner is not None and not isinstance(owner, type):
         return type(owner).__name__
     return getattr(wrapped, "__qualname__", None) or type(wrapped).__name__  # a module: its class
-
-
-def _tensor_bytes(tree: Any) -> int:
-    """Bytes of the distinct tensors in a nested structure, each storage region once."""
-    try:
-        import torch
-        from torch.utils._pytree import tree_leaves
-    except ImportError:
-        return 0
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for leaf in tree_leaves(tree):
-        if not isinstance(leaf, torch.Tensor) or leaf.is_meta:
-            continue
-        size = leaf.numel() * leaf.element_size()
-        key = (leaf.data_ptr(), size)
-        if key in seen:
-            continue
-        seen.add(key)
-        total += size
-    return total
 
 
 def _is_compiled_wrapper(frame: FrameType) -> bool:
@@ -151,8 +116,9 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
     """Run the block with dynamo standing aside, recording the outermost compiled calls it makes.
 
     ``probe`` reads the op counter's running (read, written) byte totals (see :attr:`CompiledCalls.inside`).
-    A no-op (``watched`` False) where ``torch._dynamo`` was never imported: nothing can be compiled, and importing it
-    here would cost seconds. Restores dynamo's stance and the thread's profile function on exit.
+    A no-op where ``torch._dynamo`` was never imported: nothing can be compiled, and importing it here would cost
+    seconds. Compiled calls are not watched (``calls`` stays 0) where another profile function that cannot be chained
+    is active. Restores dynamo's stance and the thread's profile function on exit.
     """
     seen = CompiledCalls(probe=probe)
     if "torch._dynamo" not in sys.modules:
@@ -172,16 +138,16 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
         if event == "call" and _is_compiled_wrapper(frame):
             seen.entered(frame)
         elif event == "return" and seen._frames and frame is seen._frames[-1]:
-            seen.returned(frame, arg)
+            seen.returned(arg)
         if chained is not None:
             chained(frame, event, arg)
 
+    watching = previous is None or chained is not None
     with torch.compiler.set_stance("force_eager"):
-        if previous is None or chained is not None:
-            seen.watched = True
+        if watching:
             sys.setprofile(watch)
         try:
             yield seen
         finally:
-            if seen.watched:
+            if watching:
                 sys.setprofile(previous)
