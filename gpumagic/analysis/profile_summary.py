@@ -211,7 +211,6 @@ def _kernel_rows(
     calls_all = np.bincount(key, minlength=n * len(order))
     ns_all = np.bincount(key, weights=durations, minlength=n * len(order))
     uniq = pd.unique(key)  # in order of first appearance (kernels come in start order): no sort of the rows
-    inverse = None
     out = pd.DataFrame({"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]})
     out["calls"], out["ns"] = calls_all[uniq].astype(np.int64), np.rint(ns_all[uniq]).astype(np.int64)
     placed: dict[int, int] = {}  # each kernel's place among its rank's kernels, in order of first launch
@@ -243,11 +242,8 @@ def _kernel_rows(
 def _grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys in order of first appearance, and each row's place among them (pandas' groupby with
     ``sort=False``, without its per-call cost: a profile is summarised on every ``%%gpuprofile``)."""
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    place = np.empty(len(uniq), dtype=np.int64)
-    place[order] = np.arange(len(uniq))
-    return uniq[order], place[inverse.ravel()]
+    place, uniq = pd.factorize(keys)  # codes follow first appearance
+    return np.asarray(uniq), place.astype(np.int64)
 
 
 def _op_rows(
