@@ -23,6 +23,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = ["FusedFrom", "fused_descriptions", "fused_from_loaded_code", "parse_output_code"]
 
@@ -83,12 +84,19 @@ def fused_from_loaded_code(kernel_names: Iterable[str]) -> dict[str, FusedFrom]:
         if not wanted.intersection(vars(module)):
             continue  # a kernel is a module attribute of the code that defines it
         try:
-            with open(module.__file__, encoding="utf-8") as f:
-                parsed = parse_output_code(f.read())
+            parsed = _parsed_file(module.__file__)
         except (OSError, AttributeError, TypeError, UnicodeDecodeError):
             continue
         found.update({name: origin for name, origin in parsed.items() if name in wanted})
     return found
+
+
+@lru_cache(maxsize=256)
+def _parsed_file(path: str) -> dict[str, FusedFrom]:
+    """One output-code file, parsed once per process: Inductor names each file after a hash of its contents, so a
+    path never holds other code, and a cell profiled again does not read it again."""
+    with open(path, encoding="utf-8") as f:
+        return parse_output_code(f.read())
 
 
 def fused_descriptions(fused: Mapping[str, FusedFrom]) -> dict[str, str]:
