@@ -20,7 +20,7 @@ from typing import Any
 
 from . import cupti_direct
 from .cupti_direct import Activity, CuptiRefused, Recording
-from .profiler_start import inductor_import_deferred, profiler_state, warm_profiler
+from .profiler_start import profiler_state, profiling, warm_profiler
 
 __all__ = ["from_kineto", "record", "recording"]
 
@@ -90,13 +90,8 @@ def _torch_profiler(device: Any) -> Iterator[Recording]:
     rec = Recording(backend="torch.profiler", startup=startup)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-        prof = profile(activities=[ProfilerActivity.CUDA])
-        with inductor_import_deferred():  # its hasattr(torch, "_inductor") would import Inductor
-            prof.__enter__()
-        try:
+        with profiling(profile(activities=[ProfilerActivity.CUDA])) as prof:
             yield rec
-        finally:
-            prof.__exit__(None, None, None)
     found = from_kineto(prof)
     rec.activities, rec.launched = found.activities, found.launched
 

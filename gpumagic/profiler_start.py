@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["inductor_import_deferred", "mark_started", "profiler_state", "warm_profiler"]
+__all__ = ["inductor_import_deferred", "mark_started", "profiler_state", "profiling", "warm_profiler"]
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"warm": False, "startup": None}
@@ -58,6 +58,18 @@ def inductor_import_deferred() -> Iterator[None]:
         lazy.add("_inductor")
 
 
+@contextmanager
+def profiling(prof: Any) -> Iterator[Any]:
+    """``with prof:`` for a torch.profiler of gpumagic's own: started without importing Inductor
+    (:func:`inductor_import_deferred`), stopped however the block ends."""
+    with inductor_import_deferred():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        prof.__exit__(None, None, None)
+
+
 def mark_started() -> None:
     """A torch.profiler CUDA capture ran in this process (``%%gpuprofile``): the one-time start is paid."""
     _STATE["warm"] = True
@@ -75,14 +87,9 @@ def _throwaway_capture(device: Any) -> None:
         side.synchronize()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prof = profile(activities=[ProfilerActivity.CUDA])
-            with inductor_import_deferred():
-                prof.__enter__()
-            try:
+            with profiling(profile(activities=[ProfilerActivity.CUDA])):
                 x.add_(1)
                 side.synchronize()
-            finally:
-                prof.__exit__(None, None, None)
 
 
 def warm_profiler(device: Any, capture: Callable[[Any], None] = _throwaway_capture) -> float | None:
