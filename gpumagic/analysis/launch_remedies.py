@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..records import LAUNCH_APIS
 from ..trace import Trace
 from .finding import api_names
 
 __all__ = ["GRAPH_LAUNCH_APIS", "compiled_regions", "graph_kernels", "join_or", "launch_remedies"]
 
-GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+#: The launch calls of a CUDA (or HIP) graph, among the calls that launch kernels.
+GRAPH_LAUNCH_APIS = tuple(name for name in LAUNCH_APIS if name.endswith("GraphLaunch"))
 
 
 def graph_kernels(trace: Trace) -> pd.Series:
