@@ -33,3 +33,18 @@ def ip(shell):
         if type(c).__name__ == "GpuMagics":
             for trait in c.traits(config=True):
                 c.set_trait(trait, c.trait_defaults(trait))
+
+
+@pytest.fixture
+def hist(tmp_path, monkeypatch):
+    """A history of the test's own (``GPUMAGIC_HISTORY``), with the recorder's once-per-process notes said afresh and
+    its open stores closed after."""
+    from gpumagic.history import recorder
+
+    path = tmp_path / "history.sqlite"
+    monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))
+    recorder._SAID.clear()
+    yield path
+    for store in recorder._STORES.values():
+        store.close()
+    recorder._STORES.clear()

@@ -19,15 +19,9 @@ FAST = "-r 8 -n 20"
 
 
 @pytest.fixture
-def hist(ip, tmp_path, monkeypatch):
-    """A history of the test's own, and notes said afresh."""
-    path = tmp_path / "history.sqlite"
-    monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))
-    recorder_mod._SAID.clear()
-    yield path
-    for s in recorder_mod._STORES.values():
-        s.close()
-    recorder_mod._STORES.clear()
+def hist(ip, hist):
+    """The suite's own-history fixture (conftest), with the shell loaded first."""
+    return hist
 
 
 def rows(path):

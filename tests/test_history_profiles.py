@@ -17,7 +17,6 @@ from IPython.utils.capture import capture_output
 import gpumagic
 from gpumagic.analysis.profile_summary import ProfileSummary, summarize
 from gpumagic.capture.chrome_trace import load_trace
-from gpumagic.history import recorder as recorder_mod
 from gpumagic.history.baseline import export
 from gpumagic.history.profiles import ProfileRecorder, UnknownProfileError, unpack_summary
 from gpumagic.history.recorder import Recorder, UnknownReferenceError
@@ -31,17 +30,6 @@ torch = pytest.importorskip("torch")
 
 DATA = pathlib.Path(__file__).parent / "data"
 TORCH = {"matmul": DATA / "torch_matmul_4096.json.gz", "block": DATA / "torch_block.json.gz"}
-
-
-@pytest.fixture
-def hist(tmp_path, monkeypatch):
-    path = tmp_path / "history.sqlite"
-    monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))
-    recorder_mod._SAID.clear()
-    yield path
-    for s in recorder_mod._STORES.values():
-        s.close()
-    recorder_mod._STORES.clear()
 
 
 def timing(median: float = 1e-3, n: int = 30) -> TimingResult:
