@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 import gpumagic
 if sys.argv[1] == "torch.profiler":  # the fallback, as where cupti-python is absent
-    import gpumagic.cupti_direct as direct
+    import gpumagic.gpu_activity.cupti_direct as direct
     direct._LASTING.append(direct.CuptiRefused("torch.profiler asked for by the benchmark"))
 """
 

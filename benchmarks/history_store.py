@@ -26,8 +26,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from gpumagic.history import provenance as prov
 from gpumagic.history.query import history
-from gpumagic.history.recorder import Recorder
 from gpumagic.history.rows import result_row
+from gpumagic.history.saving import Recorder
 from gpumagic.history.store import Store
 from gpumagic.history.versus import versus
 from gpumagic.timing import TimingResult

@@ -45,7 +45,7 @@ if os.environ.get("ROW_CPROFILE"):
     pr.enable()
 import contextlib
 if os.environ.get("ROW_DEFER"):
-    from gpumagic.profiler_start import inductor_import_deferred as ctx
+    from gpumagic.gpu_activity.profiler_start import inductor_import_deferred as ctx
 else:
     ctx = contextlib.nullcontext
 with ctx():

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _moved
+from .api.gputime import gputime  # the timing core's gputime, its result saved to the history
 from .errors import GpuMagicError
-from .history.recorded import gputime  # the timing core's gputime, its result saved to the history
 from .timing import TimingOptions, TimingResult
 
 if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
-    from .history.recorded import compare, sweep
+    from .api.gputime import compare, sweep
     from .kernels import KernelName
     from .kernels import decode as decode_kernel
 
 from .version import __version__ as __version__
+
+_moved.install()  # the old module paths, for one release
 
 __all__ = [
     "GpuMagicError",
@@ -57,11 +60,11 @@ def __getattr__(name: str) -> Any:
 
         return decode
     if name == "diff":  # two runs compared (reads files through the capture readers, draws with Bokeh)
-        from .run_diff import diff
+        from .api.diff import diff
 
         return diff
     if name == "load_memory_snapshot":  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
-        from .memory_profile import load_memory_snapshot
+        from .notebook.memory_magic import load_memory_snapshot
 
         return load_memory_snapshot
     if name == "load_trace":
@@ -69,7 +72,7 @@ def __getattr__(name: str) -> Any:
 
         return load_trace
     if name == "load_ncu":
-        from .ncu_loader import load_ncu
+        from .api.ncu import load_ncu
 
         return load_ncu
     if name == "roofline":  # timed calls under the datasheet ceilings (a figure: the render layer's)
@@ -81,11 +84,11 @@ def __getattr__(name: str) -> Any:
 
         return load_nsys
     if name == "compare":  # the functions (saving to the history), not gpumagic.timing's modules of the same names
-        from .history.recorded import compare
+        from .api.gputime import compare
 
         return compare
     if name == "sweep":
-        from .history.recorded import sweep
+        from .api.gputime import sweep
 
         return sweep
     if name == "history":  # the package answers the call: gpumagic.history(label=...) is a DataFrame
@@ -108,7 +111,7 @@ _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and make their settings reachable from ``%config GpuMagics``."""
-    from .magics import GpuMagics  # IPython is imported only when the extension is loaded
+    from .notebook.magics import GpuMagics  # IPython is imported only when the extension is loaded
 
     magics = GpuMagics(shell=ipython)
     ipython.register_magics(magics)

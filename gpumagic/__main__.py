@@ -1,8 +1,8 @@
 """``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
 
 A quick check that the install works, and a first look at the output. ``python -m gpumagic history`` lists the saved
-results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.history.cli`);
-``python -m gpumagic diff A B`` compares two profiles (:mod:`gpumagic.history.diff_cli`).
+results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.cli.history`);
+``python -m gpumagic diff A B`` compares two profiles (:mod:`gpumagic.cli.diff`).
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "diff":
-        from .history.diff_cli import main as diff_main
+        from .cli.diff import main as diff_main
 
         return diff_main(args[1:])
     if args and args[0] in HISTORY_COMMANDS:
-        from .history.cli import main as history_main
+        from .cli.history import main as history_main
 
         return history_main(args)
     size = parser().parse_args(argv).size

@@ -39,7 +39,7 @@ def ip(shell):
 def hist(tmp_path, monkeypatch):
     """A history of the test's own (``GPUMAGIC_HISTORY``), with the recorder's once-per-process notes said afresh and
     its open stores closed after."""
-    from gpumagic.history import recorder
+    from gpumagic.history import saving as recorder
 
     path = tmp_path / "history.sqlite"
     monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))

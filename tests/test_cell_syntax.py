@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpumagic.cell_syntax import LABEL_WIDTH, labelled_statements, own_label, sweep_params
 from gpumagic.errors import InvalidOptionError
+from gpumagic.notebook.cell_syntax import LABEL_WIDTH, labelled_statements, own_label, sweep_params
 
 
 def test_trailing_and_preceding_comments_name_statements():

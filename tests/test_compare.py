@@ -9,10 +9,10 @@ import torch
 
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
 from gpumagic.render.compare_plot import BAR_COLOR, BASELINE_COLOR
-from gpumagic.statement import compile_statement
 from gpumagic.timing import Sampler, TimingOptions, TimingResult, measure
 from gpumagic.timing.compare import ComparisonInterrupted, compare, compare_compiled
-from gpumagic.timing.comparison import INTERLEAVED_NOTE, Comparison, parse_time
+from gpumagic.timing.compare_result import INTERLEAVED_NOTE, Comparison, parse_time
+from gpumagic.timing.statement import compile_statement
 from gpumagic.timing.work import Work
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from gpumagic.timing.comparison import Comparison
+from gpumagic.timing.compare_result import Comparison
 from gpumagic.timing.sweep_result import Sweep
 
 FAST = "-r 4 -w 1 "

@@ -1,4 +1,4 @@
-"""The direct CUPTI path (gpumagic.cupti_direct) and its fallback (gpumagic.gpu_activity), on the CPU.
+"""The direct CUPTI path (gpumagic.gpu_activity.cupti_direct) and its fallback (gpumagic.gpu_activity), on the CPU.
 
 A stand-in ``cupti`` package takes the binding's place: it keeps the callbacks and the enabled kinds, and delivers
 the records a test scripts on a forced flush, as the real binding does. What it checks is gpumagic's side of the
@@ -16,8 +16,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpumagic import cupti_direct, gpu_activity
-from gpumagic.cupti_direct import Activity, CuptiRefused, Recording
+from gpumagic import gpu_activity
+from gpumagic.gpu_activity import cupti_direct
+from gpumagic.gpu_activity.cupti_direct import Activity, CuptiRefused, Recording
 
 
 class Kind(enum.IntEnum):
@@ -116,7 +117,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(cupti_direct, "_binding_version", lambda: "13.0.1")
     monkeypatch.setattr(cupti_direct, "_LASTING", [])
     monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
-    from gpumagic import profiler_start
+    from gpumagic.gpu_activity import profiler_start
 
     monkeypatch.setattr(profiler_start, "_STATE", {"warm": False, "startup": None})
     return binding
@@ -285,7 +286,7 @@ def test_records_on_a_clock_that_is_not_nanoseconds_are_not_used_and_torch_profi
 
 
 def test_once_gpumagic_has_started_torch_profiler_it_records_there_without_a_note(fake, stand_in_profiler):
-    from gpumagic import profiler_start
+    from gpumagic.gpu_activity import profiler_start
 
     profiler_start.mark_started()  # a %%gpuprofile capture ran
     with gpu_activity.recording() as rec:

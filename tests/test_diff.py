@@ -16,7 +16,7 @@ from gpumagic import load_nsys, load_trace
 from gpumagic.analysis.diff import diff_summaries
 from gpumagic.analysis.diff_match import identity, match_kernels
 from gpumagic.analysis.profile_summary import ProfileSummary, summarize
-from gpumagic.history.diff_cli import main as diff_main
+from gpumagic.cli.diff import main as diff_main
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace, frame
 

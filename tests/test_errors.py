@@ -16,7 +16,7 @@ from gpumagic.errors import (
     NsysTimeoutError,
     ShippingError,
 )
-from gpumagic.magics import notebook_advice
+from gpumagic.notebook.magics import notebook_advice
 
 
 def test_every_error_is_a_gpumagic_error_and_keeps_its_builtin_base():
@@ -77,7 +77,7 @@ def test_gputime_prints_notebook_advice_where_the_result_speaks_to_scripts(ip, m
         notes=["A longer run: time_budget=2"],
         hints=[Hint("time_budget", "2")],
     )
-    monkeypatch.setattr("gpumagic.magics.measure", lambda *a, **k: result)
+    monkeypatch.setattr("gpumagic.notebook.magics.measure", lambda *a, **k: result)
     with capture_output() as cap:
         got = ip.run_line_magic("gputime", "-o 1 + 1")
     assert "A longer run: %config GpuMagics.time_budget = 2" in cap.stdout

@@ -11,9 +11,9 @@ import pickle
 import pytest
 
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
-from gpumagic.stats import StopRule
 from gpumagic.timing import TimingOptions, TimingResult
 from gpumagic.timing.result import BUSY_FOR_LAUNCH_BOUND, HOST_SHARE_FOR_LAUNCH_BOUND, HOST_SHARE_QUICK
+from gpumagic.timing.stats import StopRule
 
 from .test_timing import FakeClock, ScriptedSampler, run
 
@@ -144,8 +144,8 @@ def test_an_interrupt_before_any_sample_is_the_plain_interrupt():
 
 
 def measure_scripted(sampler, clock, options=None):
-    from gpumagic.statement import compile_statement
     from gpumagic.timing import measure
+    from gpumagic.timing.statement import compile_statement
 
     return measure(
         compile_statement("pass", globals={}), {}, options or TimingOptions(), sampler=sampler, wall_clock=clock
@@ -256,7 +256,7 @@ def test_no_host_figure_no_launch_verdict():
 
 @pytest.fixture
 def fresh_warmup(monkeypatch):
-    from gpumagic import profiler_start as warmup
+    from gpumagic.gpu_activity import profiler_start as warmup
 
     monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None})
     return warmup
@@ -285,7 +285,7 @@ def test_a_failed_start_propagates_and_leaves_the_process_unstarted(fresh_warmup
 
 
 def test_the_removed_first_use_settings_are_gone_from_the_options_and_config():
-    from gpumagic.config import GpuMagicsConfig as GpuMagics
+    from gpumagic.notebook.config import GpuMagicsConfig as GpuMagics
 
     assert not hasattr(TimingOptions(), "skip_cold_kernel_pass")
     assert not hasattr(TimingOptions(), "background_profiler_start")

@@ -14,10 +14,10 @@ import textwrap
 import pytest
 
 import gpumagic
-from gpumagic.history import recorder as recorder_mod
+from gpumagic.history import saving as recorder_mod
 from gpumagic.history import store as store_mod
-from gpumagic.history.recorder import Recorder
 from gpumagic.history.rows import pack_samples, statement_key, unpack_clocks, unpack_samples
+from gpumagic.history.saving import Recorder
 from gpumagic.history.schema import CURRENT_VERSION, MIGRATIONS, migrate, version_of
 from gpumagic.history.store import Store, default_path, resolve_path
 from gpumagic.history.versus import differences, ratio_ci, versus
@@ -81,7 +81,7 @@ def test_an_off_history_saves_nothing(tmp_path):
 
 
 def test_comparison_and_sweep_rows_share_a_run(tmp_path):
-    from gpumagic.timing.comparison import Comparison
+    from gpumagic.timing.compare_result import Comparison
     from gpumagic.timing.sweep_result import Sweep, SweepPoint
 
     path = tmp_path / "h.sqlite"
@@ -282,7 +282,7 @@ def test_the_script_api_saves_and_survives_a_broken_store(tmp_path, monkeypatch,
 WRITER = textwrap.dedent(
     """
     import sys
-    from gpumagic.history.recorder import Recorder
+    from gpumagic.history.saving import Recorder
     from gpumagic.timing import TimingResult
     rec = Recorder(sys.argv[1])
     sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()

@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from gpumagic.__main__ import main
-from gpumagic.history import recorder as recorder_mod
+from gpumagic.cli.history import EXIT_MISSING, EXIT_SLOWER, EXIT_UNREADABLE, percentage
+from gpumagic.history import saving as recorder_mod
 from gpumagic.history.baseline import FORMAT
-from gpumagic.history.cli import EXIT_MISSING, EXIT_SLOWER, EXIT_UNREADABLE, percentage
-from gpumagic.history.recorder import Recorder
+from gpumagic.history.saving import Recorder
 
 from .test_history import fake_result
 

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from IPython.core.error import UsageError
 
-from gpumagic.history import recorder as recorder_mod
+from gpumagic.history import saving as recorder_mod
 from gpumagic.history.store import Store
 
 FAST = "-r 8 -n 20"

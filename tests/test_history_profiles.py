@@ -19,8 +19,8 @@ from gpumagic.analysis.profile_summary import ProfileSummary, summarize
 from gpumagic.capture.chrome_trace import load_trace
 from gpumagic.history.baseline import export
 from gpumagic.history.profiles import ProfileRecorder, UnknownProfileError, unpack_summary
-from gpumagic.history.recorder import Recorder, UnknownReferenceError
 from gpumagic.history.rows import pack_samples, statement_key
+from gpumagic.history.saving import Recorder, UnknownReferenceError
 from gpumagic.history.schema import CURRENT_VERSION, V1_SCHEMA, V2_STEP, migrate, version_of
 from gpumagic.history.store import Store
 from gpumagic.render.diff_view import ProfileDiff

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpumagic import load_trace
-from gpumagic.launching_ops import kernel_op_precisions, launching_ops, precision_of_types
 from gpumagic.render.tables import kernel_table_html
 from gpumagic.trace import Trace, frame
+from gpumagic.trace.launching_ops import kernel_op_precisions, launching_ops, precision_of_types
 
 from .two_ranks import DATA
 

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from gpumagic.capture.chrome_trace import load_trace
-from gpumagic.launching_ops import kernel_op_precisions, precision_of_types
 from gpumagic.render.report import ProfileReport
-from gpumagic.summaries import memop_size_summary
-from gpumagic.windows import WindowError, in_window
+from gpumagic.trace.launching_ops import kernel_op_precisions, precision_of_types
+from gpumagic.trace.summaries import memop_size_summary
+from gpumagic.trace.window import WindowError, in_window
 
 SGEMM = "volta_sgemm_128x64_nn"  # an fp32 GEMM on CUDA cores (FFMA), as cuBLAS names it on a V100
 A100 = {"name": "NVIDIA A100-SXM4-40GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108}

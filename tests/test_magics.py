@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 from traitlets import TraitError
 
 from gpumagic.errors import TimingInterrupted
-from gpumagic.magics import GpuMagics, split_options
+from gpumagic.notebook.magics import GpuMagics, split_options
 from gpumagic.timing import TimingResult
 
 FAST = "-r 5 -w 1 "  # keep the shell tests quick: fixed samples, one warm-up call

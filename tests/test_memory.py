@@ -114,7 +114,7 @@ def test_an_oom_the_history_did_not_record_is_placed_at_its_end_from_the_error()
     import json
     from pathlib import Path
 
-    from gpumagic.memory_profile import _failed_request
+    from gpumagic.notebook.memory_magic import _failed_request
 
     a = FakeAllocator()
     a.alloc(40 << 20, forward(30))

@@ -14,10 +14,10 @@ import sqlite3
 
 import pytest
 
-from gpumagic import load_nsys, load_trace, summaries
-from gpumagic.records import KINDS
+from gpumagic import load_nsys, load_trace
 from gpumagic.render.report import ProfileReport
-from gpumagic.trace import COLUMNS, Trace
+from gpumagic.trace import COLUMNS, Trace, summaries
+from gpumagic.trace.coverage import KINDS
 
 DATA = pathlib.Path(__file__).parent / "data"
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"

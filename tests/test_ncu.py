@@ -19,6 +19,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+from gpumagic.api.ncu import load_ncu
 from gpumagic.capture import ncu
 from gpumagic.capture.ncu_read import limiter, read_details_csv, read_raw_csv, to_base
 from gpumagic.capture.ncu_tensor import TENSOR_METRICS
@@ -34,7 +35,6 @@ from gpumagic.errors import (
     NcuTimeoutError,
     NoKernelsProfiledError,
 )
-from gpumagic.ncu_loader import load_ncu
 from gpumagic.render.ncu_view import NcuReport
 
 DATA = pathlib.Path(__file__).parent / "data" / "ncu"

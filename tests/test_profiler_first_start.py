@@ -59,7 +59,7 @@ def test_the_deferral_changes_nothing_where_inductor_is_loaded():
     words = run(
         """
         import sys, torch, torch._inductor
-        from gpumagic.profiler_start import inductor_import_deferred
+        from gpumagic.gpu_activity.profiler_start import inductor_import_deferred
         with inductor_import_deferred():
             print(hasattr(torch, "_inductor"), "_inductor" in torch._lazy_modules)
         """

@@ -29,7 +29,7 @@ import pytest
 
 from gpumagic import load_trace
 from gpumagic.render.report import ProfileReport
-from gpumagic.windows import in_window, steps
+from gpumagic.trace.window import in_window, steps
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

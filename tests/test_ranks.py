@@ -18,9 +18,9 @@ from gpumagic.analysis import findings
 from gpumagic.analysis.communication import STRAGGLER_MIN_NS, WAIT_SHARE
 from gpumagic.analysis.rank_kernels import kernel_ranks, nccl_waits
 from gpumagic.analysis.ranks import is_multi, kernel_summary_by_rank, processes, rank_figures
-from gpumagic.intervals import overlap_by_group, union_by_group, union_ns
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace, frame
+from gpumagic.trace.intervals import overlap_by_group, union_by_group, union_ns
 
 from . import two_ranks
 from .two_ranks import ALL_GATHER, ALL_REDUCE, LABEL, PID_A, PID_B, SHIFT

@@ -1,6 +1,6 @@
 """README.md says only what the code does: its options, settings, names, paths and commands are checked here.
 
-- Every option the README gives a magic is in that magic's parser (read from ``gpumagic.magics``, not listed here).
+- Every option the README gives a magic is in that magic's parser (read from ``gpumagic.notebook.magics``, not listed here).
   An option belongs to a magic where it follows the magic's name (``%gputime -o …``, ``%%gpuprofile --nsys``) and,
   in the sections headed by a magic, where a code span starts with it (``-n N``, ``--top K``). In those sections a
   flag of another tool is written after the tool's name (``nsys profile --capture-range=nvtx``).
@@ -59,7 +59,7 @@ SECTIONS = sections()
 
 
 def magic_parsers() -> dict[str, set[str]]:
-    from gpumagic.magics import GpuMagics
+    from gpumagic.notebook.magics import GpuMagics
 
     def options(fn) -> set[str]:
         return {s for action in fn.parser._actions for s in action.option_strings}
@@ -124,7 +124,7 @@ def test_the_check_would_catch_an_option_that_does_not_exist():
 
 # --- settings -------------------------------------------------------------------------------------------------------
 def traits() -> dict[str, object]:
-    from gpumagic.config import GpuMagicsConfig
+    from gpumagic.notebook.config import GpuMagicsConfig
 
     config = GpuMagicsConfig()
     return {name: getattr(config, name) for name in GpuMagicsConfig.class_trait_names(config=True)}

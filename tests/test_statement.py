@@ -3,7 +3,7 @@ import traceback
 
 import pytest
 
-from gpumagic.statement import compile_statement
+from gpumagic.timing.statement import compile_statement
 
 
 def test_inner_runs_the_statement_n_times_without_touching_the_namespace():

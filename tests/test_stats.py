@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpumagic.stats import StopRule, iqr, median, median_ci, quantile
+from gpumagic.timing.stats import StopRule, iqr, median, median_ci, quantile
 
 floats = st.floats(min_value=1e-9, max_value=1e3, allow_nan=False, allow_infinity=False)
 

@@ -68,12 +68,12 @@ def test_no_import_cycles():
 ONE_WAY = [
     ("gpumagic.capture", "gpumagic.render"),
     ("gpumagic.capture", "gpumagic.analysis"),
-    ("gpumagic.render", "gpumagic.magics"),
+    ("gpumagic.render", "gpumagic.notebook.magics"),
     ("gpumagic.analysis", "gpumagic.render"),
     ("gpumagic.kernels", "gpumagic.trace"),
-    ("gpumagic.timing", "gpumagic.magics"),
+    ("gpumagic.timing", "gpumagic.notebook.magics"),
     ("gpumagic.timing", "gpumagic.capture"),
-    ("gpumagic.capture", "gpumagic.timing"),  # both use gpumagic.profiler_start, below them
+    ("gpumagic.capture", "gpumagic.timing"),  # both use gpumagic.gpu_activity.profiler_start, below them
     ("gpumagic.render", "gpumagic.timing"),  # timing's results draw with render, never the other way
     ("gpumagic.render", "gpumagic.capture"),  # views read no file: the readers are capture's (gpumagic.load_ncu joins)
     ("gpumagic.device_peaks", "gpumagic.render"),  # peaks are tables and arithmetic; their roofline is render's
@@ -97,7 +97,7 @@ def test_the_core_never_imports_ipython_and_no_module_imports_both_torch_and_bok
             for a in (n.names if isinstance(n, ast.Import) else [n])
         }
         assert not ({"torch", "bokeh"} <= names), m
-        if m not in ("gpumagic.magics", "gpumagic", "gpumagic.__main__"):  # the front ends
+        if m not in ("gpumagic.notebook.magics", "gpumagic", "gpumagic.__main__"):  # the front ends
             assert "IPython" not in names, m
 
 
@@ -108,17 +108,17 @@ def test_modules_stay_small():
 
 def test_notebook_advice_lives_in_the_magics_layer_only():
     for m, p in MODULES.items():
-        if m != "gpumagic.magics":
+        if m != "gpumagic.notebook.magics":
             assert "%config" not in p.read_text(encoding="utf-8").replace("``%config", ""), m
 
 
 def test_moved_names_stay_where_users_import_them():
     import gpumagic
+    from gpumagic.api.ncu import load_ncu
     from gpumagic.capture import chrome_trace
-    from gpumagic.chrome_export import write_chrome_trace
-    from gpumagic.ncu_loader import load_ncu
     from gpumagic.render.calls_roofline import roofline
     from gpumagic.render.report import ProfileReport
+    from gpumagic.trace.chrome_export import write_chrome_trace
 
     assert gpumagic.load_ncu is load_ncu and gpumagic.roofline is roofline
     assert chrome_trace.write_chrome_trace is write_chrome_trace  # the reader's module still offers the writer

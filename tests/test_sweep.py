@@ -7,9 +7,9 @@ import torch
 
 from gpumagic.errors import InvalidOptionError, TimingInterrupted
 from gpumagic.render.sweep_plot import geometric
-from gpumagic.stats import StopRule
 from gpumagic.timing import Sampler, TimingOptions, TimingResult
 from gpumagic.timing import sweep as sweep_module
+from gpumagic.timing.stats import StopRule
 from gpumagic.timing.sweep import SweepInterrupted, grid, point_budget, run_sweep, sweep
 from gpumagic.timing.sweep_result import Sweep, SweepPoint
 from gpumagic.timing.work import Work

@@ -12,9 +12,6 @@ import pytest
 
 import gpumagic
 from gpumagic.errors import Hint, InvalidOptionError, TimingInterrupted
-from gpumagic.intervals import union_length
-from gpumagic.statement import compile_statement
-from gpumagic.stats import StopRule
 from gpumagic.timing import HostSampler, Sampler, TimingOptions, TimingResult, measure, tensor_devices
 from gpumagic.timing.measure import (
     Calibration,
@@ -25,6 +22,9 @@ from gpumagic.timing.measure import (
     kernel_pass,
     sample,
 )
+from gpumagic.timing.statement import compile_statement
+from gpumagic.timing.stats import StopRule
+from gpumagic.trace.intervals import union_length
 
 
 class FakeClock:
@@ -700,7 +700,7 @@ def test_steady_waits_at_least_its_minimum_and_gives_up_at_its_cap():
     clock = FakeClock()
     held = Cooling(clock, settle_at=0.0)
     from gpumagic.timing.measure import settle_clocks
-    from gpumagic.timing.records import Notes
+    from gpumagic.timing.steps import Notes
 
     notes = Notes()
     found = settle_clocks(held, lambda n: None, TimingOptions(steady=True, steady_min_time=1.0), 1.6e-3, notes, clock)
@@ -767,7 +767,7 @@ def test_kernels_are_set_against_the_median_at_the_prevailing_clock_when_it_move
 
 
 def test_kernel_pass_step_under_nsys_or_a_users_capture_says_so_once():
-    from gpumagic.cupti_direct import TOOL_HOLDS_CUPTI, CuptiRefused
+    from gpumagic.gpu_activity.cupti_direct import TOOL_HOLDS_CUPTI, CuptiRefused
 
     for reason in (TOOL_HOLDS_CUPTI, "a torch.profiler capture is running in this process"):
 
@@ -783,7 +783,8 @@ def test_kernel_pass_step_under_nsys_or_a_users_capture_says_so_once():
 
 
 def test_under_nsys_the_kernel_pass_refuses_at_once_instead_of_starting_torch_profiler(monkeypatch):
-    from gpumagic import cupti_direct, gpu_activity
+    from gpumagic import gpu_activity
+    from gpumagic.gpu_activity import cupti_direct
 
     monkeypatch.setattr(cupti_direct, "refusal", lambda: cupti_direct.CuptiRefused(cupti_direct.TOOL_HOLDS_CUPTI))
     monkeypatch.setattr(cupti_direct, "torch_profiler_running", lambda: False)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gpumagic
-from gpumagic import profiler_start as warmup
+from gpumagic.gpu_activity import profiler_start as warmup
 from gpumagic.timing import TimingResult
 from gpumagic.timing.work import Work
 

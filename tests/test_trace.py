@@ -205,8 +205,8 @@ def test_load_trace_rejects_what_it_cannot_read(tmp_path):
 
 
 def test_summaries_and_figures_are_computed_once_per_trace(monkeypatch):
-    from gpumagic import summaries
     from gpumagic.render.report import ProfileReport
+    from gpumagic.trace import summaries
 
     t = load_trace(DATA / "torch_block.json.gz")
     t.meta["label"] = "cell:block"

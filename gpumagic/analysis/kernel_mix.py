@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device_caps import compute_capability, has_tensor_cores, has_tf32
 from ..trace import Trace
+from ..trace.device_caps import compute_capability, has_tensor_cores, has_tf32
 from .communication import LIST_RANKS
 from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
 from .rank_kernels import kernel_ranks, waits_by_rank, work_durations

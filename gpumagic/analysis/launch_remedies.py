@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..records import LAUNCH_APIS
 from ..trace import Trace
+from ..trace.coverage import LAUNCH_APIS
 from .finding import api_names
 
 __all__ = ["GRAPH_LAUNCH_APIS", "compiled_regions", "graph_kernels", "join_or", "launch_remedies"]

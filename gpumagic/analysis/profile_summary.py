@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..intervals import union_by_group, union_ns
-from ..summaries import launching_op_rows
 from ..trace import Trace, id_column
+from ..trace.intervals import union_by_group, union_ns
+from ..trace.summaries import launching_op_rows
 from .finding import api_names, kernel_facts
 from .ranks import is_multi, processes, rank_figures
 from .transfers import SYNC_APIS

@@ -4,7 +4,7 @@ A collective's kernel starts when its rank enters the collective and ends when t
 happen before the last rank has entered: so its duration is that rank's wait for the others plus the transfer. The
 rank that enters last waits least, so the shortest duration of one collective over the ranks that ran it is the
 estimate of its transfer time, and each rank's duration beyond it is its wait. One collective is matched across ranks
-as :func:`gpumagic.collectives.collective_instances` does (its kernel name and its place among that rank's kernels
+as :func:`gpumagic.trace.collectives.collective_instances` does (its kernel name and its place among that rank's kernels
 of that name). Where a collective ran
 on one rank only (the other ranks were not captured), nothing is known of its wait and all of it counts as transfer.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collectives import collective_instances
 from ..trace import Trace, id_column
+from ..trace.collectives import collective_instances
 from .finding import kernel_facts
 from .ranks import processes
 

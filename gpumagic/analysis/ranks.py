@@ -26,9 +26,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from .. import summaries
-from ..intervals import clip, overlap_by_group, union_by_group
-from ..trace import RANK_MARK, Trace, id_column
+from ..trace import RANK_MARK, Trace, id_column, summaries
+from ..trace.intervals import clip, overlap_by_group, union_by_group
 from .finding import kernel_facts
 
 __all__ = ["is_multi", "kernel_summary_by_rank", "processes", "rank_figures"]

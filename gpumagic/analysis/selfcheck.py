@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..records import LAUNCH_APIS
 from ..trace import Trace, id_column
+from ..trace.coverage import LAUNCH_APIS
 from .finding import Finding, api_names
 
 __all__ = ["LAUNCH_APIS", "launches", "missing_kernels", "no_gpu_activity", "without_cuda"]

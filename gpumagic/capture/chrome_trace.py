@@ -28,11 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..chrome_export import chrome_trace_events, write_chrome_trace
-from ..device_caps import is_amd
 from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
-from ..records import made_by_api, recorded_kinds
 from ..trace import Trace, frame, nesting_depth
+from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
+from ..trace.coverage import made_by_api, recorded_kinds
+from ..trace.device_caps import is_amd
 
 __all__ = ["check_writable", "chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
 
@@ -59,7 +59,7 @@ def _ns(us: Any) -> int:
 def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace:
     """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or ``.json.gz``).
 
-    ``window``: the span its report's figures are taken over (``gpumagic.windows``): by default the profiler steps
+    ``window``: the span its report's figures are taken over (``gpumagic.trace.window``): by default the profiler steps
     where the trace has them, else the span of its GPU activity; or a range's name, a step range ("3-5"), "gpu",
     "capture". Kept in ``meta["window_choice"]``; the Trace itself holds every event."""
     path = os.fspath(path)

@@ -3,7 +3,7 @@ every rank ran ends at the same time on every rank.
 
 A collective ends on every rank together, when the last rank has joined and the data has moved; it is matched across
 ranks by its name and its place among that rank's kernels of that name (the order NCCL requires every rank to keep:
-:func:`gpumagic.collectives.collective_instances`). The residual skew (the widest spread of the later common
+:func:`gpumagic.trace.collectives.collective_instances`). The residual skew (the widest spread of the later common
 collectives' ends after the shift) says how well one shift fits the whole capture.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..collectives import collective_instances
 from ..trace import COLUMNS, Trace, id_column
+from ..trace.collectives import collective_instances
 
 __all__ = ["align_on_collective"]
 

@@ -108,7 +108,7 @@ class FirstPass:
 
 def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
     """Run ``cell`` as every backend does (``cell.run_cell``) with kernel records on (CUPTI directly, torch.profiler
-    where it cannot be: :func:`gpumagic.gpu_activity.recording`; no CPU op tracing, no Trace: this pass should cost
+    where it cannot be: :func:`gpumagic.gpu_activity`; no CPU op tracing, no Trace: this pass should cost
     little more than the cell), and total each kernel name's GPU time."""
     import torch
 
@@ -145,7 +145,7 @@ def _start_early() -> None:
     except ImportError:
         return
     if torch.cuda.is_available():
-        from gpumagic.cupti_direct import refusal
+        from ..gpu_activity.cupti_direct import refusal
 
         torch.cuda.init()
         refusal()  # imports the binding (0.1-0.2 s) where there is one

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
-from ..records import made_by_api, recorded_kinds
 from ..trace import COLUMNS, Trace, frame, nesting_depth
+from ..trace.coverage import made_by_api, recorded_kinds
 from .nsys_columns import categorical, dims, distinct, int_columns
 from .nsys_processes import PID_OF_GLOBAL, process_meta
 

@@ -1,6 +1,6 @@
 """Options of the capture backends: the one place their defaults are written.
 
-Light on purpose (no pandas, no torch): ``gpumagic.config`` reads these defaults for its ``%config`` traits when the
+Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these defaults for its ``%config`` traits when the
 extension loads, and a script passes the same dataclasses to a backend's ``capture()``.
 """
 

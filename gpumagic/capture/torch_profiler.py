@@ -17,8 +17,8 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
-from ..profiler_start import inductor_import_deferred, mark_started
-from ..records import recorded_kinds
+from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
+from ..trace.coverage import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .chrome_trace import load_trace

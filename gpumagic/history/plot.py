@@ -17,7 +17,7 @@ from typing import Any
 from ..render.compare_plot import time_unit
 from ..render.figure_page import FigurePage
 from ..render.sweep_plot import PALETTE
-from ..stats import quantile
+from ..timing.stats import quantile
 from ..units import format_time
 from .query import select
 from .rows import unpack_samples

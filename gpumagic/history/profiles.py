@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .provenance import provenance
-from .recorder import Recorder, UnknownReferenceError
 from .rows import pack_samples, statement_key
+from .saving import Recorder, UnknownReferenceError
 from .store import PROFILE
 
 __all__ = ["ProfileOutcome", "ProfileRecorder", "UnknownProfileError", "pack_summary", "profile_row", "unpack_summary"]
@@ -147,7 +147,7 @@ class ProfileRecorder(Recorder):
             if self.vs == "last" and not self.notes:
                 out.lines.append("vs last: no earlier profile on this device; this one is saved")
             return out
-        from ..run_diff import diff  # Bokeh and the diff: loaded for --vs alone
+        from ..api.diff import diff  # Bokeh and the diff: loaded for --vs alone
 
         saved = unpack_summary(ref.get("summary"))
         if saved is None:

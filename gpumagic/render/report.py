@@ -14,12 +14,12 @@ from ..analysis import Finding, findings
 from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
-from ..chrome_export import chrome_trace_events, write_chrome_trace
 from ..kernels import decode
-from ..launching_ops import kernel_op_precisions
 from ..trace import Trace
+from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
+from ..trace.launching_ops import kernel_op_precisions
+from ..trace.window import in_window
 from ..units import format_time
-from ..windows import in_window
 from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html, style
@@ -76,7 +76,7 @@ class ProfileReport(FigurePage):
     bokehjs: str = ReportOptions.bokehjs
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    #: The span the report is taken over (``gpumagic.windows``): None for the trace's default (a loaded
+    #: The span the report is taken over (``gpumagic.trace.window``): None for the trace's default (a loaded
     #: torch.profiler trace: its profiler steps, else its GPU span; a live capture: the cell's range); a range name,
     #: a step range ("3-5"), "steps", "gpu" or "capture". The summary line says which.
     window: str | None = None

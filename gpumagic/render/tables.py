@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..kernels import decode
 from ..kernels.labels import distinct_labels
-from ..summaries import not_recorded
+from ..trace.summaries import not_recorded
 from ..units import format_time
 
 __all__ = [

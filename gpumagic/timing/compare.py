@@ -23,14 +23,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InvalidOptionError, TimingInterrupted
-from ..statement import CompiledStatement, compile_statement
-from ..stats import StopDecision
-from .comparison import Comparison
+from .compare_result import Comparison
 from .measure import MAX_BACKLOG
 from .options import TimingOptions
-from .records import Sampling
 from .samplers import Sampler
 from .staged import Prepared, conclude, finish_quietly, prepare
+from .statement import CompiledStatement, compile_statement
+from .stats import StopDecision
+from .steps import Sampling
 
 __all__ = ["ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..cupti_direct import Recording
 from ..gpu_activity import record
-from ..intervals import union_length
+from ..gpu_activity.cupti_direct import Recording
+from ..trace.intervals import union_length
 
 __all__ = ["busy_per_call", "gpu_activity_names", "record_calls", "span_and_busy_per_call"]
 

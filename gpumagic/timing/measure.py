@@ -10,7 +10,7 @@ Timer and %timeit:
 2. :func:`settle_clocks` (``steady`` only): run until the GPU's clock has settled (:mod:`.steady`).
    :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
    (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
-3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.stats.StopRule` says the
+3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.timing.stats.StopRule` says the
    median is stable or the time budget ends; an interrupt keeps what was measured, and ``measure`` raises it
    again carrying the partial result (:class:`~gpumagic.errors.TimingInterrupted`).
    The SM clock is read (NVML) as each round ends, so the result can say at which clock the median was taken.
@@ -37,14 +37,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import Hint
-from ..statement import CompiledStatement
 from .clocks import confirm_clock
 from .options import TimingOptions
 from .passes import SKIP_KERNEL_PASS, TINY, host_pass, kernel_pass
-from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
+from .statement import CompiledStatement
 from .steady import settle
+from .steps import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .work import Work
 
 __all__ = ["assemble", "calibrate", "run_first_call", "sample", "settle_clocks"]  # the steps, for .staged and tests

@@ -3,7 +3,7 @@
 Why one place: the defaults are read by the orchestrator, by :class:`~gpumagic.timing.result.TimingResult` (the
 text thresholds) and by the configuration layer (``%config GpuMagics``), and a default repeated in two places
 drifts. Readers take them from this class (``TimingOptions.precision`` is the default itself) rather than
-restating them. The stop rule's own defaults live on :class:`~gpumagic.stats.StopRule`, which this class holds.
+restating them. The stop rule's own defaults live on :class:`~gpumagic.timing.stats.StopRule`, which this class holds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import InvalidOptionError
-from ..stats import StopRule
+from .stats import StopRule
 
 __all__ = ["Bounds", "TimingOptions"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..cupti_direct import CuptiRefused
 from ..errors import Hint
+from ..gpu_activity.cupti_direct import CuptiRefused
 from .options import TimingOptions
-from .records import Calibration, KernelFigures, Notes
 from .samplers import Sampler
+from .steps import Calibration, KernelFigures, Notes
 
 __all__ = ["PROFILER_START", "host_pass", "kernel_pass"]
 

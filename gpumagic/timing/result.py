@@ -14,13 +14,13 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import stats
 from ..errors import Hint
 from ..units import format_time
+from . import stats
 from .advice import Advised
 from .options import TimingOptions
-from .records import Steadiness
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
+from .steps import Steadiness
 from .work import Work
 
 __all__ = ["TimingResult"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import stats
+from . import stats
 
 __all__ = ["ClockReader", "ClockSummary", "open_reader", "reason_words", "summarize_clocks"]
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import TimingInterrupted
-from ..statement import CompiledStatement, compile_statement
 from .clocks import choose_sampler
 from .measure import _finish_quietly as finish_quietly  # one definition: the interrupt path %gputime takes
 from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, sample, settle_clocks
 from .options import TimingOptions
-from .records import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .result import TimingResult
 from .samplers import Sampler
+from .statement import CompiledStatement, compile_statement
+from .steps import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .work import count_work
 
 __all__ = ["Prepared", "conclude", "finish_quietly", "gputime", "measure", "prepare"]

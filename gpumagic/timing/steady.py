@@ -17,10 +17,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from .. import stats
+from . import stats
 from .options import TimingOptions
-from .records import Steadiness
 from .samplers import Sampler
+from .steps import Steadiness
 
 __all__ = ["settle", "window_settled"]
 

@@ -27,12 +27,12 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidOptionError, TimingInterrupted
-from ..statement import compile_statement
 from .measure import sample
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
 from .staged import conclude, prepare
+from .statement import compile_statement
 from .sweep_result import Sweep, SweepPoint
 
 __all__ = ["FAST_SHARE", "POINT_SAMPLES", "SweepInterrupted", "grid", "point_budget", "sweep"]

@@ -16,13 +16,13 @@ from typing import Any
 
 from ..errors import Hint
 from ..render.figure_page import FigurePage
-from ..stats import median_ci
 from ..units import format_time
 from .advice import Advised
-from .comparison import rate_cells
+from .compare_result import rate_cells
 from .measure import LONGER_RUN
 from .passes import PROFILER_START
 from .result import TimingResult
+from .stats import median_ci
 
 __all__ = ["Sweep", "SweepPoint"]
 

@@ -14,7 +14,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs CUDA", allow_module_level=True)
 
 import gpumagic  # noqa: E402
-from gpumagic.timing.comparison import parse_time  # noqa: E402
+from gpumagic.timing.compare_result import parse_time  # noqa: E402
 
 DEMOS = pathlib.Path(__file__).parents[2] / "demos"
 

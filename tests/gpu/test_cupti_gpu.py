@@ -48,7 +48,7 @@ SAME_CALLS = """
 import statistics, sys, torch
 sys.path.insert(0, sys.argv[1])
 from tests.gpu.test_cupti_gpu import _loop, _ops
-from gpumagic import cupti_direct
+from gpumagic.gpu_activity import cupti_direct
 from gpumagic.timing.cupti import busy_per_call, record_calls
 figures = {}
 for backend in ("cupti", "torch.profiler"):  # CUPTI first: once torch.profiler starts, its clock is kineto's

@@ -78,7 +78,7 @@ def test_magic_on_the_gpu(ns):
 def test_the_kernel_table_tells_bf16_from_fp16_by_the_launching_op(dtype, word):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from gpumagic.launching_ops import kernel_op_precisions
+    from gpumagic.trace.launching_ops import kernel_op_precisions
 
     q = torch.randn(2, 8, 512, 64, device="cuda", dtype=dtype)
 

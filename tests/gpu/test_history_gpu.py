@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 def test_a_gpu_result_is_saved_with_its_device_and_compared(tmp_path, monkeypatch, capsys):
     from IPython.core.interactiveshell import InteractiveShell
 
-    from gpumagic.history import recorder as recorder_mod
+    from gpumagic.history import saving as recorder_mod
     from gpumagic.history.store import Store
 
     path = tmp_path / "history.sqlite"

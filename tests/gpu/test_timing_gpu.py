@@ -11,8 +11,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 
 import gpumagic  # noqa: E402
 from gpumagic.gpu_activity import from_kineto  # noqa: E402
-from gpumagic.intervals import union_length  # noqa: E402
-from gpumagic.profiler_start import warm_profiler  # noqa: E402
+from gpumagic.gpu_activity.profiler_start import warm_profiler  # noqa: E402
+from gpumagic.trace.intervals import union_length  # noqa: E402
 
 
 @pytest.fixture(scope="module")

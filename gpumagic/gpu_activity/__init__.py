@@ -1,11 +1,11 @@
-"""The GPU activity of a block of work: from CUPTI directly (:mod:`gpumagic.cupti_direct`) where it can be driven,
+"""The GPU activity of a block of work: from CUPTI directly (:mod:`gpumagic.gpu_activity.cupti_direct`) where it can be driven,
 else from torch.profiler. The one entry for every pass that needs kernel times and no CPU ops: the kernel pass of
 ``%gputime`` (and so of ``--compare`` and ``sweep``) and the ranking pass of ``--ncu``.
 
 Why a fallback at all: the binding may be absent (it is an optional install), built for another CUDA major, refused
 by an old driver, or CUPTI may be held by another tool. torch.profiler then records the same activities, at the price
-of kineto's first start in the process (5-8 s on an H100 host), paid once through :mod:`gpumagic.profiler_start`. The
-:class:`~gpumagic.cupti_direct.Recording` says which backend recorded it, what a first start cost, and why the
+of kineto's first start in the process (5-8 s on an H100 host), paid once through :mod:`gpumagic.gpu_activity.profiler_start`. The
+:class:`~gpumagic.gpu_activity.cupti_direct.Recording` says which backend recorded it, what a first start cost, and why the
 fallback was taken, so the caller can say so in one line.
 
 A module of its own below both users (``gpumagic.timing`` and ``gpumagic.capture``), as ``profiler_start`` is.
@@ -35,7 +35,7 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
     one-time start runs (the current CUDA device for None). A fallback's :attr:`~Recording.fallback` says why,
     with the fix where there is one. Inside a torch.profiler capture of the user's own it refuses
     (:class:`CuptiRefused`, a ``RuntimeError``) before the block: a second profiler would stop theirs; so it does
-    under nsys or ncu, which hold CUPTI (:data:`~gpumagic.cupti_direct.TOOL_HOLDS_CUPTI`).
+    under nsys or ncu, which hold CUPTI (:data:`~gpumagic.gpu_activity.cupti_direct.TOOL_HOLDS_CUPTI`).
     """
     if cupti_direct.torch_profiler_running():
         # neither profiler may start inside a user's own capture: a nested torch.profiler stops theirs

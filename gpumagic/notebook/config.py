@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from traitlets.config import Config, Configurable
 
-from .capture.options import WARMUP, NcuOptions, NsysOptions
-from .errors import InvalidOptionError
-from .render.options import ReportOptions
-from .stats import StopRule
-from .timing.options import BOUNDS, Bounds, TimingOptions
+from ..capture.options import WARMUP, NcuOptions, NsysOptions
+from ..errors import InvalidOptionError
+from ..render.options import ReportOptions
+from ..timing.options import BOUNDS, Bounds, TimingOptions
+from ..timing.stats import StopRule
 
 _Options = TypeVar("_Options", TimingOptions, NsysOptions, NcuOptions, ReportOptions)
 

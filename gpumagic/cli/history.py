@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..history.query import COLUMNS, select
+from ..history.store import ENV, Store, default_path, resolve_path
 from ..units import format_time
-from .query import COLUMNS, select
-from .store import ENV, Store, default_path, resolve_path
 
 __all__ = ["EXIT_MISSING", "EXIT_SLOWER", "EXIT_UNREADABLE", "main", "percentage"]
 
@@ -112,7 +112,7 @@ def _list(store: Store, args: argparse.Namespace) -> int:
 
 
 def _check(store: Store, args: argparse.Namespace) -> int:
-    from .baseline import check, read_baseline
+    from ..history.baseline import check, read_baseline
 
     try:
         doc = read_baseline(args.baseline)
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "history":
             if args.export:
-                from .baseline import export
+                from ..history.baseline import export
 
                 n = export(store, args.export, label=args.label, statement=args.statement, device=args.device)
                 print(f"{n} results written to {args.export} (the latest of each statement)")

@@ -13,11 +13,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .analysis.diff import diff_summaries
-from .analysis.profile_summary import SYNC_APIS, Narrow, ProfileSummary, summarize
-from .errors import GpuMagicError
-from .render.diff_view import ProfileDiff
-from .trace import Trace
+from ..analysis.diff import diff_summaries
+from ..analysis.profile_summary import SYNC_APIS, Narrow, ProfileSummary, summarize
+from ..errors import GpuMagicError
+from ..render.diff_view import ProfileDiff
+from ..trace import Trace
 
 __all__ = ["diff", "load_run", "summary_of"]
 
@@ -26,7 +26,7 @@ _JSON = (".json", ".json.gz")
 
 def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trace:
     """The Trace of a path: nsys exports by ``load_nsys``, Chrome traces by ``load_trace``, several by either."""
-    from .capture.reports import expand, is_many, load_nsys, load_trace
+    from ..capture.reports import expand, is_many, load_nsys, load_trace
 
     if is_many(path):
         files = expand(path)  # type: ignore[arg-type]
@@ -47,7 +47,7 @@ def summary_of(run: Any) -> ProfileSummary:
         return summarize(trace)
     if isinstance(run, (str, os.PathLike, list, tuple)):
         trace = load_run(run)
-        from .capture.nsys_narrow import narrow_read
+        from ..capture.nsys_narrow import narrow_read
 
         columns = narrow_read(trace, SYNC_APIS)
         return summarize(trace, Narrow(**columns) if columns else None)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import GpuMagicError
-from .cli import EXIT_SLOWER, EXIT_UNREADABLE, percentage
+from .history import EXIT_SLOWER, EXIT_UNREADABLE, percentage
 
 __all__ = ["main", "parser"]
 
@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from ..run_diff import diff
+    from ..api.diff import diff
 
     try:
         result = diff(args.a, args.b, top=args.top)

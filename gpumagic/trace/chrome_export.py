@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from .trace import Trace
+from .model import Trace
 
 __all__ = ["chrome_trace_events", "write_chrome_trace"]
 

@@ -25,7 +25,7 @@ import tokenize
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import InvalidOptionError
+from ..errors import InvalidOptionError
 
 __all__ = ["labelled_statements", "own_label", "split_options", "sweep_params"]
 

@@ -2,7 +2,7 @@
 
 Why: kineto's first start in a process took 5-8 s on an H100 host (CUPTI's own start, driven directly, 0.03 s), and
 the first capture of a process drops kernels at its start (pytorch #192021). Kernel times now come from CUPTI directly
-(:mod:`gpumagic.cupti_direct`); torch.profiler is the fallback there (:mod:`gpumagic.gpu_activity`) and the engine of
+(:mod:`gpumagic.gpu_activity.cupti_direct`); torch.profiler is the fallback there (:mod:`gpumagic.gpu_activity`) and the engine of
 ``%%gpuprofile``, which needs CPU ops. Before the fallback's first capture, one throwaway capture absorbs both costs,
 and its seconds are kept for the note that says what the start cost and how to avoid it. A ``%%gpuprofile`` capture
 counts as the start (:func:`mark_started`).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import Hint
-from ..stats import StopDecision
+from .stats import StopDecision
 
 __all__ = ["Calibration", "KernelFigures", "Notes", "Sampling", "Steadiness"]
 

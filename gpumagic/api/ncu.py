@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from .capture.ncu import load_ncu_data
-from .render.ncu_view import NcuReport
+from ..capture.ncu import load_ncu_data
+from ..render.ncu_view import NcuReport
 
 __all__ = ["load_ncu"]
 

@@ -14,11 +14,11 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ..errors import CellError, GpuMagicError, Hint, TimingInterrupted
+from ..timing import measure
+from ..timing.statement import compile_statement
 from .cell_syntax import labelled_statements, own_label, split_options, sweep_params
 from .config import GpuMagicsConfig
-from .errors import CellError, GpuMagicError, Hint, TimingInterrupted
-from .statement import compile_statement
-from .timing import measure
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
@@ -204,7 +204,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _recorder(self, args: Any) -> Any:
         """Where this run is saved (``-l``) and ``--vs``'s reference (a label or an id is looked up now)."""
-        from .history.recorder import Recorder
+        from ..history.saving import Recorder
 
         if args.vs and (args.compare or args.sweep):
             raise UsageError("%gputime: --vs compares one statement with a saved run, not --compare or --sweep")
@@ -215,8 +215,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _gputime_many(self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool, rec: Any) -> Any:
         """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by the core."""
-        from .timing.compare import compare_compiled
-        from .timing.sweep import sweep
+        from ..timing.compare import compare_compiled
+        from ..timing.sweep import sweep
 
         if args.compare and not cell_mode:
             raise UsageError("%gputime --compare needs the cell form: %%gputime --compare, one statement per line")
@@ -318,7 +318,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.nproc is not None and not args.nsys:
             raise UsageError("%%gpuprofile: --nproc goes with --nsys (the ranks run under torchrun inside nsys)")
         if args.memory:  # the allocator's history for the cell, not the kernel capture (memory_profile.py)
-            from .memory_profile import memory_magic
+            from .memory_magic import memory_magic
 
             with _capture_errors("%%gpuprofile --memory", said=False, fallback=_INTERRUPTED):
                 value = memory_magic(self, args, cell, show=display)
@@ -338,14 +338,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
         except ImportError:
             raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
-        from .capture.chrome_trace import check_writable
-        from .history.profiles import ProfileRecorder
+        from ..capture.chrome_trace import check_writable
+        from ..history.profiles import ProfileRecorder
 
         shell = self.shell
         label = args.label or f"cell:{shell.execution_count}"
         source = shell.transform_cell(cell)
         if args.nsys:
-            from .capture import nsys as backend
+            from ..capture import nsys as backend
 
             runnable: Any = source
             options: Any = self.nsys_options(
@@ -356,8 +356,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
             )
             prefix = "%%gpuprofile --nsys"
         else:
-            from .capture import torch_profiler as backend
-            from .capture.cell import Cell, compile_tree
+            from ..capture import torch_profiler as backend
+            from ..capture.cell import Cell, compile_tree
 
             filename = shell.compile.cache(source)  # registered with linecache: tracebacks show the cell's lines
             code, last = compile_tree(shell.transform_ast(shell.compile.ast_parse(source, filename)), filename)
@@ -387,9 +387,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 "%%gpuprofile --ncu needs a CUDA GPU: Nsight Compute measures kernels on the device, and none is "
                 "visible here (torch.cuda.is_available() is False). A saved report opens with gpumagic.load_ncu(path)."
             )
-        from .capture import ncu as backend
-        from .render import embed
-        from .render.ncu_view import NcuReport
+        from ..capture import ncu as backend
+        from ..render import embed
+        from ..render.ncu_view import NcuReport
 
         shell, clocks = self.shell, "none" if args.no_clock_control else None
         label, source = args.label or f"cell:{shell.execution_count}", shell.transform_cell(cell)
@@ -432,8 +432,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
     def _show(self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None) -> None:
         """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``, display."""
-        from .render import embed
-        from .render.report import ProfileReport
+        from ..render import embed
+        from ..render.report import ProfileReport
 
         embed.ONCE.current_cell = self._running_cell
 

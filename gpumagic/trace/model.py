@@ -12,7 +12,7 @@ million-kernel export answers ``kernel_summary()`` without building a million-ro
 An empty table is either a fact (the capture recorded kernels and none ran) or unknown (it did not record them: nsys
 run without cuda in its trace list, torch.profiler without ProfilerActivity.CUDA). ``Trace.recorded(kind)`` tells
 which, from ``meta["recorded"]`` (filled by the loaders); what needs a kind that was not recorded says so and how to
-record it (``Trace.not_recorded``, its sentences in ``records.py``), never a 0 or an idle GPU.
+record it (``Trace.not_recorded``, its sentences in ``coverage.py``), never a 0 or an idle GPU.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pandas as pd
 
-from . import records, summaries
+from . import coverage, summaries
 from .intervals import union_by_group, union_ns
 
 _T = TypeVar("_T")
@@ -199,12 +199,12 @@ class Trace:
     def not_recorded(self, kind: str, detail: str = "") -> str | None:
         """None where the capture recorded ``kind``; else the sentence a user reads: that the capture did not record
         it, how that shows, and how to record it. ``detail`` (what follows from it) goes before the how."""
-        return None if self.recorded(kind) else records.not_recorded_in(self.meta, kind, detail)
+        return None if self.recorded(kind) else coverage.not_recorded_in(self.meta, kind, detail)
 
     def recordable(self, kind: str) -> bool:
         """Whether the capture's backend records ``kind`` at all (nsys records no torch ops, torch.profiler no OS
         runtime calls); True where the backend is not one gpumagic knows."""
-        return records.recordable(str(self.meta.get("backend", "")), kind)
+        return coverage.recordable(str(self.meta.get("backend", "")), kind)
 
     def rows(self, table: str) -> int:
         """The row count of ``table``, without reading it from the source when it has not been read yet."""

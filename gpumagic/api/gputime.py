@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .recorder import Recorder
+    from ..history.saving import Recorder
 
 __all__ = ["compare", "gputime", "sweep"]
 
@@ -33,7 +33,7 @@ def _source(stmt: Any) -> str:
 def _recorder(history: History, label: str | None) -> Recorder | None:
     if history is False:
         return None
-    from .recorder import Recorder  # sqlite3 and the rest: loaded by the first result, not by `import gpumagic`
+    from ..history.saving import Recorder  # sqlite3 and the rest: loaded by the first result, not by `import gpumagic`
 
     return Recorder(None if history is None or history is True else history, label=label)
 

@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .analysis.memory import analyze_memory, format_bytes
-from .capture.memory_snapshot import read_snapshot
-from .render.memory_view import MemoryView
+from ..analysis.memory import analyze_memory, format_bytes
+from ..capture.memory_snapshot import read_snapshot
+from ..render.memory_view import MemoryView
 
 __all__ = ["load_memory_snapshot", "memory_magic", "profile_cell_memory"]
 
@@ -50,8 +50,8 @@ def profile_cell_memory(
     ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's value. A cell that raised (an
     out-of-memory error among others) is shown with what was alive when it failed, then its exception is raised
     again."""
-    from .capture.cell import Cell, compile_tree
-    from .capture.memory_cell import capture_memory
+    from ..capture.cell import Cell, compile_tree
+    from ..capture.memory_cell import capture_memory
 
     source = shell.transform_cell(cell)
     filename = shell.compile.cache(source)  # registered with linecache: tracebacks and stacks show the cell's lines
@@ -84,8 +84,8 @@ def profile_cell_memory(
 def memory_magic(magics: Any, args: Any, cell: str, show: Callable[[Any], Any]) -> Any:
     """``%%gpuprofile --memory`` from the magic's parsed options (``magics``: the GpuMagics instance, for its
     settings, its checks of -w/-n/-o and the running cell); returns the cell's value."""
-    from .errors import InvalidOptionError
-    from .render import embed
+    from ..errors import InvalidOptionError
+    from ..render import embed
 
     if args.nsys or args.ncu or args.trace:
         raise InvalidOptionError(

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import InvalidOptionError
-from .trace import Trace, id_column
+from ..errors import InvalidOptionError
+from .model import Trace, id_column
 
 __all__ = ["STEP", "Window", "WindowError", "choose", "in_window", "steps"]
 

@@ -3,7 +3,7 @@
 A kernel name does not always say its precision: cuDNN's fused attention kernels for bf16 and fp16 share one name
 ("..._flash_fprop_wgmma_f16_..."), and helper kernels ("cudnn::fusion::compute_dot_do_o_specialized") say none.
 The op that launched the kernel does: torch.profiler records each op's input types ("c10::BFloat16") where shapes
-are recorded. The link is the one ``summaries.op_summary`` follows (:func:`gpumagic.summaries.launching_op_rows`):
+are recorded. The link is the one ``summaries.op_summary`` follows (:func:`gpumagic.trace.summaries.launching_op_rows`):
 kernel -> launching CUDA API call (by correlation id) -> the innermost op enclosing that call on the same thread.
 An nsys export has no torch ops, so there the name is all there is.
 """
@@ -14,8 +14,8 @@ from collections import Counter
 
 import numpy as np
 
+from .model import Trace
 from .summaries import launching_op_rows
-from .trace import Trace
 
 __all__ = ["PRECISION_OF_TYPE", "kernel_op_precisions", "launching_ops", "precision_of_types"]
 
