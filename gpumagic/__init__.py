@@ -1,9 +1,10 @@
 """gpumagic: how fast is this on the GPU, and why? IPython magics on PyTorch.
 
-``%load_ext gpumagic`` registers ``%gputime``/``%%gputime``. The measuring core works without IPython:
-``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`; ``gpumagic.compare`` and
-``gpumagic.sweep`` are ``%%gputime --compare`` and ``--sweep``. Each saves its results to the history, as the magics
-do (``label=``, ``history=False``); ``gpumagic.history()`` lists them, ``gpumagic.plot_history()`` draws them.
+``%load_ext gpumagic`` registers ``%gputime``/``%%gputime``. The measuring core works without
+IPython: ``gpumagic.gputime("A @ B", globals={...})`` returns the same :class:`TimingResult`;
+``gpumagic.compare`` and ``gpumagic.sweep`` are ``%%gputime --compare`` and ``--sweep``. Each saves
+its results to the history, as the magics do (``label=``, ``history=False``); ``gpumagic.history()``
+lists them, ``gpumagic.plot_history()`` draws them.
 """
 
 from __future__ import annotations
@@ -59,11 +60,15 @@ def __getattr__(name: str) -> Any:
         from .kernels import decode
 
         return decode
-    if name == "diff":  # two runs compared (reads files through the capture readers, draws with Bokeh)
+    if (
+        name == "diff"
+    ):  # two runs compared (reads files through the capture readers, draws with Bokeh)
         from .api.diff import diff
 
         return diff
-    if name == "load_memory_snapshot":  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
+    if (
+        name == "load_memory_snapshot"
+    ):  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
         from .notebook.memory_magic import load_memory_snapshot
 
         return load_memory_snapshot
@@ -75,7 +80,9 @@ def __getattr__(name: str) -> Any:
         from .api.ncu import load_ncu
 
         return load_ncu
-    if name == "roofline":  # timed calls under the datasheet ceilings (a figure: the render layer's)
+    if (
+        name == "roofline"
+    ):  # timed calls under the datasheet ceilings (a figure: the render layer's)
         from .render.calls_roofline import roofline
 
         return roofline
@@ -83,7 +90,9 @@ def __getattr__(name: str) -> Any:
         from .capture.reports import load_nsys
 
         return load_nsys
-    if name == "compare":  # the functions (saving to the history), not gpumagic.timing's modules of the same names
+    if (
+        name == "compare"
+    ):  # the functions (saving to the history), not gpumagic.timing's modules of the same names
         from .api.gputime import compare
 
         return compare
@@ -91,7 +100,9 @@ def __getattr__(name: str) -> Any:
         from .api.gputime import sweep
 
         return sweep
-    if name == "history":  # the package answers the call: gpumagic.history(label=...) is a DataFrame
+    if (
+        name == "history"
+    ):  # the package answers the call: gpumagic.history(label=...) is a DataFrame
         from . import history
 
         return history
@@ -99,7 +110,10 @@ def __getattr__(name: str) -> Any:
         from .history import plot_history
 
         return plot_history
-    if name in ("peaks", "measure_peak"):  # the device peaks table and the measurement of this GPU's own
+    if name in (
+        "peaks",
+        "measure_peak",
+    ):  # the device peaks table and the measurement of this GPU's own
         from . import device_peaks
 
         return getattr(device_peaks, name)

@@ -1,8 +1,10 @@
-"""``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU where there is one.
+"""``python -m gpumagic [N]``: load the extension in an IPython shell and time a matmul, on the GPU
+where there is one.
 
-A quick check that the install works, and a first look at the output. ``python -m gpumagic history`` lists the saved
-results and ``python -m gpumagic check BASELINE`` compares the latest with a baseline (:mod:`gpumagic.cli.history`);
-``python -m gpumagic diff A B`` compares two profiles (:mod:`gpumagic.cli.diff`).
+A quick check that the install works, and a first look at the output. ``python -m gpumagic history``
+lists the saved results and ``python -m gpumagic check BASELINE`` compares the latest with a
+baseline (:mod:`gpumagic.cli.history`); ``python -m gpumagic diff A B`` compares two profiles
+(:mod:`gpumagic.cli.diff`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ HISTORY_COMMANDS = ("history", "check")
 
 
 def matrix_size(text: str) -> int:
-    """A matrix size from the command line: a whole number of at least 1 (argparse reports anything else)."""
+    """A matrix size from the command line: a whole number of at least 1 (argparse reports anything
+    else)."""
     try:
         size = int(text)
     except ValueError:
         size = 0
     if size < 1:
         raise argparse.ArgumentTypeError(
-            f"invalid size {text!r}: the matrix size must be a whole number of at least 1, e.g. {DEFAULT_SIZE}"
+            f"invalid size {text!r}: the matrix size must be a whole number of at least 1, "
+            f"e.g. {DEFAULT_SIZE}"
         )
     return size
 
@@ -31,14 +35,23 @@ def matrix_size(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m gpumagic",
-        description="Check the install: load the gpumagic extension in an IPython shell, then %gputime an N×N fp32 "
-        "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU otherwise.",
-        epilog="The history of results: python -m gpumagic history [--label NAME] [--csv] [--export FILE]; "
-        "python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: python -m gpumagic diff A B "
+        description="Check the install: load the gpumagic extension in an IPython shell, "
+        "then %gputime an N×N fp32 "
+        "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU "
+        "otherwise.",
+        epilog="The history of results: python -m gpumagic history [--label NAME] [--csv] "
+        "[--export FILE]; "
+        "python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: python "
+        "-m gpumagic diff A B "
         "[--fail-above 5%] (each with -h).",
     )
     ap.add_argument(
-        "size", metavar="N", nargs="?", type=matrix_size, default=DEFAULT_SIZE, help="matrix size (default 1024)"
+        "size",
+        metavar="N",
+        nargs="?",
+        type=matrix_size,
+        default=DEFAULT_SIZE,
+        help="matrix size (default 1024)",
     )
     return ap
 

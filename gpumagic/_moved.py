@@ -1,8 +1,9 @@
-"""Modules that moved in 0.2 keep importing from their old paths for one release, with a DeprecationWarning.
+"""Modules that moved in 0.2 keep importing from their old paths for one release, with a
+DeprecationWarning.
 
-Why a finder and not a file per old path: the package root would again list two dozen modules, which is what the
-move was for. The finder answers only the names below, hands back the module from its new home (one module object,
-so a patch of either name patches both) and says where it lives now.
+Why a finder and not a file per old path: the package root would again list two dozen modules, which
+is what the move was for. The finder answers only the names below, hands back the module from its
+new home (one module object, so a patch of either name patches both) and says where it lives now.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class _Alias(importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         warnings.warn(
-            f"{spec.name} moved to {self.new}: import it from there ({spec.name} stops working in 0.3)",
+            f"{spec.name} moved to {self.new}: import it from there ({spec.name} stops "
+            f"working in 0.3)",
             DeprecationWarning,
             stacklevel=3,
         )

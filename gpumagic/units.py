@@ -1,5 +1,6 @@
-"""Human-readable times, in the style of IPython's ``%timeit`` (three significant digits, one unit per number), and
-rates with an SI prefix (51.9 TFLOP/s, 3.05 TB/s): one spelling for the timing line, the tables and the plots."""
+"""Human-readable times, in the style of IPython's ``%timeit`` (three significant digits, one unit
+per number), and rates with an SI prefix (51.9 TFLOP/s, 3.05 TB/s): one spelling for the timing
+line, the tables and the plots."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def micro_sign() -> str:
-    """'µ' where stdout can encode it, else 'u' (as IPython does for terminals with a narrow encoding)."""
+    """'µ' where stdout can encode it, else 'u' (as IPython does for terminals with a narrow
+    encoding)."""
     encoding = getattr(sys.stdout, "encoding", None) or "ascii"
     try:
         "\xb5".encode(encoding)
@@ -46,8 +48,8 @@ def format_time(seconds: float, precision: int = 3) -> str:
 
 
 def format_si(value: float | None, unit: str, missing: str = "n/a") -> str:
-    """3 significant digits with an SI prefix: format_si(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'; ``missing`` for
-    None, NaN or infinity."""
+    """3 significant digits with an SI prefix: format_si(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s';
+    ``missing`` for None, NaN or infinity."""
     if value is None or not math.isfinite(value):
         return missing
     for scale, prefix in _SI:

@@ -1,13 +1,16 @@
-"""Findings computed from a Trace: each a sentence with the numbers behind it. No rendering, no torch.
+"""Findings computed from a Trace: each a sentence with the numbers behind it. No rendering, no
+torch.
 
-What no other notebook tool says for you: do the numbers check out (kernels seen vs launches issued), is the GPU
-busy or waiting on the host, are the kernels too small to amortise their launch, is an fp32 GEMM running on CUDA
-cores when TF32 tensor cores would do, are there copies nobody asked for, large host<->device transfers or host
-waits inside the cell, where does the time go; with several ranks, which rank the others wait for and how much of
-the communication compute does not hide (``communication.py``, over ``ranks.py``'s per-rank figures). One small
-analyzer per finding, each ``Trace -> list[Finding]``, run in the order below; a new finding is a new function in
-the list. Every percentage names its total: "of kernel time" (the kernels' summed durations), "of GPU busy time"
-(kernels and memory operations, overlap once; with several GPUs, each GPU's summed) or of the window.
+What no other notebook tool says for you: do the numbers check out (kernels seen vs launches
+issued), is the GPU busy or waiting on the host, are the kernels too small to amortise their launch,
+is an fp32 GEMM running on CUDA cores when TF32 tensor cores would do, are there copies nobody asked
+for, large host<->device transfers or host waits inside the cell, where does the time go; with
+several ranks, which rank the others wait for and how much of the communication compute does not
+hide (``communication.py``, over ``ranks.py``'s per-rank figures). One small analyzer per finding,
+each ``Trace -> list[Finding]``, run in the order below; a new finding is a new function in the
+list. Every percentage names its total: "of kernel time" (the kernels' summed durations), "of GPU
+busy time" (kernels and memory operations, overlap once; with several GPUs, each GPU's summed) or of
+the window.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ __all__ = ["ANALYZERS", "TINY_KERNEL_NS", "Analyzer", "Finding", "findings"]
 
 Analyzer = Callable[[Trace], list[Finding]]
 
-#: Self-checks first (numbers that do not add up are the most important thing to say), then where the time goes.
+#: Self-checks first (numbers that do not add up are the most important thing to say), then where
+#: the time goes.
 ANALYZERS: tuple[Analyzer, ...] = (
     job_files,
     missing_kernels,
@@ -45,8 +49,8 @@ ANALYZERS: tuple[Analyzer, ...] = (
 
 
 def findings(trace: Trace, top: int = 3) -> list[Finding]:
-    """Every finding about ``trace``: why there is no GPU activity, if there is none; else each analyzer's, and the
-    ``top`` kernels' share last."""
+    """Every finding about ``trace``: why there is no GPU activity, if there is none; else each
+    analyzer's, and the ``top`` kernels' share last."""
     nothing = no_gpu_activity(trace)
     if nothing:
         return nothing

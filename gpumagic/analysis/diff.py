@@ -1,17 +1,23 @@
-"""Two runs compared: where the GPU time went, kernel by kernel and op by op, and the figures side by side.
+"""Two runs compared: where the GPU time went, kernel by kernel and op by op, and the figures side
+by side.
 
-:func:`diff_summaries` takes two :class:`~gpumagic.analysis.profile_summary.ProfileSummary` (one per run) and
-returns a :class:`DiffData`: pure numbers and sentences, no drawing (``render/diff_view.py`` shows it).
+:func:`diff_summaries` takes two :class:`~gpumagic.analysis.profile_summary.ProfileSummary` (one per
+run) and returns a :class:`DiffData`: pure numbers and sentences, no drawing
+(``render/diff_view.py`` shows it).
 
-- Ranks are compared rank by rank: "rank 1" of A with "rank 1" of B; two runs of one process each are compared
-  whatever their labels; a rank only one run has is compared with nothing (all its kernels new or vanished).
+- Ranks are compared rank by rank: "rank 1" of A with "rank 1" of B; two runs of one process each
+  are compared whatever their labels; a rank only one run has is compared with nothing (all its
+  kernels new or vanished).
 - Within a rank, kernels are matched by what they are (``diff_match.py``).
-- **The rows reconcile.** ``rows`` holds every kernel, memory-operation kind and, per rank, the overlap that GPU busy
-  counts once (``ProfileSummary``'s ``overlap_ns``): their deltas add up exactly to B's GPU busy less A's.
-- ``figures``: GPU busy and idle, the window, host synchronisations, copies, NCCL time split into waiting for other
-  ranks and moving data (where both runs captured several ranks), side by side per rank.
-- ``environment``: what differs between the runs' devices, driver, CUDA, torch, capture, and their GEMM precision,
-  stated before anything else; ``changes``: the largest changes, a sentence each (``diff_text.py``).
+- **The rows reconcile.** ``rows`` holds every kernel, memory-operation kind and, per rank, the
+  overlap that GPU busy counts once (``ProfileSummary``'s ``overlap_ns``): their deltas add up
+  exactly to B's GPU busy less A's.
+- ``figures``: GPU busy and idle, the window, host synchronisations, copies, NCCL time split into
+  waiting for other ranks and moving data (where both runs captured several ranks), side by side per
+  rank.
+- ``environment``: what differs between the runs' devices, driver, CUDA, torch, capture, and their
+  GEMM precision, stated before anything else; ``changes``: the largest changes, a sentence each
+  (``diff_text.py``).
 """
 
 from __future__ import annotations
@@ -27,19 +33,32 @@ from .profile_summary import ProfileSummary
 
 __all__ = ["DiffData", "diff_summaries"]
 
-_ROW_COLS = ["rank", "kind", "name_a", "name_b", "calls_a", "calls_b", "ns_a", "ns_b", "delta_ns", "ratio"]
+_ROW_COLS = [
+    "rank",
+    "kind",
+    "name_a",
+    "name_b",
+    "calls_a",
+    "calls_b",
+    "ns_a",
+    "ns_b",
+    "delta_ns",
+    "ratio",
+]
 _ROW_COLS += ["match", "how", "op", "shapes", "first"]
 
 
 @dataclass
 class DiffData:
-    """Run A against run B. ``rows``: one per kernel (or pair of matched kernels), memory-operation kind and rank
-    overlap: ``rank``, ``kind`` ("kernel", "memop", "overlap"), ``name_a``, ``name_b``, ``calls_a``, ``calls_b``,
-    ``ns_a``, ``ns_b``, ``delta_ns`` (B - A), ``ratio`` (B / A; NaN where A is 0), ``match`` ("same", "loose", "new",
-    "vanished"; "" for memory operations and overlap), ``how`` (a loose match's stage), ``op`` and ``shapes`` (the
-    launching op where known), ``first``; sorted by rank then the size of the change. ``ops``: per rank and launching
-    op, ``calls_a``/``calls_b``, ``ns_a``/``ns_b``, ``delta_ns``, ``ratio`` (empty where neither run recorded ops).
-    ``figures``: rank, figure, a, b, unit. ``ranks``: the rank pairs (label, A's label, B's label)."""
+    """Run A against run B. ``rows``: one per kernel (or pair of matched kernels), memory-operation
+    kind and rank overlap: ``rank``, ``kind`` ("kernel", "memop", "overlap"), ``name_a``,
+    ``name_b``, ``calls_a``, ``calls_b``, ``ns_a``, ``ns_b``, ``delta_ns`` (B - A), ``ratio`` (B /
+    A; NaN where A is 0), ``match`` ("same", "loose", "new", "vanished"; "" for memory operations
+    and overlap), ``how`` (a loose match's stage), ``op`` and ``shapes`` (the launching op where
+    known), ``first``; sorted by rank then the size of the change. ``ops``: per rank and launching
+    op, ``calls_a``/``calls_b``, ``ns_a``/``ns_b``, ``delta_ns``, ``ratio`` (empty where neither run
+    recorded ops). ``figures``: rank, figure, a, b, unit. ``ranks``: the rank pairs (label, A's
+    label, B's label)."""
 
     a: ProfileSummary
     b: ProfileSummary
@@ -96,7 +115,11 @@ def diff_summaries(a: ProfileSummary, b: ProfileSummary) -> DiffData:
         parts += [k, _memop_rows(a, b, shown, ra, rb), _overlap_row(a, b, shown, ra, rb)]
         if a.ops_known and b.ops_known:  # an op one run did not record is unknown there, not gone
             ops.append(_op_rows(a, b, shown, ra, rb))
-    rows = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else None
+    rows = (
+        pd.concat([p for p in parts if len(p)], ignore_index=True)
+        if any(len(p) for p in parts)
+        else None
+    )
     rows = _finish(rows if rows is not None else pd.DataFrame(columns=_ROW_COLS))
     op_cols = ["rank", "op", "calls_a", "ns_a", "calls_b", "ns_b", "delta_ns", "ratio"]
     op_rows = pd.concat(ops, ignore_index=True) if ops else pd.DataFrame(columns=op_cols)
@@ -113,7 +136,9 @@ def _finish(rows: pd.DataFrame) -> pd.DataFrame:
     rows["ratio"] = np.where(rows["ns_a"] > 0, rows["ns_b"] / rows["ns_a"].clip(lower=1), np.nan)
     for c in ("match", "how", "op", "shapes"):
         rows[c] = rows[c].fillna("")
-    order = rows.assign(_size=-rows["delta_ns"].abs(), _kind=rows["kind"].map({"kernel": 0, "memop": 1}).fillna(2))
+    order = rows.assign(
+        _size=-rows["delta_ns"].abs(), _kind=rows["kind"].map({"kernel": 0, "memop": 1}).fillna(2)
+    )
     order = order.sort_values(["rank", "_kind", "_size", "first"], kind="stable")
     return order[_ROW_COLS].reset_index(drop=True)
 
@@ -122,7 +147,9 @@ def _side(df: pd.DataFrame, rank: str | None) -> pd.DataFrame:
     return df[df["rank"] == rank] if rank is not None else df.iloc[0:0]
 
 
-def _memop_rows(a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None) -> pd.DataFrame:
+def _memop_rows(
+    a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None
+) -> pd.DataFrame:
     ma = _side(a.memops, ra).set_index("kind")
     mb = _side(b.memops, rb).set_index("kind")
     kinds = list(dict.fromkeys([*ma.index, *mb.index]))
@@ -145,30 +172,45 @@ def _memop_rows(a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None
     return pd.DataFrame(rows)
 
 
-def _overlap_row(a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None) -> pd.DataFrame:
-    """GPU busy counts concurrent work once: the kernels' and copies' summed time less the overlap."""
+def _overlap_row(
+    a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None
+) -> pd.DataFrame:
+    """GPU busy counts concurrent work once: the kernels' and copies' summed time less the
+    overlap."""
     oa = int(_side(a.ranks, ra)["overlap_ns"].sum())
     ob = int(_side(b.ranks, rb)["overlap_ns"].sum())
     if not oa and not ob:
         return pd.DataFrame()
     name = "overlap (concurrent work, counted once in GPU busy)"
-    return pd.DataFrame([{"rank": shown, "kind": "overlap", "name_a": name, "name_b": name, "ns_a": oa, "ns_b": ob}])
+    return pd.DataFrame(
+        [{"rank": shown, "kind": "overlap", "name_a": name, "name_b": name, "ns_a": oa, "ns_b": ob}]
+    )
 
 
-def _op_rows(a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None) -> pd.DataFrame:
+def _op_rows(
+    a: ProfileSummary, b: ProfileSummary, shown: str, ra: str | None, rb: str | None
+) -> pd.DataFrame:
     oa, ob = _side(a.ops, ra), _side(b.ops, rb)
     if oa.empty and ob.empty:
         return pd.DataFrame()
-    m = oa[["op", "calls", "ns"]].merge(ob[["op", "calls", "ns"]], on="op", how="outer", suffixes=("_a", "_b"))
+    m = oa[["op", "calls", "ns"]].merge(
+        ob[["op", "calls", "ns"]], on="op", how="outer", suffixes=("_a", "_b")
+    )
     for c in ("calls_a", "calls_b", "ns_a", "ns_b"):
         m[c] = m[c].fillna(0).astype(np.int64)
     m["delta_ns"] = m["ns_b"] - m["ns_a"]
     m["ratio"] = np.where(m["ns_a"] > 0, m["ns_b"] / m["ns_a"].clip(lower=1), np.nan)
     m.insert(0, "rank", shown)
-    return m.assign(_size=-m["delta_ns"].abs()).sort_values("_size", kind="stable").drop(columns="_size")
+    return (
+        m.assign(_size=-m["delta_ns"].abs())
+        .sort_values("_size", kind="stable")
+        .drop(columns="_size")
+    )
 
 
-def _figures(a: ProfileSummary, b: ProfileSummary, ranks: list[tuple[str, str | None, str | None]]) -> pd.DataFrame:
+def _figures(
+    a: ProfileSummary, b: ProfileSummary, ranks: list[tuple[str, str | None, str | None]]
+) -> pd.DataFrame:
     """Side by side per rank: the figures a run is judged by."""
     out = []
     for shown, ra, rb in ranks:

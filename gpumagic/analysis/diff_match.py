@@ -1,18 +1,23 @@
-"""Which kernel of run B is which kernel of run A: matching by what a kernel is, not only by its name.
+"""Which kernel of run B is which kernel of run A: matching by what a kernel is, not only by its
+name.
 
-A run that turns TF32 on, upgrades cuBLAS or compiles a model launches kernels with other names for the same work:
-matched by name alone, the diff would read "a 52.9 ms GEMM vanished, a 14.1 ms GEMM appeared". Here, within one rank,
-kernels are matched in stages, each tried only on what the stages before left unmatched:
+A run that turns TF32 on, upgrades cuBLAS or compiles a model launches kernels with other names for
+the same work: matched by name alone, the diff would read "a 52.9 ms GEMM vanished, a 14.1 ms GEMM
+appeared". Here, within one rank, kernels are matched in stages, each tried only on what the stages
+before left unmatched:
 
-1. the same kernel: the name in one spelling (torch.profiler and nsys spell template arguments differently);
-2. the same launching op with the same input shapes (torch.profiler records them): the work is the same;
-3. the same kind of kernel with other template parameters (family, op, precision and the words of its label equal:
-   another tile, another vector width);
+1. the same kernel: the name in one spelling (torch.profiler and nsys spell template arguments
+   differently);
+2. the same launching op with the same input shapes (torch.profiler records them): the work is the
+   same;
+3. the same kind of kernel with other template parameters (family, op, precision and the words of
+   its label equal: another tile, another vector width);
 4. the same op (gemm, attention, ...) launched by the same torch op;
 5. the same heavy op (GEMM, convolution, attention), in the order the kernels first ran.
 
-Where a stage finds several candidates on both sides, they are paired in the order they first ran. Stages 2-5 are
-"loose": the row says how it was matched. What is left is new (in B only) or vanished (in A only).
+Where a stage finds several candidates on both sides, they are paired in the order they first ran.
+Stages 2-5 are "loose": the row says how it was matched. What is left is new (in B only) or vanished
+(in A only).
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ from ..kernels import KernelName, decode, normalize
 
 __all__ = ["HEAVY_OPS", "identity", "kind_words", "match_kernels"]
 
-#: Ops whose kernel a library picks at run time (by shape, precision, heuristics): matched by op in stage 5.
-HEAVY_OPS = frozenset({"gemm", "conv_fprop", "conv_dgrad", "conv_wgrad", "attention", "batched_gemm", "grouped_gemm"})
+#: Ops whose kernel a library picks at run time (by shape, precision, heuristics): matched by op in
+#: stage 5.
+HEAVY_OPS = frozenset(
+    {"gemm", "conv_fprop", "conv_dgrad", "conv_wgrad", "attention", "batched_gemm", "grouped_gemm"}
+)
 _ARGS = re.compile(r"\)\s*$")
 _SPACE = re.compile(r"\s+")
 _GEOMETRY = re.compile(r"^[\d×x.]+$|^(?:nn|nt|tn|tt)$", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][\w.]*|\d[\w×.]*")
-#: Spellings that differ between torch.profiler (the demangler's) and nsys for the same symbol, made one.
+#: Spellings that differ between torch.profiler (the demangler's) and nsys for the same symbol, made
+#: one.
 _SPELLINGS = (
     (re.compile(r"\{lambda\(([^(){}]*)\)#(\d+)\}"), r"lambda(\1)#\2"),
     (re.compile(r"\[lambda\(([^()\[\]]*)\)\(instance(\d+)\)\]"), r"lambda(\1)#\2"),
@@ -45,8 +54,8 @@ _SPELLINGS = (
 
 @lru_cache(maxsize=65536)
 def identity(name: str) -> str:
-    """A kernel's name in one spelling: normalised, its argument list dropped (torch.profiler writes the argument
-    types out, nsys writes ``T2, T3``), spaces removed."""
+    """A kernel's name in one spelling: normalised, its argument list dropped (torch.profiler writes
+    the argument types out, nsys writes ``T2, T3``), spaces removed."""
     text = normalize(str(name))
     if _ARGS.search(text):
         depth = 0
@@ -67,10 +76,12 @@ def identity(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def kind_words(name: str) -> tuple[str, ...]:
-    """What kind of kernel it is, without its template parameters: family, op, precision, tensor-core use and the
-    words of its label less tile sizes, layouts and numbers."""
+    """What kind of kernel it is, without its template parameters: family, op, precision,
+    tensor-core use and the words of its label less tile sizes, layouts and numbers."""
     d = decode(str(name))
-    words = tuple(w for w in _WORD.findall(d.short or "") if not _GEOMETRY.match(w) and not w[0].isdigit())
+    words = tuple(
+        w for w in _WORD.findall(d.short or "") if not _GEOMETRY.match(w) and not w[0].isdigit()
+    )
     return (d.family, d.op, str(d.precision), str(d.tensor_cores), *words)
 
 
@@ -78,7 +89,8 @@ def _decoded(name: str) -> KernelName:
     return decode(str(name))
 
 
-#: (how the row was matched, the key a row gives in that stage, or None where the stage does not apply to it)
+#: (how the row was matched, the key a row gives in that stage, or None where the stage does not
+#: apply to it)
 Stage = tuple[str, Callable[[pd.Series], object]]
 
 
@@ -107,22 +119,27 @@ def _stages() -> list[Stage]:
 
 
 def _grouped(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel identity: calls and time summed, the first launch, the name and launching op of the
-    spelling that took the most time."""
+    """One row per kernel identity: calls and time summed, the first launch, the name and launching
+    op of the spelling that took the most time."""
     if rows.empty:
         return rows.assign(key=pd.Series(dtype=object))
-    rows = rows.assign(key=rows["name"].map(identity)).sort_values("ns", ascending=False, kind="stable")
+    rows = rows.assign(key=rows["name"].map(identity)).sort_values(
+        "ns", ascending=False, kind="stable"
+    )
     g = rows.groupby("key", sort=False)
-    out = g.agg(name=("name", "first"), calls=("calls", "sum"), ns=("ns", "sum"), first=("first", "min"))
+    out = g.agg(
+        name=("name", "first"), calls=("calls", "sum"), ns=("ns", "sum"), first=("first", "min")
+    )
     out = out.join(g[["op", "shapes"]].first())
     return out.reset_index()
 
 
 def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """The kernels of one rank of A and of B (``ProfileSummary.kernels`` rows), matched: one row per pair, new and
-    vanished kernel, with ``name_a``, ``name_b`` (None where absent), ``calls_a``, ``calls_b``, ``ns_a``, ``ns_b``,
-    ``match`` ("same", "loose", "new", "vanished"), ``how`` (the stage, for a loose match), ``op`` and ``shapes``
-    (the launching op where known), ``first`` (the place it first ran, in B where it ran there)."""
+    """The kernels of one rank of A and of B (``ProfileSummary.kernels`` rows), matched: one row per
+    pair, new and vanished kernel, with ``name_a``, ``name_b`` (None where absent), ``calls_a``,
+    ``calls_b``, ``ns_a``, ``ns_b``, ``match`` ("same", "loose", "new", "vanished"), ``how`` (the
+    stage, for a loose match), ``op`` and ``shapes`` (the launching op where known), ``first`` (the
+    place it first ran, in B where it ran there)."""
     ga, gb = _grouped(a), _grouped(b)
     rows: list[dict[str, object]] = []
     both = ga.merge(gb, on="key", suffixes=("_a", "_b"))
@@ -147,11 +164,25 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         rows.append(_one(r, "a"))
     for _, r in right.iterrows():
         rows.append(_one(r, "b"))
-    cols = ["name_a", "name_b", "calls_a", "calls_b", "ns_a", "ns_b", "match", "how", "op", "shapes", "first"]
+    cols = [
+        "name_a",
+        "name_b",
+        "calls_a",
+        "calls_b",
+        "ns_a",
+        "ns_b",
+        "match",
+        "how",
+        "op",
+        "shapes",
+        "first",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
-def _row(ra: pd.Series, rb: pd.Series, match: str, how: str, pair: bool = False) -> dict[str, object]:
+def _row(
+    ra: pd.Series, rb: pd.Series, match: str, how: str, pair: bool = False
+) -> dict[str, object]:
     get_a = (lambda c: ra[c]) if pair else (lambda c: ra[f"{c}_a"])
     get_b = (lambda c: rb[c]) if pair else (lambda c: rb[f"{c}_b"])
     return {

@@ -1,9 +1,10 @@
-"""A diff in sentences: what differs between the two runs' setups (said first), and the largest changes, one each.
+"""A diff in sentences: what differs between the two runs' setups (said first), and the largest
+changes, one each.
 
-"cuBLAS FP32 GEMM (FFMA) 256×128×8, nn 52.9 ms → nvjet TF32 GEMM 14.1 ms: TF32 enabled" says what a reader would
-otherwise work out from two rows: which kernel replaced which, both times, and why, where the decoded names tell
-(precision, tensor cores, library, a compiled kernel). A change the names cannot explain says what they do tell:
-the calls, or the time per call.
+"cuBLAS FP32 GEMM (FFMA) 256×128×8, nn 52.9 ms → nvjet TF32 GEMM 14.1 ms: TF32 enabled" says what a
+reader would otherwise work out from two rows: which kernel replaced which, both times, and why,
+where the decoded names tell (precision, tensor cores, library, a compiled kernel). A change the
+names cannot explain says what they do tell: the calls, or the time per call.
 """
 
 from __future__ import annotations
@@ -19,10 +20,26 @@ from ..units import format_time
 from .diff_match import identity
 from .profile_summary import ENV_KEYS, ProfileSummary
 
-__all__ = ["MEMOP_NOUN", "calls", "change_sentences", "environment", "gemm_precision", "row_labels", "sentence"]
+__all__ = [
+    "MEMOP_NOUN",
+    "calls",
+    "change_sentences",
+    "environment",
+    "gemm_precision",
+    "row_labels",
+    "sentence",
+]
 
 #: The ops whose precision a diff states when it changed.
-_MATH_OPS = ("gemm", "batched_gemm", "grouped_gemm", "conv_fprop", "conv_dgrad", "conv_wgrad", "attention")
+_MATH_OPS = (
+    "gemm",
+    "batched_gemm",
+    "grouped_gemm",
+    "conv_fprop",
+    "conv_dgrad",
+    "conv_wgrad",
+    "attention",
+)
 _LOW = {"bf16", "fp16", "fp8", "fp8e4m3", "fp8e5m2", "int8", "fp4e2m1"}
 
 
@@ -44,7 +61,8 @@ def _precision_of(d: KernelName) -> str:
 
 
 def gemm_precision(s: ProfileSummary) -> dict[str, float]:
-    """The share of GEMM, convolution and attention kernel time per precision ("tf32 on tensor cores": 0.98)."""
+    """The share of GEMM, convolution and attention kernel time per precision ("tf32 on tensor
+    cores": 0.98)."""
     by: dict[str, float] = defaultdict(float)
     for name, ns in zip(s.kernels["name"], s.kernels["ns"]):
         d = decode(str(name))
@@ -59,8 +77,9 @@ def _mix(shares: dict[str, float]) -> str:
 
 
 def environment(a: ProfileSummary, b: ProfileSummary, ranks: int) -> list[str]:
-    """What differs between the two runs' setups: device, compute capability, driver, CUDA, torch, capture and nsys
-    versions, the number of ranks, and the precision of their GEMM/convolution/attention time."""
+    """What differs between the two runs' setups: device, compute capability, driver, CUDA, torch,
+    capture and nsys versions, the number of ranks, and the precision of their
+    GEMM/convolution/attention time."""
     out = []
     for key, name in ENV_KEYS.items():
         va, vb = a.env.get(key), b.env.get(key)
@@ -71,13 +90,15 @@ def environment(a: ProfileSummary, b: ProfileSummary, ranks: int) -> list[str]:
         out.append(f"ranks: {na} \u2192 {nb} (compared rank by rank where both have one)")
     pa, pb = gemm_precision(a), gemm_precision(b)
     if pa and pb and next(iter(pa)) != next(iter(pb)):
-        out.append(f"GEMM/conv/attention precision: {_mix(pa)} \u2192 {_mix(pb)} of their kernel time")
+        out.append(
+            f"GEMM/conv/attention precision: {_mix(pa)} \u2192 {_mix(pb)} of their kernel time"
+        )
     return out
 
 
 def row_labels(rows: pd.DataFrame) -> dict[str, str]:
-    """A readable label for every kernel name in the rows, distinct across both runs; two spellings of one kernel
-    (torch.profiler's and nsys') share theirs."""
+    """A readable label for every kernel name in the rows, distinct across both runs; two spellings
+    of one kernel (torch.profiler's and nsys') share theirs."""
     k = rows[rows["kind"] == "kernel"]
     names = list(dict.fromkeys(str(n) for n in pd.concat([k["name_a"], k["name_b"]]).dropna()))
     first = {}
@@ -155,7 +176,10 @@ def sentence(r: pd.Series, labels: dict[str, str]) -> str:
         return f"gone: {la} {t(r['ns_a'])} ({calls(r['calls_a'])})"
     why = []
     if r["match"] == "loose":
-        why.append(_why(decode(str(r["name_a"])), decode(str(r["name_b"]))) or "another kernel for the same work")
+        why.append(
+            _why(decode(str(r["name_a"])), decode(str(r["name_b"])))
+            or "another kernel for the same work"
+        )
     if r["calls_a"] != r["calls_b"]:
         why.append(_calls(r["calls_a"], r["calls_b"]))
     elif r["match"] == "same" or not why[0]:
@@ -170,12 +194,14 @@ def sentence(r: pd.Series, labels: dict[str, str]) -> str:
 
 
 def change_sentences(rows: pd.DataFrame, multi: bool = False, top: int = 3) -> list[str]:
-    """The ``top`` largest changes (by the size of the time moved), a sentence each; with several ranks, each says
-    which rank."""
+    """The ``top`` largest changes (by the size of the time moved), a sentence each; with several
+    ranks, each says which rank."""
     if rows.empty:
         return []
     moved = rows[rows["delta_ns"] != 0]
-    moved = moved.assign(_size=moved["delta_ns"].abs()).sort_values("_size", ascending=False, kind="stable")
+    moved = moved.assign(_size=moved["delta_ns"].abs()).sort_values(
+        "_size", ascending=False, kind="stable"
+    )
     labels = row_labels(rows)
     out = []
     for _, r in moved.head(top).iterrows():

@@ -1,4 +1,5 @@
-"""A finding, and the facts about a trace's kernels that several analyzers read (computed once per trace)."""
+"""A finding, and the facts about a trace's kernels that several analyzers read (computed once per
+trace)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..units import format_time
 
-__all__ = ["Finding", "KernelFacts", "api_names", "kernel_facts", "kernel_labels", "map_distinct", "t"]
+__all__ = [
+    "Finding",
+    "KernelFacts",
+    "api_names",
+    "kernel_facts",
+    "kernel_labels",
+    "map_distinct",
+    "t",
+]
 
 
 @dataclass
@@ -38,10 +47,10 @@ def t(ns: float) -> str:
 
 @dataclass(frozen=True)
 class KernelFacts:
-    """What the kernel analyzers share, per row and per distinct name: each kernel's duration and the index of its
-    name (``codes``), and for each distinct name its text, decoded form and label (distinct per name). A question
-    about names is asked once per distinct name and spread to the rows by ``codes``: a million kernels of thirty
-    names cost thirty decodes."""
+    """What the kernel analyzers share, per row and per distinct name: each kernel's duration and
+    the index of its name (``codes``), and for each distinct name its text, decoded form and label
+    (distinct per name). A question about names is asked once per distinct name and spread to the
+    rows by ``codes``: a million kernels of thirty names cost thirty decodes."""
 
     durations: np.ndarray
     codes: np.ndarray
@@ -55,12 +64,16 @@ class KernelFacts:
         return np.array([bool(test(d)) for d in self.decoded], dtype=bool)[self.codes]
 
     def ns_by_label(self, rows: np.ndarray, durations: np.ndarray | None = None) -> pd.Series:
-        """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in text order;
-        ``durations`` (one per kernel row) in place of the kernels' own, e.g. the time they worked."""
+        """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in
+        text order; ``durations`` (one per kernel row) in place of the kernels' own, e.g. the time
+        they worked."""
         durations = self.durations if durations is None else durations
         ns = np.bincount(self.codes[rows], weights=durations[rows], minlength=len(self.names))
         present = np.bincount(self.codes[rows], minlength=len(self.names)) > 0
-        by = pd.Series(ns[present].round().astype("int64"), index=np.asarray(self.labels, dtype=object)[present])
+        by = pd.Series(
+            ns[present].round().astype("int64"),
+            index=np.asarray(self.labels, dtype=object)[present],
+        )
         return by.sort_index()
 
 
@@ -70,7 +83,9 @@ def kernel_facts(trace: Trace) -> KernelFacts:
     def compute() -> KernelFacts:
         k = trace.kernels
         durations = k["end"].to_numpy(dtype="int64") - k["start"].to_numpy(dtype="int64")
-        codes, uniques = pd.factorize(k["name"], use_na_sentinel=False)  # a categorical's codes: no string hashed
+        codes, uniques = pd.factorize(
+            k["name"], use_na_sentinel=False
+        )  # a categorical's codes: no string hashed
         names = [str(n) for n in uniques]
         labels = kernel_labels(trace)
         return KernelFacts(
@@ -86,23 +101,30 @@ def kernel_facts(trace: Trace) -> KernelFacts:
 
 
 def kernel_labels(trace: Trace) -> dict[str, str]:
-    """Each distinct kernel name's label (its decoded short form, told apart from siblings that share it), computed
-    once per trace: the findings, the tables and the timeline all say the same name for the same kernel."""
+    """Each distinct kernel name's label (its decoded short form, told apart from siblings that
+    share it), computed once per trace: the findings, the tables and the timeline all say the same
+    name for the same kernel."""
     return trace.memo("kernel_labels", lambda: distinct_labels(pd.unique(trace.kernels["name"])))
 
 
 def map_distinct(values: pd.Series, fn: Callable[[Any], str]) -> pd.Series:
-    """``fn`` of each value, computed once per distinct value: a categorical Series with the same index."""
+    """``fn`` of each value, computed once per distinct value: a categorical Series with the same
+    index."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
     mapped = [fn(u) for u in uniques]
-    cats, code_of = np.unique(np.asarray(mapped, dtype=object), return_inverse=True) if mapped else ([], [])
-    cat = pd.Categorical.from_codes(np.asarray(code_of, dtype=np.int64).reshape(-1)[codes], categories=cats)
+    cats, code_of = (
+        np.unique(np.asarray(mapped, dtype=object), return_inverse=True) if mapped else ([], [])
+    )
+    cat = pd.Categorical.from_codes(
+        np.asarray(code_of, dtype=np.int64).reshape(-1)[codes], categories=cats
+    )
     return pd.Series(cat, index=values.index)
 
 
 def api_names(trace: Trace) -> pd.Series:
-    """The CUDA API calls' names without a version suffix (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``),
-    computed once per distinct name and once per trace for every analyzer that matches API names."""
+    """The CUDA API calls' names without a version suffix (``cudaLaunchKernel_v7000`` ->
+    ``cudaLaunchKernel``), computed once per distinct name and once per trace for every analyzer
+    that matches API names."""
     return trace.memo("analysis.api_names", lambda: map_distinct(trace.api["name"], _unversioned))
 
 

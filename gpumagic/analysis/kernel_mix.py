@@ -1,5 +1,5 @@
-"""What the kernels are: fp32 GEMMs on CUDA cores, compatibility kernels for an older SM, device-to-device copies,
-and which kernels hold the time."""
+"""What the kernels are: fp32 GEMMs on CUDA cores, compatibility kernels for an older SM,
+device-to-device copies, and which kernels hold the time."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ __all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
 
 _GEMM_LIKE = ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
 _TF32_ADVICE = (
-    "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')) lets them use "
+    "torch.backends.cuda.matmul.allow_tf32 = True (or "
+    "torch.set_float32_matmul_precision('high')) lets them use "
     "TF32 tensor cores."
 )
 
@@ -31,10 +32,11 @@ def _pct(share: float) -> str:
 
 
 def _fp32_advice(trace: Trace) -> str | None:
-    """What to do about fp32 GEMMs on CUDA cores on this GPU: TF32 where it has TF32 (compute capability 8.0 and
-    newer); fp16 autocast where it has tensor cores but no TF32 (a V100, 7.0; an RTX 2080 Ti, 7.5); conditional where
-    the capability is not known; None where no switch helps (no tensor cores, as a GP100's 6.0; an AMD GPU, where
-    PyTorch's TF32 switches are not the ones that apply): there the finding is not made."""
+    """What to do about fp32 GEMMs on CUDA cores on this GPU: TF32 where it has TF32 (compute
+    capability 8.0 and newer); fp16 autocast where it has tensor cores but no TF32 (a V100, 7.0; an
+    RTX 2080 Ti, 7.5); conditional where the capability is not known; None where no switch helps (no
+    tensor cores, as a GP100's 6.0; an AMD GPU, where PyTorch's TF32 switches are not the ones that
+    apply): there the finding is not made."""
     meta = trace.meta
     tf32 = has_tf32(meta)
     if tf32:
@@ -44,7 +46,8 @@ def _fp32_advice(trace: Trace) -> str | None:
     cc = compute_capability(meta)
     if cc is not None and has_tensor_cores(meta):
         return (
-            f"This {meta.get('device') or 'GPU'} (compute capability {cc[0]}.{cc[1]}) has no TF32; fp16 autocast "
+            f"This {meta.get('device') or 'GPU'} (compute capability {cc[0]}.{cc[1]}) has no "
+            f"TF32; fp16 autocast "
             "(torch.autocast('cuda', dtype=torch.float16)) runs GEMMs on its tensor cores."
         )
     return None
@@ -52,10 +55,17 @@ def _fp32_advice(trace: Trace) -> str | None:
 
 def _waits_left_out(trace: Trace, ranks: list[str]) -> str:
     """How the per-rank shares of ``ranks`` treat NCCL waiting, where they waited ("" where not)."""
-    per = [f"{label} {t(ns)}" for label, ns in waits_by_rank(trace).items() if label in ranks and ns > 0]
+    per = [
+        f"{label} {t(ns)}"
+        for label, ns in waits_by_rank(trace).items()
+        if label in ranks and ns > 0
+    ]
     if not per:
         return ""
-    return f" (time NCCL kernels spent waiting for other ranks is not work and is left out: {', '.join(per)})"
+    return (
+        f" (time NCCL kernels spent waiting for other ranks is not work and is left out: "
+        f"{', '.join(per)})"
+    )
 
 
 def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[Finding]:
@@ -68,7 +78,9 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
         if not hit.any():
             continue
         ns, total = int(facts.durations[hit].sum()), max(int(work[mine].sum()), 1)
-        examples = "; ".join(f"{name} {_pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items())
+        examples = "; ".join(
+            f"{name} {_pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items()
+        )
         parts.append(f"{label}: {t(ns)}, {_pct(ns / total)} of its kernel time ({examples})")
         numbers["ranks"].append(label)
         numbers["ffma_ns"].append(ns)
@@ -76,27 +88,33 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
     if len(parts) > LIST_RANKS:
         parts = [*parts[:3], f"… {len(parts) - 3} more ranks"]
     msg = (
-        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on {len(numbers['ranks'])} of {len(labels)} "
+        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on "
+        f"{len(numbers['ranks'])} of {len(labels)} "
         "ranks: "
-        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. {_fp32_advice(trace)}"
+        f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. "
+        f"{_fp32_advice(trace)}"
     )
     return [Finding("ffma_gemm", "warn", msg, numbers)]
 
 
 def ffma_gemms(trace: Trace) -> list[Finding]:
-    """fp32 GEMMs and convolutions on the FFMA/SIMT path, where TF32 (or, without TF32, fp16) would use tensor cores;
-    nothing on a GPU where no switch would (``_fp32_advice``)."""
+    """fp32 GEMMs and convolutions on the FFMA/SIMT path, where TF32 (or, without TF32, fp16) would
+    use tensor cores; nothing on a GPU where no switch would (``_fp32_advice``)."""
     if trace.kernels.empty or _fp32_advice(trace) is None:
         return []
     facts = kernel_facts(trace)
-    ffma = facts.where(lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32")
+    ffma = facts.where(
+        lambda d: d.op in _GEMM_LIKE and d.tensor_cores is False and d.precision == "fp32"
+    )
     if not ffma.any():
         return []
     if is_multi(trace):
         return _ffma_per_rank(trace, facts, ffma)
     t_ffma = int(facts.durations[ffma].sum())
     by_name = facts.ns_by_label(ffma)
-    examples = "; ".join(f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items())
+    examples = "; ".join(
+        f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items()
+    )
     return [
         Finding(
             "ffma_gemm",
@@ -114,7 +132,8 @@ def _sm_num(sm: str) -> int:
 
 
 def compat_kernels(trace: Trace) -> list[Finding]:
-    """Tensor-core kernels built for an older SM than the device's (they may miss its newer instructions)."""
+    """Tensor-core kernels built for an older SM than the device's (they may miss its newer
+    instructions)."""
     cc = compute_capability(trace.meta)  # None on an AMD GPU: its gfx numbers are not SM numbers
     if trace.kernels.empty or cc is None:
         return []
@@ -136,7 +155,8 @@ def compat_kernels(trace: Trace) -> list[Finding]:
             "compat_kernel",
             "info",
             f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
-            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of kernel time): compatibility kernels, which may "
+            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of kernel time): compatibility "
+            f"kernels, which may "
             "miss this GPU's newer instructions.",
             {"ns": t_old},
         )
@@ -151,9 +171,13 @@ def copies(trace: Trace) -> list[Finding]:
     is_copy = facts.where(lambda d: d.op == "copy")
     memops = trace.memops
     dtod = memops[memops["kind"] == "DtoD"] if not memops.empty else memops
-    t_copy = int(facts.durations[is_copy].sum()) + int((dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0)
+    t_copy = int(facts.durations[is_copy].sum()) + int(
+        (dtod["end"] - dtod["start"]).sum() if not dtod.empty else 0
+    )
     n_copy = int(is_copy.sum()) + len(dtod)
-    recorded = trace.recorded("memops")  # without memory operations, GPU busy time is not known: kernel time is
+    recorded = trace.recorded(
+        "memops"
+    )  # without memory operations, GPU busy time is not known: kernel time is
     busy = max(trace.gpu_busy_ns() if recorded else facts.total_ns, 1)
     if not n_copy or t_copy / busy < 0.05:
         return []
@@ -186,12 +210,16 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     elif len(summ) <= top:
         msg = f"The {len(summ)} kernels by share of kernel time: {'; '.join(parts)}."
     else:
-        msg = f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of kernel time: {'; '.join(parts)}."
+        msg = (
+            f"Top {len(head)} of {len(summ)} kernels take {share:.0f}% of kernel time: "
+            f"{'; '.join(parts)}."
+        )
     return [Finding("top_kernels", "info", msg, {"share": share})]
 
 
 def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
-    """Each rank's ``top`` kernels by the time they worked, as shares of that rank's kernel time, waits left out."""
+    """Each rank's ``top`` kernels by the time they worked, as shares of that rank's kernel time,
+    waits left out."""
     facts = kernel_facts(trace)
     places, labels = kernel_ranks(trace)
     work = work_durations(trace)
@@ -204,9 +232,13 @@ def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
         total = max(int(by_label.sum()), 1)
         head = by_label.nlargest(top)
         shares[label] = float(head.sum() / total)
-        parts.append(f"{label}: " + "; ".join(f"{name} {_pct(v / total)}" for name, v in head.items()))
+        parts.append(
+            f"{label}: " + "; ".join(f"{name} {_pct(v / total)}" for name, v in head.items())
+        )
     if len(parts) > LIST_RANKS:  # many ranks: the first few (rank order), and how many more
         parts = [*parts[:3], f"… {len(parts) - 3} more ranks (the per-rank kernel table has them)"]
     left_out = _waits_left_out(trace, labels) if len(labels) <= LIST_RANKS else ""
-    msg = f"Top kernels per rank, by share of that rank's kernel time{left_out}: {'. '.join(parts)}."
+    msg = (
+        f"Top kernels per rank, by share of that rank's kernel time{left_out}: {'. '.join(parts)}."
+    )
     return [Finding("top_kernels", "info", msg, {"share_by_rank": shares})]

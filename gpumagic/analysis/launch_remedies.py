@@ -1,9 +1,11 @@
-"""What a capture already does against launch overhead: CUDA graph replays and torch.compile'd regions.
+"""What a capture already does against launch overhead: CUDA graph replays and torch.compile'd
+regions.
 
-A launch-bound finding names the remedies, CUDA graphs and torch.compile. Told to a cell that already replays a
-graph or runs compiled code, that advice is noise at best. The kernels a graph replay runs carry the correlation id
-of its ``cudaGraphLaunch`` (CUPTI and Kineto give every node of the replay the launch's id), so they are told apart
-by it; torch.compile'd code shows as "Torch-Compiled Region" ops (a capture of CPU ops only: nsys records none).
+A launch-bound finding names the remedies, CUDA graphs and torch.compile. Told to a cell that
+already replays a graph or runs compiled code, that advice is noise at best. The kernels a graph
+replay runs carry the correlation id of its ``cudaGraphLaunch`` (CUPTI and Kineto give every node of
+the replay the launch's id), so they are told apart by it; torch.compile'd code shows as
+"Torch-Compiled Region" ops (a capture of CPU ops only: nsys records none).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ GRAPH_LAUNCH_APIS = tuple(name for name in LAUNCH_APIS if name.endswith("GraphLa
 
 
 def graph_kernels(trace: Trace) -> pd.Series:
-    """For each kernel, the correlation id of the graph launch that ran it (the replay it belongs to), else <NA>."""
+    """For each kernel, the correlation id of the graph launch that ran it (the replay it belongs
+    to), else <NA>."""
 
     def compute() -> pd.Series:
         api, k = trace.api, trace.kernels
@@ -46,8 +49,9 @@ def join_or(words: list[str]) -> str:
 
 
 def launch_remedies(trace: Trace) -> tuple[list[str], str]:
-    """The remedies for launch overhead this capture does not use yet (of CUDA graphs and torch.compile), and what
-    it already uses, in words ("12 of 14 kernels already ran in 2 CUDA graph replays", or "")."""
+    """The remedies for launch overhead this capture does not use yet (of CUDA graphs and
+    torch.compile), and what it already uses, in words ("12 of 14 kernels already ran in 2 CUDA
+    graph replays", or "")."""
     replay = graph_kernels(trace)
     graphed, compiled = int(replay.notna().sum()), compiled_regions(trace)
     unused = [r for r, used in (("CUDA graphs", graphed), ("torch.compile", compiled)) if not used]
@@ -55,7 +59,8 @@ def launch_remedies(trace: Trace) -> tuple[list[str], str]:
     if graphed:
         replays = int(replay.dropna().nunique())
         already.append(
-            f"{graphed} of {len(replay)} kernels already ran in {replays} CUDA graph replay" + "s" * (replays != 1)
+            f"{graphed} of {len(replay)} kernels already ran in {replays} CUDA graph replay"
+            + "s" * (replays != 1)
         )
     if compiled:
         already.append(f"{compiled} torch.compile'd region{'s' if compiled != 1 else ''} ran")

@@ -1,28 +1,35 @@
-"""Where the GPU memory went: allocated and reserved bytes over time, the peak, what was alive there, by category.
+"""Where the GPU memory went: allocated and reserved bytes over time, the peak, what was alive
+there, by category.
 
-Everything is counted from the allocator's history (a :class:`~gpumagic.capture.memory_snapshot.SnapshotData`) and
-made to agree with the snapshot's final state:
+Everything is counted from the allocator's history (a
+:class:`~gpumagic.capture.memory_snapshot.SnapshotData`) and made to agree with the snapshot's final
+state:
 
-- **Allocated bytes** move where the allocator's counter moves (c10's CUDACachingAllocator): up by the block at
-  ``alloc``, down at ``free_requested``. An entry names the request, the counter the block, so each request is
-  rounded up to the allocator's 512-byte blocks; an allocation still alive at the end takes its block's own size from
-  the final segments. What was already allocated when the history starts is read off the end state: the blocks in
-  use at the end that the history never allocated, plus the blocks the history frees without having allocated
-  them. The curve therefore starts at the true level and ends at the snapshot's own allocated total.
-- **Reserved bytes** (memory the allocator holds from CUDA) move by ``segment_alloc``/``segment_free``; they start
-  at the final segments' total less the history's net change.
-- **The peak** is the exact maximum over every entry (never over the decimated samples drawn), with the allocations
-  alive at that entry: each allocation is paired with the free of the same address that follows it.
-- **Categories** (:data:`CATEGORIES`): each allocation gets exactly one, so the categories sum to the allocated
-  bytes at every sample. From the kind of code on its stack (:mod:`.memory_sites`) and its lifetime: optimizer code
-  makes *optimizer state* if the block outlives the history, else *temporaries*; backward code (the autograd
-  engine) makes *gradients* if the block outlives its backward pass (it is still alive when code other than
-  backward next allocates), else *temporaries*; forward code makes *activations* if the block is still alive when
-  the next backward allocates (saved for backward) or, with no backward after it, at the end (a result kept), else
-  *temporaries*; module construction makes *parameters*; the data loader makes *inputs*. Blocks allocated before
-  the history take the category a caller knows for their address (``known``: %%gpuprofile --memory reads the
-  parameters, optimizer state, gradients and input tensors of the user's namespace), else the one their recorded
-  stack gives, else *unknown*. A history recorded without stacks makes every category *unknown*.
+- **Allocated bytes** move where the allocator's counter moves (c10's CUDACachingAllocator): up by
+  the block at ``alloc``, down at ``free_requested``. An entry names the request, the counter the
+  block, so each request is rounded up to the allocator's 512-byte blocks; an allocation still alive
+  at the end takes its block's own size from the final segments. What was already allocated when the
+  history starts is read off the end state: the blocks in use at the end that the history never
+  allocated, plus the blocks the history frees without having allocated them. The curve therefore
+  starts at the true level and ends at the snapshot's own allocated total.
+- **Reserved bytes** (memory the allocator holds from CUDA) move by
+  ``segment_alloc``/``segment_free``; they start at the final segments' total less the history's net
+  change.
+- **The peak** is the exact maximum over every entry (never over the decimated samples drawn), with
+  the allocations alive at that entry: each allocation is paired with the free of the same address
+  that follows it.
+- **Categories** (:data:`CATEGORIES`): each allocation gets exactly one, so the categories sum to
+  the allocated bytes at every sample. From the kind of code on its stack (:mod:`.memory_sites`) and
+  its lifetime: optimizer code makes *optimizer state* if the block outlives the history, else
+  *temporaries*; backward code (the autograd engine) makes *gradients* if the block outlives its
+  backward pass (it is still alive when code other than backward next allocates), else
+  *temporaries*; forward code makes *activations* if the block is still alive when the next backward
+  allocates (saved for backward) or, with no backward after it, at the end (a result kept), else
+  *temporaries*; module construction makes *parameters*; the data loader makes *inputs*. Blocks
+  allocated before the history take the category a caller knows for their address (``known``:
+  %%gpuprofile --memory reads the parameters, optimizer state, gradients and input tensors of the
+  user's namespace), else the one their recorded stack gives, else *unknown*. A history recorded
+  without stacks makes every category *unknown*.
 """
 
 from __future__ import annotations
@@ -43,10 +50,19 @@ if TYPE_CHECKING:
 
 __all__ = ["CATEGORIES", "MemoryAnalysis", "analyze_memory", "block_bytes", "format_bytes"]
 
-CATEGORIES = ("parameters", "optimizer state", "inputs", "activations", "gradients", "temporaries", "unknown")
+CATEGORIES = (
+    "parameters",
+    "optimizer state",
+    "inputs",
+    "activations",
+    "gradients",
+    "temporaries",
+    "unknown",
+)
 _CAT = {c: i for i, c in enumerate(CATEGORIES)}
 _ALLOC, _FREE, _SEG_ALLOC, _SEG_FREE, _OOM = 0, 1, 3, 4, 5
-#: Samples drawn at most (each keeps its bucket's highest and lowest level); the exact peak is always among them.
+#: Samples drawn at most (each keeps its bucket's highest and lowest level); the exact peak is
+#: always among them.
 MAX_POINTS = 2000
 
 
@@ -57,15 +73,16 @@ def block_bytes(size: np.ndarray) -> np.ndarray:
 
 @dataclass
 class MemoryAnalysis:
-    """The memory of one recording. Levels are bytes; times milliseconds from the first entry (entry numbers when
-    the snapshot has no times: ``has_times``).
+    """The memory of one recording. Levels are bytes; times milliseconds from the first entry (entry
+    numbers when the snapshot has no times: ``has_times``).
 
-    ``samples``: the drawn points (``time_ms``, ``allocated``, ``reserved``, one column per category summing to
-    ``allocated``); ``peak_bytes``/``peak_time_ms``/``peak_reserved`` at the exact peak; ``live_at_peak``: one row per
-    allocation alive there (``bytes``, ``category``, ``line``, ``op``, ``allocated_ms``, ``freed_ms``: NaN for
-    "before the history" and "not freed"); ``oom``: the failed request (``bytes``, ``device_free``, ``time_ms``,
-    ``allocated``, ``reserved``) or None, with ``live_at_oom``; ``at_end``: allocated and reserved at the snapshot,
-    ``empty_cache_bytes``: what ``torch.cuda.empty_cache()`` would hand back then."""
+    ``samples``: the drawn points (``time_ms``, ``allocated``, ``reserved``, one column per category
+    summing to ``allocated``); ``peak_bytes``/``peak_time_ms``/``peak_reserved`` at the exact peak;
+    ``live_at_peak``: one row per allocation alive there (``bytes``, ``category``, ``line``, ``op``,
+    ``allocated_ms``, ``freed_ms``: NaN for "before the history" and "not freed"); ``oom``: the
+    failed request (``bytes``, ``device_free``, ``time_ms``, ``allocated``, ``reserved``) or None,
+    with ``live_at_oom``; ``at_end``: allocated and reserved at the snapshot, ``empty_cache_bytes``:
+    what ``torch.cuda.empty_cache()`` would hand back then."""
 
     samples: pd.DataFrame
     events: int
@@ -90,9 +107,11 @@ class MemoryAnalysis:
     device: int = 0
 
     def by(self, column: str, at: str = "peak") -> pd.DataFrame:
-        """The live allocations at the peak (or ``at="oom"``) grouped by ``column`` ("line", "op", "category"):
-        ``bytes``, ``count``, ``share`` of the allocated total, largest first."""
-        live = self.live_at_oom if at == "oom" and self.live_at_oom is not None else self.live_at_peak
+        """The live allocations at the peak (or ``at="oom"``) grouped by ``column`` ("line", "op",
+        "category"): ``bytes``, ``count``, ``share`` of the allocated total, largest first."""
+        live = (
+            self.live_at_oom if at == "oom" and self.live_at_oom is not None else self.live_at_peak
+        )
         if live.empty:
             return pd.DataFrame(columns=[column, "bytes", "count", "share"])
         g = live.groupby(column, sort=False)["bytes"].agg(["sum", "count"]).reset_index()
@@ -104,7 +123,8 @@ class MemoryAnalysis:
 
 
 def _pairs(snap: SnapshotData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For the history's alloc and free entries: (alloc rows, the row freeing each or -1, free rows with no alloc)."""
+    """For the history's alloc and free entries: (alloc rows, the row freeing each or -1, free rows
+    with no alloc)."""
     rows = np.flatnonzero((snap.action == _ALLOC) | (snap.action == _FREE))
     order = rows[np.lexsort((rows, snap.addr[rows]))]
     a, act = snap.addr[order], snap.action[order]
@@ -119,14 +139,16 @@ def _pairs(snap: SnapshotData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _next_kind(alloc_rows: np.ndarray, is_kind: np.ndarray, n: int) -> np.ndarray:
-    """For each alloc (in row order) the row of the next alloc after it whose ``is_kind`` is set (n if none)."""
+    """For each alloc (in row order) the row of the next alloc after it whose ``is_kind`` is set (n
+    if none)."""
     nxt = np.where(is_kind, alloc_rows, n)
     out = np.minimum.accumulate(nxt[::-1])[::-1]
     return np.append(out[1:], n)
 
 
 def _categories(kinds: np.ndarray, rows: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """One category code per history allocation from its kind of code and its lifetime (the module's rules)."""
+    """One category code per history allocation from its kind of code and its lifetime (the module's
+    rules)."""
     back = kinds == "backward"
     next_other = _next_kind(rows, ~back, n)
     next_back = _next_kind(rows, back, n)
@@ -143,7 +165,8 @@ def _categories(kinds: np.ndarray, rows: np.ndarray, ends: np.ndarray, n: int) -
 
 
 def _sample_rows(level: np.ndarray, must: list[int], max_points: int) -> np.ndarray:
-    """Rows to draw: all of them if few, else each bucket's highest and lowest, plus ``must`` (the peak, the oom)."""
+    """Rows to draw: all of them if few, else each bucket's highest and lowest, plus ``must`` (the
+    peak, the oom)."""
     n = len(level)
     if n <= max_points:
         return np.arange(n)
@@ -172,11 +195,12 @@ def analyze_memory(
     max_points: int = MAX_POINTS,
     failed_request: int | None = None,
 ) -> MemoryAnalysis:
-    """The :class:`MemoryAnalysis` of one snapshot. ``device_memory``: the device's total bytes (the snapshot does
-    not say); ``known``: categories of blocks allocated before the history, by address; ``max_points``: samples;
-    ``failed_request``: the bytes of an allocation that raised ``OutOfMemoryError`` where the history holds no
-    ``oom`` entry for it (a request larger than the device is refused before the allocator records one): the
-    failure is then placed at the history's end, with what was alive there."""
+    """The :class:`MemoryAnalysis` of one snapshot. ``device_memory``: the device's total bytes (the
+    snapshot does not say); ``known``: categories of blocks allocated before the history, by
+    address; ``max_points``: samples; ``failed_request``: the bytes of an allocation that raised
+    ``OutOfMemoryError`` where the history holds no ``oom`` entry for it (a request larger than the
+    device is refused before the allocator records one): the failure is then placed at the history's
+    end, with what was alive there."""
     n = len(snap)
     notes = list(snap.notes)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]
@@ -184,7 +208,11 @@ def analyze_memory(
     site_kind = np.array([s.kind for s in sites] + ["backward"], dtype=object)
     blocks = snap.blocks
     final_alloc = blocks["allocated"]
-    fb_addr, fb_size, fb_stack = blocks["addr"][final_alloc], blocks["size"][final_alloc], blocks["stack"][final_alloc]
+    fb_addr, fb_size, fb_stack = (
+        blocks["addr"][final_alloc],
+        blocks["size"][final_alloc],
+        blocks["stack"][final_alloc],
+    )
 
     allocs, ends, orphans = _pairs(snap)
     ends = np.where(ends < 0, n, ends)
@@ -193,15 +221,25 @@ def analyze_memory(
     final_size = dict(zip(fb_addr.tolist(), fb_size.tolist(), strict=True))
     if live_end.any():  # alive at the end: the block's own size, as the allocator counts it
         idx = np.flatnonzero(live_end)
-        sizes[idx] = [final_size.get(a, s) for a, s in zip(snap.addr[allocs[idx]].tolist(), sizes[idx].tolist())]
+        sizes[idx] = [
+            final_size.get(a, s)
+            for a, s in zip(snap.addr[allocs[idx]].tolist(), sizes[idx].tolist())
+        ]
     stacked = snap.stack[allocs]
     stacks_recorded = bool(n == 0 or (stacked >= 0).any() or len(allocs) == 0)
     if not stacks_recorded:
-        notes.append("The history was recorded without stack traces: every allocation's category is unknown.")
+        notes.append(
+            "The history was recorded without stack traces: every allocation's category is unknown."
+        )
     kinds = site_kind[stacked]
-    cats = _categories(kinds, allocs, ends, n) if stacks_recorded else np.full(len(allocs), _CAT["unknown"], np.int8)
+    cats = (
+        _categories(kinds, allocs, ends, n)
+        if stacks_recorded
+        else np.full(len(allocs), _CAT["unknown"], np.int8)
+    )
 
-    # blocks allocated before the history: freed in it without an alloc, or alive at the end and never allocated
+    # blocks allocated before the history: freed in it without an alloc, or alive at the end and
+    # never allocated
     alive_addrs = set(snap.addr[allocs[live_end]].tolist())
     before_end = np.array([a not in alive_addrs for a in fb_addr.tolist()], bool)
     pre_addr = np.concatenate([snap.addr[orphans], fb_addr[before_end]])
@@ -214,7 +252,11 @@ def analyze_memory(
         name = known.get(a)
         if name is None and s >= 0:
             kind = sites[s].kind
-            name = {"parameters": "parameters", "optimizer": "optimizer state", "inputs": "inputs"}.get(kind)
+            name = {
+                "parameters": "parameters",
+                "optimizer": "optimizer state",
+                "inputs": "inputs",
+            }.get(kind)
             name = name or {"backward": "gradients", "forward": "activations"}.get(kind)
         pre_cat[i] = _CAT.get(name or "unknown", _CAT["unknown"])
     start_allocated = int(pre_size.sum())
@@ -239,7 +281,8 @@ def analyze_memory(
     start_reserved = end_reserved - int(seg.sum())
     if start_reserved < 0:
         notes.append(
-            "The history's segment entries do not add up to the final segments: reserved memory is drawn "
+            "The history's segment entries do not add up to the final segments: reserved "
+            "memory is drawn "
             "from the history alone, starting at zero."
         )
         start_reserved = 0
@@ -248,8 +291,10 @@ def analyze_memory(
     end_allocated = int(fb_size.sum())
     if n and int(level[-1]) != end_allocated:
         notes.append(
-            f"The history ends at {format_bytes(int(level[-1]))} allocated, the snapshot's blocks at "
-            f"{format_bytes(end_allocated)}: some entries are missing (a full history buffer drops the oldest)."
+            f"The history ends at {format_bytes(int(level[-1]))} allocated, the snapshot's "
+            f"blocks at "
+            f"{format_bytes(end_allocated)}: some entries are missing (a full history buffer "
+            f"drops the oldest)."
         )
 
     peak = int(np.argmax(level)) if n else -1
@@ -266,11 +311,20 @@ def analyze_memory(
         return pd.DataFrame(
             {
                 "bytes": np.concatenate([sizes[in_hist], pre_size[in_pre]]),
-                "category": [CATEGORIES[c] for c in np.concatenate([cats[in_hist], pre_cat[in_pre]])],
-                "line": [sites[s].line or no_line if s >= 0 else no_line for s in st[: int(in_hist.sum())]]
-                + [sites[s].line or no_line if s >= 0 else before for s in st[int(in_hist.sum()) :]],
+                "category": [
+                    CATEGORIES[c] for c in np.concatenate([cats[in_hist], pre_cat[in_pre]])
+                ],
+                "line": [
+                    sites[s].line or no_line if s >= 0 else no_line
+                    for s in st[: int(in_hist.sum())]
+                ]
+                + [
+                    sites[s].line or no_line if s >= 0 else before for s in st[int(in_hist.sum()) :]
+                ],
                 "op": [sites[s].op if s >= 0 else before for s in st],
-                "allocated_ms": np.concatenate([t_ms[allocs[in_hist]], np.full(int(in_pre.sum()), np.nan)]),
+                "allocated_ms": np.concatenate(
+                    [t_ms[allocs[in_hist]], np.full(int(in_pre.sum()), np.nan)]
+                ),
                 "freed_ms": np.concatenate(
                     [_time_or_nan(t_ms, ends[in_hist], n), _time_or_nan(t_ms, pre_end[in_pre], n)]
                 ),
@@ -292,20 +346,40 @@ def analyze_memory(
             "count": len(oom_rows),
         }
         live_oom = live_at(r)
-    elif failed_request is not None:  # at the last entry; with none (its one allocation failed), at the start
+    elif (
+        failed_request is not None
+    ):  # at the last entry; with none (its one allocation failed), at the start
         r = n - 1
-        at = (float(t_ms[r]), int(level[r]), int(reserved[r])) if n else (0.0, start_allocated, start_reserved)
-        oom = {"row": r, "bytes": int(failed_request), "device_free": 0, "time_ms": at[0], "allocated": at[1]}
+        at = (
+            (float(t_ms[r]), int(level[r]), int(reserved[r]))
+            if n
+            else (0.0, start_allocated, start_reserved)
+        )
+        oom = {
+            "row": r,
+            "bytes": int(failed_request),
+            "device_free": 0,
+            "time_ms": at[0],
+            "allocated": at[1],
+        }
         oom |= {"reserved": at[2], "count": 1, "from_error": True}
         live_oom = live_at(r)
 
-    rows = _sample_rows(level, [peak] + ([oom["row"]] if oom else []), max_points) if n else np.array([], int)
-    samples = pd.DataFrame({"time_ms": t_ms[rows], "allocated": level[rows], "reserved": reserved[rows]})
+    rows = (
+        _sample_rows(level, [peak] + ([oom["row"]] if oom else []), max_points)
+        if n
+        else np.array([], int)
+    )
+    samples = pd.DataFrame(
+        {"time_ms": t_ms[rows], "allocated": level[rows], "reserved": reserved[rows]}
+    )
     start_cat = np.bincount(pre_cat, weights=pre_size, minlength=len(CATEGORIES)).astype(np.int64)
     for c, name in enumerate(CATEGORIES):
         d = np.where(ev_cat == c, delta, 0)
         samples[name] = start_cat[c] + np.cumsum(d)[rows] if n else []
-    cat_peak = {c: int(live_peak.loc[live_peak["category"] == c, "bytes"].sum()) for c in CATEGORIES}
+    cat_peak = {
+        c: int(live_peak.loc[live_peak["category"] == c, "bytes"].sum()) for c in CATEGORIES
+    }
 
     seg = snap.segments
     empty = ~seg["expandable"] & (seg["allocated"] == 0) & (seg["active"] == 0)

@@ -1,10 +1,11 @@
-"""The memory view's findings: one sentence each, with the numbers behind it (a memory analysis in, a list of
-:class:`~gpumagic.analysis.finding.Finding` out).
+"""The memory view's findings: one sentence each, with the numbers behind it (a memory analysis in,
+a list of :class:`~gpumagic.analysis.finding.Finding` out).
 
-Said, in this order: an out-of-memory failure and what was alive then; the peak against the device's memory; the
-gap between reserved and allocated at the peak (the allocator's cache and its fragmentation); the largest category
-at the peak; allocations freed and made again with the same size at the same line (a buffer re-made each time round
-a loop); and what ``torch.cuda.empty_cache()`` would hand back at the end.
+Said, in this order: an out-of-memory failure and what was alive then; the peak against the device's
+memory; the gap between reserved and allocated at the peak (the allocator's cache and its
+fragmentation); the largest category at the peak; allocations freed and made again with the same
+size at the same line (a buffer re-made each time round a loop); and what
+``torch.cuda.empty_cache()`` would hand back at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .finding import Finding
 
 __all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocations"]
 
-#: An allocation site counts as re-made in a loop from this many frees followed by the same allocation again.
+#: An allocation site counts as re-made in a loop from this many frees followed by the same
+#: allocation again.
 REMADE_AT_LEAST = 3
 #: Blocks smaller than this are not worth a finding when re-made.
 REMADE_MIN_BYTES = 1 << 20
@@ -40,10 +42,11 @@ def format_bytes(n: float) -> str:
 def repeated_allocations(
     lines: np.ndarray, ops: np.ndarray, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> pd.DataFrame:
-    """Per (line, op, bytes) of the temporaries given: how often an allocation was made again after the previous
-    one of the same site and size was freed (``remade``), and how many were made (``count``); sites re-made at
-    least :data:`REMADE_AT_LEAST` times with blocks of :data:`REMADE_MIN_BYTES` or more, most bytes re-made first.
-    Only temporaries: activations and gradients are made again every step by design."""
+    """Per (line, op, bytes) of the temporaries given: how often an allocation was made again after
+    the previous one of the same site and size was freed (``remade``), and how many were made
+    (``count``); sites re-made at least :data:`REMADE_AT_LEAST` times with blocks of
+    :data:`REMADE_MIN_BYTES` or more, most bytes re-made first. Only temporaries: activations and
+    gradients are made again every step by design."""
     cols = ["line", "op", "bytes", "count", "remade"]
     if not len(starts):
         return pd.DataFrame(columns=cols)
@@ -53,7 +56,9 @@ def repeated_allocations(
     )
     prev_end = df.groupby(["line", "op", "bytes"], sort=False)["end"].shift()
     df["remade"] = (df["start"] > prev_end).astype(np.int64)
-    g = df.groupby(["line", "op", "bytes"], sort=False).agg(count=("start", "size"), remade=("remade", "sum"))
+    g = df.groupby(["line", "op", "bytes"], sort=False).agg(
+        count=("start", "size"), remade=("remade", "sum")
+    )
     g = g[g["remade"] >= REMADE_AT_LEAST].reset_index()
     g = g.assign(_w=g["bytes"] * g["remade"]).sort_values("_w", ascending=False, kind="stable")
     return g.drop(columns="_w").reset_index(drop=True)[cols]
@@ -67,7 +72,8 @@ def _top(live: pd.DataFrame) -> str:
 
 
 def findings_of(m: Any) -> list[Finding]:
-    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (see the module's docstring)."""
+    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (see the module's
+    docstring)."""
     b = format_bytes
     out: list[Finding] = []
     if m.oom:
@@ -77,12 +83,15 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_oom",
                 "error",
-                f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} failed with "
-                f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and {b(o['reserved'])} "
+                f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} "
+                f"failed with "
+                f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and "
+                f"{b(o['reserved'])} "
                 f"reserved then"
                 + (f"; the most alive then came from {top}" if top else "")
                 + (
-                    ". The device had room: a cap on this process (torch.cuda.set_per_process_memory_fraction) "
+                    ". The device had room: a cap on this process "
+                    "(torch.cuda.set_per_process_memory_fraction) "
                     "refused it."
                     if o["device_free"] > o["bytes"]
                     else "."
@@ -97,7 +106,8 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_peak",
                 "warn" if share > 0.9 else "info",
-                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.1%} of the device's {b(m.device_memory)} "
+                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.1%} of the device's "
+                f"{b(m.device_memory)} "
                 f"({b(m.peak_reserved)} reserved then).",
                 {"peak_bytes": m.peak_bytes, "device_memory": m.device_memory, "share": share},
             )
@@ -107,7 +117,8 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_peak",
                 "info",
-                f"Peak {b(m.peak_bytes)} allocated{when} ({b(m.peak_reserved)} reserved then); the snapshot does "
+                f"Peak {b(m.peak_bytes)} allocated{when} ({b(m.peak_reserved)} reserved "
+                f"then); the snapshot does "
                 "not say how much memory the device has (device_memory=).",
                 {"peak_bytes": m.peak_bytes},
             )
@@ -119,10 +130,12 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_gap",
                 "warn" if share > GAP_SHARE else "info",
-                f"At the peak {b(gap)} ({share:.0%} of reserved) was reserved but not allocated: cached blocks the "
+                f"At the peak {b(gap)} ({share:.0%} of reserved) was reserved but not "
+                f"allocated: cached blocks the "
                 "allocator could not use for the request"
                 + (
-                    " (fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead)."
+                    " (fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets "
+                    "segments grow instead)."
                     if share > GAP_SHARE
                     else "."
                 ),
@@ -148,8 +161,10 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_remade",
                 "info",
-                f"{r['line']} freed and made a {b(int(r['bytes']))} block again {int(r['remade'])} times "
-                f"({r['op']}): a temporary re-made each time round a loop; made once and reused (out=, or kept), "
+                f"{r['line']} freed and made a {b(int(r['bytes']))} block again "
+                f"{int(r['remade'])} times "
+                f"({r['op']}): a temporary re-made each time round a loop; made once and "
+                f"reused (out=, or kept), "
                 f"it saves the churn{more}.",
                 {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()},
             )
@@ -159,8 +174,10 @@ def findings_of(m: Any) -> list[Finding]:
             Finding(
                 "memory_empty_cache",
                 "info",
-                f"torch.cuda.empty_cache() would return {b(m.empty_cache_bytes)} of the {b(m.at_end['reserved'])} "
-                "reserved at the end (segments with no block in use); other processes could use it, this one "
+                f"torch.cuda.empty_cache() would return {b(m.empty_cache_bytes)} of the "
+                f"{b(m.at_end['reserved'])} "
+                "reserved at the end (segments with no block in use); other processes could "
+                "use it, this one "
                 "would pay cudaMalloc again to get it back.",
                 {"bytes": m.empty_cache_bytes, "reserved": m.at_end["reserved"]},
             )

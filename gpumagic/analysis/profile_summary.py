@@ -1,17 +1,20 @@
-"""What a diff needs of one run, and nothing more: a profile's summaries per rank, small enough to keep and to save.
+"""What a diff needs of one run, and nothing more: a profile's summaries per rank, small enough to
+keep and to save.
 
-A diff compares two runs kernel by kernel; holding two million-kernel Traces to do it would cost twice their tables.
-:func:`summarize` reduces a Trace to one row per kernel name per rank (calls, time, the order it first ran in and the
-op that launched it where the capture says), one row per launching op, per memory-operation kind, and per rank the
-figures a run is judged by (GPU busy, the window and its idle part, host synchronisations, NCCL wait and transfer).
-It is JSON-able (:meth:`ProfileSummary.to_dict`): the history keeps a profile's summaries, not its trace.
+A diff compares two runs kernel by kernel; holding two million-kernel Traces to do it would cost
+twice their tables. :func:`summarize` reduces a Trace to one row per kernel name per rank (calls,
+time, the order it first ran in and the op that launched it where the capture says), one row per
+launching op, per memory-operation kind, and per rank the figures a run is judged by (GPU busy, the
+window and its idle part, host synchronisations, NCCL wait and transfer). It is JSON-able
+(:meth:`ProfileSummary.to_dict`): the history keeps a profile's summaries, not its trace.
 
-**Reconciled.** Per rank, GPU busy = kernel time + memory-operation time + ``overlap_ns`` (<= 0: time when two of
-them ran at once, counted once in GPU busy). A diff's rows are the kernels, the memory operations and that overlap,
-so they add up exactly to the difference in GPU busy time.
+**Reconciled.** Per rank, GPU busy = kernel time + memory-operation time + ``overlap_ns`` (<= 0:
+time when two of them ran at once, counted once in GPU busy). A diff's rows are the kernels, the
+memory operations and that overlap, so they add up exactly to the difference in GPU busy time.
 
-Where a reader can supply a big export's few needed columns without building its tables (``Narrow``: the kernels'
-names, starts and ends, the host synchronisations, the first CUDA API call), the summary is made from those.
+Where a reader can supply a big export's few needed columns without building its tables (``Narrow``:
+the kernels' names, starts and ends, the host synchronisations, the first CUDA API call), the
+summary is made from those.
 """
 
 from __future__ import annotations
@@ -45,15 +48,25 @@ ENV_KEYS = {
 _KERNEL_COLS = ["rank", "name", "calls", "ns", "first", "op", "shapes"]
 _OP_COLS = ["rank", "op", "calls", "kernels", "ns"]
 _MEMOP_COLS = ["rank", "kind", "count", "bytes", "ns"]
-_RANK_COLS = ["rank", "busy_ns", "wall_ns", "window", "kernel_ns", "memop_ns", "overlap_ns", "kernels"]
+_RANK_COLS = [
+    "rank",
+    "busy_ns",
+    "wall_ns",
+    "window",
+    "kernel_ns",
+    "memop_ns",
+    "overlap_ns",
+    "kernels",
+]
 _RANK_COLS += ["sync_calls", "sync_ns", "nccl_ns", "nccl_wait_ns"]
 
 
 @dataclass(frozen=True)
 class Narrow:
-    """A big single-process, single-GPU export's few columns, read without its tables: each kernel's name (``codes``
-    into ``names``), start and end; the host synchronisations ((calls, ns) by name, or together); the first CUDA
-    API call's start (None: none). The memory operations are few and come from the Trace."""
+    """A big single-process, single-GPU export's few columns, read without its tables: each kernel's
+    name (``codes`` into ``names``), start and end; the host synchronisations ((calls, ns) by name,
+    or together); the first CUDA API call's start (None: none). The memory operations are few and
+    come from the Trace."""
 
     codes: np.ndarray
     names: list[str]
@@ -65,20 +78,23 @@ class Narrow:
 
 @dataclass
 class ProfileSummary:
-    """One run's summaries per rank (``rank``: "rank 0", "process 1", or "" for a run of one process and GPU).
+    """One run's summaries per rank (``rank``: "rank 0", "process 1", or "" for a run of one process
+    and GPU).
 
-    ``kernels``: rank, name, calls, ns, first (the place of its first launch among the rank's kernel names), op and
-    shapes (of the op that launched most of its time; "" where not known). ``ops``: rank, op, calls (op calls that
-    launched kernels), kernels, ns (their kernels' time). ``memops``: rank, kind, count, bytes, ns. ``ranks``: busy_ns,
-    wall_ns and window (the analysis window), kernel_ns, memop_ns, overlap_ns, kernels, sync_calls, sync_ns, nccl_ns,
-    nccl_wait_ns (-1: not known, one rank captured). ``env``: device, versions, capture backend, label, source."""
+    ``kernels``: rank, name, calls, ns, first (the place of its first launch among the rank's kernel
+    names), op and shapes (of the op that launched most of its time; "" where not known). ``ops``:
+    rank, op, calls (op calls that launched kernels), kernels, ns (their kernels' time). ``memops``:
+    rank, kind, count, bytes, ns. ``ranks``: busy_ns, wall_ns and window (the analysis window),
+    kernel_ns, memop_ns, overlap_ns, kernels, sync_calls, sync_ns, nccl_ns, nccl_wait_ns (-1: not
+    known, one rank captured). ``env``: device, versions, capture backend, label, source."""
 
     env: dict[str, Any]
     ranks: pd.DataFrame
     kernels: pd.DataFrame
     ops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_OP_COLS))
     memops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_MEMOP_COLS))
-    #: What the capture recorded (kernels, memops, api, ops, ...); ops absent: launching ops are not known.
+    #: What the capture recorded (kernels, memops, api, ops, ...); ops absent: launching ops are not
+    #: known.
     recorded: list[str] = field(default_factory=list)
 
     @property
@@ -91,14 +107,27 @@ class ProfileSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able form (:meth:`from_dict` reads it back)."""
-        tables = {k: getattr(self, k).to_dict(orient="list") for k in ("ranks", "kernels", "ops", "memops")}
+        tables = {
+            k: getattr(self, k).to_dict(orient="list")
+            for k in ("ranks", "kernels", "ops", "memops")
+        }
         return {"version": 1, "env": _plain(self.env), "recorded": list(self.recorded), **tables}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileSummary:
-        cols = {"ranks": _RANK_COLS, "kernels": _KERNEL_COLS, "ops": _OP_COLS, "memops": _MEMOP_COLS}
-        tables = {k: pd.DataFrame(data.get(k) or {c: [] for c in c_}, columns=c_) for k, c_ in cols.items()}
-        return cls(env=dict(data.get("env") or {}), recorded=list(data.get("recorded") or []), **tables)
+        cols = {
+            "ranks": _RANK_COLS,
+            "kernels": _KERNEL_COLS,
+            "ops": _OP_COLS,
+            "memops": _MEMOP_COLS,
+        }
+        tables = {
+            k: pd.DataFrame(data.get(k) or {c: [] for c in c_}, columns=c_)
+            for k, c_ in cols.items()
+        }
+        return cls(
+            env=dict(data.get("env") or {}), recorded=list(data.get("recorded") or []), **tables
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -122,14 +151,15 @@ def _env(trace: Trace) -> dict[str, Any]:
 
 
 def summarize(trace: Trace, narrow: Narrow | None = None) -> ProfileSummary:
-    """A Trace's summaries per rank (``narrow``: a big export's columns read without its tables, see :class:`Narrow`;
-    used only for a trace of one process on one GPU without a cell label)."""
+    """A Trace's summaries per rank (``narrow``: a big export's columns read without its tables, see
+    :class:`Narrow`; used only for a trace of one process on one GPU without a cell label)."""
     if narrow is not None:
         return _from_narrow(trace, narrow)
     return trace.memo("diff.summary", lambda: _from_trace(trace))
 
 
-# --- from a whole Trace ---------------------------------------------------------------------------------------------
+# --- from a whole Trace
+# ---------------------------------------------------------------------------------------------
 def _from_trace(trace: Trace) -> ProfileSummary:
     multi = is_multi(trace)
     if multi:
@@ -142,7 +172,9 @@ def _from_trace(trace: Trace) -> ProfileSummary:
     facts = kernel_facts(trace)
     kpid = id_column(k["pid"]) if len(k) else np.empty(0, np.int64)
     krank = _rank_index(kpid, labels, order)
-    context = _launch_context(trace)  # one kernel-to-op sweep for both the kernel rows and the op rows
+    context = _launch_context(
+        trace
+    )  # one kernel-to-op sweep for both the kernel rows and the op rows
     kernels = _kernel_rows(facts.codes, facts.names, facts.durations, krank, order, context)
     m = trace.memops
     mrank = _rank_index(id_column(m["pid"]) if len(m) else np.empty(0, np.int64), labels, order)
@@ -151,29 +183,40 @@ def _from_trace(trace: Trace) -> ProfileSummary:
     ranks["busy_ns"] = _busy_by_rank(trace, labels, order)
     if multi:
         fig = (
-            rank_figures(trace).groupby("label", sort=False).agg(wall_ns=("span_ns", "max"), window=("window", "first"))
+            rank_figures(trace)
+            .groupby("label", sort=False)
+            .agg(wall_ns=("span_ns", "max"), window=("window", "first"))
         )
         ranks["wall_ns"] = [int(fig["wall_ns"].get(r, 0)) for r in order]
         ranks["window"] = [str(fig["window"].get(r, "cuda")) for r in order]
     else:
         f = trace.figures()
         ranks["wall_ns"], ranks["window"] = int(f["wall_ns"]), f["window"]
-    ranks["kernel_ns"] = np.bincount(krank, weights=facts.durations, minlength=len(order)).astype(np.int64)
+    ranks["kernel_ns"] = np.bincount(krank, weights=facts.durations, minlength=len(order)).astype(
+        np.int64
+    )
     ranks["memop_ns"] = [int(memops.loc[memops["rank"] == r, "ns"].sum()) for r in order]
     ranks["overlap_ns"] = ranks["busy_ns"] - ranks["kernel_ns"] - ranks["memop_ns"]
     ranks["kernels"] = np.bincount(krank, minlength=len(order)).astype(np.int64)
     calls, ns = _syncs(trace, labels, order)
     ranks["sync_calls"], ranks["sync_ns"] = calls, ns
     nccl = facts.where(lambda d: d.family == "nccl")
-    ranks["nccl_ns"] = np.bincount(krank[nccl], weights=facts.durations[nccl], minlength=len(order)).astype(np.int64)
+    ranks["nccl_ns"] = np.bincount(
+        krank[nccl], weights=facts.durations[nccl], minlength=len(order)
+    ).astype(np.int64)
     ranks["nccl_wait_ns"] = _nccl_waits(trace, krank, order) if multi else -1
     ops = _op_rows(context, facts.durations, krank, order)
-    return ProfileSummary(_env(trace), ranks[_RANK_COLS], kernels, ops, memops, sorted(_recorded(trace)))
+    return ProfileSummary(
+        _env(trace), ranks[_RANK_COLS], kernels, ops, memops, sorted(_recorded(trace))
+    )
 
 
 def _recorded(trace: Trace) -> set[str]:
-    """The kinds the capture recorded; "ops" only where it holds some (an nsys export records none)."""
-    kinds = {kind for kind in ("kernels", "memops", "api", "ops", "nvtx", "osrt") if trace.recorded(kind)}
+    """The kinds the capture recorded; "ops" only where it holds some (an nsys export records
+    none)."""
+    kinds = {
+        kind for kind in ("kernels", "memops", "api", "ops", "nvtx", "osrt") if trace.recorded(kind)
+    }
     return kinds if trace.rows("ops") else kinds - {"ops"}
 
 
@@ -186,8 +229,8 @@ def _rank_index(pid: np.ndarray, labels: dict[int, str], order: list[str]) -> np
 
 
 def _launch_context(trace: Trace) -> tuple[np.ndarray, list[str], list[str]] | None:
-    """Per kernel row, the row of its launching op (-1: none), and each op row's name and input shapes; None where
-    the capture recorded no ops (nsys)."""
+    """Per kernel row, the row of its launching op (-1: none), and each op row's name and input
+    shapes; None where the capture recorded no ops (nsys)."""
     if trace.ops.empty or trace.kernels.empty:
         return None
     rows = launching_op_rows(trace.ops, trace.kernels, trace.api)
@@ -203,17 +246,27 @@ def _kernel_rows(
     order: list[str],
     context: tuple[np.ndarray, list[str], list[str]] | None,
 ) -> pd.DataFrame:
-    """One row per (rank, kernel name): calls, ns, its first launch's place, and the op that launched most of it."""
+    """One row per (rank, kernel name): calls, ns, its first launch's place, and the op that
+    launched most of it."""
     if not len(codes):
         return pd.DataFrame(columns=_KERNEL_COLS)
     n = max(len(names), 1)
     key = rank * n + codes if len(order) > 1 else np.asarray(codes, dtype=np.int64)
     calls_all = np.bincount(key, minlength=n * len(order))
     ns_all = np.bincount(key, weights=durations, minlength=n * len(order))
-    uniq = pd.unique(key)  # in order of first appearance (kernels come in start order): no sort of the rows
-    out = pd.DataFrame({"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]})
-    out["calls"], out["ns"] = calls_all[uniq].astype(np.int64), np.rint(ns_all[uniq]).astype(np.int64)
-    placed: dict[int, int] = {}  # each kernel's place among its rank's kernels, in order of first launch
+    uniq = pd.unique(
+        key
+    )  # in order of first appearance (kernels come in start order): no sort of the rows
+    out = pd.DataFrame(
+        {"rank": [order[i] for i in uniq // n], "name": [names[i] for i in uniq % n]}
+    )
+    out["calls"], out["ns"] = (
+        calls_all[uniq].astype(np.int64),
+        np.rint(ns_all[uniq]).astype(np.int64),
+    )
+    placed: dict[
+        int, int
+    ] = {}  # each kernel's place among its rank's kernels, in order of first launch
     first = []
     for r in (uniq // n).tolist():
         first.append(placed.get(r, 0))
@@ -227,7 +280,8 @@ def _kernel_rows(
             place = np.full(n * len(order), -1, dtype=np.int64)
             place[uniq] = np.arange(len(uniq))
             inverse = place[key]
-            # the op that launched most of each kernel's time: (kernel, op) sums, the largest per kernel
+            # the op that launched most of each kernel's time: (kernel, op) sums, the largest per
+            # kernel
             k, op = inverse[launched], op_row[launched]
             pairs, pair_of = np.unique(k * (len(op_names) + 1) + op, return_inverse=True)
             sums = np.bincount(pair_of.ravel(), weights=durations[launched])
@@ -236,21 +290,27 @@ def _kernel_rows(
             top = by[np.r_[True, pk[by][1:] != pk[by][:-1]]]
             out.loc[pk[top], "op"] = [op_names[i] for i in pop[top]]
             out.loc[pk[top], "shapes"] = [op_shapes[i] for i in pop[top]]
-    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(
+        drop=True
+    )
 
 
 def _grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys in order of first appearance, and each row's place among them (pandas' groupby with
-    ``sort=False``, without its per-call cost: a profile is summarised on every ``%%gpuprofile``)."""
+    """The distinct keys in order of first appearance, and each row's place among them (pandas'
+    groupby with ``sort=False``, without its per-call cost: a profile is summarised on every
+    ``%%gpuprofile``)."""
     place, uniq = pd.factorize(keys)  # codes follow first appearance
     return np.asarray(uniq), place.astype(np.int64)
 
 
 def _op_rows(
-    context: tuple[np.ndarray, list[str], list[str]] | None, durations: np.ndarray, rank: np.ndarray, order: list[str]
+    context: tuple[np.ndarray, list[str], list[str]] | None,
+    durations: np.ndarray,
+    rank: np.ndarray,
+    order: list[str],
 ) -> pd.DataFrame:
-    """Per rank and launching op name: op calls that launched kernels, kernels, their time; "(no op)" for kernels
-    launched outside every op. Empty where the capture recorded no ops."""
+    """Per rank and launching op name: op calls that launched kernels, kernels, their time; "(no
+    op)" for kernels launched outside every op. Empty where the capture recorded no ops."""
     if context is None:
         return pd.DataFrame(columns=_OP_COLS)
     op_row, op_names, _ = context
@@ -258,7 +318,8 @@ def _op_rows(
     code = name_code[np.where(op_row >= 0, op_row, len(op_names))]
     keys, group = _grouped(rank * len(name_of) + code)
     n = len(keys)
-    # op calls: distinct launching op rows per group (kernels outside every op count as one, as nunique counts -1)
+    # op calls: distinct launching op rows per group (kernels outside every op count as one, as
+    # nunique counts -1)
     pairs = np.unique(np.stack([group, op_row]), axis=1)
     out = pd.DataFrame(
         {
@@ -269,7 +330,9 @@ def _op_rows(
             "ns": np.bincount(group, weights=durations, minlength=n).astype(np.int64),
         }
     )
-    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(drop=True)[_OP_COLS]
+    return out.sort_values(["rank", "ns"], ascending=[True, False], kind="stable").reset_index(
+        drop=True
+    )[_OP_COLS]
 
 
 def _memop_rows(m: pd.DataFrame, rank: np.ndarray, order: list[str]) -> pd.DataFrame:
@@ -293,8 +356,8 @@ def _memop_rows(m: pd.DataFrame, rank: np.ndarray, order: list[str]) -> pd.DataF
 
 
 def _busy_by_rank(trace: Trace, labels: dict[int, str], order: list[str]) -> list[int]:
-    """GPU busy per rank: the union on each of its GPUs (overlap once), summed over them; equal to the Trace's
-    GPU busy in total."""
+    """GPU busy per rank: the union on each of its GPUs (overlap once), summed over them; equal to
+    the Trace's GPU busy in total."""
     if not labels:
         return [trace.gpu_busy_ns()]
     codes, units = trace.gpu_units()
@@ -311,7 +374,9 @@ def _syncs(trace: Trace, labels: dict[int, str], order: list[str]) -> tuple[list
     calls, ns = [0] * len(order), [0] * len(order)
     if not trace.recorded("api") or not trace.rows("api"):
         return calls, ns
-    if not labels and "api" in getattr(trace, "_unread", ()):  # a big export: its API summary is a narrow read
+    if not labels and "api" in getattr(
+        trace, "_unread", ()
+    ):  # a big export: its API summary is a narrow read
         s = trace.api_summary()
         s = s[s["Name"].map(_unversioned).isin(SYNC_APIS)]
         return [int(s["Num Calls"].sum())], [int(s["Total Time (ns)"].sum())]
@@ -336,14 +401,19 @@ def _unversioned(name: Any) -> str:
     return re.sub(r"_v\d+$", "", str(name))
 
 
-# --- from a big export's narrow read --------------------------------------------------------------------------------
+# --- from a big export's narrow read
+# --------------------------------------------------------------------------------
 def _from_narrow(trace: Trace, nw: Narrow) -> ProfileSummary:
     durations = nw.end - nw.start
     kernels = _kernel_rows(nw.codes, nw.names, durations, np.zeros(0, dtype=np.int64), [""], None)
     m = trace.memops
     memops = _memop_rows(m, np.zeros(len(m), dtype=np.int64), [""])
     ms, me = m["start"].to_numpy(dtype=np.int64), m["end"].to_numpy(dtype=np.int64)
-    if len(ms):  # the few copies merged into the kernels (in start order) where they start: no sort of a million
+    if len(
+        ms
+        # the few copies merged into the kernels (in start order) where they start: no sort of a
+        # million
+    ):
         at = np.searchsorted(nw.start, ms, side="right")
         starts, ends = np.insert(nw.start, at, ms), np.insert(nw.end, at, me)
     else:
@@ -373,4 +443,6 @@ def _from_narrow(trace: Trace, nw: Narrow) -> ProfileSummary:
             "nccl_wait_ns": [-1],
         }
     )
-    return ProfileSummary(_env(trace), ranks, kernels, recorded=sorted(_recorded(trace)), memops=memops)
+    return ProfileSummary(
+        _env(trace), ranks, kernels, recorded=sorted(_recorded(trace)), memops=memops
+    )

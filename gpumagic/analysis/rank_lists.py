@@ -1,6 +1,7 @@
-"""How a per-rank finding names its ranks: which of the job's ranks it is about, out of how many, and what the
-others showed. A list of the ranks that crossed a line, without the count of the job, reads as the whole job (six
-ranks listed of eight is not "the ranks"); past :data:`LIST_RANKS` the few most affected and "and N more"."""
+"""How a per-rank finding names its ranks: which of the job's ranks it is about, out of how many,
+and what the others showed. A list of the ranks that crossed a line, without the count of the job,
+reads as the whole job (six ranks listed of eight is not "the ranks"); past :data:`LIST_RANKS` the
+few most affected and "and N more"."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from collections.abc import Sequence
 
 __all__ = ["LIST_RANKS", "SHOWN_AT_SCALE", "between", "listed", "on_ranks", "others_range"]
 
-#: Past this many ranks a finding gives the extremes of a figure, not a figure per rank (it would not be read).
+#: Past this many ranks a finding gives the extremes of a figure, not a figure per rank (it would
+#: not be read).
 LIST_RANKS = 8
 #: Ranks shown by name when there are more than :data:`LIST_RANKS` to show.
 SHOWN_AT_SCALE = 3
 
 
 def on_ranks(hit: int, total: int, labels: Sequence[str] = ()) -> str:
-    """ "on both ranks", "on all 8 ranks", "on 6 of 8 ranks"; "in 1 of 2 processes" where ``labels`` are processes
+    """ "on both ranks", "on all 8 ranks", "on 6 of 8 ranks"; "in 1 of 2 processes" where ``labels``
+     are processes
     (not marked with their rank)."""
     ranks = not any(str(label).startswith("process") for label in labels)
     noun, on = ("ranks", "on") if ranks else ("processes", "in")
@@ -25,8 +28,9 @@ def on_ranks(hit: int, total: int, labels: Sequence[str] = ()) -> str:
 
 
 def listed(parts: Sequence[str], more: str = "") -> str:
-    """``parts`` joined by "; ", the first :data:`SHOWN_AT_SCALE` and "and N more" (with ``more``, a figure's range
-    over them) past :data:`LIST_RANKS`; ``parts`` in the order to show them (most affected first)."""
+    """``parts`` joined by "; ", the first :data:`SHOWN_AT_SCALE` and "and N more" (with ``more``, a
+    figure's range over them) past :data:`LIST_RANKS`; ``parts`` in the order to show them (most
+    affected first)."""
     if len(parts) <= LIST_RANKS:
         return "; ".join(parts)
     rest = len(parts) - SHOWN_AT_SCALE
@@ -39,8 +43,9 @@ def between(low: str, high: str) -> str:
 
 
 def others_range(labels: Sequence[str], values: Sequence[str], word: str) -> str:
-    """The ranks a finding is not about, with their figure: "the others: rank 6 busy 98%, rank 7 busy 97%", or past
-    :data:`LIST_RANKS` "the other 60 ranks busy 97% to 99%" (``values`` formatted, sorted by value)."""
+    """The ranks a finding is not about, with their figure: "the others: rank 6 busy 98%, rank 7
+    busy 97%", or past :data:`LIST_RANKS` "the other 60 ranks busy 97% to 99%" (``values``
+    formatted, sorted by value)."""
     if len(labels) <= LIST_RANKS:
         each = ", ".join(f"{label} {word} {v}" for label, v in zip(labels, values))
         return f"{'the other' if len(labels) == 1 else 'the others'}: {each}"

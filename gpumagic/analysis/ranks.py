@@ -1,22 +1,27 @@
-"""Several processes and GPUs: who is which rank, and per rank and GPU the figures a distributed step is judged by.
+"""Several processes and GPUs: who is which rank, and per rank and GPU the figures a distributed
+step is judged by.
 
-A ``torchrun`` job profiled under one nsys holds one process per rank, each on its own GPU. Summed together, two
-GPUs read as one half-idle GPU; so every figure here is per *unit* (one process's work on one GPU; one per rank in
-the usual one-GPU-per-rank job), over that process's own analysis window:
+A ``torchrun`` job profiled under one nsys holds one process per rank, each on its own GPU. Summed
+together, two GPUs read as one half-idle GPU; so every figure here is per *unit* (one process's work
+on one GPU; one per rank in the usual one-GPU-per-rank job), over that process's own analysis
+window:
 
-- the range: the cell's NVTX range in that process, to the end of the GPU work launched inside it (the Trace's
-  window rule, per process); else the span of that process's CUDA activity;
+- the range: the cell's NVTX range in that process, to the end of the GPU work launched inside it
+  (the Trace's window rule, per process); else the span of that process's CUDA activity;
 - busy: the union of its kernels and memory operations on that GPU inside the range (overlaps once);
 - NCCL: the union of its NCCL kernels (the decoder's family "nccl"), and its share of busy;
-- overlap: how long an NCCL kernel ran while a non-NCCL kernel ran on the same GPU (interval intersection), and its
-  share of the NCCL time: communication that overlaps compute costs nothing on the critical path;
+- overlap: how long an NCCL kernel ran while a non-NCCL kernel ran on the same GPU (interval
+  intersection), and its share of the NCCL time: communication that overlaps compute costs nothing
+  on the critical path;
 - work: the union of its non-NCCL kernels and memory operations (the GPU doing the step's own work);
-- skew: each process's range and work against the fastest process's, in ns and as a share of the fastest.
+- skew: each process's range and work against the fastest process's, in ns and as a share of the
+  fastest.
 
-Who is which rank: the NVTX mark ``gpumagic rank=R local_rank=L world=W`` that ``%%gpuprofile --nproc``'s launcher
-emits in each rank (read by the nsys reader into ``meta["rank_marks"]``, or found among the NVTX ranges). Where not
-every process carries one, processes are numbered by their first GPU activity and called "process N", never
-"rank N": a process's place in time is not its rank.
+Who is which rank: the NVTX mark ``gpumagic rank=R local_rank=L world=W`` that ``%%gpuprofile
+--nproc``'s launcher emits in each rank (read by the nsys reader into ``meta["rank_marks"]``, or
+found among the NVTX ranges). Where not every process carries one, processes are numbered by their
+first GPU activity and called "process N", never "rank N": a process's place in time is not its
+rank.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ def is_multi(trace: Trace) -> bool:
 
 
 def _marks(trace: Trace) -> dict[int, tuple[int, int, int]]:
-    """pid -> (rank, local rank, world) from the launcher's marks: the reader's, else the NVTX table's ranges."""
+    """pid -> (rank, local rank, world) from the launcher's marks: the reader's, else the NVTX
+    table's ranges."""
     found = {
         int(m["pid"]): (int(m["rank"]), int(m["local_rank"]), int(m["world"]))
         for m in trace.meta.get("rank_marks") or []
@@ -59,10 +65,11 @@ def _marks(trace: Trace) -> dict[int, tuple[int, int, int]]:
 
 
 def processes(trace: Trace) -> pd.DataFrame:
-    """One row per process that ran GPU work, in rank order: ``pid``, ``rank`` (the torch.distributed rank where
-    every process was marked, else the process's place by first GPU activity), ``label`` ("rank R" or
-    "process N"), ``local_rank`` and ``world`` (-1 where unmarked), ``name`` (the process's, where the export says),
-    ``first`` (its first GPU activity, ns)."""
+    """One row per process that ran GPU work, in rank order: ``pid``, ``rank`` (the
+    torch.distributed rank where every process was marked, else the process's place by first GPU
+    activity), ``label`` ("rank R" or "process N"), ``local_rank`` and ``world`` (-1 where
+    unmarked), ``name`` (the process's, where the export says), ``first`` (its first GPU activity,
+    ns)."""
 
     def compute() -> pd.DataFrame:
         codes, units = trace.gpu_units()
@@ -76,7 +83,9 @@ def processes(trace: Trace) -> pd.DataFrame:
         marked = [marks.get(int(p)) for p in df["pid"]]
         ranks = [m[0] for m in marked if m]
         if len(df) and all(marked) and len(set(ranks)) == len(ranks):
-            df["rank"], df["local_rank"], df["world"] = (np.array([m[i] for m in marked]) for i in range(3))
+            df["rank"], df["local_rank"], df["world"] = (
+                np.array([m[i] for m in marked]) for i in range(3)
+            )
             df = df.sort_values("rank", kind="stable").reset_index(drop=True)
             df["label"] = [f"rank {r}" for r in df["rank"]]
         else:
@@ -90,14 +99,19 @@ def processes(trace: Trace) -> pd.DataFrame:
 
 
 def _windows(trace: Trace, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Each process's analysis window (start, end) and its kind ("nvtx" or "cuda"): the Trace's rule, per process."""
+    """Each process's analysis window (start, end) and its kind ("nvtx" or "cuda"): the Trace's
+    rule, per process."""
     codes, units = trace.gpu_units()
     starts, ends = trace._gpu_arrays()
     unit_pid = units["pid"].to_numpy(dtype=np.int64)
     row_pid = unit_pid[codes] if len(codes) else np.empty(0, dtype=np.int64)
     label = trace.meta.get("label")
     nv, api = trace.nvtx, trace.api
-    cell = nv[nv["text"].astype(str).str.endswith(str(label))] if label and not nv.empty else nv.iloc[0:0]
+    cell = (
+        nv[nv["text"].astype(str).str.endswith(str(label))]
+        if label and not nv.empty
+        else nv.iloc[0:0]
+    )
     cell_pid = id_column(cell["pid"]) if not cell.empty else np.empty(0, dtype=np.int64)
     api_pid = id_column(api["pid"]) if not api.empty else np.empty(0, dtype=np.int64)
     lo, hi, kinds = np.zeros(len(pids), np.int64), np.zeros(len(pids), np.int64), []
@@ -126,12 +140,13 @@ def _gpu_name(trace: Trace, pid: int, device: int) -> str:
 
 
 def rank_figures(trace: Trace) -> pd.DataFrame:
-    """One row per process and GPU, in rank order: ``rank``, ``label``, ``pid``, ``device``, ``gpu`` (its name),
-    ``window`` ("nvtx": the cell's range; "cuda": the span of its CUDA activity), ``start``, ``end``, ``span_ns``,
-    ``busy_ns``, ``nccl_ns``, ``nccl_share`` (of busy), ``overlap_ns``, ``overlap_share`` (of NCCL), ``work_ns``,
-    ``kernels`` and ``nccl_kernels`` (those that ran in the range), and each process's skew against the fastest
-    process by range, busy time and work: ``span_skew_ns``, ``span_skew`` (a share of the fastest's), ``busy_skew_ns``,
-    ``busy_skew``, ``work_skew_ns``, ``work_skew``. Times are integer ns."""
+    """One row per process and GPU, in rank order: ``rank``, ``label``, ``pid``, ``device``, ``gpu``
+    (its name), ``window`` ("nvtx": the cell's range; "cuda": the span of its CUDA activity),
+    ``start``, ``end``, ``span_ns``, ``busy_ns``, ``nccl_ns``, ``nccl_share`` (of busy),
+    ``overlap_ns``, ``overlap_share`` (of NCCL), ``work_ns``, ``kernels`` and ``nccl_kernels``
+    (those that ran in the range), and each process's skew against the fastest process by range,
+    busy time and work: ``span_skew_ns``, ``span_skew`` (a share of the fastest's),
+    ``busy_skew_ns``, ``busy_skew``, ``work_skew_ns``, ``work_skew``. Times are integer ns."""
     return trace.memo("ranks.figures", lambda: _rank_figures(trace)).copy()
 
 
@@ -151,14 +166,22 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
         nccl[:n_k] = kernel_facts(trace).where(lambda d: d.family == "nccl")
     is_kernel = np.arange(len(s)) < n_k
     inside = (starts <= hi_row) & (ends >= lo_row)  # ran in the range, wholly or in part
-    if len(s):  # sorted by unit, then start, once: the unions below then take their rows in order, sorting nothing
+    if len(
+        s
+        # sorted by unit, then start, once: the unions below then take their rows in order, sorting
+        # nothing
+    ):
         t0 = int(s.min())
         order = np.argsort(codes * (int(e.max()) - t0 + 1) + (s - t0))
-        codes, s, e, nccl, is_kernel, inside = (a[order] for a in (codes, s, e, nccl, is_kernel, inside))
+        codes, s, e, nccl, is_kernel, inside = (
+            a[order] for a in (codes, s, e, nccl, is_kernel, inside)
+        )
     compute = is_kernel & ~nccl
     busy = union_by_group(codes, s, e, n_units)
     comm = union_by_group(codes[nccl], s[nccl], e[nccl], n_units)
-    overlap = overlap_by_group(codes[nccl], (s[nccl], e[nccl]), codes[compute], (s[compute], e[compute]), n_units)
+    overlap = overlap_by_group(
+        codes[nccl], (s[nccl], e[nccl]), codes[compute], (s[compute], e[compute]), n_units
+    )
     work = union_by_group(codes[~nccl], s[~nccl], e[~nccl], n_units)
     df = units.assign(
         proc=unit_proc,
@@ -176,7 +199,9 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
     df["start"], df["end"] = lo_p[unit_proc], hi_p[unit_proc]
     df["span_ns"] = df["end"] - df["start"]
     df["nccl_share"] = np.where(df["busy_ns"] > 0, df["nccl_ns"] / df["busy_ns"].clip(lower=1), 0.0)
-    df["overlap_share"] = np.where(df["nccl_ns"] > 0, df["overlap_ns"] / df["nccl_ns"].clip(lower=1), np.nan)
+    df["overlap_share"] = np.where(
+        df["nccl_ns"] > 0, df["overlap_ns"] / df["nccl_ns"].clip(lower=1), np.nan
+    )
     per_proc_work = df.groupby("proc")["work_ns"].sum()  # a process's work over all its GPUs
     span = pd.Series(hi_p - lo_p)
     per_proc_busy = df.groupby("proc")["busy_ns"].sum()
@@ -186,14 +211,27 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
         df[f"{name}_skew_ns"] = skew.reindex(df["proc"]).to_numpy().astype(np.int64)
         df[f"{name}_skew"] = df[f"{name}_skew_ns"] / fastest if fastest else 0.0
     df = df.sort_values(["proc", "device"], kind="stable").reset_index(drop=True)
-    cols = ["rank", "label", "pid", "device", "gpu", "window", "start", "end", "span_ns", "busy_ns", "nccl_ns"]
+    cols = [
+        "rank",
+        "label",
+        "pid",
+        "device",
+        "gpu",
+        "window",
+        "start",
+        "end",
+        "span_ns",
+        "busy_ns",
+        "nccl_ns",
+    ]
     cols += ["nccl_share", "overlap_ns", "overlap_share", "work_ns", "kernels", "nccl_kernels"]
     return df[[*cols, *(f"{k}_skew{u}" for k in ("span", "busy", "work") for u in ("_ns", ""))]]
 
 
 def kernel_summary_by_rank(trace: Trace) -> pd.DataFrame:
-    """``nsys stats``' cuda_gpu_kern_sum per process (Time (%) of that process's kernel time), stacked in rank
-    order with ``rank``, ``rank_label`` and ``pid`` columns first: a kernel of every rank in one frame."""
+    """``nsys stats``' cuda_gpu_kern_sum per process (Time (%) of that process's kernel time),
+    stacked in rank order with ``rank``, ``rank_label`` and ``pid`` columns first: a kernel of every
+    rank in one frame."""
 
     def compute() -> pd.DataFrame:
         k = trace.kernels
@@ -210,7 +248,9 @@ def kernel_summary_by_rank(trace: Trace) -> pd.DataFrame:
             s.insert(0, "rank", int(p["rank"]))
             parts.append(s)
         if not parts:
-            return pd.DataFrame(columns=["rank", "rank_label", "pid", *trace.kernel_summary().columns])
+            return pd.DataFrame(
+                columns=["rank", "rank_label", "pid", *trace.kernel_summary().columns]
+            )
         return pd.concat(parts, ignore_index=True)
 
     return trace.memo("ranks.kernel_summary", compute).copy()

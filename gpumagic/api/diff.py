@@ -1,10 +1,11 @@
 """``gpumagic.diff(a, b)``: any two runs in, a :class:`~gpumagic.render.diff_view.ProfileDiff` out.
 
-A run is whatever the user holds: a ``%%gpuprofile -o`` report, a Trace (``load_trace``/``load_nsys``, one file or a
-whole job's per-rank files), a saved :class:`~gpumagic.analysis.profile_summary.ProfileSummary` (or its dict), or a
-path (an nsys ``.sqlite``/``.nsys-rep``, a Chrome/Perfetto ``.json[.gz]``, a directory, glob or list of per-rank
-reports). Each is reduced to its summaries first (a big nsys export through its few needed columns), so two
-million-kernel exports are never held as tables at once.
+A run is whatever the user holds: a ``%%gpuprofile -o`` report, a Trace
+(``load_trace``/``load_nsys``, one file or a whole job's per-rank files), a saved
+:class:`~gpumagic.analysis.profile_summary.ProfileSummary` (or its dict), or a path (an nsys
+``.sqlite``/``.nsys-rep``, a Chrome/Perfetto ``.json[.gz]``, a directory, glob or list of per-rank
+reports). Each is reduced to its summaries first (a big nsys export through its few needed columns),
+so two million-kernel exports are never held as tables at once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _JSON = (".json", ".json.gz")
 
 
 def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trace:
-    """The Trace of a path: nsys exports by ``load_nsys``, Chrome traces by ``load_trace``, several by either."""
+    """The Trace of a path: nsys exports by ``load_nsys``, Chrome traces by ``load_trace``, several
+    by either."""
     from ..capture.reports import expand, is_many, load_nsys, load_trace
 
     if is_many(path):
@@ -52,8 +54,10 @@ def summary_of(run: Any) -> ProfileSummary:
         columns = narrow_read(trace, SYNC_APIS)
         return summarize(trace, Narrow(**columns) if columns else None)
     raise GpuMagicError(
-        detail=f"cannot compare a {type(run).__name__}: gpumagic.diff takes %%gpuprofile reports (-o), Traces "
-        "(load_trace/load_nsys), saved profile summaries, or paths to nsys exports and Chrome traces"
+        detail=f"cannot compare a {type(run).__name__}: gpumagic.diff takes %%gpuprofile "
+        f"reports (-o), Traces "
+        "(load_trace/load_nsys), saved profile summaries, or paths to nsys exports and "
+        "Chrome traces"
     )
 
 
@@ -63,10 +67,13 @@ def _name(run: Any, default: str) -> str:
     return str(getattr(run, "label", "") or default)
 
 
-def diff(a: Any, b: Any, *, name_a: str | None = None, name_b: str | None = None, top: int = 15) -> ProfileDiff:
-    """What changed from run ``a`` to run ``b``: kernels matched by what they are, per launching op, the figures
-    side by side, the largest changes in a sentence each, and where the GPU time moved (a waterfall). ``name_a`` and
-    ``name_b`` name the runs on the page (default: their labels or file names, else A and B); ``top``: table rows."""
+def diff(
+    a: Any, b: Any, *, name_a: str | None = None, name_b: str | None = None, top: int = 15
+) -> ProfileDiff:
+    """What changed from run ``a`` to run ``b``: kernels matched by what they are, per launching op,
+    the figures side by side, the largest changes in a sentence each, and where the GPU time moved
+    (a waterfall). ``name_a`` and ``name_b`` name the runs on the page (default: their labels or
+    file names, else A and B); ``top``: table rows."""
     na, nb = name_a or _name(a, "A"), name_b or _name(b, "B")
     if na == nb:
         na, nb = f"A ({na})", f"B ({nb})"

@@ -1,10 +1,11 @@
-"""``gpumagic.gputime``, ``gpumagic.compare`` and ``gpumagic.sweep`` as scripts call them: the timing core's
-functions, with each result saved to the history as the magics save theirs.
+"""``gpumagic.gputime``, ``gpumagic.compare`` and ``gpumagic.sweep`` as scripts call them: the
+timing core's functions, with each result saved to the history as the magics save theirs.
 
-Why a wrapper here and not a line in the timing core: the core measures and knows nothing of where results go (the
-data flows timing -> result -> history). Two keywords are added: ``label`` (as ``-l NAME``) and ``history`` (a
-path, or False for this call alone; default: ``GPUMAGIC_HISTORY``, else the default place). A store that cannot be
-written prints one line on stderr; the result is returned as always.
+Why a wrapper here and not a line in the timing core: the core measures and knows nothing of where
+results go (the data flows timing -> result -> history). Two keywords are added: ``label`` (as ``-l
+NAME``) and ``history`` (a path, or False for this call alone; default: ``GPUMAGIC_HISTORY``, else
+the default place). A store that cannot be written prints one line on stderr; the result is returned
+as always.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def _source(stmt: Any) -> str:
 def _recorder(history: History, label: str | None) -> Recorder | None:
     if history is False:
         return None
-    from ..history.saving import Recorder  # sqlite3 and the rest: loaded by the first result, not by `import gpumagic`
+    from ..history.saving import (
+        Recorder,
+    )  # sqlite3 and the rest: loaded by the first result, not by `import gpumagic`
 
     return Recorder(None if history is None or history is True else history, label=label)
 
@@ -47,8 +50,8 @@ def gputime(
     history: History = None,
     **kwargs: Any,
 ) -> Any:
-    """:func:`gpumagic.timing.gputime`, the result saved to the history (``label``; ``history``: a path, or False
-    not to save this one). Returns the :class:`~gpumagic.timing.TimingResult`."""
+    """:func:`gpumagic.timing.gputime`, the result saved to the history (``label``; ``history``: a
+    path, or False not to save this one). Returns the :class:`~gpumagic.timing.TimingResult`."""
     from ..timing import gputime as timed
 
     namespace = globals if globals is not None else sys._getframe(1).f_globals

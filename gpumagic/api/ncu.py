@@ -1,6 +1,7 @@
-"""``gpumagic.load_ncu``: a saved Nsight Compute report, read by the capture layer (``capture.ncu.load_ncu_data``)
-and shown by the render layer (``render.ncu_view.NcuReport``). It lives above both, as the magics do, so that neither
-layer imports the other: a reader knows no HTML, a view reads no file."""
+"""``gpumagic.load_ncu``: a saved Nsight Compute report, read by the capture layer
+(``capture.ncu.load_ncu_data``) and shown by the render layer (``render.ncu_view.NcuReport``). It
+lives above both, as the magics do, so that neither layer imports the other: a reader knows no HTML,
+a view reads no file."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ __all__ = ["load_ncu"]
 
 
 def load_ncu(path: str | os.PathLike[str], ncu: str | None = None) -> NcuReport:
-    """Open a saved Nsight Compute report (``.ncu-rep``, read with ``ncu --import``; or a saved ``ncu --csv --page
-    raw`` text, no ncu needed): an :class:`~gpumagic.render.ncu_view.NcuReport`."""
+    """Open a saved Nsight Compute report (``.ncu-rep``, read with ``ncu --import``; or a saved
+    ``ncu --csv --page raw`` text, no ncu needed): an
+    :class:`~gpumagic.render.ncu_view.NcuReport`."""
     return NcuReport(load_ncu_data(path, ncu))

@@ -4,10 +4,11 @@ Every backend is called the same way, so the magic (and a script) can swap one f
 
     capture(cell, label, *, namespace=None, warmup=WARMUP, iters=ITERS, options=None) -> Capture
 
-``cell`` is source text, a code object or a callable (in-process backends; a subprocess needs source), ``label`` names
-the NVTX range around the captured runs, and ``options`` is the backend's own dataclass (``capture/options.py``).
-Backends: ``torch_profiler`` (in this process) and ``nsys`` (a subprocess under Nsight Systems). The loop they share
-is ``capture/cell.py``; the readers (Chrome trace JSON, nsys SQLite) work on saved files too.
+``cell`` is source text, a code object or a callable (in-process backends; a subprocess needs
+source), ``label`` names the NVTX range around the captured runs, and ``options`` is the backend's
+own dataclass (``capture/options.py``). Backends: ``torch_profiler`` (in this process) and ``nsys``
+(a subprocess under Nsight Systems). The loop they share is ``capture/cell.py``; the readers (Chrome
+trace JSON, nsys SQLite) work on saved files too.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ __all__ = ["Capture", "Shown"]
 
 @dataclass
 class Capture:
-    """What a backend recorded: the ``trace``, ``notes`` that qualify it (sentences for the report), the ``files``
-    it kept, by role (``report``, ``sqlite``, ...), for the user to open with other tools, and ``value``: the cell's
-    value (its trailing expression's) from the last captured run, as IPython would show it (None without one; a
-    subprocess backend gives its printed form, a :class:`Shown`)."""
+    """What a backend recorded: the ``trace``, ``notes`` that qualify it (sentences for the report),
+    the ``files`` it kept, by role (``report``, ``sqlite``, ...), for the user to open with other
+    tools, and ``value``: the cell's value (its trailing expression's) from the last captured run,
+    as IPython would show it (None without one; a subprocess backend gives its printed form, a
+    :class:`Shown`)."""
 
     trace: Trace
     notes: list[str] = field(default_factory=list)
@@ -35,8 +37,8 @@ class Capture:
 
 
 class Shown:
-    """A value that stayed in another process, by its printed form: its repr is the repr it had there, so
-    ``Out[n]`` shows the same text."""
+    """A value that stayed in another process, by its printed form: its repr is the repr it had
+    there, so ``Out[n]`` shows the same text."""
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -1,21 +1,25 @@
-"""Chrome trace JSON and Trace, both ways: ``load_trace(path)`` reads a torch.profiler (Kineto) trace, and
-``write_chrome_trace(trace, path)`` writes any Trace (nsys' too) for Perfetto or chrome://tracing.
+"""Chrome trace JSON and Trace, both ways: ``load_trace(path)`` reads a torch.profiler (Kineto)
+trace, and ``write_chrome_trace(trace, path)`` writes any Trace (nsys' too) for Perfetto or
+chrome://tracing.
 
-The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a saved trace and a live capture go
-through one parser. Kineto writes times in microseconds with three decimals (nanosecond resolution); they are
-rounded to integer nanoseconds. Categories are matched case-insensitively and under their old names too (Kineto
-once renamed ``Kernel`` to ``kernel``, kineto #659; traces of 2021 and many tutorials still say ``Runtime``,
-``Memcpy``, ``Memset`` and ``Operator``), and fields that a torch version lacks are left empty rather than failing:
-a copy whose ``bytes`` the trace does not give (ROCm's) has unknown bytes (NaN), never a made-up -1 or 0.
+The live ``%%gpuprofile`` path exports the same JSON and reads it here, so a saved trace and a live
+capture go through one parser. Kineto writes times in microseconds with three decimals (nanosecond
+resolution); they are rounded to integer nanoseconds. Categories are matched case-insensitively and
+under their old names too (Kineto once renamed ``Kernel`` to ``kernel``, kineto #659; traces of 2021
+and many tutorials still say ``Runtime``, ``Memcpy``, ``Memset`` and ``Operator``), and fields that
+a torch version lacks are left empty rather than failing: a copy whose ``bytes`` the trace does not
+give (ROCm's) has unknown bytes (NaN), never a made-up -1 or 0.
 
-Not everything in a Kineto trace is CUDA activity gpumagic reads. The events of devices it does not read (MTIA's
-``mtia_*`` categories, Intel's ``xpu_*``, ...) are counted in ``meta["unread_devices"]`` so that the report names the
-device and leaves it out, rather than reading it as a GPU that recorded nothing. CUPTI's range profiler
-(``cuda_profiler_range`` events: hardware counters per kernel, replayed, with no run time of their own) is counted in
+Not everything in a Kineto trace is CUDA activity gpumagic reads. The events of devices it does not
+read (MTIA's ``mtia_*`` categories, Intel's ``xpu_*``, ...) are counted in
+``meta["unread_devices"]`` so that the report names the device and leaves it out, rather than
+reading it as a GPU that recorded nothing. CUPTI's range profiler (``cuda_profiler_range`` events:
+hardware counters per kernel, replayed, with no run time of their own) is counted in
 ``meta["range_profiler"]``: its kernels ran, and the trace holds their counters, not their times.
 
-What the trace recorded goes into ``meta["recorded"]`` (``Trace.recorded``), from the categories it has events of:
-a trace made without ``ProfilerActivity.CUDA`` has no kernels, and that is "not recorded", never an idle GPU.
+What the trace recorded goes into ``meta["recorded"]`` (``Trace.recorded``), from the categories it
+has events of: a trace made without ``ProfilerActivity.CUDA`` has no kernels, and that is "not
+recorded", never an idle GPU.
 """
 
 from __future__ import annotations
@@ -34,10 +38,17 @@ from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.coverage import made_by_api, recorded_kinds
 from ..trace.device_caps import is_amd
 
-__all__ = ["check_writable", "chrome_trace_events", "load_trace", "trace_from_chrome", "write_chrome_trace"]
+__all__ = [
+    "check_writable",
+    "chrome_trace_events",
+    "load_trace",
+    "trace_from_chrome",
+    "write_chrome_trace",
+]
 
 _MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
-#: Kineto's earlier category names -> today's (traces of PyTorch 1.8-1.9 and the tutorials made with them).
+#: Kineto's earlier category names -> today's (traces of PyTorch 1.8-1.9 and the tutorials made with
+#: them).
 _OLD_CATEGORY = {
     "runtime": "cuda_runtime",
     "driver": "cuda_driver",
@@ -57,11 +68,13 @@ def _ns(us: Any) -> int:
 
 
 def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace:
-    """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or ``.json.gz``).
+    """A Trace from a torch.profiler Chrome-trace JSON (``export_chrome_trace`` output, ``.json`` or
+    ``.json.gz``).
 
-    ``window``: the span its report's figures are taken over (``gpumagic.trace.window``): by default the profiler steps
-    where the trace has them, else the span of its GPU activity; or a range's name, a step range ("3-5"), "gpu",
-    "capture". Kept in ``meta["window_choice"]``; the Trace itself holds every event."""
+    ``window``: the span its report's figures are taken over (``gpumagic.trace.window``): by default
+    the profiler steps where the trace has them, else the span of its GPU activity; or a range's
+    name, a step range ("3-5"), "gpu", "capture". Kept in ``meta["window_choice"]``; the Trace
+    itself holds every event."""
     path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
     try:
@@ -79,15 +92,19 @@ def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace
 
 
 def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") -> Trace:
-    """A Trace from a Chrome trace already parsed: an object with a ``traceEvents`` list (what torch.profiler
-    writes), or the bare list of event objects (the format's array form). ``path`` names it in errors."""
+    """A Trace from a Chrome trace already parsed: an object with a ``traceEvents`` list (what
+    torch.profiler writes), or the bare list of event objects (the format's array form). ``path``
+    names it in errors."""
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise TraceFormatError(
-            path=path, reason="no 'traceEvents' list: not a Chrome trace (torch.profiler's export writes one)"
+            path=path,
+            reason="no 'traceEvents' list: not a Chrome trace (torch.profiler's export writes one)",
         )
     if events and not any(isinstance(ev, dict) for ev in events):
-        raise TraceFormatError(path=path, reason="its events are not event objects: not a Chrome trace")
+        raise TraceFormatError(
+            path=path, reason="its events are not event objects: not a Chrome trace"
+        )
     kernels, memops, api, ops, ranges = [], [], [], [], []
     cats: set[str] = set()
     unread: dict[str, dict[str, int]] = {}
@@ -99,7 +116,9 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         cat = str(ev.get("cat", "")).lower()
         cat = _OLD_CATEGORY.get(cat, cat)
         args = ev.get("args") or {}
-        device_kind = next((d for prefix, d in _UNREAD_DEVICE.items() if cat.startswith(prefix)), None)
+        device_kind = next(
+            (d for prefix, d in _UNREAD_DEVICE.items() if cat.startswith(prefix)), None
+        )
         if device_kind:
             per = unread.setdefault(device_kind, {})
             per[cat] = per.get(cat, 0) + 1
@@ -132,7 +151,11 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
                 )
             )
         elif cat in ("gpu_memcpy", "gpu_memset"):
-            kind = "memset" if cat == "gpu_memset" else (_MEMCPY_KIND.search(name) or [None, "memcpy"])[1]
+            kind = (
+                "memset"
+                if cat == "gpu_memset"
+                else (_MEMCPY_KIND.search(name) or [None, "memcpy"])[1]
+            )
             memops.append(
                 dict(
                     kind=kind,
@@ -146,7 +169,15 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
                 )
             )
         elif cat in ("cuda_runtime", "cuda_driver"):
-            api.append(dict(name=name, start=start, end=end, thread=ev.get("tid"), correlation=args.get("correlation")))
+            api.append(
+                dict(
+                    name=name,
+                    start=start,
+                    end=end,
+                    thread=ev.get("tid"),
+                    correlation=args.get("correlation"),
+                )
+            )
         elif cat == "cpu_op":
             ops.append(
                 dict(
@@ -161,7 +192,14 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
             )
         elif cat == "user_annotation":
             ranges.append(
-                dict(text=name, start=start, end=end, thread=ev.get("tid"), domain="torch.profiler", style="PushPop")
+                dict(
+                    text=name,
+                    start=start,
+                    end=end,
+                    thread=ev.get("tid"),
+                    domain="torch.profiler",
+                    style="PushPop",
+                )
             )
     ops_df = frame("ops", ops)
     if not ops_df.empty:
@@ -179,7 +217,9 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
             "counters": sorted(counters),
         }
     if any(str(a["name"]).startswith("hip") for a in api[:1000]) or is_amd(meta):
-        meta["vendor"] = "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
+        meta["vendor"] = (
+            "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
+        )
         meta.pop("compute_capability", None)
     meta["recorded"] = recorded_kinds(
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(a["name"]) for a in api}
@@ -194,8 +234,8 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     )
 
 
-#: The categories whose events are each kind of record. Torch ops and record_function ranges are both what
-#: ProfilerActivity.CPU records: either shows it was on.
+#: The categories whose events are each kind of record. Torch ops and record_function ranges are
+#: both what ProfilerActivity.CPU records: either shows it was on.
 _HELD = {
     "kernels": {"kernel"},
     "memops": {"gpu_memcpy", "gpu_memset"},
@@ -213,8 +253,8 @@ def _ints(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
 
 
 def _unknown_bytes(df: pd.DataFrame) -> pd.DataFrame:
-    """Bytes as numbers, NaN where the trace does not give them (ROCm's copies have no ``bytes``): unknown, never a
-    -1 or 0 that a sum would turn into "-0 MB"."""
+    """Bytes as numbers, NaN where the trace does not give them (ROCm's copies have no ``bytes``):
+    unknown, never a -1 or 0 that a sum would turn into "-0 MB"."""
     if not df.empty:
         df["bytes"] = pd.to_numeric(df["bytes"], errors="coerce")
     return df
@@ -230,15 +270,20 @@ def _shapes(args: dict[str, Any]) -> str | None:
     dims = args.get("Input Dims")
     if not dims:
         return None
-    return ", ".join("[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list) else str(d) for d in dims)
+    return ", ".join(
+        "[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list) else str(d) for d in dims
+    )
 
 
 def _dtypes(args: dict[str, Any]) -> str | None:
-    """The op's input types as kineto names them ("c10::BFloat16, float"), where shapes were recorded."""
+    """The op's input types as kineto names them ("c10::BFloat16, float"), where shapes were
+    recorded."""
     types = args.get("Input type")
     if not types:
         return None
-    return ", ".join(str(x) for x in types if x not in ("", "Scalar", "ScalarList", "TensorList", "GenericList"))
+    return ", ".join(
+        str(x) for x in types if x not in ("", "Scalar", "ScalarList", "TensorList", "GenericList")
+    )
 
 
 def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
@@ -253,19 +298,23 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
     for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "schemaVersion"):
         if key in data:
             meta[key] = data[key]
-    spans = [e for e in events if isinstance(e, dict) and e.get("cat") == "Trace" and e.get("ph") == "X"]
+    spans = [
+        e for e in events if isinstance(e, dict) and e.get("cat") == "Trace" and e.get("ph") == "X"
+    ]
     if spans:
         s = _ns(spans[0]["ts"])
         meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
     return meta
 
 
-# --- writing ------------------------------------------------------------------------------------------------------
+# --- writing
+# --------------------------------------------------------------------------------------------------
 
 
 def check_writable(path: str | os.PathLike[str], option: str = "path") -> None:
-    """Raise :class:`UnwritablePathError` unless a file can be written at ``path``: tried for real (opened for
-    appending, and removed again where it was not there), so that a capture does not run only to fail at its end."""
+    """Raise :class:`UnwritablePathError` unless a file can be written at ``path``: tried for real
+    (opened for appending, and removed again where it was not there), so that a capture does not run
+    only to fail at its end."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise UnwritablePathError(path=path, option=option, reason="it is a directory")
@@ -275,9 +324,13 @@ def check_writable(path: str | os.PathLike[str], option: str = "path") -> None:
             pass
     except FileNotFoundError:
         where = os.path.dirname(os.path.abspath(path))
-        raise UnwritablePathError(path=path, option=option, reason=f"the directory {where} does not exist") from None
+        raise UnwritablePathError(
+            path=path, option=option, reason=f"the directory {where} does not exist"
+        ) from None
     except OSError as exc:
-        raise UnwritablePathError(path=path, option=option, reason=exc.strerror or str(exc)) from None
+        raise UnwritablePathError(
+            path=path, option=option, reason=exc.strerror or str(exc)
+        ) from None
     if not existed:
         try:
             os.remove(path)

@@ -1,10 +1,11 @@
-"""Per-rank reports of different hosts on one clock: each process's times shifted so that the first NCCL collective
-every rank ran ends at the same time on every rank.
+"""Per-rank reports of different hosts on one clock: each process's times shifted so that the first
+NCCL collective every rank ran ends at the same time on every rank.
 
-A collective ends on every rank together, when the last rank has joined and the data has moved; it is matched across
-ranks by its name and its place among that rank's kernels of that name (the order NCCL requires every rank to keep:
-:func:`gpumagic.trace.collectives.collective_instances`). The residual skew (the widest spread of the later common
-collectives' ends after the shift) says how well one shift fits the whole capture.
+A collective ends on every rank together, when the last rank has joined and the data has moved; it
+is matched across ranks by its name and its place among that rank's kernels of that name (the order
+NCCL requires every rank to keep: :func:`gpumagic.trace.collectives.collective_instances`). The
+residual skew (the widest spread of the later common collectives' ends after the shift) says how
+well one shift fits the whole capture.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ __all__ = ["align_on_collective"]
 
 
 def align_on_collective(trace: Trace) -> Trace:
-    """``trace`` with each process's times shifted so the first NCCL collective every process ran ends at the same
-    time as on the first process; ``meta["clock_alignment"]`` says which collective, the shifts and the residual
-    skew (the widest spread of the later common collectives' ends). Unchanged, and said, where there is none."""
+    """``trace`` with each process's times shifted so the first NCCL collective every process ran
+    ends at the same time as on the first process; ``meta["clock_alignment"]`` says which
+    collective, the shifts and the residual skew (the widest spread of the later common collectives'
+    ends). Unchanged, and said, where there is none."""
     from ..kernels import decode
 
     k = trace.kernels
@@ -47,7 +49,9 @@ def align_on_collective(trace: Trace) -> Trace:
     ref = min(pids, key=lambda p: (ranks.get(p, len(pids)), p))  # rank 0's clock is the job's
     shifts = {p: int(first[ref] - first[p]) for p in pids}
     aligned = common + pd.Series(shifts)
-    residual = int((aligned.max(axis=1) - aligned.min(axis=1)).iloc[1:].max()) if len(aligned) > 1 else 0
+    residual = (
+        int((aligned.max(axis=1) - aligned.min(axis=1)).iloc[1:].max()) if len(aligned) > 1 else 0
+    )
     tables = {}
     for name in COLUMNS:
         df = getattr(trace, name)

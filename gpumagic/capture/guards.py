@@ -1,18 +1,20 @@
 """What keeps an in-process capture from hurting the session it runs in.
 
-- **One profiler at a time.** torch.profiler (Kineto) keeps one session per process: a profiler started inside
-  another one crashes the interpreter when the outer one stops or exports (a segfault, on the CPU build too). So a
-  capture refuses, before any work, when a profiler is already running (:func:`refuse_if_running`) or when the
-  cell's source opens one (:func:`refuse_profiler_calls`, names resolved through the cell's imports and the
-  namespace, so a user's own ``profile()`` is not mistaken for torch's). A profiler that a function the cell calls
-  starts is caught at run time: during the warm-up it is recorded (:func:`watch_for_profilers`, the capture is then
-  refused), inside the capture it is refused before it reaches Kineto (:func:`refuse_nested_profilers`).
-- **Quiet starts and stops.** Kineto writes ``USDT: ... profiler_start``/``profiler_stop`` lines to file
-  descriptor 2 from C++ (a red box under every notebook cell). :func:`quiet_profiler_stderr` points fd 2 at a file
-  around the profiler's start and stop only (never around the cell), drops the known chatter and writes every
-  other line on to ``sys.stderr``.
-- **Ctrl-C at the wrong moment.** :func:`deferred_interrupts` holds a SIGINT during a cleanup (a profiler half
-  stopped, an nsys left running) and raises it once the cleanup is done.
+- **One profiler at a time.** torch.profiler (Kineto) keeps one session per process: a profiler
+  started inside another one crashes the interpreter when the outer one stops or exports (a
+  segfault, on the CPU build too). So a capture refuses, before any work, when a profiler is already
+  running (:func:`refuse_if_running`) or when the cell's source opens one
+  (:func:`refuse_profiler_calls`, names resolved through the cell's imports and the namespace, so a
+  user's own ``profile()`` is not mistaken for torch's). A profiler that a function the cell calls
+  starts is caught at run time: during the warm-up it is recorded (:func:`watch_for_profilers`, the
+  capture is then refused), inside the capture it is refused before it reaches Kineto
+  (:func:`refuse_nested_profilers`).
+- **Quiet starts and stops.** Kineto writes ``USDT: ... profiler_start``/``profiler_stop`` lines to
+  file descriptor 2 from C++ (a red box under every notebook cell). :func:`quiet_profiler_stderr`
+  points fd 2 at a file around the profiler's start and stop only (never around the cell), drops the
+  known chatter and writes every other line on to ``sys.stderr``.
+- **Ctrl-C at the wrong moment.** :func:`deferred_interrupts` holds a SIGINT during a cleanup (a
+  profiler half stopped, an nsys left running) and raises it once the cleanup is done.
 """
 
 from __future__ import annotations
@@ -43,13 +45,17 @@ __all__ = [
     "watch_for_profilers",
 ]
 
-DROP_ONE = "Drop %%gpuprofile (gpumagic's capture) or the cell's own profiler: one profiler at a time."
+DROP_ONE = (
+    "Drop %%gpuprofile (gpumagic's capture) or the cell's own profiler: one profiler at a time."
+)
 
-#: Kineto's log lines (``USDT:``/``STAGE:``/``INFO:`` date time pid:tid file.cpp:line]): chatter, not messages.
+#: Kineto's log lines (``USDT:``/``STAGE:``/``INFO:`` date time pid:tid file.cpp:line]): chatter,
+#: not messages.
 CHATTER = re.compile(r"^(?:USDT|STAGE|INFO):\S+ \S+ \d+:\d+ \S+\.(?:cpp|cc|h):\d+\]")
 
-#: The functions every torch profiler start goes through (torch.profiler.profile, torch.autograd.profiler.profile,
-#: emit_nvtx, emit_itt, the legacy profiler), looked up as module globals when a profiler starts.
+#: The functions every torch profiler start goes through (torch.profiler.profile,
+#: torch.autograd.profiler.profile, emit_nvtx, emit_itt, the legacy profiler), looked up as module
+#: globals when a profiler starts.
 _ENTRY_POINTS = (
     ("torch.autograd.profiler", "_prepare_profiler"),
     ("torch.autograd.profiler", "_run_on_profiler_start"),
@@ -60,11 +66,13 @@ _STARTS = {"start", "__enter__", "prepare_trace", "start_trace", "_prepare_trace
 _UNKNOWN = object()
 
 
-# --- a profiler already running -----------------------------------------------------------------------------------
+# --- a profiler already running
+# -----------------------------------------------------------------------------------
 
 
 def profiler_running() -> str | None:
-    """Which torch profiler is running in this process (its Python flag, or the C++ autograd state), or None."""
+    """Which torch profiler is running in this process (its Python flag, or the C++ autograd state),
+    or None."""
     import torch
 
     if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
@@ -88,26 +96,33 @@ def refuse_if_running(after_warmup: bool = False) -> None:
             fix="Stop it inside the cell (a `with` block, or .stop()), or drop %%gpuprofile.",
         )
     raise NestedProfilerError(
-        found=f"A profiler is already running in this process ({what}: %%gpuprofile inside a `with profile():` "
+        found=f"A profiler is already running in this process ({what}: %%gpuprofile inside a "
+        f"`with profile():` "
         "block, or a profiler started and not stopped)",
-        fix="Stop it first (leave its `with` block, or call its .stop()), then run %%gpuprofile on its own.",
+        fix="Stop it first (leave its `with` block, or call its .stop()), then run "
+        "%%gpuprofile on its own.",
     )
 
 
-# --- a cell whose source opens a profiler -------------------------------------------------------------------------
+# --- a cell whose source opens a profiler
+# -------------------------------------------------------------------------
 
 
 def _profiler_classes() -> tuple[type, ...]:
     import torch.autograd.profiler as ap
 
     found = [getattr(ap, n, None) for n in ("profile", "emit_nvtx", "emit_itt")]
-    for module, name in (("torch.autograd.profiler_legacy", "profile"), ("torch.profiler.profiler", "_KinetoProfile")):
+    for module, name in (
+        ("torch.autograd.profiler_legacy", "profile"),
+        ("torch.profiler.profiler", "_KinetoProfile"),
+    ):
         found.append(getattr(sys.modules.get(module), name, None))
     return tuple(c for c in found if isinstance(c, type))
 
 
 def _imported(path: str) -> Any:
-    """The object at dotted ``path`` among modules already imported (nothing is imported here), or _UNKNOWN."""
+    """The object at dotted ``path`` among modules already imported (nothing is imported here), or
+    _UNKNOWN."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         obj = sys.modules.get(".".join(parts[:i]))
@@ -121,9 +136,13 @@ def _imported(path: str) -> Any:
 
 
 def _resolve(
-    node: ast.expr, aliases: dict[str, str], namespace: Mapping[str, Any], classes: tuple[type, ...] = ()
+    node: ast.expr,
+    aliases: dict[str, str],
+    namespace: Mapping[str, Any],
+    classes: tuple[type, ...] = (),
 ) -> Any:
-    """What a name or dotted attribute stands for, without running anything: attributes are read on modules only."""
+    """What a name or dotted attribute stands for, without running anything: attributes are read on
+    modules only."""
     if isinstance(node, ast.Name):
         if node.id in aliases:
             return _imported(aliases[node.id])
@@ -138,8 +157,8 @@ def _resolve(
 
 
 def _run_now(tree: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of the code that runs when the cell runs: not the bodies of the functions and classes it defines
-    (a function called later is caught when it starts a profiler)."""
+    """The nodes of the code that runs when the cell runs: not the bodies of the functions and
+    classes it defines (a function called later is caught when it starts a profiler)."""
     todo = list(ast.iter_child_nodes(tree))
     while todo:
         node = todo.pop()
@@ -149,9 +168,10 @@ def _run_now(tree: ast.AST) -> Iterator[ast.AST]:
 
 
 def profiler_calls(source: str, namespace: Mapping[str, Any]) -> list[tuple[int, str]]:
-    """(line, code) of each place in the code ``source`` runs at once that opens a torch profiler: a call of a
-    profiler class, a ``with`` over a profiler object, ``.start()`` on one. Names resolve through the cell's own
-    imports, then the namespace; a user's own ``profile()`` is not torch's."""
+    """(line, code) of each place in the code ``source`` runs at once that opens a torch profiler: a
+    call of a profiler class, a ``with`` over a profiler object, ``.start()`` on one. Names resolve
+    through the cell's own imports, then the namespace; a user's own ``profile()`` is not
+    torch's."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -160,7 +180,9 @@ def profiler_calls(source: str, namespace: Mapping[str, Any]) -> list[tuple[int,
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                aliases[a.asname or a.name.split(".")[0]] = (
+                    a.name if a.asname else a.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
@@ -181,14 +203,16 @@ def profiler_calls(source: str, namespace: Mapping[str, Any]) -> list[tuple[int,
 
 
 def refuse_profiler_calls(source: str | None, namespace: Mapping[str, Any]) -> None:
-    """Raise :class:`NestedProfilerError` when the cell's source opens a profiler, before the cell runs."""
+    """Raise :class:`NestedProfilerError` when the cell's source opens a profiler, before the cell
+    runs."""
     calls = profiler_calls(source, namespace) if source else []
     if calls:
         where = "; ".join(f"line {line}: {code}" for line, code in calls)
         raise NestedProfilerError(found=f"The cell opens its own profiler ({where})", fix=DROP_ONE)
 
 
-# --- a profiler started at run time -------------------------------------------------------------------------------
+# --- a profiler started at run time
+# -------------------------------------------------------------------------------
 
 
 def _caller() -> str:
@@ -202,7 +226,9 @@ def _caller() -> str:
 
 
 @contextmanager
-def _entry_points_replaced(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+def _entry_points_replaced(
+    make: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> Iterator[None]:
     saved = []
     for module_name, attr in _ENTRY_POINTS:
         module = sys.modules.get(module_name)
@@ -219,8 +245,9 @@ def _entry_points_replaced(make: Callable[[Callable[..., Any]], Callable[..., An
 
 @contextmanager
 def watch_for_profilers() -> Iterator[list[str]]:
-    """Record where each profiler start during the block came from (the starts go ahead: no profiler of ours is
-    running yet). The warm-up runs under it, so that a cell starting a profiler is refused before the capture."""
+    """Record where each profiler start during the block came from (the starts go ahead: no profiler
+    of ours is running yet). The warm-up runs under it, so that a cell starting a profiler is
+    refused before the capture."""
     seen: list[str] = []
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -235,20 +262,25 @@ def watch_for_profilers() -> Iterator[list[str]]:
 
 
 def refuse_started(seen: list[str]) -> None:
-    """Raise :class:`NestedProfilerError` when the warm-up started a profiler (``seen`` from the watch)."""
+    """Raise :class:`NestedProfilerError` when the warm-up started a profiler (``seen`` from the
+    watch)."""
     if seen:
-        raise NestedProfilerError(found=f"The cell started a profiler during its warm-up run ({seen[0]})", fix=DROP_ONE)
+        raise NestedProfilerError(
+            found=f"The cell started a profiler during its warm-up run ({seen[0]})", fix=DROP_ONE
+        )
 
 
 @contextmanager
 def refuse_nested_profilers() -> Iterator[None]:
-    """While our profiler records, a profiler start (the cell's, directly or through any function) raises
-    :class:`NestedProfilerError` before it reaches Kineto, instead of crashing the process later."""
+    """While our profiler records, a profiler start (the cell's, directly or through any function)
+    raises :class:`NestedProfilerError` before it reaches Kineto, instead of crashing the process
+    later."""
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def refused(*args: Any, **kwargs: Any) -> Any:
             raise NestedProfilerError(
-                found=f"The cell started a profiler inside gpumagic's capture ({_caller()})", fix=DROP_ONE
+                found=f"The cell started a profiler inside gpumagic's capture ({_caller()})",
+                fix=DROP_ONE,
             )
 
         return refused
@@ -257,7 +289,8 @@ def refuse_nested_profilers() -> Iterator[None]:
         yield
 
 
-# --- stderr and Ctrl-C --------------------------------------------------------------------------------------------
+# --- stderr and Ctrl-C
+# --------------------------------------------------------------------------------------------
 
 
 def _flush_stderr() -> None:
@@ -269,8 +302,8 @@ def _flush_stderr() -> None:
 
 @contextmanager
 def quiet_profiler_stderr() -> Iterator[None]:
-    """File descriptor 2 into a temporary file for the block (a profiler's start or stop, never the cell); then
-    Kineto's chatter is dropped and every other line written on to ``sys.stderr``."""
+    """File descriptor 2 into a temporary file for the block (a profiler's start or stop, never the
+    cell); then Kineto's chatter is dropped and every other line written on to ``sys.stderr``."""
     _flush_stderr()
     try:
         saved = os.dup(2)
@@ -297,9 +330,14 @@ def quiet_profiler_stderr() -> Iterator[None]:
 
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """A Ctrl-C (SIGINT) during the block waits for its end, then goes to the handler that was installed (Python's
-    raises KeyboardInterrupt). Main thread only, and only over a Python-level handler; elsewhere a plain block."""
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    """A Ctrl-C (SIGINT) during the block waits for its end, then goes to the handler that was
+    installed (Python's raises KeyboardInterrupt). Main thread only, and only over a Python-level
+    handler; elsewhere a plain block."""
+    previous = (
+        signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     if not callable(previous):
         yield
         return

@@ -1,20 +1,22 @@
-"""What each kernel Inductor generated fused: its ATen ops and the graph's source nodes, from the code it wrote.
+"""What each kernel Inductor generated fused: its ATen ops and the graph's source nodes, from the
+code it wrote.
 
-A Triton kernel's name lists the ops it fused only in part (``triton_poi_fused_add_gelu_mul_0``; long lists are cut,
-and ``config.triton.descriptive_names`` may name them after the module instead). Inductor writes, above each kernel
-it defines in its output code, the nodes of the captured graph the kernel came from and their ATen ops::
+A Triton kernel's name lists the ops it fused only in part (``triton_poi_fused_add_gelu_mul_0``;
+long lists are cut, and ``config.triton.descriptive_names`` may name them after the module instead).
+Inductor writes, above each kernel it defines in its output code, the nodes of the captured graph
+the kernel came from and their ATen ops::
 
-    # kernel path: /tmp/torchinductor_u/ab/cab....py
-    # Topologically Sorted Source Nodes: [gelu, mul, add], Original ATen: [aten.gelu, aten.mul, aten.add]
-    # Source node to ATen node mapping:
-    #   add => add
-    triton_poi_fused_add_gelu_mul_0 = async_compile.triton('triton_poi_fused_add_gelu_mul_0', '''
+    # kernel path: /tmp/torchinductor_u/ab/cab....py # Topologically Sorted Source Nodes: [gelu,
+    mul, add], Original ATen: [aten.gelu, aten.mul, aten.add] # Source node to ATen node mapping: #
+    add => add triton_poi_fused_add_gelu_mul_0 =
+    async_compile.triton('triton_poi_fused_add_gelu_mul_0', '''
 
-The output-code modules the process has loaded are the ones its compiled graphs run, so reading them after a
-capture names what each profiled Inductor kernel fused, without compiling anything again or turning on a debug
-setting before the user compiled. Read only where ``torch._inductor`` is already loaded (nothing compiled, nothing
-to read); kernels of other origin, or code without the comments (Inductor's C++ backend writes none), are left out
-and the kernel table falls back to the fused-op list in the name.
+The output-code modules the process has loaded are the ones its compiled graphs run, so reading them
+after a capture names what each profiled Inductor kernel fused, without compiling anything again or
+turning on a debug setting before the user compiled. Read only where ``torch._inductor`` is already
+loaded (nothing compiled, nothing to read); kernels of other origin, or code without the comments
+(Inductor's C++ backend writes none), are left out and the kernel table falls back to the fused-op
+list in the name.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ _DEFINITION = re.compile(r"^(?P<name>[A-Za-z_]\w*) = async_compile\.\w+\(")
 
 @dataclass(frozen=True)
 class FusedFrom:
-    """The graph nodes one generated kernel computes and the ATen ops they were (``aten.gelu``, ...)."""
+    """The graph nodes one generated kernel computes and the ATen ops they were (``aten.gelu``,
+    ...)."""
 
     nodes: tuple[str, ...]
     aten: tuple[str, ...]
@@ -73,7 +76,8 @@ def parse_output_code(source: str) -> dict[str, FusedFrom]:
 
 
 def fused_from_loaded_code(kernel_names: Iterable[str]) -> dict[str, FusedFrom]:
-    """What the kernels among ``kernel_names`` fused, from the Inductor output code this process has loaded."""
+    """What the kernels among ``kernel_names`` fused, from the Inductor output code this process has
+    loaded."""
     wanted = set(kernel_names)
     codecache = sys.modules.get("torch._inductor.codecache")
     if not wanted or codecache is None:
@@ -93,12 +97,13 @@ def fused_from_loaded_code(kernel_names: Iterable[str]) -> dict[str, FusedFrom]:
 
 @lru_cache(maxsize=256)
 def _parsed_file(path: str) -> dict[str, FusedFrom]:
-    """One output-code file, parsed once per process: Inductor names each file after a hash of its contents, so a
-    path never holds other code, and a cell profiled again does not read it again."""
+    """One output-code file, parsed once per process: Inductor names each file after a hash of its
+    contents, so a path never holds other code, and a cell profiled again does not read it again."""
     with open(path, encoding="utf-8") as f:
         return parse_output_code(f.read())
 
 
 def fused_descriptions(fused: Mapping[str, FusedFrom]) -> dict[str, str]:
-    """The plain-text form a trace's meta keeps (it travels in saved reports and subprocess results)."""
+    """The plain-text form a trace's meta keeps (it travels in saved reports and subprocess
+    results)."""
     return {name: origin.describe() for name, origin in fused.items() if origin.describe()}

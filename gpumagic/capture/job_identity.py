@@ -1,14 +1,15 @@
-"""Whether per-rank reports can be one job: what each report records of the job it ran in, and the reasons, if any,
-why they cannot have run together.
+"""Whether per-rank reports can be one job: what each report records of the job it ran in, and the
+reasons, if any, why they cannot have run together.
 
-Stacking any files into one Trace always succeeds, and per-rank views then compare ranks that never waited for one
-another: a straggler, a skew and NCCL waits between two unrelated runs. Reports of one job agree on what the launcher
-gave every rank (``TORCHELASTIC_RUN_ID``, the id torchrun's agents share; ``SLURM_JOB_ID``; ``WORLD_SIZE``, or a
-torch.profiler trace's ``distributedInfo.world_size``), they were recorded at the same time (every rank is inside a
-collective at once, and hosts' clocks agree to well under a second where they keep time by NTP: hours apart is another
-run), and where every rank ran collectives, some of them are the same collectives. A report that does not record a
-fact is not compared on it. Different GPU models are said beside any of these reasons, never as one on their own
-(a job may mix GPUs).
+Stacking any files into one Trace always succeeds, and per-rank views then compare ranks that never
+waited for one another: a straggler, a skew and NCCL waits between two unrelated runs. Reports of
+one job agree on what the launcher gave every rank (``TORCHELASTIC_RUN_ID``, the id torchrun's
+agents share; ``SLURM_JOB_ID``; ``WORLD_SIZE``, or a torch.profiler trace's
+``distributedInfo.world_size``), they were recorded at the same time (every rank is inside a
+collective at once, and hosts' clocks agree to well under a second where they keep time by NTP:
+hours apart is another run), and where every rank ran collectives, some of them are the same
+collectives. A report that does not record a fact is not compared on it. Different GPU models are
+said beside any of these reasons, never as one on their own (a job may mix GPUs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import pandas as pd
 
 __all__ = ["CLOCKS_APART_NS", "RUN_ID_VARIABLES", "chrome_identity", "mismatch", "nsys_identity"]
 
-#: Reports whose first recorded activity lies this far apart on their hosts' clocks are not one capture of a job.
+#: Reports whose first recorded activity lies this far apart on their hosts' clocks are not one
+#: capture of a job.
 CLOCKS_APART_NS = 3600 * 10**9
 #: The launcher's variables that every rank of one job shares, in the order they are compared.
 RUN_ID_VARIABLES = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
@@ -38,15 +40,16 @@ class _Report(Protocol):
 
 
 def nsys_identity(con: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
-    """What an nsys export records of its job: the launched process's ``TORCHELASTIC_RUN_ID``, ``SLURM_JOB_ID`` and
-    ``WORLD_SIZE`` (META_DATA_CAPTURE), where present."""
+    """What an nsys export records of its job: the launched process's ``TORCHELASTIC_RUN_ID``,
+    ``SLURM_JOB_ID`` and ``WORLD_SIZE`` (META_DATA_CAPTURE), where present."""
     found: dict[str, Any] = {}
     if "META_DATA_CAPTURE" not in tables:
         return found
     wanted = (*RUN_ID_VARIABLES, "WORLD_SIZE")
     clause = " OR ".join("value LIKE ?" for _ in wanted)
     rows = con.execute(
-        f"SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' AND ({clause})",
+        f"SELECT value FROM META_DATA_CAPTURE WHERE name LIKE "
+        f"'PROCESS_%:ENVIRONMENT_VARIABLE' AND ({clause})",
         [f"{w}=%" for w in wanted],
     )
     for (value,) in rows:
@@ -73,13 +76,16 @@ def _int(value: Any) -> int | None:
 
 
 def mismatch(reports: Sequence[_Report], ranks: Sequence[int]) -> list[str]:
-    """Why ``reports`` (with their ``ranks``) cannot be one job, one clause each; empty where nothing says so."""
+    """Why ``reports`` (with their ``ranks``) cannot be one job, one clause each; empty where
+    nothing says so."""
     if len(reports) < 2:
         return []
     names = [f"rank {r}" for r in ranks]
     reasons = []
     for key in (*RUN_ID_VARIABLES, "world_size"):
-        said = {n: r.identity[key] for n, r in zip(names, reports) if r.identity.get(key) is not None}
+        said = {
+            n: r.identity[key] for n, r in zip(names, reports) if r.identity.get(key) is not None
+        }
         if len(set(said.values())) > 1:
             what = "world sizes" if key == "world_size" else f"{key} values"
             reasons.append(f"their {what} differ ({_by_value(said)})")
@@ -101,12 +107,19 @@ def _by_value(said: Mapping[str, Any], most: int = 4) -> str:
     groups: dict[Any, list[str]] = {}
     for name, value in said.items():
         groups.setdefault(value, []).append(name)
-    parts = [f"{value} on {', '.join(who[:3])}{' …' if len(who) > 3 else ''}" for value, who in groups.items()]
+    parts = [
+        f"{value} on {', '.join(who[:3])}{' …' if len(who) > 3 else ''}"
+        for value, who in groups.items()
+    ]
     return "; ".join(parts[:most]) + (f"; {len(parts) - most} more" if len(parts) > most else "")
 
 
 def _first_activity(report: _Report) -> int | None:
-    starts = [int(df["start"].min()) for df in report.tables.values() if not df.empty and "start" in df.columns]
+    starts = [
+        int(df["start"].min())
+        for df in report.tables.values()
+        if not df.empty and "start" in df.columns
+    ]
     return min(starts) if starts else None
 
 
@@ -119,7 +132,9 @@ def _clocks_apart(reports: Sequence[_Report], names: Sequence[str]) -> str:
     gap = known[late] - known[early]
     if gap < CLOCKS_APART_NS:
         return ""
-    return f"their recorded clocks are {_hours(gap)} apart ({late} starts {_hours(gap)} after {early})"
+    return (
+        f"their recorded clocks are {_hours(gap)} apart ({late} starts {_hours(gap)} after {early})"
+    )
 
 
 def _hours(ns: int) -> str:
@@ -136,13 +151,18 @@ def _no_common_collective(reports: Sequence[_Report]) -> str:
         k = r.tables.get("kernels")
         if k is None or k.empty:
             return ""
-        nccl = {str(n).split("(")[0] for n in pd.unique(k["name"]) if decode(str(n)).family == "nccl"}
+        nccl = {
+            str(n).split("(")[0] for n in pd.unique(k["name"]) if decode(str(n)).family == "nccl"
+        }
         if not nccl:
             return ""
         per.append(nccl)
     if set.intersection(*per):
         return ""
-    return "no NCCL collective is common to every report (each rank of one job runs the same collectives)"
+    return (
+        "no NCCL collective is common to every report (each rank of one job runs the same "
+        "collectives)"
+    )
 
 
 def short(path: str) -> str:

@@ -1,23 +1,26 @@
-"""The caching allocator's history for one cell (``%%gpuprofile --memory``), taken without disturbing the process.
+"""The caching allocator's history for one cell (``%%gpuprofile --memory``), taken without
+disturbing the process.
 
-The cell warms up first (outside the recording: lazy init, cuBLAS workspaces, autotuning and the optimizer's state
-are not the cell's steady memory), then runs with the allocator recording its history, with Python stacks. A
-snapshot is dumped to a private temporary file, read back by the same reader as ``gpumagic.load_memory_snapshot``,
-and the file removed (its path is said if it cannot be).
+The cell warms up first (outside the recording: lazy init, cuBLAS workspaces, autotuning and the
+optimizer's state are not the cell's steady memory), then runs with the allocator recording its
+history, with Python stacks. A snapshot is dumped to a private temporary file, read back by the same
+reader as ``gpumagic.load_memory_snapshot``, and the file removed (its path is said if it cannot
+be).
 
 What is left as it was found (DESIGN: observing without disturbing):
 
 - **The user's own recording.** PyTorch can say whether the allocator records its history
-  (``torch._C._cuda_isHistoryEnabled``) but not with which settings, and turning recording on again would replace
-  them. So where it is on, nothing is changed: the snapshot reads the entries the cell added to the user's history,
-  found by counting back from the end as many allocations and frees as the allocator's own counters say the cell
-  made (the approach of ``timing/peak_memory.py``); taking the snapshot appends one ``snapshot`` entry to it, as any
-  snapshot does. Where PyTorch cannot say, nothing is recorded and the reason is raised before the cell runs. Where
-  it is off, recording is turned on for the cell (``context="alloc"``, ``stacks="python"``: stacks of allocations
-  only, no C++ frames; ``free_completed`` skipped where PyTorch can skip actions) and off again, the cell raising or
-  not; turning it off discards the history it kept, as it was empty before.
-- **The peak counters.** Nothing here resets them; ``max_memory_allocated()`` after the cell is what the cell left.
-  The counters are read before and after, only to check the history against them.
+  (``torch._C._cuda_isHistoryEnabled``) but not with which settings, and turning recording on again
+  would replace them. So where it is on, nothing is changed: the snapshot reads the entries the cell
+  added to the user's history, found by counting back from the end as many allocations and frees as
+  the allocator's own counters say the cell made (the approach of ``timing/peak_memory.py``); taking
+  the snapshot appends one ``snapshot`` entry to it, as any snapshot does. Where PyTorch cannot say,
+  nothing is recorded and the reason is raised before the cell runs. Where it is off, recording is
+  turned on for the cell (``context="alloc"``, ``stacks="python"``: stacks of allocations only, no
+  C++ frames; ``free_completed`` skipped where PyTorch can skip actions) and off again, the cell
+  raising or not; turning it off discards the history it kept, as it was empty before.
+- **The peak counters.** Nothing here resets them; ``max_memory_allocated()`` after the cell is what
+  the cell left. The counters are read before and after, only to check the history against them.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ from ..errors import GpuMagicError
 from .cell import Cell, namespace_or_new
 from .memory_snapshot import ALLOC, FREE_REQUESTED, SnapshotData, read_snapshot
 
-__all__ = ["HISTORY_ENTRIES", "MemoryCapture", "MemoryRecordingError", "capture_memory", "known_blocks"]
+__all__ = [
+    "HISTORY_ENTRIES",
+    "MemoryCapture",
+    "MemoryRecordingError",
+    "capture_memory",
+    "known_blocks",
+]
 
 #: Most history entries kept while recording for a cell (each allocation and each free is one).
 HISTORY_ENTRIES = 2_000_000
@@ -47,9 +56,10 @@ class MemoryRecordingError(GpuMagicError, RuntimeError):
 
 @dataclass
 class MemoryCapture:
-    """One cell's recording: the ``snapshot`` (the cell's entries only), ``known`` (categories of blocks allocated
-    before it, by address), ``device_memory``, ``notes``, the ``error`` the cell raised (None if it finished) and
-    its ``value``; ``peak_counter``: the allocator's own peak after the cell when the cell raised it (else None)."""
+    """One cell's recording: the ``snapshot`` (the cell's entries only), ``known`` (categories of
+    blocks allocated before it, by address), ``device_memory``, ``notes``, the ``error`` the cell
+    raised (None if it finished) and its ``value``; ``peak_counter``: the allocator's own peak after
+    the cell when the cell raised it (else None)."""
 
     snapshot: SnapshotData
     known: dict[int, str] = field(default_factory=dict)
@@ -67,8 +77,9 @@ def _counts(torch: Any, device: int) -> tuple[int, int, int]:
 
 
 def _cell_start(snap: SnapshotData, allocs: int, frees: int) -> int | None:
-    """The row where the cell's entries begin: the last ``allocs`` allocs and ``frees`` frees; None if the history
-    does not hold exactly them (a full buffer, skipped actions, a thread allocating meanwhile)."""
+    """The row where the cell's entries begin: the last ``allocs`` allocs and ``frees`` frees; None
+    if the history does not hold exactly them (a full buffer, skipped actions, a thread allocating
+    meanwhile)."""
     seen_a = seen_f = 0
     if allocs == frees == 0:
         return len(snap)
@@ -82,9 +93,9 @@ def _cell_start(snap: SnapshotData, allocs: int, frees: int) -> int | None:
 
 
 def known_blocks(namespace: Mapping[str, Any], torch: Any, device: int) -> dict[int, str]:
-    """Categories of the tensors the namespace holds, by their storage's address: modules' parameters (and their
-    gradients), optimizers' state, other CUDA tensors as inputs; values directly in the namespace or one level down
-    in a list, tuple or dict."""
+    """Categories of the tensors the namespace holds, by their storage's address: modules'
+    parameters (and their gradients), optimizers' state, other CUDA tensors as inputs; values
+    directly in the namespace or one level down in a list, tuple or dict."""
     found: dict[int, str] = {}
 
     def add(t: Any, name: str) -> None:
@@ -115,31 +126,41 @@ def known_blocks(namespace: Mapping[str, Any], torch: Any, device: int) -> dict[
 
 
 class _Recording:
-    """The allocator's history for the cell: the user's left alone, or turned on here and off by ``close()``."""
+    """The allocator's history for the cell: the user's left alone, or turned on here and off by
+    ``close()``."""
 
     def __init__(self, torch: Any) -> None:
         self.torch, self.ours, self.notes = torch, False, []
         backend = getattr(torch.cuda.memory, "get_allocator_backend", lambda: "native")()
         if backend != "native":
-            raise MemoryRecordingError(reason=f"the {backend} allocator keeps no history of allocations")
+            raise MemoryRecordingError(
+                reason=f"the {backend} allocator keeps no history of allocations"
+            )
         enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)
         if enabled is None:
             raise MemoryRecordingError(
-                reason="this PyTorch cannot say whether the allocator already records its history, so turning it "
+                reason="this PyTorch cannot say whether the allocator already records its "
+                "history, so turning it "
                 "on could replace this process's own setting; nothing was run"
             )
         self.enabled = enabled
         if enabled():
             self.notes.append(
-                "The allocator's history was already being recorded with this process's own settings: they are kept, "
-                "and the view reads the entries the cell added (with the stacks those settings record)."
+                "The allocator's history was already being recorded with this process's own "
+                "settings: they are kept, "
+                "and the view reads the entries the cell added (with the stacks those "
+                "settings record)."
             )
 
     def start(self) -> None:
         if self.enabled():
             return
         memory = self.torch.cuda.memory
-        settings: dict[str, Any] = {"context": "alloc", "stacks": "python", "max_entries": HISTORY_ENTRIES}
+        settings: dict[str, Any] = {
+            "context": "alloc",
+            "stacks": "python",
+            "max_entries": HISTORY_ENTRIES,
+        }
         try:
             try:
                 memory._record_memory_history("all", skip_actions=["free_completed"], **settings)
@@ -178,9 +199,10 @@ def capture_memory(
     warmup: int = 1,
     iters: int = 1,
 ) -> MemoryCapture:
-    """Warm up ``warmup`` runs, then record the allocator's history over ``iters`` runs of ``cell``. The cell's
-    exception, an out-of-memory error included, is kept in ``error`` with what was recorded up to it (the caller
-    shows it, then raises it again); a KeyboardInterrupt propagates after the recording is closed."""
+    """Warm up ``warmup`` runs, then record the allocator's history over ``iters`` runs of ``cell``.
+    The cell's exception, an out-of-memory error included, is kept in ``error`` with what was
+    recorded up to it (the caller shows it, then raises it again); a KeyboardInterrupt propagates
+    after the recording is closed."""
     torch = sys.modules.get("torch")
     if torch is None:
         import torch
@@ -215,15 +237,20 @@ def capture_memory(
     start = _cell_start(snap, after[0] - before[0], after[1] - before[1])
     if start is None:
         notes.append(
-            "The history does not hold exactly the cell's allocations and frees (a full history buffer, actions "
-            "skipped by the process's own settings, or another thread allocating): the view shows the whole history."
+            "The history does not hold exactly the cell's allocations and frees (a full "
+            "history buffer, actions "
+            "skipped by the process's own settings, or another thread allocating): the view "
+            "shows the whole history."
         )
     elif start:
         snap = snap.tail(start)
     if iters > 1:
         notes.append(f"The cell ran {iters} times inside the recording.")
     if warmup == 0:
-        notes.append("No warm-up (-w 0): first-call allocations (workspaces, lazy state) are in the recording.")
+        notes.append(
+            "No warm-up (-w 0): first-call allocations (workspaces, lazy state) are in the "
+            "recording."
+        )
     return MemoryCapture(
         snapshot=snap,
         known=known,

@@ -1,17 +1,20 @@
-"""The caching allocator's snapshot (what ``torch.cuda.memory._dump_snapshot`` pickles), read into flat arrays.
+"""The caching allocator's snapshot (what ``torch.cuda.memory._dump_snapshot`` pickles), read into
+flat arrays.
 
-The file is a pickled dict of plain Python values (torch/cuda/memory.py ``_snapshot``): ``segments`` (the memory
-reserved from CUDA when the snapshot was taken, each with its ``blocks``: ``size``, ``requested_size``, ``address``,
-``state`` and the ``frames`` of the allocation) and ``device_traces`` (one list per device of history entries:
-``action`` alloc / free_requested / free_completed / segment_alloc / segment_free / oom / snapshot, ``addr``,
-``size``, ``stream``, ``time_us``, ``frames``; ``device_free`` on an oom). It is unpickled with every class refused:
-a snapshot holds no objects, so a file that names one is not a snapshot, and refusing them means opening a file from
-elsewhere runs none of its code.
+The file is a pickled dict of plain Python values (torch/cuda/memory.py ``_snapshot``): ``segments``
+(the memory reserved from CUDA when the snapshot was taken, each with its ``blocks``: ``size``,
+``requested_size``, ``address``, ``state`` and the ``frames`` of the allocation) and
+``device_traces`` (one list per device of history entries: ``action`` alloc / free_requested /
+free_completed / segment_alloc / segment_free / oom / snapshot, ``addr``, ``size``, ``stream``,
+``time_us``, ``frames``; ``device_free`` on an oom). It is unpickled with every class refused: a
+snapshot holds no objects, so a file that names one is not a snapshot, and refusing them means
+opening a file from elsewhere runs none of its code.
 
-A million entries must read in well under a second or two, so the per-entry work is a few dict lookups: the
-allocation's stack is kept as an index into a table of distinct stacks, keyed by the identities of its frame dicts
-(torch builds one dict per distinct frame and shares it between the entries that hold it, and pickle keeps that
-sharing), and everything else goes into numpy arrays. Frames are innermost first, as torch records them.
+A million entries must read in well under a second or two, so the per-entry work is a few dict
+lookups: the allocation's stack is kept as an index into a table of distinct stacks, keyed by the
+identities of its frame dicts (torch builds one dict per distinct frame and shares it between the
+entries that hold it, and pickle keeps that sharing), and everything else goes into numpy arrays.
+Frames are innermost first, as torch records them.
 """
 
 from __future__ import annotations
@@ -44,7 +47,16 @@ __all__ = [
 ]
 
 #: The history's actions, in the order of their codes in :attr:`SnapshotData.action`.
-ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot", "other")
+ACTIONS = (
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "oom",
+    "snapshot",
+    "other",
+)
 ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, OOM = range(6)
 _CODE = {name: i for i, name in enumerate(ACTIONS)}
 
@@ -65,21 +77,24 @@ class _PlainUnpickler(pickle.Unpickler):
     """Unpickles dicts, lists, tuples, strings and numbers only: a snapshot holds nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"it names a Python object ({module}.{name}), which a snapshot never holds")
+        raise pickle.UnpicklingError(
+            f"it names a Python object ({module}.{name}), which a snapshot never holds"
+        )
 
 
 @dataclass
 class SnapshotData:
     """One device's history and final state, as arrays (row ``i`` is the ``i``-th history entry).
 
-    ``action`` holds codes into :data:`ACTIONS`; ``addr``, ``size`` (bytes the entry names: the request for alloc and
-    free, the segment for segment actions, the failed request for oom), ``stream``, ``time_us`` (the allocator's
-    clock; the entry's index where the snapshot has none) and ``stack`` (index into ``stacks``, -1 when the entry
-    has no frames) are parallel arrays. ``device_free``: for each oom row, what CUDA said was still free.
+    ``action`` holds codes into :data:`ACTIONS`; ``addr``, ``size`` (bytes the entry names: the
+    request for alloc and free, the segment for segment actions, the failed request for oom),
+    ``stream``, ``time_us`` (the allocator's clock; the entry's index where the snapshot has none)
+    and ``stack`` (index into ``stacks``, -1 when the entry has no frames) are parallel arrays.
+    ``device_free``: for each oom row, what CUDA said was still free.
 
-    The final state: ``blocks`` (every block in use when the snapshot was taken: ``addr``, ``size`` as the allocator
-    counts it, ``requested``, ``stack``, ``active`` for allocated vs awaiting free) and ``segments`` (``addr``,
-    ``total``, ``allocated``, ``active``, ``expandable``).
+    The final state: ``blocks`` (every block in use when the snapshot was taken: ``addr``, ``size``
+    as the allocator counts it, ``requested``, ``stack``, ``active`` for allocated vs awaiting free)
+    and ``segments`` (``addr``, ``total``, ``allocated``, ``active``, ``expandable``).
     """
 
     device: int
@@ -103,8 +118,12 @@ class SnapshotData:
         return len(self.action)
 
     def tail(self, start: int) -> SnapshotData:
-        """The same snapshot with the history from row ``start`` on (what came before counts as already there)."""
-        cut = {k: getattr(self, k)[start:] for k in ("action", "addr", "size", "stream", "time_us", "stack")}
+        """The same snapshot with the history from row ``start`` on (what came before counts as
+        already there)."""
+        cut = {
+            k: getattr(self, k)[start:]
+            for k in ("action", "addr", "size", "stream", "time_us", "stack")
+        }
         free = {r - start: v for r, v in self.device_free.items() if r >= start}
         return replace(self, **cut, device_free=free, notes=list(self.notes))
 
@@ -114,7 +133,8 @@ class SnapshotData:
 
 
 class _Stacks:
-    """Distinct frames and stacks, keyed by the identity of torch's shared frame dicts (then by content)."""
+    """Distinct frames and stacks, keyed by the identity of torch's shared frame dicts (then by
+    content)."""
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -150,7 +170,9 @@ class _Stacks:
         return s
 
 
-def _load(source: str | os.PathLike[str] | bytes | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+def _load(
+    source: str | os.PathLike[str] | bytes | Mapping[str, Any],
+) -> tuple[Mapping[str, Any], str]:
     if isinstance(source, Mapping):
         return source, "snapshot"
     if isinstance(source, bytes):
@@ -165,7 +187,14 @@ def _load(source: str | os.PathLike[str] | bytes | Mapping[str, Any]) -> tuple[M
     try:
         with stream:
             data = _PlainUnpickler(stream).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+    ) as exc:
         raise SnapshotFormatError(path=name, reason=f"unpickling failed: {exc}") from None
     if not isinstance(data, Mapping) or "segments" not in data:
         raise SnapshotFormatError(path=name, reason="no 'segments' in it")
@@ -187,11 +216,12 @@ def _pick_device(data: Mapping[str, Any], device: int | None) -> tuple[int, tupl
 def read_snapshot(
     source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: int | None = None
 ) -> SnapshotData:
-    """Read a snapshot (a path, its bytes, or the dict ``torch.cuda.memory._snapshot()`` returns) for one device:
-    ``device``, else the one with the most history entries.
+    """Read a snapshot (a path, its bytes, or the dict ``torch.cuda.memory._snapshot()`` returns)
+    for one device: ``device``, else the one with the most history entries.
 
-    Python's cyclic garbage collector is paused while it reads (and set back as it was): unpickling a million small
-    dicts and lists would run it over and over, for nothing (a snapshot holds no cycles), at almost half the cost."""
+    Python's cyclic garbage collector is paused while it reads (and set back as it was): unpickling
+    a million small dicts and lists would run it over and over, for nothing (a snapshot holds no
+    cycles), at almost half the cost."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -201,14 +231,17 @@ def read_snapshot(
             gc.enable()
 
 
-def _read(source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: int | None) -> SnapshotData:
+def _read(
+    source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: int | None
+) -> SnapshotData:
     data, name = _load(source)
     dev, devices = _pick_device(data, device)
     traces = data.get("device_traces") or []
     trace = traces[dev] if dev < len(traces) else []
     stacks = _Stacks()
     n = len(trace)
-    # one pass per field, in C where it can be: a million entries are a million dict lookups per field
+    # one pass per field, in C where it can be: a million entries are a million dict lookups per
+    # field
     code, other = _CODE.get, _CODE["other"]
     action = np.fromiter((code(e["action"], other) for e in trace), np.int8, n)
     try:  # the common case, every entry with all four numbers: one pass
@@ -216,7 +249,12 @@ def _read(source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: in
         nums = np.array([get(e) for e in trace], np.int64).reshape(n, 4)
         addr, size, stream, time_us = (np.ascontiguousarray(nums[:, i]) for i in range(4))
         has_times = True
-    except (KeyError, TypeError, ValueError, OverflowError):  # an oom without addr, no times: field by field
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        OverflowError,
+    ):  # an oom without addr, no times: field by field
         addr = np.fromiter((e.get("addr", 0) for e in trace), np.int64, n)
         size = np.fromiter((e.get("size", 0) for e in trace), np.int64, n)
         stream = np.fromiter((e.get("stream", 0) or 0 for e in trace), np.int64, n)
@@ -227,7 +265,9 @@ def _read(source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: in
     rows = np.flatnonzero(action == ALLOC)
     stack_of = stacks.stack
     stack[rows] = [stack_of(trace[r].get("frames")) for r in rows.tolist()]
-    device_free = {r: int(trace[r].get("device_free", 0) or 0) for r in np.flatnonzero(action == OOM).tolist()}
+    device_free = {
+        r: int(trace[r].get("device_free", 0) or 0) for r in np.flatnonzero(action == OOM).tolist()
+    }
     if not has_times:
         time_us = np.arange(n, dtype=np.int64)
     blocks, segments = _final_state(data, dev, stacks)
@@ -249,7 +289,10 @@ def _read(source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: in
         source=name,
     )
     if len(devices) > 1:
-        snap.notes.append(f"The snapshot covers devices {', '.join(map(str, devices))}; this view is device {dev}.")
+        snap.notes.append(
+            f"The snapshot covers devices {', '.join(map(str, devices))}; this view is device "
+            f"{dev}."
+        )
     return snap
 
 

@@ -1,16 +1,19 @@
-"""Run a cell in a subprocess under Nsight Compute and read what it measured (``%%gpuprofile --ncu``).
+"""Run a cell in a subprocess under Nsight Compute and read what it measured (``%%gpuprofile
+--ncu``).
 
-NVIDIA's own Python wrapper for ncu cannot run in a notebook (it relaunches the script); here the cell travels as it
-does for ``--nsys`` (its free names shipped, ``capture/shipping.py``) and runs in ``gpumagic.capture.runner`` under
-``ncu --nvtx --nvtx-include "<label>/"``: the warm-up runs outside the cell's NVTX range, so only the captured runs
-are profiled. ncu replays each kernel once per group of counters, so by default only the kernels that matter are
-profiled: a first, plain pass (``capture/ncu_rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels
-by total GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base function``:
-the one spelling that torch's demangler and ncu's agree on; the full demangled names differ, e.g. ``char*, 3ul``
-against ``char *, 3``), one launch per kernel and launch configuration (``--filter-mode per-launch-config``). Beside
-the sections, ncu is asked for its tensor-path counters (``ncu_tensor.TENSOR_METRICS``: 5 more replay passes per
-kernel on an H100, 16 instead of 11) so that a tensor-core GEMM's FLOPs are counted. The ``.ncu-rep`` is kept (it
-opens in ncu-ui) and read back with the same ncu (``ncu_read.py``). Every failure names its cause and fix
+NVIDIA's own Python wrapper for ncu cannot run in a notebook (it relaunches the script); here the
+cell travels as it does for ``--nsys`` (its free names shipped, ``capture/shipping.py``) and runs in
+``gpumagic.capture.runner`` under ``ncu --nvtx --nvtx-include "<label>/"``: the warm-up runs outside
+the cell's NVTX range, so only the captured runs are profiled. ncu replays each kernel once per
+group of counters, so by default only the kernels that matter are profiled: a first, plain pass
+(``capture/ncu_rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels by total
+GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base
+function``: the one spelling that torch's demangler and ncu's agree on; the full demangled names
+differ, e.g. ``char*, 3ul`` against ``char *, 3``), one launch per kernel and launch configuration
+(``--filter-mode per-launch-config``). Beside the sections, ncu is asked for its tensor-path
+counters (``ncu_tensor.TENSOR_METRICS``: 5 more replay passes per kernel on an H100, 16 instead of
+11) so that a tensor-core GEMM's FLOPs are counted. The ``.ncu-rep`` is kept (it opens in ncu-ui)
+and read back with the same ncu (``ncu_read.py``). Every failure names its cause and fix
 (``gpumagic.errors``); no shell is involved.
 """
 
@@ -53,7 +56,15 @@ from .options import ITERS, WARMUP, NcuOptions
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
 
-__all__ = ["NcuCapture", "capture", "find_ncu", "function_filter", "function_name", "load_ncu_data", "read_report"]
+__all__ = [
+    "NcuCapture",
+    "capture",
+    "find_ncu",
+    "function_filter",
+    "function_name",
+    "load_ncu_data",
+    "read_report",
+]
 
 _SEARCH = (
     "/usr/local/cuda/bin/ncu",
@@ -66,9 +77,10 @@ _SEARCH = (
 
 @dataclass
 class NcuCapture:
-    """What an ncu run measured: ``data`` (per-launch metrics and rule messages), ``notes`` that qualify it,
-    ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the subprocess printed it, ``seconds``:
-    the wall time of the whole capture, and ``phases``: where it went (shipping, first pass, ncu, reading)."""
+    """What an ncu run measured: ``data`` (per-launch metrics and rule messages), ``notes`` that
+    qualify it, ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the
+    subprocess printed it, ``seconds``: the wall time of the whole capture, and ``phases``: where it
+    went (shipping, first pass, ncu, reading)."""
 
     data: NcuData
     notes: list[str] = field(default_factory=list)
@@ -94,18 +106,30 @@ def _checked(opts: NcuOptions, label: str) -> list[str]:
             value=opts.extra_args,
         ) from None
     if not opts.timeout > 0:
-        raise InvalidOptionError(option="timeout", reason="must be a positive number of seconds", value=opts.timeout)
+        raise InvalidOptionError(
+            option="timeout", reason="must be a positive number of seconds", value=opts.timeout
+        )
     if opts.top < 0:
-        raise InvalidOptionError(option="top", reason="must be 0 (every kernel) or more", value=opts.top)
+        raise InvalidOptionError(
+            option="top", reason="must be 0 (every kernel) or more", value=opts.top
+        )
     if opts.launch_count < 1:
-        raise InvalidOptionError(option="launch_count", reason="must be at least 1", value=opts.launch_count)
+        raise InvalidOptionError(
+            option="launch_count", reason="must be at least 1", value=opts.launch_count
+        )
     if opts.clock_control not in ("base", "none"):
-        raise InvalidOptionError(option="clock_control", reason="must be 'base' or 'none'", value=opts.clock_control)
+        raise InvalidOptionError(
+            option="clock_control", reason="must be 'base' or 'none'", value=opts.clock_control
+        )
     if not opts.section_set and not opts.sections:
-        raise InvalidOptionError(option="sections", reason="name at least one section, or a set", value=opts.sections)
+        raise InvalidOptionError(
+            option="sections", reason="name at least one section, or a set", value=opts.sections
+        )
     if re.search(r"[@/\\]", label):
         raise InvalidOptionError(
-            option="label", reason="cannot contain '@', '/' or '\\' with ncu (its NVTX filter syntax)", value=label
+            option="label",
+            reason="cannot contain '@', '/' or '\\' with ncu (its NVTX filter syntax)",
+            value=label,
         )
     return extra_args
 
@@ -119,14 +143,17 @@ def capture(
     iters: int = ITERS,
     options: NcuOptions | None = None,
 ) -> NcuCapture:
-    """Ship the names ``cell`` (source text) reads from ``namespace``, pick the kernels worth profiling (unless a
-    filter is given or ``top`` is 0), run the cell under ncu in a subprocess (warm-up outside the NVTX range
-    ``label``, ``iters`` runs inside it, only those profiled) and read the report.
+    """Ship the names ``cell`` (source text) reads from ``namespace``, pick the kernels worth
+    profiling (unless a filter is given or ``top`` is 0), run the cell under ncu in a subprocess
+    (warm-up outside the NVTX range ``label``, ``iters`` runs inside it, only those profiled) and
+    read the report.
 
     The cell runs only in subprocesses: ``namespace`` is read, never written.
     """
     if not isinstance(cell, str):
-        raise TypeError("the ncu backend runs the cell in a subprocess: give it the cell's source text")
+        raise TypeError(
+            "the ncu backend runs the cell in a subprocess: give it the cell's source text"
+        )
     opts = options or NcuOptions()
     extra_args = _checked(opts, label)
     ncu = find_ncu(opts.ncu_path)
@@ -141,13 +168,21 @@ def capture(
     notes = loop_notes(warmup, iters)
     ranking = None
     try:
-        if opts.kernel_filter is None and opts.top > 0:  # its Python, torch and CUDA start while the names ship
+        if (
+            opts.kernel_filter is None and opts.top > 0
+        ):  # its Python, torch and CUDA start while the names ship
             ranking = FirstPass(workdir, opts.python or sys.executable, child_env())
-        ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
+        ship(
+            free_names(cell) + (free_names(opts.setup) if opts.setup else []),
+            namespace or {},
+            workdir,
+        )
         spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
         with open(os.path.join(workdir, "cell.json.part"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
-        os.replace(os.path.join(workdir, "cell.json.part"), os.path.join(workdir, "cell.json"))  # "go", whole
+        os.replace(
+            os.path.join(workdir, "cell.json.part"), os.path.join(workdir, "cell.json")
+        )  # "go", whole
         lap("shipping")
         kernel_filter, base = opts.kernel_filter, None
         if ranking is not None:
@@ -158,13 +193,17 @@ def capture(
             notes.append(note)
             lap("first pass")
         os.makedirs(opts.profile_dir, exist_ok=True)
-        stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
+        stem = os.path.join(
+            os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
+        )
         cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
         output, returncode = _run(cmd, opts.timeout, stem)
         lap("ncu")
         _raise_cell_error(workdir)
         report = stem + ".ncu-rep"
-        err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")), kernel_filter, label)
+        err = _classify(
+            cmd, output, returncode, sorted(glob.glob(stem + "*")), kernel_filter, label
+        )
         if err is not None:
             raise err
         if not os.path.exists(report):
@@ -179,22 +218,30 @@ def capture(
     lap("reading")
     seconds = clock[-1] - clock[0]
     notes.append(_clock_note(opts.clock_control))
-    notes.append(f"Took {seconds:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + ".")
+    notes.append(
+        f"Took {seconds:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + "."
+    )
     notes.append(f"report: {report} (opens in ncu-ui)")
     return NcuCapture(data, notes, {"report": report}, value, seconds, phases)
 
 
 def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> tuple[str, str]:
-    """The ncu filter for the top ``opts.top`` kernel names of the first pass, and a note that says what it means."""
+    """The ncu filter for the top ``opts.top`` kernel names of the first pass, and a note that says
+    what it means."""
     if not ranked:
-        raise NoKernelsProfiledError("The first pass (torch.profiler) saw no CUDA kernel in the cell.", label=label)
+        raise NoKernelsProfiledError(
+            "The first pass (torch.profiler) saw no CUDA kernel in the cell.", label=label
+        )
     top = ranked[: opts.top]
     total = sum(r["total_ns"] for r in ranked) or 1
     share = sum(r["total_ns"] for r in top) / total
     note = (
-        f"Profiled: the top {len(top)} of {len(ranked)} kernel names by GPU time in a first pass (torch.profiler, "
-        f"{share:.0%} of the cell's kernel time), {opts.launch_count} launch(es) per kernel and launch "
-        "configuration; ncu matches them by function name, so a kernel that shares one may be profiled too."
+        f"Profiled: the top {len(top)} of {len(ranked)} kernel names by GPU time in a first "
+        f"pass (torch.profiler, "
+        f"{share:.0%} of the cell's kernel time), {opts.launch_count} launch(es) per kernel "
+        f"and launch "
+        "configuration; ncu matches them by function name, so a kernel that shares one may "
+        "be profiled too."
     )
     return function_filter([r["name"] for r in top]), note
 
@@ -203,8 +250,10 @@ def _clock_note(clock_control: str) -> str:
     if clock_control == "none":
         return "Clocks left free (--no-clock-control): durations are comparable with %gputime's."
     return (
-        "ncu locked the GPU clocks to base (its default): durations are longer than %gputime's at boost clocks, "
-        "and the ceilings are at base clocks too; --no-clock-control (clock_control='none') leaves them free."
+        "ncu locked the GPU clocks to base (its default): durations are longer than "
+        "%gputime's at boost clocks, "
+        "and the ceilings are at base clocks too; --no-clock-control (clock_control='none') "
+        "leaves them free."
     )
 
 
@@ -228,18 +277,37 @@ def _profile_command(
         for s in opts.sections:
             cmd += ["--section", s]
     if not any(a == "--metrics" or a.startswith("--metrics=") for a in extra_args):
-        cmd += ["--metrics", ",".join(TENSOR_METRICS)]  # tensor-core work (ncu_tensor.py); a user's --metrics wins
-    cmd += ["--clock-control", opts.clock_control, "--force-overwrite", "--export", stem, *extra_args]
+        cmd += [
+            "--metrics",
+            ",".join(TENSOR_METRICS),
+        ]  # tensor-core work (ncu_tensor.py); a user's --metrics wins
+    cmd += [
+        "--clock-control",
+        opts.clock_control,
+        "--force-overwrite",
+        "--export",
+        stem,
+        *extra_args,
+    ]
     return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
 
 
 def _classify(
-    command: list[str], output: str, rc: int, files: list[str], kernel_filter: str | None, label: str
+    command: list[str],
+    output: str,
+    rc: int,
+    files: list[str],
+    kernel_filter: str | None,
+    label: str,
 ) -> NcuError | None:
     """The error ncu's output and exit status mean, if any."""
     if "ERR_NVGPUCTRPERM" in output:
         return NcuPermissionError(output)
-    if re.search(r"Failed to (?:profile|prepare|replay)|replay.*failed|Unable to (?:save|restore)", output, re.I):
+    if re.search(
+        r"Failed to (?:profile|prepare|replay)|replay.*failed|Unable to (?:save|restore)",
+        output,
+        re.I,
+    ):
         return NcuReplayError(output, files)
     if "No kernels were profiled" in output:
         return NoKernelsProfiledError(output, kernel_filter, label)
@@ -256,7 +324,8 @@ def _raise_cell_error(workdir: str) -> None:
 
 
 def _shown_value(workdir: str) -> Shown | None:
-    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or None."""
+    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or
+    None."""
     path = os.path.join(workdir, "value.txt")
     if not os.path.exists(path):
         return None
@@ -265,8 +334,9 @@ def _shown_value(workdir: str) -> Shown | None:
 
 
 def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
-    """Run ncu in its own session; (output, exit status). On timeout: stop it, keep what it wrote, say so. On
-    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept."""
+    """Run ncu in its own session; (output, exit status). On timeout: stop it, keep what it wrote,
+    say so. On Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which
+    files were kept."""
     return run_in_session(
         cmd,
         timeout,
@@ -279,10 +349,15 @@ def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
 
 
 def _import(ncu: str, report: str, pages: Sequence[str], timeout: float) -> dict[str, str]:
-    """``ncu --import REPORT --csv --page P --print-units base`` for each page, side by side (each import reads the
-    whole report: in parallel they take the time of one); {page: its text}."""
-    cmds = {p: [ncu, "--import", report, "--csv", "--page", p, "--print-units", "base"] for p in pages}
-    procs = {p: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p, c in cmds.items()}
+    """``ncu --import REPORT --csv --page P --print-units base`` for each page, side by side (each
+    import reads the whole report: in parallel they take the time of one); {page: its text}."""
+    cmds = {
+        p: [ncu, "--import", report, "--csv", "--page", p, "--print-units", "base"] for p in pages
+    }
+    procs = {
+        p: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for p, c in cmds.items()
+    }
     out: dict[str, str] = {}
     try:
         for page, proc in procs.items():
@@ -302,7 +377,8 @@ def _import(ncu: str, report: str, pages: Sequence[str], timeout: float) -> dict
 
 
 def read_report(report: str, ncu: str, timeout: float = 300) -> NcuData:
-    """NcuData from a ``.ncu-rep`` with ``ncu --import``: the raw page (metrics) and the details page (rules)."""
+    """NcuData from a ``.ncu-rep`` with ``ncu --import``: the raw page (metrics) and the details
+    page (rules)."""
     pages = _import(ncu, report, ("raw", "details"), timeout)
     data = read_raw_csv(pages["raw"], path=report, source=f"{ncu} --import --page raw")
     data.rules = read_details_csv(pages["details"])
@@ -310,11 +386,11 @@ def read_report(report: str, ncu: str, timeout: float = 300) -> NcuData:
 
 
 def load_ncu_data(path: str | os.PathLike[str], ncu: str | None = None) -> NcuData:
-    """NcuData from a saved ``.ncu-rep`` (read with ``ncu --import``: the ncu here, or the path given) or from a
-    saved ``ncu --csv --page raw`` text (``.csv``, no ncu needed).
+    """NcuData from a saved ``.ncu-rep`` (read with ``ncu --import``: the ncu here, or the path
+    given) or from a saved ``ncu --csv --page raw`` text (``.csv``, no ncu needed).
 
-    Not with Nsight Compute's ``ncu_report`` module: loaded beside torch in one process, it crashed that process on
-    the H100 host (ncu 2025.3.1), and a notebook's kernel is such a process."""
+    Not with Nsight Compute's ``ncu_report`` module: loaded beside torch in one process, it crashed
+    that process on the H100 host (ncu 2025.3.1), and a notebook's kernel is such a process."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileMissingError(path=path, what="The Nsight Compute report")

@@ -1,18 +1,20 @@
-"""The first pass of ``--ncu``, both sides: :class:`FirstPass` here, ``python -m gpumagic.capture.ncu_rank WORKDIR``
-there.
+"""The first pass of ``--ncu``, both sides: :class:`FirstPass` here, ``python -m
+gpumagic.capture.ncu_rank WORKDIR`` there.
 
-Nsight Compute replays every kernel it profiles many times (once per group of counters), so profiling all of a
-cell's kernels can take minutes where the cell takes milliseconds. This pass decides which ones are worth it: the
-cell runs as the ncu run will run it (the same shipped names, setup, warm-up and loop), with CUPTI's kernel
-records on, in a plain subprocess, and the total GPU time per kernel name, longest first, is written to
-``kernels.json``; ncu is then asked for the top names only. It runs in a subprocess of its own, not inside the ncu
-run: CUPTI allows one subscriber, and under ncu that is ncu. An exception in the cell is written to ``error.txt`` (its
-traceback), and the exit code is 3, as the runner does.
+Nsight Compute replays every kernel it profiles many times (once per group of counters), so
+profiling all of a cell's kernels can take minutes where the cell takes milliseconds. This pass
+decides which ones are worth it: the cell runs as the ncu run will run it (the same shipped names,
+setup, warm-up and loop), with CUPTI's kernel records on, in a plain subprocess, and the total GPU
+time per kernel name, longest first, is written to ``kernels.json``; ncu is then asked for the top
+names only. It runs in a subprocess of its own, not inside the ncu run: CUPTI allows one subscriber,
+and under ncu that is ncu. An exception in the cell is written to ``error.txt`` (its traceback), and
+the exit code is 3, as the runner does.
 
-Time matters (the whole ``--ncu`` should take seconds, not minutes): the subprocess starts before the names are
-shipped and imports torch while it waits for ``cell.json`` (written last, whole); the kernel records come from CUPTI
-directly (0.03 s to start, where torch.profiler's first start took 5-8 s); the parent goes on as soon as
-``kernels.json`` is there, while the subprocess tears CUDA down.
+Time matters (the whole ``--ncu`` should take seconds, not minutes): the subprocess starts before
+the names are shipped and imports torch while it waits for ``cell.json`` (written last, whole); the
+kernel records come from CUPTI directly (0.03 s to start, where torch.profiler's first start took
+5-8 s); the parent goes on as soon as ``kernels.json`` is there, while the subprocess tears CUDA
+down.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ POLL = 0.02
 
 
 def _strip_tail(name: str, open_: str, close: str) -> str:
-    """``name`` without its trailing balanced ``open_ ... close`` group (a parameter list, template arguments)."""
+    """``name`` without its trailing balanced ``open_ ... close`` group (a parameter list, template
+    arguments)."""
     if not name.endswith(close):
         return name
     depth = 0
@@ -44,25 +47,28 @@ def _strip_tail(name: str, open_: str, close: str) -> str:
 
 
 def function_name(name: str) -> str:
-    """A kernel's function name as ncu's ``--kernel-name-base function`` spells it: no return type, namespace,
-    template arguments or parameters (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
-    ``vectorized_elementwise_kernel``)."""
+    """A kernel's function name as ncu's ``--kernel-name-base function`` spells it: no return type,
+    namespace, template arguments or parameters (``void at::native::vectorized_elementwise_kernel<4,
+    ...>(int, ...)`` -> ``vectorized_elementwise_kernel``)."""
     head = _strip_tail(_strip_tail(name.strip(), "(", ")"), "<", ">")
     head = head.rsplit("::", 1)[-1]
     return head.split()[-1] if head.split() else name
 
 
 def function_filter(names: Sequence[str]) -> str:
-    """An ncu ``--kernel-name`` value that matches kernels of these function names (with ``--kernel-name-base
-    function``), whether or not ncu's base keeps namespaces or template arguments."""
+    """An ncu ``--kernel-name`` value that matches kernels of these function names (with
+    ``--kernel-name-base function``), whether or not ncu's base keeps namespaces or template
+    arguments."""
     bases = list(dict.fromkeys(function_name(n) for n in names))
-    alternatives = "|".join("".join("\\" + c if c in _REGEX_SPECIAL else c for c in b) for b in bases)
+    alternatives = "|".join(
+        "".join("\\" + c if c in _REGEX_SPECIAL else c for c in b) for b in bases
+    )
     return f"regex:(?:^|::)(?:{alternatives})(?:$|<|\\()"
 
 
 class FirstPass:
-    """The first pass, started at once in ``workdir`` (it waits there for ``cell.json``); :meth:`result` is its
-    ranking, :meth:`close` stops or reaps it (always call it)."""
+    """The first pass, started at once in ``workdir`` (it waits there for ``cell.json``);
+    :meth:`result` is its ranking, :meth:`close` stops or reaps it (always call it)."""
 
     def __init__(self, workdir: str, python: str, env: dict[str, str]) -> None:
         self.workdir = workdir
@@ -74,8 +80,9 @@ class FirstPass:
             )
 
     def result(self, timeout: float) -> list[dict[str, Any]]:
-        """The kernel names by total GPU time, longest first, once ``kernels.json`` is written (the process may
-        still be exiting). A cell error is left in ``error.txt`` for the caller; other failures raise here."""
+        """The kernel names by total GPU time, longest first, once ``kernels.json`` is written (the
+        process may still be exiting). A cell error is left in ``error.txt`` for the caller; other
+        failures raise here."""
         from ..errors import NcuFailedError, NcuTimeoutError
 
         path = os.path.join(self.workdir, "kernels.json")
@@ -88,7 +95,9 @@ class FirstPass:
                 with open(self.log_path, encoding="utf-8", errors="replace") as f:
                     output = f.read()
                 raise NcuFailedError(
-                    self.command, returncode, f"The first pass (ranking the kernels) failed:\n{output}"
+                    self.command,
+                    returncode,
+                    f"The first pass (ranking the kernels) failed:\n{output}",
                 )
             if time.monotonic() > deadline:
                 raise NcuTimeoutError(timeout)
@@ -101,21 +110,26 @@ class FirstPass:
         from .nsys import _kill
 
         try:
-            self.proc.wait(timeout=grace if os.path.exists(os.path.join(self.workdir, "kernels.json")) else 0.1)
+            self.proc.wait(
+                timeout=grace if os.path.exists(os.path.join(self.workdir, "kernels.json")) else 0.1
+            )
         except subprocess.TimeoutExpired:
             _kill(self.proc)  # type: ignore[arg-type]
 
 
 def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
-    """Run ``cell`` as every backend does (``cell.run_cell``) with kernel records on (CUPTI directly, torch.profiler
-    where it cannot be: :func:`gpumagic.gpu_activity`; no CPU op tracing, no Trace: this pass should cost
-    little more than the cell), and total each kernel name's GPU time."""
+    """Run ``cell`` as every backend does (``cell.run_cell``) with kernel records on (CUPTI
+    directly, torch.profiler where it cannot be: :func:`gpumagic.gpu_activity`; no CPU op tracing,
+    no Trace: this pass should cost little more than the cell), and total each kernel name's GPU
+    time."""
     import torch
 
     from gpumagic.capture.cell import run_cell
     from gpumagic.gpu_activity import recording
 
-    if not torch.cuda.is_available():  # no CUDA in this process: the cell runs (its errors are its own), no kernels
+    if (
+        not torch.cuda.is_available()
+    ):  # no CUDA in this process: the cell runs (its errors are its own), no kernels
         run_cell(cell, ns, warmup, iters)
         return []
     recordings: list[Any] = []
@@ -138,8 +152,8 @@ def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[st
 
 
 def _start_early() -> None:
-    """Import torch, start CUDA and load the CUPTI binding while the parent still ships the names (seconds of
-    imports and driver start that would otherwise follow the shipping)."""
+    """Import torch, start CUDA and load the CUPTI binding while the parent still ships the names
+    (seconds of imports and driver start that would otherwise follow the shipping)."""
     try:
         import torch
     except ImportError:

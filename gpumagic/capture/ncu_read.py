@@ -1,18 +1,22 @@
-"""Nsight Compute results as tables: the raw page (one row per profiled launch, every metric) and the rule messages.
+"""Nsight Compute results as tables: the raw page (one row per profiled launch, every metric) and
+the rule messages.
 
-The metrics are what ``ncu --import REPORT --csv --page raw --print-units base`` prints (the text ncu itself writes,
-so a figure here equals the CSV's; :func:`read_raw_csv`); the rule messages ("Latency Issue", "High Memory
-Throughput", ...) come from the details page (``--page details --csv``, :func:`read_details_csv`).
+The metrics are what ``ncu --import REPORT --csv --page raw --print-units base`` prints (the text
+ncu itself writes, so a figure here equals the CSV's; :func:`read_raw_csv`); the rule messages
+("Latency Issue", "High Memory Throughput", ...) come from the details page (``--page details
+--csv``, :func:`read_details_csv`).
 
-The per-kernel figures follow ncu's own definitions, so they match its UI: the Speed Of Light percentages as
-measured; achieved FLOP/s as the roofline sections count it (FADD + FMUL + 2 x FFMA thread instructions per cycle,
-times the SM clock; FP64 and FP16 likewise); arithmetic intensity against DRAM bytes; the ceilings from the report's
-own peak metrics (``...ffma_pred_on.sum.peak_sustained`` x SM clock x 2, ``dram__bytes.sum.peak_sustained`` x DRAM
-clock), i.e. at the clocks ncu ran at (base clocks unless ``--clock-control none``). Tensor-core work is not in
-those counts (ncu's plain roofline does not count it either); where the report holds ncu's tensor-path counters
-(``sm__ops_path_tensor_*``, collected by default: ``ncu_tensor.py`` says which and why), each precision's tensor
-FLOP/s joins the total and the intensity, a ``Math`` / ``Peak %`` pair names the main math and how near its ceiling
-it ran, and the dense tensor peaks join the ceilings. A report without those counters reads exactly as before.
+The per-kernel figures follow ncu's own definitions, so they match its UI: the Speed Of Light
+percentages as measured; achieved FLOP/s as the roofline sections count it (FADD + FMUL + 2 x FFMA
+thread instructions per cycle, times the SM clock; FP64 and FP16 likewise); arithmetic intensity
+against DRAM bytes; the ceilings from the report's own peak metrics
+(``...ffma_pred_on.sum.peak_sustained`` x SM clock x 2, ``dram__bytes.sum.peak_sustained`` x DRAM
+clock), i.e. at the clocks ncu ran at (base clocks unless ``--clock-control none``). Tensor-core
+work is not in those counts (ncu's plain roofline does not count it either); where the report holds
+ncu's tensor-path counters (``sm__ops_path_tensor_*``, collected by default: ``ncu_tensor.py`` says
+which and why), each precision's tensor FLOP/s joins the total and the intensity, a ``Math`` /
+``Peak %`` pair names the main math and how near its ceiling it ran, and the dense tensor peaks join
+the ceilings. A report without those counters reads exactly as before.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from typing import Any
 
 import pandas as pd
 
-from .ncu_tensor import INTEGER, TENSOR_PRECISIONS, has_tensor_metrics, tensor_ceilings, tensor_peaks, tensor_rates
+from .ncu_tensor import (
+    INTEGER,
+    TENSOR_PRECISIONS,
+    has_tensor_metrics,
+    tensor_ceilings,
+    tensor_peaks,
+    tensor_rates,
+)
 
 __all__ = [
     "NcuData",
@@ -60,23 +71,41 @@ SMSP_HZ = "smsp__cycles_elapsed.avg.per_second"
 DRAM_HZ = "dram__cycles_elapsed.avg.per_second"
 DRAM_PEAK = "dram__bytes.sum.peak_sustained"
 #: Thread-instruction metrics per precision: (add, mul, fma); an FMA counts two FLOPs.
-PRECISIONS = {"fp32": ("fadd", "fmul", "ffma"), "fp64": ("dadd", "dmul", "dfma"), "fp16": ("hadd", "hmul", "hfma")}
-#: ncu's Bottleneck rule (SOLBottleneck): below this % of peak on both, a kernel is latency-bound ...
+PRECISIONS = {
+    "fp32": ("fadd", "fmul", "ffma"),
+    "fp64": ("dadd", "dmul", "dfma"),
+    "fp16": ("hadd", "hmul", "hfma"),
+}
+#: ncu's Bottleneck rule (SOLBottleneck): below this % of peak on both, a kernel is latency-bound
+#: ...
 LATENCY_PCT = 60.0
 #: ... and within this many points of each other, compute and memory are balanced.
 BALANCED_PCT = 10.0
-_UNIT_SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_UNIT_SCALE = {
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+}
 _TO_NS = {"n": 1.0, "u": 1e3, "m": 1e6, "": 1e9}
-_BASE_UNIT = re.compile(r"^(n|u|m|k|K|M|G|T|)(second|s|byte|B|hz|Hz|cycle|inst|warp|sector|request|thread)$")
+_BASE_UNIT = re.compile(
+    r"^(n|u|m|k|K|M|G|T|)(second|s|byte|B|hz|Hz|cycle|inst|warp|sector|request|thread)$"
+)
 #: ncu's short spellings (``--print-units base`` prints ``ns``, ``byte/s``) as one name each.
 _SPELLING = {"s": "second", "B": "byte", "Hz": "hz"}
 
 
 @dataclass
 class NcuData:
-    """What a report holds: ``raw`` (one row per profiled launch: the ID columns, then every metric, numbers in base
-    units), ``units`` (metric -> its base unit), ``rules`` (ID, Section, Rule, Type, Message, Speedup) and where it
-    came from (``path``, ``source``: the command or module that read it)."""
+    """What a report holds: ``raw`` (one row per profiled launch: the ID columns, then every metric,
+    numbers in base units), ``units`` (metric -> its base unit), ``rules`` (ID, Section, Rule, Type,
+    Message, Speedup) and where it came from (``path``, ``source``: the command or module that read
+    it)."""
 
     raw: pd.DataFrame
     units: dict[str, str] = field(default_factory=dict)
@@ -85,7 +114,8 @@ class NcuData:
     source: str = ""
 
     def kernels(self) -> pd.DataFrame:
-        """One row per profiled launch with the figures the report shows (see :func:`kernel_figures`)."""
+        """One row per profiled launch with the figures the report shows (see
+        :func:`kernel_figures`)."""
         return kernel_figures(self.raw)
 
     def ceilings(self) -> dict[str, float]:
@@ -97,8 +127,8 @@ _RULE_COLUMNS = ["ID", "Section", "Rule", "Type", "Message", "Speedup"]
 
 
 def _records(text: str) -> list[list[str]]:
-    """The CSV rows from the header (the first row whose first field is "ID") on; ncu's own chatter before it
-    (``==PROF==``, ``==WARNING==``) is skipped."""
+    """The CSV rows from the header (the first row whose first field is "ID") on; ncu's own chatter
+    before it (``==PROF==``, ``==WARNING==``) is skipped."""
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
@@ -107,8 +137,8 @@ def _records(text: str) -> list[list[str]]:
 
 
 def number(text: str) -> float | str:
-    """A metric value as a float when it is one (``"1,234.5"`` -> 1234.5; ``"n/a"`` and ``""`` -> NaN), else the
-    text itself (a device name, a launch shape)."""
+    """A metric value as a float when it is one (``"1,234.5"`` -> 1234.5; ``"n/a"`` and ``""`` ->
+    NaN), else the text itself (a device name, a launch shape)."""
     t = text.strip()
     if t in ("", "n/a", "N/A", "nan"):
         return math.nan
@@ -119,8 +149,9 @@ def number(text: str) -> float | str:
 
 
 def to_base(value: float | str, unit: str) -> tuple[float | str, str]:
-    """``value`` in ``unit`` converted to the base unit (``usecond`` -> ``nsecond`` for times, as ncu's base; any
-    other prefix -> none: ``Gbyte/second`` -> ``byte/second``, ``Mhz`` -> ``hz``)."""
+    """``value`` in ``unit`` converted to the base unit (``usecond`` -> ``nsecond`` for times, as
+    ncu's base; any other prefix -> none: ``Gbyte/second`` -> ``byte/second``, ``Mhz`` ->
+    ``hz``)."""
     if not isinstance(value, float) or not unit:
         return value, unit
     num, _, per = unit.partition("/")
@@ -139,9 +170,12 @@ def to_base(value: float | str, unit: str) -> tuple[float | str, str]:
     return value * scale, num + ("/" + per if per else "")
 
 
-def read_raw_csv(text: str, path: str | None = None, source: str = "ncu --page raw --csv") -> NcuData:
-    """NcuData from ``ncu --import R --csv --page raw`` output (with or without ``--print-units base``: values
-    with a unit prefix are scaled to base units; a units row, where present, is the row after the header)."""
+def read_raw_csv(
+    text: str, path: str | None = None, source: str = "ncu --page raw --csv"
+) -> NcuData:
+    """NcuData from ``ncu --import R --csv --page raw`` output (with or without ``--print-units
+    base``: values with a unit prefix are scaled to base units; a units row, where present, is the
+    row after the header)."""
     rows = _records(text)
     if not rows:
         return NcuData(pd.DataFrame(columns=list(ID_COLUMNS)), path=path, source=source)
@@ -169,8 +203,9 @@ def read_raw_csv(text: str, path: str | None = None, source: str = "ncu --page r
 
 
 def read_details_csv(text: str) -> pd.DataFrame:
-    """The rule messages of ``ncu --import R --csv --page details`` (columns Rule Name, Rule Type, Rule Description,
-    Estimated Speedup, as ncu 2023.3+ prints them): one row per (launch, rule), in ncu's order."""
+    """The rule messages of ``ncu --import R --csv --page details`` (columns Rule Name, Rule Type,
+    Rule Description, Estimated Speedup, as ncu 2023.3+ prints them): one row per (launch, rule), in
+    ncu's order."""
     rows = _records(text)
     if not rows or "Rule Name" not in rows[0]:
         return pd.DataFrame(columns=_RULE_COLUMNS)
@@ -210,9 +245,9 @@ def _col(raw: pd.DataFrame, name: str) -> pd.Series:
 
 
 def flops_per_second(raw: pd.DataFrame, precision: str) -> pd.Series:
-    """Achieved FLOP/s of one precision, as ncu's roofline sections count it: (add + mul + 2 x fma) thread
-    instructions per elapsed cycle of all SM sub-partitions, times their clock; else, from the instruction sums over
-    the kernel's duration."""
+    """Achieved FLOP/s of one precision, as ncu's roofline sections count it: (add + mul + 2 x fma)
+    thread instructions per elapsed cycle of all SM sub-partitions, times their clock; else, from
+    the instruction sums over the kernel's duration."""
     add, mul, fma = PRECISIONS[precision]
 
     def per_cycle(op: str) -> pd.Series:
@@ -228,8 +263,9 @@ def flops_per_second(raw: pd.DataFrame, precision: str) -> pd.Series:
 
 
 def limiter(sm_pct: float, mem_pct: float) -> str | None:
-    """What limits a kernel, by ncu's Bottleneck rule: "latency" when both SM and memory throughput are below 60%
-    of peak, else the busier of the two ("compute" / "memory"), or "balanced" within 10 points."""
+    """What limits a kernel, by ncu's Bottleneck rule: "latency" when both SM and memory throughput
+    are below 60% of peak, else the busier of the two ("compute" / "memory"), or "balanced" within
+    10 points."""
     if math.isnan(sm_pct) or math.isnan(mem_pct):
         return None
     if sm_pct < LATENCY_PCT and mem_pct < LATENCY_PCT:
@@ -240,11 +276,12 @@ def limiter(sm_pct: float, mem_pct: float) -> str | None:
 
 
 def kernel_figures(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled launch: ID, Name (ncu's), Duration (ns), SM % and Memory % (Speed Of Light, of peak sustained),
-    DRAM bytes/s, FLOP/s (FP32 + FP64 + FP16, each also alone, plus the tensor cores' where the report counted them:
-    each precision and ``Tensor FLOP/s``), Intensity (FLOP per DRAM byte), Limiter, then, with tensor counters,
-    ``Math`` (the precision and unit doing most of the FLOPs, e.g. "bf16 tensor", "fp32") and ``Peak %`` (its rate
-    against its own ceiling at the launch's clock), and the launch shape."""
+    """Per profiled launch: ID, Name (ncu's), Duration (ns), SM % and Memory % (Speed Of Light, of
+    peak sustained), DRAM bytes/s, FLOP/s (FP32 + FP64 + FP16, each also alone, plus the tensor
+    cores' where the report counted them: each precision and ``Tensor FLOP/s``), Intensity (FLOP per
+    DRAM byte), Limiter, then, with tensor counters, ``Math`` (the precision and unit doing most of
+    the FLOPs, e.g. "bf16 tensor", "fp32") and ``Peak %`` (its rate against its own ceiling at the
+    launch's clock), and the launch shape."""
     out = pd.DataFrame(index=raw.index)
     out["ID"] = raw["ID"] if "ID" in raw else range(len(raw))
     out["Name"] = raw.get("Kernel Name", "")
@@ -275,8 +312,9 @@ def kernel_figures(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def _main_math(raw: pd.DataFrame, out: pd.DataFrame) -> tuple[list[str | None], list[float]]:
-    """Per launch, the precision (and unit) with the largest FLOP/s, and that rate as a % of its own peak at the
-    launch's SM clock (FFMA path: 2 x FMA per cycle; tensor cores: the dense peak, ``ncu_tensor.tensor_peaks``)."""
+    """Per launch, the precision (and unit) with the largest FLOP/s, and that rate as a % of its own
+    peak at the launch's SM clock (FFMA path: 2 x FMA per cycle; tensor cores: the dense peak,
+    ``ncu_tensor.tensor_peaks``)."""
     hz = _col(raw, SM_HZ)
     rates = {p: out[f"{p} FLOP/s"] for p in PRECISIONS}
     peaks = {
@@ -301,13 +339,18 @@ def _main_math(raw: pd.DataFrame, out: pd.DataFrame) -> tuple[list[str | None], 
 
 
 def ceilings(raw: pd.DataFrame) -> dict[str, float]:
-    """The device's peaks as the report states them, at the clocks ncu ran at (median over launches): ``fp32``,
-    ``fp64``, ``fp16`` FLOP/s (2 x FMA per cycle x SM clock), the dense tensor-core peaks (``bf16 tensor``, ...,
-    ``ncu_tensor.tensor_ceilings``; ``int8 tensor`` in ops/s) and ``dram`` bytes/s; absent metrics are left out."""
+    """The device's peaks as the report states them, at the clocks ncu ran at (median over
+    launches): ``fp32``, ``fp64``, ``fp16`` FLOP/s (2 x FMA per cycle x SM clock), the dense
+    tensor-core peaks (``bf16 tensor``, ..., ``ncu_tensor.tensor_ceilings``; ``int8 tensor`` in
+    ops/s) and ``dram`` bytes/s; absent metrics are left out."""
     out: dict[str, float] = {}
     sm_hz = _col(raw, SM_HZ)
     for p, (_, _, fma) in PRECISIONS.items():
-        peak = (2 * _col(raw, f"sm__sass_thread_inst_executed_op_{fma}_pred_on.sum.peak_sustained") * sm_hz).median()
+        peak = (
+            2
+            * _col(raw, f"sm__sass_thread_inst_executed_op_{fma}_pred_on.sum.peak_sustained")
+            * sm_hz
+        ).median()
         if peak > 0:
             out[p] = float(peak)
     out.update(tensor_ceilings(raw))

@@ -1,12 +1,14 @@
-"""Run a cell in a subprocess under Nsight Systems and read what it recorded (``%%gpuprofile --nsys``).
+"""Run a cell in a subprocess under Nsight Systems and read what it recorded (``%%gpuprofile
+--nsys``).
 
-The series this follows lost most of a chapter to nsys traps; each one here becomes an error that names the
-cause and the fix (``gpumagic.errors``): no nsys (where it looked), a non-zero exit (nsys' own output), "No reports
-were generated" (the capture range never opened), a report newer than the local nsys, a report without CUDA data
-(nsys outside the CUDA process's container), a timeout (the partial files kept and named), a cell that raises (its
-traceback). The same nsys binary profiles and exports, to a fresh path, so versions never cross and no stale
-``.sqlite`` is reused. No shell is involved: the command is a list. With ``nproc`` of 2 or more the cell runs as
-that many torchrun ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
+The series this follows lost most of a chapter to nsys traps; each one here becomes an error that
+names the cause and the fix (``gpumagic.errors``): no nsys (where it looked), a non-zero exit (nsys'
+own output), "No reports were generated" (the capture range never opened), a report newer than the
+local nsys, a report without CUDA data (nsys outside the CUDA process's container), a timeout (the
+partial files kept and named), a cell that raises (its traceback). The same nsys binary profiles and
+exports, to a fresh path, so versions never cross and no stale ``.sqlite`` is reused. No shell is
+involved: the command is a list. With ``nproc`` of 2 or more the cell runs as that many torchrun
+ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def find_nsys(configured: str | None = None) -> str:
 
 def _classify(command: list[str], output: str, rc: int, files: list[str]) -> NsysError | None:
     """The error nsys' output and exit status mean, if any."""
-    if re.search(r"newer than|created (?:in|by) (?:a )?newer|unsupported.*version", output, re.IGNORECASE):
+    if re.search(
+        r"newer than|created (?:in|by) (?:a )?newer|unsupported.*version", output, re.IGNORECASE
+    ):
         return NewerReportError(output)
     if "No reports were generated" in output:
         return NoReportError(output)
@@ -98,17 +102,23 @@ def export_sqlite(nsys: str, report: str, timeout: float = 600) -> str:
     if err is not None:
         raise err
     if not os.path.exists(out):
-        raise NsysFailedError(cmd, proc.returncode, f"nsys export wrote no {out}.\n{proc.stdout + proc.stderr}")
+        raise NsysFailedError(
+            cmd, proc.returncode, f"nsys export wrote no {out}.\n{proc.stdout + proc.stderr}"
+        )
     return out
 
 
 def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
-    """A Trace from an nsys SQLite export, or from a ``.nsys-rep`` (exported to a fresh ``.sqlite`` first with the
-    local nsys: ``nsys`` here, or the path given)."""
+    """A Trace from an nsys SQLite export, or from a ``.nsys-rep`` (exported to a fresh ``.sqlite``
+    first with the local nsys: ``nsys`` here, or the path given)."""
     path = os.fspath(path)
     report = path.endswith((".nsys-rep", ".qdrep"))
-    if not os.path.exists(path):  # said before nsys is looked for: the file is the problem, not the tool
-        raise FileMissingError(path=path, what="The nsys report" if report else "The nsys SQLite export")
+    if not os.path.exists(
+        path
+    ):  # said before nsys is looked for: the file is the problem, not the tool
+        raise FileMissingError(
+            path=path, what="The nsys report" if report else "The nsys SQLite export"
+        )
     if report:
         path = export_sqlite(find_nsys(nsys), path)
     return read_sqlite(path)
@@ -123,13 +133,16 @@ def capture(
     iters: int = ITERS,
     options: NsysOptions | None = None,
 ) -> Capture:
-    """Ship the names ``cell`` (source text) reads from ``namespace``, run it under nsys in a subprocess (warm-up
-    outside the capture range, ``iters`` runs inside the NVTX range ``label``), export and read the SQLite.
+    """Ship the names ``cell`` (source text) reads from ``namespace``, run it under nsys in a
+    subprocess (warm-up outside the capture range, ``iters`` runs inside the NVTX range ``label``),
+    export and read the SQLite.
 
     The cell runs only in the subprocess: ``namespace`` is read, never written.
     """
     if not isinstance(cell, str):
-        raise TypeError("the nsys backend runs the cell in a subprocess: give it the cell's source text")
+        raise TypeError(
+            "the nsys backend runs the cell in a subprocess: give it the cell's source text"
+        )
     opts = options or NsysOptions()
     extra_args = _checked(opts)
     nsys = find_nsys(opts.nsys_path)
@@ -138,15 +151,32 @@ def capture(
         ranks.check_before_launch(nproc, opts.python)
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     try:
-        ship(free_names(cell) + (free_names(opts.setup) if opts.setup else []), namespace or {}, workdir)
-        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label, "nproc": nproc}
+        ship(
+            free_names(cell) + (free_names(opts.setup) if opts.setup else []),
+            namespace or {},
+            workdir,
+        )
+        spec = {
+            "cell": cell,
+            "setup": opts.setup,
+            "warmup": warmup,
+            "iters": iters,
+            "label": label,
+            "nproc": nproc,
+        }
         with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
         os.makedirs(opts.profile_dir, exist_ok=True)
-        stem = os.path.join(os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
+        stem = os.path.join(
+            os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
+        )
         cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
         output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
-        failed = ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable) if nproc > 1 else None
+        failed = (
+            ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable)
+            if nproc > 1
+            else None
+        )
         if failed is not None:
             raise failed
         error_file = os.path.join(workdir, "error.txt")
@@ -171,30 +201,40 @@ def capture(
     files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
     notes = [f"report: {report}" if report else "report: (not kept)", f"SQLite export: {sqlite}"]
     if nproc > 1:
-        notes.insert(0, f"{nproc} ranks (torch.distributed.run), one GPU each; the capture opened and closed on all.")
+        notes.insert(
+            0,
+            f"{nproc} ranks (torch.distributed.run), one GPU each; the capture opened and "
+            f"closed on all.",
+        )
     return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files, value=value)
 
 
 def _checked(opts: NsysOptions) -> list[str]:
-    """The options' problems, before any work (no nsys lookup, no directory, no subprocess); the extra arguments,
-    split."""
+    """The options' problems, before any work (no nsys lookup, no directory, no subprocess); the
+    extra arguments, split."""
     try:
         extra_args = shlex.split(opts.extra_args)
     except ValueError as exc:
         raise InvalidOptionError(
             option="extra_args (--nsys-args)",
-            reason=f"is not a shell-quoted argument list ({exc}): close each quote, or quote the whole value once",
+            reason=f"is not a shell-quoted argument list ({exc}): close each quote, or quote "
+            f"the whole value once",
             value=opts.extra_args,
         ) from None
     if not opts.timeout > 0:
-        raise InvalidOptionError(option="timeout", reason="must be a positive number of seconds", value=opts.timeout)
+        raise InvalidOptionError(
+            option="timeout", reason="must be a positive number of seconds", value=opts.timeout
+        )
     if opts.nproc is not None and (type(opts.nproc) is not int or opts.nproc < 1):
-        raise InvalidOptionError(option="nproc", reason="must be a whole number of ranks, 1 or more", value=opts.nproc)
+        raise InvalidOptionError(
+            option="nproc", reason="must be a whole number of ranks, 1 or more", value=opts.nproc
+        )
     return extra_args
 
 
 def _shown_value(workdir: str) -> Shown | None:
-    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or None."""
+    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or
+    None."""
     path = os.path.join(workdir, "value.txt")
     if not os.path.exists(path):
         return None
@@ -205,17 +245,22 @@ def _shown_value(workdir: str) -> Shown | None:
 def _profile_command(
     nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str, extra_args: list[str]
 ) -> list[str]:
-    """One process: the capture range is the cell's NVTX range. Ranks: they open and close it together through
-    cudaProfilerStart/Stop (``nsys_ranks.py`` says why)."""
+    """One process: the capture range is the cell's NVTX range. Ranks: they open and close it
+    together through cudaProfilerStart/Stop (``nsys_ranks.py`` says why)."""
     python = opts.python or sys.executable
     if (opts.nproc or 1) > 1:
-        capture_range, program = ["--capture-range=cudaProfilerApi"], ranks.torchrun_command(python, opts.nproc or 1)
+        capture_range, program = (
+            ["--capture-range=cudaProfilerApi"],
+            ranks.torchrun_command(python, opts.nproc or 1),
+        )
     else:
         capture_range, program = ["--capture-range=nvtx", f"--nvtx-capture={label}"], [python]
-    # nsys traces a CUDA graph replay as one range by default: node by node, its kernels are listed as kernels
+    # nsys traces a CUDA graph replay as one range by default: node by node, its kernels are listed
+    # as kernels
     graphs = (
         ["--cuda-graph-trace=node"]
-        if "cuda" in opts.trace.split(",") and not any(a.startswith("--cuda-graph-trace") for a in extra_args)
+        if "cuda" in opts.trace.split(",")
+        and not any(a.startswith("--cuda-graph-trace") for a in extra_args)
         else []
     )
     return [
@@ -238,10 +283,13 @@ def _profile_command(
     ]
 
 
-def _run(cmd: list[str], timeout: float, stem: str, workdir: str | None = None, nproc: int = 1) -> tuple[str, int]:
-    """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it wrote, say so. On
-    Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which files were kept. With
-    ``workdir`` (ranks), every process carrying it is stopped with nsys, and after a run that ended by itself."""
+def _run(
+    cmd: list[str], timeout: float, stem: str, workdir: str | None = None, nproc: int = 1
+) -> tuple[str, int]:
+    """Run nsys in its own session; (its output, exit status). On timeout: stop it, keep what it
+    wrote, say so. On Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and
+    which files were kept. With ``workdir`` (ranks), every process carrying it is stopped with nsys,
+    and after a run that ended by itself."""
 
     def timed_out(partial: list[str]) -> Exception:
         if workdir is not None:
@@ -267,9 +315,10 @@ def _slug(label: str) -> str:
 
 
 def _kill(proc: subprocess.Popen[str], workdir: str | None = None) -> None:
-    """Stop nsys and everything in its session: SIGINT first (nsys writes what it has), SIGKILL after 10 s. A
-    Ctrl-C meanwhile waits for the end (it must not leave nsys or the cell running) and is then dropped: the run
-    is being stopped already. With ``workdir``, the ranks too (each in a session of its own: ``nsys_ranks.py``)."""
+    """Stop nsys and everything in its session: SIGINT first (nsys writes what it has), SIGKILL
+    after 10 s. A Ctrl-C meanwhile waits for the end (it must not leave nsys or the cell running)
+    and is then dropped: the run is being stopped already. With ``workdir``, the ranks too (each in
+    a session of its own: ``nsys_ranks.py``)."""
     try:
         with deferred_interrupts():
             _stop_group(proc, workdir)
@@ -290,6 +339,8 @@ def _stop_group(proc: subprocess.Popen[str], workdir: str | None = None) -> None
             pass
         proc.wait()
     if workdir is not None:
-        ranks.stop_run_processes(workdir, signal.SIGKILL, wait=5)  # a rank stuck in NCCL ignores SIGINT
+        ranks.stop_run_processes(
+            workdir, signal.SIGKILL, wait=5
+        )  # a rank stuck in NCCL ignores SIGINT
     if proc.stdout is not None:
         proc.stdout.close()

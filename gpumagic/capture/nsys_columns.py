@@ -1,11 +1,13 @@
-"""Integer columns of a big SQLite table, read in C: the columnar read of nsys exports (``nsys_sqlite.py``).
+"""Integer columns of a big SQLite table, read in C: the columnar read of nsys exports
+(``nsys_sqlite.py``).
 
-Python's ``sqlite3`` builds a tuple and an int object per value: 1.4 s for the needed columns of a million kernels
-and a million API calls. Here SQLite itself writes each column of a chunk of rows as one comma-separated text
-(``group_concat``), and numpy parses it (``numpy.fromstring``): no Python object per value, 4-5x faster, and as fast
-as a columnar reader (connectorx measured 0.95 s for the two summaries' columns where this takes 0.4 s) without its
-200 MB install. SQLite computes the texts without holding the GIL, so chunks are read by two threads at once.
-Distinct values (name ids, launch dimensions) are resolved once each and kept as pandas categoricals.
+Python's ``sqlite3`` builds a tuple and an int object per value: 1.4 s for the needed columns of a
+million kernels and a million API calls. Here SQLite itself writes each column of a chunk of rows as
+one comma-separated text (``group_concat``), and numpy parses it (``numpy.fromstring``): no Python
+object per value, 4-5x faster, and as fast as a columnar reader (connectorx measured 0.95 s for the
+two summaries' columns where this takes 0.4 s) without its 200 MB install. SQLite computes the texts
+without holding the GIL, so chunks are read by two threads at once. Distinct values (name ids,
+launch dimensions) are resolved once each and kept as pandas categoricals.
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ READERS = 2
 
 
 def int_columns(
-    con: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "", path: str | None = None
+    con: sqlite3.Connection,
+    table: str,
+    exprs: Sequence[str],
+    where: str = "",
+    path: str | None = None,
 ) -> list[np.ndarray]:
-    """Integer expressions over ``table``'s rows (rowid order) as int64 arrays, read in C: per chunk of rows, one
-    ``group_concat`` text per expression, parsed by ``numpy.fromstring``. NULLs must be COALESCEd (group_concat
-    skips them); a chunk whose texts do not parse to its row count of integers (a REAL value, a NULL) is read
-    again with ``fetchall``. Given the file's ``path``, chunks are read by :data:`READERS` threads, each with its
-    own connection: SQLite builds the texts without holding Python's GIL."""
+    """Integer expressions over ``table``'s rows (rowid order) as int64 arrays, read in C: per chunk
+    of rows, one ``group_concat`` text per expression, parsed by ``numpy.fromstring``. NULLs must be
+    COALESCEd (group_concat skips them); a chunk whose texts do not parse to its row count of
+    integers (a REAL value, a NULL) is read again with ``fetchall``. Given the file's ``path``,
+    chunks are read by :data:`READERS` threads, each with its own connection: SQLite builds the
+    texts without holding Python's GIL."""
     lo, hi = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
     if lo is None:
         return [np.empty(0, dtype=np.int64) for _ in exprs]
@@ -46,13 +53,20 @@ def int_columns(
         sql = f"SELECT COUNT(*), {concat} FROM {table} WHERE rowid >= ? AND rowid < ?{cond}"
         n, *texts = c.execute(sql, args).fetchone()
         try:
-            cols = [np.fromstring(t, dtype=np.int64, sep=",") if t else np.empty(0, np.int64) for t in texts]
+            cols = [
+                np.fromstring(t, dtype=np.int64, sep=",") if t else np.empty(0, np.int64)
+                for t in texts
+            ]
             if all(len(col) == n for col in cols):
                 return cols
         except ValueError:  # text that is not an integer
             pass
-        rows = c.execute(f"SELECT {', '.join(exprs)} FROM {table} WHERE rowid >= ? AND rowid < ?{cond}", args)
-        a = np.array(rows.fetchall(), dtype=np.int64).reshape(-1, len(exprs))  # a NULL or a non-integer value
+        rows = c.execute(
+            f"SELECT {', '.join(exprs)} FROM {table} WHERE rowid >= ? AND rowid < ?{cond}", args
+        )
+        a = np.array(rows.fetchall(), dtype=np.int64).reshape(
+            -1, len(exprs)
+        )  # a NULL or a non-integer value
         return [a[:, i] for i in range(len(exprs))]
 
     starts = list(range(lo, hi + 1, CHUNK_ROWS))
@@ -79,11 +93,16 @@ def int_columns(
     return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(exprs))]
 
 
-def _connections(con: sqlite3.Connection, path: str | None, n: int) -> queue.SimpleQueue[sqlite3.Connection]:
-    """``con`` and up to ``n - 1`` more read-only connections to ``path`` (as many as open; none on one core)."""
+def _connections(
+    con: sqlite3.Connection, path: str | None, n: int
+) -> queue.SimpleQueue[sqlite3.Connection]:
+    """``con`` and up to ``n - 1`` more read-only connections to ``path`` (as many as open; none on
+    one core)."""
     pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
     pool.put(con)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     for _ in range(min(n, cores) - 1 if path else 0):
         try:
             pool.put(sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False))
@@ -93,8 +112,8 @@ def _connections(con: sqlite3.Connection, path: str | None, n: int) -> queue.Sim
 
 
 def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct values of non-negative ``ids`` and each row's index among them (a count table where the ids
-    are small, as StringIds ids are; a sort otherwise)."""
+    """The distinct values of non-negative ``ids`` and each row's index among them (a count table
+    where the ids are small, as StringIds ids are; a sort otherwise)."""
     if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
         present = np.bincount(ids)
         uniq = np.flatnonzero(present)
@@ -106,12 +125,18 @@ def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def categorical(labels: Sequence[str], inverse: np.ndarray) -> pd.Categorical:
-    """Rows named ``labels[inverse[i]]`` as a categorical with sorted, distinct categories (labels may repeat)."""
+    """Rows named ``labels[inverse[i]]`` as a categorical with sorted, distinct categories (labels
+    may repeat)."""
     cats, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
-    return pd.Categorical.from_codes(code_of.reshape(-1)[inverse], categories=pd.Index(cats, dtype=object))
+    return pd.Categorical.from_codes(
+        code_of.reshape(-1)[inverse], categories=pd.Index(cats, dtype=object)
+    )
 
 
 def dims(packed: np.ndarray) -> pd.Categorical:
-    """Packed (x << 32 | y << 16 | z) launch dimensions -> 'XxYxZ', formatted once per distinct value."""
+    """Packed (x << 32 | y << 16 | z) launch dimensions -> 'XxYxZ', formatted once per distinct
+    value."""
     uniq, inv = np.unique(packed, return_inverse=True)
-    return categorical([f"{u >> 32}x{(u >> 16) & 0xFFFF}x{u & 0xFFFF}" for u in uniq.tolist()], inv.reshape(-1))
+    return categorical(
+        [f"{u >> 32}x{(u >> 16) & 0xFFFF}x{u & 0xFFFF}" for u in uniq.tolist()], inv.reshape(-1)
+    )

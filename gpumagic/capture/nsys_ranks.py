@@ -1,34 +1,38 @@
-"""``%%gpuprofile --nsys --nproc N``: the cell as N torchrun ranks inside one ``nsys profile``, and what that run
-leaves behind (this module is the parent's side; the ranks' side is ``runner.py``).
+"""``%%gpuprofile --nsys --nproc N``: the cell as N torchrun ranks inside one ``nsys profile``, and
+what that run leaves behind (this module is the parent's side; the ranks' side is ``runner.py``).
 
 **Launch.** ``nsys profile ... PYTHON -m torch.distributed.run --standalone --nproc_per_node N -m
-gpumagic.capture.runner WORKDIR``. The module rather than a ``torchrun`` script found on PATH or beside the
-interpreter: ``-m`` runs in the interpreter gpumagic was told to use (``NsysOptions.python``, else this one), so the
-ranks import the torch and gpumagic that the checks here looked at, where a ``torchrun`` on PATH may belong to
-another environment. ``--standalone`` gives a private rendezvous on this host; one rank per GPU.
+gpumagic.capture.runner WORKDIR``. The module rather than a ``torchrun`` script found on PATH or
+beside the interpreter: ``-m`` runs in the interpreter gpumagic was told to use
+(``NsysOptions.python``, else this one), so the ranks import the torch and gpumagic that the checks
+here looked at, where a ``torchrun`` on PATH may belong to another environment. ``--standalone``
+gives a private rendezvous on this host; one rank per GPU.
 
-**Capture range.** nsys keeps one collection per session, not one per process. If each rank opened and closed an
-NVTX capture range on its own (``--capture-range=nvtx --capture-range-end=stop``), the collection would follow
-whichever rank got there first: a rank that closes its range early stops the recording while another is still
-finishing its cell, and that rank's range then has no end in the export (readers drop such ranges). So with ranks,
-the capture range is ``--capture-range=cudaProfilerApi`` and the ranks open and close it together: after the
-warm-up every rank synchronizes its device and meets the others at a barrier, calls ``cudaProfilerStart`` (the
-first call starts the collection, the others find it running), meets them again, and only then opens the cell's
-NVTX range; after the cell, each rank synchronizes its device, closes its range, meets the others, and calls
-``cudaProfilerStop``. Whichever stop comes first, every rank's cell, its GPU work and both ends of its NVTX range
-lie inside the collection. The barriers run over a gloo group (CPU sockets): an NCCL barrier would put an
-all-reduce kernel of gpumagic's own into the capture.
+**Capture range.** nsys keeps one collection per session, not one per process. If each rank opened
+and closed an NVTX capture range on its own (``--capture-range=nvtx --capture-range-end=stop``), the
+collection would follow whichever rank got there first: a rank that closes its range early stops the
+recording while another is still finishing its cell, and that rank's range then has no end in the
+export (readers drop such ranges). So with ranks, the capture range is
+``--capture-range=cudaProfilerApi`` and the ranks open and close it together: after the warm-up
+every rank synchronizes its device and meets the others at a barrier, calls ``cudaProfilerStart``
+(the first call starts the collection, the others find it running), meets them again, and only then
+opens the cell's NVTX range; after the cell, each rank synchronizes its device, closes its range,
+meets the others, and calls ``cudaProfilerStop``. Whichever stop comes first, every rank's cell, its
+GPU work and both ends of its NVTX range lie inside the collection. The barriers run over a gloo
+group (CPU sockets): an NCCL barrier would put an all-reduce kernel of gpumagic's own into the
+capture.
 
-**Processes.** torchrun starts each rank in a session of its own (``start_new_session``), so the signal that stops
-nsys' process group never reaches the ranks, and a torchrun killed outright leaves them running (a rank waiting in
-NCCL waits for ever). Every process of the run carries the run's private directory on its command line (nsys,
-torchrun, each rank), so on a timeout, a Ctrl-C or after a finished run, :func:`stop_run_processes` finds them by
-that argument in ``/proc`` and stops them: no process outlives the run.
+**Processes.** torchrun starts each rank in a session of its own (``start_new_session``), so the
+signal that stops nsys' process group never reaches the ranks, and a torchrun killed outright leaves
+them running (a rank waiting in NCCL waits for ever). Every process of the run carries the run's
+private directory on its command line (nsys, torchrun, each rank), so on a timeout, a Ctrl-C or
+after a finished run, :func:`stop_run_processes` finds them by that argument in ``/proc`` and stops
+them: no process outlives the run.
 
-**Outcomes.** A rank that raises writes ``error-rankR.txt`` (its traceback) and exits; torchrun then stops the
-others. A rank that runs out of GPUs writes ``gpus-rankR.txt``. :func:`rank_failure` turns those files (the
-earliest, when several ranks failed: the first failure is the cause, the rest its echo) and torchrun's own output
-into the error to raise.
+**Outcomes.** A rank that raises writes ``error-rankR.txt`` (its traceback) and exits; torchrun then
+stops the others. A rank that runs out of GPUs writes ``gpus-rankR.txt``. :func:`rank_failure` turns
+those files (the earliest, when several ranks failed: the first failure is the cause, the rest its
+echo) and torchrun's own output into the error to raise.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ..errors import GpuMagicError, NotEnoughGpusError, NsysTimeoutError, RankError, TorchrunMissingError
+from ..errors import (
+    GpuMagicError,
+    NotEnoughGpusError,
+    NsysTimeoutError,
+    RankError,
+    TorchrunMissingError,
+)
 
 __all__ = [
     "RanksTimeoutError",
@@ -54,8 +64,8 @@ __all__ = [
 
 
 class RanksTimeoutError(NsysTimeoutError):
-    """The run of ``nproc`` ranks did not finish in ``timeout`` seconds; every rank was stopped with nsys, and
-    ``partial_files`` were kept."""
+    """The run of ``nproc`` ranks did not finish in ``timeout`` seconds; every rank was stopped with
+    nsys, and ``partial_files`` were kept."""
 
     def __init__(self, timeout: float, partial_files: Sequence[str] = (), nproc: int = 2) -> None:
         self.nproc = nproc
@@ -63,8 +73,10 @@ class RanksTimeoutError(NsysTimeoutError):
 
     def extra_fields(self) -> dict[str, object]:
         advice = (
-            f"All {self.nproc} ranks were stopped with it. A rank waiting in a collective that another rank never "
-            "reaches (an NCCL hang) ends this way: check that every rank runs the same collectives in the same "
+            f"All {self.nproc} ranks were stopped with it. A rank waiting in a collective "
+            f"that another rank never "
+            "reaches (an NCCL hang) ends this way: check that every rank runs the same "
+            "collectives in the same "
             "order; else raise the limit with --timeout S, or profile less work."
         )
         return {**super().extra_fields(), "advice": advice}
@@ -76,31 +88,35 @@ def torchrun_command(python: str, nproc: int) -> list[str]:
 
 
 def check_before_launch(nproc: int, python: str | None) -> None:
-    """What can be known before nsys starts, from this process's torch if it is imported (importing it here would
-    cost seconds): too few GPUs; torch.distributed missing from this interpreter when it is the one the ranks use.
-    Otherwise the ranks find out and say so (:func:`rank_failure`)."""
+    """What can be known before nsys starts, from this process's torch if it is imported (importing
+    it here would cost seconds): too few GPUs; torch.distributed missing from this interpreter when
+    it is the one the ranks use. Otherwise the ranks find out and say so (:func:`rank_failure`)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return
     same_python = python is None or os.path.realpath(python) == os.path.realpath(sys.executable)
     distributed = getattr(torch, "distributed", None)
     if same_python and distributed is not None and not distributed.is_available():
-        raise TorchrunMissingError(python=sys.executable, reason="torch.distributed.is_available() is False")
+        raise TorchrunMissingError(
+            python=sys.executable, reason="torch.distributed.is_available() is False"
+        )
     if torch.cuda.is_available() and torch.cuda.device_count() < nproc:
         raise _too_few(nproc, torch.cuda.device_count(), "this process")
 
 
 def _too_few(nproc: int, available: int, where: str) -> NotEnoughGpusError:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return NotEnoughGpusError(nproc=nproc, available=available, where=where, visible=visible or "(unset)")
+    return NotEnoughGpusError(
+        nproc=nproc, available=available, where=where, visible=visible or "(unset)"
+    )
 
 
 _MISSING = re.compile(r"No module named '?(torch(?:\.distributed(?:\.run)?)?)'?")
 
 
 def rank_failure(workdir: str, nproc: int, output: str, python: str) -> GpuMagicError | None:
-    """The error the run's files and output mean, if any: a rank's report of too few GPUs, the first rank's
-    traceback, or a Python without torch.distributed."""
+    """The error the run's files and output mean, if any: a rank's report of too few GPUs, the first
+    rank's traceback, or a Python without torch.distributed."""
     for path in sorted(glob.glob(os.path.join(workdir, "gpus-rank*.txt")), key=_written_at):
         with open(path, encoding="utf-8") as f:
             return _too_few(nproc, int(f.read().strip() or 0), f"rank {_rank_of(path)}")
@@ -123,12 +139,13 @@ def _rank_of(path: str) -> int:
     return int(found.group(1)) if found else -1
 
 
-# --- the run's processes -----------------------------------------------------------------------------------------
+# --- the run's processes
+# -----------------------------------------------------------------------------------------
 
 
 def run_processes(workdir: str) -> list[int]:
-    """Every process (other than this one) with ``workdir`` as an argument: nsys, torchrun and the ranks of the
-    run that uses it. Empty where there is no ``/proc``."""
+    """Every process (other than this one) with ``workdir`` as an argument: nsys, torchrun and the
+    ranks of the run that uses it. Empty where there is no ``/proc``."""
     found = []
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
@@ -151,9 +168,10 @@ def run_processes(workdir: str) -> list[int]:
 def stop_run_processes(
     workdir: str, sig: int = signal.SIGKILL, wait: float = 0.0, skip_group: int | None = None
 ) -> list[int]:
-    """Send ``sig`` to every process of the run (and to its process group when it leads one: a rank's own
-    children), except those of the process group ``skip_group`` (signalled already: nsys must not get a second
-    SIGINT); wait up to ``wait`` seconds for them to go. Returns the pids signalled."""
+    """Send ``sig`` to every process of the run (and to its process group when it leads one: a
+    rank's own children), except those of the process group ``skip_group`` (signalled already: nsys
+    must not get a second SIGINT); wait up to ``wait`` seconds for them to go. Returns the pids
+    signalled."""
     pids = []
     for pid in run_processes(workdir):
         try:
@@ -176,6 +194,8 @@ def stop_run_processes(
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is gone, its parent not yet told
+            return (
+                f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+            )  # a zombie is gone, its parent not yet told
     except (OSError, IndexError):
         return False

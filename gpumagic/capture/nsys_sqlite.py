@@ -1,25 +1,29 @@
-"""Read an Nsight Systems SQLite export into a Trace: ``read_sqlite(path)``. (``gpumagic.load_nsys`` also takes a
-``.nsys-rep``, which the local nsys exports first: ``capture/nsys.py``.)
+"""Read an Nsight Systems SQLite export into a Trace: ``read_sqlite(path)``. (``gpumagic.load_nsys``
+also takes a ``.nsys-rep``, which the local nsys exports first: ``capture/nsys.py``.)
 
-The export's schema changes between releases ("the SQLite export schema can and will change"), so the reader
-checks the file is really SQLite and whole (an interrupted export leaves a zeroed or truncated file; a damaged page
-found later by a query is the same error, never a raw ``sqlite3.DatabaseError``), reads ``META_DATA_EXPORT`` before
-any query, names the tables and columns it needs when they are missing, and resolves every name through
-``StringIds``. Kernels are named by their demangled name, as ``nsys stats`` groups them.
+The export's schema changes between releases ("the SQLite export schema can and will change"), so
+the reader checks the file is really SQLite and whole (an interrupted export leaves a zeroed or
+truncated file; a damaged page found later by a query is the same error, never a raw
+``sqlite3.DatabaseError``), reads ``META_DATA_EXPORT`` before any query, names the tables and
+columns it needs when they are missing, and resolves every name through ``StringIds``. Kernels are
+named by their demangled name, as ``nsys stats`` groups them.
 
-Big exports (a million kernels and as many API calls) are read lazily and in C. ``read_sqlite`` checks the file
-and reads its metadata; each table is read on first use (the Trace's ``source``), and a duration summary of a table
-not read yet reads only group ids and durations. Integer columns are read in C (``nsys_columns.py``); names are
-resolved once per distinct id and kept as pandas categoricals (sorted categories, so they sort as text).
+Big exports (a million kernels and as many API calls) are read lazily and in C. ``read_sqlite``
+checks the file and reads its metadata; each table is read on first use (the Trace's ``source``),
+and a duration summary of a table not read yet reads only group ids and durations. Integer columns
+are read in C (``nsys_columns.py``); names are resolved once per distinct id and kept as pandas
+categoricals (sorted categories, so they sort as text).
 
-What the capture recorded goes into ``meta["recorded"]`` (``Trace.recorded``): a kind whose table the export
-holds, or which the capture's settings (``META_DATA_CAPTURE``) say it traced; kernels and memory operations whose
-table is absent count as recorded (and none ran) only where the recorded CUDA API calls made none (nsys leaves an
-empty table out): an export without its kernel table but with kernel launches did not record kernels.
+What the capture recorded goes into ``meta["recorded"]`` (``Trace.recorded``): a kind whose table
+the export holds, or which the capture's settings (``META_DATA_CAPTURE``) say it traced; kernels and
+memory operations whose table is absent count as recorded (and none ran) only where the recorded
+CUDA API calls made none (nsys leaves an empty table out): an export without its kernel table but
+with kernel launches did not record kernels.
 
-Every row keeps its process (``pid``, from ``globalPid`` / ``globalTid``) and every kernel and memory operation its
-GPU (``deviceId``); the export's GPUs, CUDA processes and the launcher's rank marks go into meta
-(``nsys_processes.py``). Where a single process had a CUDA context, its pid fills the column without a per-row read.
+Every row keeps its process (``pid``, from ``globalPid`` / ``globalTid``) and every kernel and
+memory operation its GPU (``deviceId``); the export's GPUs, CUDA processes and the launcher's rank
+marks go into meta (``nsys_processes.py``). Where a single process had a CUDA context, its pid fills
+the column without a per-row read.
 """
 
 from __future__ import annotations
@@ -50,15 +54,24 @@ _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET",
 )
-_MEMCPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+_MEMCPY_KIND = {
+    1: "HtoD",
+    2: "DtoH",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "HtoD",
+    12: "DtoH",
+    13: "DtoD",
+}
 
 
 _EXPORT_AGAIN = "Export the report again: nsys export --type sqlite --force-overwrite true REPORT"
 
 
 def _check_sqlite(path: str) -> None:
-    """The file is whole SQLite: its magic, and as many bytes as its header says it has pages (an export cut short
-    by a full disk or a killed nsys is shorter)."""
+    """The file is whole SQLite: its magic, and as many bytes as its header says it has pages (an
+    export cut short by a full disk or a killed nsys is shorter)."""
     try:
         with open(path, "rb") as f:
             head = f.read(100)
@@ -67,17 +80,24 @@ def _check_sqlite(path: str) -> None:
     except OSError as exc:
         raise NsysExportError(path=path, reason=f"cannot be read ({exc})") from exc
     if head[:16] != _SQLITE_MAGIC:
-        what = "an empty or zeroed file (an interrupted export?)" if not head.strip(b"\x00") else "not an SQLite file"
+        what = (
+            "an empty or zeroed file (an interrupted export?)"
+            if not head.strip(b"\x00")
+            else "not an SQLite file"
+        )
         raise NsysExportError(path=path, reason=f"{what}. {_EXPORT_AGAIN}")
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
-    header_count_valid = head[24:28] == head[92:96]  # the page count is current only when these agree
+    header_count_valid = (
+        head[24:28] == head[92:96]
+    )  # the page count is current only when these agree
     size = os.path.getsize(path)
     if len(head) == 100 and header_count_valid and pages and size < page_size * pages:
         raise NsysExportError(
             path=path,
-            reason=f"truncated: {size:,} bytes where its header says {page_size * pages:,} (an export cut short by "
+            reason=f"truncated: {size:,} bytes where its header says {page_size * pages:,} "
+            f"(an export cut short by "
             f"a full disk or a stopped nsys?). {_EXPORT_AGAIN}",
         )
 
@@ -95,13 +115,16 @@ def _need(con: sqlite3.Connection, table: str, cols: list[str], path: str) -> No
     if missing:
         raise NsysExportError(
             path=path,
-            reason=f"table {table} lacks column(s) {', '.join(missing)}: this export schema is not one gpumagic "
-            "knows. Export with the nsys release gpumagic was tested with (2025.x), or report the schema version.",
+            reason=f"table {table} lacks column(s) {', '.join(missing)}: this export schema "
+            f"is not one gpumagic "
+            "knows. Export with the nsys release gpumagic was tested with (2025.x), or "
+            "report the schema version.",
         )
 
 
 def read_sqlite(path: str) -> Trace:
-    """A Trace over the export at ``path``: checked and its metadata read now, its tables read on first use."""
+    """A Trace over the export at ``path``: checked and its metadata read now, its tables read on
+    first use."""
     _check_sqlite(path)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     try:
@@ -113,7 +136,9 @@ def read_sqlite(path: str) -> Trace:
         con.close()
         raise
     procs = meta.get("processes") or []
-    return Trace(meta=meta, source=Export(con, path, tables, procs[0]["pid"] if len(procs) == 1 else None))
+    return Trace(
+        meta=meta, source=Export(con, path, tables, procs[0]["pid"] if len(procs) == 1 else None)
+    )
 
 
 def _damaged(path: str, exc: Exception) -> NsysExportError:
@@ -121,11 +146,14 @@ def _damaged(path: str, exc: Exception) -> NsysExportError:
 
 
 def _open(con: sqlite3.Connection, path: str) -> tuple[dict[str, Any], set[str]]:
-    """The export's metadata, after checking it is one gpumagic reads (schema, CUDA tables, needed columns)."""
+    """The export's metadata, after checking it is one gpumagic reads (schema, CUDA tables, needed
+    columns)."""
     tables = _tables(con)
     meta: dict[str, Any] = {"backend": "nsys", "source": path}
     if "META_DATA_EXPORT" not in tables:
-        raise NsysExportError(path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export")
+        raise NsysExportError(
+            path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export"
+        )
     md = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
     schema = md.get("EXPORT_SCHEMA_VERSION", "")
     meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")
@@ -136,14 +164,19 @@ def _open(con: sqlite3.Connection, path: str) -> tuple[dict[str, Any], set[str]]
         major = -1
     if major != SUPPORTED_SCHEMA_MAJOR:
         raise ExportFormatError(
-            path=path, schema=schema or "?", nsys_version=meta["nsys_version"], supported=SUPPORTED_SCHEMA_MAJOR
+            path=path,
+            schema=schema or "?",
+            nsys_version=meta["nsys_version"],
+            supported=SUPPORTED_SCHEMA_MAJOR,
         )
     if not tables & set(_CUDA_TABLES):
         raise NoCudaDataError(path=path)
     for table, cols in _NEEDED.items():
         if table in tables:
             _need(con, table, cols, path)
-    for table in tables & set(_COUNTED):  # every page of the big tables walked once: a damaged one is met now
+    for table in tables & set(
+        _COUNTED
+    ):  # every page of the big tables walked once: a damaged one is met now
         con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
     if "TARGET_INFO_GPU" in tables:
         cur = con.execute("SELECT * FROM TARGET_INFO_GPU LIMIT 1")
@@ -167,22 +200,26 @@ _HELD = {
     "nvtx": ("NVTX_EVENTS",),
     "osrt": ("OSRT_API",),
 }
-#: META_DATA_CAPTURE's CAPTURE_EVENT_TYPE for what nsys traced (-t nvtx, -t osrt): traced and none seen is
-#: recorded, though nsys then writes no table.
+#: META_DATA_CAPTURE's CAPTURE_EVENT_TYPE for what nsys traced (-t nvtx, -t osrt): traced and none
+#: seen is recorded, though nsys then writes no table.
 _TRACED = {"NvtxEvents": "nvtx", "OSRuntime": "osrt"}
 
 
 def _recorded(con: sqlite3.Connection, tables: set[str]) -> list[str]:
-    """The kinds of record the export recorded (``records.recorded_kinds``): its tables, what its capture settings
-    say it traced, and, where the kernel or memcpy/memset tables are absent, whether its CUDA API calls made any."""
+    """The kinds of record the export recorded (``records.recorded_kinds``): its tables, what its
+    capture settings say it traced, and, where the kernel or memcpy/memset tables are absent,
+    whether its CUDA API calls made any."""
     held = {kind for kind, names in _HELD.items() if tables & set(names)}
     if "META_DATA_CAPTURE" in tables and {"name", "value"} <= _columns(con, "META_DATA_CAPTURE"):
-        rows = con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'").fetchall()
+        rows = con.execute(
+            "SELECT value FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'"
+        ).fetchall()
         held.update(_TRACED[v] for (v,) in rows if v in _TRACED)
     made: set[str] = set()
     absent = {"kernels", "memops"} - held
     if "api" in held and absent and "StringIds" in tables:
-        # the names that would have made an absent kind (few, in StringIds), then whether any call has one of them
+        # the names that would have made an absent kind (few, in StringIds), then whether any call
+        # has one of them
         ids: dict[str, list[int]] = {}
         for i, value in con.execute("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"):
             kind = made_by_api(value)
@@ -190,7 +227,8 @@ def _recorded(con: sqlite3.Connection, tables: set[str]) -> list[str]:
                 ids.setdefault(kind, []).append(int(i))
         for kind, kind_ids in ids.items():
             found = con.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {_RUNTIME} WHERE nameId IN ({','.join(map(str, kind_ids))}))"
+                f"SELECT EXISTS (SELECT 1 FROM {_RUNTIME} WHERE nameId IN "
+                f"({','.join(map(str, kind_ids))}))"
             ).fetchone()[0]
             if found:
                 made.add(kind)
@@ -203,7 +241,13 @@ _NEEDED = {
     _KERNEL: ["start", "end", "demangledName", "streamId", "correlationId", "gridX", "blockX"],
     _RUNTIME: ["start", "end", "nameId", "globalTid", "correlationId"],
 }
-_COUNTED = (_KERNEL, _RUNTIME, "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "StringIds")
+_COUNTED = (
+    _KERNEL,
+    _RUNTIME,
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "StringIds",
+)
 _KERNEL_COLS = {
     "start": "start",
     "end": "end",
@@ -222,7 +266,8 @@ _API_COLS = {
     "start": "start",
     "end": "end",
     "name": "nameId",
-    "thread": "COALESCE(globalTid, 0) % 16777216",  # nsys packs pid and tid into globalTid: tid in the low 24 bits
+    # nsys packs pid and tid into globalTid: tid in the low 24 bits
+    "thread": "COALESCE(globalTid, 0) % 16777216",
     "pid": PID_OF_GLOBAL.format("globalTid"),
     "correlation": "COALESCE(correlationId, -1)",
 }
@@ -245,7 +290,8 @@ _MEMOP_COLS = {
 
 
 def _table(table: str, columns: dict[str, Any]) -> pd.DataFrame:
-    """The Trace's table from its columns, in their fixed order, without copying them into one block."""
+    """The Trace's table from its columns, in their fixed order, without copying them into one
+    block."""
     if not len(columns["start"]):
         return frame(table, [])
     return pd.DataFrame({c: columns[c] for c in COLUMNS[table]}, copy=False)
@@ -260,17 +306,21 @@ def _identity(path: str) -> tuple[int, int, int, int] | None:
 
 
 def _api_name(name: str) -> str:
-    # nsys stats drops a four-digit API version suffix (cudaMalloc_v3020 -> cudaMalloc) and keeps the others
-    # (cudaLaunchKernelExC_v11060, cuGetProcAddress_v2), as observed with nsys 2025.3; names follow it.
+    # nsys stats drops a four-digit API version suffix (cudaMalloc_v3020 -> cudaMalloc) and keeps
+    # the others (cudaLaunchKernelExC_v11060, cuGetProcAddress_v2), as observed with nsys 2025.3;
+    # names follow it.
     return re.sub(r"_v\d{4}$", "", name)
 
 
 class Export:
-    """An open nsys export, the Trace's :class:`~gpumagic.trace.TableSource`: each table read on first use. The
-    connection stays open until every table has been read (the export may be moved or deleted meanwhile: the open
-    file is still read), and closes with the Trace otherwise; a later read opens the file again."""
+    """An open nsys export, the Trace's :class:`~gpumagic.trace.TableSource`: each table read on
+    first use. The connection stays open until every table has been read (the export may be moved or
+    deleted meanwhile: the open file is still read), and closes with the Trace otherwise; a later
+    read opens the file again."""
 
-    def __init__(self, con: sqlite3.Connection, path: str, present: set[str], pid: int | None = None) -> None:
+    def __init__(
+        self, con: sqlite3.Connection, path: str, present: set[str], pid: int | None = None
+    ) -> None:
         self.path = path
         self.tables = frozenset(("kernels", "api", "memops", "nvtx", "osrt"))
         self._present = present
@@ -285,19 +335,29 @@ class Export:
         self._stat = _identity(self.path)
 
     def _same_file(self) -> str | None:
-        """The path, for more connections to read chunks in parallel, while it is still the file first opened; None
-        where it was deleted or replaced since (the open connection alone reads the file it opened). A file
-        rewritten in place would mix two exports: that is an error."""
+        """The path, for more connections to read chunks in parallel, while it is still the file
+        first opened; None where it was deleted or replaced since (the open connection alone reads
+        the file it opened). A file rewritten in place would mix two exports: that is an error."""
         now = _identity(self.path)
-        if now is not None and self._stat is not None and now != self._stat and now[:2] == self._stat[:2]:
-            raise NsysExportError(path=self.path, reason="was rewritten after it was loaded: load it again")
+        if (
+            now is not None
+            and self._stat is not None
+            and now != self._stat
+            and now[:2] == self._stat[:2]
+        ):
+            raise NsysExportError(
+                path=self.path, reason="was rewritten after it was loaded: load it again"
+            )
         return self.path if now is not None and now == self._stat else None
 
-    # --- TableSource --------------------------------------------------------------------------------------------
+    # --- TableSource
+    # --------------------------------------------------------------------------------------------
     def read(self, table: str) -> pd.DataFrame:
         if not self._close.alive:
             _check_sqlite(self.path)
-            self._attach(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False))
+            self._attach(
+                sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            )
         df = self._guarded(getattr(self, f"_{table}"))
         self._given.add(table)
         if self._given >= self.tables:
@@ -313,7 +373,9 @@ class Export:
 
         def read() -> tuple[np.ndarray, np.ndarray, list[Any]]:
             exprs = [name_col, "end - start"]
-            ids, dur = int_columns(self._con, sql_table, exprs, self._where(sql_table), self._same_file())
+            ids, dur = int_columns(
+                self._con, sql_table, exprs, self._where(sql_table), self._same_file()
+            )
             uniq, inverse = distinct(ids)
             labels = [clean(n) for n in self._names(uniq)]
             names, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
@@ -332,45 +394,56 @@ class Export:
         where = {t: self._where(t) for t in sql if t in self._present}
         return self._guarded(
             lambda: sum(
-                self._con.execute(f"SELECT COUNT(*) FROM {t}{f' WHERE {w}' if w else ''}").fetchone()[0]
+                self._con.execute(
+                    f"SELECT COUNT(*) FROM {t}{f' WHERE {w}' if w else ''}"
+                ).fetchone()[0]
                 for t, w in where.items()
             )
         )
 
-    # --- reading --------------------------------------------------------------------------------------------------
+    # --- reading
+    # ----------------------------------------------------------------------------------------------
     def _guarded(self, read: Callable[[], Any]) -> Any:
         try:
             return read()
-        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # a damaged page, met by this query
+        except (
+            sqlite3.DatabaseError,
+            pd.errors.DatabaseError,
+        ) as exc:  # a damaged page, met by this query
             raise _damaged(self.path, exc) from exc
 
     def _where(self, table: str) -> str:
         if table == "NVTX_EVENTS":
             return "eventType IN (59, 60) AND end IS NOT NULL"
         if table == "OSRT_API" and "eventClass" in _columns(self._con, "OSRT_API"):
-            return "eventClass = 27"  # an OS runtime call; 31/32 mark OSRT start/finish (nsys stats skips them)
+            # an OS runtime call; 31/32 mark OSRT start/finish (nsys stats skips them)
+            return "eventClass = 27"
         return ""
 
     def _names(self, ids: np.ndarray) -> list[str]:
-        """StringIds' text for each id (read once per distinct id; an id without text is named by its number)."""
+        """StringIds' text for each id (read once per distinct id; an id without text is named by
+        its number)."""
         want = [int(i) for i in ids.tolist() if int(i) not in self._strings]
         if want and "StringIds" in self._present:
             for k in range(0, len(want), 500):
                 chunk = want[k : k + 500]
                 rows = self._con.execute(
-                    f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk,
                 ).fetchall()
                 self._strings.update(rows)
         return [self._strings.get(int(i), str(int(i))) for i in ids.tolist()]
 
     def _frame(self, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:
-        """``cols`` (name -> SQL expression) of ``table``'s rows. Each row's process is read only where more than
-        one process had a CUDA context: a single-process export's rows are all its one process's (a column read
-        per row costs 0.2 s per million rows)."""
+        """``cols`` (name -> SQL expression) of ``table``'s rows. Each row's process is read only
+        where more than one process had a CUDA context: a single-process export's rows are all its
+        one process's (a column read per row costs 0.2 s per million rows)."""
         known = -1 if not {"globalPid", "globalTid"} & _columns(self._con, table) else self._pid
         read = {c: e for c, e in cols.items() if not (c == "pid" and known is not None)}
         exprs = list(read.values())
-        out = dict(zip(read, int_columns(self._con, table, exprs, self._where(table), self._same_file())))
+        out = dict(
+            zip(read, int_columns(self._con, table, exprs, self._where(table), self._same_file()))
+        )
         if "pid" in cols and known is not None:
             out["pid"] = np.full(len(out["start"]), known, dtype=np.int64)
         return out
@@ -403,10 +476,15 @@ class Export:
     def _memops(self) -> pd.DataFrame:
         parts = []
         if "CUPTI_ACTIVITY_KIND_MEMCPY" in self._present:
-            c = self._frame("CUPTI_ACTIVITY_KIND_MEMCPY", {**_MEMOP_COLS, "kind": "COALESCE(copyKind, -1)"})
+            c = self._frame(
+                "CUPTI_ACTIVITY_KIND_MEMCPY", {**_MEMOP_COLS, "kind": "COALESCE(copyKind, -1)"}
+            )
             uniq, inverse = distinct(c["kind"] + 1)
             kinds = np.array([_MEMCPY_KIND.get(int(k) - 1, "memcpy") for k in uniq], dtype=object)
-            c.update(kind=kinds[inverse], name=np.array([f"Memcpy {k}" for k in kinds], dtype=object)[inverse])
+            c.update(
+                kind=kinds[inverse],
+                name=np.array([f"Memcpy {k}" for k in kinds], dtype=object)[inverse],
+            )
             parts.append(pd.DataFrame(c))
         if "CUPTI_ACTIVITY_KIND_MEMSET" in self._present:
             c = self._frame("CUPTI_ACTIVITY_KIND_MEMSET", _MEMOP_COLS)
@@ -419,7 +497,8 @@ class Export:
     def _nvtx(self) -> pd.DataFrame:
         if "NVTX_EVENTS" not in self._present:
             return frame("nvtx", [])
-        # 59: push/pop range, 60: start/end range (ENUM_NSYS_EVENT_TYPE); 75: domain creation gives domain names
+        # 59: push/pop range, 60: start/end range (ENUM_NSYS_EVENT_TYPE); 75: domain creation gives
+        # domain names
         df = pd.read_sql_query(
             "SELECT start, end, eventType, text, textId, globalTid, domainId FROM NVTX_EVENTS "
             f"WHERE {self._where('NVTX_EVENTS')}",
@@ -435,7 +514,12 @@ class Export:
         text_ids = df["textId"].dropna().astype("int64").unique()
         strings = dict(zip(text_ids.tolist(), self._names(text_ids)))
         text = df["text"].where(df["text"].notna(), df["textId"].map(strings))
-        domain = df["domainId"].map(domains).astype(object).where(df["domainId"].map(domains).notna(), "")
+        domain = (
+            df["domainId"]
+            .map(domains)
+            .astype(object)
+            .where(df["domainId"].map(domains).notna(), "")
+        )
         out = pd.DataFrame(
             {
                 # nsys stats names a range "<domain>:<text>" (":text" in the default domain)

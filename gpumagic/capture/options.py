@@ -1,7 +1,8 @@
 """Options of the capture backends: the one place their defaults are written.
 
-Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these defaults for its ``%config`` traits when the
-extension loads, and a script passes the same dataclasses to a backend's ``capture()``.
+Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these defaults for its
+``%config`` traits when the extension loads, and a script passes the same dataclasses to a backend's
+``capture()``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 
 __all__ = ["ITERS", "WARMUP", "NcuOptions", "NsysOptions", "TorchProfilerOptions"]
 
-#: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not in the capture.
+#: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not
+#: in the capture.
 WARMUP = 1
 #: Runs of the cell inside the capture.
 ITERS = 1
@@ -44,22 +46,25 @@ class NsysOptions:
     setup: str | None = None
     #: The Python that runs the cell; None: this one.
     python: str | None = None
-    #: Ranks the cell runs as, one GPU each, under ``torch.distributed.run`` inside the one nsys run (``--nproc``);
-    #: None or 1: one process, no torch.distributed.
+    #: Ranks the cell runs as, one GPU each, under ``torch.distributed.run`` inside the one nsys run
+    #: (``--nproc``); None or 1: one process, no torch.distributed.
     nproc: int | None = None
 
 
 @dataclass(frozen=True)
 class NcuOptions:
-    """``%%gpuprofile --ncu``: the cell in a subprocess under Nsight Compute, restricted to its NVTX range."""
+    """``%%gpuprofile --ncu``: the cell in a subprocess under Nsight Compute, restricted to its NVTX
+    range."""
 
     #: The ncu binary; None: PATH, then the usual install locations.
     ncu_path: str | None = None
     #: Where the ``.ncu-rep`` files are kept.
     profile_dir: str = "gpumagic-profiles"
-    #: Kernels profiled: the ``top`` names by total GPU time in a first, plain pass; 0: every kernel in the range.
+    #: Kernels profiled: the ``top`` names by total GPU time in a first, plain pass; 0: every kernel
+    #: in the range.
     top: int = 5
-    #: ncu's own kernel filter (``--kernel-name``: a name or ``regex:PATTERN``); replaces the first pass.
+    #: ncu's own kernel filter (``--kernel-name``: a name or ``regex:PATTERN``); replaces the first
+    #: pass.
     kernel_filter: str | None = None
     #: Launches profiled per kernel and launch configuration (``--filter-mode per-launch-config``).
     launch_count: int = 1
@@ -67,7 +72,8 @@ class NcuOptions:
     sections: tuple[str, ...] = ("SpeedOfLight", "SpeedOfLight_RooflineChart")
     #: An ncu section set (``--set``: basic, roofline, full, ...) instead of ``sections``.
     section_set: str | None = None
-    #: ``--clock-control``: "base" (ncu's default: clocks locked to base, durations longer than unlocked) or "none".
+    #: ``--clock-control``: "base" (ncu's default: clocks locked to base, durations longer than
+    #: unlocked) or "none".
     clock_control: str = "base"
     #: Extra ``ncu`` arguments, shell-split.
     extra_args: str = ""

@@ -1,11 +1,12 @@
-"""Which kind of report a file is (an nsys export or a torch.profiler Chrome trace), and the files of one kind among
-many.
+"""Which kind of report a file is (an nsys export or a torch.profiler Chrome trace), and the files
+of one kind among many.
 
-A job's folder often holds both kinds for every rank: the multi-host recipe writes ``rank%q{RANK}.nsys-rep`` and
-``.sqlite`` with nsys and ``rank{R}.json`` with torch.profiler. The two are two recordings of each rank (nsys and
-torch.profiler cannot both hold CUPTI in one process, so they come from different runs), never two ranks: stacked
-together they would double the job and mix tables one kind records and the other does not. So ``load_nsys`` reads the
-nsys exports of a folder and ``load_trace`` its Chrome traces, and each names the files of the other kind it left out
+A job's folder often holds both kinds for every rank: the multi-host recipe writes
+``rank%q{RANK}.nsys-rep`` and ``.sqlite`` with nsys and ``rank{R}.json`` with torch.profiler. The
+two are two recordings of each rank (nsys and torch.profiler cannot both hold CUPTI in one process,
+so they come from different runs), never two ranks: stacked together they would double the job and
+mix tables one kind records and the other does not. So ``load_nsys`` reads the nsys exports of a
+folder and ``load_trace`` its Chrome traces, and each names the files of the other kind it left out
 and how to read them.
 """
 
@@ -52,8 +53,9 @@ def what(kind: ReportKind, n: int = 1) -> str:
 
 
 class ReportKindError(GpuMagicError, ValueError):
-    """A reader was given files of the other kind only: ``where`` (the folder, pattern or list), ``wanted`` and
-    ``found`` (kinds), ``count`` (files of the found kind), and the ``reader`` of those."""
+    """A reader was given files of the other kind only: ``where`` (the folder, pattern or list),
+    ``wanted`` and ``found`` (kinds), ``count`` (files of the found kind), and the ``reader`` of
+    those."""
 
     template = "{where} holds {found_text} and no {wanted_text}: read {them} with {reader}(...)."
 
@@ -65,11 +67,13 @@ class ReportKindError(GpuMagicError, ValueError):
         }
 
 
-def split_kinds(files: Sequence[str], kind: ReportKind | None) -> tuple[list[str], list[dict[str, str]]]:
-    """(the files a reader of ``kind`` reads, the others as ``{"path", "kind", "what", "reader"}``: what they
-    are and the reader of them, for a report to say). ``kind`` None keeps every file
-    of a known kind (a list of one kind; a mix is for the caller to refuse). Files of neither kind named explicitly
-    stay: their reader says what is wrong with them."""
+def split_kinds(
+    files: Sequence[str], kind: ReportKind | None
+) -> tuple[list[str], list[dict[str, str]]]:
+    """(the files a reader of ``kind`` reads, the others as ``{"path", "kind", "what", "reader"}``:
+    what they are and the reader of them, for a report to say). ``kind`` None keeps every file of a
+    known kind (a list of one kind; a mix is for the caller to refuse). Files of neither kind named
+    explicitly stay: their reader says what is wrong with them."""
     kept, skipped = [], []
     for f in files:
         k = kind_of(f)

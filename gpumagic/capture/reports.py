@@ -1,37 +1,43 @@
-"""A whole job's per-rank reports as one Trace: a directory, a glob or a list of nsys exports or Chrome traces.
+"""A whole job's per-rank reports as one Trace: a directory, a glob or a list of nsys exports or
+Chrome traces.
 
-A job beyond one host leaves one report per rank (``torchrun ... --no-python nsys profile -o rank%q{RANK} python
-train.py``, or a torch.profiler trace per rank). :func:`load_reports` reads them, each on an executor (a process pool
-on the local cores by default, or any ``concurrent.futures.Executor``: ``dask.distributed.Client.get_executor()``
-hands the reading to a cluster), and stacks them into one Trace whose processes are the ranks, so every per-rank view
-(summary per rank, kernel table with a Rank column, timeline by rank, exposed communication, straggler) reads it as
-it reads a ``--nproc`` capture.
+A job beyond one host leaves one report per rank (``torchrun ... --no-python nsys profile -o
+rank%q{RANK} python train.py``, or a torch.profiler trace per rank). :func:`load_reports` reads
+them, each on an executor (a process pool on the local cores by default, or any
+``concurrent.futures.Executor``: ``dask.distributed.Client.get_executor()`` hands the reading to a
+cluster), and stacks them into one Trace whose processes are the ranks, so every per-rank view
+(summary per rank, kernel table with a Rank column, timeline by rank, exposed communication,
+straggler) reads it as it reads a ``--nproc`` capture.
 
-**Which rank a file is**, the first rule that gives every file a distinct rank, said in ``meta["rank_rule"]``:
+**Which rank a file is**, the first rule that gives every file a distinct rank, said in
+``meta["rank_rule"]``:
 1. gpumagic's own rank mark (``--nproc`` runs emit it);
-2. the rank the report records: ``RANK`` in the environment nsys launched the process with (META_DATA_CAPTURE), or
-   a torch.profiler trace's ``distributedInfo.rank``;
-3. the file name: ``rank3``, ``rank_3``, ``rank-3``, else the last number before the extension (``trace_3.json``);
+2. the rank the report records: ``RANK`` in the environment nsys launched the process with
+   (META_DATA_CAPTURE), or a torch.profiler trace's ``distributedInfo.rank``;
+3. the file name: ``rank3``, ``rank_3``, ``rank-3``, else the last number before the extension
+   (``trace_3.json``);
 4. the order of the files.
 
-**Clocks.** Each file's times are first put on its host's clock (an nsys export counts from its session start,
-``TARGET_INFO_SESSION_START_TIME``; a Chrome trace from ``baseTimeNanoseconds``): reports of one host then share a
-clock and need nothing more. Files of different hosts (their ``Hostname`` differ, or a host is not recorded) are
-aligned on the end of the first NCCL collective every rank ran (matched by name and its place among that rank's
-kernels of that name, the order NCCL requires every rank to keep): a collective ends on every rank together, when
-the last rank has joined and the data has moved. ``meta["clock_alignment"]`` says what was done, each rank's shift,
+**Clocks.** Each file's times are first put on its host's clock (an nsys export counts from its
+session start, ``TARGET_INFO_SESSION_START_TIME``; a Chrome trace from ``baseTimeNanoseconds``):
+reports of one host then share a clock and need nothing more. Files of different hosts (their
+``Hostname`` differ, or a host is not recorded) are aligned on the end of the first NCCL collective
+every rank ran (matched by name and its place among that rank's kernels of that name, the order NCCL
+requires every rank to keep): a collective ends on every rank together, when the last rank has
+joined and the data has moved. ``meta["clock_alignment"]`` says what was done, each rank's shift,
 and the residual skew: the largest spread of the other common collectives' ends after the shift.
 
-**One kind per reader.** ``load_nsys`` of a folder reads its nsys exports and ``load_trace`` its Chrome traces; the
-files of the other kind (a folder may hold both for every rank: two recordings of each rank, not more ranks) are
-named in ``meta["skipped"]`` (``capture/report_kinds.py``).
+**One kind per reader.** ``load_nsys`` of a folder reads its nsys exports and ``load_trace`` its
+Chrome traces; the files of the other kind (a folder may hold both for every rank: two recordings of
+each rank, not more ranks) are named in ``meta["skipped"]`` (``capture/report_kinds.py``).
 
-**One job?** Reports that cannot have run together (different run ids or world sizes, clocks hours apart, no
-collective in common: ``capture/job_identity.py``) are read all the same, and said: ``meta["job_mismatch"]`` and a
-:class:`JobMismatchWarning`.
+**One job?** Reports that cannot have run together (different run ids or world sizes, clocks hours
+apart, no collective in common: ``capture/job_identity.py``) are read all the same, and said:
+``meta["job_mismatch"]`` and a :class:`JobMismatchWarning`.
 
-**A file that cannot be read** among several is named in ``meta["unreadable"]`` (path and reason) and the others
-still load; the report says so. If none can be read, the first file's error is raised.
+**A file that cannot be read** among several is named in ``meta["unreadable"]`` (path and reason)
+and the others still load; the report says so. If none can be read, the first file's error is
+raised.
 """
 
 from __future__ import annotations
@@ -68,15 +74,25 @@ __all__ = [
     "rank_from_name",
 ]
 
-_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+_SUFFIXES = (
+    ".sqlite",
+    ".nsys-rep",
+    ".qdrep",
+    ".json",
+    ".json.gz",
+    ".pt.trace.json",
+    ".pt.trace.json.gz",
+)
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?=\D*$)"))
-#: Past this many pids a pid is offset per file where files share pids (processes of different hosts).
+#: Past this many pids a pid is offset per file where files share pids (processes of different
+#: hosts).
 _PID_SPAN = 1 << 22
 
 
 @dataclass
 class FileReport:
-    """One file's tables on its host's clock, with what says which rank it is and which host it ran on."""
+    """One file's tables on its host's clock, with what says which rank it is and which host it ran
+    on."""
 
     path: str
     tables: dict[str, pd.DataFrame]
@@ -84,7 +100,9 @@ class FileReport:
     host: str | None = None
     recorded_rank: int | None = None  # RANK in its environment, or distributedInfo.rank
     pids: list[int] = field(default_factory=list)
-    identity: dict[str, Any] = field(default_factory=dict)  # what it records of its job (capture/job_identity.py)
+    identity: dict[str, Any] = field(
+        default_factory=dict
+    )  # what it records of its job (capture/job_identity.py)
 
 
 def is_many(path: Any) -> bool:
@@ -104,11 +122,12 @@ def load_nsys(
     executor: cf.Executor | None = None,
     align: str = "auto",
 ) -> Trace:
-    """``gpumagic.load_nsys``: a Trace from an nsys SQLite export or ``.nsys-rep`` (``capture.nsys.load_nsys``), or,
-    from a directory, a glob or a list of files (one report per rank, as a multi-node job leaves them), one Trace of
-    every rank (:func:`load_reports`: each file read on ``executor``, clocks of different hosts aligned per
-    ``align``). Of many files it reads the nsys exports only, and names any Chrome traces among them in
-    ``meta["skipped"]`` (``load_trace`` reads those)."""
+    """``gpumagic.load_nsys``: a Trace from an nsys SQLite export or ``.nsys-rep``
+    (``capture.nsys.load_nsys``), or, from a directory, a glob or a list of files (one report per
+    rank, as a multi-node job leaves them), one Trace of every rank (:func:`load_reports`: each file
+    read on ``executor``, clocks of different hosts aligned per ``align``). Of many files it reads
+    the nsys exports only, and names any Chrome traces among them in ``meta["skipped"]``
+    (``load_trace`` reads those)."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="nsys")
     from .nsys import load_nsys as load_one
@@ -122,9 +141,10 @@ def load_trace(
     executor: cf.Executor | None = None,
     align: str = "auto",
 ) -> Trace:
-    """``gpumagic.load_trace``: a Trace from a torch.profiler Chrome-trace JSON (``.json``/``.json.gz``), or from a
-    directory, a glob or a list of them (one trace per rank) one Trace of every rank (:func:`load_reports`). Of many
-    files it reads the Chrome traces only, and names any nsys exports among them in ``meta["skipped"]``."""
+    """``gpumagic.load_trace``: a Trace from a torch.profiler Chrome-trace JSON
+    (``.json``/``.json.gz``), or from a directory, a glob or a list of them (one trace per rank) one
+    Trace of every rank (:func:`load_reports`). Of many files it reads the Chrome traces only, and
+    names any nsys exports among them in ``meta["skipped"]``."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="chrome")
     from .chrome_trace import load_trace as load_one
@@ -133,7 +153,8 @@ def load_trace(
 
 
 def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
-    """The files meant by a directory (its reports, not recursing), a glob, one file, or a list of any of these."""
+    """The files meant by a directory (its reports, not recursing), a glob, one file, or a list of
+    any of these."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
@@ -142,7 +163,8 @@ def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> 
             found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIXES))
             if not found:
                 raise FileMissingError(
-                    path=p, what=f"A report (a file ending {', '.join(_SUFFIXES[:5])}) in the folder"
+                    path=p,
+                    what=f"A report (a file ending {', '.join(_SUFFIXES[:5])}) in the folder",
                 )
             out += _prefer_sqlite(found)
         elif glob.has_magic(p):
@@ -156,9 +178,14 @@ def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> 
 
 
 def _prefer_sqlite(files: list[str]) -> list[str]:
-    """A folder holding rank0.nsys-rep and rank0.sqlite (nsys --export=sqlite) has one report, read from the SQLite."""
+    """A folder holding rank0.nsys-rep and rank0.sqlite (nsys --export=sqlite) has one report, read
+    from the SQLite."""
     stems = {f.rsplit(".", 1)[0] for f in files if f.endswith(".sqlite")}
-    return [f for f in files if not (f.endswith((".nsys-rep", ".qdrep")) and f.rsplit(".", 1)[0] in stems)]
+    return [
+        f
+        for f in files
+        if not (f.endswith((".nsys-rep", ".qdrep")) and f.rsplit(".", 1)[0] in stems)
+    ]
 
 
 def _natural(path: str) -> list[Any]:
@@ -166,7 +193,8 @@ def _natural(path: str) -> list[Any]:
 
 
 def rank_from_name(path: str) -> int | None:
-    """The rank a file's name says: ``rank3``/``rank_3``/``rank-3``, else the last number before its extension."""
+    """The rank a file's name says: ``rank3``/``rank_3``/``rank-3``, else the last number before its
+    extension."""
     name = os.path.basename(path)
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
@@ -180,7 +208,8 @@ def rank_from_name(path: str) -> int | None:
 
 
 def read_one(path: str) -> FileReport:
-    """Read one report whole (every table), its times moved onto its host's clock. Runs in a worker process."""
+    """Read one report whole (every table), its times moved onto its host's clock. Runs in a worker
+    process."""
     if path.endswith((".json", ".json.gz")):
         return _read_chrome(path)
     from .nsys import load_nsys as load_one
@@ -194,8 +223,8 @@ def read_one(path: str) -> FileReport:
 
 
 def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, Any]]:
-    """(session start, UTC ns; the host's name; RANK in the launched process's environment; what it records of its
-    job) of an nsys export."""
+    """(session start, UTC ns; the host's name; RANK in the launched process's environment; what it
+    records of its job) of an nsys export."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -205,12 +234,15 @@ def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, An
             start = int(row[0]) if row and row[0] is not None else 0
         host = None
         if "TARGET_INFO_SYSTEM_ENV" in tables:
-            row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
+            row = con.execute(
+                "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'"
+            ).fetchone()
             host = str(row[0]) if row else None
         rank = None
         if "META_DATA_CAPTURE" in tables:
             for (value,) in con.execute(
-                "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE "
+                "'PROCESS_%:ENVIRONMENT_VARIABLE' "
                 "AND value LIKE 'RANK=%'"
             ):
                 m = re.fullmatch(r'RANK="?(\d+)"?', str(value))
@@ -239,7 +271,9 @@ def _read_chrome(path: str) -> FileReport:
     info = data.get("distributedInfo") or {} if isinstance(data, dict) else {}
     base = int(data.get("baseTimeNanoseconds") or 0) if isinstance(data, dict) else 0
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    pid = next((ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("cat") == "cpu_op"), None)
+    pid = next(
+        (ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("cat") == "cpu_op"), None
+    )
     pid = int(pid) if isinstance(pid, (int, float)) else None
     tables = {}
     for name in COLUMNS:
@@ -250,7 +284,9 @@ def _read_chrome(path: str) -> FileReport:
     rank = info.get("rank")
     recorded = int(rank) if rank is not None else None
     identity = chrome_identity(data) if isinstance(data, dict) else {}
-    return FileReport(path, tables, dict(trace.meta), None, recorded, [pid] if pid else [], identity)
+    return FileReport(
+        path, tables, dict(trace.meta), None, recorded, [pid] if pid else [], identity
+    )
 
 
 def _shifted(df: pd.DataFrame, ns: int) -> pd.DataFrame:
@@ -266,16 +302,18 @@ def load_reports(
     reader: Callable[[str], FileReport] = read_one,
     kind: ReportKind | None = None,
 ) -> Trace:
-    """One Trace from a directory, a glob or a list of per-rank reports (nsys exports or Chrome traces).
+    """One Trace from a directory, a glob or a list of per-rank reports (nsys exports or Chrome
+    traces).
 
-    ``executor``: where each file is read (default: a process pool of ``min(files, cores)`` workers; one file is
-    read here). ``align``: "auto" (align on a collective where the files come from different or unknown hosts),
-    "collective" (always), "none" (each file's own clock). ``kind``: "nsys" or "chrome" reads the files of that
-    kind and names the others in ``meta["skipped"]``; None reads files of one kind and refuses a mix of both.
+    ``executor``: where each file is read (default: a process pool of ``min(files, cores)`` workers;
+    one file is read here). ``align``: "auto" (align on a collective where the files come from
+    different or unknown hosts), "collective" (always), "none" (each file's own clock). ``kind``:
+    "nsys" or "chrome" reads the files of that kind and names the others in ``meta["skipped"]``;
+    None reads files of one kind and refuses a mix of both.
 
-    Reports that cannot be one job (different run ids or world sizes, clocks hours apart, no collective in common:
-    ``capture/job_identity.py``) are still read, with the reasons in ``meta["job_mismatch"]`` and a
-    :class:`JobMismatchWarning`.
+    Reports that cannot be one job (different run ids or world sizes, clocks hours apart, no
+    collective in common: ``capture/job_identity.py``) are still read, with the reasons in
+    ``meta["job_mismatch"]`` and a :class:`JobMismatchWarning`.
     """
     if align not in ("auto", "collective", "none"):
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
@@ -288,7 +326,9 @@ def load_reports(
     trace.meta["job_mismatch"] = reasons
     if reasons:
         warnings.warn(
-            f"These {len(reports)} reports may not be one job: {'; '.join(reasons)}.", JobMismatchWarning, stacklevel=3
+            f"These {len(reports)} reports may not be one job: {'; '.join(reasons)}.",
+            JobMismatchWarning,
+            stacklevel=3,
         )
     same_host = len({r.host for r in reports}) == 1 and reports[0].host is not None
     if align == "collective" or (align == "auto" and not same_host and len(reports) > 1):
@@ -308,25 +348,34 @@ class JobMismatchWarning(UserWarning):
 def _of_kind(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], kind: ReportKind | None
 ) -> tuple[list[str], list[dict[str, str]]]:
-    """The files to read and those of the other kind left out; an error where none is of ``kind``, or where
-    ``kind`` is None and both kinds are given."""
+    """The files to read and those of the other kind left out; an error where none is of ``kind``,
+    or where ``kind`` is None and both kinds are given."""
     files = expand(paths)
     kept, skipped = split_kinds(files, kind)
     if kind is not None and not kept:
         other = skipped[0]["kind"]
-        raise ReportKindError(where=describe(paths), wanted=kind, found=other, count=len(skipped), reader=READER[other])
+        raise ReportKindError(
+            where=describe(paths),
+            wanted=kind,
+            found=other,
+            count=len(skipped),
+            reader=READER[other],
+        )
     kinds = {kind_of(f) for f in kept} - {None}
     if kind is None and len(kinds) > 1:
         raise GpuMagicError(
-            detail=f"{describe(paths)} holds both nsys exports and Chrome traces (two recordings of each rank): "
-            "read the exports with gpumagic.load_nsys(...) and the traces with gpumagic.load_trace(...)."
+            detail=f"{describe(paths)} holds both nsys exports and Chrome traces (two "
+            f"recordings of each rank): "
+            "read the exports with gpumagic.load_nsys(...) and the traces with "
+            "gpumagic.load_trace(...)."
         )
     return kept, skipped
 
 
 @dataclass
 class _Failure:
-    """A file a worker could not read: the reason as text (an error object need not survive pickling)."""
+    """A file a worker could not read: the reason as text (an error object need not survive
+    pickling)."""
 
     reason: str
 
@@ -341,14 +390,17 @@ def _guarded_read(reader: Callable[[str], FileReport], path: str) -> FileReport 
 def _read_all(
     files: Sequence[str], executor: cf.Executor | None, reader: Callable[[str], FileReport]
 ) -> tuple[list[FileReport], list[tuple[str, str]]]:
-    """The reports that could be read, in file order, and (path, reason) of those that could not; with none read,
-    the first file's own error is raised (read again here, where it can be raised as itself)."""
+    """The reports that could be read, in file order, and (path, reason) of those that could not;
+    with none read, the first file's own error is raised (read again here, where it can be raised as
+    itself)."""
     if len(files) == 1 and executor is None:
         return [reader(files[0])], []
     own = executor is None
     from . import chrome_trace, nsys  # noqa: F401 - imported once here: forked workers start with them loaded
 
-    pool = executor or cf.ProcessPoolExecutor(max_workers=min(len(files), len(os.sched_getaffinity(0)) or 1))
+    pool = executor or cf.ProcessPoolExecutor(
+        max_workers=min(len(files), len(os.sched_getaffinity(0)) or 1)
+    )
     try:
         outcomes = list(pool.map(_guarded_read, [reader] * len(files), files))
     finally:
@@ -358,7 +410,9 @@ def _read_all(
     failed = [(f, o.reason) for f, o in zip(files, outcomes) if isinstance(o, _Failure)]
     if not reports:
         reader(files[0])  # raises the first file's error as itself
-        raise GpuMagicError(detail=f"none of the {len(files)} reports could be read: {failed[0][1]}")
+        raise GpuMagicError(
+            detail=f"none of the {len(files)} reports could be read: {failed[0][1]}"
+        )
     return reports, failed
 
 
@@ -371,14 +425,22 @@ def _ranks(reports: Sequence[FileReport]) -> tuple[list[int], str]:
     """Each file's rank and the rule that gave every file a distinct one."""
     marks = [list(r.meta.get("rank_marks") or []) for r in reports]
     candidates = [
-        ([m[0]["rank"] if len(m) == 1 else None for m in marks], "gpumagic's rank mark in each report"),
-        ([r.recorded_rank for r in reports], "the rank each report records (RANK / distributedInfo)"),
+        (
+            [m[0]["rank"] if len(m) == 1 else None for m in marks],
+            "gpumagic's rank mark in each report",
+        ),
+        (
+            [r.recorded_rank for r in reports],
+            "the rank each report records (RANK / distributedInfo)",
+        ),
         ([rank_from_name(r.path) for r in reports], "the rank in each file's name"),
     ]
     for ranks, rule in candidates:
         if all(x is not None for x in ranks) and len(set(ranks)) == len(ranks):
             return [int(x) for x in ranks], rule  # type: ignore[arg-type]
-    return list(range(len(reports))), "the order of the files (no rule gave every file its own rank)"
+    return list(
+        range(len(reports))
+    ), "the order of the files (no rule gave every file its own rank)"
 
 
 def _stack(reports: Sequence[FileReport]) -> Trace:
@@ -387,7 +449,9 @@ def _stack(reports: Sequence[FileReport]) -> Trace:
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in COLUMNS}
     marks, processes, gpus, devices = [], [], [], []
     for i, (r, rank) in enumerate(zip(reports, ranks)):
-        offset = _PID_SPAN * (i + 1) if seen & set(r.pids) else 0  # pids of another host that collide
+        offset = (
+            _PID_SPAN * (i + 1) if seen & set(r.pids) else 0
+        )  # pids of another host that collide
         seen |= {p + offset for p in r.pids}
         for name, df in r.tables.items():
             if not df.empty and "pid" in df.columns and offset:
@@ -399,10 +463,16 @@ def _stack(reports: Sequence[FileReport]) -> Trace:
                 marks.append({"pid": pid, "rank": rank, "local_rank": -1, "world": len(reports)})
                 processes.append({"pid": pid, "name": f"rank {rank} ({os.path.basename(r.path)})"})
         gpus += [{**g, "id": g.get("id")} for g in r.meta.get("gpus") or []]
-        devices += [{**d, "pid": (d.get("pid") or 0) + offset} for d in r.meta.get("cuda_devices") or []]
+        devices += [
+            {**d, "pid": (d.get("pid") or 0) + offset} for d in r.meta.get("cuda_devices") or []
+        ]
     tables = {name: _concat(name, dfs) for name, dfs in parts.items()}
     first = reports[0].meta
-    meta = {k: first[k] for k in ("backend", "device", "sm_count", "compute_capability", "nsys_version") if k in first}
+    meta = {
+        k: first[k]
+        for k in ("backend", "device", "sm_count", "compute_capability", "nsys_version")
+        if k in first
+    }
     recorded = [set(r.meta["recorded"]) for r in reports if r.meta.get("recorded") is not None]
     meta.update(
         source=[r.path for r in reports],
@@ -419,8 +489,9 @@ def _stack(reports: Sequence[FileReport]) -> Trace:
 
 
 def _concat(name: str, dfs: list[pd.DataFrame]) -> pd.DataFrame:
-    """The files' rows of one table, stacked; a name column stays categorical over the union of the files' names
-    (concatenating different categories would turn it into Python strings, row by row)."""
+    """The files' rows of one table, stacked; a name column stays categorical over the union of the
+    files' names (concatenating different categories would turn it into Python strings, row by
+    row)."""
     dfs = [df for df in dfs if not df.empty] or dfs[:1]
     if not dfs:
         return frame(name, [])

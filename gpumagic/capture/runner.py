@@ -1,23 +1,25 @@
 """The script the ``--nsys`` subprocess runs:  python -m gpumagic.capture.runner WORKDIR
 
-It restores the shipped names, runs the setup code, then the same warm-up-then-capture loop as every backend
-(``capture/cell.py``) with the NVTX range named in ``cell.json`` as the capture context: that range is nsys' capture
-range. It never starts torch.profiler: CUPTI allows one subscriber, and nsys is it (pytorch #117935). An exception
-in the cell is written to ``error.txt`` (its traceback, shown as the cell's error) and the exit code is 3; the
-cell's value (its trailing expression's, last captured run) is written, as its repr, to ``value.txt``.
+It restores the shipped names, runs the setup code, then the same warm-up-then-capture loop as every
+backend (``capture/cell.py``) with the NVTX range named in ``cell.json`` as the capture context:
+that range is nsys' capture range. It never starts torch.profiler: CUPTI allows one subscriber, and
+nsys is it (pytorch #117935). An exception in the cell is written to ``error.txt`` (its traceback,
+shown as the cell's error) and the exit code is 3; the cell's value (its trailing expression's, last
+captured run) is written, as its repr, to ``value.txt``.
 
-With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``torch.distributed.run`` launch (``--nproc``; why
-the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank reads RANK, LOCAL_RANK and WORLD_SIZE; with
-CUDA it checks there is a GPU per local rank (else ``gpus-rankR.txt``, the count, exit 4) and calls
-``torch.cuda.set_device(local_rank)`` before anything else touches CUDA; it joins the process group itself (NCCL
-with CUDA, gloo without), so the cell may use ``dist`` as a training script would; the shipped names come back with
-every CUDA tensor on the rank's own device (``restore(..., device=)``); ``dist``, ``rank``, ``world_size``,
-``local_rank`` and ``device`` are put in the cell's namespace over any shipped names of the same name (the
-notebook's ``rank`` is not this rank's). The capture opens on every rank together, and the NVTX mark
-``gpumagic rank=R local_rank=L world=W`` (:data:`RANK_MARK`) is emitted inside the cell's range, first thing, so
-a reader can tell which process is which rank. Only rank 0 writes ``value.txt``; a rank that raises writes
-``error-rankR.txt`` and exits 3 without waiting for the others (torchrun stops them); the process group is
-destroyed after a run that went well.
+With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``torch.distributed.run`` launch
+(``--nproc``; why the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank reads RANK,
+LOCAL_RANK and WORLD_SIZE; with CUDA it checks there is a GPU per local rank (else
+``gpus-rankR.txt``, the count, exit 4) and calls ``torch.cuda.set_device(local_rank)`` before
+anything else touches CUDA; it joins the process group itself (NCCL with CUDA, gloo without), so the
+cell may use ``dist`` as a training script would; the shipped names come back with every CUDA tensor
+on the rank's own device (``restore(..., device=)``); ``dist``, ``rank``, ``world_size``,
+``local_rank`` and ``device`` are put in the cell's namespace over any shipped names of the same
+name (the notebook's ``rank`` is not this rank's). The capture opens on every rank together, and the
+NVTX mark ``gpumagic rank=R local_rank=L world=W`` (:data:`RANK_MARK`) is emitted inside the cell's
+range, first thing, so a reader can tell which process is which rank. Only rank 0 writes
+``value.txt``; a rank that raises writes ``error-rankR.txt`` and exits 3 without waiting for the
+others (torchrun stops them); the process group is destroyed after a run that went well.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-#: The NVTX mark each rank emits at the start of its captured range (the readers map processes to ranks by it).
+#: The NVTX mark each rank emits at the start of its captured range (the readers map processes to
+#: ranks by it).
 RANK_MARK = "gpumagic rank={rank} local_rank={local_rank} world={world_size}"
 
 
@@ -59,7 +62,9 @@ def _cell_traceback(exc: BaseException) -> str:
     """The traceback as the cell's own: the frames of gpumagic's loop around it are left out."""
     here = os.path.dirname(os.path.abspath(__file__))
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
-    te.stack = traceback.StackSummary.from_list([f for f in te.stack if not f.filename.startswith(here)])
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not f.filename.startswith(here)]
+    )
     return "".join(te.format())
 
 
@@ -86,7 +91,14 @@ def main(workdir: str) -> int:
     try:
         if spec.get("setup"):
             exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
-        value = run_cell(Cell.of(spec["cell"]), ns, spec.get("warmup", 1), spec.get("iters", 1), nvtx_range, _sync())
+        value = run_cell(
+            Cell.of(spec["cell"]),
+            ns,
+            spec.get("warmup", 1),
+            spec.get("iters", 1),
+            nvtx_range,
+            _sync(),
+        )
         if value is not None:
             with open(os.path.join(workdir, "value.txt"), "w", encoding="utf-8") as f:
                 f.write(repr(value))  # what Out[n] prints; the value itself stays here
@@ -102,7 +114,9 @@ def rank_main(workdir: str, spec: dict[str, Any]) -> int:
     from gpumagic.capture.cell import Cell, compile_source, run_cell
     from gpumagic.capture.shipping import restore
 
-    rank, local_rank, world_size = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    rank, local_rank, world_size = (
+        int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+    )
     try:
         import torch
         import torch.distributed as dist
@@ -112,22 +126,32 @@ def rank_main(workdir: str, spec: dict[str, Any]) -> int:
             _write(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
             return 4
         if cuda:
-            torch.cuda.set_device(local_rank)  # before the names come back: their CUDA tensors land here
+            torch.cuda.set_device(
+                local_rank
+            )  # before the names come back: their CUDA tensors land here
         device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
         dist.init_process_group(backend="nccl" if cuda else "gloo")
-        control = dist.new_group(backend="gloo")  # gpumagic's own barriers: no kernel of theirs in the capture
+        control = dist.new_group(
+            backend="gloo"
+        )  # gpumagic's own barriers: no kernel of theirs in the capture
         ns: dict[str, Any] = {"__name__": "__main__", **restore(workdir, device=device)}
         ns.update(dist=dist, rank=rank, world_size=world_size, local_rank=local_rank, device=device)
         push, pop = _nvtx()
         mark = _mark(cuda)
         profiler = torch.cuda.profiler if cuda else None
-        label, text = spec["label"], RANK_MARK.format(rank=rank, local_rank=local_rank, world_size=world_size)
+        label, text = (
+            spec["label"],
+            RANK_MARK.format(rank=rank, local_rank=local_rank, world_size=world_size),
+        )
 
         @contextmanager
         def captured() -> Iterator[None]:
-            dist.barrier(group=control)  # every rank's warm-up is over (each synchronized its device first)
+            dist.barrier(
+                group=control
+            )  # every rank's warm-up is over (each synchronized its device first)
             if profiler is not None:
-                profiler.start()  # nsys --capture-range=cudaProfilerApi: the first rank's call starts it
+                # nsys --capture-range=cudaProfilerApi: the first rank's call starts it
+                profiler.start()
             dist.barrier(group=control)  # every rank is being recorded before any runs the cell
             push(label)
             mark(text)
@@ -135,13 +159,22 @@ def rank_main(workdir: str, spec: dict[str, Any]) -> int:
                 yield
             finally:
                 pop()
-            dist.barrier(group=control)  # not reached after an error: that rank leaves, torchrun stops the rest
+            dist.barrier(
+                group=control
+            )  # not reached after an error: that rank leaves, torchrun stops the rest
             if profiler is not None:
                 profiler.stop()
 
         if spec.get("setup"):
             exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
-        value = run_cell(Cell.of(spec["cell"]), ns, spec.get("warmup", 1), spec.get("iters", 1), captured, _sync())
+        value = run_cell(
+            Cell.of(spec["cell"]),
+            ns,
+            spec.get("warmup", 1),
+            spec.get("iters", 1),
+            captured,
+            _sync(),
+        )
         if rank == 0 and value is not None:
             _write(workdir, "value.txt", repr(value))
         dist.destroy_process_group()
@@ -162,7 +195,8 @@ def _mark(cuda: bool) -> Callable[[str], Any]:
 
 
 def _write(workdir: str, name: str, text: str) -> None:
-    """Write whole or not at all: the parent may read the file while this process is being stopped."""
+    """Write whole or not at all: the parent may read the file while this process is being
+    stopped."""
     path = os.path.join(workdir, name)
     with open(path + ".part", "w", encoding="utf-8") as f:
         f.write(text)

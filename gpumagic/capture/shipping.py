@@ -1,11 +1,11 @@
 """Which names a cell needs, and how they travel to the ``--nsys`` subprocess.
 
-A notebook cell's variables live in the kernel, not in a script nsys can launch. The free names the cell reads
-(found in its AST) are taken from the user namespace and written to a private directory: tensors and modules
-with ``torch.save`` (a CUDA tensor comes back on its device, or with ``--nproc`` on its rank's device), imported
-modules by name (re-imported in the child), other values with pickle. What cannot travel (a function or class
-defined in the notebook, an open file, a generator) is listed by name before anything runs, with what to do
-instead.
+A notebook cell's variables live in the kernel, not in a script nsys can launch. The free names the
+cell reads (found in its AST) are taken from the user namespace and written to a private directory:
+tensors and modules with ``torch.save`` (a CUDA tensor comes back on its device, or with ``--nproc``
+on its rank's device), imported modules by name (re-imported in the child), other values with
+pickle. What cannot travel (a function or class defined in the notebook, an open file, a generator)
+is listed by name before anything runs, with what to do instead.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ __all__ = ["Manifest", "ShippingError", "free_names", "onto", "restore", "ship"]
 
 
 class _FirstUse(ast.NodeVisitor):
-    """Walks code in evaluation order (a right-hand side before its targets) and records, per name, whether it is
-    first read or first bound."""
+    """Walks code in evaluation order (a right-hand side before its targets) and records, per name,
+    whether it is first read or first bound."""
 
     def __init__(self) -> None:
         self.needed: list[str] = []
@@ -91,7 +91,9 @@ class _FirstUse(ast.NodeVisitor):
             self.visit(d)
         self._bind(node.name)
         inner = _FirstUse()
-        inner.bound = set(self.bound) | {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        inner.bound = set(self.bound) | {
+            a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)
+        }
         for n in node.body:
             inner.visit(n)
         for name in inner.needed:
@@ -101,7 +103,9 @@ class _FirstUse(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         inner = _FirstUse()
-        inner.bound = set(self.bound) | {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        inner.bound = set(self.bound) | {
+            a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)
+        }
         inner.visit(node.body)
         for name in inner.needed:
             self._load(name)
@@ -119,7 +123,8 @@ class _FirstUse(ast.NodeVisitor):
 
 
 def free_names(source: str) -> list[str]:
-    """Names the code reads before binding them (its inputs from the namespace), in order; builtins excluded."""
+    """Names the code reads before binding them (its inputs from the namespace), in order; builtins
+    excluded."""
     v = _FirstUse()
     v.visit(ast.parse(source))
     return [n for n in v.needed if not hasattr(builtins, n)]
@@ -138,8 +143,8 @@ def _is_notebook_defined(value: Any) -> bool:
 
 
 def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Manifest:
-    """Write the values of ``names`` found in ``namespace`` to ``directory``; raise ShippingError listing every name
-    that cannot travel (nothing is run then)."""
+    """Write the values of ``names`` found in ``namespace`` to ``directory``; raise ShippingError
+    listing every name that cannot travel (nothing is run then)."""
     manifest = Manifest()
     tensors: dict[str, Any] = {}
     values: dict[str, Any] = {}
@@ -164,12 +169,16 @@ def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Mani
             tensors[name] = value
             continue
         if _is_notebook_defined(value):
-            problems[name] = f"a {'class' if isinstance(value, type) else 'function'} defined in the notebook"
+            problems[name] = (
+                f"a {'class' if isinstance(value, type) else 'function'} defined in the notebook"
+            )
             continue
         try:
             pickle.dumps(value)
         except Exception as exc:  # noqa: BLE001 - any pickling failure means: cannot ship
-            problems[name] = f"{type(value).__name__} cannot be pickled ({type(exc).__name__}: {exc})"[:200]
+            problems[name] = (
+                f"{type(value).__name__} cannot be pickled ({type(exc).__name__}: {exc})"[:200]
+            )
             continue
         values[name] = value
     if problems:
@@ -182,14 +191,18 @@ def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Mani
             pickle.dump(values, f)
         manifest.pickled = list(values)
     with open(os.path.join(directory, "manifest.pkl"), "wb") as f:
-        pickle.dump({"tensors": manifest.tensors, "modules": manifest.modules, "pickled": manifest.pickled}, f)
+        pickle.dump(
+            {"tensors": manifest.tensors, "modules": manifest.modules, "pickled": manifest.pickled},
+            f,
+        )
     return manifest
 
 
 def restore(directory: str, device: Any = None) -> dict[str, Any]:
-    """The namespace ``ship`` wrote (used by the runner in the subprocess). With a CUDA ``device`` (a rank's, under
-    ``--nproc``) every CUDA tensor, a module's parameters included, comes back on that device whatever device it
-    was saved from: each rank gets its own copy on its own GPU; CPU tensors stay on the CPU."""
+    """The namespace ``ship`` wrote (used by the runner in the subprocess). With a CUDA ``device``
+    (a rank's, under ``--nproc``) every CUDA tensor, a module's parameters included, comes back on
+    that device whatever device it was saved from: each rank gets its own copy on its own GPU; CPU
+    tensors stay on the CPU."""
     import importlib
 
     with open(os.path.join(directory, "manifest.pkl"), "rb") as f:
@@ -204,13 +217,18 @@ def restore(directory: str, device: Any = None) -> dict[str, Any]:
         import torch
 
         with open(os.path.join(directory, "tensors.pt"), "rb") as f:
-            ns.update(torch.load(io.BytesIO(f.read()), weights_only=False, map_location=onto(device)))
+            ns.update(
+                torch.load(io.BytesIO(f.read()), weights_only=False, map_location=onto(device))
+            )
     return ns
 
 
 def onto(device: Any) -> Any:
-    """``torch.load``'s ``map_location`` that puts every CUDA storage on ``device`` (None: where it was saved)."""
+    """``torch.load``'s ``map_location`` that puts every CUDA storage on ``device`` (None: where it
+    was saved)."""
     if device is None or getattr(device, "type", None) != "cuda":
         return None
     index = device.index if device.index is not None else 0
-    return lambda storage, location: storage.cuda(index) if str(location).startswith("cuda") else storage
+    return lambda storage, location: (
+        storage.cuda(index) if str(location).startswith("cuda") else storage
+    )

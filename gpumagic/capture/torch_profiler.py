@@ -1,10 +1,12 @@
 """Run a cell under torch.profiler and return its Trace (``%%gpuprofile``'s default backend).
 
-The captured runs sit inside an NVTX range *and* a ``record_function`` of the same name: torch.profiler does not
-record NVTX ranges (pytorch/kineto #318), nsys does not see ``record_function``; with both, either tool labels the
-cell. The range is pushed and popped in ``finally`` and the profiler stopped in ``finally`` (a second Ctrl-C waits
-for the stop), so a failing or interrupted cell leaves NVTX balanced and the profiler stopped. Kineto's C-level
-start/stop chatter on stderr is dropped; the cell's own stderr is left alone (``capture/guards.py``).
+The captured runs sit inside an NVTX range *and* a ``record_function`` of the same name:
+torch.profiler does not record NVTX ranges (pytorch/kineto #318), nsys does not see
+``record_function``; with both, either tool labels the cell. The range is pushed and popped in
+``finally`` and the profiler stopped in ``finally`` (a second Ctrl-C waits for the stop), so a
+failing or interrupted cell leaves NVTX balanced and the profiler stopped. Kineto's C-level
+start/stop chatter on stderr is dropped; the cell's own stderr is left alone
+(``capture/guards.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ __all__ = ["capture", "nvtx_range"]
 
 @contextmanager
 def nvtx_range(label: str) -> Iterator[None]:
-    """An NVTX range in the ``gpumagic`` domain around the block, popped whatever happens (no-op without nvtx)."""
+    """An NVTX range in the ``gpumagic`` domain around the block, popped whatever happens (no-op
+    without nvtx)."""
     pushed = False
     try:
         import nvtx
@@ -64,13 +67,14 @@ def capture(
     iters: int = ITERS,
     options: TorchProfilerOptions | None = None,
 ) -> Capture:
-    """Run ``cell`` ``warmup`` times, then ``iters`` times under torch.profiler (CPU ops; CUDA kernels, memory
-    operations and API calls where CUDA is available). Exceptions from the cell propagate after the profiler has
-    stopped and the NVTX range is popped; the cell's assignments land in ``namespace``; ``Capture.value`` is the
-    cell's value (its trailing expression's) from the last captured run.
+    """Run ``cell`` ``warmup`` times, then ``iters`` times under torch.profiler (CPU ops; CUDA
+    kernels, memory operations and API calls where CUDA is available). Exceptions from the cell
+    propagate after the profiler has stopped and the NVTX range is popped; the cell's assignments
+    land in ``namespace``; ``Capture.value`` is the cell's value (its trailing expression's) from
+    the last captured run.
 
-    One profiler at a time (``capture/guards.py``): a profiler already running, or one the cell opens, is a
-    :class:`~gpumagic.errors.NestedProfilerError` before the cell runs, not a crash."""
+    One profiler at a time (``capture/guards.py``): a profiler already running, or one the cell
+    opens, is a :class:`~gpumagic.errors.NestedProfilerError` before the cell runs, not a crash."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -96,11 +100,17 @@ def capture(
         prof = profile(activities=activities, record_shapes=opts.record_shapes)
         around = ExitStack()
         try:
-            with deferred_interrupts():  # a Ctrl-C while it starts: it starts, then it is stopped (finally)
+            with (
+                deferred_interrupts()
+            ):  # a Ctrl-C while it starts: it starts, then it is stopped (finally)
                 with quiet_profiler_stderr(), warnings.catch_warnings():
                     # torch's own "Profiler clears events at the end of each cycle" notice
-                    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-                    with inductor_import_deferred():  # its hasattr(torch, "_inductor") would import Inductor
+                    warnings.filterwarnings(
+                        "ignore", message=".*Profiler clears events at the end of each cycle"
+                    )
+                    with (
+                        inductor_import_deferred()
+                    ):  # its hasattr(torch, "_inductor") would import Inductor
                         prof.__enter__()
                 if cuda:
                     mark_started()
@@ -113,10 +123,20 @@ def capture(
             with deferred_interrupts():  # a Ctrl-C while it stops waits until it has stopped
                 around.close()
 
-    value = run_cell(runnable, ns, warmup, iters, inside, torch.cuda.synchronize if cuda else lambda: None, outside)
+    value = run_cell(
+        runnable,
+        ns,
+        warmup,
+        iters,
+        inside,
+        torch.cuda.synchronize if cuda else lambda: None,
+        outside,
+    )
     path = None
     try:
-        with deferred_interrupts():  # a Ctrl-C here cannot leave the file behind: it is named before it is raised
+        with (
+            deferred_interrupts()
+        ):  # a Ctrl-C here cannot leave the file behind: it is named before it is raised
             fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
             os.close(fd)
         prof.export_chrome_trace(path)
@@ -127,10 +147,14 @@ def capture(
                 os.remove(path)
             except OSError:
                 pass
-    trace.meta.update(label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda)
-    # what the profiler was asked to record, whatever the trace holds: CUDA kernels asked for and missing were
-    # dropped (an error the self-check names), not left unrecorded
-    trace.meta["recorded"] = recorded_kinds({"ops", "nvtx", *(("kernels", "memops", "api") if cuda else ())})
+    trace.meta.update(
+        label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda
+    )
+    # what the profiler was asked to record, whatever the trace holds: CUDA kernels asked for and
+    # missing were dropped (an error the self-check names), not left unrecorded
+    trace.meta["recorded"] = recorded_kinds(
+        {"ops", "nvtx", *(("kernels", "memops", "api") if cuda else ())}
+    )
     if cuda and "device" not in trace.meta:
         trace.meta["device"] = torch.cuda.get_device_name()
     if not cuda:

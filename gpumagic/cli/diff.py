@@ -1,8 +1,9 @@
 """``python -m gpumagic diff A B``: two profiles compared in a terminal, and a CI gate on a profile.
 
-Prints the diff's text (``gpumagic.diff``); ``--html FILE`` also writes its page (the waterfall included), ``--json
-FILE`` its rows. Exits 0, or 1 when B's GPU busy time exceeds A's by more than ``--fail-above`` (default: never
-fails), or 2 when a file cannot be read: a gate that compared nothing must not pass.
+Prints the diff's text (``gpumagic.diff``); ``--html FILE`` also writes its page (the waterfall
+included), ``--json FILE`` its rows. Exits 0, or 1 when B's GPU busy time exceeds A's by more than
+``--fail-above`` (default: never fails), or 2 when a file cannot be read: a gate that compared
+nothing must not pass.
 """
 
 from __future__ import annotations
@@ -21,15 +22,25 @@ __all__ = ["main", "parser"]
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m gpumagic diff",
-        description="Compare two profiles kernel by kernel: nsys exports (.sqlite, .nsys-rep), torch.profiler / "
-        "Chrome traces (.json, .json.gz), or a directory or glob of one job's per-rank reports. Exit 0; 1 when B's "
+        description="Compare two profiles kernel by kernel: nsys exports (.sqlite, "
+        ".nsys-rep), torch.profiler / "
+        "Chrome traces (.json, .json.gz), or a directory or glob of one job's per-rank "
+        "reports. Exit 0; 1 when B's "
         "GPU busy time is slower than A's beyond --fail-above; 2 when a profile cannot be read.",
     )
     ap.add_argument("a", metavar="A", help="the baseline profile")
     ap.add_argument("b", metavar="B", help="the profile compared with it")
-    ap.add_argument("--fail-above", type=percentage, default=None, metavar="PCT", help="slowdown that fails (e.g. 5%%)")
+    ap.add_argument(
+        "--fail-above",
+        type=percentage,
+        default=None,
+        metavar="PCT",
+        help="slowdown that fails (e.g. 5%%)",
+    )
     ap.add_argument("--top", type=int, default=15, help="rows of the kernel table (default 15)")
-    ap.add_argument("--html", metavar="FILE", help="also write the diff as a page (with its figure)")
+    ap.add_argument(
+        "--html", metavar="FILE", help="also write the diff as a page (with its figure)"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the rows and figures as JSON")
     return ap
 
@@ -61,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 indent=1,
             )
     if args.fail_above is not None and result.data.slower_beyond(args.fail_above):
-        print(f"B's GPU busy time is {result.ratio - 1:+.1%} against A's: slower beyond {args.fail_above:.1%}")
+        print(
+            f"B's GPU busy time is {result.ratio - 1:+.1%} against A's: slower beyond "
+            f"{args.fail_above:.1%}"
+        )
         return EXIT_SLOWER
     return 0

@@ -1,8 +1,10 @@
-"""``python -m gpumagic history`` and ``python -m gpumagic check``: the history in a terminal, and a CI step.
+"""``python -m gpumagic history`` and ``python -m gpumagic check``: the history in a terminal, and a
+CI step.
 
-``check`` exits 0 when no result is significantly slower than its baseline beyond ``--fail-above``, 1 when one is,
-2 when the baseline or the store cannot be read, 3 when a baseline result has no newer result to compare with
-(unless ``--allow-missing``): a CI step that silently compared nothing would pass for the wrong reason.
+``check`` exits 0 when no result is significantly slower than its baseline beyond ``--fail-above``,
+1 when one is, 2 when the baseline or the store cannot be read, 3 when a baseline result has no
+newer result to compare with (unless ``--allow-missing``): a CI step that silently compared nothing
+would pass for the wrong reason.
 """
 
 from __future__ import annotations
@@ -36,27 +38,57 @@ def percentage(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m gpumagic", description="The history of gpumagic results.")
+    ap = argparse.ArgumentParser(
+        prog="python -m gpumagic", description="The history of gpumagic results."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     where = f"the history file (default: {ENV}, else {default_path()})"
-    h = sub.add_parser("history", help="list saved results (newest last)", description="List saved results.")
+    h = sub.add_parser(
+        "history", help="list saved results (newest last)", description="List saved results."
+    )
     h.add_argument("--label", help="only results saved under this label (-l NAME)")
     h.add_argument("--statement", help="only results of this statement (the same text)")
     h.add_argument("--device", help="only results on this device (name or UUID)")
-    h.add_argument("--limit", type=int, default=None, help="the latest N results (default: 50 listed, all in CSV)")
+    h.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="the latest N results (default: 50 listed, all in CSV)",
+    )
     h.add_argument("--csv", action="store_true", help="write CSV to stdout instead of a table")
-    h.add_argument("--export", metavar="FILE", help="write the latest result of each statement as a CI baseline")
+    h.add_argument(
+        "--export",
+        metavar="FILE",
+        help="write the latest result of each statement as a CI baseline",
+    )
     h.add_argument("--db", metavar="PATH", help=where)
     c = sub.add_parser(
         "check",
         help="compare the latest results with a baseline; non-zero exit on a slowdown",
-        description="Compare the latest saved results with a baseline file (python -m gpumagic history --export) "
-        "from their raw samples; nothing is re-run. Exit 0: no significant slowdown beyond the threshold; "
-        "1: one at least; 2: unreadable baseline or store; 3: a baseline result has no newer result.",
+        description="Compare the latest saved results with a baseline file (python -m "
+        "gpumagic history --export) "
+        "from their raw samples; nothing is re-run. Exit 0: no significant slowdown beyond "
+        "the threshold; "
+        "1: one at least; 2: unreadable baseline or store; 3: a baseline result has no newer "
+        "result.",
     )
-    c.add_argument("baseline", metavar="BASELINE", help="a file written by: python -m gpumagic history --export FILE")
-    c.add_argument("--fail-above", type=percentage, default=0.05, metavar="PCT", help="slowdown that fails (5%%)")
-    c.add_argument("--allow-missing", action="store_true", help="exit 0 even where a baseline result has no match")
+    c.add_argument(
+        "baseline",
+        metavar="BASELINE",
+        help="a file written by: python -m gpumagic history --export FILE",
+    )
+    c.add_argument(
+        "--fail-above",
+        type=percentage,
+        default=0.05,
+        metavar="PCT",
+        help="slowdown that fails (5%%)",
+    )
+    c.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="exit 0 even where a baseline result has no match",
+    )
     c.add_argument("--db", metavar="PATH", help=where)
     return ap
 
@@ -85,7 +117,9 @@ def _list(store: Store, args: argparse.Namespace) -> int:
     limit = args.limit if args.limit is not None else (None if args.csv else 50)
     which = {"label": args.label, "statement": args.statement, "device": args.device}
     columns = [*COLUMNS, "variant", "params"]  # not the samples
-    rows = select(store, **which, limit=limit + 1 if limit else None, columns=columns)  # one more: are there more?
+    rows = select(
+        store, **which, limit=limit + 1 if limit else None, columns=columns
+    )  # one more: are there more?
     more = bool(limit) and len(rows) > limit
     rows = rows[1:] if more else rows
     if args.csv:
@@ -102,10 +136,25 @@ def _list(store: Store, args: argparse.Namespace) -> int:
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["created"]))
         commit = (row.get("git_commit") or "")[:7] + ("+" if row.get("git_dirty") else "")
-        table.append((str(row["id"]), when, _name(row), _median(row), str(row["n_samples"]), row["device"], commit))
+        table.append(
+            (
+                str(row["id"]),
+                when,
+                _name(row),
+                _median(row),
+                str(row["n_samples"]),
+                row["device"],
+                commit,
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for r in table:
-        print("  ".join(cell.ljust(w) if i != 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
+        print(
+            "  ".join(
+                cell.ljust(w) if i != 3 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(r, widths))
+            )
+        )
     if more:
         print(f"(the latest {len(rows)} results in {store.path}; --limit N for more)")
     return 0
@@ -120,7 +169,10 @@ def _check(store: Store, args: argparse.Namespace) -> int:
         print(f"gpumagic check: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     entries = check(store, doc, fail_above=args.fail_above)
-    print(f"gpumagic check: {len(entries)} baseline results, fail above +{args.fail_above:.1%} slower ({store.path})")
+    print(
+        f"gpumagic check: {len(entries)} baseline results, fail above +{args.fail_above:.1%} "
+        f"slower ({store.path})"
+    )
     missing = 0
     for e in entries:
         name = f"{_name(e.baseline)} on {e.baseline.get('device')}"
@@ -131,7 +183,8 @@ def _check(store: Store, args: argparse.Namespace) -> int:
         s = e.stats
         mark = "FAIL" if e.failed else "ok"
         print(
-            f"  {mark:7}  {name}: {_median(e.baseline)} -> {_median(e.current)} (#{e.current['id']}), "
+            f"  {mark:7}  {name}: {_median(e.baseline)} -> {_median(e.current)} "
+            f"(#{e.current['id']}), "
             f"time \u00d7{s.ratio:.3f} [{s.low:.3f}, {s.high:.3f}] 95% CI: {s.verdict}"
         )
         for w in e.warnings:
@@ -141,7 +194,9 @@ def _check(store: Store, args: argparse.Namespace) -> int:
         print(f"{failed} significantly slower beyond {args.fail_above:.1%}")
         return EXIT_SLOWER
     if missing and not args.allow_missing:
-        print(f"{missing} baseline results have nothing to compare with (--allow-missing to accept)")
+        print(
+            f"{missing} baseline results have nothing to compare with (--allow-missing to accept)"
+        )
         return EXIT_MISSING
     return 0
 
@@ -150,7 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     path = resolve_path(args.db)
     if path is None:
-        print(f"gpumagic {args.command}: the history is off ({ENV}); --db PATH reads a file", file=sys.stderr)
+        print(
+            f"gpumagic {args.command}: the history is off ({ENV}); --db PATH reads a file",
+            file=sys.stderr,
+        )
         return EXIT_UNREADABLE
     store = Store(path, readonly=True)
     try:
@@ -158,7 +216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.export:
                 from ..history.baseline import export
 
-                n = export(store, args.export, label=args.label, statement=args.statement, device=args.device)
+                n = export(
+                    store,
+                    args.export,
+                    label=args.label,
+                    statement=args.statement,
+                    device=args.device,
+                )
                 print(f"{n} results written to {args.export} (the latest of each statement)")
                 return 0
             return _list(store, args)

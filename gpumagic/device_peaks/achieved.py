@@ -1,16 +1,19 @@
-"""From the work of a call and its time to achieved TFLOP/s and GB/s, each as a share of the peak that applies.
+"""From the work of a call and its time to achieved TFLOP/s and GB/s, each as a share of the peak
+that applies.
 
-The peak that applies is the one for the precision the FLOPs ran in (fp32 on the FFMA units, TF32/bf16/fp16/fp8
-on the tensor cores) and the memory's bandwidth. It is the datasheet's by default, or what ``measure_peak()``
-measured on this device (``basis="measured"``), or the datasheet's with the measured as the fallback for a device
-the table does not know (``basis="auto"``, the default).
+The peak that applies is the one for the precision the FLOPs ran in (fp32 on the FFMA units,
+TF32/bf16/fp16/fp8 on the tensor cores) and the memory's bandwidth. It is the datasheet's by
+default, or what ``measure_peak()`` measured on this device (``basis="measured"``), or the
+datasheet's with the measured as the fallback for a device the table does not know
+(``basis="auto"``, the default).
 
-The roofline words (:meth:`Achieved.limiter`): a call whose arithmetic intensity (FLOPs per byte) lies below the
-ridge point (peak FLOP/s over bandwidth) can at best reach intensity x bandwidth: it is memory-bound; above the
-ridge, compute-bound. Far below its roof (under ``FAR_BELOW_ROOF``) neither ceiling is what holds it: latency,
-launch overhead or a size too small to fill the GPU.
+The roofline words (:meth:`Achieved.limiter`): a call whose arithmetic intensity (FLOPs per byte)
+lies below the ridge point (peak FLOP/s over bandwidth) can at best reach intensity x bandwidth: it
+is memory-bound; above the ridge, compute-bound. Far below its roof (under ``FAR_BELOW_ROOF``)
+neither ceiling is what holds it: latency, launch overhead or a size too small to fill the GPU.
 
-No torch import: it works on the numbers alone, so that the timing layer and the render layer can both use it.
+No torch import: it works on the numbers alone, so that the timing layer and the render layer can
+both use it.
 """
 
 from __future__ import annotations
@@ -22,16 +25,32 @@ from typing import Any, Protocol
 from ..units import format_si
 from .table import DevicePeaks, lookup
 
-__all__ = ["FAR_BELOW_ROOF", "OVER_PEAK", "Achieved", "WorkLike", "achieved", "format_rate", "format_share"]
+__all__ = [
+    "FAR_BELOW_ROOF",
+    "OVER_PEAK",
+    "Achieved",
+    "WorkLike",
+    "achieved",
+    "format_rate",
+    "format_share",
+]
 
 #: A call below this share of its roofline ceiling is limited by neither compute nor memory.
 FAR_BELOW_ROOF = 0.3
-#: A rate above its peak is never a measurement: the counted work is not the work that ran (attention counted
-#: dense where the kernel skipped masked tiles, a decomposition counted where one fused kernel ran) or, for bytes,
-#: data that stayed in L2 between calls. Such a rate and its share are not shown; :meth:`Achieved.over_peak` says why.
+#: A rate above its peak is never a measurement: the counted work is not the work that ran
+#: (attention counted dense where the kernel skipped masked tiles, a decomposition counted where one
+#: fused kernel ran) or, for bytes, data that stayed in L2 between calls. Such a rate and its share
+#: are not shown; :meth:`Achieved.over_peak` says why.
 OVER_PEAK = 1.0
 
-_TENSOR_CORE = {"tf32": "TF32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}
+_TENSOR_CORE = {
+    "tf32": "TF32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+    "fp4": "fp4",
+    "int8": "int8",
+}
 #: Precisions whose work is integer ops: their rate reads OP/s, not FLOP/s.
 _INTEGER = ("int8",)
 
@@ -45,7 +64,8 @@ class WorkLike(Protocol):
 
 
 def format_rate(value: float | None, unit: str) -> str:
-    """3 significant digits with an SI prefix: format_rate(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'; '—' for None."""
+    """3 significant digits with an SI prefix: format_rate(5.19e13, 'FLOP/s') -> '51.9 TFLOP/s'; '—'
+    for None."""
     return format_si(value, unit, missing="\u2014")
 
 
@@ -69,7 +89,8 @@ def flop_peak_label(precision: str | None, basis: str) -> str:
 
 @dataclass(frozen=True)
 class Achieved:
-    """Achieved rates of one call and their shares of the applicable peaks (None where not known)."""
+    """Achieved rates of one call and their shares of the applicable peaks (None where not
+    known)."""
 
     device: str
     seconds: float
@@ -110,7 +131,8 @@ class Achieved:
 
     @property
     def flop_share(self) -> float | None:
-        """The FLOP rate's share of its peak; None without a peak, or above it (not a measurement)."""
+        """The FLOP rate's share of its peak; None without a peak, or above it (not a
+        measurement)."""
         return None if self.flop_over_peak else self.raw_flop_share
 
     @property
@@ -118,26 +140,33 @@ class Achieved:
         return None if self.byte_over_peak else self.raw_byte_share
 
     def over_peak(self) -> list[str]:
-        """Why a rate is not shown: one sentence per rate that the counted work would put above its peak."""
+        """Why a rate is not shown: one sentence per rate that the counted work would put above its
+        peak."""
         out = []
         if self.flop_over_peak:
             out.append(
-                f"FLOP/s not shown: the counted FLOPs would run at {format_rate(self.flop_rate, 'FLOP/s')}, "
-                f"{self.raw_flop_share:.0%} of the {self.flop_label}, so they are not the work that ran (attention "
+                f"FLOP/s not shown: the counted FLOPs would run at "
+                f"{format_rate(self.flop_rate, 'FLOP/s')}, "
+                f"{self.raw_flop_share:.0%} of the {self.flop_label}, so they are not the "
+                f"work that ran (attention "
                 "counted dense where the kernel skips masked tiles, or a sparse kernel)"
             )
         if self.byte_over_peak:
             out.append(
-                f"GB/s not shown: the counted bytes would move {format_rate(self.byte_rate, 'B/s')}, "
-                f"{self.raw_byte_share:.0%} of {self.byte_label}, so they are not the traffic that reached memory "
-                "(the data stays in L2 between calls, or the ops counted are not the kernels that ran); "
+                f"GB/s not shown: the counted bytes would move "
+                f"{format_rate(self.byte_rate, 'B/s')}, "
+                f"{self.raw_byte_share:.0%} of {self.byte_label}, so they are not the traffic "
+                f"that reached memory "
+                "(the data stays in L2 between calls, or the ops counted are not the kernels "
+                "that ran); "
                 "--ncu measures the real traffic"
             )
         return out
 
     @property
     def intensity(self) -> float | None:
-        """FLOPs per byte moved (the counted bytes: a lower bound on traffic, so an upper bound on intensity)."""
+        """FLOPs per byte moved (the counted bytes: a lower bound on traffic, so an upper bound on
+        intensity)."""
         return self.flops / self.bytes if self.flops and self.bytes else None
 
     @property
@@ -154,17 +183,21 @@ class Achieved:
         return "measured copy bandwidth" if self.basis == "measured" else self.bandwidth_label
 
     def flop_segment(self) -> str | None:
-        """'51.9 TFLOP/s fp32 = 77% of FFMA peak' (without the share where no peak is known; None above the peak)."""
+        """'51.9 TFLOP/s fp32 = 77% of FFMA peak' (without the share where no peak is known; None
+        above the peak)."""
         rate = self.flop_rate
         if rate is None or self.flop_over_peak:
             return None
         unit = "OP/s" if self.precision in _INTEGER else "FLOP/s"
         text = format_rate(rate, unit) + (f" {self.precision}" if self.precision else "")
         share = self.flop_share
-        return text + (f" = {format_share(share)} of {self.flop_label}" if share is not None else "")
+        return text + (
+            f" = {format_share(share)} of {self.flop_label}" if share is not None else ""
+        )
 
     def byte_segment(self) -> str | None:
-        """'2.61 TB/s = 78% of HBM bandwidth' (without the share where no bandwidth is known; None above it)."""
+        """'2.61 TB/s = 78% of HBM bandwidth' (without the share where no bandwidth is known; None
+        above it)."""
         rate = self.byte_rate
         if rate is None or self.byte_over_peak:
             return None
@@ -177,7 +210,8 @@ class Achieved:
         return [s for s in (self.flop_segment(), self.byte_segment()) if s]
 
     def segment(self) -> str | None:
-        """The one figure for a one-line summary: the rate nearer its ceiling (FLOP/s when no share is known)."""
+        """The one figure for a one-line summary: the rate nearer its ceiling (FLOP/s when no share
+        is known)."""
         flop, byte = self.flop_segment(), self.byte_segment()
         if flop is None or byte is None:
             return flop or byte
@@ -187,8 +221,8 @@ class Achieved:
         return flop
 
     def limiter(self) -> str | None:
-        """'compute-bound', 'memory-bound' or 'latency-bound' on the roofline; None without the peaks to say, or
-        where a counted rate is above its peak (the counts are not what ran)."""
+        """'compute-bound', 'memory-bound' or 'latency-bound' on the roofline; None without the
+        peaks to say, or where a counted rate is above its peak (the counts are not what ran)."""
         if self.flop_over_peak or self.byte_over_peak:
             return None
         if self.flop_rate is None:
@@ -208,13 +242,17 @@ class Achieved:
         lim = self.limiter()
         if lim is None:
             where = self.device or "this device"
-            return f"no peaks known for {where}: the shares and the limiter need the datasheet table or measure_peak()"
+            return (
+                f"no peaks known for {where}: the shares and the limiter need the "
+                f"datasheet table or measure_peak()"
+            )
         ai = f"{self.intensity:.3g} FLOP/B" if self.intensity is not None else "no FLOPs counted"
         ridge = f", ridge at {self.ridge:.3g} FLOP/B" if self.ridge is not None else ""
         why = {
             "compute-bound": "above the ridge: the compute ceiling holds it",
             "memory-bound": "below the ridge: the bandwidth ceiling holds it",
-            "latency-bound": f"under {FAR_BELOW_ROOF:.0%} of its roof: neither ceiling holds it (latency, launch "
+            "latency-bound": f"under {FAR_BELOW_ROOF:.0%} of its roof: neither ceiling holds "
+            f"it (latency, launch "
             "overhead or too little work to fill the GPU)",
         }[lim]
         return f"{lim}: intensity {ai}{ridge}; {why}"
@@ -257,16 +295,24 @@ def achieved(
     measured: Any = None,
     peaks: DevicePeaks | None = None,
 ) -> Achieved:
-    """Achieved FLOP/s and bytes/s of one call of ``work`` taking ``seconds``, with shares of ``device``'s peaks.
+    """Achieved FLOP/s and bytes/s of one call of ``work`` taking ``seconds``, with shares of
+    ``device``'s peaks.
 
-    ``device`` is ``torch.cuda.get_device_name()`` (or any name: the CPU, an unknown GPU give rates without
-    shares). ``basis``: "datasheet", "measured" (the cached ``measure_peak()`` result, or ``measured``), or "auto"
-    (the datasheet, else the measured). ``peaks`` overrides the table lookup.
+    ``device`` is ``torch.cuda.get_device_name()`` (or any name: the CPU, an unknown GPU give rates
+    without shares). ``basis``: "datasheet", "measured" (the cached ``measure_peak()`` result, or
+    ``measured``), or "auto" (the datasheet, else the measured). ``peaks`` overrides the table
+    lookup.
     """
     if basis not in ("auto", "datasheet", "measured"):
         raise ValueError(f"basis must be 'auto', 'datasheet' or 'measured', got {basis!r}")
     precision = getattr(work, "precision_class", None)
-    call = dict(device=device or "", seconds=seconds, flops=work.flops, bytes=work.bytes, precision=precision)
+    call = dict(
+        device=device or "",
+        seconds=seconds,
+        flops=work.flops,
+        bytes=work.bytes,
+        precision=precision,
+    )
     sheet = peaks if peaks is not None else lookup(device)
     if basis != "measured" and sheet is not None:
         return Achieved(
@@ -283,5 +329,7 @@ def achieved(
             measured = cached_peak(device)
         if measured is not None:
             flop_peak = measured.flops.get(precision) if precision else None
-            return Achieved(**call, flop_peak=flop_peak, bandwidth=measured.bandwidth, basis="measured")
+            return Achieved(
+                **call, flop_peak=flop_peak, bandwidth=measured.bandwidth, basis="measured"
+            )
     return Achieved(**call)

@@ -1,15 +1,17 @@
-"""What this GPU actually reaches: a large GEMM per precision and a large copy, measured once and cached.
+"""What this GPU actually reaches: a large GEMM per precision and a large copy, measured once and
+cached.
 
-A datasheet peak is a boost-clock product of units and rates; the chip in front of you, at its power limit and
-clocks, reaches less (an H100 SXM's fp32 GEMM tops out near 51 of the 67 TFLOP/s). ``measure_peak()`` times the
-best case once, so a share can be read against what is reachable as well as against the datasheet.
+A datasheet peak is a boost-clock product of units and rates; the chip in front of you, at its power
+limit and clocks, reaches less (an H100 SXM's fp32 GEMM tops out near 51 of the 67 TFLOP/s).
+``measure_peak()`` times the best case once, so a share can be read against what is reachable as
+well as against the datasheet.
 
-- GEMMs: ``size`` x ``size`` x ``size`` (8192 by default: large enough that every precision is at its plateau)
-  in fp32 with TF32 off, TF32, bf16, fp16, and fp8 (``torch._scaled_mm``, e4m3) where the GPU has it. Each is
-  timed with CUDA events over several repetitions of back-to-back calls; the fastest repetition counts (a peak is
-  the best the chip does, not the typical).
-- Bandwidth: ``dst.copy_(src)`` of a buffer far larger than the L2 (1 GiB, less on a small GPU), counting the
-  bytes read and written.
+- GEMMs: ``size`` x ``size`` x ``size`` (8192 by default: large enough that every precision is at
+  its plateau) in fp32 with TF32 off, TF32, bf16, fp16, and fp8 (``torch._scaled_mm``, e4m3) where
+  the GPU has it. Each is timed with CUDA events over several repetitions of back-to-back calls; the
+  fastest repetition counts (a peak is the best the chip does, not the typical).
+- Bandwidth: ``dst.copy_(src)`` of a buffer far larger than the L2 (1 GiB, less on a small GPU),
+  counting the bytes read and written.
 
 Cached per device name, in memory and on disk (``peaks.json`` under ``$GPUMAGIC_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gpumagic``, else ``~/.cache/gpumagic``); ``force=True`` measures again.
@@ -32,7 +34,8 @@ from .table import PRECISIONS
 
 __all__ = ["MeasuredPeaks", "NoGpuError", "cache_path", "cached_peak", "measure_peak"]
 
-#: Seconds of back-to-back calls per timed repetition, and repetitions; the fastest repetition counts.
+#: Seconds of back-to-back calls per timed repetition, and repetitions; the fastest repetition
+#: counts.
 REPETITION_TIME = 0.05
 REPETITIONS = 5
 #: Bytes copied at most by the bandwidth measurement, and the share of free memory it may use.
@@ -43,14 +46,19 @@ _MEMORY: dict[str, MeasuredPeaks] = {}
 
 
 class NoGpuError(GpuMagicError, RuntimeError):
-    """A measurement that needs a CUDA GPU was asked for where there is none: ``what`` and ``why``."""
+    """A measurement that needs a CUDA GPU was asked for where there is none: ``what`` and
+    ``why``."""
 
-    template = "{what} needs a CUDA GPU, and {why}. Run it on a machine with an NVIDIA GPU and a CUDA build of PyTorch."
+    template = (
+        "{what} needs a CUDA GPU, and {why}. Run it on a machine with an NVIDIA GPU "
+        "and a CUDA build of PyTorch."
+    )
 
 
 @dataclass(frozen=True)
 class MeasuredPeaks:
-    """What one device reached: ``flops`` (precision class -> FLOP/s) and ``bandwidth`` (bytes/s of a copy)."""
+    """What one device reached: ``flops`` (precision class -> FLOP/s) and ``bandwidth`` (bytes/s of
+    a copy)."""
 
     device: str
     flops: dict[str, float]
@@ -88,13 +96,20 @@ class MeasuredPeaks:
         )
 
     def rows(self) -> list[tuple[str, str]]:
-        out = [(f"{p} GEMM", f"{self.flops[p] / 1e12:.1f} TFLOP/s") for p in PRECISIONS if p in self.flops]
+        out = [
+            (f"{p} GEMM", f"{self.flops[p] / 1e12:.1f} TFLOP/s")
+            for p in PRECISIONS
+            if p in self.flops
+        ]
         if self.bandwidth:
             out.append(("copy bandwidth", f"{self.bandwidth / 1e12:.2f} TB/s"))
         return out
 
     def __str__(self) -> str:
-        head = f"Measured peaks on {self.device} ({self.size}^3 GEMMs; {self.measured_at or 'time unknown'})"
+        head = (
+            f"Measured peaks on {self.device} ({self.size}^3 GEMMs; "
+            f"{self.measured_at or 'time unknown'})"
+        )
         body = [f"  {k:<16} {v}" for k, v in self.rows()]
         tail = [f"  note: {n}" for n in self.notes]
         where = [f"  cached in {self.path}"] if self.path else []
@@ -106,7 +121,8 @@ class MeasuredPeaks:
     def _repr_html_(self) -> str:
         cell = "style='text-align:left'"
         body = "".join(
-            f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>" for k, v in self.rows()
+            f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
+            for k, v in self.rows()
         )
         notes = "".join(f"<div>{html.escape(n)}</div>" for n in self.notes)
         where = f"<div>cached in <code>{html.escape(self.path)}</code></div>" if self.path else ""
@@ -127,7 +143,8 @@ class MeasuredPeaks:
 
 
 def cache_path() -> pathlib.Path:
-    """Where measured peaks are kept: ``$GPUMAGIC_CACHE_DIR``, ``$XDG_CACHE_HOME/gpumagic`` or ``~/.cache/gpumagic``."""
+    """Where measured peaks are kept: ``$GPUMAGIC_CACHE_DIR``, ``$XDG_CACHE_HOME/gpumagic`` or
+    ``~/.cache/gpumagic``."""
     root = os.environ.get("GPUMAGIC_CACHE_DIR")
     if root:
         return pathlib.Path(root) / "peaks.json"
@@ -145,7 +162,8 @@ def _read_cache(path: pathlib.Path) -> dict[str, Any]:
 
 
 def cached_peak(device: str) -> MeasuredPeaks | None:
-    """The measured peaks of ``device`` from this process or the disk cache, without measuring; None if none."""
+    """The measured peaks of ``device`` from this process or the disk cache, without measuring; None
+    if none."""
     if device in _MEMORY:
         return _MEMORY[device]
     path = cache_path()
@@ -179,7 +197,8 @@ def _store(found: MeasuredPeaks) -> MeasuredPeaks:
 
 
 def _best_seconds(torch: Any, fn: Any) -> float:
-    """Seconds per call of ``fn``: the fastest of ``REPETITIONS`` repetitions of back-to-back calls."""
+    """Seconds per call of ``fn``: the fastest of ``REPETITIONS`` repetitions of back-to-back
+    calls."""
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -201,13 +220,21 @@ def _best_seconds(torch: Any, fn: Any) -> float:
 
 
 def _gemm(torch: Any, precision: str, n: int) -> Any:
-    """A zero-argument GEMM of ``precision`` on n x n operands (fp8 through ``torch._scaled_mm``)."""
+    """A zero-argument GEMM of ``precision`` on n x n operands (fp8 through
+    ``torch._scaled_mm``)."""
     if precision == "fp8":
         a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+        b = (
+            torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        )  # column-major, as _scaled_mm wants
         one = torch.ones((), device="cuda")
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }[precision]
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
     return lambda: torch.mm(a, b)
@@ -223,7 +250,9 @@ def _with_tf32(torch: Any, on: bool, fn: Any) -> float:
             return _best_seconds(torch, fn)
         finally:
             matmul.allow_tf32 = old
-            if old_precision is not None:  # newer PyTorch: the per-backend setting is the user's, put it back
+            if (
+                old_precision is not None
+            ):  # newer PyTorch: the per-backend setting is the user's, put it back
                 matmul.fp32_precision = old_precision
 
 
@@ -242,13 +271,17 @@ def _measure(torch: Any, device: str, size: int) -> MeasuredPeaks:
     override = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
     for precision in ("fp32", "tf32", "bf16", "fp16", "fp8"):
         if precision == "fp32" and override:
-            notes.append("fp32 not measured: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes every fp32 GEMM TF32")
+            notes.append(
+                "fp32 not measured: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes every fp32 GEMM TF32"
+            )
             continue
         try:
             fn = _gemm(torch, precision, size)
             seconds = _with_tf32(torch, precision == "tf32", fn)
         except (RuntimeError, AttributeError, TypeError) as exc:
-            notes.append(f"{precision} GEMM not measured: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+            notes.append(
+                f"{precision} GEMM not measured: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+            )
             continue
         finally:
             fn = None
@@ -273,10 +306,12 @@ def _measure(torch: Any, device: str, size: int) -> MeasuredPeaks:
 
 
 def measure_peak(*, force: bool = False, size: int = 8192) -> MeasuredPeaks:
-    """Measure (or read from the cache) the peaks this GPU reaches: GEMM FLOP/s per precision, copy bandwidth.
+    """Measure (or read from the cache) the peaks this GPU reaches: GEMM FLOP/s per precision, copy
+    bandwidth.
 
-    Takes a few seconds once per device; later calls, in this process or another, read the cache (its path is
-    in the result and in its text). ``force=True`` measures again. Raises :class:`NoGpuError` without CUDA.
+    Takes a few seconds once per device; later calls, in this process or another, read the cache
+    (its path is in the result and in its text). ``force=True`` measures again. Raises
+    :class:`NoGpuError` without CUDA.
     """
     try:
         import torch

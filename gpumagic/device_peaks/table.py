@@ -1,13 +1,15 @@
-"""Datasheet peaks by device and precision, and matching of ``torch.cuda.get_device_name()`` strings to them.
+"""Datasheet peaks by device and precision, and matching of ``torch.cuda.get_device_name()`` strings
+to them.
 
-Every figure is **dense** (no 2:4 structured sparsity): NVIDIA's datasheets print tensor-core figures "with
-sparsity", twice what a dense GEMM can reach, so those are halved here and the comment says so. fp32 is the
-non-tensor FFMA rate (what an fp32 GEMM reaches with TF32 off). GeForce parts run fp16/bf16 (and fp8) tensor-core
-math with an fp32 accumulator at half the fp16-accumulate rate; PyTorch's GEMMs accumulate in fp32, so those are
-the figures given. int8 is integer ops per second (a GEMM's 2*M*N*K counted as ops), given where the datasheet
-prints it: on Hopper the same dense rate as fp8 (H100 SXM: INT8 3,958 TOPS with sparsity), on the A100 624 TOPS
-dense. A figure NVIDIA does not publish is left out (None): ``gpumagic.measure_peak()`` measures what
-the chip reaches instead. Figures are FLOP/s and bytes/s.
+Every figure is **dense** (no 2:4 structured sparsity): NVIDIA's datasheets print tensor-core
+figures "with sparsity", twice what a dense GEMM can reach, so those are halved here and the comment
+says so. fp32 is the non-tensor FFMA rate (what an fp32 GEMM reaches with TF32 off). GeForce parts
+run fp16/bf16 (and fp8) tensor-core math with an fp32 accumulator at half the fp16-accumulate rate;
+PyTorch's GEMMs accumulate in fp32, so those are the figures given. int8 is integer ops per second
+(a GEMM's 2*M*N*K counted as ops), given where the datasheet prints it: on Hopper the same dense
+rate as fp8 (H100 SXM: INT8 3,958 TOPS with sparsity), on the A100 624 TOPS dense. A figure NVIDIA
+does not publish is left out (None): ``gpumagic.measure_peak()`` measures what the chip reaches
+instead. Figures are FLOP/s and bytes/s.
 
 No torch import: the render layer (the ``--ncu`` roofline) reads these ceilings too.
 """
@@ -31,7 +33,8 @@ G = 1e9
 
 @dataclass(frozen=True)
 class DevicePeaks:
-    """One device's datasheet peaks. ``flops``: precision class -> dense FLOP/s; ``bandwidth``: bytes/s."""
+    """One device's datasheet peaks. ``flops``: precision class -> dense FLOP/s; ``bandwidth``:
+    bytes/s."""
 
     name: str
     memory: str  # the memory's kind, for wording: "HBM3", "GDDR6X", "LPDDR5X"
@@ -40,7 +43,8 @@ class DevicePeaks:
     source: str = ""
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled with a plain dict where the read-only view is (a mappingproxy does not pickle)."""
+        """Pickled with a plain dict where the read-only view is (a mappingproxy does not
+        pickle)."""
         return {**self.__dict__, "flops": dict(self.flops)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -59,7 +63,9 @@ class DevicePeaks:
         return f"{self.memory} bandwidth"
 
 
-def _entry(name: str, memory: str, bandwidth: float, source: str, **flops: float | None) -> DevicePeaks:
+def _entry(
+    name: str, memory: str, bandwidth: float, source: str, **flops: float | None
+) -> DevicePeaks:
     return DevicePeaks(
         name=name,
         memory=memory,
@@ -75,7 +81,8 @@ _A100 = "NVIDIA A100 Tensor Core GPU datasheet"
 _GB200 = "NVIDIA GB200 NVL72 datasheet (individual Blackwell GPU specifications)"
 
 DEVICES: dict[str, DevicePeaks] = {
-    # H100 SXM5 80GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved); HBM3 3.35 TB/s.
+    # H100 SXM5 80GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved); HBM3
+    # 3.35 TB/s.
     "H100 SXM": _entry(
         "H100 SXM",
         "HBM3",
@@ -88,7 +95,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1979 * T,
         int8=1979 * T,
     ),
-    # H100 PCIe 80GB: FP32 51 TF; TF32 756, BF16/FP16 1513, FP8 3026 TF with sparsity (halved); HBM2e 2.0 TB/s.
+    # H100 PCIe 80GB: FP32 51 TF; TF32 756, BF16/FP16 1513, FP8 3026 TF with sparsity (halved);
+    # HBM2e 2.0 TB/s.
     "H100 PCIe": _entry(
         "H100 PCIe",
         "HBM2e",
@@ -101,7 +109,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1513 * T,
         int8=1513 * T,
     ),
-    # H100 NVL 94GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3 3.9 TB/s.
+    # H100 NVL 94GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3
+    # 3.9 TB/s.
     "H100 NVL": _entry(
         "H100 NVL",
         "HBM3",
@@ -114,7 +123,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1670.5 * T,
         int8=1670.5 * T,
     ),
-    # H200 SXM 141GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved); HBM3e 4.8 TB/s.
+    # H200 SXM 141GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved);
+    # HBM3e 4.8 TB/s.
     "H200": _entry(
         "H200",
         "HBM3e",
@@ -127,7 +137,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1979 * T,
         int8=1979 * T,
     ),
-    # H200 NVL 141GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3e 4.8 TB/s.
+    # H200 NVL 141GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved);
+    # HBM3e 4.8 TB/s.
     "H200 NVL": _entry(
         "H200 NVL",
         "HBM3e",
@@ -140,7 +151,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1670.5 * T,
         int8=1670.5 * T,
     ),
-    # HGX B200 (1000 W): FP32 75 TF; TF32 2.2, BF16/FP16 4.5, FP8 9, FP4 18 PF with sparsity (halved); 7.7 TB/s.
+    # HGX B200 (1000 W): FP32 75 TF; TF32 2.2, BF16/FP16 4.5, FP8 9, FP4 18 PF with sparsity
+    # (halved); 7.7 TB/s.
     "B200": _entry(
         "B200",
         "HBM3e",
@@ -153,8 +165,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=4500 * T,
         fp4=9000 * T,
     ),
-    # GB200 (the B200 of GB200 NVL72, up to 1200 W): FP32 80 TF; TF32 2.5, BF16/FP16 5, FP8 10, FP4 20 PF with
-    # sparsity (halved); HBM3e 8 TB/s.
+    # GB200 (the B200 of GB200 NVL72, up to 1200 W): FP32 80 TF; TF32 2.5, BF16/FP16 5, FP8 10, FP4
+    # 20 PF with sparsity (halved); HBM3e 8 TB/s.
     "GB200": _entry(
         "GB200",
         "HBM3e",
@@ -167,8 +179,9 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=5000 * T,
         fp4=10000 * T,
     ),
-    # GB10 (DGX Spark): 1 PFLOP FP4 with sparsity (halved) and LPDDR5X 273 GB/s from the NVIDIA DGX Spark
-    # datasheet; FP32 31 TF as NVIDIA gave it at Hot Chips 2025. TF32/BF16/FP16/FP8 rates are not published.
+    # GB10 (DGX Spark): 1 PFLOP FP4 with sparsity (halved) and LPDDR5X 273 GB/s from the NVIDIA DGX
+    # Spark datasheet; FP32 31 TF as NVIDIA gave it at Hot Chips 2025. TF32/BF16/FP16/FP8 rates are
+    # not published.
     "GB10": _entry(
         "GB10",
         "LPDDR5X",
@@ -177,8 +190,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp32=31 * T,
         fp4=500 * T,
     ),
-    # A100 SXM4 80GB: FP32 19.5 TF; TF32 156, BF16/FP16 312 TF dense (the datasheet's unstarred figures); HBM2e
-    # 2,039 GB/s. No FP8.
+    # A100 SXM4 80GB: FP32 19.5 TF; TF32 156, BF16/FP16 312 TF dense (the datasheet's unstarred
+    # figures); HBM2e 2,039 GB/s. No FP8.
     "A100 SXM 80GB": _entry(
         "A100 SXM 80GB",
         "HBM2e",
@@ -226,7 +239,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp16=121 * T,
         fp8=242.5 * T,
     ),
-    # L40S: FP32 91.6 TF; TF32 183, BF16/FP16 362.05, FP8 733 TF dense (the datasheet gives both); GDDR6 864 GB/s.
+    # L40S: FP32 91.6 TF; TF32 183, BF16/FP16 362.05, FP8 733 TF dense (the datasheet gives both);
+    # GDDR6 864 GB/s.
     "L40S": _entry(
         "L40S",
         "GDDR6",
@@ -238,8 +252,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp16=362.05 * T,
         fp8=733 * T,
     ),
-    # GeForce RTX 4090: FP32 82.6 TF; TF32 82.6, FP16/BF16 165.2, FP8 330.3 TF dense with FP32 accumulate;
-    # GDDR6X 1,008 GB/s.
+    # GeForce RTX 4090: FP32 82.6 TF; TF32 82.6, FP16/BF16 165.2, FP8 330.3 TF dense with FP32
+    # accumulate; GDDR6X 1,008 GB/s.
     "RTX 4090": _entry(
         "RTX 4090",
         "GDDR6X",
@@ -251,8 +265,8 @@ DEVICES: dict[str, DevicePeaks] = {
         fp16=165.2 * T,
         fp8=330.3 * T,
     ),
-    # GeForce RTX 5090: FP32 104.8 TF; TF32 104.8, FP16/BF16 209.5, FP8 419 TF dense with FP32 accumulate; FP4
-    # 1,676 TF dense (3,352 AI TOPS with sparsity); GDDR7 1,792 GB/s.
+    # GeForce RTX 5090: FP32 104.8 TF; TF32 104.8, FP16/BF16 209.5, FP8 419 TF dense with FP32
+    # accumulate; FP4 1,676 TF dense (3,352 AI TOPS with sparsity); GDDR7 1,792 GB/s.
     "RTX 5090": _entry(
         "RTX 5090",
         "GDDR7",
@@ -267,8 +281,9 @@ DEVICES: dict[str, DevicePeaks] = {
     ),
 }
 
-#: ``torch.cuda.get_device_name()`` (lower-cased) -> table key; the first pattern that matches wins, so the more
-#: specific come first. Word boundaries keep "GH200" from reading as H200 and "GB100" from reading as GB10.
+#: ``torch.cuda.get_device_name()`` (lower-cased) -> table key; the first pattern that matches wins,
+#: so the more specific come first. Word boundaries keep "GH200" from reading as H200 and "GB100"
+#: from reading as GB10.
 _PATTERNS: list[tuple[str, str | None]] = [
     (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
     (r"\bh100\b.*\bnvl\b", "H100 NVL"),
@@ -293,12 +308,14 @@ def _normal(name: str) -> str:
 
 
 def lookup(device_name: str | None) -> DevicePeaks | None:
-    """The datasheet peaks of a device named as ``torch.cuda.get_device_name()`` names it, or None if unknown."""
+    """The datasheet peaks of a device named as ``torch.cuda.get_device_name()`` names it, or None
+    if unknown."""
     return lookup_reason(device_name)[0]
 
 
 def lookup_reason(device_name: str | None) -> tuple[DevicePeaks | None, str]:
-    """(peaks, "") for a known device; (None, a sentence that says why and what to do) for any other."""
+    """(peaks, "") for a known device; (None, a sentence that says why and what to do) for any
+    other."""
     if not device_name:
         return None, "no device named: datasheet peaks need a GPU's name"
     normal = _normal(device_name)

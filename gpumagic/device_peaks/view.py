@@ -1,5 +1,6 @@
-"""``gpumagic.peaks()``: the datasheet table as an object that shows itself (text, HTML, DataFrame). Tables and
-arithmetic only: the roofline figure of timed calls is the render layer's (``render/calls_roofline.py``)."""
+"""``gpumagic.peaks()``: the datasheet table as an object that shows itself (text, HTML, DataFrame).
+Tables and arithmetic only: the roofline figure of timed calls is the render layer's
+(``render/calls_roofline.py``)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def _tf(value: float | None) -> str:
 class PeakTable:
     """Dense datasheet peaks (TFLOP/s per precision, TB/s) of every known device, this one marked.
 
-    ``current`` is the entry of the device named by ``device`` (None if unknown, with ``reason``); ``measured``
-    is what ``measure_peak()`` cached for it, shown as an extra row.
+    ``current`` is the entry of the device named by ``device`` (None if unknown, with ``reason``);
+    ``measured`` is what ``measure_peak()`` cached for it, shown as an extra row.
     """
 
     entries: tuple[DevicePeaks, ...]
@@ -52,7 +53,10 @@ class PeakTable:
         return ["device", *(f"{p} TFLOP/s" for p in PRECISIONS), "TB/s", "memory", "source"]
 
     def _footer(self) -> list[str]:
-        out = ["Dense figures (datasheet tensor-core figures with sparsity halved); fp32 is FFMA (no tensor cores)."]
+        out = [
+            "Dense figures (datasheet tensor-core figures with sparsity halved); fp32 is "
+            "FFMA (no tensor cores)."
+        ]
         if self.current is not None:
             out.append(f"* this device: {self.device}")
         elif self.reason:
@@ -67,7 +71,9 @@ class PeakTable:
         line = "  ".join(h.ljust(w) for h, w in zip(self.header[:-1], widths))
         out = [line]
         for name, cells, _source in rows:
-            out.append("  ".join([name.ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells, widths[1:]))]))
+            out.append(
+                "  ".join([name.ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells, widths[1:]))])
+            )
         return "\n".join(out + self._footer())
 
     def __repr__(self) -> str:
@@ -85,7 +91,8 @@ class PeakTable:
             label = html.escape(name)
             tds = "".join(f"<td {right}>{html.escape(c)}</td>" for c in cells)
             row = (
-                f"<td {left}>{'<b>' + label + '</b>' if bold else label}</td>{tds}<td {left}>{html.escape(source)}</td>"
+                f"<td {left}>{'<b>' + label + '</b>' if bold else label}</td>{tds}<td "
+                f"{left}>{html.escape(source)}</td>"
             )
             body.append(f"<tr>{row}</tr>")
         foot = "".join(f"<div>{html.escape(f)}</div>" for f in self._footer())
@@ -95,28 +102,38 @@ class PeakTable:
         )
 
     def to_dataframe(self) -> Any:
-        """One row per device (and one for the measured peaks): TFLOP/s per precision, TB/s, memory, source."""
+        """One row per device (and one for the measured peaks): TFLOP/s per precision, TB/s, memory,
+        source."""
         import pandas as pd
 
         records = []
         for e in self.entries:
             rec: dict[str, Any] = {"device": e.name, "basis": "datasheet"}
             rec.update({f"{p}_tflops": (e.peak(p) or float("nan")) / 1e12 for p in PRECISIONS})
-            rec.update({"bandwidth_tbs": e.bandwidth / 1e12, "memory": e.memory, "source": e.source})
+            rec.update(
+                {"bandwidth_tbs": e.bandwidth / 1e12, "memory": e.memory, "source": e.source}
+            )
             rec["this_device"] = self.current is not None and e.name == self.current.name
             records.append(rec)
         if self.measured is not None:
             m = self.measured
             rec = {"device": m.device, "basis": "measured"}
             rec.update({f"{p}_tflops": m.flops.get(p, float("nan")) / 1e12 for p in PRECISIONS})
-            rec.update({"bandwidth_tbs": (m.bandwidth or float("nan")) / 1e12, "memory": "", "source": m.path or ""})
+            rec.update(
+                {
+                    "bandwidth_tbs": (m.bandwidth or float("nan")) / 1e12,
+                    "memory": "",
+                    "source": m.path or "",
+                }
+            )
             rec["this_device"] = True
             records.append(rec)
         return pd.DataFrame.from_records(records)
 
 
 def current_device() -> str | None:
-    """This process's CUDA device name, None without torch or CUDA (torch imported here, never by a figure)."""
+    """This process's CUDA device name, None without torch or CUDA (torch imported here, never by a
+    figure)."""
     try:
         import torch
     except ImportError:
@@ -125,7 +142,8 @@ def current_device() -> str | None:
 
 
 def peaks(device: str | None = None) -> PeakTable:
-    """The datasheet peaks of every known GPU; ``device`` (default: this CUDA device, if any) is marked.
+    """The datasheet peaks of every known GPU; ``device`` (default: this CUDA device, if any) is
+    marked.
 
     The measured peaks of that device, if ``measure_peak()`` cached them, are shown as an extra row.
     """

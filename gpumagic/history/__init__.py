@@ -1,17 +1,23 @@
-"""The history: every ``%gputime``, ``--compare`` and ``--sweep`` result saved to one local SQLite file, compared
-between runs (``--vs``), listed, plotted, and checked in CI. It knows results, not how they were measured.
+"""The history: every ``%gputime``, ``--compare`` and ``--sweep`` result saved to one local SQLite
+file, compared between runs (``--vs``), listed, plotted, and checked in CI. It knows results, not
+how they were measured.
 
-- :mod:`.store`: the file (where it lives, WAL, the queries); :mod:`.schema`: its versions and migrations;
-- :mod:`.rows`: a result as a row (samples packed as float64); :mod:`.provenance`: device UUID, driver, versions, git;
-- :mod:`.recorder`: saving as results are measured, never in the user's way; :mod:`.recorded`: the script API's
-  ``gputime``/``compare``/``sweep`` that save as the magics do;
-- :mod:`.versus`: two runs compared from their raw samples (bootstrap interval of the ratio of medians);
+- :mod:`.store`: the file (where it lives, WAL, the queries); :mod:`.schema`: its versions and
+  migrations;
+- :mod:`.rows`: a result as a row (samples packed as float64); :mod:`.provenance`: device UUID,
+  driver, versions, git;
+- :mod:`.recorder`: saving as results are measured, never in the user's way; :mod:`.recorded`: the
+  script API's ``gputime``/``compare``/``sweep`` that save as the magics do;
+- :mod:`.versus`: two runs compared from their raw samples (bootstrap interval of the ratio of
+  medians);
 - :mod:`.query`: :func:`history` (a DataFrame); :mod:`.plot`: :func:`plot_history`;
-- :mod:`.baseline` and :mod:`.cli`: ``python -m gpumagic history [--export FILE]`` and ``check BASELINE``.
+- :mod:`.baseline` and :mod:`.cli`: ``python -m gpumagic history [--export FILE]`` and ``check
+  BASELINE``.
 
-``gpumagic.history`` is this package *and* the function ``gpumagic.history(label=None, statement=None,
-device=None)``: a subpackage of that name would replace a function of the same name on ``gpumagic`` as soon as it
-is imported, so the package itself answers the call (its module class has a ``__call__``).
+``gpumagic.history`` is this package *and* the function ``gpumagic.history(label=None,
+statement=None, device=None)``: a subpackage of that name would replace a function of the same name
+on ``gpumagic`` as soon as it is imported, so the package itself answers the call (its module class
+has a ``__call__``).
 """
 
 from __future__ import annotations
@@ -24,10 +30,20 @@ if TYPE_CHECKING:
     from .store import ENV, Store, default_path, resolve_path
     from .versus import Versus, ratio_ci, versus
 
-__all__ = ["ENV", "Store", "Versus", "default_path", "history", "plot_history", "ratio_ci", "resolve_path", "versus"]
+__all__ = [
+    "ENV",
+    "Store",
+    "Versus",
+    "default_path",
+    "history",
+    "plot_history",
+    "ratio_ci",
+    "resolve_path",
+    "versus",
+]
 
-# Loaded on first use: ``import gpumagic`` imports this package (the script API saves results), and pandas, numpy
-# and the queries are for when the history is read.
+# Loaded on first use: ``import gpumagic`` imports this package (the script API saves results), and
+# pandas, numpy and the queries are for when the history is read.
 _LAZY = {
     "ENV": "store",
     "Store": "store",

@@ -1,10 +1,12 @@
-"""Baselines for CI: the latest saved result of each statement written to a file, and a check of the latest results
-against it that re-runs nothing (``python -m gpumagic history --export FILE``, ``python -m gpumagic check FILE``).
+"""Baselines for CI: the latest saved result of each statement written to a file, and a check of the
+latest results against it that re-runs nothing (``python -m gpumagic history --export FILE``,
+``python -m gpumagic check FILE``).
 
-A result is matched to its baseline by label, statement, the statement's name in its run and a sweep point's
-values; the comparison is :func:`gpumagic.history.versus.ratio_ci`'s, on the raw samples both sides keep. A check
-fails on a *significant* slowdown *beyond* the threshold: the interval above 1 and the ratio above 1 + threshold,
-so neither noise nor a real but negligible change fails a build.
+A result is matched to its baseline by label, statement, the statement's name in its run and a sweep
+point's values; the comparison is :func:`gpumagic.history.versus.ratio_ci`'s, on the raw samples
+both sides keep. A check fails on a *significant* slowdown *beyond* the threshold: the interval
+above 1 and the ratio above 1 + threshold, so neither noise nor a real but negligible change fails a
+build.
 """
 
 from __future__ import annotations
@@ -75,9 +77,13 @@ def export(
     statement: str | None = None,
     device: str | None = None,
 ) -> int:
-    """Write the latest result of each statement (filtered) with its samples to ``path`` (JSON); how many."""
+    """Write the latest result of each statement (filtered) with its samples to ``path`` (JSON); how
+    many."""
     rows = latest_per_key(select(store, label=label, statement=statement, device=device))
-    results = [{**{k: row.get(k) for k in _KEPT}, "samples": unpack_samples(row.get("samples"))} for row in rows]
+    results = [
+        {**{k: row.get(k) for k in _KEPT}, "samples": unpack_samples(row.get("samples"))}
+        for row in rows
+    ]
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -98,15 +104,21 @@ def read_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a gpumagic baseline (write one with: python -m gpumagic history --export FILE)")
+        raise ValueError(
+            f"{path}: not a gpumagic baseline (write one with: python -m gpumagic history "
+            f"--export FILE)"
+        )
     if int(doc.get("version", 0)) > VERSION:
-        raise ValueError(f"{path}: baseline format {doc.get('version')} is newer than this gpumagic reads")
+        raise ValueError(
+            f"{path}: baseline format {doc.get('version')} is newer than this gpumagic reads"
+        )
     return doc
 
 
 @dataclass
 class CheckEntry:
-    """One baseline result against the latest saved result of the same measurement (None: there is none)."""
+    """One baseline result against the latest saved result of the same measurement (None: there is
+    none)."""
 
     baseline: dict[str, Any]
     current: dict[str, Any] | None
@@ -115,9 +127,11 @@ class CheckEntry:
     warnings: list[str] = field(default_factory=list)
 
 
-def check(store: Store, baseline: Mapping[str, Any], *, fail_above: float = 0.05) -> list[CheckEntry]:
-    """Each baseline result against the latest saved result of the same measurement saved after it (never the
-    baseline's own, nor one older than it)."""
+def check(
+    store: Store, baseline: Mapping[str, Any], *, fail_above: float = 0.05
+) -> list[CheckEntry]:
+    """Each baseline result against the latest saved result of the same measurement saved after it
+    (never the baseline's own, nor one older than it)."""
     rows = select(store) if store.exists() else []
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     seen_uids = {r.get("uid") for r in baseline.get("results", [])}

@@ -1,8 +1,10 @@
-"""``gpumagic.plot_history()``: the median and IQR of saved results over time, one line per statement, label and
-device; a Bokeh figure embedded the way every other gpumagic figure is (BokehJS once per notebook, offline).
+"""``gpumagic.plot_history()``: the median and IQR of saved results over time, one line per
+statement, label and device; a Bokeh figure embedded the way every other gpumagic figure is (BokehJS
+once per notebook, offline).
 
-The IQR band is each result's own first to third quartile, from its raw samples, so an asymmetric spread is drawn
-as it was measured. Hover names the result (id, label, commit) for ``%gputime --vs ID``.
+The IQR band is each result's own first to third quartile, from its raw samples, so an asymmetric
+spread is drawn as it was measured. Hover names the result (id, label, commit) for ``%gputime --vs
+ID``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ _TOOLTIP = """
 
 
 def series_name(row: Mapping[str, Any]) -> str:
-    """What one line of the plot follows: the label (or the statement), the statement's name in a run, the device."""
+    """What one line of the plot follows: the label (or the statement), the statement's name in a
+    run, the device."""
     name = row.get("label") or " ".join(str(row.get("statement", "")).split())
     if len(name) > 48:
         name = name[:47] + "\u2026"
@@ -43,8 +46,11 @@ def series_name(row: Mapping[str, Any]) -> str:
     return f"{name} on {row.get('device')}"
 
 
-def history_figure(rows: Sequence[Mapping[str, Any]], title: str = "History: median and IQR per call") -> Any:
-    """A Bokeh figure: per series a line through the medians with each result's IQR as a vertical bar."""
+def history_figure(
+    rows: Sequence[Mapping[str, Any]], title: str = "History: median and IQR per call"
+) -> Any:
+    """A Bokeh figure: per series a line through the medians with each result's IQR as a vertical
+    bar."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
@@ -63,10 +69,16 @@ def history_figure(rows: Sequence[Mapping[str, Any]], title: str = "History: med
     renderers = []
     for i, (name, members) in enumerate(groups.items()):
         color = PALETTE[i % len(PALETTE)]
-        data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "q1", "q3", "id", "when", "text", "commit", "series")}
+        data: dict[str, list[Any]] = {
+            k: [] for k in ("x", "y", "q1", "q3", "id", "when", "text", "commit", "series")
+        }
         for r in members:
             samples = unpack_samples(r.get("samples"))
-            q1, q3 = (quantile(samples, q) for q in (0.25, 0.75)) if samples else (r["median"], r["median"])
+            q1, q3 = (
+                (quantile(samples, q) for q in (0.25, 0.75))
+                if samples
+                else (r["median"], r["median"])
+            )
             when = datetime.fromtimestamp(r["created"], tz=timezone.utc)
             data["x"].append(when)
             data["y"].append(r["median"] * factor)
@@ -79,7 +91,9 @@ def history_figure(rows: Sequence[Mapping[str, Any]], title: str = "History: med
             data["commit"].append(f"commit {commit}" if commit else "")
             data["series"].append(name)
         source = ColumnDataSource(data)
-        p.segment(x0="x", x1="x", y0="q1", y1="q3", source=source, color=color, line_width=3, alpha=0.45)
+        p.segment(
+            x0="x", x1="x", y0="q1", y1="q3", source=source, color=color, line_width=3, alpha=0.45
+        )
         p.line(x="x", y="y", source=source, color=color, legend_label=name)
         renderers.append(p.scatter(x="x", y="y", source=source, color=color, size=6))
     p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIP))
@@ -91,8 +105,8 @@ def history_figure(rows: Sequence[Mapping[str, Any]], title: str = "History: med
 
 @dataclass
 class HistoryPlot(FigurePage):
-    """Saved results over time: ``rows`` as the store holds them. Shows as the figure in a notebook, as a short
-    text in a terminal; ``save_html(path)`` writes a page that opens offline."""
+    """Saved results over time: ``rows`` as the store holds them. Shows as the figure in a notebook,
+    as a short text in a terminal; ``save_html(path)`` writes a page that opens offline."""
 
     rows: list[dict[str, Any]]
     path: str = ""
@@ -125,8 +139,8 @@ def plot_history(
     path: str | os.PathLike[str] | None = None,
     last: int | None = None,
 ) -> HistoryPlot:
-    """The median and IQR of saved results over time (filters as :func:`gpumagic.history`; ``last``: only the
-    latest ``last`` results)."""
+    """The median and IQR of saved results over time (filters as :func:`gpumagic.history`; ``last``:
+    only the latest ``last`` results)."""
     where = resolve_path(path)
     rows: list[dict[str, Any]] = []
     if where is not None and where.exists():

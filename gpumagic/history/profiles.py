@@ -1,14 +1,17 @@
-"""Profiles in the history: each ``%%gpuprofile``'s summaries saved beside the timings, and ``--vs``.
+"""Profiles in the history: each ``%%gpuprofile``'s summaries saved beside the timings, and
+``--vs``.
 
-What is saved is what a diff needs (:class:`~gpumagic.analysis.profile_summary.ProfileSummary`: per kernel name and
-launching op, calls and time; per rank, GPU busy, the window, syncs and NCCL), not the trace: a few KB compressed
-where the trace is MBs, and a diff against it later needs nothing else. Where the capture kept a trace (``--trace``,
-or nsys' report), its path is saved too, to open it again. A profile row is ``kind = 'profile'`` in the same table,
-so ``gpumagic.history()`` lists it with the timings, and the timings' own lookups leave it out.
+What is saved is what a diff needs (:class:`~gpumagic.analysis.profile_summary.ProfileSummary`: per
+kernel name and launching op, calls and time; per rank, GPU busy, the window, syncs and NCCL), not
+the trace: a few KB compressed where the trace is MBs, and a diff against it later needs nothing
+else. Where the capture kept a trace (``--trace``, or nsys' report), its path is saved too, to open
+it again. A profile row is ``kind = 'profile'`` in the same table, so ``gpumagic.history()`` lists
+it with the timings, and the timings' own lookups leave it out.
 
-``--vs last`` is the previous profile saved on the same device, whatever its cell: the usual loop is "change the
-cell, run it again, see what moved", and the changed cell's text is no longer the saved one's. A label or an id is
-looked up before the cell runs (an unknown one costs no run); the diff is shown after the report.
+``--vs last`` is the previous profile saved on the same device, whatever its cell: the usual loop is
+"change the cell, run it again, see what moved", and the changed cell's text is no longer the saved
+one's. A label or an id is looked up before the cell runs (an unknown one costs no run); the diff is
+shown after the report.
 
 As :mod:`.recorder`: a store that cannot be written costs one line on stderr, never the report.
 """
@@ -30,7 +33,14 @@ from .rows import pack_samples, statement_key
 from .saving import Recorder, UnknownReferenceError
 from .store import PROFILE
 
-__all__ = ["ProfileOutcome", "ProfileRecorder", "UnknownProfileError", "pack_summary", "profile_row", "unpack_summary"]
+__all__ = [
+    "ProfileOutcome",
+    "ProfileRecorder",
+    "UnknownProfileError",
+    "pack_summary",
+    "profile_row",
+    "unpack_summary",
+]
 
 
 class UnknownProfileError(UnknownReferenceError):
@@ -40,11 +50,16 @@ class UnknownProfileError(UnknownReferenceError):
 
     def extra_fields(self) -> dict[str, Any]:
         labels = self.__dict__.get("labels") or []
-        return {"known": f" (labels: {', '.join(labels)})" if labels else " (no labelled profiles yet: -l NAME)"}
+        return {
+            "known": f" (labels: {', '.join(labels)})"
+            if labels
+            else " (no labelled profiles yet: -l NAME)"
+        }
 
 
 def pack_summary(summary: Mapping[str, Any]) -> bytes:
-    """A summary's dict as stored: compact JSON, zlib level 1 (fast; kernel names repeat, so it shrinks ~5x)."""
+    """A summary's dict as stored: compact JSON, zlib level 1 (fast; kernel names repeat, so it
+    shrinks ~5x)."""
     return zlib.compress(json.dumps(summary, separators=(",", ":")).encode(), 1)
 
 
@@ -81,7 +96,8 @@ def profile_row(
 
 
 def _kept_trace(capture: Any, trace_path: str | None) -> str | None:
-    """The trace the user can open again: the ``--trace`` file written, else the report nsys kept."""
+    """The trace the user can open again: the ``--trace`` file written, else the report nsys
+    kept."""
     if trace_path and os.path.exists(trace_path):
         return os.path.abspath(trace_path)
     files = getattr(capture, "files", None) or {}
@@ -94,8 +110,8 @@ def _name(row: Mapping[str, Any]) -> str:
 
 @dataclass
 class ProfileOutcome:
-    """What saving a profile gave: its row id, the diff against the reference (``--vs``), lines for the output and
-    notes for stderr."""
+    """What saving a profile gave: its row id, the diff against the reference (``--vs``), lines for
+    the output and notes for stderr."""
 
     ids: list[int] = field(default_factory=list)
     diff: Any = None
@@ -103,7 +119,8 @@ class ProfileOutcome:
     notes: list[str] = field(default_factory=list)
 
     def shown(self) -> list[Any]:
-        """Print the lines (stdout) and notes (stderr); what to display after the report: the diff, if any."""
+        """Print the lines (stdout) and notes (stderr); what to display after the report: the diff,
+        if any."""
         for line in self.lines:
             print(line)
         for note in self.notes:
@@ -112,15 +129,15 @@ class ProfileOutcome:
 
 
 class ProfileRecorder(Recorder):
-    """Saves one ``%%gpuprofile``'s summaries to the history at ``setting`` under ``label`` and, with ``vs``
-    (``last``, a label or a profile id), diffs it against that saved profile."""
+    """Saves one ``%%gpuprofile``'s summaries to the history at ``setting`` under ``label`` and,
+    with ``vs`` (``last``, a label or a profile id), diffs it against that saved profile."""
 
     profiles = True
     unknown = UnknownProfileError
 
     def record(self, capture: Any, cell: str, trace_path: str | None = None) -> ProfileOutcome:  # type: ignore[override]
-        """Save the profile of ``capture`` (a backend's Capture, or anything with a ``trace``); the diff with
-        ``vs``. The summaries are made here, once, and serve both the row and the diff."""
+        """Save the profile of ``capture`` (a backend's Capture, or anything with a ``trace``); the
+        diff with ``vs``. The summaries are made here, once, and serve both the row and the diff."""
         out = ProfileOutcome(notes=self.notes)
         if self.path is None:
             return out
@@ -130,9 +147,13 @@ class ProfileRecorder(Recorder):
         summary = summarize(trace)
         meta = trace.meta
         device = meta.get("device")
-        device = str(device[0] if isinstance(device, (list, tuple)) and device else device or "unknown")
+        device = str(
+            device[0] if isinstance(device, (list, tuple)) and device else device or "unknown"
+        )
         context = provenance(device, str(meta.get("backend") or "unknown"), meta)
-        row = profile_row(summary, cell, context, label=self.label, trace_path=_kept_trace(capture, trace_path))
+        row = profile_row(
+            summary, cell, context, label=self.label, trace_path=_kept_trace(capture, trace_path)
+        )
         ref = self.ref
         if self.vs == "last":
             try:
@@ -151,9 +172,13 @@ class ProfileRecorder(Recorder):
 
         saved = unpack_summary(ref.get("summary"))
         if saved is None:
-            out.lines.append(f"vs {_name(ref)}: that profile's summaries were not saved; nothing to compare")
+            out.lines.append(
+                f"vs {_name(ref)}: that profile's summaries were not saved; nothing to compare"
+            )
             return out
         name_b = _name(row) if row["id"] else (self.label or "now")
         out.diff = diff(saved, summary, name_a=_name(ref), name_b=name_b)
-        out.diff.waterfall = "bars"  # under the report: plain bars, not a second Bokeh document (~0.1 s)
+        out.diff.waterfall = (
+            "bars"  # under the report: plain bars, not a second Bokeh document (~0.1 s)
+        )
         return out

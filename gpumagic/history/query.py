@@ -1,8 +1,8 @@
 """``gpumagic.history()``: the saved results as a pandas DataFrame, one row a result, oldest first.
 
-Timings and profiles share the table (``kind``: gputime, compare, sweep, profile); :func:`select` gives timings
-only unless asked, so the readers of samples (export, check, plot) never meet a profile, while :func:`history`
-lists both and filters by ``kind``.
+Timings and profiles share the table (``kind``: gputime, compare, sweep, profile); :func:`select`
+gives timings only unless asked, so the readers of samples (export, check, plot) never meet a
+profile, while :func:`history` lists both and filters by ``kind``.
 """
 
 from __future__ import annotations
@@ -66,12 +66,15 @@ def select(
     kind: str | None = None,
     profiles: bool = False,
 ) -> list[dict[str, Any]]:
-    """Saved rows, oldest first (``limit``: the latest ``limit``). ``device`` matches the name, the UUID or the
-    device key (name@host). Timings only, unless ``profiles`` (all rows) or a ``kind`` is asked for."""
+    """Saved rows, oldest first (``limit``: the latest ``limit``). ``device`` matches the name, the
+    UUID or the device key (name@host). Timings only, unless ``profiles`` (all rows) or a ``kind``
+    is asked for."""
     if store.readonly and not store.exists():
         return []
     where, params = [], []
-    if "kind" not in store.columns():  # a version-1 file opened read-only: timings of %gputime alone
+    if (
+        "kind" not in store.columns()
+    ):  # a version-1 file opened read-only: timings of %gputime alone
         if kind not in (None, "gputime"):
             return []
     elif kind is not None:
@@ -91,7 +94,9 @@ def select(
     clause = " AND ".join(where)
     if limit is None:
         return store.query(clause, params, columns=columns)
-    return list(reversed(store.query(clause, params, order="id DESC", limit=limit, columns=columns)))
+    return list(
+        reversed(store.query(clause, params, order="id DESC", limit=limit, columns=columns))
+    )
 
 
 def history(
@@ -103,12 +108,13 @@ def history(
     path: str | os.PathLike[str] | None = None,
     samples: bool = False,
 ) -> Any:
-    """The saved results as a DataFrame, one row a result (oldest first): when, label, statement, kind, median and
-    IQR (seconds), samples, kernel time, rates, device, clocks, versions, commit; for a ``%%gpuprofile`` (kind
-    ``profile``, its cell as the statement, no median) its GPU busy and wall time (seconds), kernel launches and
-    the path of a trace kept. Filters: ``label``, ``statement`` (the same text), ``device`` (name or UUID), ``kind``
-    (one of :data:`KINDS`). ``path``: another store (default: where results are saved); ``samples=True`` adds each
-    result's raw per-call samples (a list of seconds)."""
+    """The saved results as a DataFrame, one row a result (oldest first): when, label, statement,
+    kind, median and IQR (seconds), samples, kernel time, rates, device, clocks, versions, commit;
+    for a ``%%gpuprofile`` (kind ``profile``, its cell as the statement, no median) its GPU busy and
+    wall time (seconds), kernel launches and the path of a trace kept. Filters: ``label``,
+    ``statement`` (the same text), ``device`` (name or UUID), ``kind`` (one of :data:`KINDS`).
+    ``path``: another store (default: where results are saved); ``samples=True`` adds each result's
+    raw per-call samples (a list of seconds)."""
     import pandas as pd
 
     if kind is not None and kind not in KINDS:
@@ -120,7 +126,13 @@ def history(
             try:
                 wanted = [*COLUMNS, "samples"] if samples else COLUMNS
                 rows = select(
-                    store, label=label, statement=statement, device=device, columns=wanted, kind=kind, profiles=True
+                    store,
+                    label=label,
+                    statement=statement,
+                    device=device,
+                    columns=wanted,
+                    kind=kind,
+                    profiles=True,
                 )
             except sqlite3.DatabaseError as exc:
                 raise sqlite3.DatabaseError(f"{where}: {exc}") from exc
@@ -134,6 +146,10 @@ def history(
             record["samples"] = unpack_samples(row.get("samples"))
         records.append(record)
     df = pd.DataFrame.from_records(records, columns=columns)
-    df["created"] = pd.to_datetime(df["created"], unit="s", utc=True) if len(df) else pd.Series([], dtype="object")
+    df["created"] = (
+        pd.to_datetime(df["created"], unit="s", utc=True)
+        if len(df)
+        else pd.Series([], dtype="object")
+    )
     df.attrs["path"] = str(where) if where is not None else None
     return df

@@ -1,8 +1,9 @@
 """Results as rows of the store, and back: the one place that knows which figures a row keeps.
 
-A row is read from what every result already says about itself (``samples``, ``summary()``, ``meta``, ``device``,
-``backend``, ``sample_clocks``): :class:`~gpumagic.timing.result.TimingResult`, and each statement of a
-``Comparison`` or a ``Sweep``. Samples are kept compactly and exactly: float64, little-endian, in a BLOB (8 bytes a
+A row is read from what every result already says about itself (``samples``, ``summary()``,
+``meta``, ``device``, ``backend``, ``sample_clocks``):
+:class:`~gpumagic.timing.result.TimingResult`, and each statement of a ``Comparison`` or a
+``Sweep``. Samples are kept compactly and exactly: float64, little-endian, in a BLOB (8 bytes a
 sample, 4 KB for 500: a JSON list would be ~2.5 times that); SM clocks as uint16 MHz.
 """
 
@@ -88,12 +89,14 @@ def unpack_clocks(blob: bytes | None) -> list[int] | None:
 
 
 def statement_key(statement: str) -> str:
-    """What "the same statement" means: the same text, whitespace at its ends aside (a short hash, indexed)."""
+    """What "the same statement" means: the same text, whitespace at its ends aside (a short hash,
+    indexed)."""
     return hashlib.sha1(statement.strip().encode()).hexdigest()[:20]
 
 
 def _plain(value: Any) -> Any:
-    """A value JSON and SQLite can hold (numbers stay numbers; NaN and the rest become text or None)."""
+    """A value JSON and SQLite can hold (numbers stay numbers; NaN and the rest become text or
+    None)."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -117,8 +120,9 @@ def result_row(
     variant: str | None = None,
     params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The row of one result (a ``TimingResult`` or anything with its attributes); ``context`` holds the
-    provenance (:func:`gpumagic.history.provenance.provenance`), shared by the rows of one run."""
+    """The row of one result (a ``TimingResult`` or anything with its attributes); ``context`` holds
+    the provenance (:func:`gpumagic.history.provenance.provenance`), shared by the rows of one
+    run."""
     summary = result.summary()
     samples = list(result.samples)
     extra = {k: _plain(v) for k, v in summary.items() if k not in _NOT_EXTRA}
@@ -128,7 +132,9 @@ def result_row(
         "kind": kind,
         "run": run,
         "variant": variant,
-        "params": json.dumps({k: _plain(v) for k, v in params.items()}) if params is not None else None,
+        "params": json.dumps({k: _plain(v) for k, v in params.items()})
+        if params is not None
+        else None,
         "label": label,
         "statement": statement.strip(),
         "stmt_key": statement_key(statement),

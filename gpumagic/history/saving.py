@@ -1,9 +1,11 @@
-"""Saving results as they are measured, and ``--vs``: the part of the history the magics and the API call.
+"""Saving results as they are measured, and ``--vs``: the part of the history the magics and the API
+call.
 
-Never in the user's way: a store that cannot be written (locked past the busy timeout, read-only, full, not a
-database, newer than this gpumagic) costs one line on stderr, said once per store and cause, and the result is
-shown as always. Only what the user asked for and cannot get is an error, and it comes before the measurement:
-``--vs`` with the history off, or a label or id the history does not hold.
+Never in the user's way: a store that cannot be written (locked past the busy timeout, read-only,
+full, not a database, newer than this gpumagic) costs one line on stderr, said once per store and
+cause, and the result is shown as always. Only what the user asked for and cannot get is an error,
+and it comes before the measurement: ``--vs`` with the history off, or a label or id the history
+does not hold.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from .store import ENV, PROFILE, Store, resolve_path
 if TYPE_CHECKING:
     from .versus import Versus
 
-__all__ = ["HistoryOffError", "Outcome", "Recorder", "UnknownReferenceError", "failure_note", "store_for"]
+__all__ = [
+    "HistoryOffError",
+    "Outcome",
+    "Recorder",
+    "UnknownReferenceError",
+    "failure_note",
+    "store_for",
+]
 
 _STORES: dict[Path, Store] = {}
 _SAID: set[tuple[str, str]] = set()
@@ -34,7 +43,10 @@ _SAID: set[tuple[str, str]] = set()
 class HistoryOffError(GpuMagicError, ValueError):
     """``--vs`` needs the history, and it is off."""
 
-    template = "--vs compares with the history, which is off ({why}): turn it on to save and compare results"
+    template = (
+        "--vs compares with the history, which is off ({why}): turn it on to save and "
+        "compare results"
+    )
 
 
 class UnknownReferenceError(GpuMagicError, LookupError):
@@ -44,7 +56,11 @@ class UnknownReferenceError(GpuMagicError, LookupError):
 
     def extra_fields(self) -> dict[str, Any]:
         labels = self.__dict__.get("labels") or []
-        return {"known": f" (labels: {', '.join(labels)})" if labels else " (no labelled results yet: -l NAME)"}
+        return {
+            "known": f" (labels: {', '.join(labels)})"
+            if labels
+            else " (no labelled results yet: -l NAME)"
+        }
 
 
 def store_for(path: Path) -> Store:
@@ -56,7 +72,8 @@ def store_for(path: Path) -> Store:
 
 
 def failure_note(path: Path, exc: BaseException, doing: str = "not saved") -> str | None:
-    """The one line for a store that failed, or None where this store already said it for the same cause."""
+    """The one line for a store that failed, or None where this store already said it for the same
+    cause."""
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if (str(path), reason) in _SAID:
         return None
@@ -69,7 +86,8 @@ def failure_note(path: Path, exc: BaseException, doing: str = "not saved") -> st
 
 @dataclass
 class Outcome:
-    """What saving said: the ids of the saved rows, ``lines`` for the output (``--vs``), ``notes`` for stderr."""
+    """What saving said: the ids of the saved rows, ``lines`` for the output (``--vs``), ``notes``
+    for stderr."""
 
     ids: list[int] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
@@ -85,11 +103,13 @@ class Outcome:
 
 
 class Recorder:
-    """Saves the results of one ``%gputime`` (or API call) to the history at ``setting`` (``GpuMagics.history``;
-    None: :data:`~gpumagic.history.store.ENV`, else the default place), under ``label``; with ``vs``, compares
-    the new result with that reference (``last``, a label or a result id), looked up before the measurement."""
+    """Saves the results of one ``%gputime`` (or API call) to the history at ``setting``
+    (``GpuMagics.history``; None: :data:`~gpumagic.history.store.ENV`, else the default place),
+    under ``label``; with ``vs``, compares the new result with that reference (``last``, a label or
+    a result id), looked up before the measurement."""
 
-    #: Which rows ``--vs`` finds: timings here (a profile has no samples to compare); profiles in a subclass.
+    #: Which rows ``--vs`` finds: timings here (a profile has no samples to compare); profiles in a
+    #: subclass.
     profiles = False
     unknown: type[UnknownReferenceError] = UnknownReferenceError
 
@@ -132,7 +152,8 @@ class Recorder:
         try:
             found = store.get(int(ref)) if ref.strip().isdigit() else None
             if found is not None and (found.get("kind") == PROFILE) != self.profiles:
-                found = None  # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
+                # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
+                found = None
             found = found or store.last_labelled(ref, profiles=self.profiles)
             labels = store.labels(profiles=self.profiles) if found is None else []
         except (sqlite3.Error, OSError) as exc:
@@ -142,11 +163,16 @@ class Recorder:
             raise self.unknown(ref=ref, path=store.path, labels=labels)
         return found
 
-    # --- saving -------------------------------------------------------------------------------------------------
+    # --- saving
+    # ----------------------------------------------------------------------------------------------
     def record(self, result: Any, statement: str, setup: str | None = None) -> Outcome:
         """Save one result (a ``TimingResult``); with ``vs``, the comparison line."""
         out = Outcome(notes=self.notes)
-        if self.path is None or not getattr(result, "samples", None) or getattr(result, "interrupted", False):
+        if (
+            self.path is None
+            or not getattr(result, "samples", None)
+            or getattr(result, "interrupted", False)
+        ):
             return out
         row = result_row(result, statement, self._context(result), label=self.label, setup=setup)
         ref = self.ref
@@ -162,14 +188,21 @@ class Recorder:
             if ref is not None:
                 from .versus import versus  # numpy: loaded for --vs alone
 
-                out.versus = versus(ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3))
+                out.versus = versus(
+                    ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3)
+                )
                 out.lines.append(str(out.versus))
             elif self.vs == "last" and not self.notes:
-                out.lines.append("vs last: no earlier result of this statement on this device; this one is saved")
+                out.lines.append(
+                    "vs last: no earlier result of this statement on this device; this one is saved"
+                )
         return out
 
-    def record_many(self, result: Any, statements: Mapping[str, str], setup: str | None = None) -> Outcome:
-        """Save each statement of a ``Comparison`` (or each point of a ``Sweep``), as rows of one run."""
+    def record_many(
+        self, result: Any, statements: Mapping[str, str], setup: str | None = None
+    ) -> Outcome:
+        """Save each statement of a ``Comparison`` (or each point of a ``Sweep``), as rows of one
+        run."""
         out = Outcome(notes=self.notes)
         if self.path is None:
             return out
@@ -183,13 +216,25 @@ class Recorder:
         else:  # a Comparison
             for name, r in result.results.items():
                 if r.samples and not r.interrupted:
-                    rows.append(self._row(r, statements.get(name, name), setup, "compare", run, name, None))
+                    rows.append(
+                        self._row(r, statements.get(name, name), setup, "compare", run, name, None)
+                    )
         out.ids = self._save(rows)
         return out
 
-    def _row(self, r: Any, src: str, setup: str | None, kind: str, run: str, variant: str, params: Any) -> dict:
+    def _row(
+        self, r: Any, src: str, setup: str | None, kind: str, run: str, variant: str, params: Any
+    ) -> dict:
         return result_row(
-            r, src, self._context(r), label=self.label, setup=setup, kind=kind, run=run, variant=variant, params=params
+            r,
+            src,
+            self._context(r),
+            label=self.label,
+            setup=setup,
+            kind=kind,
+            run=run,
+            variant=variant,
+            params=params,
         )
 
     def _context(self, result: Any) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """The history store: one SQLite file, where it lives, and the few queries gpumagic asks of it.
 
-One file, the standard library's ``sqlite3``, WAL mode: two notebooks (or a notebook and a CI job) write at once
-without losing a row, since each save is one short ``BEGIN IMMEDIATE`` transaction and a writer that finds the file
-busy waits up to :data:`BUSY_TIMEOUT_MS` for it. The store knows results, not how they were measured: rows come in
-as plain dicts (:mod:`.rows` makes them), so nothing here imports torch or the timing code.
+One file, the standard library's ``sqlite3``, WAL mode: two notebooks (or a notebook and a CI job)
+write at once without losing a row, since each save is one short ``BEGIN IMMEDIATE`` transaction and
+a writer that finds the file busy waits up to :data:`BUSY_TIMEOUT_MS` for it. The store knows
+results, not how they were measured: rows come in as plain dicts (:mod:`.rows` makes them), so
+nothing here imports torch or the timing code.
 
-Every failure is a :class:`sqlite3.Error` or an :class:`OSError` (locked, read-only, full, not a database); the
-callers that save on the user's behalf turn it into one line (:mod:`.recorder`) and never into a failed cell.
+Every failure is a :class:`sqlite3.Error` or an :class:`OSError` (locked, read-only, full, not a
+database); the callers that save on the user's behalf turn it into one line (:mod:`.recorder`) and
+never into a failed cell.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ __all__ = [
 ENV = "GPUMAGIC_HISTORY"
 #: Values of the setting or of :data:`ENV` that turn the history off.
 OFF = frozenset({"", "off", "none", "no", "false", "0"})
-#: How long a writer waits for another's transaction before it gives up (and the result is shown, unsaved).
+#: How long a writer waits for another's transaction before it gives up (and the result is shown,
+#: unsaved).
 BUSY_TIMEOUT_MS = 3000
-#: The kind of a ``%%gpuprofile`` row: its summaries, no samples. A timing's ``--vs`` never finds one, nor a
-#: profile's ``--vs`` a timing.
+#: The kind of a ``%%gpuprofile`` row: its summaries, no samples. A timing's ``--vs`` never finds
+#: one, nor a profile's ``--vs`` a timing.
 PROFILE = "profile"
 
 
@@ -49,19 +52,23 @@ def of_kind(profiles: bool) -> str:
 
 
 class StoreTooNewError(sqlite3.DatabaseError):
-    """The file was written by a newer gpumagic (a schema version this one does not know): it is left alone."""
+    """The file was written by a newer gpumagic (a schema version this one does not know): it is
+    left alone."""
 
 
 def default_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_DATA_HOME/gpumagic/history.sqlite``, ``~/.local/share/gpumagic/history.sqlite`` where it is unset."""
+    """``$XDG_DATA_HOME/gpumagic/history.sqlite``, ``~/.local/share/gpumagic/history.sqlite`` where
+    it is unset."""
     env = os.environ if env is None else env
     base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "gpumagic" / "history.sqlite"
 
 
-def resolve_path(setting: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
-    """Where results go: the setting where one is given (``GpuMagics.history``), else :data:`ENV`, else
-    :func:`default_path`. None: the history is off (an empty setting, or ``off``)."""
+def resolve_path(
+    setting: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """Where results go: the setting where one is given (``GpuMagics.history``), else :data:`ENV`,
+    else :func:`default_path`. None: the history is off (an empty setting, or ``off``)."""
     env = os.environ if env is None else env
     chosen = os.fspath(setting) if setting is not None else env.get(ENV)
     if chosen is None:
@@ -72,7 +79,8 @@ def resolve_path(setting: str | os.PathLike[str] | None = None, env: Mapping[str
 
 
 def _inode(path: Path) -> tuple[int, int, int] | None:
-    """The file's identity: a deleted file's inode may be reused at once by a new one, so its change time too."""
+    """The file's identity: a deleted file's inode may be reused at once by a new one, so its change
+    time too."""
     try:
         found = os.stat(path)
     except OSError:
@@ -81,9 +89,10 @@ def _inode(path: Path) -> tuple[int, int, int] | None:
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
-    """Put the file in WAL mode, waiting for another process that is doing the same: SQLite answers a journal-mode
-    change that meets a lock with "database is locked" at once, without its busy handler (two notebooks creating a
-    new store together met it one time in three), so the wait is here, up to the busy timeout."""
+    """Put the file in WAL mode, waiting for another process that is doing the same: SQLite answers
+    a journal-mode change that meets a lock with "database is locked" at once, without its busy
+    handler (two notebooks creating a new store together met it one time in three), so the wait is
+    here, up to the busy timeout."""
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
         try:
@@ -95,8 +104,8 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 
 
 class Store:
-    """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an older schema,
-    on the first write); ``readonly=True`` never writes, creates or migrates."""
+    """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an
+    older schema, on the first write); ``readonly=True`` never writes, creates or migrates."""
 
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
         self.path = Path(path)
@@ -105,30 +114,38 @@ class Store:
         self._pid = -1
         self._inode: tuple[int, int, int] | None = None
 
-    # --- connection ---------------------------------------------------------------------------------------------
+    # --- connection
+    # ---------------------------------------------------------------------------------------------
     def connect(self) -> sqlite3.Connection:
-        """The open connection (one per process: a forked child opens its own; a file deleted or replaced since it
-        was opened is opened again, or the rows would go to the deleted file)."""
+        """The open connection (one per process: a forked child opens its own; a file deleted or
+        replaced since it was opened is opened again, or the rows would go to the deleted file)."""
         if self._conn is not None and self._pid == os.getpid():
             if self._inode == _inode(self.path):
                 return self._conn
             self._conn.close()
             self._conn = None
         if self.readonly:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            conn = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            found = conn.execute("PRAGMA user_version").fetchone()[0]  # "file is not a database" shows here
+            found = conn.execute("PRAGMA user_version").fetchone()[
+                0
+            ]  # "file is not a database" shows here
             if found > CURRENT_VERSION:
                 raise StoreTooNewError(
-                    f"schema version {found} is newer than this gpumagic's ({CURRENT_VERSION}): upgrade gpumagic"
+                    f"schema version {found} is newer than this gpumagic's "
+                    f"({CURRENT_VERSION}): upgrade gpumagic"
                 )
             if not self.readonly:
                 _use_wal(conn)
-                conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable against a crash of the app
+                conn.execute(
+                    "PRAGMA synchronous = NORMAL"
+                )  # WAL: a commit is durable against a crash of the app
                 migrate(conn)
         except BaseException:
             conn.close()
@@ -153,7 +170,8 @@ class Store:
     def columns(self) -> list[str]:
         return [row[1] for row in self.connect().execute("PRAGMA table_info(results)")]
 
-    # --- writing ------------------------------------------------------------------------------------------------
+    # --- writing
+    # ----------------------------------------------------------------------------------------------
     def save(self, rows: Iterable[Mapping[str, Any]]) -> list[int]:
         """Insert ``rows`` (column -> value) in one transaction; their ids, in order."""
         rows = list(rows)
@@ -165,17 +183,23 @@ class Store:
         try:
             for row in rows:
                 names = list(row)
-                sql = f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+                sql = (
+                    f"INSERT INTO results ({', '.join(names)}) VALUES "
+                    f"({', '.join('?' * len(names))})"
+                )
                 ids.append(conn.execute(sql, [row[n] for n in names]).lastrowid)
             conn.execute("COMMIT")
-            self._inode = _inode(self.path)  # a checkpoint may have written the file: our own change
+            self._inode = _inode(
+                self.path
+            )  # a checkpoint may have written the file: our own change
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         return ids
 
-    # --- reading ------------------------------------------------------------------------------------------------
+    # --- reading
+    # ----------------------------------------------------------------------------------------------
     def query(
         self,
         where: str = "",
@@ -185,8 +209,8 @@ class Store:
         limit: int | None = None,
         columns: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Rows of ``results`` as dicts (``where`` is SQL over its columns, with ``?`` for ``params``; ``columns``:
-        only these, where the store has them, e.g. all but the samples)."""
+        """Rows of ``results`` as dicts (``where`` is SQL over its columns, with ``?`` for
+        ``params``; ``columns``: only these, where the store has them, e.g. all but the samples)."""
         if self.readonly and not self.exists():
             return []
         conn = self.connect()
@@ -196,7 +220,11 @@ class Store:
         if columns is not None:
             have = set(self.columns())
             chosen = ", ".join(c for c in columns if c in have) or "*"
-        sql = f"SELECT {chosen} FROM results" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        sql = (
+            f"SELECT {chosen} FROM results"
+            + (f" WHERE {where}" if where else "")
+            + f" ORDER BY {order}"
+        )
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         cur = conn.execute(sql, list(params))
@@ -211,9 +239,14 @@ class Store:
         found = self.query("uid = ?", [uid])
         return found[0] if found else None
 
-    def last_of(self, stmt_key: str, device_key: str | None, *, before: int | None = None) -> dict[str, Any] | None:
+    def last_of(
+        self, stmt_key: str, device_key: str | None, *, before: int | None = None
+    ) -> dict[str, Any] | None:
         """The latest timing of a statement on a device (``before``: with an id below it)."""
-        where, params = f"stmt_key = ? AND device_key IS ? AND {of_kind(False)}", [stmt_key, device_key]
+        where, params = (
+            f"stmt_key = ? AND device_key IS ? AND {of_kind(False)}",
+            [stmt_key, device_key],
+        )
         if before is not None:
             where, params = where + " AND id < ?", [*params, before]
         found = self.query(where, params, order="id DESC", limit=1)
@@ -226,7 +259,9 @@ class Store:
 
     def last_profile(self, device_key: str | None) -> dict[str, Any] | None:
         """The latest profile saved on a device: what ``%%gpuprofile --vs last`` compares with."""
-        found = self.query(f"device_key IS ? AND {of_kind(True)}", [device_key], order="id DESC", limit=1)
+        found = self.query(
+            f"device_key IS ? AND {of_kind(True)}", [device_key], order="id DESC", limit=1
+        )
         return found[0] if found else None
 
     def labels(self, limit: int = 20, *, profiles: bool = False) -> list[str]:
@@ -234,7 +269,8 @@ class Store:
         if not self.exists():
             return []
         rows = self.connect().execute(
-            f"SELECT label FROM results WHERE label IS NOT NULL AND {of_kind(profiles)} GROUP BY label "
+            f"SELECT label FROM results WHERE label IS NOT NULL AND {of_kind(profiles)} GROUP "
+            f"BY label "
             "ORDER BY max(id) DESC LIMIT ?",
             [limit],
         )

@@ -1,4 +1,5 @@
-"""``python -m gpumagic.kernels NAME ...``: explain kernel names on the command line (names from stdin when none)."""
+"""``python -m gpumagic.kernels NAME ...``: explain kernel names on the command line (names from
+stdin when none)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from .decode import decode
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpumagic.kernels", description="Explain GPU kernel names.")
-    ap.add_argument("names", nargs="*", help="kernel names (read from stdin, one per line, when none)")
+    ap = argparse.ArgumentParser(
+        prog="python -m gpumagic.kernels", description="Explain GPU kernel names."
+    )
+    ap.add_argument(
+        "names", nargs="*", help="kernel names (read from stdin, one per line, when none)"
+    )
     args = ap.parse_args(list(argv) if argv is not None else None)
     names = args.names or [line.strip() for line in sys.stdin if line.strip()]
     for i, n in enumerate(names):

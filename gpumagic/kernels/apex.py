@@ -1,7 +1,8 @@
 """NVIDIA Apex's kernels: fused layer / RMS norm (``cuApplyLayerNorm<...>``, ``cuApplyRMSNorm``,
-``cuComputeGradInput``, ``cuComputePartGradGammaBeta``), its multi-tensor optimizers, which share the name
-``multi_tensor_apply_kernel`` with PyTorch's but outside ``at::native`` (``multi_tensor_apply_kernel<TensorListMetadata
-<4>, AdamFunctor<float, float>, ...>``), Megatron's scaled (masked) softmax, and SyncBatchNorm's Welford kernels.
+``cuComputeGradInput``, ``cuComputePartGradGammaBeta``), its multi-tensor optimizers, which share
+the name ``multi_tensor_apply_kernel`` with PyTorch's but outside ``at::native``
+(``multi_tensor_apply_kernel<TensorListMetadata <4>, AdamFunctor<float, float>, ...>``), Megatron's
+scaled (masked) softmax, and SyncBatchNorm's Welford kernels.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ def decode_apex(k: Draft, sym: str, full: str) -> bool:
         )
         k.details["functor"] = functor
         return True
-    if not (ns or leaf in _NORM or leaf in _BN or (leaf in _SOFTMAX and "transformer_engine" not in full)):
+    if not (
+        ns
+        or leaf in _NORM
+        or leaf in _BN
+        or (leaf in _SOFTMAX and "transformer_engine" not in full)
+    ):
         return False
     if path != leaf and not ns and "(anonymous namespace)" not in path:
         return False

@@ -1,10 +1,11 @@
 """PyTorch's own CUDA kernels (ATen, and the CUB kernels it instantiates).
 
-ATen's names are C++ signatures, not codes: the interesting part is buried in template arguments, e.g.
-``vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>`` is an elementwise add on fp32, four
-elements per vectorized load. The generic launchers (elementwise, reduce) are labelled by the functor or lambda they
-run; other kernels by a table of known operations (softmax, norms, random numbers, sort, indexing, ...) matched
-against the function path and template arguments, falling back to the kernel's own name.
+ATen's names are C++ signatures, not codes: the interesting part is buried in template arguments,
+e.g. ``vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>`` is an elementwise
+add on fp32, four elements per vectorized load. The generic launchers (elementwise, reduce) are
+labelled by the functor or lambda they run; other kernels by a table of known operations (softmax,
+norms, random numbers, sort, indexing, ...) matched against the function path and template
+arguments, falling back to the kernel's own name.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ _OP_NAME_PATTERNS = [
     re.compile(r"CUDAFunctor(?:OnSelf)?_(\w+?)<"),
     re.compile(r"\b(\w+?)_functor<"),
     re.compile(r"\b(\w+?)Ops<"),
-    re.compile(r"::(\w+?)(?:_kernel_cuda|_kernel_impl|_kernel|KernelImpl|CUDAKernelImpl|_cuda_kernel)\b"),
+    re.compile(
+        r"::(\w+?)(?:_kernel_cuda|_kernel_impl|_kernel|KernelImpl|CUDAKernelImpl|_cuda_kernel)\b"
+    ),
     re.compile(r"::(?:launch_)(\w+)\("),
     re.compile(r"\b(\w+?)Functor<"),
     re.compile(r"::([a-z]\w+?)\("),
@@ -62,13 +65,18 @@ _OP_NAME_PATTERNS = [
 _OPAQUE = re.compile(r"\bOpaqueType<(\d+)u?>")
 # (regex on the function path or template args, op category, label)
 _ATEN_SPECIAL = [
-    (r"SoftMaxForward|softmax_warp_forward|SoftMaxForwardEpilogue|cunn_SpatialSoftMaxForward", "softmax", "softmax"),
+    (
+        r"SoftMaxForward|softmax_warp_forward|SoftMaxForwardEpilogue|cunn_SpatialSoftMaxForward",
+        "softmax",
+        "softmax",
+    ),
     (r"SoftMaxBackward|softmax_warp_backward", "softmax", "softmax backward"),
     (r"layer_norm|LayerNorm", "norm", "layer norm"),
     (r"RowwiseMoments|GroupNorm|group_norm", "norm", "group norm"),
     (r"batch_norm|BatchNorm", "norm", "batch norm"),
     (r"rms_norm|RmsNorm|RMSNorm", "norm", "RMS norm"),
-    # the other kernels of ATen's layer / group norm: weight and bias gradients, the fused scale and shift
+    # the other kernels of ATen's layer / group norm: weight and bias gradients, the fused scale and
+    # shift
     (r"GammaBeta\w*Backward", "norm", "norm backward (weight and bias gradients)"),
     (r"Compute(?:1d)?(?:Backward)?FusedParams|ComputeInternalGradients", "norm", "group norm"),
     (r"dropout", "random", "dropout"),
@@ -102,24 +110,32 @@ _ELEMENTWISE_MEANING = {
     "elementwise_kernel": "elementwise, generic strided loop",
 }
 _CUB_PATH = re.compile(r"(?:\w+::)?cub::")
-_FUNCTION_PARAMS = re.compile(r"\(([^()]*)\)(?=::)")  # f(params)::{lambda..}: the enclosing function's parameters
+_FUNCTION_PARAMS = re.compile(
+    r"\(([^()]*)\)(?=::)"
+)  # f(params)::{lambda..}: the enclosing function's parameters
 _LAMBDA_PARAMS = re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
 _FOREACH = ("multi_tensor_apply_kernel", "lpnorm_cleanup")
-_FOREACH_METADATA = re.compile(r"(?<!\w)\w*Metadata<[^<>]*>")  # word starts only: linear in a name's length
+_FOREACH_METADATA = re.compile(
+    r"(?<!\w)\w*Metadata<[^<>]*>"
+)  # word starts only: linear in a name's length
 _FOREACH_FUNCTOR = re.compile(r"(?<!\w)(\w+?)Functor<([^,<>]+)")
 _FOREACH_INNER = re.compile(r"::(\w+?)(?:Functor)?<")
 _FUSED_OPTIMIZER = re.compile(r"(?<!\w)Fused(\w+?)(?:Math)?Functor")
 _STD_OP = re.compile(r"std::(plus|minus|multiplies|divides)<")
 _STD_OPS = {"plus": "add", "minus": "sub", "multiplies": "mul", "divides": "div"}
 _ATEN = re.compile(
-    r"\bat::|\bat_cuda_detail::|\bc10::|\(anonymous namespace\)::(?:softmax|elementwise_kernel_with_index|randperm)"
+    r"\bat::|\bat_cuda_detail::|\bc10::|\(anonymous "
+    r"namespace\)::(?:softmax|elementwise_kernel_with_index|randperm)"
 )
 _INDEX_TYPES = ("int32", "int64", "uint32", "uint64", "bool")
-_RANDOM_KIND = re.compile(r"(normal|uniform|exponential|random_from_to|random|bernoulli|cauchy|geometric|log_normal)")
+_RANDOM_KIND = re.compile(
+    r"(normal|uniform|exponential|random_from_to|random|bernoulli|cauchy|geometric|log_normal)"
+)
 
 
 def _aten_functor(args: str) -> str | None:
-    """The operation an ATen kernel applies, from its template arguments (the functor or the lambda's function)."""
+    """The operation an ATen kernel applies, from its template arguments (the functor or the
+    lambda's function)."""
     for pat in _OP_NAME_PATTERNS:
         for m in pat.finditer(args):
             name = m.group(1).split("::")[-1]
@@ -144,7 +160,8 @@ def decode_aten(k: Draft, sym: str, full: str) -> bool:
         return False
     k.family = "aten"
     path, leaf, _ = signature(full)
-    # CUB's device algorithms as PyTorch instantiates them (namespace at_cuda_detail::cub): CUB's kernels, not ATen's
+    # CUB's device algorithms as PyTorch instantiates them (namespace at_cuda_detail::cub): CUB's
+    # kernels, not ATen's
     k.library = "CUB (in PyTorch)" if _CUB_PATH.match(path) else "PyTorch ATen"
     args = template_args(full)
     k.dtypes = _data_types(args)
@@ -179,11 +196,12 @@ def decode_aten(k: Draft, sym: str, full: str) -> bool:
 def _data_types(args: str) -> tuple[str, ...]:
     """The data types an ATen kernel computes in, from its template arguments.
 
-    Elements moved as raw bytes (``OpaqueType<N>``) are N-byte words, unless a type comes first (CUB's radix sort
-    of float or int64 keys carries its values as opaque words). The parameter lists of functions named inside the
-    arguments (``batch_norm_update_stats_and_invert(..., double momentum, double eps)::{lambda(float, ...)}``) hold
-    scalars, not data, so they are left out. Index types (int, long, ...) count only where no other type is named:
-    then the type a lambda is applied to (``arange_cuda_out(..)::{lambda(long)}``) is the data, else the first."""
+    Elements moved as raw bytes (``OpaqueType<N>``) are N-byte words, unless a type comes first
+    (CUB's radix sort of float or int64 keys carries its values as opaque words). The parameter
+    lists of functions named inside the arguments (``batch_norm_update_stats_and_invert(..., double
+    momentum, double eps)::{lambda(float, ...)}``) hold scalars, not data, so they are left out.
+    Index types (int, long, ...) count only where no other type is named: then the type a lambda is
+    applied to (``arange_cuda_out(..)::{lambda(long)}``) is the data, else the first."""
     clean = _FUNCTION_PARAMS.sub("()", args)
     opaque = _OPAQUE.search(clean)
     if opaque and not cpp_dtypes(clean[: opaque.start()]):
@@ -192,14 +210,22 @@ def _data_types(args: str) -> tuple[str, ...]:
     values = tuple(d for d in named if d not in _INDEX_TYPES)
     if values:
         return values
-    lam = next((m.group(1) for m in _LAMBDA_PARAMS.finditer(clean) if m.group(1).strip() not in ("", "int")), None)
+    lam = next(
+        (
+            m.group(1)
+            for m in _LAMBDA_PARAMS.finditer(clean)
+            if m.group(1).strip() not in ("", "int")
+        ),
+        None,
+    )
     return (cpp_dtypes(lam) if lam else ()) or named[:1]
 
 
 def _foreach(k: Draft, leaf: str, args: str) -> None:
-    """``multi_tensor_apply_kernel``: one launch over lists of tensors, for the ``_foreach_*`` ops and the fused
-    optimizers; ``lpnorm_cleanup``: the second pass of ``_foreach_norm``. The data type is the functor's first
-    template argument (the metadata's scalar type is the scalars', e.g. fp32 steps for bf16 tensors)."""
+    """``multi_tensor_apply_kernel``: one launch over lists of tensors, for the ``_foreach_*`` ops
+    and the fused optimizers; ``lpnorm_cleanup``: the second pass of ``_foreach_norm``. The data
+    type is the functor's first template argument (the metadata's scalar type is the scalars', e.g.
+    fp32 steps for bf16 tensors)."""
     body = _FOREACH_METADATA.sub("", args)
     fm = _FOREACH_FUNCTOR.search(body)
     if fm and cpp_dtypes(fm.group(2)):
@@ -209,7 +235,9 @@ def _foreach(k: Draft, leaf: str, args: str) -> None:
     if fused:
         k.op = "optimizer"
         name = {"Sgd": "SGD"}.get(fused.group(1), fused.group(1))
-        if name == "Adam" and re.search(r"ADAM_MODE\)1\b", body):  # ADAM_MODE::ADAMW: decoupled weight decay
+        if name == "Adam" and re.search(
+            r"ADAM_MODE\)1\b", body
+        ):  # ADAM_MODE::ADAMW: decoupled weight decay
             name = "AdamW"
         k.details["optimizer"] = name
         k.short = f"fused {name} step (multi-tensor)"
@@ -231,14 +259,26 @@ def _foreach(k: Draft, leaf: str, args: str) -> None:
 
 def _elementwise(k: Draft, leaf: str, functor: str | None, top: list[str]) -> None:
     k.op = "elementwise"
-    if functor and re.fullmatch(r"(?:direct_|float16_|bfloat16_|float8_|)copy(?:_device_to_device)?", functor):
+    if functor and re.fullmatch(
+        r"(?:direct_|float16_|bfloat16_|float8_|)copy(?:_device_to_device)?", functor
+    ):
         k.op = "copy"
-    vec = int(top[0]) if leaf == "vectorized_elementwise_kernel" and top and top[0].isdigit() else None
+    vec = (
+        int(top[0])
+        if leaf == "vectorized_elementwise_kernel" and top and top[0].isdigit()
+        else None
+    )
     k.details["functor"] = functor
     if vec:
         k.details["vector_width"] = vec
     label = (functor or "op").replace("_", " ")
-    how = f" (vectorized \u00d7{vec})" if vec else " (unrolled)" if leaf.startswith("unrolled") else ""
+    how = (
+        f" (vectorized \u00d7{vec})"
+        if vec
+        else " (unrolled)"
+        if leaf.startswith("unrolled")
+        else ""
+    )
     k.short = f"elementwise {label}{how}"
     if k.op == "copy":
         k.short = f"copy ({label})" + (f" (vectorized \u00d7{vec})" if vec else "")
@@ -247,10 +287,15 @@ def _elementwise(k: Draft, leaf: str, functor: str | None, top: list[str]) -> No
         k.add(functor, "functor", f"applies {label}")
 
 
-def _named_kernel(k: Draft, path: str, leaf: str, args: str, full: str, functor: str | None) -> None:
-    """A kernel with its own name (softmax, norms, sort, ...): the table first, the kernel's name otherwise."""
+def _named_kernel(
+    k: Draft, path: str, leaf: str, args: str, full: str, functor: str | None
+) -> None:
+    """A kernel with its own name (softmax, norms, sort, ...): the table first, the kernel's name
+    otherwise."""
     for pat, op, label in _ATEN_SPECIAL:
-        if re.search(pat, path) or (op in ("softmax", "norm", "random", "copy") and re.search(pat, args)):
+        if re.search(pat, path) or (
+            op in ("softmax", "norm", "random", "copy") and re.search(pat, args)
+        ):
             k.op = op
             k.short = label
             if op == "softmax" and re.search(r"LogSoftMax|log_softmax", full):
@@ -260,7 +305,9 @@ def _named_kernel(k: Draft, path: str, leaf: str, args: str, full: str, functor:
                 if kind:
                     k.short = f"random {kind.group(1).replace('_', ' ')}"
             return
-    if re.match(r"(?:fill|iota|arange)(?:_|$)", leaf):  # fill_reverse_indices_kernel: writes index values
+    if re.match(
+        r"(?:fill|iota|arange)(?:_|$)", leaf
+    ):  # fill_reverse_indices_kernel: writes index values
         k.op = "elementwise"
         k.short = f"elementwise {_snake(leaf).replace('_', ' ')}"
         return

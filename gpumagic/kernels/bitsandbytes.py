@@ -1,9 +1,10 @@
-"""bitsandbytes' kernels (``csrc/kernels.cu``): blockwise quantization of weights and optimizer states
-(``kQuantizeBlockwise``, ``kDequantizeBlockwise<__nv_bfloat16, 512, 64, 8, 2>``), 4-bit inference GEMV
-(``kgemm_4bit_inference_naive``), 8-bit optimizers (``kOptimizer32bit2State``,
-``kOptimizerStatic8bit2StateBlockwise``) and LLM.int8() helpers (``kInt8VectorQuant``, ``kdequant_mm_int32_fp16``).
-The blockwise kernels' last template argument is bitsandbytes' ``DataType_t``: 0 General8bit (8-bit dynamic
-codebook), 1 FP4, 2 NF4. The 4-bit GEMV reads its code book at run time, so its name does not say NF4 or FP4.
+"""bitsandbytes' kernels (``csrc/kernels.cu``): blockwise quantization of weights and optimizer
+states (``kQuantizeBlockwise``, ``kDequantizeBlockwise<__nv_bfloat16, 512, 64, 8, 2>``), 4-bit
+inference GEMV (``kgemm_4bit_inference_naive``), 8-bit optimizers (``kOptimizer32bit2State``,
+``kOptimizerStatic8bit2StateBlockwise``) and LLM.int8() helpers (``kInt8VectorQuant``,
+``kdequant_mm_int32_fp16``). The blockwise kernels' last template argument is bitsandbytes'
+``DataType_t``: 0 General8bit (8-bit dynamic codebook), 1 FP4, 2 NF4. The 4-bit GEMV reads its code
+book at run time, so its name does not say NF4 or FP4.
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ def decode_bitsandbytes(k: Draft, sym: str, full: str) -> bool:
         if code and leaf.startswith(("kQuantize", "kDequantize")):
             k.dtypes = tuple(dict.fromkeys((*k.dtypes, code)))
             k.precision = code
-            k.add(top[-1], "dtype", {"int8": "8-bit dynamic code book", "fp4e2m1": "FP4", "nf4": "NF4"}[code])
+            k.add(
+                top[-1],
+                "dtype",
+                {"int8": "8-bit dynamic code book", "fp4e2m1": "FP4", "nf4": "NF4"}[code],
+            )
     if leaf.startswith("kgemm_4bit"):
         act = k.precision
         k.precision = None

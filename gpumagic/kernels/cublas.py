@@ -1,21 +1,34 @@
 """cuBLAS and cuDNN's generated GEMM kernels: the xmma generator's names and cuBLASLt's nvjet names.
 
 ``sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_
-cublas`` lists the operation, the dtypes (inputs, math and accumulator, output), the layouts, the tile and the warp
-arrangement. Telling FFMA kernels from tensor-core ones matters most here: an fp32 GEMM that runs on CUDA cores is
-the first thing a profile should point out, and the only sign of it may be ``ffma`` or ``f32f32_f32f32`` in the name.
-nvjet names are terser and partly unpublished; what is not published is labelled so rather than guessed. Since
-cuBLAS 12.9 the architecture token is left out (``nvjet_tst_192x8_64x8_2x1_v_bz_TNT`` beside the older
-``nvjet_sm90_tst_...``); the rest of the grammar is the same, so both read alike, the newer without an arch.
+cublas`` lists the operation, the dtypes (inputs, math and accumulator, output), the layouts, the
+tile and the warp arrangement. Telling FFMA kernels from tensor-core ones matters most here: an fp32
+GEMM that runs on CUDA cores is the first thing a profile should point out, and the only sign of it
+may be ``ffma`` or ``f32f32_f32f32`` in the name. nvjet names are terser and partly unpublished;
+what is not published is labelled so rather than guessed. Since cuBLAS 12.9 the architecture token
+is left out (``nvjet_tst_192x8_64x8_2x1_v_bz_TNT`` beside the older ``nvjet_sm90_tst_...``); the
+rest of the grammar is the same, so both read alike, the newer without an arch.
 """
 
 from __future__ import annotations
 
 import re
 
-from .name import OP_LABEL, Draft, add_ktile_stages, add_layout, add_tile, dims, geometry, layout_meaning, upper
+from .name import (
+    OP_LABEL,
+    Draft,
+    add_ktile_stages,
+    add_layout,
+    add_tile,
+    dims,
+    geometry,
+    layout_meaning,
+    upper,
+)
 
-_XMMA = re.compile(r"^(?P<arch>sm\d+a?)_xmma_(?P<body>.*?)(?:__(?P<ver>\d+x)_(?P<lib>cublas|cudnn|cublasLt))?$")
+_XMMA = re.compile(
+    r"^(?P<arch>sm\d+a?)_xmma_(?P<body>.*?)(?:__(?P<ver>\d+x)_(?P<lib>cublas|cudnn|cublasLt))?$"
+)
 _XMMA_OP = re.compile(
     r"gemm|fprop|dgrad|wgrad|implicit|indexed|gemv|grouped|batched|syr2k|her2k|syrk|herk|trmm|conv\w*"
 )
@@ -58,22 +71,37 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     k.set_arch(m.group("arch"))
     k.add("xmma", "library", f"{k.library}'s xmma kernel generator")
     toks = m.group("body").split("_")
-    # op: gemm | fprop_implicit_gemm | dgrad_implicit_gemm | wgrad_indexed_implicit_gemm | syr2k_l | ...
+    # op: gemm | fprop_implicit_gemm | dgrad_implicit_gemm | wgrad_indexed_implicit_gemm | syr2k_l |
+    # ...
     ops = []
     i = 0
     while i < len(toks) and _XMMA_OP.fullmatch(toks[i]):
         ops.append(toks[i])
         i += 1
     opname = "_".join(ops)
-    k.op = ("conv_" + ops[0]) if ops and ops[0] in ("fprop", "dgrad", "wgrad") else "gemm" if "gemm" in ops else opname
+    k.op = (
+        ("conv_" + ops[0])
+        if ops and ops[0] in ("fprop", "dgrad", "wgrad")
+        else "gemm"
+        if "gemm" in ops
+        else opname
+    )
     k.add(opname, "op", {"gemm": "matrix multiply (GEMM)"}.get(opname, opname.replace("_", " ")))
     if i < len(toks) and toks[i] in ("l", "u") and k.op in ("syr2k", "her2k", "syrk", "herk"):
         k.details["fill"] = "lower" if toks[i] == "l" else "upper"
         k.add(toks[i], "fill", f"writes the {k.details['fill']} triangle of C")
         i += 1
-    # variant words between the op and the dtypes (implicit_gemm_indexed_wo_smem_tf32f32...): the dtypes must still
-    # be found, so words are read as a variant when a dtype token follows within a few tokens
-    j = next((j for j in range(i, min(i + _MAX_VARIANT_WORDS + 1, len(toks))) if _XMMA_DTYPES.fullmatch(toks[j])), i)
+    # variant words between the op and the dtypes (implicit_gemm_indexed_wo_smem_tf32f32...): the
+    # dtypes must still be found, so words are read as a variant when a dtype token follows within a
+    # few tokens
+    j = next(
+        (
+            j
+            for j in range(i, min(i + _MAX_VARIANT_WORDS + 1, len(toks)))
+            if _XMMA_DTYPES.fullmatch(toks[j])
+        ),
+        i,
+    )
     if j > i and all(t.isalpha() for t in toks[i:j]):
         variant = "_".join(toks[i:j])
         k.details["variant"] = variant
@@ -85,11 +113,14 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
         dt_roles.append(toks[i])
         i += 1
     parsed = [_XMMA_CODE.findall(d) for d in dt_roles]
-    for tok, codes, label in zip(dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]):
+    for tok, codes, label in zip(
+        dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]
+    ):
         k.add(tok, "dtype", f"{label}: {', '.join(_XMMA_CANON[c] for c in codes)}")
     k.dtypes = tuple(_XMMA_CANON[c] for codes in parsed for c in codes)
     if len(parsed) >= 2:
-        # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real part's
+        # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real
+        # part's
         k.precision = _XMMA_CANON[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
         k.details["accumulator"] = _XMMA_CANON[parsed[1][-1]]
     elif parsed:
@@ -99,8 +130,11 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
         i, is_ffma = _xmma_token(k, toks, i)
         ffma = ffma or is_ffma
         i += 1
-    # FFMA in the name, or fp32 math on fp32 inputs (f32f32_f32f32, not tf32f32), is the CUDA-core path
-    ffma = ffma or (len(parsed) >= 2 and parsed[0][:1] in (["f32"], ["cf32"]) and parsed[1][:1] == ["f32"])
+    # FFMA in the name, or fp32 math on fp32 inputs (f32f32_f32f32, not tf32f32), is the CUDA-core
+    # path
+    ffma = ffma or (
+        len(parsed) >= 2 and parsed[0][:1] in (["f32"], ["cf32"]) and parsed[1][:1] == ["f32"]
+    )
     k.tensor_cores = not ffma
     if ffma:
         k.math = "SIMT (CUDA cores, FFMA)"
@@ -112,7 +146,8 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
 
 
 def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
-    """Decode the token at ``i``; returns (index of the last token consumed, whether it said FFMA)."""
+    """Decode the token at ``i``; returns (index of the last token consumed, whether it said
+    FFMA)."""
     t = toks[i]
     if re.fullmatch(r"[ntc]{2}", t) and k.layout is None:
         add_layout(k, t, "AB")
@@ -142,7 +177,9 @@ def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
     elif t.startswith("align"):
         k.alignment = (k.alignment + "," if k.alignment else "") + t[5:]
         operand = t[5:-1].upper() or "?"
-        k.add(t, "alignment", f"operand {operand} aligned to {re.sub(r'^[a-z]+', '', t[5:])} elements")
+        k.add(
+            t, "alignment", f"operand {operand} aligned to {re.sub(r'^[a-z]+', '', t[5:])} elements"
+        )
     elif t in ("execute", "kernel"):
         k.add(t, "raw", "kernel entry")
     elif t in ("segment", "split", "stream") and i + 1 < len(toks) and toks[i + 1] == "k":
@@ -162,7 +199,8 @@ def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
 
 
 _NVJET = re.compile(r"^nvjet_(?:(?P<arch>sm\d+a?)_)?(?P<body>.*)$")
-# nvjet letters for A/B, C, compute, D (cuBLASLt): h=fp16, t=bf16, s=fp32, d=fp64, q=fp8 e4m3, o=fp8 e5m2, i=int8.
+# nvjet letters for A/B, C, compute, D (cuBLASLt): h=fp16, t=bf16, s=fp32, d=fp64, q=fp8 e4m3, o=fp8
+# e5m2, i=int8.
 _NVJET_LETTERS = {
     "h": "fp16",
     "t": "bf16",
@@ -187,7 +225,9 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     k.add("nvjet", "library", "cuBLASLt's nvjet GEMM kernels (tensor cores)")
     if m.group("arch"):
         k.set_arch(m.group("arch"))
-    else:  # current cuBLAS leaves the SM token out (nvjet_tst_192x8_64x8_2x1_v_bz_TNT): the same grammar follows
+    # current cuBLAS leaves the SM token out (nvjet_tst_192x8_64x8_2x1_v_bz_TNT): the same grammar
+    # follows
+    else:
         k.add("nvjet_", "arch", "architecture not in the name (cuBLAS 12.9+ spelling)")
     k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
     toks = m.group("body").split("_")
@@ -201,7 +241,11 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
         elif t in ("h", "v"):
             k.add(t, "raw", "raster order (h or v; meaning not published)")
         elif t in ("bz", "badd"):
-            k.add(t, "raw", "not published" if t == "bz" else "not published (seen with a beta·C epilogue)")
+            k.add(
+                t,
+                "raw",
+                "not published" if t == "bz" else "not published (seen with a beta·C epilogue)",
+            )
         elif t.startswith(("coop", "ping")):
             sched = "cooperative" if t.startswith("coop") else "ping-pong"
             k.details["schedule"] = sched
@@ -226,7 +270,8 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
 
 
 def _nvjet_dtypes(k: Draft, letters: str) -> None:
-    """3 letters: A/B, compute, D (hsh = fp16 in, fp32 accumulate, fp16 out); 5 letters: A, B, C, compute, D."""
+    """3 letters: A/B, compute, D (hsh = fp16 in, fp32 accumulate, fp16 out); 5 letters: A, B, C,
+    compute, D."""
     names = [_NVJET_LETTERS.get(c, c) for c in letters]
     k.dtypes = tuple(names)
     if len(names) >= 5:
@@ -240,7 +285,9 @@ def _nvjet_dtypes(k: Draft, letters: str) -> None:
     k.add(
         letters,
         "dtypes",
-        f"inputs {', '.join(ab)}; " + (f"C {c[0]}; " if c else "") + f"accumulate in {names[-2]}; output {names[-1]}",
+        f"inputs {', '.join(ab)}; "
+        + (f"C {c[0]}; " if c else "")
+        + f"accumulate in {names[-2]}; output {names[-1]}",
     )
 
 

@@ -1,14 +1,17 @@
-"""cuBLAS's older kernels: architecture-prefixed GEMMs (``ampere_sgemm_128x64_nn``, ``volta_h884gemm_64x64_ldg8_nn``)
-and the hand-written helper kernels behind GEMV, dot, norms, small or skinny GEMMs, TRSM and split-K reductions.
+"""cuBLAS's older kernels: architecture-prefixed GEMMs (``ampere_sgemm_128x64_nn``,
+``volta_h884gemm_64x64_ldg8_nn``) and the hand-written helper kernels behind GEMV, dot, norms, small
+or skinny GEMMs, TRSM and split-K reductions.
 
-The prefixed names follow one grammar, read here token by token: ``{arch}_[{in}_]{s|h|d|c|z|i}[MMA]gemm_[{in}_]
-{M}x{N}[_sliced{a}x{b}][_ldg{n}][_relu][_f2f][_stages_{K}x{S}][_lower|_upper]_{layout}`` (taken from the kernel
-names in libcublasLt 13 and public nvprof / nsys / torch.profiler tables).
+The prefixed names follow one grammar, read here token by token:
+``{arch}_[{in}_]{s|h|d|c|z|i}[MMA]gemm_[{in}_]
+{M}x{N}[_sliced{a}x{b}][_ldg{n}][_relu][_f2f][_stages_{K}x{S}][_lower|_upper]_{layout}`` (taken from
+the kernel names in libcublasLt 13 and public nvprof / nsys / torch.profiler tables).
 
-The helper kernels carry no architecture or tile, only a routine name (``gemv2T_kernel_val``, ``dot_kernel``) and
-C++ template arguments. A bare routine name says too little to name its library, since any project may have a
-``dot_kernel``; profilers report the full signature, whose template arguments and ``cublas*Params`` parameter types
-do. So helpers decode only from a signature, and the most generic names only when the signature mentions cuBLAS.
+The helper kernels carry no architecture or tile, only a routine name (``gemv2T_kernel_val``,
+``dot_kernel``) and C++ template arguments. A bare routine name says too little to name its library,
+since any project may have a ``dot_kernel``; profilers report the full signature, whose template
+arguments and ``cublas*Params`` parameter types do. So helpers decode only from a signature, and the
+most generic names only when the signature mentions cuBLAS.
 """
 
 from __future__ import annotations
@@ -34,12 +37,20 @@ from .spelling import signature, value_types
 
 _LEGACY = re.compile(r"^(?P<arch>" + "|".join(ARCH_NAMES) + r")_(?P<body>.*)$")
 _LEGACY_OP = re.compile(r"(g?)([a-z]?)(\d*)(gemm|gemv|conv\w*)")
-_LEGACY_DTYPE = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "fp32": "fp32", "int8": "int8", "s8": "int8"}
+_LEGACY_DTYPE = {
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "tf32": "tf32",
+    "fp32": "fp32",
+    "int8": "int8",
+    "s8": "int8",
+}
 _MN = re.compile(r"\d+x\d+")
 
 
 def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
-    """``ampere_fp16_s16816gemm_fp16_128x64_ldg8_f2f_stages_64x4_nn`` and its relatives (and cuDNN's ``*_scudnn_*``)."""
+    """``ampere_fp16_s16816gemm_fp16_128x64_ldg8_f2f_stages_64x4_nn`` and its relatives (and cuDNN's
+    ``*_scudnn_*``)."""
     m = _LEGACY.match(sym)
     if not m or not re.search(r"gemm|conv|scudnn|gemv", sym):
         return False
@@ -81,17 +92,22 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "raw", "not decoded")
     if k.tensor_cores is None:
         k.tensor_cores = False
-    if k.dtypes:  # an explicit operand type wins over what the MMA shape suggests (Turing's 1688 is fp16)
+    if (
+        k.dtypes
+    ):  # an explicit operand type wins over what the MMA shape suggests (Turing's 1688 is fp16)
         d = k.dtypes[0]
         k.precision = "tf32" if d == "fp32" and k.tensor_cores else d
     label = "tensor-core" if k.tensor_cores else "SIMT"
-    k.short = squash(f"{k.library} {label} {upper(k.precision)} {k.op.upper() if k.op == 'gemm' else k.op}")
+    k.short = squash(
+        f"{k.library} {label} {upper(k.precision)} {k.op.upper() if k.op == 'gemm' else k.op}"
+    )
     k.short += geometry(k)
     return True
 
 
 def _legacy_op(k: Draft, t: str, gauss: str, prefix: str, shape: str, op: str) -> None:
-    """'sgemm', 'h884gemm', 's16816gemm', 'i8816gemm', 'cgemm', 'gcgemm': precision, and MMA shape if any."""
+    """'sgemm', 'h884gemm', 's16816gemm', 'i8816gemm', 'cgemm', 'gcgemm': precision, and MMA shape
+    if any."""
     k.op = "gemm" if op == "gemm" else op
     if gauss:
         k.details["variant"] = "g"
@@ -100,7 +116,10 @@ def _legacy_op(k: Draft, t: str, gauss: str, prefix: str, shape: str, op: str) -
         k.math = "tensor cores (mma)"
         k.details["mma_shape"] = mma_dims(shape)
         k.details["accumulator"] = PREFIX.get(prefix, prefix)
-        meaning = f"GEMM on tensor cores, {k.details['mma_shape']} MMA, accumulate in {PREFIX.get(prefix, prefix)}"
+        meaning = (
+            f"GEMM on tensor cores, {k.details['mma_shape']} MMA, accumulate in "
+            f"{PREFIX.get(prefix, prefix)}"
+        )
         k.add(t, "op", meaning)
         mp = mma_precision(prefix, shape)
         if mp and "/" not in mp:
@@ -111,11 +130,15 @@ def _legacy_op(k: Draft, t: str, gauss: str, prefix: str, shape: str, op: str) -
     k.precision = PREFIX.get(prefix, prefix)
     meaning = f"{k.precision} GEMM on CUDA cores (SIMT), no tensor cores"
     if gauss:  # gcgemm / gzgemm: a second complex GEMM flavour next to cgemm / zgemm in libcublasLt
-        meaning += "; 'g' variant (not published; likely the Gauss / 3M complex product of cublas<t>gemm3m)"
+        meaning += (
+            "; 'g' variant (not published; likely the Gauss / 3M complex product of "
+            "cublas<t>gemm3m)"
+        )
     k.add(t, "op", meaning)
 
 
-# --- helper kernels -----------------------------------------------------------------------------------------------
+# --- helper kernels
+# -----------------------------------------------------------------------------------------------
 
 
 class _Helper(NamedTuple):
@@ -131,16 +154,49 @@ def _h(pattern: str, op: str, meaning: str, label: str, generic: bool = False) -
 
 
 _HELPERS = (
-    _h(r"([sdcz])gemm_largek\w*", "gemm", "GEMM for a large K on CUDA cores (SIMT)", "large-K GEMM"),
-    _h(r"gemmSN_(NN|TN)_kernel\w*|gemmSN_kernel\w*", "gemm", "GEMM for a small N on CUDA cores", "small-N GEMM"),
+    _h(
+        r"([sdcz])gemm_largek\w*", "gemm", "GEMM for a large K on CUDA cores (SIMT)", "large-K GEMM"
+    ),
+    _h(
+        r"gemmSN_(NN|TN)_kernel\w*|gemmSN_kernel\w*",
+        "gemm",
+        "GEMM for a small N on CUDA cores",
+        "small-N GEMM",
+    ),
     _h(r"gemmk1_kernel\w*", "gemm", "GEMM with K = 1 (an outer product)", "K=1 GEMM"),
-    _h(r"(?:fermi|kepler)[SDCZH]gemm\w*", "gemm", "GEMM from cuBLAS' Fermi / Kepler-era kernels (SIMT)", "legacy GEMM"),
-    _h(r"magma_[sh]gemm\w*Ex_kernel", "gemm", "MAGMA-derived GEMM shipped inside cuBLAS", "MAGMA GEMM"),
-    _h(r"\w*gemm_?(?:kernel)?\dx\d\w*_core\w*|batch_gemm_kernel\w*", "gemm", "GEMM for tiny matrices", "tiny GEMM"),
+    _h(
+        r"(?:fermi|kepler)[SDCZH]gemm\w*",
+        "gemm",
+        "GEMM from cuBLAS' Fermi / Kepler-era kernels (SIMT)",
+        "legacy GEMM",
+    ),
+    _h(
+        r"magma_[sh]gemm\w*Ex_kernel",
+        "gemm",
+        "MAGMA-derived GEMM shipped inside cuBLAS",
+        "MAGMA GEMM",
+    ),
+    _h(
+        r"\w*gemm_?(?:kernel)?\dx\d\w*_core\w*|batch_gemm_kernel\w*",
+        "gemm",
+        "GEMM for tiny matrices",
+        "tiny GEMM",
+    ),
     _h(r"gemv2([NT])_kernel\w*", "gemv", "matrix-vector product (GEMV)", "GEMV"),
-    _h(r"gemvx::kernel|gemvx_kernel\w*|gemvNSP_kernel\w*|gemvk1_kernel\w*", "gemv", "matrix-vector product", "GEMV"),
+    _h(
+        r"gemvx::kernel|gemvx_kernel\w*|gemvNSP_kernel\w*|gemvk1_kernel\w*",
+        "gemv",
+        "matrix-vector product",
+        "GEMV",
+    ),
     _h(r"gbmv_kernel\w*", "gbmv", "banded matrix-vector product", "GBMV"),
-    _h(r"dot_kernel", "dot", "dot product, first pass (per-block partial sums)", "dot product", True),
+    _h(
+        r"dot_kernel",
+        "dot",
+        "dot product, first pass (per-block partial sums)",
+        "dot product",
+        True,
+    ),
     _h(
         r"reduce_1Block_kernel",
         "reduce",
@@ -156,7 +212,12 @@ _HELPERS = (
     _h(r"copy_kernel", "copy", "copy a vector", "copy", True),
     _h(r"rot\w*_kernel\w*", "rot", "plane rotation (rot, rotg, rotm)", "rot", True),
     _h(r"ger_kernel", "ger", "rank-1 update (ger)", "GER"),
-    _h(r"(?:syr|her|sphpr)2?_kernel\w*", "syr", "symmetric / Hermitian rank-1 or rank-2 update", "SYR / HER"),
+    _h(
+        r"(?:syr|her|sphpr)2?_kernel\w*",
+        "syr",
+        "symmetric / Hermitian rank-1 or rank-2 update",
+        "SYR / HER",
+    ),
     _h(
         r"(?:cuds_)?symv\w*|syhemv\w*|sphpmv\w*|sbhbmv\w*",
         "symv",
@@ -169,40 +230,95 @@ _HELPERS = (
         "triangular solve, one right-hand side",
         "TRSV",
     ),
-    _h(r"trmv\w*kernel\w*|tbmv\w*kernel\w*|tpmv\w*kernel\w*", "trmv", "triangular matrix-vector product", "TRMV"),
-    # TRSM: these kernels live in libcublas, not libcusolver, also when cuSOLVER's getrs / potrs launch them, which
-    # is how public profiles show them: next to getrf / potrf kernels. So they decode as cuBLAS.
+    _h(
+        r"trmv\w*kernel\w*|tbmv\w*kernel\w*|tpmv\w*kernel\w*",
+        "trmv",
+        "triangular matrix-vector product",
+        "TRMV",
+    ),
+    # TRSM: these kernels live in libcublas, not libcusolver, also when cuSOLVER's getrs / potrs
+    # launch them, which is how public profiles show them: next to getrf / potrf kernels. So they
+    # decode as cuBLAS.
     _h(
         r"trsm_(?:l[nt]|left|right|batch)\w*|kernel_trsm\w*|batch_trsm\w*",
         "trsm",
         "triangular solve, many right-hand sides (TRSM)",
         "TRSM",
     ),
-    _h(r"trmm\w*_kernel\w*|magma_lds128_[sdcz]trmm\w*", "trmm", "triangular matrix multiply (TRMM)", "TRMM"),
+    _h(
+        r"trmm\w*_kernel\w*|magma_lds128_[sdcz]trmm\w*",
+        "trmm",
+        "triangular matrix multiply (TRMM)",
+        "TRMM",
+    ),
     _h(r"syherk_kernel\w*", "syrk", "symmetric / Hermitian rank-k update (SYRK / HERK)", "SYRK"),
     _h(r"syhemm_kernel\w*", "symm", "symmetric / Hermitian matrix multiply (SYMM)", "SYMM"),
     _h(r"geam_kernel", "geam", "C = a·op(A) + b·op(B) (geam)", "GEAM"),
     _h(r"dgmm\w*kernel", "dgmm", "multiply by a diagonal matrix", "DGMM"),
-    _h(r"magma_bdmm\w*kernel", "bdmm", "MAGMA-derived 'bdmm' kernel inside cuBLAS (meaning not published)", "bdmm"),
-    _h(r"transpose_readWrite_alignment\w*kernel", "transpose", "out-of-place transpose", "transpose", True),
-    # cublas<t>getrfBatched / getriBatched / matinvBatched / geqrfBatched: LAPACK-like routines for small matrices
+    _h(
+        r"magma_bdmm\w*kernel",
+        "bdmm",
+        "MAGMA-derived 'bdmm' kernel inside cuBLAS (meaning not published)",
+        "bdmm",
+    ),
+    _h(
+        r"transpose_readWrite_alignment\w*kernel",
+        "transpose",
+        "out-of-place transpose",
+        "transpose",
+        True,
+    ),
+    # cublas<t>getrfBatched / getriBatched / matinvBatched / geqrfBatched: LAPACK-like routines for
+    # small matrices
     _h(
         r"getrf_(?:panel|1x1|2x2|kernelWarp|semiwarp)|laswp_kernel(?:_reverse)?",
         "lu",
         "batched LU factorisation (cublas<t>getrfBatched)",
         "batched LU",
     ),
-    _h(r"getri_\w+|matinv_kernelWarp", "inverse", "batched matrix inverse (getriBatched / matinvBatched)", "inverse"),
-    _h(r"geqr2_batch_kernel\w*|geqrSolve_batch_kernel", "qr", "batched QR (geqrfBatched / gelsBatched)", "batched QR"),
     _h(
-        r"splitKreduce_kernel", "splitk_reduce", "split-K GEMM: sums the K-slices' partial results", "split-K reduction"
+        r"getri_\w+|matinv_kernelWarp",
+        "inverse",
+        "batched matrix inverse (getriBatched / matinvBatched)",
+        "inverse",
     ),
-    _h(r"cublasLt::epilogue(?:::\w+)+", "epilogue", "GEMM epilogue as its own kernel (bias, activation)", "epilogue"),
+    _h(
+        r"geqr2_batch_kernel\w*|geqrSolve_batch_kernel",
+        "qr",
+        "batched QR (geqrfBatched / gelsBatched)",
+        "batched QR",
+    ),
+    _h(
+        r"splitKreduce_kernel",
+        "splitk_reduce",
+        "split-K GEMM: sums the K-slices' partial results",
+        "split-K reduction",
+    ),
+    _h(
+        r"cublasLt::epilogue(?:::\w+)+",
+        "epilogue",
+        "GEMM epilogue as its own kernel (bias, activation)",
+        "epilogue",
+    ),
 )
 _PRECISION_LETTER = re.compile(
     r"(?:magma_(?:lds128_)?|fermi|kepler)?([sdczhSDCZH])(?:gemm_largek|gemm\w*Ex_kernel|trmm|gemm_v\d)"
 )
-_CUDA_CORES = ("gemv", "gbmv", "dot", "reduce", "nrm2", "asum", "iamax", "axpy", "scal", "swap", "copy", "rot", "ger")
+_CUDA_CORES = (
+    "gemv",
+    "gbmv",
+    "dot",
+    "reduce",
+    "nrm2",
+    "asum",
+    "iamax",
+    "axpy",
+    "scal",
+    "swap",
+    "copy",
+    "rot",
+    "ger",
+)
 _SIMT_GEMM = ("large-K GEMM", "small-N GEMM", "K=1 GEMM", "tiny GEMM", "legacy GEMM")
 
 
@@ -224,11 +340,17 @@ def decode_helper(k: Draft, sym: str, full: str) -> bool:
     k.op = helper.op
     k.add(path if helper.op == "epilogue" else name, "op", helper.meaning)
     types = value_types(args)
-    letter = _PRECISION_LETTER.match(name)  # sgemm_largek, magma_hgemmEx_kernel, fermiCgemm_v3_kernel, ...
+    letter = _PRECISION_LETTER.match(
+        name
+    )  # sgemm_largek, magma_hgemmEx_kernel, fermiCgemm_v3_kernel, ...
     k.precision = PREFIX[letter.group(1).lower()] if letter else types[0] if types else None
     if types:
         k.dtypes = types
-        k.add(f"<{args[:60]}{'…' if len(args) > 60 else ''}>", "template", f"instantiated for {', '.join(types)}")
+        k.add(
+            f"<{args[:60]}{'…' if len(args) > 60 else ''}>",
+            "template",
+            f"instantiated for {', '.join(types)}",
+        )
     if helper.op in _CUDA_CORES or helper.label in _SIMT_GEMM:
         k.tensor_cores = False  # vector, matrix-vector and small-matrix kernels: no MMA
         k.math = "SIMT (CUDA cores)"

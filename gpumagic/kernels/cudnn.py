@@ -1,12 +1,15 @@
-"""cuDNN's kernels and the fused attention kernels (FlashAttention, PyTorch's CUTLASS memory-efficient attention).
+"""cuDNN's kernels and the fused attention kernels (FlashAttention, PyTorch's CUTLASS
+memory-efficient attention).
 
-cuDNN names come in two kinds: runtime-compiled ``cudnn_generated_*`` names that list their tokens (arch, MMA kind,
-dtype, tile, cluster), and the older fixed kernels, named after what they do (``nchwToNhwcKernel``,
-``implicit_convolve_sgemm``), for which the function name is the best label. cuDNN's xmma and
-``{arch}_scudnn_*`` kernels are read by the cuBLAS decoders, as they share those grammars.
+cuDNN names come in two kinds: runtime-compiled ``cudnn_generated_*`` names that list their tokens
+(arch, MMA kind, dtype, tile, cluster), and the older fixed kernels, named after what they do
+(``nchwToNhwcKernel``, ``implicit_convolve_sgemm``), for which the function name is the best label.
+cuDNN's xmma and ``{arch}_scudnn_*`` kernels are read by the cuBLAS decoders, as they share those
+grammars.
 
-Attention kernels matter because they replace a whole softmax(QKᵀ)V: the label says which implementation ran,
-forward or backward, and where the name carries them, the head dimension, tile and dtype.
+Attention kernels matter because they replace a whole softmax(QKᵀ)V: the label says which
+implementation ran, forward or backward, and where the name carries them, the head dimension, tile
+and dtype.
 """
 
 from __future__ import annotations
@@ -19,14 +22,25 @@ from .spelling import cpp_dtypes, signature, template_args
 _VARIANT = {"fprop": "forward", "bprop": "backward", "dgrad": "backward", "wgrad": "backward"}
 
 
-# cuDNN's RNN kernels, whose names need not mention cuDNN (RNN_blockPersist_bp_LSTM_FMA<float, ...>(block_bp_args_..)):
-# the persistent-RNN kernels and the per-gate element-wise kernels of each cell type
-_RNN = re.compile(r"(?:RNN_blockPersist|persistRNN|elemWiseRNNcell|(?:LSTM|GRU|RNN|GENERIC)_elementWise)(?:_\w+)?")
+# cuDNN's RNN kernels, whose names need not mention cuDNN (RNN_blockPersist_bp_LSTM_FMA<float,
+# ...>(block_bp_args_..)): the persistent-RNN kernels and the per-gate element-wise kernels of each
+# cell type
+_RNN = re.compile(
+    r"(?:RNN_blockPersist|persistRNN|elemWiseRNNcell|(?:LSTM|GRU|RNN|GENERIC)_elementWise)(?:_\w+)?"
+)
 _RNN_WORDS = re.compile(r"RNN|LSTM|GRU|GENERIC_elementWise")
-_RNN_MATH = {"HMMA": (True, "tensor cores (HMMA)"), "IMMA": (True, "tensor cores (IMMA)"), "FMA": (False, "FMA")}
+_RNN_MATH = {
+    "HMMA": (True, "tensor cores (HMMA)"),
+    "IMMA": (True, "tensor cores (IMMA)"),
+    "FMA": (False, "FMA"),
+}
 # words of an attention backward in cuDNN's fusion kernels: dO·O, dQ / dK / dV, softmax statistics
-_ATTENTION_WORDS = re.compile(r"(?:^|_)(?:d[oqkv]|sdpa|mha|fmha|attn|attention|flash|softmax_stats)(?=_|\d|$)")
-_NORM = re.compile(r"(?:^|_)(?:bn|batchnorm|batch_norm|layernorm|layer_norm|groupnorm|instancenorm|rmsnorm)(?:_|$)")
+_ATTENTION_WORDS = re.compile(
+    r"(?:^|_)(?:d[oqkv]|sdpa|mha|fmha|attn|attention|flash|softmax_stats)(?=_|\d|$)"
+)
+_NORM = re.compile(
+    r"(?:^|_)(?:bn|batchnorm|batch_norm|layernorm|layer_norm|groupnorm|instancenorm|rmsnorm)(?:_|$)"
+)
 
 
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
@@ -34,7 +48,9 @@ def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
     if not named and not _RNN_WORDS.search(full):
         return False  # cheap test first: most names reaching here are neither
     path, leaf, args = signature(full)
-    rnn = _RNN.fullmatch(leaf) is not None and ("<" in full or "(" in full)  # a bare name is too thin to claim
+    rnn = _RNN.fullmatch(leaf) is not None and (
+        "<" in full or "(" in full
+    )  # a bare name is too thin to claim
     if not named and not rnn:
         return False
     k.family = "cudnn"
@@ -68,7 +84,9 @@ def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
         what = f"attention step: {leaf}"
     elif _NORM.search(lower):
         k.op = "norm"
-        what = f"batch norm: {leaf}" if re.search(r"(?:^|_)(?:bn|batch)", lower) else f"norm: {leaf}"
+        what = (
+            f"batch norm: {leaf}" if re.search(r"(?:^|_)(?:bn|batch)", lower) else f"norm: {leaf}"
+        )
     elif "convert" in lower:
         k.op = "convert"
     elif re.search(r"conv|fprop|dgrad|wgrad|implicit", lower):
@@ -82,8 +100,9 @@ def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
 
 
 def _fft_convolution(k: Draft, leaf: str, full: str) -> None:
-    """``DSE::vector_fft<..>``, ``DSE::regular_fft_pad<..>``: cuDNN's own FFT kernels for its FFT convolution
-    algorithms (they are in libcudnn_engines_precompiled, not in cuFFT), named like cuFFT's older kernels."""
+    """``DSE::vector_fft<..>``, ``DSE::regular_fft_pad<..>``: cuDNN's own FFT kernels for its FFT
+    convolution algorithms (they are in libcudnn_engines_precompiled, not in cuFFT), named like
+    cuFFT's older kernels."""
     k.op = "conv"
     k.details["algorithm"] = "fft"
     k.add(f"DSE::{leaf}", "op", "FFT step of an FFT-based convolution (cuDNN's internal FFT)")
@@ -110,10 +129,15 @@ def _generated(k: Draft, name: str) -> None:
             k.math = f"tensor cores ({t})"
             k.add(t, "math", "tensor cores")
         elif t == "f16":
-            # cuDNN's generated kernels say f16 for 16-bit data: the same kernels run for fp16 and bf16 inputs
+            # cuDNN's generated kernels say f16 for 16-bit data: the same kernels run for fp16 and
+            # bf16 inputs
             k.precision = "16-bit"
             k.dtypes += ("16-bit",)
-            k.add(t, "dtype", "16-bit data (fp16 or bf16: the generated name does not tell them apart)")
+            k.add(
+                t,
+                "dtype",
+                "16-bit data (fp16 or bf16: the generated name does not tell them apart)",
+            )
         elif t in DTYPE and t != "void":
             k.precision = DTYPE[t]
             k.dtypes += (DTYPE[t],)
@@ -139,8 +163,12 @@ def _generated(k: Draft, name: str) -> None:
     k.short = squash(f"cuDNN {what} {direction} {precision}")
 
 
-_FLASH = re.compile(r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_")
-_FMHA = re.compile(r"fmha_cutlass([FB])_([a-z0-9]+?)_(aligned|notaligned)_(\d+x\d+)((?:_[a-z0-9]+?)*)_(sm\d+)")
+_FLASH = re.compile(
+    r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_"
+)
+_FMHA = re.compile(
+    r"fmha_cutlass([FB])_([a-z0-9]+?)_(aligned|notaligned)_(\d+x\d+)((?:_[a-z0-9]+?)*)_(sm\d+)"
+)
 _FMHA_EXTRA = {"rf": "accumulator in registers", "gmem": "accumulator in global memory"}
 _TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+)")
 
@@ -158,12 +186,16 @@ def decode_flash(k: Draft, sym: str, full: str) -> bool:
     else:
         _flash(k, leaf, full)
     k.math = "tensor cores (mma)"
-    k.short = squash(f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) {upper(k.precision)}")
+    k.short = squash(
+        f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) "
+        f"{upper(k.precision)}"
+    )
     return True
 
 
 def _mem_efficient(k: Draft, leaf: str) -> None:
-    """PyTorch's CUTLASS kernels: fmha_cutlassF_f16_aligned_64x64_rf_sm80 (direction, dtype, tile, extras, arch)."""
+    """PyTorch's CUTLASS kernels: fmha_cutlassF_f16_aligned_64x64_rf_sm80 (direction, dtype, tile,
+    extras, arch)."""
     k.library = "PyTorch memory-efficient attention (CUTLASS)"
     fm = _FMHA.match(leaf)
     if not fm:
@@ -188,7 +220,8 @@ def _mem_efficient(k: Draft, leaf: str) -> None:
 
 
 def _flash(k: Draft, leaf: str, full: str) -> None:
-    """FlashAttention 2/3 and PyTorch's copy: direction from the kernel, head dim / tile / warps from the traits."""
+    """FlashAttention 2/3 and PyTorch's copy: direction from the kernel, head dim / tile / warps
+    from the traits."""
     k.library = "FlashAttention (PyTorch)" if "pytorch_flash" in full else "FlashAttention"
     direction = "backward" if "bwd" in leaf else "forward"
     k.details["direction"] = direction

@@ -1,14 +1,17 @@
-"""cuFFT's kernels: the transform passes (``regular_fft``, ``vector_fft``, their ``_r2c`` / ``_c2r`` / ``_factor``
-forms, Bluestein and prime-size kernels) and the steps around them (real<->complex pre/post-processing, packing).
+"""cuFFT's kernels: the transform passes (``regular_fft``, ``vector_fft``, their ``_r2c`` / ``_c2r``
+/ ``_factor`` forms, Bluestein and prime-size kernels) and the steps around them (real<->complex
+pre/post-processing, packing).
 
-Current releases name the transform kernels ``{regular|vector}_fft[_r2c|_c2r|_factor]<SIZE, EPT<n...>, ...,
-(padding_t)p, (twiddle_t)t, (loadstore_modifier_t)l, (layout_t)y, unsigned int, float, ...>``: the first template
-argument is the transform length of this pass, ``EPT<...>`` the elements each thread holds (one per radix when the
-length is mixed-radix), and the real type after the index type the precision (``float``, ``double``, ``__half``).
-The other arguments are not published; they are shown, not interpreted. Profiles from older releases show the same
-kernels with plain integer arguments (``regular_fft<128, 1, 8, 16, ...>``) and kernels named by precision and radix
-(``dpRadix0256C::kernel1Mem``); those are read as far as their names go. ``DSE::vector_fft`` and its relatives are
-cuDNN's FFT-convolution kernels (they live in libcudnn, not libcufft) and decode as cuDNN.
+Current releases name the transform kernels ``{regular|vector}_fft[_r2c|_c2r|_factor]<SIZE,
+EPT<n...>, ..., (padding_t)p, (twiddle_t)t, (loadstore_modifier_t)l, (layout_t)y, unsigned int,
+float, ...>``: the first template argument is the transform length of this pass, ``EPT<...>`` the
+elements each thread holds (one per radix when the length is mixed-radix), and the real type after
+the index type the precision (``float``, ``double``, ``__half``). The other arguments are not
+published; they are shown, not interpreted. Profiles from older releases show the same kernels with
+plain integer arguments (``regular_fft<128, 1, 8, 16, ...>``) and kernels named by precision and
+radix (``dpRadix0256C::kernel1Mem``); those are read as far as their names go. ``DSE::vector_fft``
+and its relatives are cuDNN's FFT-convolution kernels (they live in libcudnn, not libcufft) and
+decode as cuDNN.
 """
 
 from __future__ import annotations
@@ -53,27 +56,67 @@ def _s(pattern: str, transform: str, meaning: str, label: str, own_name: bool = 
 
 
 _STEPS = (
-    _s(r"preprocess\w*", "c2r", "real<->complex pre-processing before a half-length FFT", "pre-process", False),
-    _s(r"postprocess\w*", "r2c", "real<->complex post-processing after a half-length FFT", "post-process", False),
+    _s(
+        r"preprocess\w*",
+        "c2r",
+        "real<->complex pre-processing before a half-length FFT",
+        "pre-process",
+        False,
+    ),
+    _s(
+        r"postprocess\w*",
+        "r2c",
+        "real<->complex post-processing after a half-length FFT",
+        "post-process",
+        False,
+    ),
     _s(r"packR2C\w*", "r2c", "packs real input for a real-to-complex transform", "pack R2C input"),
-    _s(r"unpackC2R\w*", "c2r", "unpacks the output of a complex-to-real transform", "unpack C2R output"),
+    _s(
+        r"unpackC2R\w*",
+        "c2r",
+        "unpacks the output of a complex-to-real transform",
+        "unpack C2R output",
+    ),
     _s(r"repackC2C\w*", "c2c", "repacks data between complex passes", "repack"),
-    _s(r"generate_chirp_signal", "", "builds the chirp sequence of a Bluestein FFT", "Bluestein chirp"),
-    _s(r"scale_conjugate", "", "scales and conjugates (Bluestein / inverse step)", "scale-conjugate", False),
-    _s(r"mgpu_distribute\w*", "", "redistributes data between the GPUs of a multi-GPU plan", "multi-GPU exchange"),
+    _s(
+        r"generate_chirp_signal",
+        "",
+        "builds the chirp sequence of a Bluestein FFT",
+        "Bluestein chirp",
+    ),
+    _s(
+        r"scale_conjugate",
+        "",
+        "scales and conjugates (Bluestein / inverse step)",
+        "scale-conjugate",
+        False,
+    ),
+    _s(
+        r"mgpu_distribute\w*",
+        "",
+        "redistributes data between the GPUs of a multi-GPU plan",
+        "multi-GPU exchange",
+    ),
 )
-# cuFFT's own argument types, which tell its pre/post-processing kernels from other projects' of the same name
-_CUFFT_TYPES = re.compile(r"real_complex_args_t|RealComplex_st|loadstore_modifier_t|callback_t|kernel_arguments")
+# cuFFT's own argument types, which tell its pre/post-processing kernels from other projects' of the
+# same name
+_CUFFT_TYPES = re.compile(
+    r"real_complex_args_t|RealComplex_st|loadstore_modifier_t|callback_t|kernel_arguments"
+)
 
 # older names: {s,d,h}p + Radix / Vector / RealComplex + length + variant letter :: kernel
-_OLD = re.compile(r"(?:^|::)(?P<prec>[sdh])p(?P<family>Radix|Vector|RealComplex|Bluestein|Transpose)(?P<n>\d*)[A-Z]?$")
+_OLD = re.compile(
+    r"(?:^|::)(?P<prec>[sdh])p(?P<family>Radix|Vector|RealComplex|Bluestein|Transpose)(?P<n>\d*)[A-Z]?$"
+)
 _OLD_PREC = {"s": "fp32", "d": "fp64", "h": "fp16"}
 _ENUM = re.compile(r"\((\w+_t)\)(-?\d+)")
 
 
 def decode_cufft(k: Draft, sym: str, full: str) -> bool:
     path, name, args = signature(full)
-    if name == "kernel_wrapper":  # 'kernel_wrapper<unsigned int, &(void packR2C_kernel_impl<..>(..))>'
+    if (
+        name == "kernel_wrapper"
+    ):  # 'kernel_wrapper<unsigned int, &(void packR2C_kernel_impl<..>(..))>'
         inner = re.search(r"&\(?(?:void )?(\w+)<", full)
         name = inner.group(1) if inner else name
         args = template_args(full[full.find(name) :])  # the wrapped function's arguments
@@ -109,18 +152,34 @@ def _transform(k: Draft, name: str, m: re.Match[str], args: list[str]) -> None:
     k.add(name, "op", f"{_KIND[kind]}; {sub_meaning}{symm}")
     if args and args[0].isdigit():
         k.details["fft_size"] = int(args[0])
-        k.add(args[0], "size", f"transform length {args[0]}" + (" (this pass)" if sub == "factor" else ""))
+        k.add(
+            args[0],
+            "size",
+            f"transform length {args[0]}" + (" (this pass)" if sub == "factor" else ""),
+        )
     ept = next((a for a in args if a.startswith("EPT<")), None)
     if ept:
         radices = [int(x) for x in re.findall(r"\d+", ept)]
         k.details["elements_per_thread"] = radices
         k.add(ept, "EPT", f"{' × '.join(map(str, radices))} elements per thread")
     for enum, value in _ENUM.findall(", ".join(args)):
-        k.add(f"({enum}){value}", "raw", f"{enum.removesuffix('_t')} = {value} (meaning not published)")
+        k.add(
+            f"({enum}){value}",
+            "raw",
+            f"{enum.removesuffix('_t')} = {value} (meaning not published)",
+        )
     size = k.details.get("fft_size")
     label = {"c2c": "C2C", "r2c": "R2C", "c2r": "C2R"}[transform]
-    variant = "Bluestein" if "bluestein" in kind else kind.replace("_", " ") + (" pass" if sub == "factor" else "")
-    k.short = squash(f"cuFFT {label} {upper(k.precision)} FFT" + (f", size {size}" if size else "") + f" ({variant})")
+    variant = (
+        "Bluestein"
+        if "bluestein" in kind
+        else kind.replace("_", " ") + (" pass" if sub == "factor" else "")
+    )
+    k.short = squash(
+        f"cuFFT {label} {upper(k.precision)} FFT"
+        + (f", size {size}" if size else "")
+        + f" ({variant})"
+    )
 
 
 def _old(k: Draft, path: str, m: re.Match[str]) -> None:
@@ -133,4 +192,8 @@ def _old(k: Draft, path: str, m: re.Match[str]) -> None:
     if n:
         k.details["fft_size"] = int(n)
     k.add(path, "op", f"{family} kernel (older cuFFT naming)" + (f", length {int(n)}" if n else ""))
-    k.short = squash(f"cuFFT {upper(k.precision)} {family}" + (f" {int(n)}" if n else "") + f": {path.split('::')[-1]}")
+    k.short = squash(
+        f"cuFFT {upper(k.precision)} {family}"
+        + (f" {int(n)}" if n else "")
+        + f": {path.split('::')[-1]}"
+    )

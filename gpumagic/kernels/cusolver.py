@@ -1,12 +1,13 @@
 """cuSOLVER's dense kernels: LU, Cholesky, QR, SVD and eigensolvers, and the helpers they share.
 
-cuSOLVER names its kernels after the LAPACK routine they implement (``getrf_pivot``, ``potrf_alg2_cta_lower``,
-``geqr2_smem_domino_fast``, ``gesvdbj_batch_32x16``, ``syevj_diagonal_kernel``, ``laed4_par``), so the routine
-prefix gives the operation; a few generic kernel names (``kernel``, ``epilogue``, ``transpose``) are recognised by
-their parameter structs (``getrf_wo_pivot_params_``, ``sytrd_params``). The element type is the first template
-argument: ``float``, ``double``, or CUDA's vector types standing for complex numbers (``float2`` = complex64,
-``double2`` = complex128). Only kernels whose names are in libcusolver are claimed here; the TRSM / TRSV and batched
-getrf kernels that cuSOLVER calls live in cuBLAS and decode as cuBLAS.
+cuSOLVER names its kernels after the LAPACK routine they implement (``getrf_pivot``,
+``potrf_alg2_cta_lower``, ``geqr2_smem_domino_fast``, ``gesvdbj_batch_32x16``,
+``syevj_diagonal_kernel``, ``laed4_par``), so the routine prefix gives the operation; a few generic
+kernel names (``kernel``, ``epilogue``, ``transpose``) are recognised by their parameter structs
+(``getrf_wo_pivot_params_``, ``sytrd_params``). The element type is the first template argument:
+``float``, ``double``, or CUDA's vector types standing for complex numbers (``float2`` = complex64,
+``double2`` = complex128). Only kernels whose names are in libcusolver are claimed here; the TRSM /
+TRSV and batched getrf kernels that cuSOLVER calls live in cuBLAS and decode as cuBLAS.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ _ROUTINES = tuple(
         (
             "qr",
             r"larf[tbg]?\w*|setup_vhat_\w+|shift_householder_vector\w*|shift_right_kernel",
-            "Householder reflectors: building (larfg), the block factor T (larft), applying them (larfb)",
+            "Householder reflectors: building (larfg), the block factor T (larft), applying "
+            "them (larfb)",
         ),
         (
             "svd",
@@ -79,12 +81,14 @@ _ROUTINES = tuple(
         (
             "eigh",
             r"sytrd\w*|sytd2\w*|latrd\w*|ormtr\w*|orgtr\w*",
-            "tridiagonal reduction (sytrd) of a symmetric eigensolver, or its back-transformation (ormtr)",
+            "tridiagonal reduction (sytrd) of a symmetric eigensolver, or its "
+            "back-transformation (ormtr)",
         ),
         (
             "eigh",
             r"stedc\w*|steqr\w*|[sd]?laed\d\w*|merge_ker|scale_max",
-            "tridiagonal eigensolver: divide and conquer (stedc / laed*), QR iteration (steqr), or the scaling by the"
+            "tridiagonal eigensolver: divide and conquer (stedc / laed*), QR iteration "
+            "(steqr), or the scaling by the"
             " largest element before them (scale_max)",
         ),
         (
@@ -94,7 +98,11 @@ _ROUTINES = tuple(
             r"|set_info_nonconvergence|normalize_vectors",
             "general (non-symmetric) eigensolver (geev): balancing, Hessenberg, vectors",
         ),
-        ("trsm", r"trsm_lower|trsm_right|trtri\w*|batch_trs[mv]_\w+", "cuSOLVER's own triangular solve / inverse"),
+        (
+            "trsm",
+            r"trsm_lower|trsm_right|trtri\w*|batch_trs[mv]_\w+",
+            "cuSOLVER's own triangular solve / inverse",
+        ),
         (
             "sparse_solve",
             r"csrqr\w*|csrchol\w*|gluFactorKernel\w*|glu_(?:csr|dense|ilu0|tile|internal|lu_|maxL|rcond|trsm|gemm|gather|scatter"
@@ -107,18 +115,27 @@ _ROUTINES = tuple(
             r"|cusolver\w*|cuds_\w+|copy_info_kernel|xx_set_info_ker|set_info_kernel|batch_eye_kernel|reset_lowerA_kernel"
             r"|zero_lower_kernel|\w*colperm_kernel|pegasus\w*|find_nan_kernel|ipiv_32_to_64|\w*FnrmA_\w+|\w*offA_\w+"
             r"|batch_symmetrize_kernel|hermitianize_\w+|gemmcn_skinny_kernel",
-            "LAPACK-style helper (copy, scale, norm, set, sort, permute) used inside cuSOLVER's routines",
+            "LAPACK-style helper (copy, scale, norm, set, sort, permute) used inside "
+            "cuSOLVER's routines",
         ),
     )
 )
-# Kernels named 'kernel' / 'epilogue' / 'transpose' say what they belong to through their parameter struct.
+# Kernels named 'kernel' / 'epilogue' / 'transpose' say what they belong to through their parameter
+# struct.
 _PARAMS = (
     ("getrf_wo_pivot_params_", "lu", "LU factorisation without pivoting"),
     ("getrf_params_", "lu", "LU factorisation (getrf)"),
     ("sytrd_params", "eigh", "tridiagonal reduction (sytrd) of a symmetric eigensolver"),
     ("stedc_params_", "eigh", "tridiagonal divide-and-conquer eigensolver (stedc)"),
 )
-_GENERIC_NAMES = ("kernel", "epilogue", "transpose", "partition", "normalize_vectors", "set_info_nonconvergence")
+_GENERIC_NAMES = (
+    "kernel",
+    "epilogue",
+    "transpose",
+    "partition",
+    "normalize_vectors",
+    "set_info_nonconvergence",
+)
 
 
 def decode_cusolver(k: Draft, sym: str, full: str) -> bool:
@@ -133,8 +150,12 @@ def decode_cusolver(k: Draft, sym: str, full: str) -> bool:
     k.library = "cuSOLVER"
     k.op = op
     k.add(name, "op", meaning)
-    # the tridiagonal stage is real even for complex input: stedc_params_<float2, float, ...> is an fp32 problem
-    stedc = bool(re.match(r"(?:steqr|stedc|[sd]?laed|merge_ker|scale_max)", name)) or "stedc_params_" in args
+    # the tridiagonal stage is real even for complex input: stedc_params_<float2, float, ...> is an
+    # fp32 problem
+    stedc = (
+        bool(re.match(r"(?:steqr|stedc|[sd]?laed|merge_ker|scale_max)", name))
+        or "stedc_params_" in args
+    )
     set_element_type(k, args, real_only=stedc)
     k.short = squash(f"cuSOLVER {upper(k.precision)} {_OPS[op]}: {name}")
     return True
@@ -146,7 +167,9 @@ def _routine(name: str, path: str, full: str) -> tuple[str, str] | None:
         for struct, op, meaning in _PARAMS:
             if struct + "<" in full:
                 return op, f"{name} step of {meaning}"
-        if not path.startswith(("kernel::", "cusolver")):  # cuSOLVER's geev kernels live in namespace 'kernel'
+        if not path.startswith(
+            ("kernel::", "cusolver")
+        ):  # cuSOLVER's geev kernels live in namespace 'kernel'
             return None
     for op, pattern, meaning in _ROUTINES:
         if pattern.fullmatch(name):

@@ -1,10 +1,12 @@
-"""cuSPARSE's kernels: sparse × dense products (SpMM, SpMV), SDDMM, SpGEMM, format conversions, triangular solves.
+"""cuSPARSE's kernels: sparse × dense products (SpMM, SpMV), SDDMM, SpGEMM, format conversions,
+triangular solves.
 
 The generic API's kernels live in namespace ``cusparse::`` and name the routine and algorithm
-(``cusparse::csrmm_alg2_kernel``, ``cusparse::csrmv_v3_kernel``, ``cusparse::sddmm_ker``); their template arguments
-list the index types (``int`` or ``long``: 32- or 64-bit indices) and the value types (``float``, ``double``,
-``cusparse::Complex<float>``, ``__half``). Older kernels have no namespace (``convert_CooToCsr_kernel``,
-``csrgeam_windowBased_core``, ``gtsv_lu``) and are recognised by their routine prefix from a full signature.
+(``cusparse::csrmm_alg2_kernel``, ``cusparse::csrmv_v3_kernel``, ``cusparse::sddmm_ker``); their
+template arguments list the index types (``int`` or ``long``: 32- or 64-bit indices) and the value
+types (``float``, ``double``, ``cusparse::Complex<float>``, ``__half``). Older kernels have no
+namespace (``convert_CooToCsr_kernel``, ``csrgeam_windowBased_core``, ``gtsv_lu``) and are
+recognised by their routine prefix from a full signature.
 """
 
 from __future__ import annotations
@@ -34,10 +36,22 @@ _OPS = {
 _ROUTINES = tuple(
     (op, re.compile(pattern), meaning)
     for op, pattern, meaning in (
-        ("spmm", r"csrmm\w*|bsrmm\w*|coomm\w*|spmm\w*|csrMm\w*", "sparse × dense matrix product (SpMM)"),
-        ("spmv", r"csrmv\w*|bsrx?mv\w*|dbsrxmv\w*|coomv\w*|spmv\w*|csrMv\w*|gemvi\w*", "sparse matrix × vector (SpMV)"),
+        (
+            "spmm",
+            r"csrmm\w*|bsrmm\w*|coomm\w*|spmm\w*|csrMm\w*",
+            "sparse × dense matrix product (SpMM)",
+        ),
+        (
+            "spmv",
+            r"csrmv\w*|bsrx?mv\w*|dbsrxmv\w*|coomv\w*|spmv\w*|csrMv\w*|gemvi\w*",
+            "sparse matrix × vector (SpMV)",
+        ),
         ("sddmm", r"sddmm\w*", "sampled dense-dense matrix product (SDDMM)"),
-        ("spgemm", r"\w*spgemm\w*|\w*SpGEMM\w*|csrgemm\w*", "sparse × sparse matrix product (SpGEMM)"),
+        (
+            "spgemm",
+            r"\w*spgemm\w*|\w*SpGEMM\w*|csrgemm\w*",
+            "sparse × sparse matrix product (SpGEMM)",
+        ),
         ("spgeam", r"csrgeam\w*", "sparse + sparse (csrgeam)"),
         (
             "convert",
@@ -76,12 +90,20 @@ def decode_cusparse(k: Draft, sym: str, full: str) -> bool:
     if "<" not in full and "(" not in full:
         return False  # a bare routine name is too thin to claim (see cublas_legacy's docstring)
     path, name, args = signature(full)
-    cub = path.startswith("cub::") and "cusparse::" in full  # a CUB primitive instantiated with cuSPARSE's types
+    cub = (
+        path.startswith("cub::") and "cusparse::" in full
+    )  # a CUB primitive instantiated with cuSPARSE's types
     if not (path.startswith("cusparse::") or cub or _LEGACY.fullmatch(name)):
         return False
-    op, meaning = next(((op, m) for op, pat, m in _ROUTINES if pat.fullmatch(name)), ("helper", "cuSPARSE internal"))
+    op, meaning = next(
+        ((op, m) for op, pat, m in _ROUTINES if pat.fullmatch(name)),
+        ("helper", "cuSPARSE internal"),
+    )
     if cub:
-        op, meaning = "helper", f"CUB {name} run by cuSPARSE (its template arguments name cuSPARSE types)"
+        op, meaning = (
+            "helper",
+            f"CUB {name} run by cuSPARSE (its template arguments name cuSPARSE types)",
+        )
     k.family = "cusparse"
     k.library = "cuSPARSE"
     k.op = op

@@ -1,9 +1,11 @@
-"""CUTLASS kernel names: the 2.x procedural names and the 3.x (CuTe) names of CUTLASS's own generator.
+"""CUTLASS kernel names: the 2.x procedural names and the 3.x (CuTe) names of CUTLASS's own
+generator.
 
-Both are assembled by CUTLASS's ``generator.py`` from fixed parts, so they decode token by token: ``cutlass_80_
-tensorop_s1688gemm_128x128_32x3_nn_align4`` is SM 8.0, tensor cores, fp32 accumulate with the 16×8×8 (TF32) MMA, a
-128×128 block tile, K-tile 32 with 3 pipeline stages, both operands column-major, 4-element alignment. cuBLAS and
-cuDNN ship CUTLASS kernels under these names too, which is why the library string says where one came from.
+Both are assembled by CUTLASS's ``generator.py`` from fixed parts, so they decode token by token:
+``cutlass_80_ tensorop_s1688gemm_128x128_32x3_nn_align4`` is SM 8.0, tensor cores, fp32 accumulate
+with the 16×8×8 (TF32) MMA, a 128×128 block tile, K-tile 32 with 3 pipeline stages, both operands
+column-major, 4-element alignment. cuBLAS and cuDNN ship CUTLASS kernels under these names too,
+which is why the library string says where one came from.
 """
 
 from __future__ import annotations
@@ -29,13 +31,20 @@ from .name import (
 
 _C2 = re.compile(
     r"^cutlass(?:__5x_cudnn)?_(?:(?P<arch>\d{2,3}a?)_)?(?P<opclass>tensorop|simt|wmma_tensorop|wmmatensorop|gemv)_"
-    # the generator's extended name may lead with the A/B element type: cutlass_tensorop_f16_s16816gemm_f16_...
+    # the generator's extended name may lead with the A/B element type:
+    # cutlass_tensorop_f16_s16816gemm_f16_...
     r"(?:(?P<ab>bf16|f16|tf32|f32|f64|cf32|cf64|s8|u8|s4|u4|e4m3|e5m2)_)?"
     r"(?P<core>[a-z]\d*(?!\d)[a-z0-9]*?(?:gemm|fprop|dgrad|wgrad|conv\w*?|gemv)(?:_grouped|_planar_complex|_sparse)?)"
     r"(?P<rest>_.*)?$"
 )
 _C2_CORE = re.compile(r"^([a-z])(\d*)(?!\d)([a-z0-9]*?)(gemm|fprop|dgrad|wgrad|gemv|conv\w*?)(.*)$")
-_C2_OP = {"gemm": "gemm", "fprop": "conv_fprop", "dgrad": "conv_dgrad", "wgrad": "conv_wgrad", "gemv": "gemv"}
+_C2_OP = {
+    "gemm": "gemm",
+    "fprop": "conv_fprop",
+    "dgrad": "conv_dgrad",
+    "wgrad": "conv_wgrad",
+    "gemv": "gemv",
+}
 _C2_OP_MEANING = {
     "gemm": "matrix multiply (GEMM)",
     "fprop": "convolution forward",
@@ -51,14 +60,18 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
     if not m:
         return False
     k.family = "cutlass2"
-    k.library = "CUTLASS 2.x" + (" (in cuDNN)" if "cudnn" in full else " (in cuBLAS)" if "cublas" in full else "")
+    k.library = "CUTLASS 2.x" + (
+        " (in cuDNN)" if "cudnn" in full else " (in cuBLAS)" if "cublas" in full else ""
+    )
     k.add("cutlass", "library", "CUTLASS 2.x procedural name")
     if m.group("arch"):
         k.set_arch(m.group("arch"))
     opclass = m.group("opclass")
     k.tensor_cores = "tensorop" in opclass
     k.math = "tensor cores (mma)" if k.tensor_cores else "SIMT (CUDA cores, FFMA)"
-    k.add(opclass, "math", "tensor cores" if k.tensor_cores else "SIMT: CUDA cores, no tensor cores")
+    k.add(
+        opclass, "math", "tensor cores" if k.tensor_cores else "SIMT: CUDA cores, no tensor cores"
+    )
     _core(k, m.group("core"))
     ab = m.group("ab")
     if ab:
@@ -75,7 +88,17 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "dtype", f"{DTYPE[t]} operands")
             if k.precision is None or k.precision == "fp16/bf16":
                 k.precision = DTYPE[t] if DTYPE[t] != "fp32" or not k.tensor_cores else "tf32"
-        elif t in ("relu", "gelu", "silu", "sigmoid", "tanh", "hardswish", "leaky", "clamp", "bias"):
+        elif t in (
+            "relu",
+            "gelu",
+            "silu",
+            "sigmoid",
+            "tanh",
+            "hardswish",
+            "leaky",
+            "clamp",
+            "bias",
+        ):
             k.epilogue = t
             k.add(t, "epilogue", f"fused {t} epilogue")
         elif t in ("optimized", "analytic", "fixed", "few", "unity"):
@@ -99,7 +122,9 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "raw", "not decoded")
         i += 1
     kind = "SIMT" if not k.tensor_cores else "tensor-core"
-    k.short = squash(f"CUTLASS {kind} {upper(k.precision)} {OP_LABEL.get(k.op, k.op)}") + geometry(k, mn_only=True)
+    k.short = squash(f"CUTLASS {kind} {upper(k.precision)} {OP_LABEL.get(k.op, k.op)}") + geometry(
+        k, mn_only=True
+    )
     return True
 
 
@@ -132,11 +157,22 @@ def _core(k: Draft, core: str) -> None:
     k.add(op + tail, "op", _C2_OP_MEANING.get(op, op))
 
 
-_C3 = re.compile(r"^cutlass3x_(?P<arch>sm\d+a?)_(?P<opclass>tensorop|simt|bstensorop|sptensorop)_(?P<body>.*)$")
+_C3 = re.compile(
+    r"^cutlass3x_(?P<arch>sm\d+a?)_(?P<opclass>tensorop|simt|bstensorop|sptensorop)_(?P<body>.*)$"
+)
 _C3_INSTR = re.compile(
     r"(?:([shdi])(?=\d|gemm))?(\d+x\d+x\d+)?([a-z0-9]*?)(gemm|conv\dd\w*|fprop|dgrad|wgrad|sparse_gemm)"
 )
-_SCHEDULE_PARTS = ("cooperative", "pingpong", "persistent", "warpspecialized", "2sm", "1sm", "fp8", "fastaccum")
+_SCHEDULE_PARTS = (
+    "cooperative",
+    "pingpong",
+    "persistent",
+    "warpspecialized",
+    "2sm",
+    "1sm",
+    "fp8",
+    "fastaccum",
+)
 _MIXED = {
     "cvt": "convert only",
     "scl": "scale",
@@ -177,14 +213,16 @@ def decode_cutlass3(k: Draft, sym: str, full: str) -> bool:
             k.details["accumulator"] = DTYPE[dts[2]]
     while i < len(toks):
         i = _c3_token(k, toks, i) + 1
-    k.short = f"CUTLASS 3 {upper(k.precision)} {k.op.upper() if k.op == 'gemm' else k.op}" + geometry(
-        k, cluster=True, schedule=True
+    k.short = (
+        f"CUTLASS 3 {upper(k.precision)} {k.op.upper() if k.op == 'gemm' else k.op}"
+        + geometry(k, cluster=True, schedule=True)
     )
     return True
 
 
 def _c3_instruction(k: Draft, toks: list[str]) -> int:
-    """The first token: [s|h|...][MxNxK][tf32]gemm, or plain 'gemm'. Returns the index of the next token."""
+    """The first token: [s|h|...][MxNxK][tf32]gemm, or plain 'gemm'. Returns the index of the next
+    token."""
     im = _C3_INSTR.fullmatch(toks[0])
     if not im:
         return 0
@@ -205,7 +243,8 @@ def _c3_instruction(k: Draft, toks: list[str]) -> int:
 
 
 def _c3_token(k: Draft, toks: list[str], i: int) -> int:
-    """Decode the geometry / schedule / epilogue token at ``i``; returns the index of the last token consumed."""
+    """Decode the geometry / schedule / epilogue token at ``i``; returns the index of the last token
+    consumed."""
     t = toks[i]
     if _MNK.fullmatch(t) and k.tile is None:
         add_tile(k, t)
@@ -214,7 +253,11 @@ def _c3_token(k: Draft, toks: list[str], i: int) -> int:
         k.add(t, "cluster", f"thread-block cluster {dims(t)}")
     elif t.isdigit() and k.stages is None and k.cluster is not None:
         k.stages = int(t) or None
-        k.add(t, "stages", "pipeline stages chosen automatically" if t == "0" else f"{t} pipeline stages")
+        k.add(
+            t,
+            "stages",
+            "pipeline stages chosen automatically" if t == "0" else f"{t} pipeline stages",
+        )
     elif re.fullmatch(r"[ntch]{3}", t):
         add_layout(k, t, style="cutlass")
     elif t.startswith("align") and t[5:].isdigit():
@@ -227,7 +270,9 @@ def _c3_token(k: Draft, toks: list[str], i: int) -> int:
             i += 1
             sched.append(toks[i])
         k.details["schedule"] = "_".join(sched)
-        k.add("_".join(sched), "schedule", "warp-specialized " + (" ".join(sched[1:]) or "mainloop"))
+        k.add(
+            "_".join(sched), "schedule", "warp-specialized " + (" ".join(sched[1:]) or "mainloop")
+        )
     elif t in DTYPE and k.epilogue and k.tokens and k.tokens[-1][0] == "bias":
         k.add(t, "epilogue", f"bias in {DTYPE[t]}")
     elif t in _EPI_ACT:

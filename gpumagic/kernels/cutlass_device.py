@@ -1,16 +1,18 @@
-"""CUTLASS 3.x GEMMs as profilers print them when the library that built them did not use CUTLASS's generator:
-the C++ template itself, ``cutlass::device_kernel<...GemmUniversal<ProblemShape, CollectiveMma<Mainloop<stages,
-cluster, schedule>, tile, ElementA, ..., TiledMma<MMA_Atom<SM90_64x16x16_F32BF16BF16_SS>>, ...>, epilogue>>``,
-often inside a wrapper that names its owner: PyTorch's ``at::cuda::detail::enable_3x_kernel_for_sm9x<...>``
-(FP8 row-wise ``_scaled_mm``, ``_grouped_mm``), vLLM's ``vllm::enable_sm90_or_later<...>`` (``cutlass_scaled_mm``,
+"""CUTLASS 3.x GEMMs as profilers print them when the library that built them did not use CUTLASS's
+generator: the C++ template itself, ``cutlass::device_kernel<...GemmUniversal<ProblemShape,
+CollectiveMma<Mainloop<stages, cluster, schedule>, tile, ElementA, ...,
+TiledMma<MMA_Atom<SM90_64x16x16_F32BF16BF16_SS>>, ...>, epilogue>>``, often inside a wrapper that
+names its owner: PyTorch's ``at::cuda::detail::enable_3x_kernel_for_sm9x<...>`` (FP8 row-wise
+``_scaled_mm``, ``_grouped_mm``), vLLM's ``vllm::enable_sm90_or_later<...>`` (``cutlass_scaled_mm``,
 Machete), TensorRT-LLM's and SGLang's MoE GEMMs.
 
-The template says what the generated names say: the block tile (the first ``cute::tuple<cute::C<M>, cute::C<N>,
-cute::C<K>>`` after the mainloop's cluster shape), the pipeline stages and cluster (the mainloop policy's
-arguments), the element types, the kernel schedule (cooperative, ping-pong, pointer-array for grouped GEMMs), FP8
-block scaling, and the MMA instruction (``SM90_*`` / ``GMMA`` is Hopper's wgmma, ``SM100_*`` / ``UMMA`` Blackwell's
-tcgen05). Non-GEMM kernels in ``device_kernel`` (FlashAttention 3, FlashInfer, FlashMLA) belong to their own
-decoders and are not claimed here.
+The template says what the generated names say: the block tile (the first ``cute::tuple<cute::C<M>,
+cute::C<N>, cute::C<K>>`` after the mainloop's cluster shape), the pipeline stages and cluster (the
+mainloop policy's arguments), the element types, the kernel schedule (cooperative, ping-pong,
+pointer-array for grouped GEMMs), FP8 block scaling, and the MMA instruction (``SM90_*`` / ``GMMA``
+is Hopper's wgmma, ``SM100_*`` / ``UMMA`` Blackwell's tcgen05). Non-GEMM kernels in
+``device_kernel`` (FlashAttention 3, FlashInfer, FlashMLA) belong to their own decoders and are not
+claimed here.
 """
 
 from __future__ import annotations
@@ -20,10 +22,19 @@ import re
 from .name import Draft, add_tile, dims, squash, upper
 from .stack import element_types, set_types
 
-_GEMM = ("GemmUniversal", "gemm::kernel::", "CollectiveMma<", "GemmWithVisitor", "DefaultGemm", "machete::")
+_GEMM = (
+    "GemmUniversal",
+    "gemm::kernel::",
+    "CollectiveMma<",
+    "GemmWithVisitor",
+    "DefaultGemm",
+    "machete::",
+)
 _TUPLE3 = re.compile(r"cute::tuple<cute::C<(\d+)l?>, cute::C<(\d+)l?>, cute::C<(\d+)l?> ?>")
 _MAINLOOP = re.compile(r"\b(Mainloop\w*)<(\d+)(?:u|l)?, ")
-_MMA = re.compile(r"\b(SM\d+)_(\d+x\d+x\d+)_(\w+?)_(?:SS|RS|TN|NT)\w*|\bMMA_(\d+x\d+x\d+)_(\w+?)_(?:SS|RS)\w*")
+_MMA = re.compile(
+    r"\b(SM\d+)_(\d+x\d+x\d+)_(\w+?)_(?:SS|RS|TN|NT)\w*|\bMMA_(\d+x\d+x\d+)_(\w+?)_(?:SS|RS)\w*"
+)
 _OWNERS = (
     ("at::cuda::detail::", "PyTorch"),
     ("at::native::", "PyTorch"),
@@ -49,17 +60,30 @@ _SCHEDULES = (
 
 
 _MANGLED_MMA = re.compile(r"MMA_(\d+x\d+x\d+)_F32([A-Z0-9]+?)_(?:SS|RS)")
-_MMA_INPUT = {"BF16BF16": "bf16", "F16F16": "fp16", "E4M3E4M3": "fp8e4m3", "E5M2E5M2": "fp8e5m2", "TF32TF32": "tf32"}
+_MMA_INPUT = {
+    "BF16BF16": "bf16",
+    "F16F16": "fp16",
+    "E4M3E4M3": "fp8e4m3",
+    "E5M2E5M2": "fp8e5m2",
+    "TF32TF32": "tf32",
+}
 
 
 def _mangled(k: Draft, full: str) -> bool:
-    """A CUTLASS 3.x GEMM whose mangled name does not demangle (profilers and tables sometimes cut or alter them):
-    the identifiers in it still say GEMM, grouped, the architecture and the MMA's input type."""
+    """A CUTLASS 3.x GEMM whose mangled name does not demangle (profilers and tables sometimes cut
+    or alter them): the identifiers in it still say GEMM, grouped, the architecture and the MMA's
+    input type."""
     if "GemmUniversal" not in full[:200]:
         return False
     k.family, k.library, k.op, k.tensor_cores = "cutlass3", "CUTLASS 3.x", "gemm", True
-    k.details["not_demangled"] = "the mangled name does not demangle; read from the identifiers in it"
-    k.add("_ZN7cutlass13device_kernel", "library", "CUTLASS 3.x GEMM template (mangled; not demangled)")
+    k.details["not_demangled"] = (
+        "the mangled name does not demangle; read from the identifiers in it"
+    )
+    k.add(
+        "_ZN7cutlass13device_kernel",
+        "library",
+        "CUTLASS 3.x GEMM template (mangled; not demangled)",
+    )
     arch = re.search(r"(?:MainloopSm|arch4Sm|SM)(\d{2,3})", full)
     if arch:
         k.set_arch(f"sm{arch.group(1)}")
@@ -99,22 +123,38 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
     ):
         return False
     head = full[:600]
-    if not any(g in full for g in _GEMM) or "flash::" in head or "FlashAttn" in head or "fmha" in head.lower():
+    if (
+        not any(g in full for g in _GEMM)
+        or "flash::" in head
+        or "FlashAttn" in head
+        or "fmha" in head.lower()
+    ):
         return False
     owner = next((who for key, who in _OWNERS if key in full), None)
     k.family = "cutlass3"
     k.library = "CUTLASS 3.x" + (f" (in {owner})" if owner else "")
     k.op = "gemm"
     k.tensor_cores = True
-    k.add("cutlass::device_kernel", "library", "CUTLASS 3.x GEMM template" + (f", built by {owner}" if owner else ""))
-    arch = re.search(r"(?:enable_(?:3x_kernel_for_)?sm|arch::Sm|MainloopSm|KernelTmaWarpSpecializedSm)(\d{2,3})", full)
+    k.add(
+        "cutlass::device_kernel",
+        "library",
+        "CUTLASS 3.x GEMM template" + (f", built by {owner}" if owner else ""),
+    )
+    arch = re.search(
+        r"(?:enable_(?:3x_kernel_for_)?sm|arch::Sm|MainloopSm|KernelTmaWarpSpecializedSm)(\d{2,3})",
+        full,
+    )
     if arch:
         k.set_arch(f"sm{arch.group(1)[:3] if arch.group(1).startswith('1') else arch.group(1)[:2]}")
     mma = _MMA.search(full)
     if mma:
         shape = mma.group(2) or mma.group(4)
         k.details["mma_shape"] = dims(shape)
-        k.math = "tensor cores (tcgen05)" if (mma.group(1) or "").startswith("SM100") else "tensor cores (wgmma)"
+        k.math = (
+            "tensor cores (tcgen05)"
+            if (mma.group(1) or "").startswith("SM100")
+            else "tensor cores (wgmma)"
+        )
         k.add(mma.group(0), "math", f"MMA instruction {dims(shape)}")
     else:
         k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"

@@ -1,22 +1,25 @@
 """``decode()``: one kernel name in, a frozen ``KernelName`` out; never raises.
 
-Decoders are tried in order and the first that recognises the name wins. The order encodes which reading is more
-specific: memory operations, NCCL and Triton names are unmistakable and cheap to test, so they go first; then the
-LLM stack's libraries (vLLM, SGLang, FlashInfer, TensorRT-LLM, FlashMLA, DeepGEMM, DeepEP, Transformer Engine,
-Liger, Mamba, xFormers, bitsandbytes, Apex, torchao), which claim only their own namespaces and kernel names, before
-the generic readings those names would otherwise get (ATen for anything naming ``c10::`` types, FlashAttention for
-``fmha_*`` and ``flash_*mla`` names), and CUTLASS 3.x GEMM templates (``cutlass::device_kernel<...GemmUniversal
-...>``) that no library claimed; generated GEMM names before the libraries that ship them (a CUTLASS kernel inside
-cuBLAS is read as CUTLASS); ATen before the math libraries, whose helper-kernel names are the most generic and so are
-tried last, cuBLAS's before cuSOLVER's because cuSOLVER's routines launch cuBLAS kernels (TRSM, batched getrf) that
-must keep their owner's name.
+Decoders are tried in order and the first that recognises the name wins. The order encodes which
+reading is more specific: memory operations, NCCL and Triton names are unmistakable and cheap to
+test, so they go first; then the LLM stack's libraries (vLLM, SGLang, FlashInfer, TensorRT-LLM,
+FlashMLA, DeepGEMM, DeepEP, Transformer Engine, Liger, Mamba, xFormers, bitsandbytes, Apex,
+torchao), which claim only their own namespaces and kernel names, before the generic readings those
+names would otherwise get (ATen for anything naming ``c10::`` types, FlashAttention for ``fmha_*``
+and ``flash_*mla`` names), and CUTLASS 3.x GEMM templates (``cutlass::device_kernel<...GemmUniversal
+...>``) that no library claimed; generated GEMM names before the libraries that ship them (a CUTLASS
+kernel inside cuBLAS is read as CUTLASS); ATen before the math libraries, whose helper-kernel names
+are the most generic and so are tried last, cuBLAS's before cuSOLVER's because cuSOLVER's routines
+launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
 
-Results are cached (a trace holds a few hundred distinct names many thousand times) and shared, hence frozen.
+Results are cached (a trace holds a few hundred distinct names many thousand times) and shared,
+hence frozen.
 
-Decoding takes time linear in a name's length (no regular expression here or in ``spelling`` backtracks), and as a
-second line of defence a name longer than :data:`MAX_PARSED` characters, raw or demangled, is not parsed at all: it
-decodes to family ``other`` with its full text kept (``name``, ``demangled``) and ``details["not_parsed"]`` saying
-why. The longest real kernel names seen (CUTLASS 3.x / CuTe templates) are about 5,000 characters.
+Decoding takes time linear in a name's length (no regular expression here or in ``spelling``
+backtracks), and as a second line of defence a name longer than :data:`MAX_PARSED` characters, raw
+or demangled, is not parsed at all: it decodes to family ``other`` with its full text kept
+(``name``, ``demangled``) and ``details["not_parsed"]`` saying why. The longest real kernel names
+seen (CUTLASS 3.x / CuTe templates) are about 5,000 characters.
 """
 
 from __future__ import annotations
@@ -54,15 +57,17 @@ from .vllm import decode_vllm
 from .xformers import decode_xformers
 
 Decoder = Callable[[Draft, str, str], bool]
-"""(draft, bare symbol, full normalised name) -> whether it recognised the name; it fills the draft only then."""
+"""(draft, bare symbol, full normalised name) -> whether it recognised the name; it fills the draft
+only then."""
 
 DECODERS: tuple[Decoder, ...] = (
     decode_memop,
     decode_profiler_range,
     decode_nccl,
     decode_triton,
-    # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings they would
-    # otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_* and flash_*mla names)
+    # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings
+    # they would otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_*
+    # and flash_*mla names)
     decode_trtllm,
     decode_flashmla,
     decode_flashinfer,
@@ -111,7 +116,8 @@ def _not_parsed(raw: str, demangled: str) -> KernelName:
 
 @lru_cache(maxsize=65536)
 def decode(name: str) -> KernelName:
-    """Decode a kernel name as a profiler reports it. Never raises; unknown names get family 'other'."""
+    """Decode a kernel name as a profiler reports it. Never raises; unknown names get family
+    'other'."""
     raw = name if isinstance(name, str) else str(name)
     if len(raw) > MAX_PARSED:
         return _not_parsed(raw, raw)
@@ -131,4 +137,6 @@ def decode(name: str) -> KernelName:
         k.short = re.sub(r"\s+", " ", k.short).strip() or full[:80]
         return k.freeze()
     except Exception as exc:  # noqa: BLE001 - a decoder bug must never break a profile
-        return KernelName(name=raw, demangled=raw, short=raw[:80], details={"decode_error": repr(exc)})
+        return KernelName(
+            name=raw, demangled=raw, short=raw[:80], details={"decode_error": repr(exc)}
+        )

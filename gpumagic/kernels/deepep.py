@@ -1,9 +1,10 @@
-"""DeepEP (deepseek-ai/DeepEP): expert-parallel all-to-all for MoE, dispatch (tokens to their experts' ranks) and
-combine (results back), over NVLink within a node (``deep_ep::intranode::``), NVLink + RDMA across nodes
-(``deep_ep::internode::``) and the low-latency RDMA path for decoding (``deep_ep::internode_ll::``). The
-``notify_dispatch`` / ``cached_notify`` kernels exchange the token counts a dispatch needs;
-``layout::get_dispatch_layout`` counts tokens per rank and expert. The low-latency dispatch's first template
-argument says whether tokens travel as FP8 (``internode_ll::dispatch<true, ...>``).
+"""DeepEP (deepseek-ai/DeepEP): expert-parallel all-to-all for MoE, dispatch (tokens to their
+experts' ranks) and combine (results back), over NVLink within a node (``deep_ep::intranode::``),
+NVLink + RDMA across nodes (``deep_ep::internode::``) and the low-latency RDMA path for decoding
+(``deep_ep::internode_ll::``). The ``notify_dispatch`` / ``cached_notify`` kernels exchange the
+token counts a dispatch needs; ``layout::get_dispatch_layout`` counts tokens per rank and expert.
+The low-latency dispatch's first template argument says whether tokens travel as FP8
+(``internode_ll::dispatch<true, ...>``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ def decode_deepep(k: Draft, sym: str, full: str) -> bool:
     if scope == "internode_ll" and phase == "dispatch" and top and top[0] in ("true", "1"):
         k.precision, k.dtypes = "fp8e4m3", ("fp8e4m3",)
         k.add(top[0], "dtype", "tokens sent as FP8 (e4m3) with per-128-channel scales")
-    what = {"dispatch": "dispatch", "combine": "combine", "notify": f"notify ({leaf})"}.get(phase or "", leaf)
-    where = {"intranode": "intranode", "internode": "internode", "internode_ll": "low-latency"}.get(scope or "", "")
+    what = {"dispatch": "dispatch", "combine": "combine", "notify": f"notify ({leaf})"}.get(
+        phase or "", leaf
+    )
+    where = {"intranode": "intranode", "internode": "internode", "internode_ll": "low-latency"}.get(
+        scope or "", ""
+    )
     k.short = f"DeepEP {what} {where} {(k.precision or '').upper()}".replace("  ", " ").strip()
     return True

@@ -1,11 +1,12 @@
 """DeepGEMM (deepseek-ai/DeepGEMM): JIT-compiled FP8 / BF16 GEMMs for Hopper and Blackwell.
 
 Kernel names say the architecture, the input types and the scaling granularity of each operand:
-``deep_gemm::sm90_fp8_gemm_1d2d_impl<...>`` is Hopper, FP8 (e4m3) inputs, per-128-channel scales for A (1D) and
-per-128×128-block scales for B (2D); ``sm100_fp8_fp4_gemm_1d1d_impl`` Blackwell with FP8 activations and FP4
-weights; ``sm90_bf16_gemm_impl`` plain BF16. The grouped forms (MoE experts) are the same kernels instantiated with
-``(deep_gemm::GemmType)1`` (M-grouped, contiguous) or ``2`` (M-grouped, masked); older releases name the kernel
-``fp8_gemm_kernel``. ``*_mqa_logits`` kernels compute the sparse-attention indexer's logits.
+``deep_gemm::sm90_fp8_gemm_1d2d_impl<...>`` is Hopper, FP8 (e4m3) inputs, per-128-channel scales for
+A (1D) and per-128×128-block scales for B (2D); ``sm100_fp8_fp4_gemm_1d1d_impl`` Blackwell with FP8
+activations and FP4 weights; ``sm90_bf16_gemm_impl`` plain BF16. The grouped forms (MoE experts) are
+the same kernels instantiated with ``(deep_gemm::GemmType)1`` (M-grouped, contiguous) or ``2``
+(M-grouped, masked); older releases name the kernel ``fp8_gemm_kernel``. ``*_mqa_logits`` kernels
+compute the sparse-attention indexer's logits.
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
     if gemm and not types and leaf.startswith("fp8"):
         types = ("fp8e4m3",)
     if types:
-        set_types(k, types + (("bf16",) if gemm and types[0].startswith("fp") and "fp4" not in leaf else ()), k.op)
+        set_types(
+            k,
+            types + (("bf16",) if gemm and types[0].startswith("fp") and "fp4" not in leaf else ()),
+            k.op,
+        )
         if k.precision in ("fp8e4m3",) and len(types) > 1:
             k.precision = "fp8e4m3"
     arch = re.match(r"(sm\d+)_", leaf)
@@ -84,5 +89,7 @@ def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
         if kind != "normal":
             k.details["grouped"] = kind
     group = f" {k.details['grouped']}" if k.details.get("grouped") else ""
-    k.short = f"DeepGEMM {(k.precision or '').upper()} {'GEMM' if gemm else leaf}{group}".replace("  ", " ")
+    k.short = f"DeepGEMM {(k.precision or '').upper()} {'GEMM' if gemm else leaf}{group}".replace(
+        "  ", " "
+    )
     return True

@@ -1,12 +1,14 @@
 """FlashInfer's kernels: ``flashinfer::`` templates (``BatchPrefillWithPagedKVCacheKernel``,
-``BatchDecodeWithPagedKVCacheKernel``, ``norm::FusedAddRMSNormKernel``, ``activation::act_and_mul_kernel``,
-``sampling::TopKTopPSamplingFromProbKernel``, ``BatchQKApplyRotaryPosIdsCosSinCacheKernel``,
-``AppendPagedKVCacheKernel``, ``MergeStatesKernel``, its Hopper FA3 kernels inside ``cutlass::device_kernel<...>``)
-and its CuTe DSL kernels, whose names are the Python class path run together
+``BatchDecodeWithPagedKVCacheKernel``, ``norm::FusedAddRMSNormKernel``,
+``activation::act_and_mul_kernel``, ``sampling::TopKTopPSamplingFromProbKernel``,
+``BatchQKApplyRotaryPosIdsCosSinCacheKernel``, ``AppendPagedKVCacheKernel``, ``MergeStatesKernel``,
+its Hopper FA3 kernels inside ``cutlass::device_kernel<...>``) and its CuTe DSL kernels, whose names
+are the Python class path run together
 (``kernel_cutlass_kernel_flashinfernormkernels...FusedAddRMSNormKernel_object_at__tensorptrbf16gmemalign128...``).
 
-Prefill, MLA and FA3 attention run on tensor cores; the decode kernels (``BatchDecode*``, ``SingleDecode*``) on
-CUDA cores, as FlashInfer's decode path does unless it is asked to reuse the prefill kernels.
+Prefill, MLA and FA3 attention run on tensor cores; the decode kernels (``BatchDecode*``,
+``SingleDecode*``) on CUDA cores, as FlashInfer's decode path does unless it is asked to reuse the
+prefill kernels.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """FlashMLA (deepseek-ai/FlashMLA): multi-head latent attention decode kernels.
 
-``flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, ...>``
-computes split-KV partial attention over the paged latent cache (head dim 576 = 512 latent + 64 RoPE dims, on
-tensor cores); ``flash_fwd_mla_combine_kernel`` merges the partial results; ``get_mla_metadata_kernel`` plans the
-splits. Newer releases put them in ``sm90::`` / ``sm100::`` namespaces and add FP8 and sparse variants
-(``flash_fwd_splitkv_mla_fp8_sparse_kernel``). They are told from FlashAttention's kernels, whose names they share
-in part, by ``mla`` in the kernel's own name.
+``flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8,
+cutlass::bfloat16_t, 512>, ...>`` computes split-KV partial attention over the paged latent cache
+(head dim 576 = 512 latent + 64 RoPE dims, on tensor cores); ``flash_fwd_mla_combine_kernel`` merges
+the partial results; ``get_mla_metadata_kernel`` plans the splits. Newer releases put them in
+``sm90::`` / ``sm100::`` namespaces and add FP8 and sparse variants
+(``flash_fwd_splitkv_mla_fp8_sparse_kernel``). They are told from FlashAttention's kernels, whose
+names they share in part, by ``mla`` in the kernel's own name.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ def decode_flashmla(k: Draft, sym: str, full: str) -> bool:
         return False
     path, leaf, args = signature(full)
     name = leaf or full.split("(")[0].strip()
-    if not (("flash" in name and "mla" in name) or name.startswith("get_mla_metadata") or "FlashMLA" in path):
+    if not (
+        ("flash" in name and "mla" in name)
+        or name.startswith("get_mla_metadata")
+        or "FlashMLA" in path
+    ):
         return False
     if path.startswith(("vllm::", "flashinfer::", "tensorrt_llm::")):
         return False
@@ -53,7 +58,17 @@ def decode_flashmla(k: Draft, sym: str, full: str) -> bool:
         k.details["head_dim"] = int(tm.group(1))
         k.tile = f"{tm.group(2)}x{tm.group(3)}"
         k.warps = tm.group(4)
-        k.add(tm.group(0), "traits", f"head dim {tm.group(1)}, block {tm.group(2)}×{tm.group(3)}, {tm.group(4)} warps")
-    what = "split-KV combine" if combine else "scheduling metadata" if metadata else "MLA decode attention"
+        k.add(
+            tm.group(0),
+            "traits",
+            f"head dim {tm.group(1)}, block {tm.group(2)}×{tm.group(3)}, {tm.group(4)} warps",
+        )
+    what = (
+        "split-KV combine"
+        if combine
+        else "scheduling metadata"
+        if metadata
+        else "MLA decode attention"
+    )
     k.short = f"FlashMLA {(k.precision or '').upper()} {what}".replace("  ", " ")
     return True

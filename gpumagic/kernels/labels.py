@@ -1,10 +1,11 @@
 """Labels that tell a report's kernels apart.
 
-A decoded ``short`` says what a kernel is, not which of its siblings it is: a profile often holds several kernels
-with one short form (an elementwise ``mul`` for float and for int, a GEMM and its split-K twin, the same template at
-two tile sizes). Within one report each distinct name must read differently, so the labels of such a group carry
-what differs between its members: first the decoded fields that differ (precision, tile, layout, ...), else the part
-of the names themselves that differs, else a variant number.
+A decoded ``short`` says what a kernel is, not which of its siblings it is: a profile often holds
+several kernels with one short form (an elementwise ``mul`` for float and for int, a GEMM and its
+split-K twin, the same template at two tile sizes). Within one report each distinct name must read
+differently, so the labels of such a group carry what differs between its members: first the decoded
+fields that differ (precision, tile, layout, ...), else the part of the names themselves that
+differs, else a variant number.
 """
 
 from __future__ import annotations
@@ -18,15 +19,40 @@ from .decode import decode
 __all__ = ["distinct_labels"]
 
 #: Decoded fields that tell siblings apart, in the order they are named.
-_FIELDS = ("precision", "dtypes", "tile", "stages", "layout", "epilogue", "alignment", "cluster", "arch")
-_TOKEN = re.compile(r"[A-Za-z]+[0-9]*|\d+")  # words split at '_' too: execute_split_k_kernel -> split, k
+_FIELDS = (
+    "precision",
+    "dtypes",
+    "tile",
+    "stages",
+    "layout",
+    "epilogue",
+    "alignment",
+    "cluster",
+    "arch",
+)
+_TOKEN = re.compile(
+    r"[A-Za-z]+[0-9]*|\d+"
+)  # words split at '_' too: execute_split_k_kernel -> split, k
 _NOISE = set("<>(),:*&[]{}#")
-_FILLER = {"c10", "at", "native", "std", "cuda", "detail", "void", "const", "unsigned", "anonymous", "namespace"}
+_FILLER = {
+    "c10",
+    "at",
+    "native",
+    "std",
+    "cuda",
+    "detail",
+    "void",
+    "const",
+    "unsigned",
+    "anonymous",
+    "namespace",
+}
 _MAX_DIFF = 32
 
 
 def distinct_labels(names: Iterable[str]) -> dict[str, str]:
-    """A readable label for each distinct name: its ``short``, with what differs added where shorts collide."""
+    """A readable label for each distinct name: its ``short``, with what differs added where shorts
+    collide."""
     groups: dict[str, list[str]] = defaultdict(list)
     for name in dict.fromkeys(names):
         groups[decode(name).short or name].append(name)
@@ -44,7 +70,10 @@ def _differences(members: list[str]) -> list[str]:
     decoded = [decode(n) for n in members]
     differing = [f for f in _FIELDS if len({_text(getattr(d, f)) for d in decoded}) > 1]
     for n in range(1, len(differing) + 1):  # the fewest fields that tell every member apart
-        extras = [", ".join(_field(f, getattr(d, f)) for f in differing[:n] if getattr(d, f)) for d in decoded]
+        extras = [
+            ", ".join(_field(f, getattr(d, f)) for f in differing[:n] if getattr(d, f))
+            for d in decoded
+        ]
         if _unique(extras):
             return extras
     tokens = [_TOKEN.findall(d.demangled or d.name) for d in decoded]
@@ -56,7 +85,8 @@ def _differences(members: list[str]) -> list[str]:
 
 
 def _field(name: str, value: object) -> str:
-    """A field as a label part: precisions by value alone ("bf16"), the rest named ("tile 128x64")."""
+    """A field as a label part: precisions by value alone ("bf16"), the rest named ("tile
+    128x64")."""
     return _text(value) if name in ("precision", "dtypes") else f"{name} {_text(value)}"
 
 
@@ -69,8 +99,11 @@ def _unique(extras: list[str]) -> bool:
 
 
 def _own_tokens(tokens: list[str], common: set[str]) -> list[str]:
-    """This name's tokens that not every sibling has, once each, in order; words before bare numbers."""
-    own = [t for t in dict.fromkeys(tokens) if t not in common and t not in _NOISE and t not in _FILLER]
+    """This name's tokens that not every sibling has, once each, in order; words before bare
+    numbers."""
+    own = [
+        t for t in dict.fromkeys(tokens) if t not in common and t not in _NOISE and t not in _FILLER
+    ]
     words = [t for t in own if not t.isdigit()]
     return words or own
 

@@ -1,11 +1,12 @@
-"""Names that are neither GEMMs nor math-library kernels: NCCL collectives, TorchInductor's Triton kernels, and the
-memory operations profilers list among kernels.
+"""Names that are neither GEMMs nor math-library kernels: NCCL collectives, TorchInductor's Triton
+kernels, and the memory operations profilers list among kernels.
 
-Each has a small fixed grammar: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` (collective, reduction, dtype,
-algorithm, protocol: reduction, algorithm and protocol only nominal, see ``_NCCL_NOMINAL``);
+Each has a small fixed grammar: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` (collective, reduction,
+dtype, algorithm, protocol: reduction, algorithm and protocol only nominal, see ``_NCCL_NOMINAL``);
 ``triton_poi_fused_add_gelu_mul_0`` (Inductor's kernel kind, the ATen ops it fused, an index);
-``Memcpy HtoD (Pinned -> Device)`` (kind, direction, memory). Inductor joins op names with '_', and many ATen op names
-contain '_' themselves, so the fused-op list is split against a table of multi-word op names, longest first.
+``Memcpy HtoD (Pinned -> Device)`` (kind, direction, memory). Inductor joins op names with '_', and
+many ATen op names contain '_' themselves, so the fused-op list is split against a table of
+multi-word op names, longest first.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import re
 
 from .name import Draft
 
-_TRITON = re.compile(r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$")
+_TRITON = re.compile(
+    r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$"
+)
 _TRITON_KIND = {
     "poi": "pointwise",
     "red": "reduction",
@@ -25,8 +28,16 @@ _TRITON_KIND = {
     "bmm": "batched matmul",
     "unk": "unknown",
 }
-_TRITON_OP = {"poi": "elementwise", "red": "reduce", "per": "reduce", "tem": "gemm", "mm": "gemm", "bmm": "gemm"}
-# ATen ops whose names contain underscores, for splitting Inductor's fused-op lists (longest match wins).
+_TRITON_OP = {
+    "poi": "elementwise",
+    "red": "reduce",
+    "per": "reduce",
+    "tem": "gemm",
+    "mm": "gemm",
+    "bmm": "gemm",
+}
+# ATen ops whose names contain underscores, for splitting Inductor's fused-op lists (longest match
+# wins).
 _MULTI_WORD_OPS = tuple(
     tuple(op.split("_"))
     for op in sorted(
@@ -88,7 +99,8 @@ _MULTI_WORD_OPS = tuple(
 
 
 def split_fused(rest: str) -> list[str]:
-    """'fused_add_native_layer_norm_0' -> ['add', 'native_layer_norm']: Inductor's fused ops, one name each."""
+    """'fused_add_native_layer_norm_0' -> ['add', 'native_layer_norm']: Inductor's fused ops, one
+    name each."""
     if rest.startswith("fused_"):
         rest = rest[6:]
     elif rest == "fused":
@@ -97,12 +109,15 @@ def split_fused(rest: str) -> list[str]:
     ops: list[str] = []
     i = 0
     while i < len(parts):
-        matched = next((cand for cand in _MULTI_WORD_OPS if tuple(parts[i : i + len(cand)]) == cand), None)
+        matched = next(
+            (cand for cand in _MULTI_WORD_OPS if tuple(parts[i : i + len(cand)]) == cand), None
+        )
         if matched:
             ops.append("_".join(matched))
             i += len(matched)
         elif parts[i] == "" and i + 1 < len(parts):
-            # a double underscore: the next op's name starts with '_' (e.g. _softmax) but is not in the list
+            # a double underscore: the next op's name starts with '_' (e.g. _softmax) but is not in
+            # the list
             ops.append("_" + parts[i + 1])
             i += 2
         else:
@@ -160,16 +175,27 @@ _NCCL_DT = {
     "double": "fp64",
     "__nv_bfloat16": "bf16",
 }
-_NCCL_ALGO = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "COLLNET", "RING", "TREE", "NVLS", "PAT")  # longest first
+_NCCL_ALGO = (
+    "COLLNET_DIRECT",
+    "COLLNET_CHAIN",
+    "NVLS_TREE",
+    "COLLNET",
+    "RING",
+    "TREE",
+    "NVLS",
+    "PAT",
+)  # longest first
 _NCCL_PROTO = ("LL", "LL128", "SIMPLE")
 _NCCL_REDUCTIONS = ("Sum", "Prod", "Max", "Min", "Avg", "PreMulSum", "SumPostDiv")
-#: What the name's tokens after the data type mean. NCCL compiles one entry kernel per collective and data type and
-#: runs every algorithm and protocol through it (``src/device/generate.py``, ``best_kernel``; NVIDIA/nccl #1246,
-#: #1595, #2196): the name ends in ``LL`` whatever protocol runs, says ``Sum`` for every reduction operator, and
-#: ``RING`` for every algorithm but the tree. So they are decoded as what the name says, and the short label keeps
-#: only what the name can tell: the collective, the data type, and a tree.
+#: What the name's tokens after the data type mean. NCCL compiles one entry kernel per collective
+#: and data type and runs every algorithm and protocol through it (``src/device/generate.py``,
+#: ``best_kernel``; NVIDIA/nccl #1246, #1595, #2196): the name ends in ``LL`` whatever protocol
+#: runs, says ``Sum`` for every reduction operator, and ``RING`` for every algorithm but the tree.
+#: So they are decoded as what the name says, and the short label keeps only what the name can tell:
+#: the collective, the data type, and a tree.
 _NCCL_NOMINAL = {
-    "protocol": "the entry kernel's protocol suffix (LL, LL128 or Simple is chosen at run time, not told by the name)",
+    "protocol": "the entry kernel's protocol suffix (LL, LL128 or Simple is chosen at run "
+    "time, not told by the name)",
     "reduction": "the entry kernel's reduction suffix (one kernel serves every reduction operator)",
     "RING": "ring or another non-tree algorithm (NVLS, CollNet, PAT run through the same kernel)",
 }
@@ -190,7 +216,11 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
     for algo in _NCCL_ALGO:
         if re.search(r"(?:^|_)" + algo + r"(?:_|$)", rest):
             k.details["algorithm"] = algo
-            k.add(algo, "algorithm", _NCCL_NOMINAL.get(algo, f"{algo.lower().replace('_', ' ')} algorithm"))
+            k.add(
+                algo,
+                "algorithm",
+                _NCCL_NOMINAL.get(algo, f"{algo.lower().replace('_', ' ')} algorithm"),
+            )
             rest = re.sub(r"(?:^|_)" + algo + r"(?=_|$)", "", rest)
             break
     for t in [t for t in rest.split("_") if t]:
@@ -239,21 +269,29 @@ def decode_memop(k: Draft, sym: str, full: str) -> bool:
     k.details["kind"] = kind
     if direction:
         k.details["direction"] = direction
-    mem = re.match(r"[^(]*\(([^)]*)\)", rest)  # anchored: a search would rescan from every '(' (quadratic)
+    mem = re.match(
+        r"[^(]*\(([^)]*)\)", rest
+    )  # anchored: a search would rescan from every '(' (quadratic)
     if mem:
         k.details["memory"] = mem.group(1)
-    k.short = kind.capitalize() + (f" {direction}" if direction else "") + (f" ({mem.group(1)})" if mem else "")
+    k.short = (
+        kind.capitalize()
+        + (f" {direction}" if direction else "")
+        + (f" ({mem.group(1)})" if mem else "")
+    )
     k.add(s, "op", "memory set" if kind == "memset" else f"memory copy {direction or ''}".strip())
     return True
 
 
-# torch.optim wraps each step in a profiler range named "Optimizer.step#<class>.step" (and zero_grad likewise);
-# torch.profiler reports such ranges on the GPU timeline too (kineto's gpu_user_annotation), among the kernels.
+# torch.optim wraps each step in a profiler range named "Optimizer.step#<class>.step" (and zero_grad
+# likewise); torch.profiler reports such ranges on the GPU timeline too (kineto's
+# gpu_user_annotation), among the kernels.
 _OPTIMIZER_RANGE = re.compile(r"Optimizer\.(step|zero_grad)#(\w+)\.(?:step|zero_grad)")
 
 
 def decode_profiler_range(k: Draft, sym: str, full: str) -> bool:
-    """``Optimizer.step#AdamW.step``: not a kernel but torch.optim's profiler range, as it spans the GPU's work."""
+    """``Optimizer.step#AdamW.step``: not a kernel but torch.optim's profiler range, as it spans the
+    GPU's work."""
     m = _OPTIMIZER_RANGE.fullmatch(full.strip())
     if not m:
         return False
@@ -262,6 +300,10 @@ def decode_profiler_range(k: Draft, sym: str, full: str) -> bool:
     k.op = "optimizer"
     k.details["kind"] = "profiler range, not a kernel"
     k.details["optimizer"] = cls
-    k.add(full.strip(), "range", f"torch.optim's record_function range around {cls}.{what}() on the GPU timeline")
+    k.add(
+        full.strip(),
+        "range",
+        f"torch.optim's record_function range around {cls}.{what}() on the GPU timeline",
+    )
     k.short = f"{cls}.{what} (profiler range)"
     return True

@@ -1,8 +1,9 @@
-"""Liger Kernel (linkedin/Liger-Kernel): Triton kernels for LLM training, named by their Python functions
-(``src/liger_kernel/ops/*.py``): ``_rms_norm_forward_kernel``, ``liger_cross_entropy_kernel``,
-``_swiglu_forward_kernel``, ``_triton_rope``, ``_jsd_kernel``, ... A profiler shows a Triton kernel's bare function
-name with no types, so only the op is read (from the name's words); the names are claimed from Liger's own list,
-since bare words like ``_layer_norm_forward_kernel`` could be anyone's, unless the name says ``liger``.
+"""Liger Kernel (linkedin/Liger-Kernel): Triton kernels for LLM training, named by their Python
+functions (``src/liger_kernel/ops/*.py``): ``_rms_norm_forward_kernel``,
+``liger_cross_entropy_kernel``, ``_swiglu_forward_kernel``, ``_triton_rope``, ``_jsd_kernel``, ... A
+profiler shows a Triton kernel's bare function name with no types, so only the op is read (from the
+name's words); the names are claimed from Liger's own list, since bare words like
+``_layer_norm_forward_kernel`` could be anyone's, unless the name says ``liger``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from .name import Draft
 from .stack import claim, op_of, snake
 
-#: kernel function names defined in Liger's ops (and their op where the words alone would read otherwise)
+#: kernel function names defined in Liger's ops (and their op where the words alone would read
+#: otherwise)
 KERNELS = {
     "_rms_norm_forward_kernel": "norm",
     "_rms_norm_backward_kernel": "norm",
@@ -63,7 +65,15 @@ def decode_liger(k: Draft, sym: str, full: str) -> bool:
     op = KERNELS.get(name)
     if op is None and not name.lower().startswith(("liger_", "_liger_")):
         return False
-    claim(k, family="liger", library="Liger (Triton)", full=name, op=op or op_of(snake(name)), label=name, types=())
+    claim(
+        k,
+        family="liger",
+        library="Liger (Triton)",
+        full=name,
+        op=op or op_of(snake(name)),
+        label=name,
+        types=(),
+    )
     if "backward" in name or "_bwd" in name:
         k.details["direction"] = "backward"
     elif "forward" in name or "_fwd" in name:

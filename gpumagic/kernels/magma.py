@@ -1,12 +1,15 @@
-"""MAGMA's kernels: what torch.linalg runs with ``torch.backends.cuda.preferred_linalg_library("magma")``.
+"""MAGMA's kernels: what torch.linalg runs with
+``torch.backends.cuda.preferred_linalg_library("magma")``.
 
-MAGMA names its GPU kernels the LAPACK way, a precision letter and the routine (``slaset_band_upper``,
-``dlansy_max_kernel_lower``: s = fp32, d = fp64, c = complex64, z = complex128), or with its own prefix
-(``magma_max_nan_kernel<float>``, ``magmablas_*``), whose element type is then a template argument. Only the LAPACK
-auxiliaries (``la*``: set, copy, scale, norms, swaps, reflectors) are read from the letter, with an underscore after
-the routine, as MAGMA spells its variants; BLAS-like names (``sgemm_...``) are left to cuBLAS, which has more of
-them. cuBLAS's MAGMA-derived kernels (``magma_lds128_sgemm_kernel``, ``magma_hgemmEx_kernel``) are cuBLAS's and are
-read before this. MAGMA calls cuBLAS for its GEMMs and TRMMs, which keep their owner's name.
+MAGMA names its GPU kernels the LAPACK way, a precision letter and the routine
+(``slaset_band_upper``, ``dlansy_max_kernel_lower``: s = fp32, d = fp64, c = complex64, z =
+complex128), or with its own prefix (``magma_max_nan_kernel<float>``, ``magmablas_*``), whose
+element type is then a template argument. Only the LAPACK auxiliaries (``la*``: set, copy, scale,
+norms, swaps, reflectors) are read from the letter, with an underscore after the routine, as MAGMA
+spells its variants; BLAS-like names (``sgemm_...``) are left to cuBLAS, which has more of them.
+cuBLAS's MAGMA-derived kernels (``magma_lds128_sgemm_kernel``, ``magma_hgemmEx_kernel``) are
+cuBLAS's and are read before this. MAGMA calls cuBLAS for its GEMMs and TRMMs, which keep their
+owner's name.
 """
 
 from __future__ import annotations
@@ -55,10 +58,19 @@ def decode_magma(k: Draft, sym: str, full: str) -> bool:
         k.op = "helper"
         k.precision = PREFIX[letter]
         k.dtypes = (k.precision,)
-        k.add(name, "op", f"{_AUXILIARY.get(routine, 'LAPACK auxiliary routine')}, {k.precision} ('{letter}')")
+        k.add(
+            name,
+            "op",
+            f"{_AUXILIARY.get(routine, 'LAPACK auxiliary routine')}, {k.precision} ('{letter}')",
+        )
     else:
         k.op = next((op for op, words in _OPS if re.search(words, name)), "helper")
-        k.add(name, "op", "MAGMA kernel" + (f" ({k.op})" if k.op != "helper" else ": a helper inside its routines"))
+        k.add(
+            name,
+            "op",
+            "MAGMA kernel"
+            + (f" ({k.op})" if k.op != "helper" else ": a helper inside its routines"),
+        )
         set_element_type(k, args)
     k.short = squash(f"MAGMA {upper(k.precision)} {k.op}: {name}")
     return True

@@ -1,10 +1,12 @@
-"""Mamba's kernels (state-spaces/mamba, Dao-AILab/causal-conv1d, and their copies in vLLM / SGLang): the selective
-scan (``selective_scan_fwd_kernel<Selective_Scan_fwd_kernel_traits<32, 16, 1, true, ..., c10::BFloat16, float>>``),
-the short causal convolution (``causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, ...>>``,
-``causal_conv1d_channellast_fwd_kernel``, ``causal_conv1d_update_kernel``) and Mamba-2's Triton SSD kernels
-(``_chunk_scan_fwd_kernel``, ``_chunk_state_fwd_kernel``, ``_state_passing_fwd_kernel``, ``_chunk_cumsum_fwd_kernel``,
-``_bmm_chunk_fwd_kernel``, ``_selective_scan_update_kernel``, ``_layer_norm_fwd_1pass_kernel``). The CUDA kernels
-name their input type first among the traits' types.
+"""Mamba's kernels (state-spaces/mamba, Dao-AILab/causal-conv1d, and their copies in vLLM / SGLang):
+the selective scan (``selective_scan_fwd_kernel<Selective_Scan_fwd_kernel_traits<32, 16, 1, true,
+..., c10::BFloat16, float>>``), the short causal convolution
+(``causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, ...>>``,
+``causal_conv1d_channellast_fwd_kernel``, ``causal_conv1d_update_kernel``) and Mamba-2's Triton SSD
+kernels (``_chunk_scan_fwd_kernel``, ``_chunk_state_fwd_kernel``, ``_state_passing_fwd_kernel``,
+``_chunk_cumsum_fwd_kernel``, ``_bmm_chunk_fwd_kernel``, ``_selective_scan_update_kernel``,
+``_layer_norm_fwd_1pass_kernel``). The CUDA kernels name their input type first among the traits'
+types.
 """
 
 from __future__ import annotations

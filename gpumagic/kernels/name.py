@@ -1,10 +1,12 @@
-"""What a decoded kernel name is (``KernelName``), how a decoder builds one (``Draft``), and the vocabulary every
-decoder shares: the family list, dtype codes, architecture names and layout letters.
+"""What a decoded kernel name is (``KernelName``), how a decoder builds one (``Draft``), and the
+vocabulary every decoder shares: the family list, dtype codes, architecture names and layout
+letters.
 
-``decode()`` is cached, so one ``KernelName`` object is handed to every caller that asks about the same name. It is
-therefore frozen, and so is everything inside it (``details`` is a read-only mapping, rows and lists are tuples):
-one caller's edit can never change what the next caller is told. Decoders still find it easiest to fill fields in as
-they read tokens left to right, so they write into a mutable ``Draft`` and freeze it once at the end.
+``decode()`` is cached, so one ``KernelName`` object is handed to every caller that asks about the
+same name. It is therefore frozen, and so is everything inside it (``details`` is a read-only
+mapping, rows and lists are tuples): one caller's edit can never change what the next caller is
+told. Decoders still find it easiest to fill fields in as they read tokens left to right, so they
+write into a mutable ``Draft`` and freeze it once at the end.
 """
 
 from __future__ import annotations
@@ -80,10 +82,19 @@ DTYPE = {
     "cf64": "complex128",
     "nf4": "nf4",
 }
-# CUTLASS 2.x and legacy cuBLAS one-letter precision prefixes (s1688gemm, h16816gemm, sgemm, dgemm, ...).
+# CUTLASS 2.x and legacy cuBLAS one-letter precision prefixes (s1688gemm, h16816gemm, sgemm, dgemm,
+# ...).
 PREFIX = {"s": "fp32", "h": "fp16", "d": "fp64", "i": "int32", "c": "complex64", "z": "complex128"}
-# MMA instruction shapes and the input precision they imply (Volta 884, Turing/Ampere 1688/16816/8816/16832).
-MMA_SHAPE = {"1688": "tf32", "16816": "fp16/bf16", "884": "fp16", "8816": "int8", "16832": "int8", "1684": "tf32"}
+# MMA instruction shapes and the input precision they imply (Volta 884, Turing/Ampere
+# 1688/16816/8816/16832).
+MMA_SHAPE = {
+    "1688": "tf32",
+    "16816": "fp16/bf16",
+    "884": "fp16",
+    "8816": "int8",
+    "16832": "int8",
+    "1684": "tf32",
+}
 _MMA_DIMS = {
     "1688": ("16", "8", "8"),
     "16816": ("16", "8", "16"),
@@ -104,15 +115,23 @@ ARCH_NAMES = {
     "hopper": "sm90",
     "blackwell": "sm100",
 }
-# One letter per operand in a GEMM's layout code. Complex GEMMs add a conjugation letter, which the generators spell
-# differently: CUTLASS's 'c' / 'h' are column- / row-major conjugated (its ShortComplexLayoutNames); cuBLAS's 'c' is
-# the BLAS operation C, conjugate transpose.
+# One letter per operand in a GEMM's layout code. Complex GEMMs add a conjugation letter, which the
+# generators spell differently: CUTLASS's 'c' / 'h' are column- / row-major conjugated (its
+# ShortComplexLayoutNames); cuBLAS's 'c' is the BLAS operation C, conjugate transpose.
 LAYOUT_MEANING = {"n": "column-major (not transposed)", "t": "row-major (transposed)"}
 _CONJUGATED = {
-    "cutlass": {"c": "column-major, conjugated", "h": "row-major, conjugated (conjugate transpose)"},
+    "cutlass": {
+        "c": "column-major, conjugated",
+        "h": "row-major, conjugated (conjugate transpose)",
+    },
     "cublas": {"c": "conjugate transpose (BLAS op C)"},
 }
-OP_LABEL = {"gemm": "GEMM", "conv_fprop": "conv fprop", "conv_dgrad": "conv dgrad", "conv_wgrad": "conv wgrad"}
+OP_LABEL = {
+    "gemm": "GEMM",
+    "conv_fprop": "conv fprop",
+    "conv_dgrad": "conv dgrad",
+    "conv_wgrad": "conv wgrad",
+}
 
 _ARCH = re.compile(r"(?:sm_?)?(\d{2,3})a?")
 
@@ -120,8 +139,9 @@ _ARCH = re.compile(r"(?:sm_?)?(\d{2,3})a?")
 class FrozenList(tuple):
     """An immutable sequence that still equals a list with the same items.
 
-    Decoded lists (Inductor's fused ops, cuDNN variants) must not be editable through a cached result, yet callers
-    compare them with lists, e.g. expectations read from JSON; a plain tuple would make those comparisons false.
+    Decoded lists (Inductor's fused ops, cuDNN variants) must not be editable through a cached
+    result, yet callers compare them with lists, e.g. expectations read from JSON; a plain tuple
+    would make those comparisons false.
     """
 
     __slots__ = ()
@@ -136,7 +156,8 @@ class FrozenList(tuple):
 
 
 def thaw(value: object) -> object:
-    """The picklable form of a frozen value (:func:`freeze` undoes it): read-only mappings become dicts."""
+    """The picklable form of a frozen value (:func:`freeze` undoes it): read-only mappings become
+    dicts."""
     if isinstance(value, MappingProxyType):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, FrozenList):
@@ -145,7 +166,8 @@ def thaw(value: object) -> object:
 
 
 def freeze(value: object) -> object:
-    """The read-only form of a decoded value: dicts become read-only mappings, lists and sets tuples, recursively."""
+    """The read-only form of a decoded value: dicts become read-only mappings, lists and sets
+    tuples, recursively."""
     if isinstance(value, (dict, MappingProxyType)):
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)) and not isinstance(value, FrozenList):
@@ -157,7 +179,8 @@ def freeze(value: object) -> object:
 
 @dataclass(frozen=True)
 class KernelName:
-    """What a kernel name says. Fields the name does not carry are None. Read-only: results are cached and shared."""
+    """What a kernel name says. Fields the name does not carry are None. Read-only: results are
+    cached and shared."""
 
     name: str
     demangled: str = ""
@@ -188,15 +211,16 @@ class KernelName:
         object.__setattr__(self, "tokens", tuple(tuple(row) for row in self.tokens))
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickled with plain containers where the read-only views are (a mappingproxy does not pickle): a report
-        that holds decoded names saves like any other value."""
+        """Pickled with plain containers where the read-only views are (a mappingproxy does not
+        pickle): a report that holds decoded names saves like any other value."""
         return {**self.__dict__, "details": thaw(self.details)}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state, details=freeze(state["details"]))
 
     def __hash__(self) -> int:
-        # details is a mapping, so the generated hash would fail; equal results share name, family and label.
+        # details is a mapping, so the generated hash would fail; equal results share name, family
+        # and label.
         return hash((self.name, self.family, self.short))
 
     def explain(self) -> list[tuple[str, str, str]]:
@@ -215,7 +239,8 @@ _FIELDS = tuple(f.name for f in fields(KernelName))
 
 
 class Draft:
-    """The mutable working copy one decoder fills in while it reads a name; ``freeze()`` makes the ``KernelName``."""
+    """The mutable working copy one decoder fills in while it reads a name; ``freeze()`` makes the
+    ``KernelName``."""
 
     __slots__ = _FIELDS
 
@@ -233,7 +258,8 @@ class Draft:
         self.tokens.append((token, fieldname, meaning))
 
     def set_arch(self, token: str) -> None:
-        """Record the compute capability a name was compiled for, however it spells it ('80', 'sm90a', 'ampere')."""
+        """Record the compute capability a name was compiled for, however it spells it ('80',
+        'sm90a', 'ampere')."""
         sm = parse_arch(token)
         if sm is None:
             self.add(token, "raw", "not decoded")
@@ -248,13 +274,14 @@ class Draft:
         return KernelName(**{name: getattr(self, name) for name in _FIELDS})
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Token helpers shared by the decoders
-# ---------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def parse_arch(token: str) -> str | None:
-    """'sm80', 'sm_80', '80', '90a', 'sm90a', 'ampere' -> 'sm80' / 'sm90' (the arch-specific 'a' dropped)."""
+    """'sm80', 'sm_80', '80', '90a', 'sm90a', 'ampere' -> 'sm80' / 'sm90' (the arch-specific 'a'
+    dropped)."""
     low = token.lower()
     if low in ARCH_NAMES:
         return ARCH_NAMES[low]
@@ -268,26 +295,31 @@ def dims(text: str) -> str:
 
 
 def mma_dims(shape: str) -> str:
-    """'1688' -> '16×8×8', '16816' -> '16×8×16', '884' -> '8×8×4' (an MMA instruction shape as names spell it)."""
+    """'1688' -> '16×8×8', '16816' -> '16×8×16', '884' -> '8×8×4' (an MMA instruction shape as names
+    spell it)."""
     return "\u00d7".join(_MMA_DIMS.get(shape, (shape,)))
 
 
 def mma_precision(prefix: str, shape: str) -> str | None:
-    """The input precision an MMA shape implies. fp64 ('d') and complex fp64 ('z') GEMMs run the fp64 MMA (DMMA),
-    whose 8×8×4 shape is also Volta's fp16 HMMA, so for them the accumulator letter decides."""
+    """The input precision an MMA shape implies. fp64 ('d') and complex fp64 ('z') GEMMs run the
+    fp64 MMA (DMMA), whose 8×8×4 shape is also Volta's fp16 HMMA, so for them the accumulator letter
+    decides."""
     if prefix in ("d", "z"):
         return PREFIX[prefix]
     return MMA_SHAPE.get(shape)
 
 
 def layout_meaning(code: str, operands: Iterable[str] = "ABC", style: str = "cublas") -> str:
-    """'nt' -> 'A column-major (not transposed), B row-major (transposed)'; one letter per operand, any case.
-    ``style`` says whose spelling of conjugated operands the code uses ('cutlass' or 'cublas')."""
+    """'nt' -> 'A column-major (not transposed), B row-major (transposed)'; one letter per operand,
+    any case. ``style`` says whose spelling of conjugated operands the code uses ('cutlass' or
+    'cublas')."""
     meaning = {**LAYOUT_MEANING, **_CONJUGATED[style]}
     return ", ".join(f"{op} {meaning.get(c, c)}" for op, c in zip(operands, code.lower()))
 
 
-def add_layout(k: Draft, token: str, operands: Iterable[str] = "ABC", style: str = "cublas") -> None:
+def add_layout(
+    k: Draft, token: str, operands: Iterable[str] = "ABC", style: str = "cublas"
+) -> None:
     k.layout = token
     k.add(token, "layout", layout_meaning(token, operands, style))
 
@@ -295,12 +327,19 @@ def add_layout(k: Draft, token: str, operands: Iterable[str] = "ABC", style: str
 def add_tile(k: Draft, tile: str, spelled: str | None = None) -> None:
     """A block tile ('128x64' or '128x128x32'), as the name spells it ('tilesize128x128x32')."""
     k.tile = tile
-    k.add(spelled or tile, "tile", f"block tile {'M×N×K' if tile.count('x') == 2 else 'M×N'} = {dims(tile)}")
+    k.add(
+        spelled or tile,
+        "tile",
+        f"block tile {'M×N×K' if tile.count('x') == 2 else 'M×N'} = {dims(tile)}",
+    )
 
 
-def add_ktile_stages(k: Draft, token: str, spelled: str | None = None, *, extend_tile: bool = True) -> None:
-    """'32x3' after an M×N tile: K-tile 32, 3-stage pipeline (CUTLASS 2.x, legacy cuBLAS, nvjet). CUTLASS and nvjet
-    tiles then read M×N×K; legacy cuBLAS keeps its M×N tile (``extend_tile=False``), as its names are read today."""
+def add_ktile_stages(
+    k: Draft, token: str, spelled: str | None = None, *, extend_tile: bool = True
+) -> None:
+    """'32x3' after an M×N tile: K-tile 32, 3-stage pipeline (CUTLASS 2.x, legacy cuBLAS, nvjet).
+    CUTLASS and nvjet tiles then read M×N×K; legacy cuBLAS keeps its M×N tile
+    (``extend_tile=False``), as its names are read today."""
     kt, st = token.split("x")
     k.stages = int(st)
     if extend_tile and k.tile and k.tile.count("x") == 1:
@@ -322,8 +361,11 @@ def squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def geometry(k: Draft, *, mn_only: bool = False, cluster: bool = False, schedule: bool = False) -> str:
-    """The tile / cluster / layout / schedule tail of a GEMM's short label: ' 128×128, cluster 2×1×1, nn'."""
+def geometry(
+    k: Draft, *, mn_only: bool = False, cluster: bool = False, schedule: bool = False
+) -> str:
+    """The tile / cluster / layout / schedule tail of a GEMM's short label: ' 128×128, cluster
+    2×1×1, nn'."""
     out = ""
     if k.tile:
         out += f" {dims('x'.join(k.tile.split('x')[:2]) if mn_only else k.tile)}"
@@ -337,9 +379,10 @@ def geometry(k: Draft, *, mn_only: bool = False, cluster: bool = False, schedule
 
 
 def set_element_type(k: Draft, args: str, *, what: str = "data", real_only: bool = False) -> None:
-    """Precision and dtypes of a math-library kernel from the element types its template arguments name (``float``,
-    ``double2``, ``cusparse::Complex<float>``, ...), with one explanation row. ``real_only`` picks the real type
-    where a kernel's arguments also name a complex one it does not compute in (cuSOLVER's tridiagonal stage)."""
+    """Precision and dtypes of a math-library kernel from the element types its template arguments
+    name (``float``, ``double2``, ``cusparse::Complex<float>``, ...), with one explanation row.
+    ``real_only`` picks the real type where a kernel's arguments also name a complex one it does not
+    compute in (cuSOLVER's tridiagonal stage)."""
     spelled = value_type_spellings(args)
     types = tuple(spelled)
     if real_only:

@@ -1,9 +1,11 @@
-"""SGLang's kernels: ``sgl-kernel`` (CUDA, mostly outside any namespace: ``moe_align_block_size_kernel<int>``,
-``topkGatingSoftmax<__nv_bfloat16, ...>``, ``per_token_group_quant_8bit_kernel<c10::BFloat16, __nv_fp8_e4m3, ...>``,
-``sglang::cross_device_reduce_1stage<...>``), its JIT kernels (``(anonymous namespace)::fused_rope_kernel<...>``)
-and the Triton kernels of its attention backends (``_fwd_grouped_kernel_stage1``, ``create_flashinfer_kv_indices_
-triton``). Un-namespaced names are claimed only from the list of sgl-kernel's entry points (``sgl-kernel/csrc``),
-with their template arguments, so a bare word elsewhere is not taken for SGLang's.
+"""SGLang's kernels: ``sgl-kernel`` (CUDA, mostly outside any namespace:
+``moe_align_block_size_kernel<int>``, ``topkGatingSoftmax<__nv_bfloat16, ...>``,
+``per_token_group_quant_8bit_kernel<c10::BFloat16, __nv_fp8_e4m3, ...>``,
+``sglang::cross_device_reduce_1stage<...>``), its JIT kernels (``(anonymous
+namespace)::fused_rope_kernel<...>``) and the Triton kernels of its attention backends
+(``_fwd_grouped_kernel_stage1``, ``create_flashinfer_kv_indices_ triton``). Un-namespaced names are
+claimed only from the list of sgl-kernel's entry points (``sgl-kernel/csrc``), with their template
+arguments, so a bare word elsewhere is not taken for SGLang's.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ CUDA = {
     "cross_device_reduce_1stage",
     "cross_device_reduce_2stage",
 }
-#: SGLang's Triton kernels (python/sglang/srt/layers/attention/triton_ops, mem_cache, moe) and their op
+#: SGLang's Triton kernels (python/sglang/srt/layers/attention/triton_ops, mem_cache, moe) and their
+#: op
 TRITON = {
     "_fwd_grouped_kernel_stage1": "attention",
     "_fwd_kernel_stage1": "attention",

@@ -1,10 +1,11 @@
-"""Reading a C++ kernel signature: demangling, one spelling for every profiler, and taking a signature apart.
+"""Reading a C++ kernel signature: demangling, one spelling for every profiler, and taking a
+signature apart.
 
-The same kernel reaches us spelled several ways: Itanium-mangled (``_Z...``), as torch.profiler prints it
-(``<4, ...>``, ``(anonymous namespace)``, ``3ul``), as nsys prints it (``<(int)4, ...>``, ``<unnamed>``) and as the
-older nvprof printed it (``<int=4, unsigned int=128>``). ``normalize`` makes them one string so that a decoder is
-written once; the other helpers pull out what decoders read: the bare symbol, the function path, the template
-arguments, and the C++ types named in them.
+The same kernel reaches us spelled several ways: Itanium-mangled (``_Z...``), as torch.profiler
+prints it (``<4, ...>``, ``(anonymous namespace)``, ``3ul``), as nsys prints it (``<(int)4, ...>``,
+``<unnamed>``) and as the older nvprof printed it (``<int=4, unsigned int=128>``). ``normalize``
+makes them one string so that a decoder is written once; the other helpers pull out what decoders
+read: the bare symbol, the function path, the template arguments, and the C++ types named in them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import NamedTuple
 @cache
 def _cxa_demangle() -> object | None:
     for libname in ("stdc++", "c++"):
-        path = ctypes.util.find_library(libname) or (f"lib{libname}.so.6" if sys.platform.startswith("linux") else None)
+        path = ctypes.util.find_library(libname) or (
+            f"lib{libname}.so.6" if sys.platform.startswith("linux") else None
+        )
         if not path:
             continue
         try:
@@ -31,22 +34,29 @@ def _cxa_demangle() -> object | None:
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        fn.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_int),
+        ]
         return fn
     return None
 
 
-# nvcc's name for a kernel with internal linkage: '__nv_static_<n>__<file hash>_' + the Itanium-mangled name.
+# nvcc's name for a kernel with internal linkage: '__nv_static_<n>__<file hash>_' + the
+# Itanium-mangled name.
 _NV_STATIC = "__nv_static_"
 _WORD = re.compile(r"\w+")
 
 
 def _nv_static_mangled(name: str) -> str | None:
-    """The Itanium name behind nvcc's ``__nv_static_..._`` prefix: from the first ``_Z`` that follows a ``_``, in a
-    name of word characters only; None where there is none.
+    """The Itanium name behind nvcc's ``__nv_static_..._`` prefix: from the first ``_Z`` that
+    follows a ``_``, in a name of word characters only; None where there is none.
 
-    Found with ``str.find`` rather than ``__nv_static_\\w*?_(_Z\\w+)``: that pattern retried ``\\w+`` to the end
-    of the name at every ``__Z``, quadratic in the name's length when the name ends in a non-word character.
+    Found with ``str.find`` rather than ``__nv_static_\\w*?_(_Z\\w+)``: that pattern retried
+    ``\\w+`` to the end of the name at every ``__Z``, quadratic in the name's length when the name
+    ends in a non-word character.
     """
     if not _WORD.fullmatch(name):
         return None
@@ -55,8 +65,8 @@ def _nv_static_mangled(name: str) -> str | None:
 
 
 def demangle(name: str) -> str:
-    """Demangle an Itanium C++ name (``_Z...``, also behind nvcc's ``__nv_static_..._`` prefix); other names come
-    back unchanged."""
+    """Demangle an Itanium C++ name (``_Z...``, also behind nvcc's ``__nv_static_..._`` prefix);
+    other names come back unchanged."""
     if name.startswith(_NV_STATIC):
         mangled = _nv_static_mangled(name)
         if mangled:
@@ -75,7 +85,9 @@ def demangle(name: str) -> str:
             return text
     if shutil.which("c++filt"):
         try:
-            out = subprocess.run(["c++filt", name], capture_output=True, text=True, timeout=5).stdout.strip()
+            out = subprocess.run(
+                ["c++filt", name], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
             if out:
                 return out
         except (OSError, subprocess.SubprocessError):
@@ -85,10 +97,13 @@ def demangle(name: str) -> str:
 
 _INT_TYPE = r"(?:unsigned |signed )?(?:int|long long|long|short|char|bool|unsigned)"
 _CAST = re.compile(r"\(" + _INT_TYPE + r"\)(-?\d+)")
-# nvprof's spelling of a non-type template argument: 'unsigned int=128', 'bool=1', 'fftDirection_t=-1'.
-_NVPROF_ARG = re.compile(r"(?<=[<,] )(?:" + _INT_TYPE + r"|[A-Za-z_]\w*_t)=(-?\d+)|(?<=<)" + _INT_TYPE + r"=(-?\d+)")
-# Starts only at the first digit of a run: without the lookbehind a run of n digits with no suffix was retried from
-# each of its digits, quadratic in n (a 40,000-digit name took 10 s).
+# nvprof's spelling of a non-type template argument: 'unsigned int=128', 'bool=1',
+# 'fftDirection_t=-1'.
+_NVPROF_ARG = re.compile(
+    r"(?<=[<,] )(?:" + _INT_TYPE + r"|[A-Za-z_]\w*_t)=(-?\d+)|(?<=<)" + _INT_TYPE + r"=(-?\d+)"
+)
+# Starts only at the first digit of a run: without the lookbehind a run of n digits with no suffix
+# was retried from each of its digits, quadratic in n (a 40,000-digit name took 10 s).
 _SUFFIX = re.compile(r"(?<!\d)(\d+)(?:ul|ull|u|l|ll)\b")
 
 
@@ -97,7 +112,9 @@ def normalize(name: str) -> str:
     s = _CAST.sub(r"\1", name)
     if "=" in s:
         s = _NVPROF_ARG.sub(lambda m: m.group(1) or m.group(2), s)
-    s = s.replace("<unnamed>", "(anonymous namespace)").replace("{unnamed}", "(anonymous namespace)")
+    s = s.replace("<unnamed>", "(anonymous namespace)").replace(
+        "{unnamed}", "(anonymous namespace)"
+    )
     s = _SUFFIX.sub(r"\1", s)
     return s.replace(" *", "*").replace(" &", "&")
 
@@ -109,16 +126,20 @@ _SYMBOL = re.compile(
 
 
 def kernel_symbol(s: str) -> str:
-    """The generated kernel's own name inside a wrapper signature:
-    'void cutlass::Kernel2<cutlass_80_simt_sgemm_..>(..)' -> 'cutlass_80_simt_sgemm_..' (the interesting part)."""
+    """The generated kernel's own name inside a wrapper signature: 'void
+    cutlass::Kernel2<cutlass_80_simt_sgemm_..>(..)' -> 'cutlass_80_simt_sgemm_..' (the interesting
+    part)."""
     m = _SYMBOL.search(s)
     return m.group(1) if m else s
 
 
 def function_path(s: str) -> str:
-    """'void at::native::foo<...>(...)' -> 'at::native::foo' (return type, template arguments, parameters removed)."""
+    """'void at::native::foo<...>(...)' -> 'at::native::foo' (return type, template arguments,
+    parameters removed)."""
     s = re.sub(r"^(?:void|static|__global__|\s)+", "", s)
-    if s.startswith("std::enable_if<"):  # cuBLAS' SFINAE-guarded kernels: 'std::enable_if<!(false), void>::type f<..>'
+    if s.startswith(
+        "std::enable_if<"
+    ):  # cuBLAS' SFINAE-guarded kernels: 'std::enable_if<!(false), void>::type f<..>'
         s = re.sub(r"^std::enable_if<.*?>::type\s+", "", s, count=1)
     depth = 0
     out: list[str] = []
@@ -142,9 +163,10 @@ def function_path(s: str) -> str:
 
 
 class Signature(NamedTuple):
-    """The parts of a kernel signature decoders read: 'void cusparse::csrmm_alg2_kernel<false, long>(long, ...)' has
-    path 'cusparse::csrmm_alg2_kernel', name 'csrmm_alg2_kernel', args 'false, long' (its own template arguments,
-    not those of a return type such as ``std::enable_if<...>::type``)."""
+    """The parts of a kernel signature decoders read: 'void cusparse::csrmm_alg2_kernel<false,
+    long>(long, ...)' has path 'cusparse::csrmm_alg2_kernel', name 'csrmm_alg2_kernel', args 'false,
+    long' (its own template arguments, not those of a return type such as
+    ``std::enable_if<...>::type``)."""
 
     path: str
     name: str
@@ -155,7 +177,9 @@ class Signature(NamedTuple):
 def signature(full: str) -> Signature:
     path = function_path(full)
     at = full.find(path) if path else -1
-    return Signature(path, path.split("::")[-1].strip(), template_args(full[at:] if at >= 0 else full))
+    return Signature(
+        path, path.split("::")[-1].strip(), template_args(full[at:] if at >= 0 else full)
+    )
 
 
 def template_args(s: str) -> str:
@@ -214,7 +238,8 @@ CPP_TYPE = {
     "c10::complex<float>": "complex64",
 }
 _CPP_PATTERNS = tuple(
-    (re.compile(r"(?<![\w:])" + re.escape(cpp) + r"(?![\w])"), canon) for cpp, canon in CPP_TYPE.items()
+    (re.compile(r"(?<![\w:])" + re.escape(cpp) + r"(?![\w])"), canon)
+    for cpp, canon in CPP_TYPE.items()
 )
 
 
@@ -228,8 +253,8 @@ def cpp_dtypes(text: str) -> tuple[str, ...]:
     return tuple(sorted(first, key=first.__getitem__))
 
 
-# The element types math libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT) are instantiated for. CUDA's vector types
-# stand for complex numbers there: float2 is cuComplex, double2 cuDoubleComplex.
+# The element types math libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT) are instantiated for. CUDA's
+# vector types stand for complex numbers there: float2 is cuComplex, double2 cuDoubleComplex.
 _VALUE_TYPE = re.compile(
     r"(?<![\w:])(cusparse::Complex<float>|cusparse::Complex<double>|cuComplex|cuDoubleComplex|float2|double2"
     r"|__half|__nv_bfloat16|half|float|double)(?![\w])"
@@ -250,13 +275,14 @@ VALUE_TYPE = {
 
 
 def value_types(text: str) -> tuple[str, ...]:
-    """Floating (real or complex) element types named in ``text``, in order, each once: what a math-library
-    kernel was instantiated for. Integer arguments (sizes, index types) are skipped."""
+    """Floating (real or complex) element types named in ``text``, in order, each once: what a
+    math-library kernel was instantiated for. Integer arguments (sizes, index types) are skipped."""
     return tuple(value_type_spellings(text))
 
 
 def value_type_spellings(text: str) -> dict[str, str]:
-    """canonical dtype -> how ``text`` first spells it ({'complex64': 'float2'}), for explanation rows."""
+    """canonical dtype -> how ``text`` first spells it ({'complex64': 'float2'}), for explanation
+    rows."""
     out: dict[str, str] = {}
     for m in _VALUE_TYPE.finditer(text):
         out.setdefault(VALUE_TYPE[m.group(1)], m.group(1))
@@ -264,9 +290,10 @@ def value_type_spellings(text: str) -> dict[str, str]:
 
 
 def index_type(args: list[str], depth: int = 1) -> str | None:
-    """The first integer type among template arguments ('int' -> int32, 'long' -> int64): a sparse index width.
-    Looks ``depth`` levels (one) into a traits argument (``sddmm_traits<long, long, float, ...>``) when the top level
-    has none, and no deeper: each level re-reads the text below it, so a deep nest would cost its depth squared."""
+    """The first integer type among template arguments ('int' -> int32, 'long' -> int64): a sparse
+    index width. Looks ``depth`` levels (one) into a traits argument (``sddmm_traits<long, long,
+    float, ...>``) when the top level has none, and no deeper: each level re-reads the text below
+    it, so a deep nest would cost its depth squared."""
     for a in args:
         if a in ("int", "long", "long long", "unsigned int", "unsigned long"):
             return CPP_TYPE.get(a, "int64")

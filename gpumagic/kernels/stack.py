@@ -1,24 +1,28 @@
-"""What the LLM stack's kernel names share: the words that say what a kernel does, and the element types that say
-what it computes in.
+"""What the LLM stack's kernel names share: the words that say what a kernel does, and the element
+types that say what it computes in.
 
-The serving and training libraries (vLLM, SGLang, FlashInfer, TensorRT-LLM, DeepGEMM, DeepEP, Transformer Engine,
-Liger, Mamba, xFormers, bitsandbytes, Apex, torchao) name their kernels after what they do, in their own namespaces
-(``vllm::rms_norm_kernel<c10::BFloat16, 8>``, ``flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>``,
+The serving and training libraries (vLLM, SGLang, FlashInfer, TensorRT-LLM, DeepGEMM, DeepEP,
+Transformer Engine, Liger, Mamba, xFormers, bitsandbytes, Apex, torchao) name their kernels after
+what they do, in their own namespaces (``vllm::rms_norm_kernel<c10::BFloat16, 8>``,
+``flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>``,
 ``deep_ep::internode_ll::dispatch<...>``) or, for Triton, by the Python function's name
-(``_rms_norm_forward_kernel``). So each library's module only says which names are its own and what is special
-about them; the kernel's operation is read here from the words of its name (``rms_norm`` -> norm, ``rotary`` ->
-rope, ``topk_softmax`` -> MoE routing, ``reshape_and_cache`` -> KV-cache write, ``quant`` -> quantize), and its
-precision from the element types among its template arguments (``__nv_fp8_e4m3``, ``cutlass::float_e2m1_t``,
-``c10::BFloat16``, ...). A library's own vocabulary overrides these where it differs.
+(``_rms_norm_forward_kernel``). So each library's module only says which names are its own and what
+is special about them; the kernel's operation is read here from the words of its name (``rms_norm``
+-> norm, ``rotary`` -> rope, ``topk_softmax`` -> MoE routing, ``reshape_and_cache`` -> KV-cache
+write, ``quant`` -> quantize), and its precision from the element types among its template arguments
+(``__nv_fp8_e4m3``, ``cutlass::float_e2m1_t``, ``c10::BFloat16``, ...). A library's own vocabulary
+overrides these where it differs.
 
-Op vocabulary added for these libraries (beside gemm, attention, norm, elementwise, softmax, ...): ``rope``,
-``quantize``, ``dequantize``, ``moe_routing`` (top-k gating, sorting tokens by expert), ``moe_permute`` (moving
-tokens to and from their experts' order), ``all_to_all`` (expert-parallel dispatch and combine), ``kv_cache_write``,
-``sampling``, ``loss``, ``scan`` (selective state-space scan), ``conv`` (causal conv1d), ``communication``
-(all-reduce outside NCCL). Weight-only GEMMs (int4 / fp4 / int8 weights against 16-bit activations) give the weight
-type as ``precision``, the activation type as ``details["activation"]`` and both in ``dtypes``.
+Op vocabulary added for these libraries (beside gemm, attention, norm, elementwise, softmax, ...):
+``rope``, ``quantize``, ``dequantize``, ``moe_routing`` (top-k gating, sorting tokens by expert),
+``moe_permute`` (moving tokens to and from their experts' order), ``all_to_all`` (expert-parallel
+dispatch and combine), ``kv_cache_write``, ``sampling``, ``loss``, ``scan`` (selective state-space
+scan), ``conv`` (causal conv1d), ``communication`` (all-reduce outside NCCL). Weight-only GEMMs
+(int4 / fp4 / int8 weights against 16-bit activations) give the weight type as ``precision``, the
+activation type as ``details["activation"]`` and both in ``dtypes``.
 
-Everything here reads a name once, left to right: word scans and substring tests, no backtracking patterns.
+Everything here reads a name once, left to right: word scans and substring tests, no backtracking
+patterns.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import re
 from .name import Draft, squash, upper
 from .spelling import signature, template_args
 
-#: C++ element types -> canonical dtype. Index types (int, long) are left out: they size, they do not compute.
+#: C++ element types -> canonical dtype. Index types (int, long) are left out: they size, they do
+#: not compute.
 ELEMENT_TYPES = {
     "float": "fp32",
     "double": "fp64",
@@ -82,7 +87,19 @@ ELEMENT_TYPES = {
 }
 _TYPE_WORD = re.compile(r"(?:signed char|[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)")
 #: precisions that are narrower than the activations they meet in a weight-only GEMM
-NARROW = ("int4", "uint4", "fp4e2m1", "int8", "uint8", "uint2", "fp8e4m3", "fp8e5m2", "nf4", "int3", "int2")
+NARROW = (
+    "int4",
+    "uint4",
+    "fp4e2m1",
+    "int8",
+    "uint8",
+    "uint2",
+    "fp8e4m3",
+    "fp8e5m2",
+    "nf4",
+    "int3",
+    "int2",
+)
 SIXTEEN = ("fp16", "bf16")
 
 
@@ -97,21 +114,27 @@ def element_types(text: str) -> tuple[str, ...]:
 
 
 def snake(name: str) -> str:
-    """``FusedAddRMSNormKernel`` -> ``fused_add_rms_norm_kernel``; already-snake names are lower-cased. One pass over
-    the characters (an upper-case run followed by a capitalised word splits before the word's capital)."""
+    """``FusedAddRMSNormKernel`` -> ``fused_add_rms_norm_kernel``; already-snake names are
+    lower-cased. One pass over the characters (an upper-case run followed by a capitalised word
+    splits before the word's capital)."""
     out: list[str] = []
     last = len(name) - 1
     for i, ch in enumerate(name):
         if ch.isupper() and i > 0:
             prev = name[i - 1]
-            if prev.islower() or prev.isdigit() or (prev.isupper() and i < last and name[i + 1].islower()):
+            if (
+                prev.islower()
+                or prev.isdigit()
+                or (prev.isupper() and i < last and name[i + 1].islower())
+            ):
                 out.append("_")
         out.append(ch.lower())
     return "".join(out).replace("rmsnorm", "rms_norm").replace("layernorm", "layer_norm")
 
 
-#: (op, words): the first op with a word in a kernel's snake-cased name wins, so fused kernels read as the operation
-#: their name puts first (rms_norm_static_fp8_quant -> norm, silu_and_mul_quant -> elementwise)
+#: (op, words): the first op with a word in a kernel's snake-cased name wins, so fused kernels read
+#: as the operation their name puts first (rms_norm_static_fp8_quant -> norm, silu_and_mul_quant ->
+#: elementwise)
 OP_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "communication",
@@ -294,7 +317,19 @@ OP_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("softmax", ("softmax",)),
     ("loss", ("cross_entropy", "jsd", "kl_div", "kldiv", "tvd", "loss", "logprob")),
-    ("scan", ("selective_scan", "chunk_scan", "state_passing", "chunk_state", "ssd", "ssm", "cumsum", "scan")),
+    (
+        "scan",
+        (
+            "selective_scan",
+            "chunk_scan",
+            "state_passing",
+            "chunk_state",
+            "ssd",
+            "ssm",
+            "cumsum",
+            "scan",
+        ),
+    ),
     ("conv", ("conv1d", "conv")),
     ("optimizer", ("adam", "optimizer", "sgd", "lamb", "lion", "adagrad", "novograd")),
     ("transpose", ("transpose",)),
@@ -330,9 +365,10 @@ def op_label(op: str) -> str:
 
 
 def set_types(k: Draft, types: tuple[str, ...], op: str) -> None:
-    """Precision and dtypes from the element types a kernel names. A quantize or dequantize kernel's precision is the
-    narrow type it converts to or from; a GEMM that pairs a narrow weight type with 16-bit activations is weight-only:
-    its precision is the weight type, the activations' type goes to ``details["activation"]``."""
+    """Precision and dtypes from the element types a kernel names. A quantize or dequantize kernel's
+    precision is the narrow type it converts to or from; a GEMM that pairs a narrow weight type with
+    16-bit activations is weight-only: its precision is the weight type, the activations' type goes
+    to ``details["activation"]``."""
     if not types:
         return
     k.dtypes = types
@@ -362,8 +398,9 @@ def claim(
     tensor_cores: bool | None = None,
     types: tuple[str, ...] | None = None,
 ) -> None:
-    """Fill a draft for a kernel of the LLM stack: family and library, the op (given, or read from ``words`` or
-    from the kernel's own name), precision from its template arguments, one explanation row, a short label."""
+    """Fill a draft for a kernel of the LLM stack: family and library, the op (given, or read from
+    ``words`` or from the kernel's own name), precision from its template arguments, one explanation
+    row, a short label."""
     path, leaf, args = signature(full)
     if not leaf:
         leaf = full.split("(")[0].strip()
@@ -371,7 +408,8 @@ def claim(
     k.library = library
     k.op = op or op_of(words if words is not None else snake(leaf)) or "other"
     if types is None:
-        # the template arguments first; a kernel without typed ones is read from its parameters (c10::BFloat16*)
+        # the template arguments first; a kernel without typed ones is read from its parameters
+        # (c10::BFloat16*)
         types = element_types(args or template_args(full)) or element_types(full[len(path) :])
     set_types(k, types, k.op)
     if tensor_cores is None and k.op in MMA_OPS:
@@ -392,7 +430,11 @@ def claim(
     k.short = squash(f"{library.split(' (')[0]} {prec} {what}")[:110]
 
 
-def tile_from_numbers(k: Draft, m: str, n: str, kk: str | None = None, spelled: str | None = None) -> None:
+def tile_from_numbers(
+    k: Draft, m: str, n: str, kk: str | None = None, spelled: str | None = None
+) -> None:
     tile = f"{m}x{n}" + (f"x{kk}" if kk else "")
     k.tile = tile
-    k.add(spelled or tile, "tile", f"block tile {'M×N×K' if kk else 'M×N'} = {tile.replace('x', '×')}")
+    k.add(
+        spelled or tile, "tile", f"block tile {'M×N×K' if kk else 'M×N'} = {tile.replace('x', '×')}"
+    )

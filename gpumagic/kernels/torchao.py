@@ -1,8 +1,8 @@
-"""torchao's kernels: its CUDA extensions in namespace ``torchao`` (2:4-sparse Marlin ``Marlin_24``, the FP6-LLM
-``QUANT_GEMM_Kernel<TilingConfig<...>, __half, 3, 2>`` with ``SplitK_Reduction``, MX / FP8 CUTLASS GEMMs) and its
-Triton kernels for float8 / MX training (``_to_mxfp8_dim1_kernel``, ``triton_fp8_gemm_1x128_128x128_kernel``,
-``fp8_blockwise_act_quant_kernel``, ...). FP6-LLM's template arguments give the weight's exponent and mantissa
-bits (3, 2: fp6 e3m2).
+"""torchao's kernels: its CUDA extensions in namespace ``torchao`` (2:4-sparse Marlin ``Marlin_24``,
+the FP6-LLM ``QUANT_GEMM_Kernel<TilingConfig<...>, __half, 3, 2>`` with ``SplitK_Reduction``, MX /
+FP8 CUTLASS GEMMs) and its Triton kernels for float8 / MX training (``_to_mxfp8_dim1_kernel``,
+``triton_fp8_gemm_1x128_128x128_kernel``, ``fp8_blockwise_act_quant_kernel``, ...). FP6-LLM's
+template arguments give the weight's exponent and mantissa bits (3, 2: fp6 e3m2).
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def decode_torchao(k: Draft, sym: str, full: str) -> bool:
             return False
         words = snake(name)
         op = op_of(words)
-        claim(k, family="torchao", library="torchao (Triton)", full=name, op=op, label=name, types=())
+        claim(
+            k, family="torchao", library="torchao (Triton)", full=name, op=op, label=name, types=()
+        )
         if "mxfp8" in words or "fp8" in words:
             k.precision = "fp8e4m3"
             k.dtypes = ("fp8e4m3",)

@@ -1,12 +1,13 @@
-"""TensorRT-LLM's kernels: its generated attention kernels (fmha_v2, XQA, trtllm-gen FMHA), its trtllm-gen GEMMs and
-the ``tensorrt_llm::kernels::`` templates (MoE routing and permutation, RoPE with KV-cache update, quantization,
-all-reduce fusions).
+"""TensorRT-LLM's kernels: its generated attention kernels (fmha_v2, XQA, trtllm-gen FMHA), its
+trtllm-gen GEMMs and the ``tensorrt_llm::kernels::`` templates (MoE routing and permutation, RoPE
+with KV-cache update, quantization, all-reduce fusions).
 
 fmha_v2 names are assembled by ``cpp/kernels/fmha_v2/setup.py``:
-``fmha_v2_[flash_attention_]{dtype}[_{output dtype}]_{q step}_{kv step}_S_{layout}_{head size}[_{options}]_sm{arch}
-_kernel[_nl][_tiled]``, e.g. ``fmha_v2_flash_attention_fp16_64_32_S_qkv_128_causal_sm86_kernel_nl``.
-Precompiled XQA kernels read ``xqa_kernel_dt_{dtype}_d_{head dim}_beam_{n}_kvt_{kv dtype}_..._sm_{arch}``; the
-JIT-compiled XQA kernel is plainly ``kernel_mha``. trtllm-gen kernels spell their types in CamelCase:
+``fmha_v2_[flash_attention_]{dtype}[_{output dtype}]_{q step}_{kv step}_S_{layout}_{head
+size}[_{options}]_sm{arch} _kernel[_nl][_tiled]``, e.g.
+``fmha_v2_flash_attention_fp16_64_32_S_qkv_128_causal_sm86_kernel_nl``. Precompiled XQA kernels read
+``xqa_kernel_dt_{dtype}_d_{head dim}_beam_{n}_kvt_{kv dtype}_..._sm_{arch}``; the JIT-compiled XQA
+kernel is plainly ``kernel_mha``. trtllm-gen kernels spell their types in CamelCase:
 ``bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2_s6_...``, ``fmhaSm100aKernel_QE4m3KvE2m1OE4m3H128PagedKv...``.
 """
 
@@ -21,7 +22,14 @@ from .stack import claim, set_types, snake
 _FAMILY = "trtllm"
 _LIB = "TensorRT-LLM"
 _FMHA_V2 = re.compile(r"^fmha_v2_(?P<body>\w+?)_sm(?P<sm>\d+)_kernel(?P<tail>\w*)$")
-_V2_TYPES = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8e4m3", "fp32": "fp32", "int8": "int8", "e5m2": "fp8e5m2"}
+_V2_TYPES = {
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "e4m3": "fp8e4m3",
+    "fp32": "fp32",
+    "int8": "int8",
+    "e5m2": "fp8e5m2",
+}
 _XQA = re.compile(r"^xqa_kernel_(?P<body>\w+)$")
 _GEN_TYPE = re.compile(r"(MxE2m1|MxE4m3|E2m1|E4m3|E5m2|Bfloat16|Fp16|Fp32|Bf16|MxInt4|Int8)")
 _GEN_CANON = {
@@ -84,7 +92,11 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
         i += 1
     if layout:
         k.layout = "_".join(layout)
-        k.add(k.layout, "layout", f"inputs as {k.layout.replace('_', ' ').upper()} (packed / paged layout)")
+        k.add(
+            k.layout,
+            "layout",
+            f"inputs as {k.layout.replace('_', ' ').upper()} (packed / paged layout)",
+        )
     if i < len(toks):
         k.details["head_dim"] = toks[i]
         k.add(toks[i], "head dim", f"head size {toks[i]}")
@@ -95,10 +107,14 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
         k.add("_".join(opts), "options", ", ".join(opts).replace("causal", "causal mask"))
     tail = m.group("tail").strip("_")
     if tail:
-        k.add(tail, "variant", {"nl": "no-loop", "nl_tiled": "no-loop, tiled"}.get(tail, tail.replace("_", ", ")))
-    k.short = f"TRT-LLM fmha_v2 {k.precision.upper() if k.precision else ''} attention".replace("  ", " ") + (
-        f" d{k.details['head_dim']}" if "head_dim" in k.details else ""
-    )
+        k.add(
+            tail,
+            "variant",
+            {"nl": "no-loop", "nl_tiled": "no-loop, tiled"}.get(tail, tail.replace("_", ", ")),
+        )
+    k.short = f"TRT-LLM fmha_v2 {k.precision.upper() if k.precision else ''} attention".replace(
+        "  ", " "
+    ) + (f" d{k.details['head_dim']}" if "head_dim" in k.details else "")
 
 
 def _xqa(k: Draft, m: re.Match) -> None:
@@ -129,7 +145,8 @@ def _xqa(k: Draft, m: re.Match) -> None:
 
 
 def _gen_fmha_types(rest: str) -> tuple[str, str, str, str] | None:
-    """'QE4m3KvE2m1OE4m3H128PagedKv...' -> ('E4m3', 'E2m1', 'E4m3', '128'), by position (no backtracking pattern)."""
+    """'QE4m3KvE2m1OE4m3H128PagedKv...' -> ('E4m3', 'E2m1', 'E4m3', '128'), by position (no
+    backtracking pattern)."""
     kv = rest.find("Kv", 1)
     o = rest.find("O", kv + 2) if kv > 0 else -1
     h = rest.find("H", o + 1) if o > 0 else -1
@@ -148,7 +165,9 @@ _WORD = re.compile(r"\w+")
 
 def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
     s = full.strip()
-    word = _WORD.fullmatch(s) is not None  # the generated names are one word; their patterns assume it
+    word = (
+        _WORD.fullmatch(s) is not None
+    )  # the generated names are one word; their patterns assume it
     m = _FMHA_V2.match(s) if word else None
     if m:
         _fmha_v2(k, m)
@@ -224,7 +243,9 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
                 k.set_arch(t)
         if s.startswith("bmm"):
             k.details["grouped"] = "batched (MoE experts)"
-        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (f" {k.tile}" if k.tile else "")
+        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (
+            f" {k.tile}" if k.tile else ""
+        )
         return True
     path, leaf, _args = signature(full)
     if not (
@@ -233,12 +254,28 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
     ) or (path.startswith("gemm::") and "trtllm" not in full):
         return False
     if path.startswith("fused_moe::"):
-        claim(k, family=_FAMILY, library=_LIB, full=full, op="gemm", tensor_cores=True, label="fused MoE GEMM")
+        claim(
+            k,
+            family=_FAMILY,
+            library=_LIB,
+            full=full,
+            op="gemm",
+            tensor_cores=True,
+            label="fused MoE GEMM",
+        )
         k.details["grouped"] = "MoE experts"
         return True
     words = snake(leaf)
     if "::mmha::" in full or "masked_multihead" in words:
-        claim(k, family=_FAMILY, library=_LIB, full=full, op="attention", tensor_cores=False, label=leaf)
+        claim(
+            k,
+            family=_FAMILY,
+            library=_LIB,
+            full=full,
+            op="attention",
+            tensor_cores=False,
+            label=leaf,
+        )
         return True
     op = None
     if "::ar_fusion::" in full or "allreduce" in words or "::lamport" in full:

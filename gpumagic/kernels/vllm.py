@@ -1,13 +1,15 @@
-"""vLLM's own kernels (``csrc/``): ``vllm::`` custom ops, its Marlin / Machete / AWQ / GPTQ weight-only GEMMs and the
-Triton kernels of its MoE layer and attention backends.
+"""vLLM's own kernels (``csrc/``): ``vllm::`` custom ops, its Marlin / Machete / AWQ / GPTQ
+weight-only GEMMs and the Triton kernels of its MoE layer and attention backends.
 
-The C++ kernels live in namespace ``vllm`` and are named after their op (``vllm::rms_norm_kernel<c10::BFloat16, 8>``,
-``vllm::rotary_embedding_kernel<c10::BFloat16, true>``, ``vllm::act_and_mul_kernel<..., &vllm::silu_kernel<..>>``,
+The C++ kernels live in namespace ``vllm`` and are named after their op
+(``vllm::rms_norm_kernel<c10::BFloat16, 8>``, ``vllm::rotary_embedding_kernel<c10::BFloat16,
+true>``, ``vllm::act_and_mul_kernel<..., &vllm::silu_kernel<..>>``,
 ``vllm::paged_attention_v2_kernel<...>``, ``vllm::reshape_and_cache_flash_kernel<...>``,
-``vllm::moe::topkGatingSoftmax<...>``), so the op comes from those words and the precision from the element
-types. Marlin's first template arguments are ``vllm::ScalarType`` ids, 64-bit numbers that pack the type's
-exponent, mantissa, sign and bias (``csrc/core/scalar_type.hpp``): 1125899906843648 is uint4 (GPTQ's uint4b8 has bias
-8), 1125899906910725 fp16. The Triton kernels carry only their Python function's name (``fused_moe_kernel``).
+``vllm::moe::topkGatingSoftmax<...>``), so the op comes from those words and the precision from the
+element types. Marlin's first template arguments are ``vllm::ScalarType`` ids, 64-bit numbers that
+pack the type's exponent, mantissa, sign and bias (``csrc/core/scalar_type.hpp``): 1125899906843648
+is uint4 (GPTQ's uint4b8 has bias 8), 1125899906910725 fp16. The Triton kernels carry only their
+Python function's name (``fused_moe_kernel``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from .spelling import signature
 from .stack import claim, set_types, snake
 
 _FAMILY = "vllm"
-_MARLIN = re.compile(r"(?:^|::)(?:marlin|marlin_moe_wna16|MarlinMoE|fp8_marlin|gptq_marlin|marlin_24|awq_marlin)::")
+_MARLIN = re.compile(
+    r"(?:^|::)(?:marlin|marlin_moe_wna16|MarlinMoE|fp8_marlin|gptq_marlin|marlin_24|awq_marlin)::"
+)
 _SCALAR_ID = re.compile(r"(?<![\w.])(\d{13,20})l?\b")
 #: the Python function names of vLLM's Triton kernels (vllm/model_executor/layers/...), and their op
 TRITON = {
@@ -53,11 +57,15 @@ _TRITON_FP8 = {"_w8a8_block_fp8_matmul": "fp8e4m3", "_w8a8_triton_block_scaled_m
 
 
 def scalar_type(type_id: int) -> str | None:
-    """A vLLM ``ScalarType`` id -> canonical dtype: exponent (8 bits), mantissa (8), signed (1), bias (32),
-    finite-values-only (1), NaN representation (8), packed from the low bits up."""
+    """A vLLM ``ScalarType`` id -> canonical dtype: exponent (8 bits), mantissa (8), signed (1),
+    bias (32), finite-values-only (1), NaN representation (8), packed from the low bits up."""
     exponent, mantissa = type_id & 0xFF, (type_id >> 8) & 0xFF
     signed = (type_id >> 16) & 1
-    if exponent == 0:  # an integer type: mantissa bits (+1 sign bit); a bias of 2^(bits-1) makes it signed (uint4b8)
+    if (
+        exponent == 0
+        # an integer type: mantissa bits (+1 sign bit); a bias of 2^(bits-1) makes it signed
+        # (uint4b8)
+    ):
         bits = mantissa + signed
         bias = (type_id >> 17) & 0xFFFFFFFF
         signed = signed or (bits > 1 and bias == 1 << (bits - 1))
@@ -73,10 +81,19 @@ def scalar_type(type_id: int) -> str | None:
 
 
 def _marlin(k: Draft, full: str, args: str) -> None:
-    """Marlin: dtypes from ScalarType ids (activation, weight, ...) or from named types (older builds)."""
+    """Marlin: dtypes from ScalarType ids (activation, weight, ...) or from named types (older
+    builds)."""
     ids = [scalar_type(int(m.group(1))) for m in _SCALAR_ID.finditer(args[:400])]
     types = tuple(dict.fromkeys(t for t in ids if t))
-    claim(k, family=_FAMILY, library="vLLM (Marlin)", full=full, op="gemm", tensor_cores=True, label="Marlin GEMM")
+    claim(
+        k,
+        family=_FAMILY,
+        library="vLLM (Marlin)",
+        full=full,
+        op="gemm",
+        tensor_cores=True,
+        label="Marlin GEMM",
+    )
     if types:
         set_types(k, types, "gemm")
         act = next((t for t in types if t in ("fp16", "bf16")), None)
@@ -120,12 +137,18 @@ def decode_vllm(k: Draft, sym: str, full: str) -> bool:
     sub = path.split("::")[1] if path.count("::") >= 2 else ""
     op = None
     if sub in ("gptq", "awq", "machete", "allspark"):
-        op = "dequantize" if "dequant" in words or "reconstruct" in words or "repack" in words else "gemm"
+        op = (
+            "dequantize"
+            if "dequant" in words or "reconstruct" in words or "repack" in words
+            else "gemm"
+        )
     elif sub == "moe" and "gemm" not in words:
         op = "moe_routing" if "sum" not in words else "moe_permute"
     elif "paged_attention" in words:
         op = "attention"
-    cuda_cores = op == "attention" or (sub == "gptq" and "exllama" not in words and op == "gemm" and "alt" in words)
+    cuda_cores = op == "attention" or (
+        sub == "gptq" and "exllama" not in words and op == "gemm" and "alt" in words
+    )
     claim(
         k,
         family=_FAMILY,

@@ -1,6 +1,7 @@
-"""xFormers' attention kernels: its CUTLASS memory-efficient attention (``fmha_cutlassF_bf16_aligned_64x128_rf_sm80
-(AttentionKernel<...>::Params)``, backward ``fmha_cutlassB_...``), generated under the same names as PyTorch's copy
-but outside PyTorch's ``PyTorchMemEffAttention`` namespace, and its Triton split-K decoding kernels
+"""xFormers' attention kernels: its CUTLASS memory-efficient attention
+(``fmha_cutlassF_bf16_aligned_64x128_rf_sm80 (AttentionKernel<...>::Params)``, backward
+``fmha_cutlassB_...``), generated under the same names as PyTorch's copy but outside PyTorch's
+``PyTorchMemEffAttention`` namespace, and its Triton split-K decoding kernels
 (``_fwd_kernel_splitK``, ``_splitK_reduce``).
 """
 
@@ -10,7 +11,11 @@ from .cudnn import _mem_efficient
 from .name import Draft, squash, upper
 from .stack import claim
 
-TRITON = {"_fwd_kernel_splitK": "attention", "_splitK_reduce": "attention", "_fwd_kernel_splitK_autotune": "attention"}
+TRITON = {
+    "_fwd_kernel_splitK": "attention",
+    "_splitK_reduce": "attention",
+    "_fwd_kernel_splitK_autotune": "attention",
+}
 
 
 def decode_xformers(k: Draft, sym: str, full: str) -> bool:
@@ -27,7 +32,11 @@ def decode_xformers(k: Draft, sym: str, full: str) -> bool:
             tensor_cores=True,
         )
         return True
-    if not name.startswith("fmha_cutlass") or "PyTorchMemEffAttention" in name or "pytorch" in name.lower():
+    if (
+        not name.startswith("fmha_cutlass")
+        or "PyTorchMemEffAttention" in name
+        or "pytorch" in name.lower()
+    ):
         if "xformers::" not in full:
             return False
         claim(k, family="xformers", library="xFormers", full=full, label=None)

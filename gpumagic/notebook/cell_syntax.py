@@ -1,19 +1,21 @@
-"""How a magic's line, a ``%%gputime --compare`` cell and a ``--sweep`` value read: pure text, testable without
-IPython.
+"""How a magic's line, a ``%%gputime --compare`` cell and a ``--sweep`` value read: pure text,
+testable without IPython.
 
-A comparison cell holds one statement per line, each named by a ``# label`` comment, either trailing the statement
-or alone on the line just above it, as people already annotate variants in a notebook::
+A comparison cell holds one statement per line, each named by a ``# label`` comment, either trailing
+the statement or alone on the line just above it, as people already annotate variants in a
+notebook::
 
     %%gputime --compare A = torch.randn(4096, 4096, device="cuda"); Ah = A.bfloat16()
     A @ A        # fp32
     # bf16
     Ah @ Ah
 
-A statement may span lines (an open bracket continues it, as in Python); statements joined by ``;`` on one line are
-one statement. A statement without a label is labelled by its own text.
+A statement may span lines (an open bracket continues it, as in Python); statements joined by ``;``
+on one line are one statement. A statement without a label is labelled by its own text.
 
-A sweep value is ``NAME=VALUES``, the values a Python expression read in the notebook's namespace: ``n=256,512``
-(a tuple), ``n=range(8)``, ``dtype=torch.float32,torch.bfloat16``, or a quoted ``"n=[2**k for k in range(8, 14)]"``.
+A sweep value is ``NAME=VALUES``, the values a Python expression read in the notebook's namespace:
+``n=256,512`` (a tuple), ``n=range(8)``, ``dtype=torch.float32,torch.bfloat16``, or a quoted
+``"n=[2**k for k in range(8, 14)]"``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ LABEL_WIDTH = 40
 def split_options(line: str, parser: Any) -> tuple[str, str]:
     """Split ``line`` into its leading options and the statement, which is kept verbatim.
 
-    ``parse_argstring`` alone would shell-split the statement and eat its quotes (``d['k']`` -> ``d[k]``), so, as
-    ``%timeit`` does, only the leading options are parsed: tokens that start with '-' and the values of options
-    that take one (``-n 10``, ``-n10``, ``--flush-l2``); ``--`` ends the options. An unknown long option stays
-    with the options so that argparse reports it; an unknown single-dash token starts the statement (``-x + 1``).
+    ``parse_argstring`` alone would shell-split the statement and eat its quotes (``d['k']`` ->
+    ``d[k]``), so, as ``%timeit`` does, only the leading options are parsed: tokens that start with
+    '-' and the values of options that take one (``-n 10``, ``-n10``, ``--flush-l2``); ``--`` ends
+    the options. An unknown long option stays with the options so that argparse reports it; an
+    unknown single-dash token starts the statement (``-x + 1``).
     """
-    actions = parser._option_string_actions  # argparse keeps no public map from option string to action
+    actions = (
+        parser._option_string_actions
+    )  # argparse keeps no public map from option string to action
     pos = 0
     taken: list[str] = []
     while True:
@@ -63,14 +68,18 @@ def split_options(line: str, parser: Any) -> tuple[str, str]:
             continue
         if action is None:
             if opt[1] == "-":
-                taken.append(opt + (inline_value or ""))  # unknown long option: let argparse name it
+                taken.append(
+                    opt + (inline_value or "")
+                )  # unknown long option: let argparse name it
                 pos = m.end()
                 continue
             break  # an unknown single dash starts the statement: "-x + 1"
         taken.append(opt + (inline_value or ""))
         pos = m.end()
         if action.nargs != 0 and not inline_value:
-            v = re.match(r"""\s*("[^"]*"|'[^']*'|\S+)""", line[pos:])  # a quoted value may hold spaces
+            v = re.match(
+                r"""\s*("[^"]*"|'[^']*'|\S+)""", line[pos:]
+            )  # a quoted value may hold spaces
             if v:
                 taken.append(v.group(1))
                 pos += v.end()
@@ -87,7 +96,10 @@ def _comments(source: str) -> dict[int, tuple[str, bool]]:
                 row, col = tok.start
                 alone = not lines[row - 1][:col].strip()
                 out[row] = (tok.string.lstrip("#").strip(), alone)
-    except (tokenize.TokenError, IndentationError):  # pragma: no cover - ast.parse has already accepted the text
+    except (
+        tokenize.TokenError,
+        IndentationError,
+    ):  # pragma: no cover - ast.parse has already accepted the text
         pass
     return out
 
@@ -117,8 +129,8 @@ def own_label(text: str) -> str:
 def labelled_statements(cell: str) -> dict[str, str]:
     """The statements of a ``--compare`` cell by label, in cell order.
 
-    Raises ``SyntaxError`` for a cell that is not Python, and :class:`~gpumagic.errors.InvalidOptionError` for a
-    cell without a statement.
+    Raises ``SyntaxError`` for a cell that is not Python, and
+    :class:`~gpumagic.errors.InvalidOptionError` for a cell without a statement.
     """
     tree = ast.parse(cell, "<gputime-compare>")
     lines = cell.splitlines()
@@ -126,7 +138,9 @@ def labelled_statements(cell: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for first, last in _spans(tree):
         text = "\n".join(lines[first - 1 : last])
-        label = next((comments[r][0] for r in range(first, last + 1) if r in comments and comments[r][0]), "")
+        label = next(
+            (comments[r][0] for r in range(first, last + 1) if r in comments and comments[r][0]), ""
+        )
         above = first - 1
         if not label and above in comments and comments[above][1]:
             label = comments[above][0]
@@ -139,31 +153,38 @@ def labelled_statements(cell: str) -> dict[str, str]:
         raise InvalidOptionError(
             option="--compare",
             value=cell,
-            reason="needs statements in the cell body, one per line (a '# label' comment names each)",
+            reason="needs statements in the cell body, one per line (a '# label' comment "
+            "names each)",
         )
     return out
 
 
 def _as_values(value: Any) -> list[Any]:
-    """A tuple, list, range or other iterable gives its items; a string or a single value is one value."""
+    """A tuple, list, range or other iterable gives its items; a string or a single value is one
+    value."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         return [value]
     return list(value)
 
 
 def sweep_params(specs: Iterable[str], namespace: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The parameters of ``--sweep NAME=VALUES`` options, the values read in (a copy of) ``namespace``."""
+    """The parameters of ``--sweep NAME=VALUES`` options, the values read in (a copy of)
+    ``namespace``."""
     params: dict[str, list[Any]] = {}
     for spec in specs:
         name, eq, expr = spec.partition("=")
         name = name.strip()
         if not eq or not name or not expr.strip():
             raise InvalidOptionError(
-                option="--sweep", value=spec, reason="takes NAME=VALUES, e.g. --sweep n=256,512,1024"
+                option="--sweep",
+                value=spec,
+                reason="takes NAME=VALUES, e.g. --sweep n=256,512,1024",
             )
         if name in params:
             raise InvalidOptionError(
-                option="--sweep", value=spec, reason=f"names {name!r} twice: give each parameter once"
+                option="--sweep",
+                value=spec,
+                reason=f"names {name!r} twice: give each parameter once",
             )
         try:
             value = eval(compile(expr.strip(), "<sweep>", "eval"), {**namespace})
@@ -172,7 +193,8 @@ def sweep_params(specs: Iterable[str], namespace: Mapping[str, Any]) -> dict[str
                 option=f"--sweep {name}",
                 value=expr,
                 reason=f"could not be read as Python ({type(exc).__name__}: {exc}); "
-                "write the values as an expression, e.g. 256,512 or range(8, 14), quoted if it has spaces",
+                "write the values as an expression, e.g. 256,512 or range(8, 14), quoted if "
+                "it has spaces",
             ) from None
         params[name] = _as_values(value)
     return params

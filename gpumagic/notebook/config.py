@@ -1,13 +1,15 @@
 """Every setting of gpumagic, as traitlets so that ``%config GpuMagics.<name> = value`` changes it.
 
-The defaults themselves are written once, in the core's option dataclasses (``TimingOptions`` and ``StopRule`` for
-``%gputime``, the capture and report options for ``%%gpuprofile``), which scripts use directly; each trait here reads
-its default from there. The traits live on a plain ``Configurable`` that the IPython magics class inherits from, and
-the methods below turn the current settings back into the core's options.
+The defaults themselves are written once, in the core's option dataclasses (``TimingOptions`` and
+``StopRule`` for ``%gputime``, the capture and report options for ``%%gpuprofile``), which scripts
+use directly; each trait here reads its default from there. The traits live on a plain
+``Configurable`` that the IPython magics class inherits from, and the methods below turn the current
+settings back into the core's options.
 
-Every numeric setting is checked when it is set (a ``traitlets.TraitError`` that names the setting, the range and
-the default), so a bad value is refused by ``%config`` itself instead of failing a later run after its work is
-done. The timing settings use the core's own bounds (:data:`gpumagic.timing.options.BOUNDS`).
+Every numeric setting is checked when it is set (a ``traitlets.TraitError`` that names the setting,
+the range and the default), so a bad value is refused by ``%config`` itself instead of failing a
+later run after its work is done. The timing settings use the core's own bounds
+(:data:`gpumagic.timing.options.BOUNDS`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from ..timing.stats import StopRule
 
 _Options = TypeVar("_Options", TimingOptions, NsysOptions, NcuOptions, ReportOptions)
 
-#: The ``%%gpuprofile`` settings' bounds (the timing settings' are the core's :data:`BOUNDS`, by the same names).
+#: The ``%%gpuprofile`` settings' bounds (the timing settings' are the core's :data:`BOUNDS`, by the
+#: same names).
 PROFILE_BOUNDS = {
     "profile_warmup": Bounds(0, whole=True, what="runs of the cell before the capture"),
     "profile_top": Bounds(1, whole=True, what="rows per table"),
@@ -60,7 +63,8 @@ class GpuMagicsConfig(Configurable):
 
     warmup_time = Float(
         TimingOptions.warmup_time,
-        help="Seconds of device time to warm up for before sampling (at least min_warmup_calls calls).",
+        help="Seconds of device time to warm up for before sampling (at least "
+        "min_warmup_calls calls).",
     ).tag(config=True)
     min_warmup_calls = Int(
         TimingOptions.min_warmup_calls, help="Warm-up calls at least, whatever warmup_time says."
@@ -71,18 +75,23 @@ class GpuMagicsConfig(Configurable):
     ).tag(config=True)
     target_sample_time = Float(
         TimingOptions.target_sample_time,
-        help="Seconds one sample should last; calls per sample are chosen for it (CUDA events resolve ~0.5 µs).",
+        help="Seconds one sample should last; calls per sample are chosen for it (CUDA "
+        "events resolve ~0.5 µs).",
     ).tag(config=True)
-    min_samples = Int(StopRule.min_samples, help="Samples at least before the stop rule may stop.").tag(config=True)
-    min_time = Float(StopRule.min_time, help="Seconds of measured time at least before the stop rule may stop.").tag(
-        config=True
-    )
+    min_samples = Int(
+        StopRule.min_samples, help="Samples at least before the stop rule may stop."
+    ).tag(config=True)
+    min_time = Float(
+        StopRule.min_time, help="Seconds of measured time at least before the stop rule may stop."
+    ).tag(config=True)
     rel_ci = Float(
-        StopRule.rel_ci, help="Stop once the 95% confidence interval of the median is within ± this fraction of it."
+        StopRule.rel_ci,
+        help="Stop once the 95% confidence interval of the median is within ± this fraction of it.",
     ).tag(config=True)
     rel_drift = Float(
         StopRule.rel_drift,
-        help="... and the medians of the first and second half of the samples agree within this fraction.",
+        help="... and the medians of the first and second half of the samples agree within "
+        "this fraction.",
     ).tag(config=True)
     kernel_time = Bool(
         TimingOptions.kernel_time,
@@ -90,53 +99,70 @@ class GpuMagicsConfig(Configurable):
     ).tag(config=True)
     work = Bool(
         TimingOptions.work,
-        help="Count one call's FLOPs and bytes (one extra call, untimed) to show FLOP/s, GB/s and the share of peak.",
+        help="Count one call's FLOPs and bytes (one extra call, untimed) to show FLOP/s, "
+        "GB/s and the share of peak.",
     ).tag(config=True)
     steady = Bool(
         TimingOptions.steady,
-        help="Before sampling, run the statement until the GPU's clock has settled (as %gputime --steady).",
+        help="Before sampling, run the statement until the GPU's clock has settled (as "
+        "%gputime --steady).",
     ).tag(config=True)
     steady_time = Float(
-        TimingOptions.steady_time, help="Seconds --steady runs at most while waiting for the clock to settle."
+        TimingOptions.steady_time,
+        help="Seconds --steady runs at most while waiting for the clock to settle.",
     ).tag(config=True)
     first_call_ratio = Float(
-        TimingOptions.first_call_ratio, help="Report the first call when it took more than this many times the median."
+        TimingOptions.first_call_ratio,
+        help="Report the first call when it took more than this many times the median.",
     ).tag(config=True)
-    precision = Int(TimingOptions.precision, help="Significant digits in printed times.").tag(config=True)
-    profile_warmup = Int(WARMUP, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning).").tag(
+    precision = Int(TimingOptions.precision, help="Significant digits in printed times.").tag(
         config=True
     )
-    profile_top = Int(ReportOptions.top, help="%%gpuprofile: rows in the kernel and other tables.").tag(config=True)
+    profile_warmup = Int(
+        WARMUP, help="%%gpuprofile: runs of the cell before the capture (lazy init, autotuning)."
+    ).tag(config=True)
+    profile_top = Int(
+        ReportOptions.top, help="%%gpuprofile: rows in the kernel and other tables."
+    ).tag(config=True)
     nsys_path = Unicode(
         NsysOptions.nsys_path or "",
-        help="%%gpuprofile --nsys: the nsys binary (default: PATH, then the usual install locations).",
+        help="%%gpuprofile --nsys: the nsys binary (default: PATH, then the usual install "
+        "locations).",
     ).tag(config=True)
     profile_dir = Unicode(
-        NsysOptions.profile_dir, help="%%gpuprofile --nsys: where the .nsys-rep and .sqlite files are kept."
+        NsysOptions.profile_dir,
+        help="%%gpuprofile --nsys: where the .nsys-rep and .sqlite files are kept.",
     ).tag(config=True)
-    nsys_trace = Unicode(NsysOptions.trace, help="%%gpuprofile --nsys: what nsys traces (-t).").tag(config=True)
-    nsys_timeout = Float(NsysOptions.timeout, help="%%gpuprofile --nsys: seconds before the nsys run is stopped.").tag(
+    nsys_trace = Unicode(NsysOptions.trace, help="%%gpuprofile --nsys: what nsys traces (-t).").tag(
         config=True
     )
+    nsys_timeout = Float(
+        NsysOptions.timeout, help="%%gpuprofile --nsys: seconds before the nsys run is stopped."
+    ).tag(config=True)
     ncu_path = Unicode(
         NcuOptions.ncu_path or "",
-        help="%%gpuprofile --ncu: the ncu binary (default: PATH, then the usual install locations).",
+        help="%%gpuprofile --ncu: the ncu binary (default: PATH, then the usual install "
+        "locations).",
     ).tag(config=True)
     ncu_top = Int(
-        NcuOptions.top, help="%%gpuprofile --ncu: kernels profiled, the top ones by GPU time (0: every kernel)."
+        NcuOptions.top,
+        help="%%gpuprofile --ncu: kernels profiled, the top ones by GPU time (0: every kernel).",
     ).tag(config=True)
-    ncu_timeout = Float(NcuOptions.timeout, help="%%gpuprofile --ncu: seconds before the ncu run is stopped.").tag(
-        config=True
-    )
+    ncu_timeout = Float(
+        NcuOptions.timeout, help="%%gpuprofile --ncu: seconds before the ncu run is stopped."
+    ).tag(config=True)
     ncu_clock_control = Unicode(
-        NcuOptions.clock_control, help="%%gpuprofile --ncu: 'base' (ncu locks clocks to base) or 'none'."
+        NcuOptions.clock_control,
+        help="%%gpuprofile --ncu: 'base' (ncu locks clocks to base) or 'none'.",
     ).tag(config=True)
     history = Unicode(
         None,
         allow_none=True,
-        help="%gputime, %%gpuprofile: the history file every result and profile is saved to (SQLite). Unset: "
+        help="%gputime, %%gpuprofile: the history file every result and profile is saved to "
+        "(SQLite). Unset: "
         "$GPUMAGIC_HISTORY, else "
-        "$XDG_DATA_HOME/gpumagic/history.sqlite (~/.local/share/...); '' (or 'off') turns the history off.",
+        "$XDG_DATA_HOME/gpumagic/history.sqlite (~/.local/share/...); '' (or 'off') turns "
+        "the history off.",
     ).tag(config=True)
     timeline_max_glyphs = Int(
         ReportOptions.max_glyphs_per_lane,
@@ -145,7 +171,8 @@ class GpuMagicsConfig(Configurable):
 
     @validate(*_TIMING_TRAITS, *PROFILE_BOUNDS)
     def _check_bounds(self, proposal: Any) -> Any:
-        """Refuse a value outside its setting's bounds when it is set, naming the setting, the range and the default."""
+        """Refuse a value outside its setting's bounds when it is set, naming the setting, the range
+        and the default."""
         name, value = proposal["trait"].name, proposal["value"]
         try:
             _bounds(name).check(name, value)
@@ -154,20 +181,24 @@ class GpuMagicsConfig(Configurable):
             raise TraitError(f"GpuMagics.{exc}; the default is {default!r}") from None
         return value
 
-    #: Whether construction is over: until then an out-of-bounds value from the config is ignored, not raised.
+    #: Whether construction is over: until then an out-of-bounds value from the config is ignored,
+    #: not raised.
     _settled = False
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._settled = True
 
-    def _load_config(self, cfg: Config, section_names: list[str] | None = None, traits: Any = None) -> None:
-        """Load settings from a config; while the extension loads, a value outside its bounds is dropped with a
-        warning (the default stays) instead of failing the load.
+    def _load_config(
+        self, cfg: Config, section_names: list[str] | None = None, traits: Any = None
+    ) -> None:
+        """Load settings from a config; while the extension loads, a value outside its bounds is
+        dropped with a warning (the default stays) instead of failing the load.
 
-        IPython's ``%config`` hands the new value to every configurable, and the others keep it in the shell's config
-        even when this one refuses it: without this, a refused value would make the next ``%reload_ext gpumagic``
-        fail. A value from ``ipython_config.py`` is treated the same way.
+        IPython's ``%config`` hands the new value to every configurable, and the others keep it in
+        the shell's config even when this one refuses it: without this, a refused value would make
+        the next ``%reload_ext gpumagic`` fail. A value from ``ipython_config.py`` is treated the
+        same way.
         """
         if not self._settled:
             cfg = self._within_bounds(cfg)
@@ -182,19 +213,25 @@ class GpuMagicsConfig(Configurable):
                     _bounds(name).check(name, values[name])
                 except InvalidOptionError as exc:
                     default = self.trait_defaults(name)
-                    warnings.warn(f"GpuMagics.{exc}; ignored, the default {default!r} is used", stacklevel=2)
+                    warnings.warn(
+                        f"GpuMagics.{exc}; ignored, the default {default!r} is used", stacklevel=2
+                    )
                     del values[name]
         return cfg
 
     def timing_options(self, **overrides: Any) -> TimingOptions:
-        """TimingOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        """TimingOptions from the current settings, with per-call ``overrides`` (None values are
+        ignored)."""
         base = TimingOptions(
             warmup_time=self.warmup_time,
             min_warmup_calls=self.min_warmup_calls,
             time_budget=self.time_budget,
             target_sample_time=self.target_sample_time,
             stop_rule=StopRule(
-                min_samples=self.min_samples, min_time=self.min_time, rel_ci=self.rel_ci, rel_drift=self.rel_drift
+                min_samples=self.min_samples,
+                min_time=self.min_time,
+                rel_ci=self.rel_ci,
+                rel_drift=self.rel_drift,
             ),
             kernel_time=self.kernel_time,
             work=self.work,
@@ -206,7 +243,8 @@ class GpuMagicsConfig(Configurable):
         return _with_overrides(base, overrides)
 
     def nsys_options(self, **overrides: Any) -> NsysOptions:
-        """NsysOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        """NsysOptions from the current settings, with per-call ``overrides`` (None values are
+        ignored)."""
         base = NsysOptions(
             nsys_path=self.nsys_path or None,
             profile_dir=self.profile_dir,
@@ -216,7 +254,8 @@ class GpuMagicsConfig(Configurable):
         return _with_overrides(base, overrides)
 
     def ncu_options(self, **overrides: Any) -> NcuOptions:
-        """NcuOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        """NcuOptions from the current settings, with per-call ``overrides`` (None values are
+        ignored)."""
         base = NcuOptions(
             ncu_path=self.ncu_path or None,
             profile_dir=self.profile_dir,
@@ -227,13 +266,15 @@ class GpuMagicsConfig(Configurable):
         return _with_overrides(base, overrides)
 
     def report_options(self, **overrides: Any) -> ReportOptions:
-        """ReportOptions from the current settings, with per-call ``overrides`` (None values are ignored)."""
+        """ReportOptions from the current settings, with per-call ``overrides`` (None values are
+        ignored)."""
         base = ReportOptions(top=self.profile_top, max_glyphs_per_lane=self.timeline_max_glyphs)
         return _with_overrides(base, overrides)
 
 
 def _with_overrides(base: _Options, overrides: dict[str, Any]) -> _Options:
-    """``base`` with the per-call ``overrides`` that were given (None: not given, keep the setting)."""
+    """``base`` with the per-call ``overrides`` that were given (None: not given, keep the
+    setting)."""
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 

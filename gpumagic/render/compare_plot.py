@@ -1,7 +1,9 @@
-"""The Bokeh bar chart of a comparison: one horizontal bar per statement (its median per call), the baseline marked.
+"""The Bokeh bar chart of a comparison: one horizontal bar per statement (its median per call), the
+baseline marked.
 
-Compact on purpose (about 30 px a statement): the table above it carries the figures; the chart makes the ratios
-visible at a glance. Each bar ends in its speed-up; the hover gives the exact figures. No torch import.
+Compact on purpose (about 30 px a statement): the table above it carries the figures; the chart
+makes the ratios visible at a glance. Each bar ends in its speed-up; the hover gives the exact
+figures. No torch import.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ def time_unit(seconds: float) -> tuple[float, str]:
 
 
 def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per call") -> Any:
-    """A Bokeh figure: one bar per entry of ``bars`` (keys: label, median in seconds, text, speedup, rate,
-    baseline), top to bottom in their order; the baseline grey, with a dashed line at its median."""
+    """A Bokeh figure: one bar per entry of ``bars`` (keys: label, median in seconds, text, speedup,
+    rate, baseline), top to bottom in their order; the baseline grey, with a dashed line at its
+    median."""
     from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Span
     from bokeh.plotting import figure
 
@@ -59,11 +62,26 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
     source = ColumnDataSource(data)
     glyphs = p.hbar(y="label", right="value", height=0.7, source=source, color="color", name="bars")
     p.add_layout(
-        LabelSet(x="value", y="label", text="end", source=source, x_offset=4, y_offset=-7, text_font_size="11px")
+        LabelSet(
+            x="value",
+            y="label",
+            text="end",
+            source=source,
+            x_offset=4,
+            y_offset=-7,
+            text_font_size="11px",
+        )
     )
     for b, value in zip(bars, data["value"]):
         if b.get("baseline"):
-            p.add_layout(Span(location=value, dimension="height", line_color=BASELINE_COLOR, line_dash="dashed"))
+            p.add_layout(
+                Span(
+                    location=value,
+                    dimension="height",
+                    line_color=BASELINE_COLOR,
+                    line_dash="dashed",
+                )
+            )
     p.add_tools(HoverTool(renderers=[glyphs], tooltips=_TOOLTIP))
     p.ygrid.grid_line_color = None
     p.title.text_font_size = "12px"

@@ -1,8 +1,8 @@
 """A colour and a legend label per kernel family, shared by every figure that colours kernels.
 
-One table, so the timeline's legend, its boxes and any later figure agree on what a family looks like; the decoder
-(``gpumagic.kernels``) names the families, this module only dresses them. Order matters: the legend lists families
-in this order.
+One table, so the timeline's legend, its boxes and any later figure agree on what a family looks
+like; the decoder (``gpumagic.kernels``) names the families, this module only dresses them. Order
+matters: the legend lists families in this order.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""One Bokeh figure as HTML in the three ways a result shows itself (:mod:`.embed` says why each exists).
+"""One Bokeh figure as HTML in the three ways a result shows itself (:mod:`.embed` says why each
+exists).
 
-"notebook": BokehJS once per kernel session, where the front end shows every output in one window (else an
-iframe); "page": for a page that loads BokehJS in its head (``save_html``); anything else: an ``<iframe srcdoc>``
-with BokehJS inside, for whoever calls ``_repr_html_`` directly.
+"notebook": BokehJS once per kernel session, where the front end shows every output in one window
+(else an iframe); "page": for a page that loads BokehJS in its head (``save_html``); anything else:
+an ``<iframe srcdoc>`` with BokehJS inside, for whoever calls ``_repr_html_`` directly.
 """
 
 from __future__ import annotations

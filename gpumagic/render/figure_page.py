@@ -1,10 +1,11 @@
-"""The three faces of a result that carries a Bokeh figure (a profile report, an ncu report, a comparison, a sweep,
-any Bokeh figure through :class:`Figure`): the text, the notebook output, and a page saved to disk. One base, so
-each result writes only its own ``html(figure)``.
+"""The three faces of a result that carries a Bokeh figure (a profile report, an ncu report, a
+comparison, a sweep, any Bokeh figure through :class:`Figure`): the text, the notebook output, and a
+page saved to disk. One base, so each result writes only its own ``html(figure)``.
 
-Why three HTML forms: a notebook front end shows every output in one window and BokehJS need travel once
-(``_repr_mimebundle_``, "notebook"); a caller of ``_repr_html_`` may put it anywhere, so it gets an iframe with
-BokehJS inside ("iframe"); ``save_html`` writes a page that loads BokehJS once in its head ("page").
+Why three HTML forms: a notebook front end shows every output in one window and BokehJS need travel
+once (``_repr_mimebundle_``, "notebook"); a caller of ``_repr_html_`` may put it anywhere, so it
+gets an iframe with BokehJS inside ("iframe"); ``save_html`` writes a page that loads BokehJS once
+in its head ("page").
 """
 
 from __future__ import annotations
@@ -16,32 +17,37 @@ __all__ = ["Figure", "FigurePage"]
 
 
 class FigurePage:
-    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's ``html(figure)``, each text
-    passed through :meth:`_advised` (a result whose notes advise settings words them the front end's way there)."""
+    """Mixin: ``_repr_html_``, ``_repr_mimebundle_`` and ``save_html`` from the class's
+    ``html(figure)``, each text passed through :meth:`_advised` (a result whose notes advise
+    settings words them the front end's way there)."""
 
     #: the saved page's title
     page_title = "gpumagic"
 
-    def html(self, figure: str | None = "notebook") -> str:  # pragma: no cover - each result defines it
+    def html(
+        self, figure: str | None = "notebook"
+    ) -> str:  # pragma: no cover - each result defines it
         raise NotImplementedError
 
     def _advised(self, text: str) -> str:
         return text
 
     def __repr__(self) -> str:
-        """The text form, as a terminal shows a result (IPython's pretty printer too: :meth:`_repr_pretty_`)."""
+        """The text form, as a terminal shows a result (IPython's pretty printer too:
+        :meth:`_repr_pretty_`)."""
         return str(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        """Self-contained (the figure in an iframe with its own BokehJS): for whoever asks for HTML alone."""
+        """Self-contained (the figure in an iframe with its own BokehJS): for whoever asks for HTML
+        alone."""
         return self._advised(self.html("iframe"))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """What a notebook shows: HTML with the figure drawn by BokehJS sent once per kernel session, and the text
-        for front ends without HTML."""
+        """What a notebook shows: HTML with the figure drawn by BokehJS sent once per kernel
+        session, and the text for front ends without HTML."""
         bundle = {"text/plain": self._advised(str(self))}
         if (include is None or "text/html" in include) and not (exclude and "text/html" in exclude):
             bundle["text/html"] = self._advised(self.html("notebook"))
@@ -57,10 +63,11 @@ class FigurePage:
 
 
 class Figure(FigurePage):
-    """Any Bokeh figure shown the way gpumagic shows its own: in a notebook, BokehJS travels once per kernel session
-    (with whichever figure or report comes first) and this output holds only the figure's JSON, where bokeh's
-    ``output_notebook(INLINE)`` + ``show`` would put all of BokehJS (about 4 MB, twice over) in the notebook.
-    ``Figure(p)`` as a cell's value, or ``display(Figure(p))``; ``save_html(path)`` writes a page of its own."""
+    """Any Bokeh figure shown the way gpumagic shows its own: in a notebook, BokehJS travels once
+    per kernel session (with whichever figure or report comes first) and this output holds only the
+    figure's JSON, where bokeh's ``output_notebook(INLINE)`` + ``show`` would put all of BokehJS
+    (about 4 MB, twice over) in the notebook. ``Figure(p)`` as a cell's value, or
+    ``display(Figure(p))``; ``save_html(path)`` writes a page of its own."""
 
     def __init__(self, figure: Any, title: str | None = None) -> None:
         self.figure = figure
@@ -76,4 +83,6 @@ class Figure(FigurePage):
         return figure_html(self.figure, figure or "iframe", self.page_title)
 
     def __str__(self) -> str:
-        return f"{self.title} (a Bokeh figure: shown in a notebook, or written with save_html(path))"
+        return (
+            f"{self.title} (a Bokeh figure: shown in a notebook, or written with save_html(path))"
+        )

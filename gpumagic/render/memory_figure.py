@@ -1,9 +1,10 @@
-"""The memory timeline: allocated bytes stacked by category, reserved bytes as a line above them, the peak marked
-(and the out-of-memory failure, where there was one).
+"""The memory timeline: allocated bytes stacked by category, reserved bytes as a line above them,
+the peak marked (and the out-of-memory failure, where there was one).
 
-Drawn from the analysis' samples (at most a few thousand, each an exact level at an entry of the history), as steps:
-the level holds from one entry to the next, so a short spike reads as the spike it was and the peak's sample sits
-exactly at the peak's height. Bytes are drawn in GiB or MiB, whichever suits the peak.
+Drawn from the analysis' samples (at most a few thousand, each an exact level at an entry of the
+history), as steps: the level holds from one entry to the next, so a short spike reads as the spike
+it was and the peak's sample sits exactly at the peak's height. Bytes are drawn in GiB or MiB,
+whichever suits the peak.
 """
 
 from __future__ import annotations
@@ -66,21 +67,36 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
         data: dict[str, Any] = {"x": xs}
         for c in shown:
             data[c] = _steps(s["time_ms"].to_numpy(float), s[c].to_numpy(float) / per)[1]
-        data["allocated"] = _steps(s["time_ms"].to_numpy(float), s["allocated"].to_numpy(float) / per)[1]
-        data["reserved"] = _steps(s["time_ms"].to_numpy(float), s["reserved"].to_numpy(float) / per)[1]
+        data["allocated"] = _steps(
+            s["time_ms"].to_numpy(float), s["allocated"].to_numpy(float) / per
+        )[1]
+        data["reserved"] = _steps(
+            s["time_ms"].to_numpy(float), s["reserved"].to_numpy(float) / per
+        )[1]
         src = ColumnDataSource(data)
         if shown:
-            areas = p.varea_stack(shown, x="x", color=[CATEGORY_COLORS[c] for c in shown], source=src, alpha=0.85)
+            areas = p.varea_stack(
+                shown, x="x", color=[CATEGORY_COLORS[c] for c in shown], source=src, alpha=0.85
+            )
             items += [LegendItem(label=c, renderers=[r]) for c, r in zip(shown, areas, strict=True)]
-        res = p.line("x", "reserved", source=src, color="#555555", line_width=1.5, line_dash="dashed")
+        res = p.line(
+            "x", "reserved", source=src, color="#555555", line_width=1.5, line_dash="dashed"
+        )
         alloc = p.line("x", "allocated", source=src, color="#222222", line_width=1, alpha=0.6)
-        items += [LegendItem(label="reserved", renderers=[res]), LegendItem(label="allocated", renderers=[alloc])]
+        items += [
+            LegendItem(label="reserved", renderers=[res]),
+            LegendItem(label="allocated", renderers=[alloc]),
+        ]
         tips = [("time", "@x{0,0.000}"), ("allocated", f"@allocated{{0,0.00}} {unit}")]
-        tips += [("reserved", f"@reserved{{0,0.00}} {unit}")] + [(c, f"@{{{c}}}{{0,0.00}} {unit}") for c in shown]
+        tips += [("reserved", f"@reserved{{0,0.00}} {unit}")] + [
+            (c, f"@{{{c}}}{{0,0.00}} {unit}") for c in shown
+        ]
         p.add_tools(HoverTool(renderers=[alloc], tooltips=tips, mode="vline"))
     peak_y = m.peak_bytes / per
     top = max(peak_y, float(s["reserved"].max()) / per if len(s) else 0.0, 1e-9)
-    p.add_layout(Span(location=m.peak_time_ms, dimension="height", line_color="#c0392b", line_dash="dotted"))
+    p.add_layout(
+        Span(location=m.peak_time_ms, dimension="height", line_color="#c0392b", line_dash="dotted")
+    )
     p.scatter([m.peak_time_ms], [peak_y], size=9, color="#c0392b", marker="triangle")
     p.add_layout(
         Label(
@@ -96,7 +112,9 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
         )
     )
     if m.oom:
-        p.add_layout(Span(location=m.oom["time_ms"], dimension="height", line_color="#8e0000", line_width=2))
+        p.add_layout(
+            Span(location=m.oom["time_ms"], dimension="height", line_color="#8e0000", line_width=2)
+        )
         p.add_layout(
             Label(
                 x=m.oom["time_ms"],
@@ -113,7 +131,13 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
         )
     if items:
         p.add_layout(
-            Legend(items=items, orientation="horizontal", margin=4, label_text_font_size="12px", click_policy="hide"),
+            Legend(
+                items=items,
+                orientation="horizontal",
+                margin=4,
+                label_text_font_size="12px",
+                click_policy="hide",
+            ),
             "above",
         )
     p.y_range.start = 0

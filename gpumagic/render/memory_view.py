@@ -1,10 +1,11 @@
-"""MemoryView: where the GPU memory went, as a result object. ``str()`` is the text for a terminal, the notebook output
-draws the timeline (BokehJS once per kernel session, through the reports' carrier), ``to_dataframe()`` gives the
-allocations alive at the peak, ``timeline()`` the drawn samples.
+"""MemoryView: where the GPU memory went, as a result object. ``str()`` is the text for a terminal,
+the notebook output draws the timeline (BokehJS once per kernel session, through the reports'
+carrier), ``to_dataframe()`` gives the allocations alive at the peak, ``timeline()`` the drawn
+samples.
 
-Top to bottom: one line (peak, reserved, device memory, the recording); the findings; the timeline; what was alive
-at the peak by the user's line and by op, largest first; after an out-of-memory failure, what was alive when it
-failed first of all, since that is what the user came for.
+Top to bottom: one line (peak, reserved, device memory, the recording); the findings; the timeline;
+what was alive at the peak by the user's line and by op, largest first; after an out-of-memory
+failure, what was alive when it failed first of all, since that is what the user came for.
 """
 
 from __future__ import annotations
@@ -21,16 +22,20 @@ from .tables import esc, style
 
 __all__ = ["MemoryView"]
 
-_ROOT = 'font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
+_ROOT = (
+    'font-family:system-ui,-apple-system,"Segoe '
+    'UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
+)
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 _SEVERITY = {"error": "#b00020", "warn": "#8a5300", "info": "inherit"}
 _WEIGHT = {"error": "font-weight:600;", "warn": "", "info": ""}
 
 
 class MemoryView(FigurePage):
-    """The memory of one recording (:class:`~gpumagic.analysis.memory.MemoryAnalysis` in ``analysis``): ``label``
-    names it (a cell, a file); ``top``: table rows; ``notes``: lines about how it was recorded; ``error``: the
-    exception the recorded code raised (an out-of-memory error), if any."""
+    """The memory of one recording (:class:`~gpumagic.analysis.memory.MemoryAnalysis` in
+    ``analysis``): ``label`` names it (a cell, a file); ``top``: table rows; ``notes``: lines about
+    how it was recorded; ``error``: the exception the recorded code raised (an out-of-memory error),
+    if any."""
 
     def __init__(
         self,
@@ -48,7 +53,8 @@ class MemoryView(FigurePage):
         self.error = error
         self.bokehjs = bokehjs
 
-    # --- numbers -----------------------------------------------------------------------------------------------
+    # --- numbers
+    # ----------------------------------------------------------------------------------------------
     @property
     def peak_bytes(self) -> int:
         """Allocated bytes at the peak (exact: the maximum over every history entry)."""
@@ -59,14 +65,16 @@ class MemoryView(FigurePage):
         return [f.message for f in self.analysis.findings]
 
     def to_dataframe(self) -> pd.DataFrame:
-        """One row per allocation alive at the peak (``bytes``, ``category``, ``line``, ``op``, ``allocated_ms``,
-        ``freed_ms``), largest first; after an out-of-memory failure, those alive when it failed."""
+        """One row per allocation alive at the peak (``bytes``, ``category``, ``line``, ``op``,
+        ``allocated_ms``, ``freed_ms``), largest first; after an out-of-memory failure, those alive
+        when it failed."""
         m = self.analysis
         live = m.live_at_oom if m.live_at_oom is not None else m.live_at_peak
         return live.copy()
 
     def timeline(self) -> pd.DataFrame:
-        """The drawn samples: ``time_ms``, ``allocated``, ``reserved`` and one column per category (bytes)."""
+        """The drawn samples: ``time_ms``, ``allocated``, ``reserved`` and one column per category
+        (bytes)."""
         return self.analysis.samples.copy()
 
     def figure(self) -> Any:
@@ -84,7 +92,9 @@ class MemoryView(FigurePage):
             parts.append(f"device {format_bytes(m.device_memory)}")
         parts.append(f"{m.events:,} allocator events on device {m.device}")
         if m.start_allocated:
-            parts.append(f"{format_bytes(m.start_allocated)} already allocated when the recording began")
+            parts.append(
+                f"{format_bytes(m.start_allocated)} already allocated when the recording began"
+            )
         return "; ".join(parts)
 
     def _focus(self) -> tuple[str, str]:
@@ -98,7 +108,8 @@ class MemoryView(FigurePage):
         a, b = m.live_at_oom, m.live_at_peak
         return a is not None and len(a) == len(b) and int(a["bytes"].sum()) == int(b["bytes"].sum())
 
-    # --- text --------------------------------------------------------------------------------------------------
+    # --- text
+    # ----------------------------------------------------------------------------------------------
     def __str__(self) -> str:
         m = self.analysis
         lines = [self.summary_line()]
@@ -110,20 +121,28 @@ class MemoryView(FigurePage):
                 continue
             lines.append(f"  {head}, by {'source line' if column == 'line' else 'op'}:")
             for _, r in g.iterrows():
-                lines.append(f"    {format_bytes(r['bytes']):>10} {r['share']:>5.0%} {r['count']:>5}  {r[column]}")
+                lines.append(
+                    f"    {format_bytes(r['bytes']):>10} {r['share']:>5.0%} {r['count']:>5}  "
+                    f"{r[column]}"
+                )
         cats = {c: v for c, v in m.category_at_peak.items() if v}
         if cats:
-            lines.append("  At the peak by category: " + ", ".join(f"{c} {format_bytes(v)}" for c, v in cats.items()))
+            lines.append(
+                "  At the peak by category: "
+                + ", ".join(f"{c} {format_bytes(v)}" for c, v in cats.items())
+            )
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    # --- HTML --------------------------------------------------------------------------------------------------
+    # --- HTML
+    # ----------------------------------------------------------------------------------------------
     @property
     def page_title(self) -> str:  # type: ignore[override]
         return f"gpumagic: memory of {self.label}"
 
     def html(self, figure: str | None = "iframe") -> str:
-        """The view as HTML; ``figure``: "notebook", "iframe" (self-contained), "page", or None (no figure)."""
+        """The view as HTML; ``figure``: "notebook", "iframe" (self-contained), "page", or None (no
+        figure)."""
         m = self.analysis
         parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
         for f in m.findings:
@@ -160,7 +179,8 @@ class MemoryView(FigurePage):
                 continue
             share = v / m.peak_bytes if m.peak_bytes else 0.0
             swatch = (
-                f"<span style='display:inline-block;width:10px;height:10px;background:{CATEGORY_COLORS[c]}'></span>"
+                f"<span "
+                f"style='display:inline-block;width:10px;height:10px;background:{CATEGORY_COLORS[c]}'></span>"
             )
             cells.append(
                 f"<span style='margin-right:14px;white-space:nowrap'>{swatch} {esc(c)} "
@@ -178,13 +198,16 @@ class MemoryView(FigurePage):
             if g.empty:
                 continue
             live = m.live_at_oom if at == "oom" and m.live_at_oom is not None else m.live_at_peak
-            cat = live.groupby(column, sort=False)["category"].agg(lambda s: ", ".join(dict.fromkeys(s)))
+            cat = live.groupby(column, sort=False)["category"].agg(
+                lambda s: ", ".join(dict.fromkeys(s))
+            )
             shown = g.head(self.top)
             rows = []
             for _, r in shown.iterrows():
                 rows.append(
                     f"<tr><td {style('num')}>{esc(format_bytes(r['bytes']))}</td>"
-                    f"<td {style('num')}>{r['share']:.0%}</td><td {style('num')}>{r['count']:,}</td>"
+                    f"<td {style('num')}>{r['share']:.0%}</td><td "
+                    f"{style('num')}>{r['count']:,}</td>"
                     f"<td {style('word')}>{esc(cat.get(r[column], ''))}</td>"
                     f"<td {style('name')}>{esc(r[column])}</td></tr>"
                 )
@@ -192,9 +215,13 @@ class MemoryView(FigurePage):
             rest = ""
             if more > 0:
                 left = int(g["bytes"].iloc[len(shown) :].sum())
-                rest = f"<div {style('muted')}>{more} more ({esc(format_bytes(left))}) in to_dataframe().</div>"
+                rest = (
+                    f"<div {style('muted')}>{more} more ({esc(format_bytes(left))}) in "
+                    f"to_dataframe().</div>"
+                )
             head_row = (
-                f"<tr><th {style('th')}>bytes</th><th {style('th')}>share</th><th {style('th')}>blocks</th>"
+                f"<tr><th {style('th')}>bytes</th><th {style('th')}>share</th><th "
+                f"{style('th')}>blocks</th>"
                 f"<th {style('th-name')}>category</th><th {style('th-name')}>{esc(name)}</th></tr>"
             )
             blocks.append(f"<table {style('table')}>{head_row}{''.join(rows)}</table>{rest}")

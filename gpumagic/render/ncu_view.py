@@ -1,10 +1,12 @@
-"""NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object (the reading is the
-capture layer's: ``capture.ncu.load_ncu_data``; ``gpumagic.load_ncu`` joins the two, in ``ncu_loader.py``).
+"""NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object (the
+reading is the capture layer's: ``capture.ncu.load_ncu_data``; ``gpumagic.load_ncu`` joins the two,
+in ``ncu_loader.py``).
 
-Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of Light),
-achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic intensity, the limiter in
-words, the main math and how near its ceiling it ran (with tensor counters), and ncu's own rule messages; then the
-roofline (``roofline.py``). A terminal gets the same as text; ``to_dataframe()`` the figures; ``path`` the ``.ncu-rep``.
+Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of
+Light), achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic
+intensity, the limiter in words, the main math and how near its ceiling it ran (with tensor
+counters), and ncu's own rule messages; then the roofline (``roofline.py``). A terminal gets the
+same as text; ``to_dataframe()`` the figures; ``path`` the ``.ncu-rep``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from .tables import breakable, esc
 
 __all__ = ["LIMITER_WORDS", "TENSOR_WORDS", "NcuFigures", "NcuReport"]
 
-#: The limiter of a kernel (``capture/ncu_read.py``'s verdict, after ncu's SOLBottleneck rule), in words.
+#: The limiter of a kernel (``capture/ncu_read.py``'s verdict, after ncu's SOLBottleneck rule), in
+#: words.
 LIMITER_WORDS = {
     "compute": "compute-bound: the SM is the busiest unit",
     "memory": "memory-bound: the memory system is the busiest unit",
@@ -31,14 +34,15 @@ LIMITER_WORDS = {
 }
 #: Said under the table when a kernel's main math ran on the tensor cores.
 TENSOR_WORDS = (
-    "tensor: the kernel's multiply-adds ran on the tensor cores (ncu's sm__ops_path_tensor counters, 2 FLOP per "
+    "tensor: the kernel's multiply-adds ran on the tensor cores (ncu's sm__ops_path_tensor "
+    "counters, 2 FLOP per "
     "multiply-add); its % of peak is against that precision's dense tensor ceiling"
 )
 
 
 class NcuFigures(Protocol):
-    """What the report reads of a profiled report (``capture.ncu_read.NcuData`` is one): read by the capture layer,
-    shown here, so this module imports no reader."""
+    """What the report reads of a profiled report (``capture.ncu_read.NcuData`` is one): read by the
+    capture layer, shown here, so this module imports no reader."""
 
     raw: pd.DataFrame
     rules: pd.DataFrame
@@ -49,9 +53,13 @@ class NcuFigures(Protocol):
     def ceilings(self) -> dict[str, float]: ...
 
 
-_ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+_ROOT_STYLE = (
+    "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+)
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap"
-_NAME_CELL = "padding:2px 8px;text-align:left;white-space:normal;overflow-wrap:normal;min-width:16em"
+_NAME_CELL = (
+    "padding:2px 8px;text-align:left;white-space:normal;overflow-wrap:normal;min-width:16em"
+)
 _HEAD = ["Kernel", "Duration", "SM %", "Memory %", "FLOP/s", "FLOP/byte", "Limiter"]
 
 
@@ -61,7 +69,9 @@ def _math(r: pd.Series) -> str:
     if not isinstance(math_, str):
         return "n/a"
     pct = r.get("Peak %")
-    return f"{math_}, {pct:.0f}% of peak" if isinstance(pct, float) and math.isfinite(pct) else math_
+    return (
+        f"{math_}, {pct:.0f}% of peak" if isinstance(pct, float) and math.isfinite(pct) else math_
+    )
 
 
 def _pct(value: float) -> str:
@@ -69,12 +79,18 @@ def _pct(value: float) -> str:
 
 
 class NcuReport(FigurePage):
-    """Nsight Compute's measurements of the profiled kernels. ``kernels()`` (one row per profiled launch, longest
-    first), ``rules`` (ncu's messages), ``ceilings`` (the device's peaks at ncu's clocks), ``path`` (the report),
-    ``figure()`` (the Bokeh roofline), ``to_dataframe()``, ``save_html(path)``."""
+    """Nsight Compute's measurements of the profiled kernels. ``kernels()`` (one row per profiled
+    launch, longest first), ``rules`` (ncu's messages), ``ceilings`` (the device's peaks at ncu's
+    clocks), ``path`` (the report), ``figure()`` (the Bokeh roofline), ``to_dataframe()``,
+    ``save_html(path)``."""
 
     def __init__(
-        self, data: NcuFigures, *, label: str | None = None, notes: Iterable[str] = (), seconds: float | None = None
+        self,
+        data: NcuFigures,
+        *,
+        label: str | None = None,
+        notes: Iterable[str] = (),
+        seconds: float | None = None,
     ) -> None:
         self.data = data
         self.label = label
@@ -95,12 +111,15 @@ class NcuReport(FigurePage):
         return self.data.ceilings()
 
     def kernels(self) -> pd.DataFrame:
-        """The figures per profiled launch, with ``Kernel``: the decoded short name (told apart where two share one)."""
+        """The figures per profiled launch, with ``Kernel``: the decoded short name (told apart
+        where two share one)."""
         if self._kernels is None:
             k = self.data.kernels()
             labels = distinct_labels(k["Name"].astype(str))
             k.insert(1, "Kernel", [labels.get(n, n) for n in k["Name"].astype(str)])
-            self._kernels = k.sort_values("Duration (ns)", ascending=False, kind="stable").reset_index(drop=True)
+            self._kernels = k.sort_values(
+                "Duration (ns)", ascending=False, kind="stable"
+            ).reset_index(drop=True)
         return self._kernels
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -119,7 +138,8 @@ class NcuReport(FigurePage):
         took = f"; captured in {self.seconds:.1f} s" if self.seconds is not None else ""
         label = f" of {self.label}" if self.label else ""
         return (
-            f"Nsight Compute{label}: {n} kernel launch{'es' if n != 1 else ''} profiled on {self.device()}, "
+            f"Nsight Compute{label}: {n} kernel launch{'es' if n != 1 else ''} profiled on "
+            f"{self.device()}, "
             f"{format_time(total * 1e-9)} of kernel time under ncu{took}"
         )
 
@@ -131,11 +151,13 @@ class NcuReport(FigurePage):
         return [(str(x["Rule"]), str(x["Message"])) for _, x in rows.iterrows()]
 
     def _head(self) -> list[str]:
-        """The table's columns: "Math" only where the report counted tensor-core work (else as it always was)."""
+        """The table's columns: "Math" only where the report counted tensor-core work (else as it
+        always was)."""
         return _HEAD + (["Math"] if "Math" in self.kernels() else [])
 
     def _words(self) -> list[str]:
-        """The limiter words for the limiters in the table, and the tensor-core words where a kernel used them."""
+        """The limiter words for the limiters in the table, and the tensor-core words where a kernel
+        used them."""
         k = self.kernels()
         used = sorted({x for x in k["Limiter"] if isinstance(x, str)})
         words = [f"{x}: {LIMITER_WORDS[x]}" for x in used]
@@ -151,7 +173,9 @@ class NcuReport(FigurePage):
             _pct(r["SM %"]),
             _pct(r["Memory %"]),
             format_si(float(r["FLOP/s"]), "FLOP/s"),
-            "n/a" if not math.isfinite(r["Intensity (FLOP/B)"]) else f"{r['Intensity (FLOP/B)']:.3g}",
+            "n/a"
+            if not math.isfinite(r["Intensity (FLOP/B)"])
+            else f"{r['Intensity (FLOP/B)']:.3g}",
             str(r["Limiter"] or "n/a"),
             *extra,
         ]
@@ -187,7 +211,9 @@ class NcuReport(FigurePage):
 
         k = self.kernels()
         title = "Roofline" + (f" \u00b7 {self.label}" if self.label else "")
-        return roofline_figure(k, self.ceilings, title, dict(zip(k["Name"], k["Kernel"], strict=True)))
+        return roofline_figure(
+            k, self.ceilings, title, dict(zip(k["Name"], k["Kernel"], strict=True))
+        )
 
     def _table_html(self) -> str:
         head = "".join(f"<th style='{_CELL}'>{esc(h)}</th>" for h in self._head())
@@ -196,28 +222,40 @@ class NcuReport(FigurePage):
             cells = self._row(r)
             rules = self._rules_for(r["ID"])
             rule_html = "".join(
-                f"<div style='font-size:12px;opacity:.85;margin:1px 0'>\u25b8 <b>{esc(rule)}</b>: {esc(msg)}</div>"
+                f"<div style='font-size:12px;opacity:.85;margin:1px 0'>\u25b8 "
+                f"<b>{esc(rule)}</b>: {esc(msg)}</div>"
                 for rule, msg in rules
             )
             name = f"<span title='{esc(r['Name'])}'>{breakable(cells[0])}</span>{rule_html}"
             body.append(
                 f"<tr><td style='{_NAME_CELL}'>{name}</td>"
-                + "".join(f"<td style='{_CELL};vertical-align:top'>{esc(c)}</td>" for c in cells[1:])
+                + "".join(
+                    f"<td style='{_CELL};vertical-align:top'>{esc(c)}</td>" for c in cells[1:]
+                )
                 + "</tr>"
             )
-        return f"<table class='gm-ncu'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return (
+            f"<table "
+            f"class='gm-ncu'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
 
     @property
     def page_title(self) -> str:  # type: ignore[override]
         return f"gpumagic: {self.label or 'ncu'}"
 
     def html(self, figure: str | None = "iframe") -> str:
-        """The report as HTML; ``figure``: "notebook" (BokehJS once per kernel session), "iframe", "page", None."""
+        """The report as HTML; ``figure``: "notebook" (BokehJS once per kernel session), "iframe",
+        "page", None."""
         from .figure_modes import figure_html
 
-        parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>", self._table_html()]
+        parts = [
+            f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>",
+            self._table_html(),
+        ]
         parts += [f"<div style='margin:2px 0;opacity:.75'>{esc(w)}</div>" for w in self._words()]
         parts += [f"<div style='margin:2px 0'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
         if figure and not self.kernels().empty:
-            parts.append(figure_html(self.figure(), figure, f"gpumagic: {self.label or 'ncu'} roofline"))
+            parts.append(
+                figure_html(self.figure(), figure, f"gpumagic: {self.label or 'ncu'} roofline")
+            )
         return f"<div class='gm-report gm-ncu-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"

@@ -1,18 +1,20 @@
-"""A rank x figure heatmap: the per-rank table of a job of many ranks, read at a glance (one row per rank and GPU).
+"""A rank x figure heatmap: the per-rank table of a job of many ranks, read at a glance (one row per
+rank and GPU).
 
 Four figures, each over that rank's own range (:func:`~gpumagic.analysis.ranks.rank_figures`):
 
 - GPU busy: busy time as a share of the range;
 - NCCL: NCCL time as a share of busy time;
-- exposed NCCL: NCCL time during which no other kernel ran on that GPU (not overlapped with compute), as a share of
-  the range: what communication costs the step;
+- exposed NCCL: NCCL time during which no other kernel ran on that GPU (not overlapped with
+  compute), as a share of the range: what communication costs the step;
 - range skew: the range minus the shortest rank's range, as a share of the shortest.
 
 Each column has its own scale (a sequential palette from 0 to the column's largest value; at least
-:data:`SCALE_FLOOR`, so that noise of a percent or two is not drawn as contrast), darker is more. The value is
-written in the cell where the cell is tall enough, and always in the hover. Rows shrink from :data:`CELL_PX` as ranks
-are added, down to :data:`MIN_CELL_PX` (256 ranks fit about 900 px), and their labels thin out to every 2nd, 4th,
-8th... rank, the featured ranks (the straggler, the fastest) always labelled. Only figures are drawn here.
+:data:`SCALE_FLOOR`, so that noise of a percent or two is not drawn as contrast), darker is more.
+The value is written in the cell where the cell is tall enough, and always in the hover. Rows shrink
+from :data:`CELL_PX` as ranks are added, down to :data:`MIN_CELL_PX` (256 ranks fit about 900 px),
+and their labels thin out to every 2nd, 4th, 8th... rank, the featured ranks (the straggler, the
+fastest) always labelled. Only figures are drawn here.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ LABEL_PX = 13
 TEXT_PX = 12
 _WIDTH_PX = 900  # JupyterLab's output area is ~950 px wide
 _TOOLTIP = (
-    "<div style='font-size:12px;max-width:420px;white-space:normal'><b>@row</b> &middot; @col: <b>@value</b>"
+    "<div style='font-size:12px;max-width:420px;white-space:normal'><b>@row</b> &middot; "
+    "@col: <b>@value</b>"
     "<div>@text</div><div style='color:#777'>column scale: @scale</div></div>"
 )
 _FRAME_PX = 78  # title and the two-line column labels above the cells
@@ -58,12 +61,15 @@ def _t(ns: float) -> str:
 
 
 def heatmap_values(trace: Trace) -> pd.DataFrame:
-    """One row per rank and GPU, in rank order, indexed by its label ("rank R", "rank R · GPU d" where a process
-    ran on several GPUs): the four figures as shares (``busy``, ``nccl``, ``exposed``, ``skew``), and the sentence
-    the hover shows for each (``busy_text``...)."""
+    """One row per rank and GPU, in rank order, indexed by its label ("rank R", "rank R · GPU d"
+    where a process ran on several GPUs): the four figures as shares (``busy``, ``nccl``,
+    ``exposed``, ``skew``), and the sentence the hover shows for each (``busy_text``...)."""
     fig = rank_figures(trace)
     several = fig.groupby("pid")["device"].transform("nunique") > 1
-    labels = [f"{x} \u00b7 GPU {int(d)}" if s else str(x) for x, d, s in zip(fig["label"], fig["device"], several)]
+    labels = [
+        f"{x} \u00b7 GPU {int(d)}" if s else str(x)
+        for x, d, s in zip(fig["label"], fig["device"], several)
+    ]
     span = fig["span_ns"].clip(lower=1)
     exposed_ns = (fig["nccl_ns"] - fig["overlap_ns"]).clip(lower=0)
     shortest = int(fig["span_ns"].min()) if len(fig) else 0
@@ -75,21 +81,27 @@ def heatmap_values(trace: Trace) -> pd.DataFrame:
             "skew": fig["span_skew"].astype(float),
         }
     )
-    out["busy_text"] = [f"{_t(b)} busy of a {_t(s)} range" for b, s in zip(fig["busy_ns"], fig["span_ns"])]
-    out["nccl_text"] = [f"{_t(n)} in NCCL kernels of {_t(b)} busy" for n, b in zip(fig["nccl_ns"], fig["busy_ns"])]
+    out["busy_text"] = [
+        f"{_t(b)} busy of a {_t(s)} range" for b, s in zip(fig["busy_ns"], fig["span_ns"])
+    ]
+    out["nccl_text"] = [
+        f"{_t(n)} in NCCL kernels of {_t(b)} busy" for n, b in zip(fig["nccl_ns"], fig["busy_ns"])
+    ]
     out["exposed_text"] = [
-        f"{_t(e)} of its {_t(n)} NCCL ran with no other kernel on the GPU" for e, n in zip(exposed_ns, fig["nccl_ns"])
+        f"{_t(e)} of its {_t(n)} NCCL ran with no other kernel on the GPU"
+        for e, n in zip(exposed_ns, fig["nccl_ns"])
     ]
     out["skew_text"] = [
-        f"range {_t(s)}, +{_t(k)} on the shortest ({_t(shortest)})" for s, k in zip(fig["span_ns"], fig["span_skew_ns"])
+        f"range {_t(s)}, +{_t(k)} on the shortest ({_t(shortest)})"
+        for s, k in zip(fig["span_ns"], fig["span_skew_ns"])
     ]
     out.index = pd.Index(labels, name="label")
     return out.fillna(0.0)
 
 
 def _ticks(n: int, cell: float, featured: list[int]) -> list[int]:
-    """Rows to label: every 1st, 2nd, 4th... so that labels stay LABEL_PX apart, the featured rows always, the
-    regular ones next to a featured one left out."""
+    """Rows to label: every 1st, 2nd, 4th... so that labels stay LABEL_PX apart, the featured rows
+    always, the regular ones next to a featured one left out."""
     step = 1
     while step * cell < LABEL_PX:
         step *= 2
@@ -99,7 +111,8 @@ def _ticks(n: int, cell: float, featured: list[int]) -> list[int]:
 
 
 def _colors(values: np.ndarray, palette: str) -> tuple[list[str], list[str], float]:
-    """Fill and text colours of a column on its own scale (0 to its largest value, at least SCALE_FLOOR)."""
+    """Fill and text colours of a column on its own scale (0 to its largest value, at least
+    SCALE_FLOOR)."""
     from bokeh import palettes
 
     colors = list(reversed(getattr(palettes, palette)))  # light to dark
@@ -110,8 +123,8 @@ def _colors(values: np.ndarray, palette: str) -> tuple[list[str], list[str], flo
 
 
 def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None) -> Any:
-    """The heatmap as a Bokeh figure; ``featured``: role -> label (``ranks_view.featured_ranks``), named on the
-    rank axis. Its ``height`` is the whole plot's."""
+    """The heatmap as a Bokeh figure; ``featured``: role -> label (``ranks_view.featured_ranks``),
+    named on the rank axis. Its ``height`` is the whole plot's."""
     from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
     from bokeh.plotting import figure
 
@@ -122,7 +135,9 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
     base = [label.split(" \u00b7 GPU")[0] for label in values.index]
     feat_rows = [i for i, b in enumerate(base) if b in roles]
     keys = [k for k, *_ in COLUMNS]
-    data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "fill", "ink", "value", "text", "row", "col", "scale")}
+    data: dict[str, list[Any]] = {
+        k: [] for k in ("x", "y", "fill", "ink", "value", "text", "row", "col", "scale")
+    }
     for j, (key, name, palette) in enumerate(COLUMNS):
         v = values[key].to_numpy(dtype=float)
         fill, ink, top = _colors(v, palette)
@@ -145,11 +160,18 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
         x_axis_location="above",
         tools="save",
         toolbar_location=None,
-        title="Per rank: each column on its own scale, darker is more (hover a cell for its numbers)",
+        title="Per rank: each column on its own scale, darker is more (hover a cell for its "
+        "numbers)",
     )
     src = ColumnDataSource(data)
     cells = p.rect(
-        x="x", y="y", width=0.97, height=0.92 if cell >= 6 else 1.0, source=src, fill_color="fill", line_color=None
+        x="x",
+        y="y",
+        width=0.97,
+        height=0.92 if cell >= 6 else 1.0,
+        source=src,
+        fill_color="fill",
+        line_color=None,
     )
     if cell >= TEXT_PX:
         size = f"{int(min(12, cell - 3))}px"
@@ -174,7 +196,10 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
     ticks = _ticks(n, cell, feat_rows)
     p.yaxis.ticker = FixedTicker(ticks=ticks)
     p.yaxis.major_label_overrides = {
-        i: f"{values.index[i]} \u00b7 {roles[base[i]]}" if base[i] in roles else str(values.index[i]) for i in ticks
+        i: f"{values.index[i]} \u00b7 {roles[base[i]]}"
+        if base[i] in roles
+        else str(values.index[i])
+        for i in ticks
     }
     font = f"{int(min(12, max(9, cell - 2)))}px" if n <= ROWS_PX // LABEL_PX else "11px"
     p.yaxis.major_label_text_font_size = font

@@ -1,12 +1,14 @@
-"""The timeline of a job of many ranks: the ranks worth comparing first, every other one a tick away.
+"""The timeline of a job of many ranks: the ranks worth comparing first, every other one a tick
+away.
 
-Past :data:`~.options.MANY_RANKS` ranks, every rank's lanes at once would be a few pixels each. So the timeline stacks
-the featured ranks' lanes first (the straggler's, then the fastest rank's: ``ranks_view.featured_ranks``) and shows
-only them; the other ranks' lanes are drawn too (one renderer per rank and kernel family, named after the rank) but
-hidden, below, with a coarser glyph budget. A legend of ranks under the plot (core BokehJS: no widget bundle to
-send) shows or hides a rank on a click, greyed while hidden; a script then restacks the shown ranks from the top in
-the order of stacking (featured first, then by rank), so no hidden rank leaves a gap, and grows the plot with them
-(up to the timeline's 900 px of lanes).
+Past :data:`~.options.MANY_RANKS` ranks, every rank's lanes at once would be a few pixels each. So
+the timeline stacks the featured ranks' lanes first (the straggler's, then the fastest rank's:
+``ranks_view.featured_ranks``) and shows only them; the other ranks' lanes are drawn too (one
+renderer per rank and kernel family, named after the rank) but hidden, below, with a coarser glyph
+budget. A legend of ranks under the plot (core BokehJS: no widget bundle to send) shows or hides a
+rank on a click, greyed while hidden; a script then restacks the shown ranks from the top in the
+order of stacking (featured first, then by rank), so no hidden rank leaves a gap, and grows the plot
+with them (up to the timeline's 900 px of lanes).
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from typing import Any
 
 __all__ = ["rank_legend", "shown_first"]
 
-#: The glyph budget of each lane of a rank shown only on request: a coarse picture (time buckets) of the rank.
+#: The glyph budget of each lane of a rank shown only on request: a coarse picture (time buckets) of
+#: the rank.
 HIDDEN_GLYPHS = 25
 _ROW_PX = 22  # a row of the ranks' legend
 _TITLE_PX = 20  # its title
-_WIDTH_PX = 640  # what a row of it may take: the plot's frame, in a ~950 px output area, less the lanes' labels
+# what a row of it may take: the plot's frame, in a ~950 px output area, less the lanes' labels
+_WIDTH_PX = 640
 
-# Restacks the shown ranks' lanes from the top: shifts each shown rank's boxes and ticks by how far its top moves,
-# shades every other shown rank and draws a line between them, and sizes the plot to the shown lanes. It runs when the
-# last renderer of a rank changes visibility: the legend has toggled all of that rank's by then.
+# Restacks the shown ranks' lanes from the top: shifts each shown rank's boxes and ticks by how far
+# its top moves, shades every other shown rank and draws a line between them, and sizes the plot to
+# the shown lanes. It runs when the last renderer of a rank changes visibility: the legend has
+# toggled all of that rank's by then.
 _RESTACK_JS = """
 let top = 0.3, k = 0;
 const ticks = [], names = new Map(), y0 = [], y1 = [], lines = [];
@@ -36,7 +41,8 @@ for (let g = 0; g < rends.length; g++) {
     for (const r of rends[g]) {
       const data = r.data_source.data;
       const shift = (a) => Float64Array.from(a, (v) => v + d);
-      r.data_source.data = Object.assign({}, data, {top: shift(data.top), bottom: shift(data.bottom)});
+      r.data_source.data = Object.assign(
+        {}, data, {top: shift(data.top), bottom: shift(data.bottom)});
     }
     tops[g] = top;
   }
@@ -63,9 +69,12 @@ if (p.height !== h) p.height = h;
 """
 
 
-def shown_first(groups: list[tuple[str, Any]], shown: Collection[str], limit: int) -> tuple[list, list[int]]:
-    """The groups of lanes in stacking order (the ``shown`` ones first, in that order, then the others by rank) and
-    each one's glyph budget per lane: the shown ranks share the figure's, the others get :data:`HIDDEN_GLYPHS`."""
+def shown_first(
+    groups: list[tuple[str, Any]], shown: Collection[str], limit: int
+) -> tuple[list, list[int]]:
+    """The groups of lanes in stacking order (the ``shown`` ones first, in that order, then the
+    others by rank) and each one's glyph budget per lane: the shown ranks share the figure's, the
+    others get :data:`HIDDEN_GLYPHS`."""
     order = list(shown)
     first = sorted((g for g in groups if g[0] in shown), key=lambda g: order.index(g[0]))
     rest = [g for g in groups if g[0] not in shown]
@@ -92,9 +101,10 @@ def rank_legend(
     featured: Mapping[str, str],
     px: tuple[int, int],
 ) -> Any:
-    """The figure ``p`` (every rank's lanes stacked in ``names`` order, from ``bands``' top to bottom, each rank's
-    renderers in ``by_rank``, the featured ranks' shown) with a legend of ranks that shows or hides each one, and
-    its height grown by that legend. ``px``: the timeline's pixels per lane row and around its lanes."""
+    """The figure ``p`` (every rank's lanes stacked in ``names`` order, from ``bands``' top to
+    bottom, each rank's renderers in ``by_rank``, the featured ranks' shown) with a legend of ranks
+    that shows or hides each one, and its height grown by that legend. ``px``: the timeline's pixels
+    per lane row and around its lanes."""
     from bokeh.models import ColumnDataSource, CustomJS, Legend, LegendItem, Range1d
 
     roles = {label: role for role, label in featured.items()}
@@ -110,8 +120,18 @@ def rank_legend(
     shaded = [b for i, b in enumerate(bands[:n_shown]) if i % 2]
     strips = ColumnDataSource({"y0": [b for _, b in shaded], "y1": [t for t, _ in shaded]})
     spans = ColumnDataSource({"y": [t for t, _ in bands[1:n_shown]]})
-    p.hstrip(y0="y0", y1="y1", source=strips, fill_color="#808080", fill_alpha=0.07, line_alpha=0, level="underlay")
-    p.hspan(y="y", source=spans, line_color="#808080", line_alpha=0.6, line_width=1, level="underlay")
+    p.hstrip(
+        y0="y0",
+        y1="y1",
+        source=strips,
+        fill_color="#808080",
+        fill_alpha=0.07,
+        line_alpha=0,
+        level="underlay",
+    )
+    p.hspan(
+        y="y", source=spans, line_color="#808080", line_alpha=0.6, line_width=1, level="underlay"
+    )
     choice = [label for label in sorted(names, key=_rank_key) if by_rank.get(label)]
     items = [LegendItem(label=_short(label), renderers=by_rank[label]) for label in choice]
     cols = max(1, _WIDTH_PX // max(len(item.label.value) * 7 + 10 + 5 + 8 for item in items))
@@ -123,7 +143,8 @@ def rank_legend(
         ncols=cols,
         click_policy="hide",
         location="top_left",
-        title=f"Ranks ({ranks}): click one to show or hide its lanes (greyed: hidden). Shown: {said}.",
+        title=f"Ranks ({ranks}): click one to show or hide its lanes (greyed: hidden). Shown: "
+        f"{said}.",
         title_text_font_size="12px",
         title_text_font_style="normal",
         label_text_font_size="11px",

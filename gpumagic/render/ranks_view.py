@@ -1,10 +1,12 @@
-"""The views of a trace with several processes or GPUs: the per-rank table, the kernel table with a rank column, the
-summary line, and their text forms; which ranks a view of many ranks shows first. (The timeline groups its lanes
-by rank itself: ``timeline.py``; the heatmap of many ranks is ``rank_heatmap.py``.)
+"""The views of a trace with several processes or GPUs: the per-rank table, the kernel table with a
+rank column, the summary line, and their text forms; which ranks a view of many ranks shows first.
+(The timeline groups its lanes by rank itself: ``timeline.py``; the heatmap of many ranks is
+``rank_heatmap.py``.)
 
-The kernel table keeps one table with a rank column rather than one table per rank: a kernel's rows for every rank
-sit together (its name once, spanning them), so a kernel that is slower or more frequent on one rank shows as
-neighbouring numbers instead of a scroll between tables; ``--top`` counts kernel names, not rows.
+The kernel table keeps one table with a rank column rather than one table per rank: a kernel's rows
+for every rank sit together (its name once, spanning them), so a kernel that is slower or more
+frequent on one rank shows as neighbouring numbers instead of a scroll between tables; ``--top``
+counts kernel names, not rows.
 """
 
 from __future__ import annotations
@@ -60,20 +62,31 @@ def _who(trace: Trace) -> str:
 
 
 def many_ranks(trace: Trace) -> bool:
-    """More than :data:`~.options.MANY_RANKS` processes: the heatmap, the short table and the chosen lanes apply."""
+    """More than :data:`~.options.MANY_RANKS` processes: the heatmap, the short table and the chosen
+    lanes apply."""
     return len(processes(trace)) > MANY_RANKS
 
 
 def featured_ranks(trace: Trace, found: Iterable[Finding] | None = None) -> dict[str, str]:
-    """The ranks a view of many ranks shows first, role -> label: the "straggler" where the straggler finding names
-    one (``found``: the findings already made, else it is asked), else the "slowest" (the least NCCL time: the one
-    the others waited for, or the longest range without NCCL); and the "fastest" (the most NCCL time: it reached the
-    collectives first and waited longest; without NCCL, the shortest range). One entry where they are one rank."""
-    per = rank_figures(trace).groupby("label", sort=False).agg(nccl_ns=("nccl_ns", "sum"), span_ns=("span_ns", "first"))
+    """The ranks a view of many ranks shows first, role -> label: the "straggler" where the
+    straggler finding names one (``found``: the findings already made, else it is asked), else the
+    "slowest" (the least NCCL time: the one the others waited for, or the longest range without
+    NCCL); and the "fastest" (the most NCCL time: it reached the collectives first and waited
+    longest; without NCCL, the shortest range). One entry where they are one rank."""
+    per = (
+        rank_figures(trace)
+        .groupby("label", sort=False)
+        .agg(nccl_ns=("nccl_ns", "sum"), span_ns=("span_ns", "first"))
+    )
     if per.empty:
         return {}
     named = next(
-        (f.numbers["rank"] for f in (straggler(trace) if found is None else found) if f.kind == "straggler"), None
+        (
+            f.numbers["rank"]
+            for f in (straggler(trace) if found is None else found)
+            if f.kind == "straggler"
+        ),
+        None,
     )
     by, slow_first = ("nccl_ns", True) if per["nccl_ns"].gt(0).any() else ("span_ns", False)
     slow = named if named in per.index else (per[by].idxmin() if slow_first else per[by].idxmax())
@@ -85,8 +98,9 @@ def featured_ranks(trace: Trace, found: Iterable[Finding] | None = None) -> dict
 
 
 def _excerpt(fig: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.DataFrame, str]:
-    """Past :data:`RANK_TABLE_ROWS` rows: the featured ranks and the :data:`RANK_TABLE_EDGE` at either end by NCCL
-    time (busy time without NCCL), in rank order, and a sentence saying what was left out; else every row."""
+    """Past :data:`RANK_TABLE_ROWS` rows: the featured ranks and the :data:`RANK_TABLE_EDGE` at
+    either end by NCCL time (busy time without NCCL), in rank order, and a sentence saying what was
+    left out; else every row."""
     if len(fig) <= RANK_TABLE_ROWS:
         return fig, ""
     by = "nccl_ns" if fig["nccl_ns"].gt(0).any() else "busy_ns"
@@ -96,8 +110,10 @@ def _excerpt(fig: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.DataFra
     roles = ", ".join(f"the {role} ({label})" for role, label in featured.items())
     what = "NCCL" if by == "nccl_ns" else "busy"
     said = (
-        f"{len(keep)} of {len(fig)} rows: {roles + ', and ' if roles else ''}the {RANK_TABLE_EDGE} with the least and "
-        f"the {RANK_TABLE_EDGE} with the most {what} time; {len(fig) - len(keep)} left out. Every row: "
+        f"{len(keep)} of {len(fig)} rows: {roles + ', and ' if roles else ''}the "
+        f"{RANK_TABLE_EDGE} with the least and "
+        f"the {RANK_TABLE_EDGE} with the most {what} time; {len(fig) - len(keep)} left out. "
+        f"Every row: "
         "rep.rank_figures() (a DataFrame)."
     )
     return fig.loc[sorted(keep)], said
@@ -116,8 +132,8 @@ def _gpus(fig: pd.DataFrame) -> str:
 
 
 def rank_summary_line(trace: Trace) -> str:
-    """The report's first line for several processes or GPUs: who ran where, each rank's range and busy time as a
-    span from the least to the most, never one busy figure over all GPUs."""
+    """The report's first line for several processes or GPUs: who ran where, each rank's range and
+    busy time as a span from the least to the most, never one busy figure over all GPUs."""
     fig = rank_figures(trace)
     meta = trace.meta
     per = fig.drop_duplicates("pid")
@@ -134,20 +150,25 @@ def rank_summary_line(trace: Trace) -> str:
     parts.append(f"GPU busy {_t(b0) if b0 == b1 else f'{_t(b0)} to {_t(b1)}'}")
     f = trace.figures()
     counts = f"{f['kernels']} kernel{'s' * (f['kernels'] != 1)}"
-    parts.append(counts + (f", {f['memops']} memory op{'s' * (f['memops'] != 1)}" if f["memops"] else ""))
-    parts.append(f"{meta.get('backend', '?')} {meta.get('torch') or meta.get('nsys_version') or ''}".strip())
+    parts.append(
+        counts + (f", {f['memops']} memory op{'s' * (f['memops'] != 1)}" if f["memops"] else "")
+    )
+    parts.append(
+        f"{meta.get('backend', '?')} {meta.get('torch') or meta.get('nsys_version') or ''}".strip()
+    )
     return _DOT.join(parts)
 
 
 def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
-    """(header, tooltip, role, cell) of the per-rank table; columns nothing in it fills are left out (no process
-    ids in a torch.profiler trace, no NCCL kernels, no skew with one process)."""
+    """(header, tooltip, role, cell) of the per-rank table; columns nothing in it fills are left out
+    (no process ids in a torch.profiler trace, no NCCL kernels, no skew with one process)."""
     named = fig["gpu"].nunique() > 1
     num, word = style("num"), style("word")
     cols: list[tuple[str, str, str, Any]] = [
         (
             "Rank" if fig["label"].str.startswith("rank").all() else "Process",
-            "the torch.distributed rank (from the launcher's mark), or the process's place by first GPU activity",
+            "the torch.distributed rank (from the launcher's mark), or the process's place "
+            "by first GPU activity",
             "th-name",
             lambda r: f"<td {word}>{esc(r['label'])}</td>",
         ),
@@ -174,7 +195,10 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
             "NCCL",
             "NCCL kernels on this GPU inside the range, overlaps once",
             "th",
-            lambda r: f"<td {num}{ns_title(r['nccl_ns'])}>{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>",
+            lambda r: (
+                f"<td {num}{ns_title(r['nccl_ns'])}>"
+                f"{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>"
+            ),
         ),
         (
             "NCCL share",
@@ -212,10 +236,11 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
 
 
 def rank_table_html(trace: Trace, featured: Mapping[str, str] | None = None) -> str:
-    """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by range and busy;
-    a sentence instead where the capture did not record what busy time is made of (no figure from an absent table).
-    Past :data:`RANK_TABLE_ROWS` rows, an excerpt (the ``featured`` ranks, named by role, and either end by NCCL
-    time) and a line saying how many rows it leaves out."""
+    """One row per rank and GPU: range, busy, NCCL time and share, overlap with compute, skew by
+    range and busy; a sentence instead where the capture did not record what busy time is made of
+    (no figure from an absent table). Past :data:`RANK_TABLE_ROWS` rows, an excerpt (the
+    ``featured`` ranks, named by role, and either end by NCCL time) and a line saying how many rows
+    it leaves out."""
     unrecorded = trace.figures()["unrecorded"]
     if unrecorded:
         said = trace.not_recorded(unrecorded[0]) or f"{unrecorded[0]} were not recorded"
@@ -231,13 +256,15 @@ def rank_table_html(trace: Trace, featured: Mapping[str, str] | None = None) -> 
     ]
     tail = f"<p class='gm-ranks-left-out' {style('muted')}>Showing {esc(said)}</p>" if said else ""
     return (
-        f"<table class='gm-ranks' {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<table class='gm-ranks' "
+        f"{style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         + tail
     )
 
 
 def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> list[str]:
-    """The per-rank table as text lines (the terminal report), with the HTML table's columns and its excerpt."""
+    """The per-rank table as text lines (the terminal report), with the HTML table's columns and its
+    excerpt."""
     full = rank_figures(trace)
     heads = [h for h, *_ in _rank_columns(full)]
     featured = featured or {}
@@ -249,10 +276,15 @@ def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> 
     head += f" {'NCCL':>9} {'share':>5} {'overl.':>6}" if nccl else ""
     lines = [head + ("  Range skew" if skew else "")]
     for _, r in fig.iterrows():
-        line = f"  {r['label']:<{wide}} {int(r['device']):>4} {_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
+        line = (
+            f"  {r['label']:<{wide}} {int(r['device']):>4} "
+            f"{_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
+        )
         if nccl:
             has = bool(r["nccl_kernels"])
-            line += f" {_t(r['nccl_ns']) if has else '':>9} {_share(r['nccl_share']) if has else '':>5}"
+            line += (
+                f" {_t(r['nccl_ns']) if has else '':>9} {_share(r['nccl_share']) if has else '':>5}"
+            )
             line += f" {_share(r['overlap_share']):>6}"
         lines.append(line + (f"  {_skew(int(r['span_skew_ns']), r['span_skew'])}" if skew else ""))
     return lines + ([f"  ({said})"] if said else [])
@@ -273,14 +305,18 @@ _KERNEL_COLUMNS = [
 
 
 def _stats_title(r: pd.Series) -> str:
-    parts = [f"{k} {_t(r[c])}" for k, c in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"))]
+    parts = [
+        f"{k} {_t(r[c])}"
+        for k, c in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"))
+    ]
     parts.append(f"StdDev {_t(r['StdDev (ns)'])}")
     return f" title='{esc(_DOT.join(parts))}'"
 
 
 def _kernel_rows(group: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.DataFrame, str]:
-    """A kernel's rows, one per rank; with ``featured`` ranks (many ranks), only theirs and the ranks with the least
-    and the most total time in it, and a line for the others: how many, and their least and most total time."""
+    """A kernel's rows, one per rank; with ``featured`` ranks (many ranks), only theirs and the
+    ranks with the least and the most total time in it, and a line for the others: how many, and
+    their least and most total time."""
     if not featured:
         return group, ""
     keep = set(group.index[group["rank_label"].isin(list(featured.values()))])
@@ -297,13 +333,21 @@ def _kernel_rows(group: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.D
 def rank_kernel_table_html(
     trace: Trace, top: int, labels: Mapping[str, str], featured: Mapping[str, str] | None = None
 ) -> str:
-    """The kernels by total time over every rank, each with one row per rank that ran it; with ``featured`` ranks
-    (many ranks), the rows of those and of the ranks with the least and the most time in it, and one for the rest."""
+    """The kernels by total time over every rank, each with one row per rank that ran it; with
+    ``featured`` ranks (many ranks), the rows of those and of the ranks with the least and the most
+    time in it, and one for the rest."""
     s = kernel_summary_by_rank(trace)
     if s.empty:
         return "<p>No kernels.</p>"
-    order = s.groupby("Name", sort=False)["Total Time (ns)"].sum().sort_values(ascending=False, kind="stable")
-    ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
+    order = (
+        s.groupby("Name", sort=False)["Total Time (ns)"]
+        .sum()
+        .sort_values(ascending=False, kind="stable")
+    )
+    ths = "".join(
+        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>"
+        for h, tip, role in _KERNEL_COLUMNS
+    )
     rows = []
     for name in order.index[:top]:
         group, others = _kernel_rows(s[s["Name"] == name], featured or {})
@@ -318,7 +362,8 @@ def rank_kernel_table_html(
             cells += [
                 f"<td {style('word')}>{esc(r['rank_label'])}</td>",
                 f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
-                f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
+                f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>"
+                f"{esc(_t(r['Total Time (ns)']))}</td>",
                 f"<td {style('num')}>{int(r['Instances'])}</td>",
                 f"<td {style('num')}{_stats_title(r)}>{esc(_t(r['Avg (ns)']))}</td>",
             ]
@@ -329,9 +374,12 @@ def rank_kernel_table_html(
         if others:
             rows.append(f"<tr><td colspan='5' {style('muted')}>{esc(others)}</td></tr>")
     more = len(order) - top
-    tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    tail = (
+        f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    )
     return (
-        f"<table class='gm-kernels gm-kernels-by-rank' {style('table')}><thead><tr>{ths}</tr></thead>"
+        f"<table class='gm-kernels gm-kernels-by-rank' "
+        f"{style('table')}><thead><tr>{ths}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>{tail}"
     )
 
@@ -342,7 +390,11 @@ def rank_kernel_text_lines(
     s = kernel_summary_by_rank(trace)
     if s.empty:
         return []
-    order = s.groupby("Name", sort=False)["Total Time (ns)"].sum().sort_values(ascending=False, kind="stable")
+    order = (
+        s.groupby("Name", sort=False)["Total Time (ns)"]
+        .sum()
+        .sort_values(ascending=False, kind="stable")
+    )
     wide = 10 + max((len(role) + 3 for role in (featured or {})), default=0)
     lines = [f"  {'Rank':<{wide}} {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel"]
     for name in order.index[:top]:
@@ -350,14 +402,16 @@ def rank_kernel_text_lines(
         for i, (_, r) in enumerate(group.iterrows()):
             lines.append(
                 f"  {r['rank_label']:<{wide}} {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
-                f"{int(r['Instances']):>5}  {_t(r['Avg (ns)']):>9}  {labels[name] if i == 0 else ''}".rstrip()
+                f"{int(r['Instances']):>5}  {_t(r['Avg (ns)']):>9}  "
+                f"{labels[name] if i == 0 else ''}".rstrip()
             )
         lines += [f"  ({others})"] if others else []
     return lines
 
 
 def decoded_by_rank(trace: Trace, labels: Mapping[str, str]) -> pd.DataFrame:
-    """:func:`kernel_summary_by_rank` plus the decoded name, as ``ProfileReport.kernel_summary`` gives it."""
+    """:func:`kernel_summary_by_rank` plus the decoded name, as ``ProfileReport.kernel_summary``
+    gives it."""
     s = kernel_summary_by_rank(trace)
     dec = s["Name"].map(decode)
     extra: dict[str, Any] = {

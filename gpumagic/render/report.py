@@ -1,5 +1,6 @@
-"""ProfileReport: what ``%%gpuprofile`` shows, as an object. ``_repr_html_`` for notebooks, text for terminals,
-``save_html(path)`` for a standalone page, ``to_chrome_trace(path)`` for Perfetto / chrome://tracing."""
+"""ProfileReport: what ``%%gpuprofile`` shows, as an object. ``_repr_html_`` for notebooks, text for
+terminals, ``save_html(path)`` for a standalone page, ``to_chrome_trace(path)`` for Perfetto /
+chrome://tracing."""
 
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-# Inline styles (see tables.py: an untrusted notebook keeps them, not a <style> block); icons as text, not ::before.
-_ROOT_STYLE = 'font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
+# Inline styles (see tables.py: an untrusted notebook keeps them, not a <style> block); icons as
+# text, not ::before.
+_ROOT_STYLE = (
+    'font-family:system-ui,-apple-system,"Segoe '
+    'UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
+)
 _SEVERITY = {
     "warn": ("\u26a0\ufe0f ", ""),
     "error": ("\u26d4 ", "color:#b00020"),
@@ -45,7 +50,8 @@ _SEVERITY = {
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 _SUMMARY = "style='cursor:pointer'"
 _MUTED = style("muted")
-#: In a report of many ranks, a finding longer than this (characters) shows its first half and opens to the rest.
+#: In a report of many ranks, a finding longer than this (characters) shows its first half and opens
+#: to the rest.
 _LONG_FINDING = 600
 #: What the summary line calls a kind of GPU record the capture did not record.
 _UNRECORDED_NOUN = {"kernels": "CUDA kernels", "memops": "memory operations"}
@@ -72,34 +78,41 @@ class ProfileReport(FigurePage):
     top: int = ReportOptions.top
     timeline: bool = ReportOptions.timeline
     max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane
-    #: "once": in a notebook, BokehJS travels once per kernel session; "every": each report brings its own.
+    #: "once": in a notebook, BokehJS travels once per kernel session; "every": each report brings
+    #: its own.
     bokehjs: str = ReportOptions.bokehjs
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    #: The span the report is taken over (``gpumagic.trace.window``): None for the trace's default (a loaded
-    #: torch.profiler trace: its profiler steps, else its GPU span; a live capture: the cell's range); a range name,
-    #: a step range ("3-5"), "steps", "gpu" or "capture". The summary line says which.
+    #: The span the report is taken over (``gpumagic.trace.window``): None for the trace's default
+    #: (a loaded torch.profiler trace: its profiler steps, else its GPU span; a live capture: the
+    #: cell's range); a range name, a step range ("3-5"), "steps", "gpu" or "capture". The summary
+    #: line says which.
     window: str | None = None
 
     def __post_init__(self) -> None:
-        self.trace = in_window(self.trace, self.window)  # every table, figure and finding over this one window
+        self.trace = in_window(
+            self.trace, self.window
+        )  # every table, figure and finding over this one window
         if not self.findings:
             self.findings = findings(self.trace)
 
-    # --- figures ----------------------------------------------------------------------------------------------
+    # --- figures
+    # ----------------------------------------------------------------------------------------------
     @property
     def figures(self) -> dict[str, Any]:
         return self.trace.figures()
 
     @property
     def multi(self) -> bool:
-        """Several processes or GPUs ran GPU work: the per-rank views replace the single-GPU ones."""
+        """Several processes or GPUs ran GPU work: the per-rank views replace the single-GPU
+        ones."""
         return is_multi(self.trace)
 
     @cached_property
     def featured_ranks(self) -> dict[str, str]:
-        """Past MANY_RANKS ranks, the ranks the views show first, role -> label (the straggler the findings name, else
-        the slowest; the fastest): ``ranks_view.featured_ranks``. Empty for fewer ranks."""
+        """Past MANY_RANKS ranks, the ranks the views show first, role -> label (the straggler the
+        findings name, else the slowest; the fastest): ``ranks_view.featured_ranks``. Empty for
+        fewer ranks."""
         from .ranks_view import featured_ranks, many_ranks
 
         if not (self.multi and self._several_processes() and many_ranks(self.trace)):
@@ -107,13 +120,15 @@ class ProfileReport(FigurePage):
         return featured_ranks(self.trace, self.findings)
 
     def rank_figures(self) -> pd.DataFrame:
-        """Every per-rank figure, one row per rank and GPU (``gpumagic.analysis.ranks.rank_figures``): what the
-        per-rank table and the heatmap show, every rank included."""
+        """Every per-rank figure, one row per rank and GPU
+        (``gpumagic.analysis.ranks.rank_figures``): what the per-rank table and the heatmap show,
+        every rank included."""
         return rank_figures(self.trace)
 
     def kernel_summary(self) -> pd.DataFrame:
-        """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor cores, precision).
-        With several processes: one summary per process, stacked, with ``rank``, ``rank_label`` and ``pid`` first."""
+        """cuda_gpu_kern_sum columns plus the decoded name (short, family, library, op, tensor
+        cores, precision). With several processes: one summary per process, stacked, with ``rank``,
+        ``rank_label`` and ``pid`` first."""
         if self.multi and self._several_processes():
             from .ranks_view import decoded_by_rank
 
@@ -149,16 +164,24 @@ class ProfileReport(FigurePage):
         if f["kernels"] or f["memops"]:
             util = f"{f['gpu_util']:.0%}" if f["gpu_util"] is not None else "?"
             window = f.get("window_text", "the capture")
-            parts.append(f"GPU busy {_t(f['gpu_busy_ns'])} of {_t(f['wall_ns'])}, {window} ({util})")
-            parts.append(_n(f["kernels"], "kernel") + (f", {_n(f['memops'], 'memory op')}" if f["memops"] else ""))
+            parts.append(
+                f"GPU busy {_t(f['gpu_busy_ns'])} of {_t(f['wall_ns'])}, {window} ({util})"
+            )
+            parts.append(
+                _n(f["kernels"], "kernel")
+                + (f", {_n(f['memops'], 'memory op')}" if f["memops"] else "")
+            )
         else:
-            parts.append(f"{_t(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity")
+            parts.append(
+                f"{_t(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity"
+            )
         parts.append(f"{backend} {version}".strip())
         return " \u00b7 ".join(parts)
 
     def _missing_gpu_records(self) -> str:
-        """What GPU busy would be made of and the capture lacks: kinds it did not record, or kernels it recorded
-        none of after launching some (dropped: an error, never an idle GPU); "" where nothing is missing."""
+        """What GPU busy would be made of and the capture lacks: kinds it did not record, or kernels
+        it recorded none of after launching some (dropped: an error, never an idle GPU); "" where
+        nothing is missing."""
         unrecorded = self.figures["unrecorded"]
         meta, no_gpu_rows = self.trace.meta, self.trace.kernels.empty and self.trace.memops.empty
         if no_gpu_rows and without_cuda(self.trace):
@@ -167,7 +190,10 @@ class ProfileReport(FigurePage):
             return " and ".join(meta["unread_devices"]) + " device activity not read by gpumagic"
         if self.trace.kernels.empty and meta.get("range_profiler"):
             n = int(meta["range_profiler"]["kernels"])
-            return f"{n:,} kernel{'s' if n != 1 else ''} profiled with CUPTI's range profiler (counters, no run times)"
+            return (
+                f"{n:,} kernel{'s' if n != 1 else ''} profiled with CUPTI's range profiler "
+                f"(counters, no run times)"
+            )
         if unrecorded:
             return " and ".join(_UNRECORDED_NOUN[kind] for kind in unrecorded) + " not recorded"
         if self.trace.kernels.empty and not launches(self.trace).empty:
@@ -175,8 +201,9 @@ class ProfileReport(FigurePage):
         return ""
 
     def _unrecorded_line(self, missing: str) -> str:
-        """The summary line of a capture without the kernels or memory operations GPU busy is made of: what it did
-        record, and no GPU time (busy, idle or a share of the window) made from what it lacks."""
+        """The summary line of a capture without the kernels or memory operations GPU busy is made
+        of: what it did record, and no GPU time (busy, idle or a share of the window) made from what
+        it lacks."""
         f, trace, meta = self.figures, self.trace, self.trace.meta
         parts = [meta.get("device") or "unknown device", f"{missing}: no GPU time figure"]
         counts = []
@@ -193,7 +220,8 @@ class ProfileReport(FigurePage):
         parts.append(f"{meta.get('backend', '?')} {version}".strip())
         return " \u00b7 ".join(parts)
 
-    # --- text -------------------------------------------------------------------------------------------------
+    # --- text
+    # ----------------------------------------------------------------------------------------------
     def __str__(self) -> str:
         lines = [self.summary_line()]
         lines += [f"  {f.message}" for f in self.findings]
@@ -208,7 +236,8 @@ class ProfileReport(FigurePage):
             lines.append(f"  {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel")
             for _, r in s.iterrows():
                 lines.append(
-                    f"  {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  {int(r['Instances']):>5}  "
+                    f"  {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
+                    f"{int(r['Instances']):>5}  "
                     f"{_t(r['Avg (ns)']):>9}  {labels[r['Name']]}"
                 )
         return "\n".join(lines)
@@ -219,9 +248,12 @@ class ProfileReport(FigurePage):
         if not self._several_processes():
             return rank_text_lines(self.trace)
         featured, labels = self.featured_ranks, kernel_labels(self.trace)
-        return rank_text_lines(self.trace, featured) + rank_kernel_text_lines(self.trace, self.top, labels, featured)
+        return rank_text_lines(self.trace, featured) + rank_kernel_text_lines(
+            self.trace, self.top, labels, featured
+        )
 
-    # --- HTML -------------------------------------------------------------------------------------------------
+    # --- HTML
+    # ----------------------------------------------------------------------------------------------
     def _timeline_figure(self) -> Any:
         from .timeline import timeline_figure
 
@@ -229,11 +261,13 @@ class ProfileReport(FigurePage):
         return timeline_figure(self.trace, self.max_glyphs_per_lane, title, self.featured_ranks)
 
     def _has_timeline(self) -> bool:
-        return bool(self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api)))
+        return bool(
+            self.timeline and (len(self.trace.ops) + len(self.trace.kernels) + len(self.trace.api))
+        )
 
     def _timeline_html(self, mode: str) -> str:
-        """``notebook``: BokehJS once per kernel session (see embed.py); ``iframe``: a page of its own in an
-        iframe; ``page``: for a page that loads BokehJS in its head."""
+        """``notebook``: BokehJS once per kernel session (see embed.py); ``iframe``: a page of its
+        own in an iframe; ``page``: for a page that loads BokehJS in its head."""
         return self._figure_html(self._timeline_figure(), mode, "timeline")
 
     def _figure_html(self, fig: Any, mode: str, what: str) -> str:
@@ -244,7 +278,10 @@ class ProfileReport(FigurePage):
         return figure_html(fig, mode, f"gpumagic: {self.label or 'cell'} {what}")
 
     def _body(self, timeline: str | None, draw_timeline: bool = True) -> str:
-        parts = [f"<div class='gm-summary' style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>"]
+        parts = [
+            f"<div class='gm-summary' style='font-weight:600;margin:4px "
+            f"0'>{esc(self.summary_line())}</div>"
+        ]
         for f in self.findings:
             icon, color = _SEVERITY.get(f.severity, ("", ""))
             parts.append(
@@ -252,7 +289,10 @@ class ProfileReport(FigurePage):
                 f"{icon}{self._finding_text(f.message)}</div>"
             )
         for n in self.notes:
-            parts.append(f"<div class='gm-finding gm-info' style='margin:2px 0'>{_SEVERITY['info'][0]}{esc(n)}</div>")
+            parts.append(
+                f"<div class='gm-finding gm-info' style='margin:2px "
+                f"0'>{_SEVERITY['info'][0]}{esc(n)}</div>"
+            )
         if self.multi:
             parts.append(self._ranks_html(timeline))
         else:
@@ -271,12 +311,21 @@ class ProfileReport(FigurePage):
         sections = [
             ("Memory operations", "memops", lambda: _memops(self.trace, self.top)),
             ("Torch ops (Self CPU vs GPU)", "ops", lambda: _ops(self.trace, self.top)),
-            ("CUDA API calls", "api", lambda: duration_table_html(self.trace.api_summary(), self.top)),
-            ("OS runtime calls", "osrt", lambda: duration_table_html(self.trace.osrt_summary(), self.top)),
+            (
+                "CUDA API calls",
+                "api",
+                lambda: duration_table_html(self.trace.api_summary(), self.top),
+            ),
+            (
+                "OS runtime calls",
+                "osrt",
+                lambda: duration_table_html(self.trace.osrt_summary(), self.top),
+            ),
             ("NVTX ranges", "nvtx", lambda: _nvtx(self.trace, self.top)),
         ]
         for title, kind, table in sections:
-            # a table the capture did not record (and its backend records) says so, and how to record it
+            # a table the capture did not record (and its backend records) says so, and how to
+            # record it
             unrecorded = self.trace.not_recorded(kind) if self.trace.recordable(kind) else None
             if unrecorded:
                 title, content = f"{title} (not recorded)", f"<p {_MUTED}>{esc(unrecorded)}</p>"
@@ -284,38 +333,51 @@ class ProfileReport(FigurePage):
                 content = table()
             else:
                 continue
-            parts.append(f"<details style='margin:2px 0'><summary {_SUMMARY}>{esc(title)}</summary>{content}</details>")
+            parts.append(
+                f"<details style='margin:2px 0'><summary "
+                f"{_SUMMARY}>{esc(title)}</summary>{content}</details>"
+            )
         if timeline and draw_timeline and self._has_timeline():
             parts.append(self._timeline_html(timeline))
         return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
 
     def _finding_text(self, message: str) -> str:
-        """A finding, escaped; in a report of many ranks, one longer than :data:`_LONG_FINDING` (a figure for every
-        rank) shows its start and opens to the rest."""
+        """A finding, escaped; in a report of many ranks, one longer than :data:`_LONG_FINDING` (a
+        figure for every rank) shows its start and opens to the rest."""
         cut = message.rfind(" ", 0, _LONG_FINDING // 2)
         if not self.featured_ranks or len(message) <= _LONG_FINDING or cut < 0:
             return esc(message)
         return (
-            f"{esc(message[:cut])}<details style='display:inline'><summary style='display:inline;cursor:pointer;"
+            f"{esc(message[:cut])}<details style='display:inline'><summary "
+            f"style='display:inline;cursor:pointer;"
             f"color:#555'> \u2026 (more)</summary>{esc(message[cut:])}</details>"
         )
 
     def _ranks_html(self, mode: str | None) -> str:
-        """Several processes or GPUs: the per-rank table, then the kernel table with a rank column; past MANY_RANKS
-        ranks, the rank x figure heatmap above the table (a figure: drawn in ``mode`` as the timeline is, none
-        without one) and the table cut to the featured ranks and either end."""
+        """Several processes or GPUs: the per-rank table, then the kernel table with a rank column;
+        past MANY_RANKS ranks, the rank x figure heatmap above the table (a figure: drawn in
+        ``mode`` as the timeline is, none without one) and the table cut to the featured ranks and
+        either end."""
         from .ranks_view import rank_kernel_table_html, rank_table_html
 
         labels = kernel_labels(self.trace)
-        if not self._several_processes():  # one process on several GPUs: per GPU, and the one kernel table
+        if (
+            not self._several_processes()
+        ):  # one process on several GPUs: per GPU, and the one kernel table
             ranks = f"<h4 {_H4}>Per GPU</h4>" + rank_table_html(self.trace)
             ks = self.trace.kernel_summary()
-            return ranks + (f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, labels) if len(ks) else "")
+            return ranks + (
+                f"<h4 {_H4}>Kernels</h4>" + kernel_table_html(ks, self.top, labels)
+                if len(ks)
+                else ""
+            )
         ranks = f"<h4 {_H4}>Per rank and GPU</h4>"
         if self.featured_ranks and mode and not self.figures["unrecorded"]:
             from .rank_heatmap import rank_heatmap_figure
 
-            ranks += self._figure_html(rank_heatmap_figure(self.trace, self.featured_ranks), mode, "ranks")
+            ranks += self._figure_html(
+                rank_heatmap_figure(self.trace, self.featured_ranks), mode, "ranks"
+            )
         ranks += rank_table_html(self.trace, self.featured_ranks)
         kernels = f"<h4 {_H4}>Kernels by rank</h4>" + rank_kernel_table_html(
             self.trace, self.top, labels, self.featured_ranks
@@ -328,7 +390,8 @@ class ProfileReport(FigurePage):
         return len(processes(self.trace)) > 1
 
     def html(self, timeline: str | None = "iframe") -> str:
-        """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or None."""
+        """The report as HTML; ``timeline``: "notebook", "iframe" (self-contained), "page", or
+        None."""
         return self._body(timeline, self.timeline)
 
     @property
@@ -336,7 +399,8 @@ class ProfileReport(FigurePage):
         return f"gpumagic: {self.label or 'profile'}"
 
     def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-        """Chrome/Perfetto trace JSON of the Trace (ph 'X' events, µs); written to ``path`` when given."""
+        """Chrome/Perfetto trace JSON of the Trace (ph 'X' events, µs); written to ``path`` when
+        given."""
         if path is None:
             return chrome_trace_events(self.trace)
         return write_chrome_trace(self.trace, path)

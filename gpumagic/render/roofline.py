@@ -1,18 +1,20 @@
-"""The Bokeh roofline: each profiled kernel a point (arithmetic intensity, achieved FLOP/s), the device's ceilings as
-lines (the DRAM bandwidth slope, a flat roof per precision).
+"""The Bokeh roofline: each profiled kernel a point (arithmetic intensity, achieved FLOP/s), the
+device's ceilings as lines (the DRAM bandwidth slope, a flat roof per precision).
 
-The ceilings are the ones the report states (ncu's peak metrics at the clocks it ran at, ``capture/ncu_read.py``),
-not a datasheet's: a point is read against what the chip could do at that moment. Where the report counted
-tensor-core work (``capture/ncu_tensor.py``), a kernel is placed by its total FLOP/s, tensor cores included, and the
-dense tensor roof of each precision some kernel used is drawn beside the FFMA-path ones (a bf16 GEMM then sits under
-the bf16 tensor roof, far above the fp32 one, where ncu's plain roofline would show only its epilogue near the floor).
-An int8 GEMM's work is integer ops, not FLOPs: it is placed by its tensor-core OP/s and OP per DRAM byte under the
-int8 tensor roof (in OP/s), its hover saying so, and the y axis reads "FLOP/s or OP/s" where one is drawn.
-Both axes are logarithmic; a kernel without counted work (a copy; a tensor-core kernel in a report without the
-tensor counters) has no place on them, so it sits on the bottom-left edge as a cross, its hover saying why: every
-profiled kernel is one glyph.
+The ceilings are the ones the report states (ncu's peak metrics at the clocks it ran at,
+``capture/ncu_read.py``), not a datasheet's: a point is read against what the chip could do at that
+moment. Where the report counted tensor-core work (``capture/ncu_tensor.py``), a kernel is placed by
+its total FLOP/s, tensor cores included, and the dense tensor roof of each precision some kernel
+used is drawn beside the FFMA-path ones (a bf16 GEMM then sits under the bf16 tensor roof, far above
+the fp32 one, where ncu's plain roofline would show only its epilogue near the floor). An int8
+GEMM's work is integer ops, not FLOPs: it is placed by its tensor-core OP/s and OP per DRAM byte
+under the int8 tensor roof (in OP/s), its hover saying so, and the y axis reads "FLOP/s or OP/s"
+where one is drawn. Both axes are logarithmic; a kernel without counted work (a copy; a tensor-core
+kernel in a report without the tensor counters) has no place on them, so it sits on the bottom-left
+edge as a cross, its hover saying why: every profiled kernel is one glyph.
 
-:func:`calls_figure` draws timed calls (``device_peaks.view.roofline``) the same way, under datasheet ceilings.
+:func:`calls_figure` draws timed calls (``device_peaks.view.roofline``) the same way, under
+datasheet ceilings.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from ..units import format_si, format_time
 
 __all__ = ["LIMITER_COLORS", "calls_figure", "roofline_figure"]
 
-LIMITER_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "balanced": "#9467bd", "latency": "#ff7f0e", None: "#777"}
+LIMITER_COLORS = {
+    "compute": "#d62728",
+    "memory": "#1f77b4",
+    "balanced": "#9467bd",
+    "latency": "#ff7f0e",
+    None: "#777",
+}
 _ROOF_COLORS = {
     "fp32": "#2ca02c",
     "fp64": "#8c564b",
@@ -47,7 +55,8 @@ _TOOLTIP = """
 
 
 def _int8_rows(kernels: pd.DataFrame) -> pd.Series:
-    """Kernels whose work is int8 tensor-core ops and no floating-point FLOPs: placed by their OP/s."""
+    """Kernels whose work is int8 tensor-core ops and no floating-point FLOPs: placed by their
+    OP/s."""
     if _INT8 not in kernels:
         return pd.Series(False, index=kernels.index)
     ops = kernels[_INT8].astype(float).fillna(0.0)
@@ -57,7 +66,11 @@ def _int8_rows(kernels: pd.DataFrame) -> pd.Series:
 def _rates(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
     """(y: FLOP/s, or OP/s for an int8 GEMM; x: work per DRAM byte; which rows are int8)."""
     int8 = _int8_rows(kernels)
-    flops = kernels["FLOP/s"].astype(float).where(~int8, kernels.get(_INT8, pd.Series(0.0, index=kernels.index)))
+    flops = (
+        kernels["FLOP/s"]
+        .astype(float)
+        .where(~int8, kernels.get(_INT8, pd.Series(0.0, index=kernels.index)))
+    )
     ai = kernels["Intensity (FLOP/B)"].astype(float)
     if int8.any() and "DRAM bytes/s" in kernels:
         bw = kernels["DRAM bytes/s"].astype(float)
@@ -70,8 +83,12 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
     placed = (flops > 0) & (ai > 0)
     x_floor = float(ai[placed].min() / 10) if placed.any() else 0.01
     y_floor = float(flops[placed].min() / 10) if placed.any() else 1e9
-    data: dict[str, list[Any]] = {k: [] for k in ("x", "y", "label", "name", "duration", "sm", "mem")}
-    data.update({k: [] for k in ("flops_text", "ai_text", "limiter_text", "math_text", "color", "marker")})
+    data: dict[str, list[Any]] = {
+        k: [] for k in ("x", "y", "label", "name", "duration", "sm", "mem")
+    }
+    data.update(
+        {k: [] for k in ("flops_text", "ai_text", "limiter_text", "math_text", "color", "marker")}
+    )
     tensor = "Tensor FLOP/s" in kernels
     nothing = "no FLOPs counted" if tensor else "no FP32/FP64/FP16 FLOPs counted"
     for i, r in kernels.iterrows():
@@ -85,13 +102,17 @@ def _points(kernels: pd.DataFrame, labels: Mapping[str, str] | None) -> dict[str
         data["sm"].append(f"{r['SM %']:.0f}")
         data["mem"].append(f"{r['Memory %']:.0f}")
         if on and int8[i]:
-            data["flops_text"].append(f"{format_si(float(flops[i]), 'OP/s')} int8 on the tensor cores (integer ops)")
+            data["flops_text"].append(
+                f"{format_si(float(flops[i]), 'OP/s')} int8 on the tensor cores (integer ops)"
+            )
             data["ai_text"].append(f"{ai[i]:.3g} OP/byte (DRAM)")
         else:
             data["flops_text"].append(_flops_text(r) if on else nothing)
             data["ai_text"].append(f"{ai[i]:.3g} FLOP/byte (DRAM)" if on else "intensity n/a")
         limiter = r.get("Limiter")
-        data["limiter_text"].append(f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a")
+        data["limiter_text"].append(
+            f"limiter: {limiter}" if isinstance(limiter, str) else "limiter: n/a"
+        )
         data["math_text"].append(_math_text(r))
         data["color"].append(LIMITER_COLORS.get(limiter if isinstance(limiter, str) else None))
         data["marker"].append("circle" if on else "x")
@@ -111,12 +132,14 @@ def _math_text(r: pd.Series) -> str:
     math_, pct = r.get("Math"), r.get("Peak %")
     if not isinstance(math_, str):
         return ""
-    return f"main math: {math_}" + (f", {pct:.0f}% of its peak" if isinstance(pct, float) and pct == pct else "")
+    return f"main math: {math_}" + (
+        f", {pct:.0f}% of its peak" if isinstance(pct, float) and pct == pct else ""
+    )
 
 
 def _used_roofs(kernels: pd.DataFrame, ceilings: Mapping[str, float]) -> dict[str, float]:
-    """The FFMA-path roofs the report states, and the tensor roofs of the precisions some kernel ran on (a roof per
-    tensor precision the chip has would bury the chart in lines)."""
+    """The FFMA-path roofs the report states, and the tensor roofs of the precisions some kernel ran
+    on (a roof per tensor precision the chip has would bury the chart in lines)."""
     roofs = {}
     for key, peak in ceilings.items():
         if key not in _ROOF_COLORS or not peak > 0:
@@ -135,9 +158,10 @@ def roofline_figure(
     title: str = "Roofline",
     labels: Mapping[str, str] | None = None,
 ) -> Any:
-    """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the ``ceilings``
-    (``fp32``/``fp64``/``fp16`` FLOP/s; ``bf16 tensor`` ... where some kernel used that precision's tensor cores;
-    ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short label."""
+    """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the
+    ``ceilings`` (``fp32``/``fp64``/``fp16`` FLOP/s; ``bf16 tensor`` ... where some kernel used that
+    precision's tensor cores; ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short
+    label."""
     from bokeh.models import HoverTool
 
     data = _points(kernels, labels)
@@ -148,7 +172,8 @@ def roofline_figure(
         _used_roofs(kernels, ceilings),
         ceilings.get("dram"),
         title,
-        "Arithmetic intensity [FLOP/byte of DRAM traffic]" + (" (int8: OP/byte)" if any_int8 else ""),
+        "Arithmetic intensity [FLOP/byte of DRAM traffic]"
+        + (" (int8: OP/byte)" if any_int8 else ""),
         "Performance [FLOP/s]" + (" (int8: OP/s)" if any_int8 else ""),
     )
     glyphs = _scatter(p, data)
@@ -158,7 +183,8 @@ def roofline_figure(
 
 
 def _compact(values: list[float]) -> list[float]:
-    """Positions to 6 significant digits: a figure's JSON carries what the eye can tell apart, not 17 digits."""
+    """Positions to 6 significant digits: a figure's JSON carries what the eye can tell apart, not
+    17 digits."""
     return [float(f"{v:.6g}") for v in values]
 
 
@@ -171,7 +197,8 @@ def _frame(
     x_label: str,
     y_label: str,
 ) -> Any:
-    """The log-log axes, the DRAM slope and a flat roof per entry of ``roofs`` (name -> FLOP/s or OP/s)."""
+    """The log-log axes, the DRAM slope and a flat roof per entry of ``roofs`` (name -> FLOP/s or
+    OP/s)."""
     from bokeh.plotting import figure
 
     xs = [x for x in xs_in if x > 0] or [1.0]
@@ -222,7 +249,14 @@ def _scatter(p: Any, data: dict[str, list[Any]]) -> Any:
 
     data = {**data, "x": _compact(data["x"]), "y": _compact(data["y"])}
     return p.scatter(
-        "x", "y", source=ColumnDataSource(data), size=11, color="color", marker="marker", line_color="#222", alpha=0.9
+        "x",
+        "y",
+        source=ColumnDataSource(data),
+        size=11,
+        color="color",
+        marker="marker",
+        line_color="#222",
+        alpha=0.9,
     )
 
 
@@ -233,11 +267,15 @@ _CALL_TOOLTIP = """
 
 
 def calls_figure(
-    points: Mapping[str, list[Any]], roofs: Mapping[str, float], dram: float | None, title: str = "Roofline"
+    points: Mapping[str, list[Any]],
+    roofs: Mapping[str, float],
+    dram: float | None,
+    title: str = "Roofline",
 ) -> Any:
-    """A Bokeh roofline of timed calls (``device_peaks.view.roofline``): ``points`` columns ``x`` (FLOP per byte),
-    ``y`` (FLOP/s), ``label``, ``rate_text``, ``ai_text``, ``share_text``, ``limiter_text``, ``limiter`` (a key of
-    :data:`LIMITER_COLORS`, or None); ``roofs``: name -> FLOP/s; ``dram``: bytes/s (the slope), or None."""
+    """A Bokeh roofline of timed calls (``device_peaks.view.roofline``): ``points`` columns ``x``
+    (FLOP per byte), ``y`` (FLOP/s), ``label``, ``rate_text``, ``ai_text``, ``share_text``,
+    ``limiter_text``, ``limiter`` (a key of :data:`LIMITER_COLORS`, or None); ``roofs``: name ->
+    FLOP/s; ``dram``: bytes/s (the slope), or None."""
     from bokeh.models import HoverTool
 
     p = _frame(

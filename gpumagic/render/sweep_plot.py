@@ -1,10 +1,11 @@
-"""The Bokeh plot of a sweep: a rate (or the time per call) against a parameter, one line per statement, the device's
-peak as a dashed line. No torch import: it draws the plain values :meth:`gpumagic.timing.sweep_result.Sweep.plot_data`
-gives it.
+"""The Bokeh plot of a sweep: a rate (or the time per call) against a parameter, one line per
+statement, the device's peak as a dashed line. No torch import: it draws the plain values
+:meth:`gpumagic.timing.sweep_result.Sweep.plot_data` gives it.
 
-Axes are logarithmic where the parameter grows geometrically (256, 512, 1024, ...: the ratio of consecutive values
-roughly constant and above 1.5), since such a sweep spaces its points evenly on a log axis and crowds them into the
-left edge of a linear one; the y axis follows when its values then span more than a decade.
+Axes are logarithmic where the parameter grows geometrically (256, 512, 1024, ...: the ratio of
+consecutive values roughly constant and above 1.5), since such a sweep spaces its points evenly on a
+log axis and crowds them into the left edge of a linear one; the y axis follows when its values then
+span more than a decade.
 """
 
 from __future__ import annotations
@@ -17,13 +18,24 @@ from .compare_plot import time_unit
 
 __all__ = ["PALETTE", "geometric", "rate_scale", "sweep_figure"]
 
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+PALETTE = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+]
 _PEAK_COLORS = ["#444444", "#8c564b", "#2ca02c"]
 #: Consecutive ratios above this, within this factor of each other, make a geometric sequence.
 MIN_RATIO = 1.5
 RATIO_SPREAD = 1.5
-#: A geometric x axis is ticked at its own values where there are at most this many, spanning at most this factor
-#: (beyond it, the powers of ten a log axis labels read better than a row of long numbers).
+#: A geometric x axis is ticked at its own values where there are at most this many, spanning at
+#: most this factor (beyond it, the powers of ten a log axis labels read better than a row of long
+#: numbers).
 MAX_TICKED = 12
 TICKED_SPAN = 10**4.5
 _TOOLTIP = """
@@ -33,7 +45,8 @@ _TOOLTIP = """
 
 
 def geometric(values: Sequence[Any]) -> bool:
-    """Whether sorted distinct positive numbers grow by a roughly constant ratio above 1.5 (at least 3 of them)."""
+    """Whether sorted distinct positive numbers grow by a roughly constant ratio above 1.5 (at least
+    3 of them)."""
     try:
         xs = sorted({float(v) for v in values})
     except (TypeError, ValueError):
@@ -45,7 +58,8 @@ def geometric(values: Sequence[Any]) -> bool:
 
 
 def rate_scale(top: float, unit: str) -> tuple[float, str]:
-    """(divisor, label) that puts a rate up to ``top`` in readable units: 'TFLOP/s' from 1e12, 'GB/s' for bytes."""
+    """(divisor, label) that puts a rate up to ``top`` in readable units: 'TFLOP/s' from 1e12,
+    'GB/s' for bytes."""
     if unit == "B/s":
         return (1e12, "TB/s") if top >= 1e14 else (1e9, "GB/s") if top >= 1e8 else (1e6, "MB/s")
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
@@ -75,9 +89,10 @@ def sweep_figure(
     x: str = "",
     title: str = "Sweep",
 ) -> Any:
-    """A Bokeh figure: one line per entry of ``series`` (name -> x, y and the hover texts params, median, rate),
-    ``peaks`` (value in the metric's own unit per second -> its name) as dashed lines, ``failed`` points (x, label,
-    error) as crosses along the bottom. ``metric``: "flop", "byte" or "time" (y values in seconds)."""
+    """A Bokeh figure: one line per entry of ``series`` (name -> x, y and the hover texts params,
+    median, rate), ``peaks`` (value in the metric's own unit per second -> its name) as dashed
+    lines, ``failed`` points (x, label, error) as crosses along the bottom. ``metric``: "flop",
+    "byte" or "time" (y values in seconds)."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
@@ -116,7 +131,15 @@ def sweep_figure(
             "rate": list(s["rate"]),
         }
         source = ColumnDataSource(data)
-        p.line("x", "y", source=source, line_color=color, line_width=2, legend_label=name, name="series")
+        p.line(
+            "x",
+            "y",
+            source=source,
+            line_color=color,
+            line_width=2,
+            legend_label=name,
+            name="series",
+        )
         hovered.append(p.scatter("x", "y", source=source, size=7, color=color, legend_label=name))
     x_ends = _ends(xs, categorical)
     if metric != "time" and x_ends:
@@ -143,14 +166,17 @@ def sweep_figure(
                 "rate": ["not measured"] * len(failed["x"]),
             }
         )
-        crosses = p.scatter("x", "y", source=source, marker="x", size=12, color="#b22222", legend_label="failed")
+        crosses = p.scatter(
+            "x", "y", source=source, marker="x", size=12, color="#b22222", legend_label="failed"
+        )
         crosses.name = "failed"
         hovered.append(crosses)
     if log_x:
         _tick_at_values(p, xs)
     p.add_tools(HoverTool(renderers=hovered, tooltips=_TOOLTIP))
     if p.legend:
-        # beside the plot, not in it: rising curves and the peaks dashed across the width leave no corner free
+        # beside the plot, not in it: rising curves and the peaks dashed across the width leave no
+        # corner free
         p.add_layout(p.legend[0], "right")
         p.legend.click_policy = "hide"
         p.legend.label_text_font_size = "11px"
@@ -159,13 +185,16 @@ def sweep_figure(
 
 def _tick_at_values(p: Any, xs: Sequence[Any]) -> None:
     """Ticks at the swept values themselves (256, 512, 1024, ...) where they are few and span under
-    :data:`TICKED_SPAN`: a log axis otherwise labels 1000, 2000, ... 9000, none of them a size that was run."""
+    :data:`TICKED_SPAN`: a log axis otherwise labels 1000, 2000, ... 9000, none of them a size that
+    was run."""
     from bokeh.models import FixedTicker
 
     values = sorted({float(v) for v in xs})
     if len(values) <= MAX_TICKED and values[-1] / values[0] <= TICKED_SPAN:
         p.xaxis.ticker = FixedTicker(ticks=values, minor_ticks=[])
-        p.xaxis.major_label_overrides = {v: str(int(v)) if v.is_integer() and v < 1e6 else f"{v:.3g}" for v in values}
+        p.xaxis.major_label_overrides = {
+            v: str(int(v)) if v.is_integer() and v < 1e6 else f"{v:.3g}" for v in values
+        }
 
 
 def _ends(xs: Sequence[Any], categorical: bool) -> tuple[Any, Any] | None:

@@ -1,8 +1,9 @@
 """HTML tables. Every name is escaped: kernel names are full of <, > and &.
 
-Styles are inline on the elements, not in a ``<style>`` block: a notebook opened untrusted (after a ``git clone``)
-drops ``<style>`` but keeps ``style`` attributes, so the tables read the same there. Numbers never wrap; names wrap
-only between tokens (after ``_``, ``,``, ``<``, ``(``, ``::`` and at spaces), never inside a word.
+Styles are inline on the elements, not in a ``<style>`` block: a notebook opened untrusted (after a
+``git clone``) drops ``<style>`` but keeps ``style`` attributes, so the tables read the same there.
+Numbers never wrap; names wrap only between tokens (after ``_``, ``,``, ``<``, ``(``, ``::`` and at
+spaces), never inside a word.
 """
 
 from __future__ import annotations
@@ -33,22 +34,28 @@ __all__ = [
 
 _LINE = "border-bottom:1px solid rgba(128,128,128,.28)"
 _CELL = f"padding:2px 8px;{_LINE};vertical-align:top;"
-# The elements' styles, by role. JupyterLab's own table rules (fixed layout, centred, cells that wrap anywhere) are
-# what they override.
+# The elements' styles, by role. JupyterLab's own table rules (fixed layout, centred, cells that
+# wrap anywhere) are what they override.
 STYLES = {
-    "table": "border-collapse:collapse;table-layout:auto;width:auto;max-width:100%;margin:4px 0 10px 0;"
+    "table": "border-collapse:collapse;table-layout:auto;width:auto;max-width:100%;margin:4px "
+    "0 10px 0;"
     "font-size:12.5px;line-height:1.35",
-    "th": "padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
+    "th": "padding:2px 8px;border-bottom:1px solid "
+    "rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
     "font-weight:600;text-align:right;vertical-align:bottom;white-space:nowrap",
-    "th-name": "padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
+    "th-name": "padding:2px 8px;border-bottom:1px solid "
+    "rgba(128,128,128,.55);background:rgba(128,128,128,.09);"
     "font-weight:600;text-align:left;vertical-align:bottom;white-space:nowrap",
     "num": _CELL + "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums",
     "word": _CELL + "text-align:left;white-space:nowrap",
-    "name": _CELL + "text-align:left;white-space:normal;overflow-wrap:normal;word-break:normal;min-width:14em",
-    "raw": "font-family:monospace;font-size:11.5px;white-space:normal;overflow-wrap:normal;word-break:normal;"
+    "name": _CELL
+    + "text-align:left;white-space:normal;overflow-wrap:normal;word-break:normal;min-width:14em",
+    "raw": "font-family:monospace;font-size:11.5px;"
+    "white-space:normal;overflow-wrap:normal;word-break:normal;"
     "margin:2px 0 4px 0;opacity:.85",
     "stats": "margin:2px 0;font-size:12px;white-space:normal",
-    "explain": "margin:1px 0;padding-left:1.6em;text-indent:-0.8em;font-size:12px;white-space:normal;"
+    "explain": "margin:1px "
+    "0;padding-left:1.6em;text-indent:-0.8em;font-size:12px;white-space:normal;"
     "overflow-wrap:normal;word-break:normal",
     "summary": "cursor:pointer",
     "muted": "margin:2px 0;opacity:.75",
@@ -75,8 +82,8 @@ _BREAK_AFTER = re.compile(r"(?<=[_,(<])|(?<=::)")
 
 
 def breakable(value: Any) -> str:
-    """Escaped text with a line-break opportunity (``<wbr>``) after each ``_ , ( <`` and ``::``: C++ and generated
-    kernel names wrap between their tokens instead of mid-word."""
+    """Escaped text with a line-break opportunity (``<wbr>``) after each ``_ , ( <`` and ``::``: C++
+    and generated kernel names wrap between their tokens instead of mid-word."""
     return "<wbr>".join(esc(part) for part in _BREAK_AFTER.split(_text(value)))
 
 
@@ -99,8 +106,9 @@ def yes_no(v: bool | None) -> str:
     return {True: "yes", False: "no"}.get(v, "")
 
 
-# (header, tooltip, role): the kernel table's columns. The rest of nsys' cuda_gpu_kern_sum (Med, Min, Max, StdDev)
-# and the tile and layout are in each row's expanded part and in rep.kernel_summary().
+# (header, tooltip, role): the kernel table's columns. The rest of nsys' cuda_gpu_kern_sum (Med,
+# Min, Max, StdDev) and the tile and layout are in each row's expanded part and in
+# rep.kernel_summary().
 _KERNEL_COLUMNS = [
     ("Time", "share of the kernels' GPU time (nsys Time (%))", "th"),
     ("Total", "total GPU time of this kernel", "th"),
@@ -118,13 +126,18 @@ _DOT = " \u00b7 "
 
 
 def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | None = None) -> str:
-    """A kernel table's name cell: the label, expanding to the other statistics (``stats``), the tile and layout,
-    what a generated kernel fused (``fused``: its ATen ops and graph nodes, read from Inductor's output code), the raw
-    name and each token explained."""
+    """A kernel table's name cell: the label, expanding to the other statistics (``stats``), the
+    tile and layout, what a generated kernel fused (``fused``: its ATen ops and graph nodes, read
+    from Inductor's output code), the raw name and each token explained."""
     k = decode(r["Name"])
     facts = [
         f"{label} {_t(r[col])}"
-        for label, col in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"), ("StdDev", "StdDev (ns)"))
+        for label, col in (
+            ("Med", "Med (ns)"),
+            ("Min", "Min (ns)"),
+            ("Max", "Max (ns)"),
+            ("StdDev", "StdDev (ns)"),
+        )
         if stats and col in r
     ]
     facts += [f"{label} {v}" for label, v in (("tile", k.tile), ("layout", k.layout)) if v]
@@ -134,7 +147,8 @@ def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | 
     )
     hover = r["Name"] + (f"\n{fused}" if fused else "")
     return (
-        f"<td class='gm-name' {style('name')}><details><summary {style('summary')} title='{esc(hover)}'>"
+        f"<td class='gm-name' {style('name')}><details><summary {style('summary')} "
+        f"title='{esc(hover)}'>"
         f"{breakable(label)}</summary>"
         + (f"<div {style('stats')}>{esc(_DOT.join(facts))}</div>" if facts else "")
         + (f"<div {style('stats')}>{esc(fused)}</div>" if fused else "")
@@ -142,17 +156,19 @@ def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | 
     )
 
 
-#: Decoded precisions that do not tell the dtype: the launching op's inputs say it where they were recorded.
+#: Decoded precisions that do not tell the dtype: the launching op's inputs say it where they were
+#: recorded.
 _UNTOLD = (None, "", "16-bit")
 
 
 def precision_cell(decoded: str | None, from_ops: str | None) -> str:
-    """The precision a name says; where it cannot tell (cuDNN's shared f16 attention kernels serve bf16 and fp16),
-    the launching op's input dtype, marked and explained on hover."""
+    """The precision a name says; where it cannot tell (cuDNN's shared f16 attention kernels serve
+    bf16 and fp16), the launching op's input dtype, marked and explained on hover."""
     if decoded not in _UNTOLD or not from_ops:
         return f"<td {style('word')}>{esc(decoded or '')}</td>"
     why = (
-        f"from the launching op's input dtype: the kernel name does not say{f' (it says {decoded})' if decoded else ''}"
+        f"from the launching op's input dtype: the kernel name does not "
+        f"say{f' (it says {decoded})' if decoded else ''}"
     )
     return f"<td {style('word')} title='{esc(why)}'>{esc(from_ops)}*</td>"
 
@@ -164,14 +180,17 @@ def kernel_table_html(
     op_precisions: Mapping[str, str] | None = None,
     fused: Mapping[str, str] | None = None,
 ) -> str:
-    """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded name (expand it for
-    the raw name, the other statistics, what a generated kernel fused (``fused``) and each token explained), library,
-    op, tensor cores, precision (from the name, else from the launching ops' input dtypes, ``op_precisions``, marked
-    with *)."""
+    """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded
+    name (expand it for the raw name, the other statistics, what a generated kernel fused
+    (``fused``) and each token explained), library, op, tensor cores, precision (from the name, else
+    from the launching ops' input dtypes, ``op_precisions``, marked with *)."""
     if summary.empty:
         unrecorded = not_recorded(summary)  # not recorded: never "no kernels"
         return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
-    ths = "".join(f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in _KERNEL_COLUMNS)
+    ths = "".join(
+        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>"
+        for h, tip, role in _KERNEL_COLUMNS
+    )
     rows = []
     if labels is None:  # every distinct name reads differently, even where shorts collide
         labels = distinct_labels(summary["Name"])
@@ -179,27 +198,34 @@ def kernel_table_html(
         k = decode(r["Name"])
         cells = [
             f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
-            f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>{esc(_t(r['Total Time (ns)']))}</td>",
+            f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>"
+            f"{esc(_t(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
             f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
             kernel_name_cell(r, labels[r["Name"]], fused=(fused or {}).get(r["Name"])),
         ]
-        cells += [f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))]
+        cells += [
+            f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))
+        ]
         cells.append(precision_cell(k.precision, (op_precisions or {}).get(r["Name"])))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
-    tail = f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    tail = (
+        f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
+    )
     return (
         f"<table class='gm-kernels' {style('table')}><thead><tr>{ths}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>{tail}"
     )
 
 
-def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str] = ("Name",)) -> str:
-    """Any nsys-style summary: columns ending in '(ns)' shown with units, name columns left-aligned, escaped and
-    wrapped between tokens, missing values empty. A summary of what its capture did not record says so (and how to
-    record it) instead of "None."; a table with a column it could not fill (an op's GPU time without kernel records)
-    says why below it."""
+def duration_table_html(
+    df: pd.DataFrame, top: int = 15, name_cols: Iterable[str] = ("Name",)
+) -> str:
+    """Any nsys-style summary: columns ending in '(ns)' shown with units, name columns left-aligned,
+    escaped and wrapped between tokens, missing values empty. A summary of what its capture did not
+    record says so (and how to record it) instead of "None."; a table with a column it could not
+    fill (an op's GPU time without kernel records) says why below it."""
     unrecorded = not_recorded(df)
     if df is None or df.empty:
         return f"<p {style('muted')}>{esc(unrecorded) if unrecorded else 'None.'}</p>"
@@ -230,4 +256,7 @@ def duration_table_html(df: pd.DataFrame, top: int = 15, name_cols: Iterable[str
     tail = f"<p {style('muted')}>{more} more row(s) not shown.</p>" if more > 0 else ""
     if unrecorded:
         tail += f"<p {style('muted')}>{esc(unrecorded)}</p>"
-    return f"<table {style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+    return (
+        f"<table "
+        f"{style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
+    )

@@ -1,10 +1,13 @@
-"""The Bokeh timeline: one lane per NVTX/range thread, CPU thread (torch ops), CUDA API thread and GPU stream.
+"""The Bokeh timeline: one lane per NVTX/range thread, CPU thread (torch ops), CUDA API thread and
+GPU stream.
 
-Large traces stay usable and the output small: beyond ``max_glyphs_per_lane`` events, a lane's events are merged
-into time buckets (each box says how many events it holds), and WebGL draws when there are many glyphs. Raw events
-never reach the browser (Chrome and Perfetto fail on trace JSON over about 1 GB).
+Large traces stay usable and the output small: beyond ``max_glyphs_per_lane`` events, a lane's
+events are merged into time buckets (each box says how many events it holds), and WebGL draws when
+there are many glyphs. Raw events never reach the browser (Chrome and Perfetto fail on trace JSON
+over about 1 GB).
 
-The figure is made here; how it reaches a page (BokehJS once per notebook, or a standalone page) is ``embed.py``'s.
+The figure is made here; how it reaches a page (BokehJS once per notebook, or a standalone page) is
+``embed.py``'s.
 """
 
 from __future__ import annotations
@@ -31,8 +34,21 @@ from .ranks_view import featured_ranks, many_ranks
 __all__ = ["FAMILY_COLORS", "FAMILY_LABELS", "time_unit", "timeline_figure"]
 
 _LANE_COLORS = {"nvtx": "#c5b0d5", "ops": "#aec7e8", "api": "#ffbb78"}
-_QUAD = {"left": "left", "right": "right", "top": "top", "bottom": "bottom", "fill_alpha": 0.85, "muted_alpha": 0.12}
-_LEGEND = {"orientation": "horizontal", "click_policy": "mute", "location": "top_left", "spacing": 14, "padding": 4}
+_QUAD = {
+    "left": "left",
+    "right": "right",
+    "top": "top",
+    "bottom": "bottom",
+    "fill_alpha": 0.85,
+    "muted_alpha": 0.12,
+}
+_LEGEND = {
+    "orientation": "horizontal",
+    "click_policy": "mute",
+    "location": "top_left",
+    "spacing": 14,
+    "padding": 4,
+}
 _LEGEND |= {"margin": 4, "label_text_font_size": "12px", "glyph_width": 14, "glyph_height": 12}
 _MAX_DEPTH = 6
 # Pixels: rows of lanes, and what the figure adds around them (title, x axis, legend rows).
@@ -42,7 +58,8 @@ _LEGEND_ROW_PX = 24
 _LEGEND_WIDTH_PX = 760  # what a legend row may take: a notebook's output area is 900-1000 px wide
 # The hover box: long kernel names wrap inside it instead of running off the page.
 _TOOLTIP = (
-    "<div style='max-width:min(560px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>"
+    "<div "
+    "style='max-width:min(560px,80vw);white-space:normal;overflow-wrap:anywhere;font-size:12px'>"
     "<div><b>@name</b></div>"
     "<div style='color:#555;font-family:monospace;font-size:11px'>@raw</div>"
     "<div>@dur &middot; @extra</div>"
@@ -51,7 +68,8 @@ _TOOLTIP = (
 
 
 def time_unit(span_ns: float) -> tuple[str, float]:
-    """The unit the x axis reads best in for a span: (name, ns per unit). A 30 s capture in s, 3 ms in ms."""
+    """The unit the x axis reads best in for a span: (name, ns per unit). A 30 s capture in s, 3 ms
+    in ms."""
     if span_ns >= 2e9:
         return "s", 1e9
     if span_ns >= 2e6:
@@ -68,8 +86,9 @@ def _stream_key(value: Any) -> tuple[int, float, str]:
 
 @dataclass
 class _Lane:
-    """One lane's events as numbers (start, end, depth) and how to describe any of them: the text of an event
-    (name, raw name, family, extra) is made only for the events that are drawn, never for a million."""
+    """One lane's events as numbers (start, end, depth) and how to describe any of them: the text of
+    an event (name, raw name, family, extra) is made only for the events that are drawn, never for a
+    million."""
 
     start: np.ndarray
     end: np.ndarray
@@ -81,16 +100,17 @@ class _Lane:
 
 
 def _bucket(lane: _Lane, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The events to draw: all of them up to ``limit``; beyond, one box per time bucket (``limit`` buckets over the
-    lane) and depth, spanning its events and standing for its longest one. (event index, start, end, count)."""
+    """The events to draw: all of them up to ``limit``; beyond, one box per time bucket (``limit``
+    buckets over the lane) and depth, spanning its events and standing for its longest one. (event
+    index, start, end, count)."""
     n = len(lane)
     if n <= limit:
         return np.arange(n), lane.start, lane.end, np.ones(n, dtype=np.int64)
     t0 = int(lane.start.min())
     width = max(1, (int(lane.end.max()) - t0) // limit + 1)
     key = ((lane.start - t0) // width) * (_MAX_DEPTH + 1) + lane.depth
-    # events in start order on one level (a GPU stream, API calls) come grouped already; nested or unordered ones
-    # are sorted by bucket, longest first
+    # events in start order on one level (a GPU stream, API calls) come grouped already; nested or
+    # unordered ones are sorted by bucket, longest first
     ordered = not (key[1:] < key[:-1]).any()
     order = np.arange(n) if ordered else np.lexsort((lane.start - lane.end, key))
     k, start, end = key[order], lane.start[order], lane.end[order]
@@ -98,12 +118,17 @@ def _bucket(lane: _Lane, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     count = np.diff(np.r_[first, n])
     dur = end - start
     longest = np.repeat(np.maximum.reduceat(dur, first), count)
-    pick = np.minimum.reduceat(np.where(dur == longest, np.arange(n), n), first)  # the first longest (ties: earlier)
+    pick = np.minimum.reduceat(
+        np.where(dur == longest, np.arange(n), n), first
+    )  # the first longest (ties: earlier)
     return order[pick], np.minimum.reduceat(start, first), np.maximum.reduceat(end, first), count
 
 
-def _groups(values: pd.Series, key: Callable[[Any], Any] | None = None) -> list[tuple[Any, np.ndarray]]:
-    """(value, row positions) for each distinct value, values in sorted order (by ``key``), rows in table order."""
+def _groups(
+    values: pd.Series, key: Callable[[Any], Any] | None = None
+) -> list[tuple[Any, np.ndarray]]:
+    """(value, row positions) for each distinct value, values in sorted order (by ``key``), rows in
+    table order."""
     codes, uniques = pd.factorize(values)  # missing values (-1) belong to no lane
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -115,14 +140,21 @@ def _ints(df: pd.DataFrame, col: str) -> np.ndarray:
     return df[col].to_numpy(dtype="int64")
 
 
-def _host_lane(df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra: Callable, depth: bool) -> _Lane:
+def _host_lane(
+    df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra: Callable, depth: bool
+) -> _Lane:
     """A lane of host events (NVTX ranges, torch ops, API calls) from rows of ``df``."""
     g = df.iloc[rows]
 
     def describe(idx: np.ndarray) -> pd.DataFrame:
         e = g.iloc[idx]
         return pd.DataFrame(
-            {"name": e[name].astype(str).to_numpy(), "raw": "", "family": family, "extra": extra(e).to_numpy()}
+            {
+                "name": e[name].astype(str).to_numpy(),
+                "raw": "",
+                "family": family,
+                "extra": extra(e).to_numpy(),
+            }
         )
 
     d = np.minimum(_ints(g, "depth"), _MAX_DEPTH) if depth else np.zeros(len(g), dtype=np.int64)
@@ -132,7 +164,8 @@ def _host_lane(df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra
 def _gpu_lanes(
     trace: Trace, k: pd.DataFrame, m: pd.DataFrame, prefix: str = "", by_device: bool = False
 ) -> list[tuple[str, str, _Lane]]:
-    """One lane per GPU stream (per GPU and stream with ``by_device``): its kernels and memory operations."""
+    """One lane per GPU stream (per GPU and stream with ``by_device``): its kernels and memory
+    operations."""
     parts = [df for df in (k, m) if not df.empty]
     if not parts:
         return []
@@ -177,7 +210,9 @@ def _gpu_lanes(
 
     lanes = []
     start, end = _ints(both, "start"), _ints(both, "end")
-    if by_device:  # one lane per (GPU, stream): the pair as one number, named and sorted through its parts
+    if (
+        by_device
+    ):  # one lane per (GPU, stream): the pair as one number, named and sorted through its parts
         dev, devs = pd.factorize(both["device"].astype(object).fillna(-1))
         stream, streams = pd.factorize(both["stream"].astype(object).fillna(-1))
         key = pd.Series(dev.astype(np.int64) * (len(streams) + 1) + stream)
@@ -194,7 +229,9 @@ def _gpu_lanes(
     return lanes
 
 
-def _host_lanes(nv: pd.DataFrame, ops: pd.DataFrame, api: pd.DataFrame, prefix: str) -> list[tuple[str, str, _Lane]]:
+def _host_lanes(
+    nv: pd.DataFrame, ops: pd.DataFrame, api: pd.DataFrame, prefix: str
+) -> list[tuple[str, str, _Lane]]:
     """NVTX ranges, torch ops and CUDA API calls, one lane per thread each."""
     lanes: list[tuple[str, str, _Lane]] = []
     for th, rows in _groups(nv["thread"]) if not nv.empty else ():
@@ -212,13 +249,19 @@ def _host_lanes(nv: pd.DataFrame, ops: pd.DataFrame, api: pd.DataFrame, prefix: 
 
 
 def _lane_groups(trace: Trace) -> list[tuple[str, list[tuple[str, str, _Lane]]]]:
-    """The lanes from top to bottom, in named groups: one group ("", NVTX ranges, torch ops and CUDA API calls per
-    thread, then GPU streams) for a single process on one GPU; with several processes or GPUs, one group per rank, in
-    rank order, named and each lane named after its rank ("rank 0 \u00b7 stream 7"), then the host lanes of
-    processes that ran no GPU work ("other processes")."""
+    """The lanes from top to bottom, in named groups: one group ("", NVTX ranges, torch ops and CUDA
+    API calls per thread, then GPU streams) for a single process on one GPU; with several processes
+    or GPUs, one group per rank, in rank order, named and each lane named after its rank ("rank 0
+    \u00b7 stream 7"), then the host lanes of processes that ran no GPU work ("other processes")."""
     tables = {name: getattr(trace, name) for name in ("nvtx", "ops", "api", "kernels", "memops")}
     if not is_multi(trace):
-        return [("", _host_lanes(tables["nvtx"], tables["ops"], tables["api"], "") + _gpu_lanes(trace, *_gpu(tables)))]
+        return [
+            (
+                "",
+                _host_lanes(tables["nvtx"], tables["ops"], tables["api"], "")
+                + _gpu_lanes(trace, *_gpu(tables)),
+            )
+        ]
     procs = processes(trace)
     pids = {
         name: id_column(df["pid"]) if "pid" in df.columns else np.full(len(df), -1, dtype=np.int64)
@@ -229,7 +272,9 @@ def _lane_groups(trace: Trace) -> list[tuple[str, list[tuple[str, str, _Lane]]]]
     groups = []
     for pid, label in zip(known.tolist(), procs["label"]):
         mine = {name: df[pids[name] == pid] for name, df in tables.items()}
-        prefix = f"{label} \u00b7 " if len(known) > 1 else ""  # one process on several GPUs: lanes by GPU
+        prefix = (
+            f"{label} \u00b7 " if len(known) > 1 else ""
+        )  # one process on several GPUs: lanes by GPU
         lanes = _host_lanes(mine["nvtx"], mine["ops"], mine["api"], prefix)
         lanes += _gpu_lanes(trace, *_gpu(mine), prefix, by_device=bool(devices.get(pid, 1) > 1))
         groups.append((str(label), lanes))
@@ -250,13 +295,16 @@ def _lanes(trace: Trace) -> list[tuple[str, str, _Lane]]:
 def _rows(
     trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | None = None
 ) -> tuple[pd.DataFrame, list[float], dict[float, str], float, list[tuple[float, float]]]:
-    """Every box to draw (times in ns from the capture start; ``rank``: its group's name), the lanes' tick
-    positions and labels, the depth of the lowest lane, and the (top, bottom) of each group of lanes when there are
-    several (one per rank). ``shown``: many ranks, these groups placed first (:mod:`.rank_timeline`)."""
+    """Every box to draw (times in ns from the capture start; ``rank``: its group's name), the
+    lanes' tick positions and labels, the depth of the lowest lane, and the (top, bottom) of each
+    group of lanes when there are several (one per rank). ``shown``: many ranks, these groups placed
+    first (:mod:`.rank_timeline`)."""
     return _stacked(trace, max_glyphs_per_lane, shown)[:5]
 
 
-def _stacked(trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | None) -> tuple[Any, ...]:
+def _stacked(
+    trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | None
+) -> tuple[Any, ...]:
     """:func:`_rows`, and the groups' names in the order they are stacked."""
     t0, _ = trace.window()
     parts = []
@@ -266,9 +314,13 @@ def _stacked(trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | No
     if shown is not None:
         groups, limits = rank_timeline.shown_first(groups, shown, max_glyphs_per_lane)
     else:  # the glyph budget is the figure's, not each rank's: N ranks draw as much as one
-        limit = max(100, max_glyphs_per_lane // len(groups)) if len(groups) > 1 else max_glyphs_per_lane
+        limit = (
+            max(100, max_glyphs_per_lane // len(groups)) if len(groups) > 1 else max_glyphs_per_lane
+        )
         limits = [limit] * len(groups)
-    bounds = [0.3]  # between groups of lanes: halfway from one group's lowest box to the next group's top
+    bounds = [
+        0.3
+    ]  # between groups of lanes: halfway from one group's lowest box to the next group's top
     for gi, ((name, group), limit) in enumerate(zip(groups, limits)):
         if gi:
             y -= 0.3  # a gap between ranks
@@ -276,7 +328,11 @@ def _stacked(trace: Trace, max_glyphs_per_lane: int, shown: Collection[str] | No
         y = _add_lanes(group, t0, limit, parts, ticks, labels, y)
         parts[n:] = [part.assign(rank=name) for part in parts[n:]]
         bounds.append(y + 0.15)
-    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["t_start", "t_end", "group"])
+    rows = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["t_start", "t_end", "group"])
+    )
     bands = list(pairwise(bounds)) if len(groups) > 1 else []
     return rows, ticks, labels, y, bands, [name for name, _ in groups]
 
@@ -296,7 +352,9 @@ def _add_lanes(
         ev = lane.describe(idx)
         many = count > 1
         if many.any():
-            ev.loc[many, "name"] = [f"{c} events, longest: {n}" for c, n in zip(count[many], ev["name"][many])]
+            ev.loc[many, "name"] = [
+                f"{c} events, longest: {n}" for c, n in zip(count[many], ev["name"][many])
+            ]
         depth = lane.depth[idx].astype(float)
         depth_rows = int(depth.max()) + 1 if len(idx) else 1
         top = y - depth * 0.8
@@ -327,7 +385,8 @@ def _add_lanes(
 
 
 def _legend_cols(labels: list[str]) -> int:
-    """As many legend entries per row as fit in _LEGEND_WIDTH_PX (swatch, gap and ~7 px per character)."""
+    """As many legend entries per row as fit in _LEGEND_WIDTH_PX (swatch, gap and ~7 px per
+    character)."""
     used, n = 0, 0
     for label in labels:
         used += 14 + 6 + 7 * len(label) + 14
@@ -349,10 +408,19 @@ def timeline_figure(
     title: str | None = None,
     featured: Mapping[str, str] | None = None,
 ) -> Any:
-    """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page must give it.
-    Past :data:`~.options.MANY_RANKS` ranks, the ``featured`` ranks' lanes (role -> label; by default the straggler's
-    and the fastest rank's) shown, the others' a click away in a legend of ranks (:mod:`.rank_timeline`)."""
-    from bokeh.models import BoxAnnotation, ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Span
+    """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page
+    must give it. Past :data:`~.options.MANY_RANKS` ranks, the ``featured`` ranks' lanes (role ->
+    label; by default the straggler's and the fastest rank's) shown, the others' a click away in a
+    legend of ranks (:mod:`.rank_timeline`)."""
+    from bokeh.models import (
+        BoxAnnotation,
+        ColumnDataSource,
+        GlyphRenderer,
+        HoverTool,
+        Legend,
+        LegendItem,
+        Span,
+    )
     from bokeh.plotting import figure
 
     if featured is None:
@@ -365,7 +433,9 @@ def timeline_figure(
     legend_cols = _legend_cols([FAMILY_LABELS.get(g, g) for g in groups])
     legend_rows = -(-len(groups) // legend_cols) if groups else 0
     extra_px = _FRAME_EXTRA_PX + (20 if title else 0) + legend_rows * _LEGEND_ROW_PX
-    lowest = bands[len(shown) - 1][1] if shown else y  # many ranks: the shown ones are stacked first
+    lowest = (
+        bands[len(shown) - 1][1] if shown else y
+    )  # many ranks: the shown ones are stacked first
     p = figure(
         height=int(max(4 * _ROW_PX, min(900, (-lowest) * _ROW_PX))) + extra_px,
         sizing_mode="stretch_width",
@@ -381,7 +451,10 @@ def timeline_figure(
         color = FAMILY_COLORS.get(g) or _LANE_COLORS.get(g, "#c7c7c7")
         parts = sel.groupby("rank", sort=False) if shown else [(None, sel)]
         mine = []
-        for rank, part in parts:  # many ranks: one renderer per rank, named after it, the others hidden
+        for (
+            rank,
+            part,
+        ) in parts:  # many ranks: one renderer per rank, named after it, the others hidden
             src = ColumnDataSource(  # numbers as arrays (sent as binary), text as lists
                 {
                     "left": (part["t_start"] / per).to_numpy(dtype=float),
@@ -393,9 +466,20 @@ def timeline_figure(
             )
             visible = rank in (shown or [rank])
             if not mine:
-                r = p.quad(**_QUAD, fill_color=color, line_color=color, source=src, name=rank, visible=visible)
-            else:  # many ranks: each rank's renderer shares its family's glyphs (256 ranks stay a small page)
-                glyphs = {k: getattr(mine[0], k) for k in ("glyph", "nonselection_glyph", "muted_glyph")}
+                r = p.quad(
+                    **_QUAD,
+                    fill_color=color,
+                    line_color=color,
+                    source=src,
+                    name=rank,
+                    visible=visible,
+                )
+            # many ranks: each rank's renderer shares its family's glyphs (256 ranks stay a small
+            # page)
+            else:
+                glyphs = {
+                    k: getattr(mine[0], k) for k in ("glyph", "nonselection_glyph", "muted_glyph")
+                }
                 r = GlyphRenderer(data_source=src, **glyphs, name=rank, visible=visible)
                 p.renderers.append(r)
             mine.append(r)
@@ -406,11 +490,25 @@ def timeline_figure(
         p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIP))
     if items:
         p.add_layout(Legend(items=items, ncols=legend_cols, **_LEGEND), "above")
-    for i, (top, bottom) in enumerate([] if shown else bands):  # one band per rank: every other one shaded
+    for i, (top, bottom) in enumerate(
+        [] if shown else bands
+    ):  # one band per rank: every other one shaded
         if i % 2:
-            p.add_layout(BoxAnnotation(top=top, bottom=bottom, fill_color="#808080", fill_alpha=0.07, line_alpha=0))
+            p.add_layout(
+                BoxAnnotation(
+                    top=top, bottom=bottom, fill_color="#808080", fill_alpha=0.07, line_alpha=0
+                )
+            )
         if i:  # a line between them
-            p.add_layout(Span(location=top, dimension="width", line_color="#808080", line_alpha=0.6, line_width=1))
+            p.add_layout(
+                Span(
+                    location=top,
+                    dimension="width",
+                    line_color="#808080",
+                    line_alpha=0.6,
+                    line_width=1,
+                )
+            )
     p.yaxis.ticker = ticks
     p.yaxis.major_label_overrides = {float(k): v for k, v in labels.items()}
     p.ygrid.grid_line_color = None

@@ -1,18 +1,23 @@
-"""Device-correct timing of a statement -> :class:`TimingResult`: the engine behind ``%gputime``. No IPython import.
+"""Device-correct timing of a statement -> :class:`TimingResult`: the engine behind ``%gputime``. No
+IPython import.
 
 The modules, in the order a measurement uses them:
 
-- :mod:`.options`: :class:`TimingOptions`, every knob and the one place each timing default is written;
-- :mod:`.clocks`: which clock times a statement (:func:`choose_sampler`, from where its tensors live);
-- :mod:`.samplers`: the clocks (:class:`HostSampler`, :class:`CudaSampler`) behind one :class:`Sampler`
-  interface that also declares what each can do;
-- :mod:`.measure`: the steps (first call, calibrate, sample, kernel pass, host pass, assemble); :mod:`.staged`
-  strings them together: :func:`measure`, :func:`gputime` for scripts, and the halves a comparison and a sweep
-  use; :mod:`.records`, what the steps hand each other;
-- :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM clock (NVML);
+- :mod:`.options`: :class:`TimingOptions`, every knob and the one place each timing default is
+  written;
+- :mod:`.clocks`: which clock times a statement (:func:`choose_sampler`, from where its tensors
+  live);
+- :mod:`.samplers`: the clocks (:class:`HostSampler`, :class:`CudaSampler`) behind one
+  :class:`Sampler` interface that also declares what each can do;
+- :mod:`.measure`: the steps (first call, calibrate, sample, kernel pass, host pass, assemble);
+  :mod:`.staged` strings them together: :func:`measure`, :func:`gputime` for scripts, and the halves
+  a comparison and a sweep use; :mod:`.records`, what the steps hand each other;
+- :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM
+  clock (NVML);
 - :mod:`.passes`: the kernel pass and the host pass;
-- :mod:`.cupti`: GPU busy time per call from the activity records of a pass (and the accuracy benchmark's two
-  truths); the records come from :mod:`gpumagic.gpu_activity`: CUPTI directly, torch.profiler as the fallback;
+- :mod:`.cupti`: GPU busy time per call from the activity records of a pass (and the accuracy
+  benchmark's two truths); the records come from :mod:`gpumagic.gpu_activity`: CUPTI directly,
+  torch.profiler as the fallback;
 - :mod:`.result`: :class:`TimingResult`, the samples and the one line that describes them.
 """
 

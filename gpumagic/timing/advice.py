@@ -1,6 +1,7 @@
-"""How a result words its advice where it is shown: the core writes a setting as the keyword a script passes
-(``time_budget=2``); a front end that hands the result back (``-o``, ``Out[n]``) words it its own way (a notebook's
-``%config GpuMagics.time_budget = 2``) without the core knowing that front end."""
+"""How a result words its advice where it is shown: the core writes a setting as the keyword a
+script passes (``time_budget=2``); a front end that hands the result back (``-o``, ``Out[n]``) words
+it its own way (a notebook's ``%config GpuMagics.time_budget = 2``) without the core knowing that
+front end."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ __all__ = ["Advised"]
 
 
 class Advised:
-    """Mixin: :meth:`advise_as` sets the rewrite; the result's display methods pass their text through
-    :meth:`_advised`. ``str()`` keeps the core's words, for scripts and logs."""
+    """Mixin: :meth:`advise_as` sets the rewrite; the result's display methods pass their text
+    through :meth:`_advised`. ``str()`` keeps the core's words, for scripts and logs."""
 
     _advice: Callable[[str], str] | None = None
 
     def advise_as(self, rewrite: Callable[[str], str]) -> Any:
-        """Word the advice in the notes the front end's way wherever this result is displayed; returns the result."""
+        """Word the advice in the notes the front end's way wherever this result is displayed;
+        returns the result."""
         self._advice = rewrite
         return self
 
@@ -25,5 +27,6 @@ class Advised:
         return self._advice(text) if self._advice is not None else text
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the rewrite (a closure over a front end): a result saved or shipped keeps its figures."""
+        """Pickled without the rewrite (a closure over a front end): a result saved or shipped keeps
+        its figures."""
         return {k: v for k, v in self.__dict__.items() if k != "_advice"}

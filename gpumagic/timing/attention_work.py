@@ -1,32 +1,37 @@
-"""FLOPs of a fused attention op counted as its kernel does them: over the (query, key) pairs it computes.
+"""FLOPs of a fused attention op counted as its kernel does them: over the (query, key) pairs it
+computes.
 
-PyTorch's own formulas (``torch.utils.flop_counter``) count every attention op dense: ``B*H*Lq*Lk`` pairs times the
-head dims. The fused kernels do not: a causal FlashAttention, cuDNN or CPU-flash kernel skips the tiles above the
-diagonal, so a dense count of ``is_causal=True`` reads twice the work that ran (an H100 line once said "904 TFLOP/s
-fp16 = 91% of peak" for a kernel doing about half that). And with grouped-query attention (``enable_gqa``, fewer key
-heads than query heads) the formula's shape check fails and nothing is counted. So for the fused attention ops this
-module counts:
+PyTorch's own formulas (``torch.utils.flop_counter``) count every attention op dense: ``B*H*Lq*Lk``
+pairs times the head dims. The fused kernels do not: a causal FlashAttention, cuDNN or CPU-flash
+kernel skips the tiles above the diagonal, so a dense count of ``is_causal=True`` reads twice the
+work that ran (an H100 line once said "904 TFLOP/s fp16 = 91% of peak" for a kernel doing about half
+that). And with grouped-query attention (``enable_gqa``, fewer key heads than query heads) the
+formula's shape check fails and nothing is counted. So for the fused attention ops this module
+counts:
 
 - every query head against its group's key head (GQA/MQA computes ``Hq`` heads' worth of scores);
-- ``is_causal``: the pairs with key index <= query index, diagonal included, top-left aligned as SDPA's
-  ``is_causal`` (``torch.ones(L, S).tril()``): L(L+1)/2 of L^2 for a square one;
-- a sliding window (``window_size_left``/``right`` of the flash ops, ``window_size`` of the efficient ones): the
-  pairs inside it;
-- an attention mask or bias tensor: the share of its entries that keep a pair (True in a boolean mask; in an
-  additive one, entries above :data:`MASKED_BELOW`: ``-inf``, ``finfo.min``, -1e9 and the -65504 that PyTorch's cuDNN
-  path turns a boolean mask into all remove a pair, since exp(-1e4) is 0 in every float format); broadcasting
-  repeats every entry equally, so that share is the mask's own. This is the *useful* work: a kernel that masks
-  inside dense tiles (the memory-efficient kernel with an arbitrary bias) does more, and says so in no name;
+- ``is_causal``: the pairs with key index <= query index, diagonal included, top-left aligned as
+  SDPA's ``is_causal`` (``torch.ones(L, S).tril()``): L(L+1)/2 of L^2 for a square one;
+- a sliding window (``window_size_left``/``right`` of the flash ops, ``window_size`` of the
+  efficient ones): the pairs inside it;
+- an attention mask or bias tensor: the share of its entries that keep a pair (True in a boolean
+  mask; in an additive one, entries above :data:`MASKED_BELOW`: ``-inf``, ``finfo.min``, -1e9 and
+  the -65504 that PyTorch's cuDNN path turns a boolean mask into all remove a pair, since exp(-1e4)
+  is 0 in every float format); broadcasting repeats every entry equally, so that share is the mask's
+  own. This is the *useful* work: a kernel that masks inside dense tiles (the memory-efficient
+  kernel with an arbitrary bias) does more, and says so in no name;
 
-``flex_attention`` is not counted: even in eager mode it runs through ``torch.compile``, which finds nothing to
-compile under a dispatch mode, so a statement that calls it gets no FLOPs and a note that says why.
+``flex_attention`` is not counted: even in eager mode it runs through ``torch.compile``, which finds
+nothing to compile under a dispatch mode, so a statement that calls it gets no FLOPs and a note that
+says why.
 
-Where the kept share cannot be read (a mask on the meta device, a reduction that fails), the count is dense and the
-:class:`AttentionCount` says so: the line then tells the user that the figure assumes dense attention.
+Where the kept share cannot be read (a mask on the meta device, a reduction that fails), the count
+is dense and the :class:`AttentionCount` says so: the line then tells the user that the figure
+assumes dense attention.
 
-Forward: ``2*B*Hq*pairs*(Dqk + Dv)`` (scores and the weighted sum). Backward: ``2*B*Hq*pairs*(3*Dqk + 2*Dv)``
-(PyTorch's convention, as the fused kernels do it: the scores recomputed, then the gradients of the scores, of V,
-of Q and of K).
+Forward: ``2*B*Hq*pairs*(Dqk + Dv)`` (scores and the weighted sum). Backward: ``2*B*Hq*pairs*(3*Dqk
++ 2*Dv)`` (PyTorch's convention, as the fused kernels do it: the scores recomputed, then the
+gradients of the scores, of V, of Q and of K).
 """
 
 from __future__ import annotations
@@ -36,9 +41,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MASKED_BELOW", "AttentionCount", "attention_count", "bind", "causal_pairs", "window_pairs"]
+__all__ = [
+    "MASKED_BELOW",
+    "AttentionCount",
+    "attention_count",
+    "bind",
+    "causal_pairs",
+    "window_pairs",
+]
 
-#: An additive mask entry below this removes its pair: its weight, exp(entry - max), is 0 in every float format.
+#: An additive mask entry below this removes its pair: its weight, exp(entry - max), is 0 in every
+#: float format.
 MASKED_BELOW = -1e4
 
 #: The fused attention ops whose tensors are (batch, heads, length, head dim).
@@ -49,8 +62,8 @@ _BHLD = {
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_fused_attention_overrideable",
 }
-#: ... and those whose tensors are (batch, length, heads, head dim), or (total length, heads, head dim) when
-#: variable-length sequences are packed (``cum_seq_q``/``cu_seqlens_q``).
+#: ... and those whose tensors are (batch, length, heads, head dim), or (total length, heads, head
+#: dim) when variable-length sequences are packed (``cum_seq_q``/``cu_seqlens_q``).
 _BLHD = {"_flash_attention", "_efficient_attention"}
 
 
@@ -58,8 +71,9 @@ _BLHD = {"_flash_attention", "_efficient_attention"}
 class AttentionCount:
     """The FLOPs of one attention op and how they were counted.
 
-    ``kept``: the share of the dense (query, key) pairs counted; ``how``: "dense", "causal", "window", "mask",
-    or "dense (mask of unknown sparsity)"; ``gqa``: query heads per key head (1 without GQA).
+    ``kept``: the share of the dense (query, key) pairs counted; ``how``: "dense", "causal",
+    "window", "mask", or "dense (mask of unknown sparsity)"; ``gqa``: query heads per key head (1
+    without GQA).
     """
 
     flops: int
@@ -73,7 +87,8 @@ class AttentionCount:
 
 
 def causal_pairs(lq: int, lk: int) -> int:
-    """(query, key) pairs with key index <= query index, top-left aligned: sum of min(i + 1, lk) over i < lq."""
+    """(query, key) pairs with key index <= query index, top-left aligned: sum of min(i + 1, lk)
+    over i < lq."""
     if lq <= 0 or lk <= 0:
         return 0
     if lq <= lk:
@@ -82,17 +97,23 @@ def causal_pairs(lq: int, lk: int) -> int:
 
 
 def window_pairs(lq: int, lk: int, left: int | None, right: int | None) -> int:
-    """Pairs with ``i - left <= j <= i + right`` (None or a negative size: unbounded on that side), 0 <= j < lk."""
+    """Pairs with ``i - left <= j <= i + right`` (None or a negative size: unbounded on that side),
+    0 <= j < lk."""
     import numpy as np
 
     i = np.arange(lq, dtype=np.int64)
     lo = np.zeros(lq, dtype=np.int64) if left is None or left < 0 else np.maximum(i - left, 0)
-    hi = np.full(lq, lk - 1, dtype=np.int64) if right is None or right < 0 else np.minimum(i + right, lk - 1)
+    hi = (
+        np.full(lq, lk - 1, dtype=np.int64)
+        if right is None or right < 0
+        else np.minimum(i + right, lk - 1)
+    )
     return int(np.clip(hi - lo + 1, 0, None).sum())
 
 
 def bind(schema: Any, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """An op's arguments by name, from its schema: positional ones in order, then keywords, then defaults."""
+    """An op's arguments by name, from its schema: positional ones in order, then keywords, then
+    defaults."""
     out: dict[str, Any] = {}
     for i, arg in enumerate(schema.arguments):
         if i < len(args) and not arg.kwarg_only:
@@ -142,8 +163,9 @@ def _lengths(cum: Any) -> list[int] | None:
 
 
 def attention_count(name: str, bound: Mapping[str, Any]) -> AttentionCount | None:
-    """The FLOPs of the fused attention op ``name`` (an ATen op's name, no namespace) with arguments ``bound``
-    (by name, as :func:`bind` gives them); None for an op that is not one of them or whose tensors it cannot read."""
+    """The FLOPs of the fused attention op ``name`` (an ATen op's name, no namespace) with arguments
+    ``bound`` (by name, as :func:`bind` gives them); None for an op that is not one of them or whose
+    tensors it cannot read."""
     family = _family(name)
     if family is None:
         return None
@@ -173,9 +195,13 @@ def attention_count(name: str, bound: Mapping[str, Any]) -> AttentionCount | Non
     causal = bool(bound.get("is_causal", False)) or int(bound.get("custom_mask_type", 0) or 0) > 0
     left = bound.get("window_size_left")
     right = bound.get("window_size_right")
-    if bound.get("window_size") is not None:  # the efficient ops' one size: a causal window of that many keys
+    if (
+        bound.get("window_size") is not None
+    ):  # the efficient ops' one size: a causal window of that many keys
         left, right = int(bound["window_size"]), 0
-    mask = next((bound[n] for n in ("attn_bias", "attn_mask", "bias") if bound.get(n) is not None), None)
+    mask = next(
+        (bound[n] for n in ("attn_bias", "attn_mask", "bias") if bound.get(n) is not None), None
+    )
     how, pairs = "dense", dense
     windowed = (left is not None and left >= 0) or (right is not None and right >= 0)
     if windowed:

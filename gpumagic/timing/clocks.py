@@ -1,9 +1,11 @@
-"""Which clock times a statement: CUDA events where its work runs on a GPU, the host clock otherwise.
+"""Which clock times a statement: CUDA events where its work runs on a GPU, the host clock
+otherwise.
 
-Why decide from the namespace: the statement's tensors (and modules) say where its work runs before anything is
-run, so a CPU statement on a GPU host is timed on the host clock instead of reading as "0 % GPU busy". When the
-namespace says nothing (``torch.randn(...)`` built inside the statement), the first call's value settles it
-(:func:`confirm_clock`). torch is optional here: without it every statement is timed on the host clock.
+Why decide from the namespace: the statement's tensors (and modules) say where its work runs before
+anything is run, so a CPU statement on a GPU host is timed on the host clock instead of reading as
+"0 % GPU busy". When the namespace says nothing (``torch.randn(...)`` built inside the statement),
+the first call's value settles it (:func:`confirm_clock`). torch is optional here: without it every
+statement is timed on the host clock.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def _torch() -> Any | None:
 
 
 def tensor_devices(values: Iterable[Any], depth: int = 2) -> set[str]:
-    """Device types ('cuda', 'cpu', ...) of the tensors and modules among ``values`` (and one level inside
-    lists, tuples and dicts). Used to decide whether a statement runs on the GPU."""
+    """Device types ('cuda', 'cpu', ...) of the tensors and modules among ``values`` (and one level
+    inside lists, tuples and dicts). Used to decide whether a statement runs on the GPU."""
     torch = _torch()
     if torch is None:
         return set()
@@ -57,7 +59,8 @@ def tensor_devices(values: Iterable[Any], depth: int = 2) -> set[str]:
 
 
 def _cuda_device_of(values: Iterable[Any]) -> Any:
-    """The device of the first CUDA tensor or module among ``values``; else the current CUDA device."""
+    """The device of the first CUDA tensor or module among ``values``; else the current CUDA
+    device."""
     torch = _torch()
     for v in values:
         if isinstance(v, torch.Tensor) and v.is_cuda:
@@ -69,19 +72,24 @@ def _cuda_device_of(values: Iterable[Any]) -> Any:
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def choose_sampler(options: TimingOptions, namespace_values: list[Any]) -> tuple[Sampler, list[str]]:
+def choose_sampler(
+    options: TimingOptions, namespace_values: list[Any]
+) -> tuple[Sampler, list[str]]:
     """The clock for this statement, and notes that explain a host-clock choice."""
     torch = _torch()
     if options.cpu:
         return HostSampler("--cpu"), []
     if torch is None:
-        return HostSampler("PyTorch is not installed"), ["PyTorch is not installed: timed on the host clock."]
+        return HostSampler("PyTorch is not installed"), [
+            "PyTorch is not installed: timed on the host clock."
+        ]
     if not torch.cuda.is_available():
         return HostSampler("CUDA is not available"), []
     devices = tensor_devices(namespace_values)
     if devices and "cuda" not in devices:
         return HostSampler("the statement's tensors are on the CPU"), [
-            "The statement's tensors are on the CPU: timed on the host clock (move them with .cuda() to time the GPU)."
+            "The statement's tensors are on the CPU: timed on the host clock (move them with "
+            ".cuda() to time the GPU)."
         ]
     return CudaSampler(_cuda_device_of(namespace_values), options.flush_l2, options.graph), []
 
@@ -91,9 +99,9 @@ def confirm_clock(
 ) -> tuple[Sampler, list[str]]:
     """After the first call: the clock to keep, and a note when it changed.
 
-    A device clock chosen because nothing in the namespace said where the statement runs is swapped for its host
-    fallback when the statement returned CPU tensors only: it is a CPU statement, and CUDA events around it would
-    time an idle GPU.
+    A device clock chosen because nothing in the namespace said where the statement runs is swapped
+    for its host fallback when the statement returned CPU tensors only: it is a CPU statement, and
+    CUDA events around it would time an idle GPU.
     """
     if options.cpu or not sampler.on_device:
         return sampler, []

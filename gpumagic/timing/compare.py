@@ -1,16 +1,20 @@
-"""Several statements timed against each other: :func:`compare` -> :class:`~.comparison.Comparison`. No IPython.
+"""Several statements timed against each other: :func:`compare` -> :class:`~.comparison.Comparison`.
+No IPython.
 
-Why interleaved: timed one after the other, the statement that runs second meets a GPU whose clock has fallen under
-sustained load (or a machine whose other work has started), and the comparison measures the clock as much as the
-statements. Here every statement gets its own first call and calibration (``%gputime``'s own steps, :mod:`.staged`),
-then the samples are taken in rounds: one sample of each statement per round, the order rotated by one each round,
-until every statement's stop rule is met at once (or the time budget, ``time_budget`` per statement, ends). A clock
-that moves then moves under all of them alike. The kernel pass, host pass and work count follow per statement, and
-each statement has a :class:`~gpumagic.timing.result.TimingResult` built by the same ``assemble`` as ``%gputime``.
+Why interleaved: timed one after the other, the statement that runs second meets a GPU whose clock
+has fallen under sustained load (or a machine whose other work has started), and the comparison
+measures the clock as much as the statements. Here every statement gets its own first call and
+calibration (``%gputime``'s own steps, :mod:`.staged`), then the samples are taken in rounds: one
+sample of each statement per round, the order rotated by one each round, until every statement's
+stop rule is met at once (or the time budget, ``time_budget`` per statement, ends). A clock that
+moves then moves under all of them alike. The kernel pass, host pass and work count follow per
+statement, and each statement has a :class:`~gpumagic.timing.result.TimingResult` built by the same
+``assemble`` as ``%gputime``.
 
-The price of interleaving on a GPU: each turn starts from a synchronized device (a statement's sample must not span
-another's work), with a short ``_sleep`` backlog queued first so that its start event does not wait on the host;
-that costs a few tens of µs per sample, against the ~1 ms a sample lasts.
+The price of interleaving on a GPU: each turn starts from a synchronized device (a statement's
+sample must not span another's work), with a short ``_sleep`` backlog queued first so that its start
+event does not wait on the host; that costs a few tens of µs per sample, against the ~1 ms a sample
+lasts.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ __all__ = ["ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
 
 
 class ComparisonInterrupted(TimingInterrupted):
-    """Ctrl-C during a comparison: ``result`` is the partial :class:`~.comparison.Comparison` (what was measured).
+    """Ctrl-C during a comparison: ``result`` is the partial :class:`~.comparison.Comparison` (what
+    was measured).
 
-    A :class:`~gpumagic.errors.TimingInterrupted` (so a ``KeyboardInterrupt``): a front end that shows
-    ``err.result`` and raises again handles it as it handles an interrupted ``%gputime``.
+    A :class:`~gpumagic.errors.TimingInterrupted` (so a ``KeyboardInterrupt``): a front end that
+    shows ``err.result`` and raises again handles it as it handles an interrupted ``%gputime``.
     """
 
     def __init__(self, result: Comparison) -> None:
@@ -53,7 +58,8 @@ class ComparisonInterrupted(TimingInterrupted):
 
 
 def labelled(stmts: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
-    """The statements by label: a mapping as given; a list labelled by each statement's text (or function name)."""
+    """The statements by label: a mapping as given; a list labelled by each statement's text (or
+    function name)."""
     if isinstance(stmts, Mapping):
         out = {str(k): v for k, v in stmts.items()}
     elif isinstance(stmts, (list, tuple)):
@@ -62,10 +68,15 @@ def labelled(stmts: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
             label = s.strip() if isinstance(s, str) else getattr(s, "__name__", repr(s))
             out[label if label not in out else f"{label} ({len(out) + 1})"] = s
     else:
-        raise TypeError(f"statements must be a mapping of label to statement (or a list), not {type(stmts).__name__}")
+        raise TypeError(
+            f"statements must be a mapping of label to statement (or a list), not "
+            f"{type(stmts).__name__}"
+        )
     if not out:
         raise InvalidOptionError(
-            option="statements", value=stmts, reason="must hold at least one statement, e.g. {'fp32': 'A @ B'}"
+            option="statements",
+            value=stmts,
+            reason="must hold at least one statement, e.g. {'fp32': 'A @ B'}",
         )
     return out
 
@@ -75,7 +86,9 @@ def _check_baseline(baseline: str | None, labels: Sequence[str]) -> str:
         return labels[0]
     if baseline not in labels:
         names = ", ".join(repr(x) for x in labels)
-        raise InvalidOptionError(option="baseline", value=baseline, reason=f"must be one of the labels ({names})")
+        raise InvalidOptionError(
+            option="baseline", value=baseline, reason=f"must be one of the labels ({names})"
+        )
     return baseline
 
 
@@ -89,14 +102,17 @@ def compare(
     ast_transform: Callable[[Any], Any] | None = None,
     **overrides: Any,
 ) -> Comparison:
-    """Time several statements interleaved and compare them: ``compare({"fp32": "A @ B", "bf16": "Ah @ Bh"})``.
+    """Time several statements interleaved and compare them: ``compare({"fp32": "A @ B", "bf16": "Ah
+    @ Bh"})``.
 
-    ``stmts`` maps a label to a statement (source text or a zero-argument callable); ``setup`` runs once for each
-    statement before it is timed, in ``globals`` (default: the caller's module globals), whose names the statements'
-    own assignments leave untouched. ``baseline`` is the label the speed-ups are taken against (default: the first).
-    Keyword ``overrides`` are :class:`TimingOptions` fields; ``time_budget`` is per statement.
+    ``stmts`` maps a label to a statement (source text or a zero-argument callable); ``setup`` runs
+    once for each statement before it is timed, in ``globals`` (default: the caller's module
+    globals), whose names the statements' own assignments leave untouched. ``baseline`` is the label
+    the speed-ups are taken against (default: the first). Keyword ``overrides`` are
+    :class:`TimingOptions` fields; ``time_budget`` is per statement.
 
-    Ctrl-C once samples exist raises :class:`ComparisonInterrupted` whose ``result`` is the partial comparison.
+    Ctrl-C once samples exist raises :class:`ComparisonInterrupted` whose ``result`` is the partial
+    comparison.
     """
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
@@ -120,7 +136,8 @@ def _note(exc: BaseException, text: str) -> None:
 
 @dataclass
 class _Lane:
-    """One statement's share of the rounds: its prepared clock and calibration, and the samples so far."""
+    """One statement's share of the rounds: its prepared clock and calibration, and the samples so
+    far."""
 
     label: str
     prep: Prepared
@@ -141,22 +158,30 @@ def compare_compiled(
     samplers: Mapping[str, Sampler] | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Comparison:
-    """Time compiled statements interleaved. ``samplers`` overrides the clock per label (tests pass scripted ones)."""
+    """Time compiled statements interleaved. ``samplers`` overrides the clock per label (tests pass
+    scripted ones)."""
     opts = options or TimingOptions()
     opts.validate()
     labels = list(statements)
     if not labels:
-        raise InvalidOptionError(option="statements", value={}, reason="must hold at least one statement")
+        raise InvalidOptionError(
+            option="statements", value={}, reason="must hold at least one statement"
+        )
     base = _check_baseline(baseline, labels)
     namespace = namespace or {}
     lanes: list[_Lane] = []
     for label in labels:
         try:
             prep = prepare(
-                statements[label], namespace, opts, sampler=(samplers or {}).get(label), wall_clock=wall_clock
+                statements[label],
+                namespace,
+                opts,
+                sampler=(samplers or {}).get(label),
+                wall_clock=wall_clock,
             )
         except KeyboardInterrupt:
-            raise  # nothing sampled yet: the plain interrupt, as measure() gives before its first sample
+            # nothing sampled yet: the plain interrupt, as measure() gives before its first sample
+            raise
         except Exception as exc:
             _note(exc, f"in the statement labelled {label!r}")
             raise
@@ -166,7 +191,9 @@ def compare_compiled(
     for lane in lanes:
         results[lane.label] = conclude(lane.prep, lane.sampling, wall_clock)
     interrupted = any(lane.sampling.interrupted for lane in lanes)
-    comparison = Comparison(results=results, baseline=base, interrupted=interrupted, rounds=rounds, orders=orders)
+    comparison = Comparison(
+        results=results, baseline=base, interrupted=interrupted, rounds=rounds, orders=orders
+    )
     if interrupted:
         raise ComparisonInterrupted(comparison)
     return comparison
@@ -175,9 +202,10 @@ def compare_compiled(
 def interleave(
     lanes: list[_Lane], opts: TimingOptions, wall_clock: Callable[[], float] = time.perf_counter
 ) -> tuple[int, list[list[str]]]:
-    """Round-robin rounds of one sample per statement, the order rotated each round; (rounds, order of the first
-    rounds). On Ctrl-C the samples taken are kept and every lane is marked interrupted; with none at all it
-    propagates. The garbage collector is off while sampling, as in :func:`~gpumagic.timing.measure.sample`."""
+    """Round-robin rounds of one sample per statement, the order rotated each round; (rounds, order
+    of the first rounds). On Ctrl-C the samples taken are kept and every lane is marked interrupted;
+    with none at all it propagates. The garbage collector is off while sampling, as in
+    :func:`~gpumagic.timing.measure.sample`."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
     progress: list[int] = [0]
@@ -213,14 +241,19 @@ def _rounds(
     orders: list[list[str]],
     progress: list[int],
 ) -> None:
-    """Rounds until every lane's stop rule is met at once, or the budget ends; ``progress[0]`` counts them."""
+    """Rounds until every lane's stop rule is met at once, or the budget ends; ``progress[0]``
+    counts them."""
     budget = opts.time_budget * len(lanes)
     wall0 = wall_clock()
     n = len(lanes)
     while True:
         r = progress[0]
         turn = [lanes[(r + i) % n] for i in range(n)]
-        turn = [lane for lane in turn if opts.samples is None or len(lane.sampling.samples) < opts.samples]
+        turn = [
+            lane
+            for lane in turn
+            if opts.samples is None or len(lane.sampling.samples) < opts.samples
+        ]
         if len(orders) < KEPT_ORDERS:
             orders.append([lane.label for lane in turn])
         for lane in turn:
@@ -262,7 +295,8 @@ def _one_sample(lane: _Lane, opts: TimingOptions) -> None:
 
 
 def _salvage(lanes: list[_Lane]) -> None:
-    """After Ctrl-C: wait for the work issued, keep the sample in flight where it completed, mark every lane."""
+    """After Ctrl-C: wait for the work issued, keep the sample in flight where it completed, mark
+    every lane."""
     for lane in lanes:
         finish_quietly(lane.prep.sampler)
         out = lane.sampling

@@ -1,8 +1,10 @@
-"""Comparison: the result of :func:`gpumagic.compare`, one :class:`TimingResult` per statement and the table over them.
+"""Comparison: the result of :func:`gpumagic.compare`, one :class:`TimingResult` per statement and
+the table over them.
 
-The printed speed-up of a statement is the ratio of the two medians *as printed* (baseline over statement), so a
-reader who divides the table's own numbers finds the speed-up it shows; ``to_dataframe()`` keeps the exact ratio of
-the unrounded medians (the two differ by at most the rounding of the printed medians, ~0.5 %).
+The printed speed-up of a statement is the ratio of the two medians *as printed* (baseline over
+statement), so a reader who divides the table's own numbers finds the speed-up it shows;
+``to_dataframe()`` keeps the exact ratio of the unrounded medians (the two differ by at most the
+rounding of the printed medians, ~0.5 %).
 """
 
 from __future__ import annotations
@@ -21,21 +23,37 @@ from .result import TimingResult
 __all__ = ["INTERLEAVED_NOTE", "Comparison", "parse_time", "rate_cells"]
 
 INTERLEAVED_NOTE = (
-    "Timed interleaved: one sample of each statement per round, the order rotated each round, so a clock change "
+    "Timed interleaved: one sample of each statement per round, the order rotated each "
+    "round, so a clock change "
     "or other work on the machine falls on all of them alike and does not favour one."
 )
 #: A number in a note (split out so that notes differing only in their numbers are said once).
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 _SCALE = {"s": 1.0, "ms": 1e-3, "\xb5s": 1e-6, "us": 1e-6, "ns": 1e-9}
-_HEAD = ["Statement", "Median \u00b1 IQR", "Kernels", "Rate", "% of peak", "Launch-bound", "Speed-up"]
-_ALWAYS = (0, 1, 6)  # the statement, its median and its speed-up: shown whatever the other columns hold
-_ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+_HEAD = [
+    "Statement",
+    "Median \u00b1 IQR",
+    "Kernels",
+    "Rate",
+    "% of peak",
+    "Launch-bound",
+    "Speed-up",
+]
+_ALWAYS = (
+    0,
+    1,
+    6,
+)  # the statement, its median and its speed-up: shown whatever the other columns hold
+_ROOT_STYLE = (
+    "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+)
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
 _NAME_CELL = "padding:2px 8px;text-align:left;white-space:nowrap"
 
 
 def parse_time(text: str) -> float | None:
-    """Seconds from a time as :func:`~gpumagic.units.format_time` prints it ('3.69 ms'); None for other forms."""
+    """Seconds from a time as :func:`~gpumagic.units.format_time` prints it ('3.69 ms'); None for
+    other forms."""
     number, _, unit = text.partition(" ")
     try:
         return float(number) * _SCALE[unit]
@@ -44,9 +62,9 @@ def parse_time(text: str) -> float | None:
 
 
 def rate_cells(result: TimingResult | None, prefer: str | None = None) -> tuple[str, str]:
-    """(rate, share of its peak) as text: the rate nearer its ceiling, FLOP/s where no share is known; '—' where
-    the work was not counted. ``prefer`` ("flop" or "byte") picks that rate where it was counted: a sweep's rows
-    keep one unit, as its plot does."""
+    """(rate, share of its peak) as text: the rate nearer its ceiling, FLOP/s where no share is
+    known; '—' where the work was not counted. ``prefer`` ("flop" or "byte") picks that rate where
+    it was counted: a sweep's rows keep one unit, as its plot does."""
     from ..device_peaks.achieved import format_rate, format_share
 
     found = result.achieved if result is not None else None
@@ -67,9 +85,9 @@ def rate_cells(result: TimingResult | None, prefer: str | None = None) -> tuple[
 
 @dataclass
 class Comparison(Advised, FigurePage):
-    """Statements timed interleaved. ``results``: label -> :class:`TimingResult` (in the order given);
-    ``baseline``: the label speed-ups are taken against; ``rounds``: how many rounds ran; ``orders``: the order of
-    the statements in the first rounds (rotated each round)."""
+    """Statements timed interleaved. ``results``: label -> :class:`TimingResult` (in the order
+    given); ``baseline``: the label speed-ups are taken against; ``rounds``: how many rounds ran;
+    ``orders``: the order of the statements in the first rounds (rotated each round)."""
 
     page_title = "gpumagic: comparison"
 
@@ -94,13 +112,15 @@ class Comparison(Advised, FigurePage):
         return list(dict.fromkeys(h for r in self.results.values() for h in r.hints))
 
     def speedup(self, label: str) -> float | None:
-        """Baseline median over ``label``'s median (exact; the table prints the ratio of its printed medians)."""
+        """Baseline median over ``label``'s median (exact; the table prints the ratio of its printed
+        medians)."""
         base, this = self.results[self.baseline], self.results[label]
         if not base.samples or not this.samples or this.median <= 0:
             return None
         return base.median / this.median
 
-    # --- the table --------------------------------------------------------------------------------------------
+    # --- the table
+    # --------------------------------------------------------------------------------------------
     def _median_text(self, r: TimingResult) -> str:
         return format_time(r.median, r.precision) if r.samples else "\u2014"
 
@@ -110,7 +130,10 @@ class Comparison(Advised, FigurePage):
         base, this = self.results[self.baseline], self.results[label]
         if not base.samples or not this.samples:
             return "\u2014"
-        shown_base, shown_this = parse_time(self._median_text(base)), parse_time(self._median_text(this))
+        shown_base, shown_this = (
+            parse_time(self._median_text(base)),
+            parse_time(self._median_text(this)),
+        )
         if shown_base and shown_this:
             return f"{shown_base / shown_this:.3g}\u00d7"
         ratio = self.speedup(label)
@@ -121,10 +144,20 @@ class Comparison(Advised, FigurePage):
         out = []
         for label, r in self.results.items():
             med = self._median_text(r)
-            spread = f"{med} \u00b1 {format_time(r.iqr, r.precision)}" if r.samples else "no samples"
-            kernels = format_time(r.kernel_time, r.precision) if r.kernel_time is not None else "\u2014"
+            spread = (
+                f"{med} \u00b1 {format_time(r.iqr, r.precision)}" if r.samples else "no samples"
+            )
+            kernels = (
+                format_time(r.kernel_time, r.precision) if r.kernel_time is not None else "\u2014"
+            )
             rate, share = rate_cells(r)
-            bound = "\u2014" if r.kernel_time is None or r.host_per_call is None else "yes" if r.launch_bound else "no"
+            bound = (
+                "\u2014"
+                if r.kernel_time is None or r.host_per_call is None
+                else "yes"
+                if r.launch_bound
+                else "no"
+            )
             out.append([label, spread, kernels, rate, share, bound, self._speedup_text(label)])
         return out
 
@@ -132,12 +165,14 @@ class Comparison(Advised, FigurePage):
         n = len(self.results)
         stop = " (interrupted)" if self.interrupted else ""
         return (
-            f"{n} statement{'s' if n != 1 else ''} on {self.device}, per call; speed-up against {self.baseline!r}{stop}"
+            f"{n} statement{'s' if n != 1 else ''} on {self.device}, per call; speed-up "
+            f"against {self.baseline!r}{stop}"
         )
 
     def warnings(self) -> list[str]:
-        """Each statement's own notes and warnings, labelled; one that several statements share (the same words,
-        other numbers) is said once, with their labels and each differing number as ``2%/8%/16%``."""
+        """Each statement's own notes and warnings, labelled; one that several statements share (the
+        same words, other numbers) is said once, with their labels and each differing number as
+        ``2%/8%/16%``."""
         groups: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
         for label, r in self.results.items():
             for text in r.warnings():
@@ -154,10 +189,12 @@ class Comparison(Advised, FigurePage):
         return out
 
     def _shown(self) -> tuple[list[str], list[list[str]]]:
-        """The head and rows as shown: a column with nothing to say in any row (kernel time on the host clock) is
-        left out; the statement, the median and the speed-up always stay."""
+        """The head and rows as shown: a column with nothing to say in any row (kernel time on the
+        host clock) is left out; the statement, the median and the speed-up always stay."""
         rows = self.rows()
-        keep = [i for i in range(len(_HEAD)) if i in _ALWAYS or any(row[i] != "\u2014" for row in rows)]
+        keep = [
+            i for i in range(len(_HEAD)) if i in _ALWAYS or any(row[i] != "\u2014" for row in rows)
+        ]
         return [_HEAD[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
     def __str__(self) -> str:
@@ -178,10 +215,12 @@ class Comparison(Advised, FigurePage):
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
 
-    # --- data -------------------------------------------------------------------------------------------------
+    # --- data
+    # ----------------------------------------------------------------------------------------------
     def to_dataframe(self) -> Any:
-        """One row per statement: label, median, iqr, kernel_time (seconds), rates and shares of peak, launch_bound,
-        speedup (exact: baseline median / median), samples. ``df.attrs``: baseline, rounds, interleaved."""
+        """One row per statement: label, median, iqr, kernel_time (seconds), rates and shares of
+        peak, launch_bound, speedup (exact: baseline median / median), samples. ``df.attrs``:
+        baseline, rounds, interleaved."""
         import pandas as pd
 
         records = []
@@ -212,7 +251,8 @@ class Comparison(Advised, FigurePage):
         df.attrs.update({"baseline": self.baseline, "rounds": self.rounds, "interleaved": True})
         return df
 
-    # --- HTML -------------------------------------------------------------------------------------------------
+    # --- HTML
+    # ----------------------------------------------------------------------------------------------
     def figure(self) -> Any:
         """The Bokeh bar chart of the medians, the baseline marked."""
         from ..render.compare_plot import compare_figure
@@ -234,24 +274,37 @@ class Comparison(Advised, FigurePage):
     def _table_html(self) -> str:
         esc = html.escape
         shown_head, shown_rows = self._shown()
-        head = "".join(f"<th style='{_NAME_CELL if i == 0 else _CELL}'>{esc(h)}</th>" for i, h in enumerate(shown_head))
+        head = "".join(
+            f"<th style='{_NAME_CELL if i == 0 else _CELL}'>{esc(h)}</th>"
+            for i, h in enumerate(shown_head)
+        )
         body = []
         for row in shown_rows:
             bold = "font-weight:600;" if row[0] == self.baseline else ""
             cells = f"<td style='{_NAME_CELL};{bold}'>{esc(row[0])}</td>"
             cells += "".join(f"<td style='{_CELL}'>{esc(c)}</td>" for c in row[1:])
             body.append(f"<tr>{cells}</tr>")
-        return f"<table class='gm-compare'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return (
+            f"<table "
+            f"class='gm-compare'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
 
     def html(self, figure: str | None = "iframe") -> str:
-        """The table, notes and chart as HTML; ``figure``: "notebook" (BokehJS once per kernel session), "iframe",
-        "page" (for a page that loads BokehJS), or None (no chart)."""
+        """The table, notes and chart as HTML; ``figure``: "notebook" (BokehJS once per kernel
+        session), "iframe", "page" (for a page that loads BokehJS), or None (no chart)."""
         from ..render.figure_modes import figure_html
 
         esc = html.escape
-        parts = [f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>", self._table_html()]
-        parts += [f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
+        parts = [
+            f"<div style='font-weight:600;margin:4px 0'>{esc(self.summary_line())}</div>",
+            self._table_html(),
+        ]
+        parts += [
+            f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes
+        ]
         parts += [f"<div style='margin:2px 0'>\u26a0 {esc(w)}</div>" for w in self.warnings()]
         if figure and any(r.samples for r in self.results.values()):
             parts.append(figure_html(self.figure(), figure, "gpumagic: comparison"))
-        return f"<div class='gm-report gm-compare-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+        return (
+            f"<div class='gm-report gm-compare-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+        )

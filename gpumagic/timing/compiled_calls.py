@@ -1,19 +1,22 @@
 """Counting a statement's work without touching the code ``torch.compile`` made of it.
 
-The work count runs one call of the statement under a ``TorchDispatchMode``. Inside a frame that dynamo compiled,
-that is fatal to the user's program, not to the count: dynamo's frame callback sees the mode, declines to run the
-compiled graph and marks the frame to be skipped, and the model runs eager for as long as the process lives (a
-profile of ``m(v)`` after one ``%gputime m(v)`` showed ``aten::gelu`` and no "Torch-Compiled Region"; dynamo then
-fails at interpreter exit with ``KeyError: '__builtins_dict___0'``).
+The work count runs one call of the statement under a ``TorchDispatchMode``. Inside a frame that
+dynamo compiled, that is fatal to the user's program, not to the count: dynamo's frame callback sees
+the mode, declines to run the compiled graph and marks the frame to be skipped, and the model runs
+eager for as long as the process lives (a profile of ``m(v)`` after one ``%gputime m(v)`` showed
+``aten::gelu`` and no "Torch-Compiled Region"; dynamo then fails at interpreter exit with
+``KeyError: '__builtins_dict___0'``).
 
-:func:`outside_dynamo` is the context the count runs in instead. Where ``torch._dynamo`` has been imported (the only
-way compiled code can exist), it sets dynamo's ``force_eager`` stance for the one call: compiled functions and modules
-run their own Python source, dynamo's frame callback is not installed, so no cache entry is read, added or marked
-skipped, and no compile starts (the stance is restored on exit, whatever the call did). While it is on, a profile
-function watches for dynamo's compiled-call wrappers and records each *outermost* compiled call with its inputs
-(arguments, and a compiled module's parameters and buffers) and outputs: what the compiled graph reads and writes at
-least once. :mod:`.work` counts the bytes of a compiled statement at that level, as the fused kernels move them, not
-the eager decomposition's; FLOPs (matmul, convolution, attention) are the same math either way.
+:func:`outside_dynamo` is the context the count runs in instead. Where ``torch._dynamo`` has been
+imported (the only way compiled code can exist), it sets dynamo's ``force_eager`` stance for the one
+call: compiled functions and modules run their own Python source, dynamo's frame callback is not
+installed, so no cache entry is read, added or marked skipped, and no compile starts (the stance is
+restored on exit, whatever the call did). While it is on, a profile function watches for dynamo's
+compiled-call wrappers and records each *outermost* compiled call with its inputs (arguments, and a
+compiled module's parameters and buffers) and outputs: what the compiled graph reads and writes at
+least once. :mod:`.work` counts the bytes of a compiled statement at that level, as the fused
+kernels move them, not the eager decomposition's; FLOPs (matmul, convolution, attention) are the
+same math either way.
 """
 
 from __future__ import annotations
@@ -31,29 +34,31 @@ from .work_counters import _tensors, _traffic
 __all__ = ["CompiledCalls", "DynamoCannotStandAside", "outside_dynamo"]
 
 #: Where dynamo's wrapper of every compiled function and module call is defined: a closure over its
-#: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is told by what it
-#: holds, not by its name.
+#: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is
+#: told by what it holds, not by its name.
 _WRAPPER_FILE_SUFFIX = ("_dynamo/eval_frame.py", "_dynamo\\eval_frame.py")
 
 
 class DynamoCannotStandAside(RuntimeError):
-    """This PyTorch cannot run compiled code from its source for one call: the work is not counted, and says why."""
+    """This PyTorch cannot run compiled code from its source for one call: the work is not counted,
+    and says why."""
 
 
 @dataclass
 class CompiledCalls:
-    """The outermost compiled calls one call of a statement made, and the bytes they read and wrote: a tensor's bytes
-    as the op counter counts them (``work_counters._traffic``: each distinct tensor once, an expanded one by its
-    footprint)."""
+    """The outermost compiled calls one call of a statement made, and the bytes they read and wrote:
+    a tensor's bytes as the op counter counts them (``work_counters._traffic``: each distinct tensor
+    once, an expanded one by its footprint)."""
 
     calls: int = 0
     names: list[str] = field(default_factory=list)
     bytes_read: int = 0
     bytes_written: int = 0
-    #: what the op counter counted inside the compiled calls (read, written): the eager decomposition's traffic, which
-    #: the compiled calls' own bytes replace
+    #: what the op counter counted inside the compiled calls (read, written): the eager
+    #: decomposition's traffic, which the compiled calls' own bytes replace
     inside: tuple[int, int] = (0, 0)
-    #: reads the op counter's running (read, written) totals, so the traffic inside compiled calls can be told apart
+    #: reads the op counter's running (read, written) totals, so the traffic inside compiled calls
+    #: can be told apart
     probe: Callable[[], tuple[int, int]] | None = None
     _frames: list[FrameType] = field(default_factory=list)
     _at_entry: tuple[int, int] = (0, 0)
@@ -69,7 +74,9 @@ class CompiledCalls:
         import torch
 
         local = frame.f_locals
-        wrapped = inspect.unwrap(local.get("fn"))  # under dynamo's functools.wraps wrappers: the user's callable
+        wrapped = inspect.unwrap(
+            local.get("fn")
+        )  # under dynamo's functools.wraps wrappers: the user's callable
         inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]
         owner = getattr(wrapped, "__self__", wrapped)
         if isinstance(owner, torch.nn.Module):
@@ -101,7 +108,10 @@ def _name_of(wrapped: Any) -> str:
 
 
 def _is_compiled_wrapper(frame: FrameType) -> bool:
-    if not frame.f_code.co_filename.endswith(_WRAPPER_FILE_SUFFIX) or "fn" not in frame.f_code.co_freevars:
+    if (
+        not frame.f_code.co_filename.endswith(_WRAPPER_FILE_SUFFIX)
+        or "fn" not in frame.f_code.co_freevars
+    ):
         return False
     try:
         from torch._dynamo.eval_frame import OptimizeContext
@@ -115,10 +125,11 @@ def _is_compiled_wrapper(frame: FrameType) -> bool:
 def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterator[CompiledCalls]:
     """Run the block with dynamo standing aside, recording the outermost compiled calls it makes.
 
-    ``probe`` reads the op counter's running (read, written) byte totals (see :attr:`CompiledCalls.inside`).
-    A no-op where ``torch._dynamo`` was never imported: nothing can be compiled, and importing it here would cost
-    seconds. Compiled calls are not watched (``calls`` stays 0) where another profile function that cannot be chained
-    is active. Restores dynamo's stance and the thread's profile function on exit.
+    ``probe`` reads the op counter's running (read, written) byte totals (see
+    :attr:`CompiledCalls.inside`). A no-op where ``torch._dynamo`` was never imported: nothing can
+    be compiled, and importing it here would cost seconds. Compiled calls are not watched (``calls``
+    stays 0) where another profile function that cannot be chained is active. Restores dynamo's
+    stance and the thread's profile function on exit.
     """
     seen = CompiledCalls(probe=probe)
     if "torch._dynamo" not in sys.modules:
@@ -126,10 +137,14 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
         return
     import torch
 
-    if not hasattr(torch.compiler, "set_stance"):  # PyTorch before 2.6: no way to run compiled code from source
+    if not hasattr(
+        torch.compiler, "set_stance"
+    ):  # PyTorch before 2.6: no way to run compiled code from source
         raise DynamoCannotStandAside(
-            "work not counted: this PyTorch has no torch.compiler.set_stance (2.6 and later), and counting a statement "
-            "that may call compiled code under a dispatch mode would make dynamo skip that code for good"
+            "work not counted: this PyTorch has no torch.compiler.set_stance (2.6 and "
+            "later), and counting a statement "
+            "that may call compiled code under a dispatch mode would make dynamo skip that "
+            "code for good"
         )
     previous = sys.getprofile()
     chained = previous if callable(previous) else None

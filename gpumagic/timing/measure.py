@@ -1,29 +1,32 @@
 """The measurement's steps: the engine behind ``%gputime``. No IPython import.
 
-Each step is a function here, tested with a scripted sampler and a fake wall clock; :mod:`.staged` strings them
-together (:func:`~.staged.measure` for one statement, :func:`~.staged.prepare` / :func:`~.staged.conclude` around the
-samples of a comparison or a sweep point). The reasons come from the shared research on NVBench, do_bench, torch's
-Timer and %timeit:
+Each step is a function here, tested with a scripted sampler and a fake wall clock; :mod:`.staged`
+strings them together (:func:`~.staged.measure` for one statement, :func:`~.staged.prepare` /
+:func:`~.staged.conclude` around the samples of a comparison or a sweep point). The reasons come
+from the shared research on NVBench, do_bench, torch's Timer and %timeit:
 
-1. :func:`run_first_call`: once, cold. Lazy CUDA init, cuBLAS heuristics and JIT land here (189 ms cold vs 3.7 ms
-   warm for a 4096² fp32 matmul on a GB10), so it is kept apart and reported when far above the steady state.
+1. :func:`run_first_call`: once, cold. Lazy CUDA init, cuBLAS heuristics and JIT land here (189 ms
+   cold vs 3.7 ms warm for a 4096² fp32 matmul on a GB10), so it is kept apart and reported when far
+   above the steady state.
 2. :func:`settle_clocks` (``steady`` only): run until the GPU's clock has settled (:mod:`.steady`).
-   :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts about 1 ms
-   (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
-3. :func:`sample`: double-buffered rounds of back-to-back samples until :class:`~gpumagic.timing.stats.StopRule` says the
-   median is stable or the time budget ends; an interrupt keeps what was measured, and ``measure`` raises it
-   again carrying the partial result (:class:`~gpumagic.errors.TimingInterrupted`).
-   The SM clock is read (NVML) as each round ends, so the result can say at which clock the median was taken.
-4. :func:`~.passes.kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``), left out while
-   the profiler's one-time start has not happened and the samples answer without it (:mod:`.passes`).
-5. :func:`~.passes.host_pass`: the time to *issue* a call. GPU mostly idle and host time close to the per-call time
-   means launch-bound, and the line says so.
+   :func:`calibrate`: warm up (:func:`warm_up`), then choose calls per sample so that a sample lasts
+   about 1 ms (:func:`calls_per_sample`): the CUDA event quantum (~0.5 µs) is then 0.05 %.
+3. :func:`sample`: double-buffered rounds of back-to-back samples until
+   :class:`~gpumagic.timing.stats.StopRule` says the median is stable or the time budget ends; an
+   interrupt keeps what was measured, and ``measure`` raises it again carrying the partial result
+   (:class:`~gpumagic.errors.TimingInterrupted`). The SM clock is read (NVML) as each round ends, so
+   the result can say at which clock the median was taken.
+4. :func:`~.passes.kernel_pass`: GPU busy time per call from a short CUPTI pass (``kernel_time``),
+   left out while the profiler's one-time start has not happened and the samples answer without it
+   (:mod:`.passes`).
+5. :func:`~.passes.host_pass`: the time to *issue* a call. GPU mostly idle and host time close to
+   the per-call time means launch-bound, and the line says so.
 6. :func:`assemble`: the closing notes and the :class:`TimingResult`.
 
-Without CUDA (or with the statement's tensors on the CPU, or ``cpu=True``) the same steps run on the host clock.
-The core speaks to scripts: a note that advises a setting spells it as a :class:`TimingOptions` keyword
-(``time_budget=2``) and lists its :class:`~gpumagic.errors.Hint` in ``TimingResult.hints``, for the magics layer
-to respell as notebook advice.
+Without CUDA (or with the statement's tensors on the CPU, or ``cpu=True``) the same steps run on the
+host clock. The core speaks to scripts: a note that advises a setting spells it as a
+:class:`TimingOptions` keyword (``time_budget=2``) and lists its :class:`~gpumagic.errors.Hint` in
+``TimingResult.hints``, for the magics layer to respell as notebook advice.
 """
 
 from __future__ import annotations
@@ -47,14 +50,22 @@ from .steady import settle
 from .steps import Calibration, KernelFigures, Notes, Sampling, Steadiness
 from .work import Work
 
-__all__ = ["assemble", "calibrate", "run_first_call", "sample", "settle_clocks"]  # the steps, for .staged and tests
+__all__ = [
+    "assemble",
+    "calibrate",
+    "run_first_call",
+    "sample",
+    "settle_clocks",
+]  # the steps, for .staged and tests
 __all__ += ["SKIP_KERNEL_PASS", "host_pass", "kernel_pass"]  # the passes live in .passes
 
-#: The settings the notes advise, each written once (the magics layer respells them as ``%config`` lines).
+#: The settings the notes advise, each written once (the magics layer respells them as ``%config``
+#: lines).
 LONGER_RUN = Hint("time_budget", "2")
 STEADY = Hint("steady", "True")
 
-# Fixed parts of the method rather than options: changing one is a change to the method, not a user's choice.
+# Fixed parts of the method rather than options: changing one is a change to the method, not a
+# user's choice.
 #: Seconds of device work queued ahead of the first sample at most (the ``_sleep`` backlog).
 MAX_BACKLOG = 0.02
 #: Samples per round at most: a round is collected, and the stop rule consulted, as a whole.
@@ -62,13 +73,19 @@ MAX_ROUND = 64
 
 
 def run_first_call(
-    statement: CompiledStatement, sampler: Sampler, opts: TimingOptions, namespace_values: list[Any], notes: Notes
+    statement: CompiledStatement,
+    sampler: Sampler,
+    opts: TimingOptions,
+    namespace_values: list[Any],
+    notes: Notes,
 ) -> tuple[float, Sampler, TimingOptions]:
-    """Run the statement once, cold; return (its seconds, the clock to use, the options that clock can honour).
+    """Run the statement once, cold; return (its seconds, the clock to use, the options that clock
+    can honour).
 
-    The first call is where lazy initialisation lands, so it is kept apart from the samples. Its value settles the
-    clock when the namespace did not (a statement that returns CPU tensors is a CPU statement), and options the
-    clock cannot honour (``graph``, ``flush_l2`` on the host clock) are dropped with a note instead of failing.
+    The first call is where lazy initialisation lands, so it is kept apart from the samples. Its
+    value settles the clock when the namespace did not (a statement that returns CPU tensors is a
+    CPU statement), and options the clock cannot honour (``graph``, ``flush_l2`` on the host clock)
+    are dropped with a note instead of failing.
     """
     seconds, value = sampler.first_call(statement.once)
     sampler, why = confirm_clock(sampler, value, namespace_values, opts)
@@ -79,7 +96,9 @@ def run_first_call(
     if opts.flush_l2 and not sampler.supports_flush_l2:
         notes.add(f"--flush-l2 needs CUDA{cause}: ignored.")
     opts = replace(
-        opts, graph=opts.graph and sampler.supports_graph, flush_l2=opts.flush_l2 and sampler.supports_flush_l2
+        opts,
+        graph=opts.graph and sampler.supports_graph,
+        flush_l2=opts.flush_l2 and sampler.supports_flush_l2,
     )
     return seconds, sampler, opts
 
@@ -89,8 +108,9 @@ def warm_up(
 ) -> tuple[float, float]:
     """Warm up; return (seconds per call, host seconds per call) estimated from the last batch.
 
-    Batches double so that a slow statement is not run far past the warm-up time and a fast one does not pay a
-    clock read per call; ``warmup_calls`` (``-w``) fixes the count instead, and 0 reuses the first call's time.
+    Batches double so that a slow statement is not run far past the warm-up time and a fast one does
+    not pay a clock read per call; ``warmup_calls`` (``-w``) fixes the count instead, and 0 reuses
+    the first call's time.
     """
     if opts.warmup_calls == 0:
         return first_call, first_call
@@ -118,9 +138,11 @@ def warm_up(
 
 
 def calls_per_sample(opts: TimingOptions, per_call: float) -> int:
-    """Calls per sample: enough for ``target_sample_time`` (the event quantum is then negligible), or as fixed.
+    """Calls per sample: enough for ``target_sample_time`` (the event quantum is then negligible),
+    or as fixed.
 
-    With ``flush_l2`` every call is timed alone, since the flush must sit between calls, outside the timed window.
+    With ``flush_l2`` every call is timed alone, since the flush must sit between calls, outside the
+    timed window.
     """
     if opts.flush_l2:
         return 1
@@ -131,9 +153,14 @@ def calls_per_sample(opts: TimingOptions, per_call: float) -> int:
 
 
 def calibrate(
-    sampler: Sampler, inner: Callable[[int], None], opts: TimingOptions, first_call: float, notes: Notes
+    sampler: Sampler,
+    inner: Callable[[int], None],
+    opts: TimingOptions,
+    first_call: float,
+    notes: Notes,
 ) -> Calibration:
-    """Warm up, choose the calls per sample, and let the sampler prepare for them (flush buffer, graph capture)."""
+    """Warm up, choose the calls per sample, and let the sampler prepare for them (flush buffer,
+    graph capture)."""
     per_call, host_per_call = warm_up(sampler, inner, opts, first_call)
     k = calls_per_sample(opts, per_call)
     notes.add(*sampler.prepare(inner, k))
@@ -148,35 +175,47 @@ def settle_clocks(
     notes: Notes,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Steadiness | None:
-    """With ``steady``: run until the GPU's clock has settled (:func:`~gpumagic.timing.steady.settle`), else None."""
+    """With ``steady``: run until the GPU's clock has settled
+    (:func:`~gpumagic.timing.steady.settle`), else None."""
     if not opts.steady:
         return None
     if not sampler.on_device:
-        notes.add("--steady waits for a GPU's clock to settle: on the host clock it has nothing to wait for.")
+        notes.add(
+            "--steady waits for a GPU's clock to settle: on the host clock it has nothing to "
+            "wait for."
+        )
         return None
     found = settle(sampler, inner, opts, first_call, wall_clock)
     if not found.settled:
         why = {
-            "spread": f"the last batches spread {found.spread:.1%}, more than {opts.steady_tolerance:.1%}",
-            "drift": f"it still drifted more than {opts.steady_tolerance / 2:.2%} from one 0.3 s window to the next",
+            "spread": f"the last batches spread {found.spread:.1%}, more than "
+            f"{opts.steady_tolerance:.1%}",
+            "drift": f"it still drifted more than {opts.steady_tolerance / 2:.2%} from one "
+            f"0.3 s window to the next",
             "clock": "the SM clock still moved from one 0.3 s window to the next",
             "batches": "too few batches ran",
         }.get(found.unmet, found.unmet)
         notes.add(
-            f"--steady: the per-call time had not settled after {found.seconds:.1f} s ({why}): the GPU's clock or "
+            f"--steady: the per-call time had not settled after {found.seconds:.1f} s "
+            f"({why}): the GPU's clock or "
             "its other work still moves it."
         )
     return found
 
 
 def round_size(opts: TimingOptions, cal: Calibration) -> int:
-    """Samples per round: about ``round_time`` of device work, so the host can enqueue one while the GPU runs one."""
-    per_round = max(1, min(MAX_ROUND, math.ceil(opts.round_time / max(cal.calls_per_sample * cal.per_call, TINY))))
+    """Samples per round: about ``round_time`` of device work, so the host can enqueue one while the
+    GPU runs one."""
+    per_round = max(
+        1,
+        min(MAX_ROUND, math.ceil(opts.round_time / max(cal.calls_per_sample * cal.per_call, TINY))),
+    )
     return per_round if opts.samples is None else min(per_round, opts.samples)
 
 
 def _finish_quietly(sampler: Sampler) -> None:
-    """Wait for the device work already issued, after an interrupt: an error there must not hide the interrupt."""
+    """Wait for the device work already issued, after an interrupt: an error there must not hide the
+    interrupt."""
     try:
         sampler.finish()
     except Exception:  # noqa: BLE001 - the interrupt is what the user needs to see
@@ -190,17 +229,20 @@ def sample(
     cal: Calibration,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Sampling:
-    """Take samples until the stop rule or the time budget says enough; keep what was measured on an interrupt.
+    """Take samples until the stop rule or the time budget says enough; keep what was measured on an
+    interrupt.
 
-    Samples run on the current stream with shared boundary events (no gap between samples), enqueued in rounds
-    and double-buffered: the host enqueues round r+1 before it waits for round r, so the GPU never waits on the
-    host unless the host really is slower (launch-bound, which is then what the samples say). A short ``_sleep``
-    backlog is queued first so that the first start event does not wait on the host either. No flush, no sync, no
-    Python work between calls: the same back-to-back, hot-cache regime as the CUPTI kernel-busy truth.
+    Samples run on the current stream with shared boundary events (no gap between samples), enqueued
+    in rounds and double-buffered: the host enqueues round r+1 before it waits for round r, so the
+    GPU never waits on the host unless the host really is slower (launch-bound, which is then what
+    the samples say). A short ``_sleep`` backlog is queued first so that the first start event does
+    not wait on the host either. No flush, no sync, no Python work between calls: the same
+    back-to-back, hot-cache regime as the CUPTI kernel-busy truth.
 
-    The garbage collector is off while sampling (a collection inside a sample is a host stall the statement does
-    not cause) and restored after, whatever happens. On ``KeyboardInterrupt`` the device work already issued is
-    waited for and the rounds that completed are kept; with nothing measured at all the interrupt propagates.
+    The garbage collector is off while sampling (a collection inside a sample is a host stall the
+    statement does not cause) and restored after, whatever happens. On ``KeyboardInterrupt`` the
+    device work already issued is waited for and the rounds that completed are kept; with nothing
+    measured at all the interrupt propagates.
     """
     out = Sampling()
     rounds: deque[Any] = deque()  # issued and not yet collected, the one being collected first
@@ -238,10 +280,12 @@ def _sample_rounds(
     out: Sampling,
     rounds: deque[Any],
 ) -> None:
-    """The double-buffered rounds: enqueue the next round, then collect the oldest, then ask whether to stop.
+    """The double-buffered rounds: enqueue the next round, then collect the oldest, then ask whether
+    to stop.
 
-    Once stopping, no new round is issued and the one in flight is still collected (its samples are good). A round
-    leaves ``rounds`` only once collected, so that an interrupt inside :meth:`Sampler.collect` can salvage it.
+    Once stopping, no new round is issued and the one in flight is still collected (its samples are
+    good). A round leaves ``rounds`` only once collected, so that an interrupt inside
+    :meth:`Sampler.collect` can salvage it.
     """
     k = cal.calls_per_sample
     per_round = round_size(opts, cal)
@@ -260,7 +304,9 @@ def _sample_rounds(
         durations = sampler.collect(rounds[0])
         rounds.popleft()
         out.samples.extend(d / k for d in durations)
-        out.clocks.extend([sampler.sm_clock()] * len(durations))  # the clock as this round ends: NVML, ~10 µs
+        out.clocks.extend(
+            [sampler.sm_clock()] * len(durations)
+        )  # the clock as this round ends: NVML, ~10 µs
         measured += sum(durations)
         if stopping:
             continue
@@ -272,7 +318,10 @@ def _sample_rounds(
         out.stop_reason = decision.reason
         if decision.stop:
             stopping = True
-        elif wall_clock() - sample_wall0 > opts.time_budget and len(out.samples) >= opts.min_samples_on_budget:
+        elif (
+            wall_clock() - sample_wall0 > opts.time_budget
+            and len(out.samples) >= opts.min_samples_on_budget
+        ):
             out.stop_reason = f"time budget of {opts.time_budget:g} s ended ({decision.reason})"
             out.unsettled = decision
             stopping = True
@@ -292,18 +341,21 @@ def assemble(
     steadiness: Steadiness | None = None,
     work: Work | None = None,
 ) -> TimingResult:
-    """The closing notes (a median still moving at the budget's end, a moving SM clock) and the result."""
+    """The closing notes (a median still moving at the budget's end, a moving SM clock) and the
+    result."""
     unsettled = sampling.unsettled
     if unsettled is not None and unsettled.unmet in ("rel_ci", "rel_drift"):
-        # A GPU's clocks (and caches) settle under sustained load; the host clock has no such warm-up to wait for,
-        # and what moves a CPU statement's median is the machine's other work or the statement's own variation.
+        # A GPU's clocks (and caches) settle under sustained load; the host clock has no such
+        # warm-up to wait for, and what moves a CPU statement's median is the machine's other work
+        # or the statement's own variation.
         why = (
             "clocks may still be changing under sustained load"
             if sampler.on_device
             else "other work on this machine, or the statement's own variation, moves it"
         )
         notes.advise(
-            f"The median had not settled when the {opts.time_budget:g} s budget ended ({unsettled.reason}): {why}. "
+            f"The median had not settled when the {opts.time_budget:g} s budget ended "
+            f"({unsettled.reason}): {why}. "
             f"A longer run: {LONGER_RUN.script()}",
             LONGER_RUN,
         )
@@ -340,6 +392,9 @@ def assemble(
     )
     clocks = result.clock_summary
     if clocks is not None and clocks.has_moved and not opts.steady and not sampling.interrupted:
-        notes.advise(f"{result.clock_sentence()} For a figure at the settled clock: {STEADY.script()}", STEADY)
+        notes.advise(
+            f"{result.clock_sentence()} For a figure at the settled clock: {STEADY.script()}",
+            STEADY,
+        )
         result.notes, result.hints = notes.lines, notes.hints
     return result

@@ -1,9 +1,11 @@
-"""TimingOptions: every knob of a ``%gputime`` measurement, and the one place each timing default is written.
+"""TimingOptions: every knob of a ``%gputime`` measurement, and the one place each timing default is
+written.
 
-Why one place: the defaults are read by the orchestrator, by :class:`~gpumagic.timing.result.TimingResult` (the
-text thresholds) and by the configuration layer (``%config GpuMagics``), and a default repeated in two places
-drifts. Readers take them from this class (``TimingOptions.precision`` is the default itself) rather than
-restating them. The stop rule's own defaults live on :class:`~gpumagic.timing.stats.StopRule`, which this class holds.
+Why one place: the defaults are read by the orchestrator, by
+:class:`~gpumagic.timing.result.TimingResult` (the text thresholds) and by the configuration layer
+(``%config GpuMagics``), and a default repeated in two places drifts. Readers take them from this
+class (``TimingOptions.precision`` is the default itself) rather than restating them. The stop
+rule's own defaults live on :class:`~gpumagic.timing.stats.StopRule`, which this class holds.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ __all__ = ["Bounds", "TimingOptions"]
 
 @dataclass(frozen=True)
 class Bounds:
-    """The values a numeric option accepts, and the words that say so when a value falls outside them.
+    """The values a numeric option accepts, and the words that say so when a value falls outside
+    them.
 
-    ``whole`` asks for an integer; ``low`` is the least value (excluded with ``strict``), ``below`` an excluded upper
-    end; ``optional`` lets None through ("choose adaptively"); ``what`` says what the number means, in the message.
+    ``whole`` asks for an integer; ``low`` is the least value (excluded with ``strict``), ``below``
+    an excluded upper end; ``optional`` lets None through ("choose adaptively"); ``what`` says what
+    the number means, in the message.
     """
 
     low: float
@@ -44,7 +48,8 @@ class Bounds:
         return text + (f" ({self.what})" if self.what else "")
 
     def check(self, option: str, value: Any) -> None:
-        """Raise :class:`~gpumagic.errors.InvalidOptionError` unless ``value`` is within these bounds."""
+        """Raise :class:`~gpumagic.errors.InvalidOptionError` unless ``value`` is within these
+        bounds."""
         if value is None and self.optional:
             return
         kind = numbers.Integral if self.whole else numbers.Real
@@ -66,8 +71,9 @@ def _fraction(example: float) -> str:
     return f"a fraction of the median: {example:g} is \u00b1{round(example * 100, 6):g} %"
 
 
-#: The bounds of every numeric option, :class:`TimingOptions`' fields and its ``stop_rule``'s by their own names (the
-#: names of the ``GpuMagics`` settings too). Checked by :meth:`TimingOptions.validate` and by the settings layer.
+#: The bounds of every numeric option, :class:`TimingOptions`' fields and its ``stop_rule``'s by
+#: their own names (the names of the ``GpuMagics`` settings too). Checked by
+#: :meth:`TimingOptions.validate` and by the settings layer.
 BOUNDS: dict[str, Bounds] = {
     "calls_per_sample": Bounds(1, whole=True, optional=True),
     "samples": Bounds(1, whole=True, optional=True),
@@ -103,7 +109,8 @@ BOUNDS: dict[str, Bounds] = {
 class TimingOptions:
     """Every knob of a measurement. ``None`` means "choose adaptively".
 
-    Times are seconds. The fields are grouped by the step that reads them (see :mod:`gpumagic.timing.measure`).
+    Times are seconds. The fields are grouped by the step that reads them (see
+    :mod:`gpumagic.timing.measure`).
     """
 
     # Fixed counts, as %timeit's letters; None lets the measurement choose.
@@ -111,7 +118,8 @@ class TimingOptions:
     samples: int | None = None  # -r
     warmup_calls: int | None = None  # -w
 
-    # Warm-up: enough device time for clocks, caches and autotuners to settle, never longer than the wall cap.
+    # Warm-up: enough device time for clocks, caches and autotuners to settle, never longer than the
+    # wall cap.
     warmup_time: float = 0.03
     min_warmup_calls: int = 3
     warmup_wall_cap: float = 0.3
@@ -120,10 +128,13 @@ class TimingOptions:
     target_sample_time: float = 1e-3
     max_calls_per_sample: int = 10_000
 
-    # Sampling: stop when the rule is met, or the budget ends (with at least a few samples to take a median of).
+    # Sampling: stop when the rule is met, or the budget ends (with at least a few samples to take a
+    # median of).
     time_budget: float = 0.5
     min_samples_on_budget: int = 3
-    round_time: float = 0.01  # device time queued per round: the host enqueues a round while the GPU runs one
+    round_time: float = (
+        0.01  # device time queued per round: the host enqueues a round while the GPU runs one
+    )
     stop_rule: StopRule = field(default_factory=StopRule)
 
     # Modes.
@@ -131,35 +142,41 @@ class TimingOptions:
     graph: bool = False
     cpu: bool = False
 
-    # Steady (--steady): before sampling, run until the per-call time (and the SM clock) has settled: at least
-    # steady_min_time, at most steady_time seconds; settled is the last batches within steady_tolerance.
+    # Steady (--steady): before sampling, run until the per-call time (and the SM clock) has
+    # settled: at least steady_min_time, at most steady_time seconds; settled is the last batches
+    # within steady_tolerance.
     steady: bool = False
     steady_time: float = 10.0
     steady_min_time: float = 1.0
     steady_tolerance: float = 0.005
 
-    # Work: one more call under FLOP and byte counters (outside the timed window) for FLOP/s, GB/s and % of peak.
+    # Work: one more call under FLOP and byte counters (outside the timed window) for FLOP/s, GB/s
+    # and % of peak.
     work: bool = True
 
-    # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the recording starts.
+    # Kernel pass (CUPTI): short, but preloaded so that the GPU is at its sustained clocks when the
+    # recording starts.
     kernel_time: bool = True
     kernel_pass_time: float = 0.01
     kernel_preload_time: float = 0.05
     max_kernel_pass_calls: int = 2000
 
-    # Host pass: few enough calls that the launch queue never fills (a full queue makes issuing wait on the GPU).
+    # Host pass: few enough calls that the launch queue never fills (a full queue makes issuing wait
+    # on the GPU).
     host_pass_time: float = 0.002
 
-    # Reporting, read by TimingResult: the first call is reported when it is this much slower than the median.
+    # Reporting, read by TimingResult: the first call is reported when it is this much slower than
+    # the median.
     first_call_ratio: float = 2.0
     first_call_min: float = 1e-3
     precision: int = 3
 
     def validate(self) -> None:
-        """Raise :class:`~gpumagic.errors.InvalidOptionError` (a ``ValueError``) for values that cannot be used.
+        """Raise :class:`~gpumagic.errors.InvalidOptionError` (a ``ValueError``) for values that
+        cannot be used.
 
-        Every numeric field, and the stop rule's, is checked against :data:`BOUNDS` before anything runs: a bad
-        value found only when the result is printed would cost the whole measurement.
+        Every numeric field, and the stop rule's, is checked against :data:`BOUNDS` before anything
+        runs: a bad value found only when the result is printed would cost the whole measurement.
         """
         for f in fields(self):
             if f.name in BOUNDS:
@@ -170,12 +187,14 @@ class TimingOptions:
             raise InvalidOptionError(
                 option="--flush-l2",
                 value=self.calls_per_sample,
-                reason="times each call alone (the flush must sit between calls, outside the timed window): "
+                reason="times each call alone (the flush must sit between calls, outside the "
+                "timed window): "
                 "drop -n, or drop --flush-l2 for back-to-back calls; calls per sample must be 1",
             )
         if self.flush_l2 and self.graph:
             raise InvalidOptionError(
                 option="--flush-l2",
                 value=self.graph,
-                reason="and --graph cannot be combined yet: choose one; graph must be off with --flush-l2",
+                reason="and --graph cannot be combined yet: choose one; graph must be off "
+                "with --flush-l2",
             )

@@ -2,46 +2,51 @@
 
 The plain way to measure it, ``torch.cuda.reset_peak_memory_stats()`` before the call and
 ``torch.cuda.max_memory_allocated()`` after, resets counters that belong to the user: after it,
-``max_memory_allocated()`` and ``memory_stats()["*.peak"]`` report the peak since gpumagic's call, not since the
-user's program started or last reset them, and PyTorch has no way to put an old peak back. This module never resets
-anything. It reads the counters before and after the call and, where they cannot answer, the caching allocator's
-history of allocations and frees:
+``max_memory_allocated()`` and ``memory_stats()["*.peak"]`` report the peak since gpumagic's call,
+not since the user's program started or last reset them, and PyTorch has no way to put an old peak
+back. This module never resets anything. It reads the counters before and after the call and, where
+they cannot answer, the caching allocator's history of allocations and frees:
 
-- If the call raised the allocator's peak (``allocated_bytes.all.peak``) above what it read before, that new peak
-  less what was allocated before the call *is* the call's peak: exact, and no history is read.
-- Otherwise the earlier peak hides the call's, and the allocator's history gives it: the running sum of the call's
-  ``alloc`` (+) and ``free_requested`` (-) entries on the current device, whose maximum is the peak above the start
-  (:func:`peak_from_trace`). If the process records no history, :func:`call_peak` turns recording on for the one
-  call with the cheapest settings (no stack traces, only the two actions it reads, at most
-  :data:`HISTORY_ENTRIES` entries) and off again afterwards, the call raising or not. Turning it off empties the
-  allocator's history buffer, which was empty already: the allocator keeps none while recording is off. If the
-  user records history, their settings are left alone and only the entries the call added are read; taking the
-  snapshot that reads them appends one ``snapshot`` entry to the user's history, unless they skip that action.
+- If the call raised the allocator's peak (``allocated_bytes.all.peak``) above what it read before,
+  that new peak less what was allocated before the call *is* the call's peak: exact, and no history
+  is read.
+- Otherwise the earlier peak hides the call's, and the allocator's history gives it: the running sum
+  of the call's ``alloc`` (+) and ``free_requested`` (-) entries on the current device, whose
+  maximum is the peak above the start (:func:`peak_from_trace`). If the process records no history,
+  :func:`call_peak` turns recording on for the one call with the cheapest settings (no stack traces,
+  only the two actions it reads, at most :data:`HISTORY_ENTRIES` entries) and off again afterwards,
+  the call raising or not. Turning it off empties the allocator's history buffer, which was empty
+  already: the allocator keeps none while recording is off. If the user records history, their
+  settings are left alone and only the entries the call added are read; taking the snapshot that
+  reads them appends one ``snapshot`` entry to the user's history, unless they skip that action.
 
-Which entries move the counter, from c10/cuda/CUDACachingAllocator.cpp: ``allocated_bytes`` rises by the block's
-size where the allocator records ``alloc`` (``alloc_found_block``) and falls by it where it records
-``free_requested`` (``free``), at once, even when the block waits for another stream before it can be reused
-(``free_completed``, later, changes ``active_bytes``, not ``allocated_bytes``). ``segment_*`` entries are memory
-reserved from CUDA, ``oom`` and ``snapshot`` change nothing. The counter is per device and counts every stream, so
-the trace is read for the current device, all streams together. One difference: a trace entry holds the size the
-caller asked for, the counter the block it got. Each request is rounded up to the allocator's 512-byte blocks here,
-which is exact for blocks split to size (all small ones, and large ones carved from a larger free block); a large
-request can also get a cached block up to 1 MiB bigger whole (more under ``max_split_size``), and
-``roundup_power2_divisions`` rounds requests further. The allocator's cumulative byte counters say whether that
-happened during the call and by how much, so the figure says when it is exact and otherwise gives the range the true
-peak lies in.
+Which entries move the counter, from c10/cuda/CUDACachingAllocator.cpp: ``allocated_bytes`` rises by
+the block's size where the allocator records ``alloc`` (``alloc_found_block``) and falls by it where
+it records ``free_requested`` (``free``), at once, even when the block waits for another stream
+before it can be reused (``free_completed``, later, changes ``active_bytes``, not
+``allocated_bytes``). ``segment_*`` entries are memory reserved from CUDA, ``oom`` and ``snapshot``
+change nothing. The counter is per device and counts every stream, so the trace is read for the
+current device, all streams together. One difference: a trace entry holds the size the caller asked
+for, the counter the block it got. Each request is rounded up to the allocator's 512-byte blocks
+here, which is exact for blocks split to size (all small ones, and large ones carved from a larger
+free block); a large request can also get a cached block up to 1 MiB bigger whole (more under
+``max_split_size``), and ``roundup_power2_divisions`` rounds requests further. The allocator's
+cumulative byte counters say whether that happened during the call and by how much, so the figure
+says when it is exact and otherwise gives the range the true peak lies in.
 
-Counts check the history: the number of ``alloc`` and ``free_requested`` entries read must equal the change in the
-allocator's own allocation counters (``allocation.all.allocated``/``freed``). Entries dropped by a full history
-buffer, actions the user skips, or another thread allocating while the snapshot is taken make them differ; the
-figure is then missing (None, with a note that says why), never wrong.
+Counts check the history: the number of ``alloc`` and ``free_requested`` entries read must equal the
+change in the allocator's own allocation counters (``allocation.all.allocated``/``freed``). Entries
+dropped by a full history buffer, actions the user skips, or another thread allocating while the
+snapshot is taken make them differ; the figure is then missing (None, with a note that says why),
+never wrong.
 
-Cost while recording is on: one small record (action, address, size, stream, a time stamp) pushed into the
-allocator's history under its lock for each allocation and free, no stack traces (newer PyTorch also listens for
-``record_function`` ranges to annotate the history while it records); afterwards one snapshot of the allocator, its
-segments and history entries as Python objects. On an H100 with PyTorch 2.11 that was about 0.7 µs more per
-allocation or free and 0.9 µs per history entry for the snapshot; PyTorch's default settings, with Python and C++
-stack traces, cost about 1.9 µs per event and 40 µs per entry, and 57 ms to turn on.
+Cost while recording is on: one small record (action, address, size, stream, a time stamp) pushed
+into the allocator's history under its lock for each allocation and free, no stack traces (newer
+PyTorch also listens for ``record_function`` ranges to annotate the history while it records);
+afterwards one snapshot of the allocator, its segments and history entries as Python objects. On an
+H100 with PyTorch 2.11 that was about 0.7 µs more per allocation or free and 0.9 µs per history
+entry for the snapshot; PyTorch's default settings, with Python and C++ stack traces, cost about 1.9
+µs per event and 40 µs per entry, and 57 ms to turn on.
 """
 
 from __future__ import annotations
@@ -52,17 +57,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["BLOCK_BYTES", "HISTORY_ENTRIES", "CallPeak", "block_bytes", "call_entries", "call_peak", "peak_from_trace"]
+__all__ = [
+    "BLOCK_BYTES",
+    "HISTORY_ENTRIES",
+    "CallPeak",
+    "block_bytes",
+    "call_entries",
+    "call_peak",
+    "peak_from_trace",
+]
 
-#: The caching allocator's smallest block and the step every request is rounded up to (``kMinBlockSize``).
+#: The caching allocator's smallest block and the step every request is rounded up to
+#: (``kMinBlockSize``).
 BLOCK_BYTES = 512
 
-#: Most history entries kept when :func:`call_peak` records history itself: a call with more allocations and frees
-#: than this (and a peak below the earlier one) gets no figure rather than a slow snapshot of a huge history.
+#: Most history entries kept when :func:`call_peak` records history itself: a call with more
+#: allocations and frees than this (and a peak below the earlier one) gets no figure rather than a
+#: slow snapshot of a huge history.
 HISTORY_ENTRIES = 1 << 17
 
-#: The two actions that move the allocated-bytes counter, and the ones the allocator need not record while
-#: :func:`call_peak` records history itself.
+#: The two actions that move the allocated-bytes counter, and the ones the allocator need not record
+#: while :func:`call_peak` records history itself.
 _COUNTED = ("alloc", "free_requested")
 _SKIPPED = ("free_completed", "segment_alloc", "segment_free", "oom", "snapshot")
 
@@ -71,11 +86,11 @@ _SKIPPED = ("free_completed", "segment_alloc", "segment_free", "oom", "snapshot"
 class CallPeak:
     """The peak memory of one call, filled in when :func:`call_peak`'s block ends.
 
-    ``bytes``: CUDA memory allocated at the call's peak above what was allocated just before it, on the device
-    current when the block began, as ``torch.cuda.max_memory_allocated`` counts it (allocator blocks); None where it
-    could not be measured. ``low``/``high``: the range the true figure lies in (both equal to ``bytes`` when it is
-    exact). ``source``: "peak counter" or "allocator history" ("" when None). ``note``: why ``bytes`` is None or
-    inexact, "" otherwise.
+    ``bytes``: CUDA memory allocated at the call's peak above what was allocated just before it, on
+    the device current when the block began, as ``torch.cuda.max_memory_allocated`` counts it
+    (allocator blocks); None where it could not be measured. ``low``/``high``: the range the true
+    figure lies in (both equal to ``bytes`` when it is exact). ``source``: "peak counter" or
+    "allocator history" ("" when None). ``note``: why ``bytes`` is None or inexact, "" otherwise.
     """
 
     bytes: int | None = None
@@ -86,23 +101,27 @@ class CallPeak:
 
     @property
     def exact(self) -> bool:
-        """Whether ``bytes`` is the allocator's own figure, not the history's guess within a range."""
+        """Whether ``bytes`` is the allocator's own figure, not the history's guess within a
+        range."""
         return self.bytes is not None and self.low == self.high == self.bytes
 
 
 def block_bytes(size: int) -> int:
-    """The bytes the caching allocator counts for a request of ``size`` bytes: a multiple of 512, at least 512."""
+    """The bytes the caching allocator counts for a request of ``size`` bytes: a multiple of 512, at
+    least 512."""
     return max(BLOCK_BYTES, -(-int(size) // BLOCK_BYTES) * BLOCK_BYTES)
 
 
 def peak_from_trace(entries: Sequence[Mapping[str, Any]]) -> int:
-    """The highest rise of allocated bytes above the start over ``entries``, in order (0 if it never rises).
+    """The highest rise of allocated bytes above the start over ``entries``, in order (0 if it never
+    rises).
 
-    ``entries`` are the allocator's history entries of one device, as ``torch.cuda.memory._snapshot()`` gives them
-    under ``["device_traces"][device]``: dicts with ``action`` and ``size`` (and ``addr``, ``stream``,
-    ``time_us``, ...). ``alloc`` adds the request's block (:func:`block_bytes` of ``size``), ``free_requested``
-    takes it away; every other action leaves the count alone. A free of a block allocated before the first entry
-    lowers the count below the start, so later allocations rise from there.
+    ``entries`` are the allocator's history entries of one device, as
+    ``torch.cuda.memory._snapshot()`` gives them under ``["device_traces"][device]``: dicts with
+    ``action`` and ``size`` (and ``addr``, ``stream``, ``time_us``, ...). ``alloc`` adds the
+    request's block (:func:`block_bytes` of ``size``), ``free_requested`` takes it away; every other
+    action leaves the count alone. A free of a block allocated before the first entry lowers the
+    count below the start, so later allocations rise from there.
     """
     level = peak = 0
     for entry in entries:
@@ -115,13 +134,17 @@ def peak_from_trace(entries: Sequence[Mapping[str, Any]]) -> int:
     return peak
 
 
-def call_entries(trace: Sequence[Mapping[str, Any]], allocs: int, frees: int) -> Sequence[Mapping[str, Any]] | None:
-    """The end of ``trace`` that holds exactly the last ``allocs`` allocations and ``frees`` frees; None if none does.
+def call_entries(
+    trace: Sequence[Mapping[str, Any]], allocs: int, frees: int
+) -> Sequence[Mapping[str, Any]] | None:
+    """The end of ``trace`` that holds exactly the last ``allocs`` allocations and ``frees`` frees;
+    None if none does.
 
-    The call's entries are the newest in the history (nothing allocates after it before the snapshot), so walking
-    back from the end until both counts are met finds where they start. None when the history runs out first (a
-    full ring buffer dropped the call's oldest entries, or the actions are not recorded) or holds more of one kind
-    than the counters say happened (the history and the counters disagree).
+    The call's entries are the newest in the history (nothing allocates after it before the
+    snapshot), so walking back from the end until both counts are met finds where they start. None
+    when the history runs out first (a full ring buffer dropped the call's oldest entries, or the
+    actions are not recorded) or holds more of one kind than the counters say happened (the history
+    and the counters disagree).
     """
     if allocs == 0 and frees == 0:
         return trace[len(trace) :]
@@ -162,7 +185,8 @@ def _counters(torch: Any, device: int) -> _Counters:
 
 
 def _torch() -> Any:
-    """PyTorch if this process has imported it, else None: CUDA cannot be in use without it, and importing it costs."""
+    """PyTorch if this process has imported it, else None: CUDA cannot be in use without it, and
+    importing it costs."""
     return sys.modules.get("torch")
 
 
@@ -178,7 +202,8 @@ def _unmeasurable(torch: Any) -> str:
 
 
 class _History:
-    """The allocator's history recording for one call: used as found, or turned on here and off again by close()."""
+    """The allocator's history recording for one call: used as found, or turned on here and off
+    again by close()."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
@@ -198,14 +223,20 @@ class _History:
             self.note = f"the allocator's history could not be used ({type(exc).__name__}: {exc})"
 
     def _turn_on(self, memory: Any, enabled: Any) -> None:
-        settings: dict[str, Any] = {"context": None, "stacks": "python", "max_entries": HISTORY_ENTRIES}
+        settings: dict[str, Any] = {
+            "context": None,
+            "stacks": "python",
+            "max_entries": HISTORY_ENTRIES,
+        }
         try:
             try:
                 memory._record_memory_history("all", skip_actions=list(_SKIPPED), **settings)
             except TypeError:  # a PyTorch before skip_actions: it records every action
                 memory._record_memory_history("all", **settings)
         except Exception as exc:  # noqa: BLE001 - no history is a reason for no figure, not an error
-            self.note = f"the allocator's history could not be recorded ({type(exc).__name__}: {exc})"
+            self.note = (
+                f"the allocator's history could not be recorded ({type(exc).__name__}: {exc})"
+            )
             if enabled():  # half turned on: leave it as it was found
                 memory._record_memory_history(None)
             return
@@ -223,13 +254,15 @@ class _History:
 
 @contextmanager
 def call_peak() -> Iterator[CallPeak]:
-    """Measure the peak CUDA memory of the block's work: ``with call_peak() as peak: call()``, then ``peak.bytes``.
+    """Measure the peak CUDA memory of the block's work: ``with call_peak() as peak: call()``, then
+    ``peak.bytes``.
 
-    Never resets or changes the user's memory counters, and leaves the allocator's history recording as it found
-    it, also when the block raises (the exception propagates; ``peak.bytes`` stays None). Where PyTorch is not
-    loaded, CUDA is absent or not yet initialised, nothing is touched and ``peak.bytes`` is None with a note.
-    Allocations on other devices, and by other threads during the block, count as the allocator counts them: only
-    the device current at the start, all of its streams and threads.
+    Never resets or changes the user's memory counters, and leaves the allocator's history recording
+    as it found it, also when the block raises (the exception propagates; ``peak.bytes`` stays
+    None). Where PyTorch is not loaded, CUDA is absent or not yet initialised, nothing is touched
+    and ``peak.bytes`` is None with a note. Allocations on other devices, and by other threads
+    during the block, count as the allocator counts them: only the device current at the start, all
+    of its streams and threads.
     """
     peak = CallPeak()
     torch = _torch()
@@ -261,7 +294,8 @@ def call_peak() -> Iterator[CallPeak]:
 
 
 def _settle(peak: CallPeak, torch: Any, device: int, before: _Counters, history: _History) -> None:
-    """Fill ``peak`` from the counters after the call, and from the history where they cannot say."""
+    """Fill ``peak`` from the counters after the call, and from the history where they cannot
+    say."""
     try:
         after = _counters(torch, device)
         if after.peak > before.peak:  # the call set a new high: the counter holds its peak
@@ -269,7 +303,9 @@ def _settle(peak: CallPeak, torch: Any, device: int, before: _Counters, history:
             return
         allocs, frees = after.allocs - before.allocs, after.frees - before.frees
         if allocs < 0 or frees < 0:
-            peak.note = "peak memory not measured: the allocator's counters were reset during the call"
+            peak.note = (
+                "peak memory not measured: the allocator's counters were reset during the call"
+            )
             return
         if allocs == 0:  # nothing allocated: the count never rose
             _exact(peak, 0, "peak counter")
@@ -280,7 +316,10 @@ def _settle(peak: CallPeak, torch: Any, device: int, before: _Counters, history:
         trace = history.read(device)
         again = _counters(torch, device)
         if (again.allocs, again.frees) != (after.allocs, after.frees):
-            peak.note = "peak memory not measured: another thread allocated while the allocator's history was read"
+            peak.note = (
+                "peak memory not measured: another thread allocated while the "
+                "allocator's history was read"
+            )
             return
         entries = call_entries(trace, allocs, frees)
         if entries is None:
@@ -301,14 +340,19 @@ def _exact(peak: CallPeak, value: int, source: str) -> None:
 def _missing(history: _History, allocs: int, frees: int, held: int) -> str:
     made = f"{allocs} allocations and {frees} frees"
     if history.ours:
-        return f"the call made {made}, more than the {HISTORY_ENTRIES} history entries recorded for it"
+        return (
+            f"the call made {made}, more than the {HISTORY_ENTRIES} history entries recorded for it"
+        )
     return (
-        f"the allocator's history, recorded with this process's own settings, does not hold the call's {made} "
+        f"the allocator's history, recorded with this process's own settings, does not hold "
+        f"the call's {made} "
         f"(it holds {held} entries: too few max_entries, enabled='state', or skipped actions)"
     )
 
 
-def _from_history(peak: CallPeak, entries: Sequence[Mapping[str, Any]], before: _Counters, after: _Counters) -> None:
+def _from_history(
+    peak: CallPeak, entries: Sequence[Mapping[str, Any]], before: _Counters, after: _Counters
+) -> None:
     """The peak from the call's entries, with the range the allocator's own byte counters allow."""
     rise = peak_from_trace(entries)
     asked = dict.fromkeys(_COUNTED, 0)
@@ -325,22 +369,30 @@ def _from_history(peak: CallPeak, entries: Sequence[Mapping[str, Any]], before: 
                 live.discard(entry.get("addr"))
             else:
                 frees_earlier = True
-    # Bytes the allocator counted beyond the rounded requests: cached blocks handed out whole, bigger than asked.
+    # Bytes the allocator counted beyond the rounded requests: cached blocks handed out whole,
+    # bigger than asked.
     extra_alloc = after.bytes_allocated - before.bytes_allocated - asked["alloc"]
     extra_free = after.bytes_freed - before.bytes_freed - asked["free_requested"]
     if extra_alloc < 0 or extra_free < 0:
-        peak.note = "peak memory not measured: the allocator's history and its byte counters disagree"
+        peak.note = (
+            "peak memory not measured: the allocator's history and its byte counters disagree"
+        )
         return
     high = rise + extra_alloc
-    if after.peak == before.peak:  # the counter did not rise (a lower one was reset by the call), so neither did this
+    if (
+        after.peak == before.peak
+    ):  # the counter did not rise (a lower one was reset by the call), so neither did this
         high = min(high, before.peak - before.current)
-    # A block the call allocates and frees adds and takes away the same bytes: only frees of earlier blocks, bigger
-    # than their rounded request, can make the history's count run above the allocator's.
+    # A block the call allocates and frees adds and takes away the same bytes: only frees of earlier
+    # blocks, bigger than their rounded request, can make the history's count run above the
+    # allocator's.
     low = min(max(0, rise - extra_free) if frees_earlier else rise, high)
     peak.bytes, peak.low, peak.high = min(rise, high), low, high
     peak.source = "allocator history"
     if low != high:
         peak.note = (
-            f"peak memory between {low} and {high} bytes: the allocator counted some requests as bigger blocks "
-            "than its history records (a cached block handed out whole, or roundup_power2_divisions)"
+            f"peak memory between {low} and {high} bytes: the allocator counted some requests "
+            f"as bigger blocks "
+            "than its history records (a cached block handed out whole, or "
+            "roundup_power2_divisions)"
         )

@@ -1,11 +1,12 @@
 """TimingResult: the raw samples of one ``%gputime`` run and everything derived from them.
 
-Like ``torch.utils.benchmark.Measurement`` it keeps the raw data and derives the statistics, and like IPython's
-``TimeitResult`` its text form is the one line the magic prints. Warnings that say when not to trust the number
-are part of the text, never a separate side channel.
+Like ``torch.utils.benchmark.Measurement`` it keeps the raw data and derives the statistics, and
+like IPython's ``TimeitResult`` its text form is the one line the magic prints. Warnings that say
+when not to trust the number are part of the text, never a separate side channel.
 
-Its thresholds for the text (precision, when a first call is worth reporting) come from the options of the run
-that made it; their defaults are :class:`~gpumagic.timing.options.TimingOptions`' own, never restated here.
+Its thresholds for the text (precision, when a first call is worth reporting) come from the options
+of the run that made it; their defaults are :class:`~gpumagic.timing.options.TimingOptions`' own,
+never restated here.
 """
 
 from __future__ import annotations
@@ -25,30 +26,44 @@ from .work import Work
 
 __all__ = ["TimingResult"]
 
-# The launch-bound verdict. The host figure (``host_per_call``) comes from a short host pass: a burst of at most 256
-# launches into a drained queue, right after a synchronize, the fastest of three. The per-call median describes
-# something else: the steady state of ~0.5 s of sustained launching, in which a launch-bound statement's per-call
-# time *is* the host's time per call in the sampling loop (the GPU waits for each launch). The two are not the same
-# measurement, and the burst reads low: on an H100, ``x + 1`` ran at 16 µs per call while the host pass timed 10 µs
-# to issue one (and 19.5 µs against 17.9 µs in another run). So the verdict cannot ask the host figure to match the
-# median; it asks how much of the per-call time the host accounts for, by how idle the GPU is.
+# The launch-bound verdict. The host figure (``host_per_call``) comes from a short host pass: a
+# burst of at most 256 launches into a drained queue, right after a synchronize, the fastest of
+# three. The per-call median describes something else: the steady state of ~0.5 s of sustained
+# launching, in which a launch-bound statement's per-call time *is* the host's time per call in the
+# sampling loop (the GPU waits for each launch). The two are not the same measurement, and the burst
+# reads low: on an H100, ``x + 1`` ran at 16 µs per call while the host pass timed 10 µs to issue
+# one (and 19.5 µs against 17.9 µs in another run). So the verdict cannot ask the host figure to
+# match the median; it asks how much of the per-call time the host accounts for, by how idle the GPU
+# is.
 
 #: GPU busy below this share of the per-call time means the GPU waits between calls.
 BUSY_THRESHOLD = 0.9
-#: A GPU busy less than this share of the time is launch-bound when the host needs ``HOST_SHARE_FOR_LAUNCH_BOUND`` of
-#: the per-call time to issue a call: nothing else in a statement that spends that long issuing it keeps it idle.
+#: A GPU busy less than this share of the time is launch-bound when the host needs
+#: ``HOST_SHARE_FOR_LAUNCH_BOUND`` of the per-call time to issue a call: nothing else in a statement
+#: that spends that long issuing it keeps it idle.
 BUSY_FOR_LAUNCH_BOUND = 0.5
 HOST_SHARE_FOR_LAUNCH_BOUND = 0.5
-#: A GPU busier than that (up to ``BUSY_THRESHOLD``) is launch-bound only when the host needs most of the per-call
-#: time, and more than the kernels take.
+#: A GPU busier than that (up to ``BUSY_THRESHOLD``) is launch-bound only when the host needs most
+#: of the per-call time, and more than the kernels take.
 HOST_SHARE_WHEN_BUSY = 0.8
-#: A host that issues a call in less than this share of the per-call time is not what an idle GPU waits on.
+#: A host that issues a call in less than this share of the per-call time is not what an idle GPU
+#: waits on.
 HOST_SHARE_QUICK = 0.2
 #: IQR / median above which the spread is called out (torch.utils.benchmark uses 10 % and 25 %).
 NOISY_IQR = 0.10
 #: The achieved-rate figures (``gpumagic.device_peaks.Achieved.summary``) a summary carries.
-_RATE_KEYS = ("flop_rate", "byte_rate", "flop_peak", "bandwidth", "flop_share", "byte_share", "intensity", "limiter")
-#: Kernel time and per-call time further apart than this share of the per-call time are both shown, with the gap.
+_RATE_KEYS = (
+    "flop_rate",
+    "byte_rate",
+    "flop_peak",
+    "bandwidth",
+    "flop_share",
+    "byte_share",
+    "intensity",
+    "limiter",
+)
+#: Kernel time and per-call time further apart than this share of the per-call time are both shown,
+#: with the gap.
 KERNELS_APART = 0.03
 
 
@@ -56,10 +71,11 @@ KERNELS_APART = 0.03
 class TimingResult(Advised):
     """Per-call timing of a statement.
 
-    Times are seconds. ``samples`` holds one per-call time per sample (a sample is ``calls_per_sample`` calls
-    back-to-back between two device events, or two host clock reads on the CPU). ``hints`` are the settings the
-    ``notes`` advise (each note spells its hint as ``hint.script()``, e.g. ``time_budget=2``), so that a front end
-    can respell them in its own terms.
+    Times are seconds. ``samples`` holds one per-call time per sample (a sample is
+    ``calls_per_sample`` calls back-to-back between two device events, or two host clock reads on
+    the CPU). ``hints`` are the settings the ``notes`` advise (each note spells its hint as
+    ``hint.script()``, e.g. ``time_budget=2``), so that a front end can respell them in its own
+    terms.
     """
 
     samples: list[float]
@@ -80,7 +96,8 @@ class TimingResult(Advised):
     first_call_min: float = TimingOptions.first_call_min
     meta: dict[str, Any] = field(default_factory=dict)
     hints: list[Hint] = field(default_factory=list)
-    #: the SM clock (MHz, NVML) read beside each sample (as its round ended); None where it was not read
+    #: the SM clock (MHz, NVML) read beside each sample (as its round ended); None where it was not
+    #: read
     sample_clocks: list[int | None] = field(default_factory=list)
     #: NVML clock-event reason bits at the end of sampling (power cap, thermal, ...), where reported
     clock_reasons: int | None = None
@@ -91,7 +108,8 @@ class TimingResult(Advised):
     #: FLOPs and bytes of one call, counted once outside the timed window (None where not counted)
     work: Work | None = None
 
-    # --- statistics -------------------------------------------------------------------------------------------
+    # --- statistics
+    # -------------------------------------------------------------------------------------------
     @property
     def median(self) -> float:
         return stats.median(self.samples)
@@ -118,7 +136,8 @@ class TimingResult(Advised):
 
     @property
     def gpu_busy(self) -> float | None:
-        """Share of the per-call time during which the GPU ran this statement's kernels (CUPTI), at most 1."""
+        """Share of the per-call time during which the GPU ran this statement's kernels (CUPTI), at
+        most 1."""
         if self.kernel_time is None or not self.samples or self.median <= 0:
             return None
         return min(1.0, self.kernel_time / self.median)
@@ -132,17 +151,22 @@ class TimingResult(Advised):
 
     @property
     def launch_bound(self) -> bool:
-        """The GPU idles between calls because the host cannot issue work as fast as the GPU finishes it.
+        """The GPU idles between calls because the host cannot issue work as fast as the GPU
+        finishes it.
 
-        GPU busy under ``BUSY_FOR_LAUNCH_BOUND`` (50 %) with the host needing at least ``HOST_SHARE_FOR_LAUNCH_BOUND``
-        (50 %) of the per-call time to issue a call; or GPU busy under ``BUSY_THRESHOLD`` (90 %) with the host needing
-        ``HOST_SHARE_WHEN_BUSY`` (80 %) of it. Either way the host takes longer than the kernels.
+        GPU busy under ``BUSY_FOR_LAUNCH_BOUND`` (50 %) with the host needing at least
+        ``HOST_SHARE_FOR_LAUNCH_BOUND`` (50 %) of the per-call time to issue a call; or GPU busy
+        under ``BUSY_THRESHOLD`` (90 %) with the host needing ``HOST_SHARE_WHEN_BUSY`` (80 %) of it.
+        Either way the host takes longer than the kernels.
         """
         busy, share = self.gpu_busy, self.host_share
         if self.flush_l2 or busy is None or share is None or busy >= BUSY_THRESHOLD:
-            # with --flush-l2 each call is queued behind its own flush: the host is never what the GPU waits on
+            # with --flush-l2 each call is queued behind its own flush: the host is never what the
+            # GPU waits on
             return False
-        needed = HOST_SHARE_FOR_LAUNCH_BOUND if busy < BUSY_FOR_LAUNCH_BOUND else HOST_SHARE_WHEN_BUSY
+        needed = (
+            HOST_SHARE_FOR_LAUNCH_BOUND if busy < BUSY_FOR_LAUNCH_BOUND else HOST_SHARE_WHEN_BUSY
+        )
         return share >= needed and share > busy
 
     @property
@@ -163,26 +187,29 @@ class TimingResult(Advised):
 
     @property
     def prevailing_median(self) -> float | None:
-        """The median of the samples taken at the prevailing SM clock, where the clock moved and enough were."""
+        """The median of the samples taken at the prevailing SM clock, where the clock moved and
+        enough were."""
         clocks = self.clock_summary
         return clocks.prevailing_median if clocks is not None and clocks.has_moved else None
 
     @property
     def achieved(self) -> Any:
-        """FLOP/s and bytes/s at the median, with shares of the device's peaks (``gpumagic.device_peaks``); None
-        where the work was not counted."""
+        """FLOP/s and bytes/s at the median, with shares of the device's peaks
+        (``gpumagic.device_peaks``); None where the work was not counted."""
         if self.work is None or not self.work.counted or not self.samples or self.median <= 0:
             return None
         from ..device_peaks import achieved  # the peaks table loads only when a rate is asked for
 
         return achieved(self.work, self.median, self.device if self.on_gpu else None)
 
-    # --- text -------------------------------------------------------------------------------------------------
+    # --- text
+    # ----------------------------------------------------------------------------------------------
     def _t(self, seconds: float) -> str:
         return format_time(seconds, self.precision)
 
     def _details(self) -> list[str]:
-        """The parenthesised parts of the line, in order: each is one segment method (None: nothing to say)."""
+        """The parenthesised parts of the line, in order: each is one segment method (None: nothing
+        to say)."""
         segments = (
             self._count_segment,
             self._mode_segment,
@@ -211,19 +238,25 @@ class TimingResult(Advised):
         return "; ".join(modes) or None
 
     def _kernel_segment(self) -> str | None:
-        """Kernel time beside the per-call time: both, with the gap, when they differ by more than ``KERNELS_APART``.
+        """Kernel time beside the per-call time: both, with the gap, when they differ by more than
+        ``KERNELS_APART``.
 
-        The per-call time is a stream figure (gaps between kernels included), the kernel time GPU busy time; when
-        the two agree, "GPU busy" says so in one word. The kernel pass is a separate, short pass: where the SM clock
-        it ran at is not the one the samples prevailed at, the difference is the clock's, and no gap is claimed;
-        where the clock moved during sampling, the kernels are set against the median at the prevailing clock.
+        The per-call time is a stream figure (gaps between kernels included), the kernel time GPU
+        busy time; when the two agree, "GPU busy" says so in one word. The kernel pass is a
+        separate, short pass: where the SM clock it ran at is not the one the samples prevailed at,
+        the difference is the clock's, and no gap is claimed; where the clock moved during sampling,
+        the kernels are set against the median at the prevailing clock.
         """
         if self.launch_bound:
-            return f"launch-bound: kernels {self._t(self.kernel_time)}, host {self._t(self.host_per_call)} per call"
+            return (
+                f"launch-bound: kernels {self._t(self.kernel_time)}, host "
+                f"{self._t(self.host_per_call)} per call"
+            )
         if self.kernel_time is None or not self.samples or self.median <= 0:
             return None
         if self.flush_l2:
-            # one event pair per call: the window holds the event overhead too, so give the kernel time itself
+            # one event pair per call: the window holds the event overhead too, so give the kernel
+            # time itself
             return f"kernels {self._t(self.kernel_time)} per call"
         med, kernels, clocks = self.median, self.kernel_time, self.clock_summary
         apart = abs(kernels / med - 1) > KERNELS_APART
@@ -240,9 +273,14 @@ class TimingResult(Advised):
                 apart = abs(kernels / med - 1) > KERNELS_APART
         if kernels < med * (1 - KERNELS_APART):
             gap = self._t(med - kernels)
-            return f"kernels {self._t(kernels)} of {self._t(med)} per call: {gap} gaps between kernels"
+            return (
+                f"kernels {self._t(kernels)} of {self._t(med)} per call: {gap} gaps between kernels"
+            )
         if apart:
-            return f"kernels {self._t(kernels)} per call in a separate pass, {kernels / med - 1:.0%} above"
+            return (
+                f"kernels {self._t(kernels)} per call in a separate pass, "
+                f"{kernels / med - 1:.0%} above"
+            )
         return f"GPU busy {self.gpu_busy:.0%}"
 
     def _work_segment(self) -> str | None:
@@ -256,9 +294,14 @@ class TimingResult(Advised):
         if clocks is None or not clocks.has_moved:
             return None
         why = ", ".join(reason_words(self.clock_reasons))
-        text = f"SM clock moved {clocks.moved:.0%} ({clocks.low}-{clocks.high} MHz{', ' + why if why else ''})"
+        text = (
+            f"SM clock moved {clocks.moved:.0%} ({clocks.low}-{clocks.high} "
+            f"MHz{', ' + why if why else ''})"
+        )
         if clocks.prevailing_median is not None:
-            text += f": {self._t(clocks.prevailing_median)} at the prevailing {clocks.prevailing} MHz"
+            text += (
+                f": {self._t(clocks.prevailing_median)} at the prevailing {clocks.prevailing} MHz"
+            )
         return text
 
     def _steady_segment(self) -> str | None:
@@ -280,18 +323,24 @@ class TimingResult(Advised):
         if clocks is None or not clocks.has_moved:
             return ""
         why = " and ".join(reason_words(self.clock_reasons)) or "power or thermal limits"
-        text = f"The SM clock moved between {clocks.high} and {clocks.low} MHz while sampling ({why})"
+        text = (
+            f"The SM clock moved between {clocks.high} and {clocks.low} MHz while sampling ({why})"
+        )
         if clocks.prevailing_median is None:
             return text + ": the samples span both."
         return (
-            f"{text}: the median at the prevailing {clocks.prevailing} MHz is {self._t(clocks.prevailing_median)} "
+            f"{text}: the median at the prevailing {clocks.prevailing} MHz is "
+            f"{self._t(clocks.prevailing_median)} "
             f"({clocks.prevailing_samples} samples), over all samples {self._t(self.median)}."
         )
 
     def line(self) -> str:
-        """The one-line summary, e.g. '3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87 samples; …)'."""
+        """The one-line summary, e.g. '3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87
+        samples; …)'."""
         if not self.samples:
-            return f"no samples measured on {self.device}" + (" (interrupted)" if self.interrupted else "")
+            return f"no samples measured on {self.device}" + (
+                " (interrupted)" if self.interrupted else ""
+            )
         return (
             f"{self._t(self.median)} \u00b1 {self._t(self.iqr)} per call on {self.device} "
             f"({'; '.join(self._details())})"
@@ -311,14 +360,21 @@ class TimingResult(Advised):
         med = self.median
         if med > 0 and self.iqr / med > NOISY_IQR and len(self.samples) >= 4:
             out.append(
-                f"The spread is {self.iqr / med:.0%} of the median: something else may be using the "
-                f"{'GPU' if self.on_gpu else 'CPU'}, or the statement's work varies from call to call."
+                f"The spread is {self.iqr / med:.0%} of the median: something else may be "
+                f"using the "
+                f"{'GPU' if self.on_gpu else 'CPU'}, or the statement's work varies from call "
+                f"to call."
             )
         if self.launch_bound:
-            hint = "" if self.backend == "cuda-graph" else " --graph replays the calls without launch overhead;"
+            hint = (
+                ""
+                if self.backend == "cuda-graph"
+                else " --graph replays the calls without launch overhead;"
+            )
             out.append(
                 f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time: the host needs "
-                f"{self._t(self.host_per_call)} to launch what the GPU runs in {self._t(self.kernel_time)}."
+                f"{self._t(self.host_per_call)} to launch what the GPU runs in "
+                f"{self._t(self.kernel_time)}."
                 f"{hint} larger batches or torch.compile cut the launches."
             )
         elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD and not self.flush_l2:
@@ -326,20 +382,27 @@ class TimingResult(Advised):
         return out
 
     def _idle_note(self) -> str:
-        """Why the GPU idles between the kernels of a statement that is not launch-bound, as far as the figures say.
+        """Why the GPU idles between the kernels of a statement that is not launch-bound, as far as
+        the figures say.
 
-        The host figure is the host's whole time per call, any synchronization or CPU work in the statement
-        included: a host that needs only a small share of the per-call time is not what the GPU waits on.
+        The host figure is the host's whole time per call, any synchronization or CPU work in the
+        statement included: a host that needs only a small share of the per-call time is not what
+        the GPU waits on.
         """
-        idle = f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time between this statement's kernels"
+        idle = (
+            f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time between this "
+            f"statement's kernels"
+        )
         share = self.host_share
         if share is None:
             return idle + "."
         host, per_call = self._t(self.host_per_call), self._t(self.median)
         if share < HOST_SHARE_QUICK:
             return (
-                f"{idle}, yet the host issues a call in {host} of the {per_call} per call: the gaps are not launch "
-                "overhead. The kernels wait on something else: another process on the GPU, or a stream, event or "
+                f"{idle}, yet the host issues a call in {host} of the {per_call} per call: "
+                f"the gaps are not launch "
+                "overhead. The kernels wait on something else: another process on the GPU, "
+                "or a stream, event or "
                 "device the statement waits on."
             )
         return f"{idle}: the host needs {host} of the {per_call} per call to issue it."
@@ -359,16 +422,28 @@ class TimingResult(Advised):
             ("IQR", self._t(self.iqr) if self.samples else "—"),
             ("min", self._t(self.min) if self.samples else "—"),
             ("samples × calls", f"{len(self.samples)} × {self.calls_per_sample}"),
-            ("GPU kernel time per call", self._t(self.kernel_time) if self.kernel_time is not None else "—"),
-            ("host time per call", self._t(self.host_per_call) if self.host_per_call is not None else "—"),
+            (
+                "GPU kernel time per call",
+                self._t(self.kernel_time) if self.kernel_time is not None else "—",
+            ),
+            (
+                "host time per call",
+                self._t(self.host_per_call) if self.host_per_call is not None else "—",
+            ),
             ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
             ("achieved", "; ".join(self.achieved.segments()) if self.achieved is not None else "—"),
-            ("peak memory per call", f"{self.work.peak_memory / 1e6:,.1f} MB" if self._peak_memory else "—"),
+            (
+                "peak memory per call",
+                f"{self.work.peak_memory / 1e6:,.1f} MB" if self._peak_memory else "—",
+            ),
             ("SM clock", self._clock_cell()),
             ("timer", self.backend),
         ]
         cell = "style='text-align:left'"
-        body = "".join(f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>" for k, v in rows)
+        body = "".join(
+            f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
+            for k, v in rows
+        )
         warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings())
         return self._advised(
             f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"
@@ -383,7 +458,8 @@ class TimingResult(Advised):
             return f"{clocks.low} MHz"
         return f"{clocks.low}-{clocks.high} MHz, prevailing {clocks.prevailing} MHz"
 
-    # --- data -------------------------------------------------------------------------------------------------
+    # --- data
+    # ----------------------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         """The derived figures as a flat dict (seconds), for comparing runs or writing JSON."""
         has = bool(self.samples)

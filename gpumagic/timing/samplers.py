@@ -1,15 +1,17 @@
-"""Samplers: one per clock. The orchestrator (:mod:`.measure`) talks only to the :class:`Sampler` interface, so its
-logic is tested with a scripted sampler and no clock at all.
+"""Samplers: one per clock. The orchestrator (:mod:`.measure`) talks only to the :class:`Sampler`
+interface, so its logic is tested with a scripted sampler and no clock at all.
 
 A sampler also says what it can do, so the orchestrator never asks which class it holds:
 
 - ``on_device``: it times a GPU, so a kernel-time pass (CUPTI) and a host-issue pass make sense;
-- ``supports_graph`` / ``supports_flush_l2``: it can honour ``graph=True`` / ``flush_l2=True`` (the host clock
-  cannot: the options are dropped with a note that quotes ``reason``);
+- ``supports_graph`` / ``supports_flush_l2``: it can honour ``graph=True`` / ``flush_l2=True`` (the
+  host clock cannot: the options are dropped with a note that quotes ``reason``);
 - ``reason``: why this clock was chosen, where it is a fallback ("CUDA is not available");
-- ``replays_graph``: after :meth:`Sampler.prepare`, one sample unit is one CUDA-graph replay of k calls;
-- :meth:`Sampler.host_fallback`: the host clock to switch to when the first call shows a CPU statement (a device
-  clock chosen only because nothing in the namespace said otherwise), or None where the clock is to be kept.
+- ``replays_graph``: after :meth:`Sampler.prepare`, one sample unit is one CUDA-graph replay of k
+  calls;
+- :meth:`Sampler.host_fallback`: the host clock to switch to when the first call shows a CPU
+  statement (a device clock chosen only because nothing in the namespace said otherwise), or None
+  where the clock is to be kept.
 """
 
 from __future__ import annotations
@@ -30,46 +32,56 @@ class Sampler:
 
     device: str = "CPU"
     backend: str = "host"
-    #: why this clock times the statement, where it is a fallback (quoted in notes about dropped options)
+    #: why this clock times the statement, where it is a fallback (quoted in notes about dropped
+    #: options)
     reason: str = ""
-    #: seconds the profiler's first start took in this process, when this sampler paid for it (torch.profiler only)
+    #: seconds the profiler's first start took in this process, when this sampler paid for it
+    #: (torch.profiler only)
     profiler_startup: float | None = None
-    #: which profiler recorded the kernel pass ("cupti" or "torch.profiler"), and why not CUPTI directly
+    #: which profiler recorded the kernel pass ("cupti" or "torch.profiler"), and why not CUPTI
+    #: directly
     kernel_pass_backend: str | None = None
     kernel_pass_fallback: str | None = None
     #: SM clock (MHz) while the kernel pass ran, where the device reports it
     kernel_pass_clock: int | None = None
 
-    # capabilities --------------------------------------------------------------------------------------------
+    # capabilities
+    # --------------------------------------------------------------------------------------------
     @property
     def on_device(self) -> bool:
-        """Whether this clock times a GPU (so a kernel-time pass and a host-issue pass make sense)."""
+        """Whether this clock times a GPU (so a kernel-time pass and a host-issue pass make
+        sense)."""
         return self.backend != "host"
 
     @property
     def supports_graph(self) -> bool:
-        """Whether ``graph=True`` can be honoured (CUDA-graph capture and replay); otherwise it is dropped."""
+        """Whether ``graph=True`` can be honoured (CUDA-graph capture and replay); otherwise it is
+        dropped."""
         return self.on_device
 
     @property
     def supports_flush_l2(self) -> bool:
-        """Whether ``flush_l2=True`` can be honoured (a device cache to flush); otherwise it is dropped."""
+        """Whether ``flush_l2=True`` can be honoured (a device cache to flush); otherwise it is
+        dropped."""
         return self.on_device
 
     @property
     def replays_graph(self) -> bool:
-        """Whether samples are CUDA-graph replays, each of ``calls_per_sample`` calls (set by :meth:`prepare`)."""
+        """Whether samples are CUDA-graph replays, each of ``calls_per_sample`` calls (set by
+        :meth:`prepare`)."""
         return self.backend == "cuda-graph"
 
     def host_fallback(self, reason: str) -> Sampler | None:
-        """The host clock to use instead when the statement turns out to run on the CPU; None to keep this one.
+        """The host clock to use instead when the statement turns out to run on the CPU; None to
+        keep this one.
 
-        A device clock chosen from the namespace alone (nothing there said CPU) returns a :class:`HostSampler`;
-        the host clock itself, and scripted clocks in tests, keep themselves.
+        A device clock chosen from the namespace alone (nothing there said CPU) returns a
+        :class:`HostSampler`; the host clock itself, and scripted clocks in tests, keep themselves.
         """
         return None
 
-    # measuring -----------------------------------------------------------------------------------------------
+    # measuring
+    # ----------------------------------------------------------------------------------------------
     def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
         """Run the statement once, synchronized; return (wall seconds, the statement's value)."""
         raise NotImplementedError
@@ -79,29 +91,37 @@ class Sampler:
         raise NotImplementedError
 
     def prepare(self, inner: Callable[[int], None], k: int) -> list[str]:
-        """Called once before sampling with the chosen k; returns notes (e.g. a graph-capture fallback)."""
+        """Called once before sampling with the chosen k; returns notes (e.g. a graph-capture
+        fallback)."""
         return []
 
     def start(self, backlog: float) -> None:
-        """Begin sampling; ``backlog`` is how much device work to queue ahead of the first sample."""
+        """Begin sampling; ``backlog`` is how much device work to queue ahead of the first
+        sample."""
 
     def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> Any:
-        """Issue a round of m samples of k calls each without waiting for them; a handle for :meth:`collect`."""
+        """Issue a round of m samples of k calls each without waiting for them; a handle for
+        :meth:`collect`."""
         raise NotImplementedError
 
     def collect(self, handle: Any) -> list[float]:
-        """Wait for a round issued by :meth:`enqueue`; the duration of each of its samples (seconds)."""
+        """Wait for a round issued by :meth:`enqueue`; the duration of each of its samples
+        (seconds)."""
         raise NotImplementedError
 
     def salvage(self, handle: Any) -> list[float]:
-        """After an interrupt and :meth:`finish`: the durations of a round that completed, in part or whole."""
+        """After an interrupt and :meth:`finish`: the durations of a round that completed, in part
+        or whole."""
         try:
             return self.collect(handle)
         except Exception:  # noqa: BLE001 - salvage is best effort
             return []
 
-    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
-        """(busy seconds per call, kernels per call) from a profiler, or None where there is none."""
+    def kernel_pass(
+        self, inner: Callable[[int], None], calls: int, preload: int = 0
+    ) -> tuple[float, float] | None:
+        """(busy seconds per call, kernels per call) from a profiler, or None where there is
+        none."""
         return None
 
     def kernel_pass_notes(self) -> list[str]:
@@ -119,7 +139,8 @@ class Sampler:
         return None
 
     def clock_reasons(self) -> int | None:
-        """NVML's clock-event reason bits now (power cap, thermal, ...), where the device reports them."""
+        """NVML's clock-event reason bits now (power cap, thermal, ...), where the device reports
+        them."""
         return None
 
     def finish(self) -> None:
@@ -150,8 +171,8 @@ class HostSampler(Sampler):
         return dt, dt
 
     def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> dict[str, Any]:
-        # The host clock has no queue to fill: the round runs when it is collected, sample by sample, so an
-        # interrupt keeps the samples already taken.
+        # The host clock has no queue to fill: the round runs when it is collected, sample by
+        # sample, so an interrupt keeps the samples already taken.
         return {"inner": inner, "k": k, "m": m, "done": []}
 
     def collect(self, handle: dict[str, Any]) -> list[float]:
@@ -167,7 +188,8 @@ class HostSampler(Sampler):
         return handle["done"]
 
 
-#: Cycles per second of ``torch.cuda._sleep``, per device index, measured once per process (0.0: unusable).
+#: Cycles per second of ``torch.cuda._sleep``, per device index, measured once per process (0.0:
+#: unusable).
 _SLEEP_CYCLES_PER_SECOND: dict[int, float] = {}
 
 
@@ -195,7 +217,8 @@ class CudaSampler(Sampler):
         self._kernel_pass_notes: list[str] = []
         self._clock_reader: ClockReader | bool | None = False  # False: not opened yet
 
-    # helpers ---------------------------------------------------------------------------------------------------
+    # helpers
+    # ----------------------------------------------------------------------------------------------
     def _event(self) -> Any:
         e = self.torch.cuda.Event(enable_timing=True)
         e.record(self.stream)
@@ -228,7 +251,8 @@ class CudaSampler(Sampler):
                 _SLEEP_CYCLES_PER_SECOND[idx] = 0.0
         return _SLEEP_CYCLES_PER_SECOND[idx] or None
 
-    # interface -------------------------------------------------------------------------------------------------
+    # interface
+    # ----------------------------------------------------------------------------------------------
     def host_fallback(self, reason: str) -> Sampler | None:
         return HostSampler(reason)
 
@@ -251,14 +275,16 @@ class CudaSampler(Sampler):
     def prepare(self, inner: Callable[[int], None], k: int) -> list[str]:
         notes: list[str] = []
         if self.flush_l2:
-            # Twice the L2 size: a memset of exactly L2 bytes can leave lines of the working set resident.
+            # Twice the L2 size: a memset of exactly L2 bytes can leave lines of the working set
+            # resident.
             size = 2 * int(getattr(self.props, "L2_cache_size", 0) or 64 * 2**20)
             self._flush_buffer = self.torch.empty(size, dtype=self.torch.uint8, device=self.dev)
         if self.use_graph:
             blocker = self._sync_inside(inner, k)
             if blocker:
                 notes.append(
-                    f"--graph: the statement synchronizes with the host ({blocker}), which a CUDA graph cannot "
+                    f"--graph: the statement synchronizes with the host ({blocker}), which a "
+                    f"CUDA graph cannot "
                     "capture; timed without a graph."
                 )
                 return notes
@@ -276,7 +302,8 @@ class CudaSampler(Sampler):
                     pass
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 notes.append(
-                    f"--graph: the statement cannot be captured in a CUDA graph ({first}); timed without a graph."
+                    f"--graph: the statement cannot be captured in a CUDA graph ({first}); "
+                    f"timed without a graph."
                 )
             else:
                 self.graph = graph
@@ -284,10 +311,12 @@ class CudaSampler(Sampler):
         return notes
 
     def _sync_inside(self, inner: Callable[[int], None], k: int) -> str | None:
-        """Run the calls once with synchronizing operations turned into errors; the error text, if any.
+        """Run the calls once with synchronizing operations turned into errors; the error text, if
+        any.
 
-        A capture that fails half-way leaves PyTorch's RNG and allocator in capture state ("Offset increment
-        outside graph capture"), so statements that would fail are screened out before capturing.
+        A capture that fails half-way leaves PyTorch's RNG and allocator in capture state ("Offset
+        increment outside graph capture"), so statements that would fail are screened out before
+        capturing.
         """
         torch = self.torch
         previous = torch.cuda.get_sync_debug_mode()
@@ -331,18 +360,22 @@ class CudaSampler(Sampler):
         handle[-1][1].synchronize()
         return [start.elapsed_time(end) * 1e-3 for start, end in handle]
 
-    def kernel_pass(self, inner: Callable[[int], None], calls: int, preload: int = 0) -> tuple[float, float] | None:
+    def kernel_pass(
+        self, inner: Callable[[int], None], calls: int, preload: int = 0
+    ) -> tuple[float, float] | None:
         exclude: frozenset[str] = frozenset()
         if self.graph is not None:
             graph = self.graph
 
-            def run(n: int) -> None:  # one unit is one replay of calls_per_sample calls: the caller divides
+            def run(
+                n: int,
+            ) -> None:  # one unit is one replay of calls_per_sample calls: the caller divides
                 for _ in range(n):
                     graph.replay()
 
         elif self.flush_l2:
-            # The kernel time must be the cold-cache one the samples measure: flush before each call here too, and
-            # leave the flush's own activity out by name.
+            # The kernel time must be the cold-cache one the samples measure: flush before each call
+            # here too, and leave the flush's own activity out by name.
             buf = self._flush_buffer
             exclude = gpu_activity_names(buf.zero_)
             preload = 0
@@ -361,13 +394,15 @@ class CudaSampler(Sampler):
         found = busy_per_call(rec, calls, self.dev.index, exclude)
         if found is None and exclude:
             self._kernel_pass_notes.append(
-                "GPU kernel time not reported with --flush-l2: the statement's kernels share a name with the flush."
+                "GPU kernel time not reported with --flush-l2: the statement's kernels share "
+                "a name with the flush."
             )
         return found
 
     def _clocked(self, run: Callable[[int], None]) -> Callable[[int], None]:
-        """``run`` that reads the SM clock right after issuing its calls, while the GPU runs them: the clock the
-        kernel pass ran at (:attr:`kernel_pass_clock`, the last reading: the captured calls')."""
+        """``run`` that reads the SM clock right after issuing its calls, while the GPU runs them:
+        the clock the kernel pass ran at (:attr:`kernel_pass_clock`, the last reading: the captured
+        calls')."""
 
         def clocked(n: int) -> None:
             run(n)
@@ -413,5 +448,9 @@ class CudaSampler(Sampler):
             "cuda": torch.version.cuda,
             "device_index": self.dev.index,
             "sm_count": self.props.multi_processor_count,
-            **({"kernel_pass_backend": self.kernel_pass_backend} if self.kernel_pass_backend else {}),
+            **(
+                {"kernel_pass_backend": self.kernel_pass_backend}
+                if self.kernel_pass_backend
+                else {}
+            ),
         }

@@ -1,12 +1,14 @@
 """The SM clock of a GPU, read through NVML, and what a series of readings says about it.
 
-Why: under sustained fp16/bf16 GEMMs an H100 at its 700 W cap drops its SM clock from 1980 MHz to 1065-1470 MHz,
-and the same matmul reads 1.69 ms and 1.64 ms a second apart. A figure that is to be repeatable has to say at which
-clock it was taken. NVML answers in tens of microseconds, so the clock can be read once per round of samples.
+Why: under sustained fp16/bf16 GEMMs an H100 at its 700 W cap drops its SM clock from 1980 MHz to
+1065-1470 MHz, and the same matmul reads 1.69 ms and 1.64 ms a second apart. A figure that is to be
+repeatable has to say at which clock it was taken. NVML answers in tens of microseconds, so the
+clock can be read once per round of samples.
 
-The reader talks to ``libnvidia-ml.so.1`` through ctypes (the library ships with the driver, wherever CUDA runs;
-``pynvml`` is the same calls and may not be installed). Anything missing (no driver library, a device NVML cannot
-find, a call that fails) makes :func:`open_reader` return None: clocks are then simply not reported.
+The reader talks to ``libnvidia-ml.so.1`` through ctypes (the library ships with the driver,
+wherever CUDA runs; ``pynvml`` is the same calls and may not be installed). Anything missing (no
+driver library, a device NVML cannot find, a call that fails) makes :func:`open_reader` return None:
+clocks are then simply not reported.
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ CLOCK_MOVED = 0.03
 
 
 class ClockReader:
-    """Reads one device's SM clock (MHz) and its clock-event reasons; every call is cheap and never raises."""
+    """Reads one device's SM clock (MHz) and its clock-event reasons; every call is cheap and never
+    raises."""
 
-    def __init__(self, read_mhz: Callable[[], int | None], read_reasons: Callable[[], int | None]) -> None:
+    def __init__(
+        self, read_mhz: Callable[[], int | None], read_reasons: Callable[[], int | None]
+    ) -> None:
         self._read_mhz = read_mhz
         self._read_reasons = read_reasons
 
@@ -92,9 +97,11 @@ def _handle(lib: Any, uuid: str | None, index: int) -> Any:
 
 
 def open_reader(uuid: str | None, index: int) -> ClockReader | None:
-    """A reader of the SM clock of the device with this UUID (as torch reports it), else NVML index ``index``.
+    """A reader of the SM clock of the device with this UUID (as torch reports it), else NVML index
+    ``index``.
 
-    The UUID is preferred because ``CUDA_VISIBLE_DEVICES`` renumbers devices for CUDA but not for NVML.
+    The UUID is preferred because ``CUDA_VISIBLE_DEVICES`` renumbers devices for CUDA but not for
+    NVML.
     """
     lib = _nvml()
     if lib is None:
@@ -108,7 +115,11 @@ def open_reader(uuid: str | None, index: int) -> ClockReader | None:
 
     def read_mhz() -> int | None:
         value = ctypes.c_uint()
-        return value.value if lib.nvmlDeviceGetClockInfo(handle, _NVML_CLOCK_SM, ctypes.byref(value)) == 0 else None
+        return (
+            value.value
+            if lib.nvmlDeviceGetClockInfo(handle, _NVML_CLOCK_SM, ctypes.byref(value)) == 0
+            else None
+        )
 
     def read_reasons() -> int | None:
         value = ctypes.c_ulonglong()
@@ -136,9 +147,10 @@ def reason_words(bits: int | None) -> list[str]:
 class ClockSummary:
     """What the SM clock did while the samples were taken.
 
-    ``low``/``high``: the lowest and highest reading; ``prevailing``: the clock most samples were taken at (the
-    median reading of the second half, where a sustained load has settled); ``prevailing_median``: the median of
-    the samples taken within ``PREVAILING_BAND`` of it (None when too few were); ``prevailing_samples``: how many.
+    ``low``/``high``: the lowest and highest reading; ``prevailing``: the clock most samples were
+    taken at (the median reading of the second half, where a sustained load has settled);
+    ``prevailing_median``: the median of the samples taken within ``PREVAILING_BAND`` of it (None
+    when too few were); ``prevailing_samples``: how many.
     """
 
     low: int
@@ -160,11 +172,12 @@ class ClockSummary:
 def summarize_clocks(
     samples: Sequence[float], clocks: Sequence[int | None], min_samples: int = 5
 ) -> ClockSummary | None:
-    """Summarize the clock readings taken beside ``samples`` (one reading per sample, None where none was read).
+    """Summarize the clock readings taken beside ``samples`` (one reading per sample, None where
+    none was read).
 
-    None when fewer than two samples carry a reading. The prevailing clock is the median reading of the second half
-    of the readings: a GPU under sustained load ends at the clock it holds, and the first samples are the ones taken
-    while it was still falling.
+    None when fewer than two samples carry a reading. The prevailing clock is the median reading of
+    the second half of the readings: a GPU under sustained load ends at the clock it holds, and the
+    first samples are the ones taken while it was still falling.
     """
     pairs = [(s, c) for s, c in zip(samples, clocks) if c]
     if len(pairs) < 2:

@@ -1,12 +1,13 @@
-"""A measurement strung from :mod:`.measure`'s steps: :func:`measure` and :func:`gputime` for one statement, and the
-two halves around the sampling that :func:`gpumagic.timing.compare.compare` and :func:`gpumagic.timing.sweep.sweep`
-use.
+"""A measurement strung from :mod:`.measure`'s steps: :func:`measure` and :func:`gputime` for one
+statement, and the two halves around the sampling that :func:`gpumagic.timing.compare.compare` and
+:func:`gpumagic.timing.sweep.sweep` use.
 
-:func:`prepare` is everything before the first sample (clock choice, first call, ``steady``, warm-up and calibration)
-and :func:`conclude` everything after the last (kernel pass, host pass, work counting, the result). The samples in
-between are the caller's: :func:`~gpumagic.timing.measure.sample` for one statement (:func:`measure`), round-robin
-rounds over several for a comparison. One sequence of steps, written once: a comparison or a sweep point runs the
-same steps as ``%gputime``, in the same order, with the same notes.
+:func:`prepare` is everything before the first sample (clock choice, first call, ``steady``, warm-up
+and calibration) and :func:`conclude` everything after the last (kernel pass, host pass, work
+counting, the result). The samples in between are the caller's:
+:func:`~gpumagic.timing.measure.sample` for one statement (:func:`measure`), round-robin rounds over
+several for a comparison. One sequence of steps, written once: a comparison or a sweep point runs
+the same steps as ``%gputime``, in the same order, with the same notes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ from typing import Any
 
 from ..errors import TimingInterrupted
 from .clocks import choose_sampler
-from .measure import _finish_quietly as finish_quietly  # one definition: the interrupt path %gputime takes
-from .measure import assemble, calibrate, host_pass, kernel_pass, run_first_call, sample, settle_clocks
+from .measure import (
+    _finish_quietly as finish_quietly,
+)  # one definition: the interrupt path %gputime takes
+from .measure import (
+    assemble,
+    calibrate,
+    host_pass,
+    kernel_pass,
+    run_first_call,
+    sample,
+    settle_clocks,
+)
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
@@ -33,8 +44,8 @@ __all__ = ["Prepared", "conclude", "finish_quietly", "gputime", "measure", "prep
 
 @dataclass
 class Prepared:
-    """A statement ready to sample: its clock, the options that clock honours, the first call, the calibration,
-    and the notes and wall-clock start of its measurement."""
+    """A statement ready to sample: its clock, the options that clock honours, the first call, the
+    calibration, and the notes and wall-clock start of its measurement."""
 
     statement: CompiledStatement
     sampler: Sampler
@@ -54,8 +65,8 @@ def prepare(
     sampler: Sampler | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Prepared:
-    """Choose the clock (unless ``sampler`` is given), run the first call, settle clocks (``steady``), warm up and
-    calibrate: the steps of :func:`measure` before its samples."""
+    """Choose the clock (unless ``sampler`` is given), run the first call, settle clocks
+    (``steady``), warm up and calibrate: the steps of :func:`measure` before its samples."""
     wall0 = wall_clock()
     values = [namespace[n] for n in statement.read_names if n in namespace]
     notes = Notes()
@@ -68,13 +79,22 @@ def prepare(
     return Prepared(statement, sampler, opts, first_call, cal, notes, steadiness, wall0)
 
 
-def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] = time.perf_counter) -> TimingResult:
-    """The kernel pass, the host pass and the work count after the samples, then the result, as ``measure`` does.
+def conclude(
+    prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float] = time.perf_counter
+) -> TimingResult:
+    """The kernel pass, the host pass and the work count after the samples, then the result, as
+    ``measure`` does.
 
-    An interrupt during these passes keeps the samples: ``sampling.interrupted`` is set and the result says so;
-    the caller raises the interrupt again once every result is built.
+    An interrupt during these passes keeps the samples: ``sampling.interrupted`` is set and the
+    result says so; the caller raises the interrupt again once every result is built.
     """
-    sampler, inner, opts, cal, notes = prep.sampler, prep.statement.inner, prep.opts, prep.cal, prep.notes
+    sampler, inner, opts, cal, notes = (
+        prep.sampler,
+        prep.statement.inner,
+        prep.opts,
+        prep.cal,
+        prep.notes,
+    )
     kernels, host_per_call, work = KernelFigures(), None, None
     if not sampling.interrupted and opts.kernel_time and sampler.on_device:
         try:
@@ -86,7 +106,9 @@ def conclude(prep: Prepared, sampling: Sampling, wall_clock: Callable[[], float]
             finish_quietly(sampler)
     if opts.work and not sampling.interrupted:
         try:
-            work = count_work(prep.statement.once, kernels.kernels_per_call)  # one more call, untimed
+            work = count_work(
+                prep.statement.once, kernels.kernels_per_call
+            )  # one more call, untimed
         except KeyboardInterrupt:
             sampling.interrupted = True
             finish_quietly(sampler)
@@ -114,12 +136,13 @@ def measure(
     sampler: Sampler | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> TimingResult:
-    """Time a compiled statement: :func:`prepare`, the samples, :func:`conclude`. ``sampler`` overrides the clock
-    choice (tests pass a scripted one).
+    """Time a compiled statement: :func:`prepare`, the samples, :func:`conclude`. ``sampler``
+    overrides the clock choice (tests pass a scripted one).
 
-    Ctrl-C once samples exist raises :class:`~gpumagic.errors.TimingInterrupted`, a ``KeyboardInterrupt`` whose
-    ``result`` is the partial result (``interrupted``): the samples are kept and the interrupt still stops the caller.
-    Before the first sample it is the plain ``KeyboardInterrupt``.
+    Ctrl-C once samples exist raises :class:`~gpumagic.errors.TimingInterrupted`, a
+    ``KeyboardInterrupt`` whose ``result`` is the partial result (``interrupted``): the samples are
+    kept and the interrupt still stops the caller. Before the first sample it is the plain
+    ``KeyboardInterrupt``.
     """
     opts = options or TimingOptions()
     opts.validate()
@@ -140,14 +163,16 @@ def gputime(
     ast_transform: Callable[[Any], Any] | None = None,
     **overrides: Any,
 ) -> TimingResult:
-    """Time ``stmt`` on the GPU (or the host, where there is no CUDA) and return a :class:`TimingResult`.
+    """Time ``stmt`` on the GPU (or the host, where there is no CUDA) and return a
+    :class:`TimingResult`.
 
-    ``stmt`` and ``setup`` are source text evaluated in ``globals`` (default: the caller's module globals) or
-    zero-argument callables; the statement's own assignments stay local, so the namespace is left untouched.
-    Keyword ``overrides`` are :class:`TimingOptions` fields, e.g. ``gputime("A @ B", globals=g, graph=True)``.
+    ``stmt`` and ``setup`` are source text evaluated in ``globals`` (default: the caller's module
+    globals) or zero-argument callables; the statement's own assignments stay local, so the
+    namespace is left untouched. Keyword ``overrides`` are :class:`TimingOptions` fields, e.g.
+    ``gputime("A @ B", globals=g, graph=True)``.
 
-    Ctrl-C after the first sample raises :class:`~gpumagic.errors.TimingInterrupted` (a ``KeyboardInterrupt``)
-    whose ``result`` holds the samples taken.
+    Ctrl-C after the first sample raises :class:`~gpumagic.errors.TimingInterrupted` (a
+    ``KeyboardInterrupt``) whose ``result`` holds the samples taken.
 
     >>> r = gputime("sum(range(100))")      # doctest: +SKIP
     >>> print(r)                             # doctest: +SKIP
@@ -155,7 +180,8 @@ def gputime(
     """
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
-    # Like a statement typed at that point: the caller's module globals, unless a namespace is given.
+    # Like a statement typed at that point: the caller's module globals, unless a namespace is
+    # given.
     namespace = globals if globals is not None else sys._getframe(1).f_globals
     compiled = compile_statement(stmt, setup, namespace, ast_transform=ast_transform)
     return measure(compiled, namespace, opts)

@@ -1,8 +1,10 @@
-"""Turn a statement (source text or a callable) into a function that runs it n times, as ``%timeit`` does.
+"""Turn a statement (source text or a callable) into a function that runs it n times, as ``%timeit``
+does.
 
-Why compile rather than ``eval`` each call: ``eval`` costs microseconds per call, which is the whole run time of a
-small GPU kernel (CuPy's ``%gpu_timeit`` reads 1.2-3.5x slow on µs kernels for this reason, cupy #9856). The
-statement is placed in the body of a ``for`` loop inside a function, so a call costs one loop iteration.
+Why compile rather than ``eval`` each call: ``eval`` costs microseconds per call, which is the whole
+run time of a small GPU kernel (CuPy's ``%gpu_timeit`` reads 1.2-3.5x slow on µs kernels for this
+reason, cupy #9856). The statement is placed in the body of a ``for`` loop inside a function, so a
+call costs one loop iteration.
 
 The template::
 
@@ -15,10 +17,10 @@ The template::
             <stmt, last expression returned>
         return __gm_inner, __gm_once
 
-Names the statement assigns stay local to that function, so the user's namespace is untouched (as with
-``%timeit``); names assigned by both setup and statement are declared ``nonlocal`` so ``x += 1`` works on the
-setup's ``x``. The statement and setup are compiled on their own first so that a ``SyntaxError`` points at the
-user's own line, not at the template.
+Names the statement assigns stay local to that function, so the user's namespace is untouched (as
+with ``%timeit``); names assigned by both setup and statement are declared ``nonlocal`` so ``x +=
+1`` works on the setup's ``x``. The statement and setup are compiled on their own first so that a
+``SyntaxError`` points at the user's own line, not at the template.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ _counter = itertools.count(1)
 
 @dataclass
 class CompiledStatement:
-    """What the timer runs: ``inner(n)`` runs the statement n times; ``once()`` runs it once and returns its value."""
+    """What the timer runs: ``inner(n)`` runs the statement n times; ``once()`` runs it once and
+    returns its value."""
 
     inner: Callable[[int], None]
     once: Callable[[], Any]
@@ -48,7 +51,8 @@ class CompiledStatement:
 
 
 class _ScopeBindings(ast.NodeVisitor):
-    """Names bound at one scope's own level (not inside nested functions, classes or comprehensions)."""
+    """Names bound at one scope's own level (not inside nested functions, classes or
+    comprehensions)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
@@ -100,8 +104,8 @@ def _returning_last_expression(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _parse(source: str, filename: str) -> ast.Module:
-    # Compile on its own first: invalid code can become valid inside the template (a bare `return`), and a
-    # SyntaxError raised here carries the user's own line numbers.
+    # Compile on its own first: invalid code can become valid inside the template (a bare `return`),
+    # and a SyntaxError raised here carries the user's own line numbers.
     compile(source, filename, "exec", dont_inherit=True)
     return ast.parse(source, filename=filename)
 
@@ -114,7 +118,9 @@ def _from_callable(stmt: Callable[[], Any], setup: Callable[[], Any] | None) -> 
         for _ in range(n):
             stmt()
 
-    return CompiledStatement(inner=inner, once=stmt, source=getattr(stmt, "__qualname__", repr(stmt)))
+    return CompiledStatement(
+        inner=inner, once=stmt, source=getattr(stmt, "__qualname__", repr(stmt))
+    )
 
 
 def compile_statement(
@@ -124,10 +130,12 @@ def compile_statement(
     *,
     ast_transform: Callable[[ast.Module], ast.Module] | None = None,
 ) -> CompiledStatement:
-    """Compile ``stmt`` (and ``setup``, run once now) against ``globals`` into a :class:`CompiledStatement`.
+    """Compile ``stmt`` (and ``setup``, run once now) against ``globals`` into a
+    :class:`CompiledStatement`.
 
-    ``ast_transform`` receives the filled template (IPython passes ``shell.transform_ast``, as ``%timeit`` does).
-    Raises ``SyntaxError`` for invalid code and ``TypeError`` for a statement that is neither text nor callable.
+    ``ast_transform`` receives the filled template (IPython passes ``shell.transform_ast``, as
+    ``%timeit`` does). Raises ``SyntaxError`` for invalid code and ``TypeError`` for a statement
+    that is neither text nor callable.
     """
     if callable(stmt):
         if setup is not None and not callable(setup):
@@ -148,7 +156,9 @@ def compile_statement(
     nonlocal_decl: list[ast.stmt] = [ast.Nonlocal(names=shared)] if shared else []
     inner = ast.FunctionDef(
         name="__gm_inner",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg("__gm_n")], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        args=ast.arguments(
+            posonlyargs=[], args=[ast.arg("__gm_n")], kwonlyargs=[], kw_defaults=[], defaults=[]
+        ),
         body=[
             *nonlocal_decl,
             ast.For(
@@ -175,7 +185,12 @@ def compile_statement(
             *setup_tree.body,
             inner,
             once,
-            ast.Return(ast.Tuple([ast.Name("__gm_inner", ast.Load()), ast.Name("__gm_once", ast.Load())], ast.Load())),
+            ast.Return(
+                ast.Tuple(
+                    [ast.Name("__gm_inner", ast.Load()), ast.Name("__gm_once", ast.Load())],
+                    ast.Load(),
+                )
+            ),
         ],
         decorator_list=[],
         type_params=[],
@@ -185,8 +200,8 @@ def compile_statement(
         module = ast_transform(module)
     ast.fix_missing_locations(module)
 
-    # Compile from the unparsed text and register it with linecache, so a traceback through the statement shows
-    # the line that failed instead of "<gputime-3> line 5".
+    # Compile from the unparsed text and register it with linecache, so a traceback through the
+    # statement shows the line that failed instead of "<gputime-3> line 5".
     source = ast.unparse(module)
     filename = f"<gputime-{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)

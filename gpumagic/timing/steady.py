@@ -1,13 +1,15 @@
-"""``steady=True`` (``%gputime --steady``): run the statement until the GPU's clock has settled, then sample.
+"""``steady=True`` (``%gputime --steady``): run the statement until the GPU's clock has settled,
+then sample.
 
-Why: under sustained fp16/bf16 matmuls an H100 at its power cap lowers its SM clock from 1980 MHz to 1065-1470 MHz
-over the first second or so, and two default runs a second apart read 1.69 ms and 1.64 ms (3 % apart). Neither is
-wrong, but neither is repeatable. The settled state is: the GPU as it runs the statement for long, and the one a
-training loop sees. So before sampling, the statement runs back to back in batches of ``STEADY_BATCH`` of device
-time; the GPU has settled once, after ``steady_min_time``, the per-call times of the last ``STEADY_WINDOW`` batches
-lie within ``steady_tolerance`` of each other, their median no longer moves from the window before, and the SM clock
-(where NVML reports it) no longer trends. It gives
-up after ``steady_time`` seconds, and the result says so.
+Why: under sustained fp16/bf16 matmuls an H100 at its power cap lowers its SM clock from 1980 MHz to
+1065-1470 MHz over the first second or so, and two default runs a second apart read 1.69 ms and 1.64
+ms (3 % apart). Neither is wrong, but neither is repeatable. The settled state is: the GPU as it
+runs the statement for long, and the one a training loop sees. So before sampling, the statement
+runs back to back in batches of ``STEADY_BATCH`` of device time; the GPU has settled once, after
+``steady_min_time``, the per-call times of the last ``STEADY_WINDOW`` batches lie within
+``steady_tolerance`` of each other, their median no longer moves from the window before, and the SM
+clock (where NVML reports it) no longer trends. It gives up after ``steady_time`` seconds, and the
+result says so.
 """
 
 from __future__ import annotations
@@ -24,22 +26,28 @@ from .steps import Steadiness
 
 __all__ = ["settle", "window_settled"]
 
-#: Seconds of device work per batch: long enough to average over the clock's own dithering under a power cap.
+#: Seconds of device work per batch: long enough to average over the clock's own dithering under a
+#: power cap.
 STEADY_BATCH = 0.05
 #: Batches that must agree (0.3 s of device work at ``STEADY_BATCH``).
 STEADY_WINDOW = 6
-#: The SM clock trends when the medians of its readings in the last two windows differ more than this.
+#: The SM clock trends when the medians of its readings in the last two windows differ more than
+#: this.
 CLOCK_TREND = 0.02
 
 
-def window_settled(per_call: list[float], clocks: list[int | None], tolerance: float) -> tuple[bool, float, str]:
-    """Whether the batch per-call times (and clock readings) of the last two windows say the GPU has settled; the
-    spread of the last window; and the test still unmet ("batches", "spread", "drift", "clock"; "" when settled).
+def window_settled(
+    per_call: list[float], clocks: list[int | None], tolerance: float
+) -> tuple[bool, float, str]:
+    """Whether the batch per-call times (and clock readings) of the last two windows say the GPU has
+    settled; the spread of the last window; and the test still unmet ("batches", "spread", "drift",
+    "clock"; "" when settled).
 
-    Settled: the last ``STEADY_WINDOW`` per-call times lie within ``tolerance`` of each other ((max - min) / median,
-    the spread), and their median has moved less than half of ``tolerance`` from the window before it (a slow drift
-    passes the first test window by window). The clock, where read in every batch, must not trend either: its
-    readings dither under a power cap, so the two windows' medians are compared rather than the extremes.
+    Settled: the last ``STEADY_WINDOW`` per-call times lie within ``tolerance`` of each other ((max
+    - min) / median, the spread), and their median has moved less than half of ``tolerance`` from
+    the window before it (a slow drift passes the first test window by window). The clock, where
+    read in every batch, must not trend either: its readings dither under a power cap, so the two
+    windows' medians are compared rather than the extremes.
     """
     if len(per_call) < 2 * STEADY_WINDOW:
         return False, math.inf, "batches"
@@ -67,8 +75,9 @@ def settle(
     per_call: float,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Steadiness:
-    """Run batches of back-to-back calls until :func:`window_settled` holds (after ``steady_min_time``) or
-    ``steady_time`` seconds have passed; ``per_call`` is the first estimate (from the first call)."""
+    """Run batches of back-to-back calls until :func:`window_settled` holds (after
+    ``steady_min_time``) or ``steady_time`` seconds have passed; ``per_call`` is the first estimate
+    (from the first call)."""
     n = max(1, math.ceil(STEADY_BATCH / max(per_call, 1e-9)))
     times: deque[float] = deque(maxlen=2 * STEADY_WINDOW)
     clocks: deque[int | None] = deque(maxlen=2 * STEADY_WINDOW)

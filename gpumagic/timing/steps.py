@@ -1,5 +1,5 @@
-"""What the steps of a measurement hand each other (:mod:`.measure`): the notes gathered on the way, what warm-up
-learnt, the samples and how sampling ended, and the kernel pass's figures."""
+"""What the steps of a measurement hand each other (:mod:`.measure`): the notes gathered on the way,
+what warm-up learnt, the samples and how sampling ended, and the kernel pass's figures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ __all__ = ["Calibration", "KernelFigures", "Notes", "Sampling", "Steadiness"]
 
 @dataclass
 class Notes:
-    """The sentences a result carries, in the order they arose, and the settings (hints) they advise."""
+    """The sentences a result carries, in the order they arose, and the settings (hints) they
+    advise."""
 
     lines: list[str] = field(default_factory=list)
     hints: list[Hint] = field(default_factory=list)
@@ -22,7 +23,8 @@ class Notes:
         self.lines.extend(lines)
 
     def advise(self, line: str, hint: Hint) -> None:
-        """Add a note that advises a setting; ``line`` spells it as ``hint.script()`` so a front end can respell it."""
+        """Add a note that advises a setting; ``line`` spells it as ``hint.script()`` so a front end
+        can respell it."""
         assert hint.script() in line, (hint, line)
         self.lines.append(line)
         if hint not in self.hints:
@@ -31,7 +33,8 @@ class Notes:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What warm-up learnt: seconds per call (device clock) and to issue a call (host), and the calls per sample."""
+    """What warm-up learnt: seconds per call (device clock) and to issue a call (host), and the
+    calls per sample."""
 
     per_call: float
     host_per_call: float
@@ -49,7 +52,8 @@ class Sampling:
     unsettled: StopDecision | None = None
     #: SM clock (MHz) before and after sampling, where the device reports it
     sm_clock: tuple[int | None, int | None] = (None, None)
-    #: SM clock (MHz) read when each sample's round was collected, one per sample (None where unread)
+    #: SM clock (MHz) read when each sample's round was collected, one per sample (None where
+    #: unread)
     clocks: list[int | None] = field(default_factory=list)
     #: NVML clock-event reason bits read at the end of sampling (power cap, thermal), where reported
     clock_reasons: int | None = None
@@ -57,7 +61,8 @@ class Sampling:
 
 @dataclass(frozen=True)
 class KernelFigures:
-    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw nothing.
+    """GPU busy seconds per call and GPU activities per call, from the profiler; None where it saw
+    nothing.
 
     ``clock``: the SM clock (MHz) the pass ran at, where the device reports it.
     """
@@ -70,9 +75,10 @@ class KernelFigures:
 
 @dataclass(frozen=True)
 class Steadiness:
-    """What ``steady`` warm-up did: seconds spent, whether the per-call time settled, the per-call time of the last
-    batches and their spread (fraction), the SM clock at its start and end (MHz, where reported), and the test that
-    was still unmet when it gave up (``unmet``: "spread", "drift", "clock" or "batches"; "" when settled)."""
+    """What ``steady`` warm-up did: seconds spent, whether the per-call time settled, the per-call
+    time of the last batches and their spread (fraction), the SM clock at its start and end (MHz,
+    where reported), and the test that was still unmet when it gave up (``unmet``: "spread",
+    "drift", "clock" or "batches"; "" when settled)."""
 
     seconds: float
     settled: bool

@@ -1,18 +1,21 @@
-"""One statement (or several) over a grid of parameters: :func:`sweep` -> :class:`~.sweep_result.Sweep`. No IPython.
+"""One statement (or several) over a grid of parameters: :func:`sweep` ->
+:class:`~.sweep_result.Sweep`. No IPython.
 
-Each point is a ``%gputime`` of its own: the setup and the statement are compiled in a copy of the namespace with the
-point's values added (``n=1024``), so the user's namespace is untouched and each point builds its own tensors; then
-the same steps (first call, warm-up, calibration, the double-buffered samples under the same stop rule, kernel pass,
-host pass, work count). Several statements at a point are timed one after the other, each with its own setup run.
+Each point is a ``%gputime`` of its own: the setup and the statement are compiled in a copy of the
+namespace with the point's values added (``n=1024``), so the user's namespace is untouched and each
+point builds its own tensors; then the same steps (first call, warm-up, calibration, the
+double-buffered samples under the same stop rule, kernel pass, host pass, work count). Several
+statements at a point are timed one after the other, each with its own setup run.
 
-The budget of a point shrinks for fast points (:func:`point_budget`): a sweep is read as a curve, and a point whose
-samples are short reaches its stop rule within the rule's minimum time or is held by noise that a longer budget only
-narrows by its square root.
+The budget of a point shrinks for fast points (:func:`point_budget`): a sweep is read as a curve,
+and a point whose samples are short reaches its stop rule within the rule's minimum time or is held
+by noise that a longer budget only narrows by its square root.
 
-Bad input stops nothing but the point it hits: a statement that fails at a point marks that point failed with the
-error's first line; an out-of-memory error frees what the point allocated (``gc.collect`` and, where CUDA is in
-use, ``torch.cuda.empty_cache``) and marks it "out of memory"; the sweep goes on. Ctrl-C keeps the points done and
-raises :class:`SweepInterrupted` with the partial sweep.
+Bad input stops nothing but the point it hits: a statement that fails at a point marks that point
+failed with the error's first line; an out-of-memory error frees what the point allocated
+(``gc.collect`` and, where CUDA is in use, ``torch.cuda.empty_cache``) and marks it "out of memory";
+the sweep goes on. Ctrl-C keeps the points done and raises :class:`SweepInterrupted` with the
+partial sweep.
 """
 
 from __future__ import annotations
@@ -37,16 +40,18 @@ from .sweep_result import Sweep, SweepPoint
 
 __all__ = ["FAST_SHARE", "POINT_SAMPLES", "SweepInterrupted", "grid", "point_budget", "sweep"]
 
-#: Samples a point's budget is sized for: what the stop rule sees at its minimum time with ~1 ms samples.
+#: Samples a point's budget is sized for: what the stop rule sees at its minimum time with ~1 ms
+#: samples.
 POINT_SAMPLES = 100
-#: The least share of ``time_budget`` a point gets, however fast its samples (0.2 s of the default 0.5 s: twice
-#: the stop rule's minimum measured time).
+#: The least share of ``time_budget`` a point gets, however fast its samples (0.2 s of the default
+#: 0.5 s: twice the stop rule's minimum measured time).
 FAST_SHARE = 0.4
 
 
 class SweepInterrupted(TimingInterrupted):
-    """Ctrl-C during a sweep: ``result`` is the partial :class:`~.sweep_result.Sweep` (the points done, and the one
-    that was running with what it had measured). A ``KeyboardInterrupt``, as :class:`TimingInterrupted` is."""
+    """Ctrl-C during a sweep: ``result`` is the partial :class:`~.sweep_result.Sweep` (the points
+    done, and the one that was running with what it had measured). A ``KeyboardInterrupt``, as
+    :class:`TimingInterrupted` is."""
 
     def __init__(self, result: Sweep) -> None:
         self.result = result
@@ -59,39 +64,49 @@ class SweepInterrupted(TimingInterrupted):
 
 
 def point_budget(opts: TimingOptions, calls_per_sample: int, per_call: float) -> float:
-    """The time budget of one point: ``time_budget`` for a point whose :data:`POINT_SAMPLES` samples need it, down
-    to :data:`FAST_SHARE` of it for a fast point.
+    """The time budget of one point: ``time_budget`` for a point whose :data:`POINT_SAMPLES` samples
+    need it, down to :data:`FAST_SHARE` of it for a fast point.
 
-    ``min(time_budget, max(FAST_SHARE × time_budget, POINT_SAMPLES × seconds per sample))``, from the warm-up's
-    per-call estimate rather than the first call: a first call carries the cold costs (lazy init, cuBLAS heuristics:
-    189 ms against 3.7 ms warm), which say nothing of what the samples will cost. Tied to ``time_budget`` so that
-    the note's advice (``time_budget=2``) lengthens fast points too.
+    ``min(time_budget, max(FAST_SHARE × time_budget, POINT_SAMPLES × seconds per sample))``, from
+    the warm-up's per-call estimate rather than the first call: a first call carries the cold costs
+    (lazy init, cuBLAS heuristics: 189 ms against 3.7 ms warm), which say nothing of what the
+    samples will cost. Tied to ``time_budget`` so that the note's advice (``time_budget=2``)
+    lengthens fast points too.
     """
     wanted = POINT_SAMPLES * calls_per_sample * per_call
     return min(opts.time_budget, max(FAST_SHARE * opts.time_budget, wanted))
 
 
 def grid(params: Mapping[str, Sequence[Any]], zipped: bool = False) -> list[dict[str, Any]]:
-    """The points: every combination of the values (the first parameter varies slowest), or with ``zipped`` the
-    i-th value of each. Raises :class:`~gpumagic.errors.InvalidOptionError` for no parameters, a name that cannot be
-    a Python name, a parameter without values, or lists of unequal length with ``zipped``."""
+    """The points: every combination of the values (the first parameter varies slowest), or with
+    ``zipped`` the i-th value of each. Raises :class:`~gpumagic.errors.InvalidOptionError` for no
+    parameters, a name that cannot be a Python name, a parameter without values, or lists of unequal
+    length with ``zipped``."""
     if not isinstance(params, Mapping) or not params:
         raise InvalidOptionError(
-            option="params", value=params, reason="must map each parameter to its values, e.g. {'n': [256, 512]}"
+            option="params",
+            value=params,
+            reason="must map each parameter to its values, e.g. {'n': [256, 512]}",
         )
     values: dict[str, list[Any]] = {}
     for name, vals in params.items():
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise InvalidOptionError(
-                option="params", value=name, reason="names must be Python names (the statement reads them)"
+                option="params",
+                value=name,
+                reason="names must be Python names (the statement reads them)",
             )
         if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__"):
             raise InvalidOptionError(
-                option=f"params[{name!r}]", value=vals, reason="must be a list of values, e.g. [256, 512]"
+                option=f"params[{name!r}]",
+                value=vals,
+                reason="must be a list of values, e.g. [256, 512]",
             )
         values[name] = list(vals)
         if not values[name]:
-            raise InvalidOptionError(option=f"params[{name!r}]", value=vals, reason="needs at least one value")
+            raise InvalidOptionError(
+                option=f"params[{name!r}]", value=vals, reason="needs at least one value"
+            )
     names = list(values)
     if zipped:
         lengths = {name: len(v) for name, v in values.items()}
@@ -100,7 +115,8 @@ def grid(params: Mapping[str, Sequence[Any]], zipped: bool = False) -> list[dict
             raise InvalidOptionError(
                 option="params with zip=True",
                 value=lengths,
-                reason=f"need lists of one length ({said} values): give each the same number of values, "
+                reason=f"need lists of one length ({said} values): give each the same number "
+                f"of values, "
                 "or zip=False for every combination",
             )
         combos = zip(*values.values())
@@ -115,7 +131,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """``torch.cuda.OutOfMemoryError`` (or any error of that type name), or an allocator's "out of memory"."""
+    """``torch.cuda.OutOfMemoryError`` (or any error of that type name), or an allocator's "out of
+    memory"."""
     if any(t.__name__ == "OutOfMemoryError" for t in type(exc).__mro__):
         return True
     return isinstance(exc, (RuntimeError, MemoryError)) and (
@@ -124,9 +141,12 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def free_memory() -> None:
-    """Give back what a failed point allocated: the garbage, and PyTorch's cached CUDA blocks where CUDA is in use."""
+    """Give back what a failed point allocated: the garbage, and PyTorch's cached CUDA blocks where
+    CUDA is in use."""
     gc.collect()
-    torch = sys.modules.get("torch")  # never imported here: a sweep without torch has no cache to empty
+    torch = sys.modules.get(
+        "torch"
+    )  # never imported here: a sweep without torch has no cache to empty
     if torch is not None:
         try:
             if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -146,14 +166,15 @@ def sweep(
     ast_transform: Callable[[Any], Any] | None = None,
     **overrides: Any,
 ) -> Sweep:
-    """Time ``stmt`` at every point of ``params``: ``sweep("A @ B", "A = torch.randn(n, n); B = ...",
-    params={"n": [256, 512, 1024]})``.
+    """Time ``stmt`` at every point of ``params``: ``sweep("A @ B", "A = torch.randn(n, n); B =
+    ...", params={"n": [256, 512, 1024]})``.
 
-    ``stmt`` is source text, or a mapping of label to source text for several statements (several lines on the
-    plot). ``setup`` runs before each statement at each point, in a copy of ``globals`` (default: the caller's module
-    globals) with the point's values added. Points are every combination of the values, or with ``zip=True`` the
-    i-th value of each list. Keyword ``overrides`` are :class:`TimingOptions` fields; ``time_budget`` is the
-    budget of a slow point (fast ones get less: :func:`point_budget`).
+    ``stmt`` is source text, or a mapping of label to source text for several statements (several
+    lines on the plot). ``setup`` runs before each statement at each point, in a copy of ``globals``
+    (default: the caller's module globals) with the point's values added. Points are every
+    combination of the values, or with ``zip=True`` the i-th value of each list. Keyword
+    ``overrides`` are :class:`TimingOptions` fields; ``time_budget`` is the budget of a slow point
+    (fast ones get less: :func:`point_budget`).
     """
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
@@ -161,8 +182,12 @@ def sweep(
     stmts = dict(stmt) if isinstance(stmt, Mapping) else {str(stmt).strip(): stmt}
     for label, src in stmts.items():
         if not isinstance(src, str):
-            raise TypeError(f"sweep statements are source text (they read the parameters); {label!r} is not")
-        compile(src, "<sweep-stmt>", "exec", dont_inherit=True)  # a SyntaxError now, not once per point
+            raise TypeError(
+                f"sweep statements are source text (they read the parameters); {label!r} is not"
+            )
+        compile(
+            src, "<sweep-stmt>", "exec", dont_inherit=True
+        )  # a SyntaxError now, not once per point
     if setup is not None:
         compile(setup, "<sweep-setup>", "exec", dont_inherit=True)
     namespace = globals if globals is not None else sys._getframe(1).f_globals
@@ -180,13 +205,16 @@ def run_sweep(
     sampler_for: Callable[[Mapping[str, Any], str], Sampler | None] | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Sweep:
-    """Time each statement at each point. ``sampler_for(point, label)`` overrides the clock (tests)."""
+    """Time each statement at each point. ``sampler_for(point, label)`` overrides the clock
+    (tests)."""
     names = list(points[0]) if points else []
     out = Sweep(points=[], params=names, labels=list(stmts), planned=len(points) * len(stmts))
     for point in points:
         for label, src in stmts.items():
             sampler = sampler_for(point, label) if sampler_for is not None else None
-            entry = _time_point(src, setup, dict(point), label, namespace, opts, ast_transform, sampler, wall_clock)
+            entry = _time_point(
+                src, setup, dict(point), label, namespace, opts, ast_transform, sampler, wall_clock
+            )
             out.points.append(entry)
             if entry.status == "interrupted":
                 out.interrupted = True
@@ -205,11 +233,14 @@ def _time_point(
     sampler: Sampler | None,
     wall_clock: Callable[[], float],
 ) -> SweepPoint:
-    """One statement at one point; never raises but for a statement whose error is not an ``Exception``."""
+    """One statement at one point; never raises but for a statement whose error is not an
+    ``Exception``."""
     entry = SweepPoint(params=point, label=label, result=None)
     out_of_memory = False
     try:
-        result = _measure_point(src, setup, point, namespace, opts, ast_transform, sampler, wall_clock)
+        result = _measure_point(
+            src, setup, point, namespace, opts, ast_transform, sampler, wall_clock
+        )
     except TimingInterrupted as exc:
         entry.result, entry.status = exc.result, "interrupted"
     except KeyboardInterrupt:
@@ -221,7 +252,8 @@ def _time_point(
     else:
         entry.result = result
     if out_of_memory:
-        free_memory()  # here, once the error (and the frames holding the point's tensors) has been let go
+        # here, once the error (and the frames holding the point's tensors) has been let go
+        free_memory()
     return entry
 
 
@@ -235,12 +267,15 @@ def _measure_point(
     sampler: Sampler | None,
     wall_clock: Callable[[], float],
 ) -> TimingResult:
-    """Compile in a copy of the namespace with the point's values, prepare, sample with the point's budget, conclude.
-    An interrupt after the first sample raises :class:`TimingInterrupted` carrying the partial result."""
+    """Compile in a copy of the namespace with the point's values, prepare, sample with the point's
+    budget, conclude. An interrupt after the first sample raises :class:`TimingInterrupted` carrying
+    the partial result."""
     ns = {**namespace, **point}
     compiled = compile_statement(src, setup, ns, ast_transform=ast_transform)
     prep = prepare(compiled, ns, opts, sampler=sampler, wall_clock=wall_clock)
-    prep.opts = replace(prep.opts, time_budget=point_budget(prep.opts, prep.cal.calls_per_sample, prep.cal.per_call))
+    prep.opts = replace(
+        prep.opts, time_budget=point_budget(prep.opts, prep.cal.calls_per_sample, prep.cal.per_call)
+    )
     sampling = sample(prep.sampler, compiled.inner, prep.opts, prep.cal, wall_clock)
     result = conclude(prep, sampling, wall_clock)
     if sampling.interrupted:

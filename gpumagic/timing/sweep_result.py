@@ -1,9 +1,11 @@
-"""Sweep: the result of :func:`gpumagic.sweep`, one :class:`TimingResult` per point and statement, and the plot.
+"""Sweep: the result of :func:`gpumagic.sweep`, one :class:`TimingResult` per point and statement,
+and the plot.
 
-The plot has one axis and one unit for all its lines: TFLOP/s (or GFLOP/s) where every measured point counted
-FLOPs, else bytes per second where every one counted bytes, else the time per call; a line per statement (and per
-combination of the other parameters, where several vary), the device's peak for that rate as a dashed line where
-the peaks table knows it. The x axis is the first parameter that takes several values.
+The plot has one axis and one unit for all its lines: TFLOP/s (or GFLOP/s) where every measured
+point counted FLOPs, else bytes per second where every one counted bytes, else the time per call; a
+line per statement (and per combination of the other parameters, where several vary), the device's
+peak for that rate as a dashed line where the peaks table knows it. The x axis is the first
+parameter that takes several values.
 """
 
 from __future__ import annotations
@@ -26,16 +28,29 @@ from .stats import median_ci
 
 __all__ = ["Sweep", "SweepPoint"]
 
-_ROOT_STYLE = "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+_ROOT_STYLE = (
+    "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
+)
 _CELL = "padding:2px 8px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
 _TEXT_CELL = "padding:2px 8px;text-align:left;white-space:nowrap"
 _FAILED = "color:#b22222"
-_COLUMNS = ["label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate", "flop_share", "byte_share", "precision"]
+_COLUMNS = [
+    "label",
+    "median",
+    "iqr",
+    "kernel_time",
+    "flop_rate",
+    "byte_rate",
+    "flop_share",
+    "byte_share",
+    "precision",
+]
 _COLUMNS += ["launch_bound", "samples", "stop_reason", "status", "error"]
 
 
-#: A point whose median is known within ± this share (95% CI) is exact for a curve: a point that ended at its
-#: (shrunk) budget within it is not worth a warning, though the stop rule asks for ±0.5%.
+#: A point whose median is known within ± this share (95% CI) is exact for a curve: a point that
+#: ended at its (shrunk) budget within it is not worth a warning, though the stop rule asks for
+#: ±0.5%.
 CURVE_CI = 0.01
 
 
@@ -49,8 +64,9 @@ def _ci_share(result: TimingResult) -> float:
 
 @dataclass
 class SweepPoint:
-    """One statement at one point: the parameter values, the statement's label, its result (None where it failed),
-    ``status`` ("ok", "failed", "out of memory" or "interrupted") and the error's first line."""
+    """One statement at one point: the parameter values, the statement's label, its result (None
+    where it failed), ``status`` ("ok", "failed", "out of memory" or "interrupted") and the error's
+    first line."""
 
     params: dict[str, Any]
     label: str
@@ -65,8 +81,9 @@ class SweepPoint:
 
 @dataclass
 class Sweep(Advised, FigurePage):
-    """Statements timed over a grid of parameters. ``points`` in the order they ran; ``params`` the parameter
-    names; ``labels`` the statements'; ``planned`` how many (point, statement) measurements the grid holds."""
+    """Statements timed over a grid of parameters. ``points`` in the order they ran; ``params`` the
+    parameter names; ``labels`` the statements'; ``planned`` how many (point, statement)
+    measurements the grid holds."""
 
     page_title = "gpumagic: sweep"
 
@@ -90,14 +107,16 @@ class Sweep(Advised, FigurePage):
 
     @property
     def x_param(self) -> str | None:
-        """The parameter on the x axis: the first that takes more than one value (else the first)."""
+        """The parameter on the x axis: the first that takes more than one value (else the
+        first)."""
         for name in self.params:
             if len({repr(p.params[name]) for p in self.points}) > 1:
                 return name
         return self.params[0] if self.params else None
 
     def metric(self, label: str | None = None) -> str:
-        """ "flop" where every measured point (of ``label``, or of all) counted FLOPs, "byte" where every one
+        """ "flop" where every measured point (of ``label``, or of all) counted FLOPs, "byte" where
+         every one
         counted bytes, else "time"."""
         found = [
             p.result.achieved
@@ -110,10 +129,12 @@ class Sweep(Advised, FigurePage):
             return "byte"
         return "time"
 
-    # --- data -------------------------------------------------------------------------------------------------
+    # --- data
+    # ----------------------------------------------------------------------------------------------
     def to_dataframe(self) -> Any:
-        """One row per point and statement: the parameters, label, median, iqr, kernel_time (seconds), flop_rate,
-        byte_rate (per second), flop_share, byte_share, precision, launch_bound, samples, status, error."""
+        """One row per point and statement: the parameters, label, median, iqr, kernel_time
+        (seconds), flop_rate, byte_rate (per second), flop_share, byte_share, precision,
+        launch_bound, samples, status, error."""
         import pandas as pd
 
         records = []
@@ -141,10 +162,13 @@ class Sweep(Advised, FigurePage):
                 }
             )
         df = pd.DataFrame.from_records(records, columns=[*self.params, *_COLUMNS])
-        df.attrs.update({"params": list(self.params), "device": self.device, "interrupted": self.interrupted})
+        df.attrs.update(
+            {"params": list(self.params), "device": self.device, "interrupted": self.interrupted}
+        )
         return df
 
-    # --- text -------------------------------------------------------------------------------------------------
+    # --- text
+    # ----------------------------------------------------------------------------------------------
     def _head(self) -> list[str]:
         head = [*self.params]
         if len(self.labels) > 1:
@@ -154,14 +178,18 @@ class Sweep(Advised, FigurePage):
     def rows(self) -> list[list[str]]:
         """The table's cells, one row per point and statement, as printed."""
         out = []
-        metric = {label: self.metric(label) for label in self.labels}  # each statement's rows in one unit
+        metric = {
+            label: self.metric(label) for label in self.labels
+        }  # each statement's rows in one unit
         for p in self.points:
             cells = [str(p.params[name]) for name in self.params]
             if len(self.labels) > 1:
                 cells.append(p.label)
             r = p.result
             if p.measured:
-                cells.append(f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}")
+                cells.append(
+                    f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}"
+                )
             else:
                 cells.append("\u2014")
             cells.extend(rate_cells(r if p.measured else None, prefer=metric.get(p.label)))
@@ -172,7 +200,9 @@ class Sweep(Advised, FigurePage):
     def summary_line(self) -> str:
         x = self.x_param
         values = [p.params[x] for p in self.points] if x else []
-        span = f" ({x}: {values[0]} \u2026 {values[-1]})" if values and values[0] != values[-1] else ""
+        span = (
+            f" ({x}: {values[0]} \u2026 {values[-1]})" if values and values[0] != values[-1] else ""
+        )
         n = len(self.labels)
         what = f"{n} statements" if n > 1 else repr(self.labels[0]) if self.labels else "nothing"
         done = sum(p.status == "ok" for p in self.points)
@@ -184,8 +214,9 @@ class Sweep(Advised, FigurePage):
         return f"Sweep of {what} over {len(self.points)} measurements{where}{span}{tail}"
 
     def warnings(self) -> list[str]:
-        """What qualifies the figures: points whose median had not settled when their budget ended; and where the
-        sweep's time went to the profiler's one-time start (seconds, at the first point that needed kernel time)."""
+        """What qualifies the figures: points whose median had not settled when their budget ended;
+        and where the sweep's time went to the profiler's one-time start (seconds, at the first
+        point that needed kernel time)."""
         out = [
             f"{self._point_name(p)}: {note}"
             for p in self.points
@@ -193,12 +224,16 @@ class Sweep(Advised, FigurePage):
             for note in p.result.notes
             if PROFILER_START in note
         ]
-        ended = [p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")]
+        ended = [
+            p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")
+        ]
         loose = [p for p in ended if _ci_share(p.result) > CURVE_CI]
         if loose:
             out.append(
-                f"{len(loose)} of {len(self.points)} points ended at their time budget with their median known only "
-                f"to more than \u00b1{CURVE_CI:.0%} (to_dataframe()['stop_reason'] says why); a longer run: "
+                f"{len(loose)} of {len(self.points)} points ended at their time budget with "
+                f"their median known only "
+                f"to more than \u00b1{CURVE_CI:.0%} (to_dataframe()['stop_reason'] says why); "
+                f"a longer run: "
                 f"{LONGER_RUN.script()}"
             )
         return out
@@ -208,16 +243,21 @@ class Sweep(Advised, FigurePage):
         return f"{p.label} at {where}" if len(self.labels) > 1 else f"at {where}"
 
     def _shown(self) -> tuple[list[str], list[list[str]]]:
-        """The head and rows as shown: the rate and % of peak columns are left out where no point has one (a sweep
-        on the CPU has no peak; a statement without counted work has no rate)."""
+        """The head and rows as shown: the rate and % of peak columns are left out where no point
+        has one (a sweep on the CPU has no peak; a statement without counted work has no rate)."""
         head, rows = self._head(), self.rows()
         optional = {head.index("Rate"), head.index("% of peak")}
-        keep = [i for i in range(len(head)) if i not in optional or any(row[i] != "\u2014" for row in rows)]
+        keep = [
+            i
+            for i in range(len(head))
+            if i not in optional or any(row[i] != "\u2014" for row in rows)
+        ]
         return [head[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
     @staticmethod
     def _text_columns(head: list[str]) -> set[int]:
-        """Columns of words, aligned left (the statement's label, the status); numbers align right."""
+        """Columns of words, aligned left (the statement's label, the status); numbers align
+        right."""
         return {i for i, h in enumerate(head) if h in ("Statement", "Status")}
 
     def __str__(self) -> str:
@@ -227,7 +267,10 @@ class Sweep(Advised, FigurePage):
         texts = self._text_columns(head)
         lines = [self.summary_line()]
         for row in rows:
-            cells = [c.ljust(w) if i in texts else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+            cells = [
+                c.ljust(w) if i in texts else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths))
+            ]
             lines.append("  " + "  ".join(cells).rstrip())
         lines += [f"  {n}" for n in [*self.notes, *self.warnings()]]
         return "\n".join(lines)
@@ -238,9 +281,12 @@ class Sweep(Advised, FigurePage):
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(str(self))
 
-    # --- plot and HTML ----------------------------------------------------------------------------------------
+    # --- plot and HTML
+    # ----------------------------------------------------------------------------------------
     def _series_name(self, p: SweepPoint) -> str:
-        others = [f"{k}={p.params[k]}" for k in self.params if k != self.x_param and self._varies(k)]
+        others = [
+            f"{k}={p.params[k]}" for k in self.params if k != self.x_param and self._varies(k)
+        ]
         parts = ([p.label] if len(self.labels) > 1 or not others else []) + others
         return " \u00b7 ".join(parts)
 
@@ -248,8 +294,9 @@ class Sweep(Advised, FigurePage):
         return len({repr(p.params[name]) for p in self.points}) > 1
 
     def plot_data(self) -> dict[str, Any]:
-        """What the plot draws, as plain values: series (name -> x, y and hover texts), failed points, peaks, the
-        metric and the x parameter (see :func:`gpumagic.render.sweep_plot.sweep_figure`)."""
+        """What the plot draws, as plain values: series (name -> x, y and hover texts), failed
+        points, peaks, the metric and the x parameter (see
+        :func:`gpumagic.render.sweep_plot.sweep_figure`)."""
         metric, x = self.metric(), self.x_param
         series: dict[str, dict[str, list[Any]]] = {}
         failed: dict[str, list[Any]] = {"x": [], "label": [], "error": []}
@@ -264,15 +311,22 @@ class Sweep(Advised, FigurePage):
                 continue
             r = p.result
             found = r.achieved
-            value = {"flop": found.flop_rate if found else None, "byte": found.byte_rate if found else None}.get(
-                metric, r.median
+            value = {
+                "flop": found.flop_rate if found else None,
+                "byte": found.byte_rate if found else None,
+            }.get(metric, r.median)
+            s = series.setdefault(
+                self._series_name(p), {k: [] for k in ("x", "y", "params", "median", "rate")}
             )
-            s = series.setdefault(self._series_name(p), {k: [] for k in ("x", "y", "params", "median", "rate")})
             s["x"].append(xv)
             s["y"].append(value)
             s["params"].append(", ".join(f"{k}={v}" for k, v in p.params.items()))
-            s["median"].append(f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}")
-            s["rate"].append("; ".join(found.segments()) if found is not None else "no work counted")
+            s["median"].append(
+                f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}"
+            )
+            s["rate"].append(
+                "; ".join(found.segments()) if found is not None else "no work counted"
+            )
             if found is not None and metric == "flop" and found.flop_peak:
                 peaks.setdefault(found.flop_peak, found.flop_label)
             elif found is not None and metric == "byte" and found.bandwidth:
@@ -280,7 +334,8 @@ class Sweep(Advised, FigurePage):
         return {"series": series, "failed": failed, "peaks": peaks, "metric": metric, "x": x or ""}
 
     def figure(self) -> Any:
-        """The Bokeh plot: rate (or time) against the x parameter, one line per statement, the peak dashed."""
+        """The Bokeh plot: rate (or time) against the x parameter, one line per statement, the peak
+        dashed."""
         from ..render.sweep_plot import sweep_figure
 
         data = self.plot_data()
@@ -290,19 +345,26 @@ class Sweep(Advised, FigurePage):
         esc = html.escape
         head, shown = self._shown()
         texts = self._text_columns(head)
-        th = "".join(f"<th style='{_TEXT_CELL if i in texts else _CELL}'>{esc(h)}</th>" for i, h in enumerate(head))
+        th = "".join(
+            f"<th style='{_TEXT_CELL if i in texts else _CELL}'>{esc(h)}</th>"
+            for i, h in enumerate(head)
+        )
         body = []
         for p, row in zip(self.points, shown):
             style = _FAILED if p.status != "ok" else ""
             cells = "".join(
-                f"<td style='{_TEXT_CELL if i in texts else _CELL};{style}'>{esc(c)}</td>" for i, c in enumerate(row)
+                f"<td style='{_TEXT_CELL if i in texts else _CELL};{style}'>{esc(c)}</td>"
+                for i, c in enumerate(row)
             )
             body.append(f"<tr>{cells}</tr>")
-        return f"<table class='gm-sweep'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return (
+            f"<table "
+            f"class='gm-sweep'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
 
     def html(self, figure: str | None = "iframe") -> str:
-        """The plot, then the table; ``figure``: "notebook" (BokehJS once per kernel session), "iframe", "page",
-        or None (the table alone)."""
+        """The plot, then the table; ``figure``: "notebook" (BokehJS once per kernel session),
+        "iframe", "page", or None (the table alone)."""
         from ..render.figure_modes import figure_html
 
         esc = html.escape
@@ -311,6 +373,10 @@ class Sweep(Advised, FigurePage):
             parts.append(figure_html(self.figure(), figure, "gpumagic: sweep"))
         shown = " open" if any(p.status != "ok" for p in self.points) or not figure else ""
         parts.append(f"<details{shown}><summary>all points</summary>{self._table_html()}</details>")
-        parts += [f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes]
+        parts += [
+            f"<div style='margin:2px 0;opacity:.8'>\u2139\ufe0f {esc(n)}</div>" for n in self.notes
+        ]
         parts += [f"<div style='margin:2px 0'>\u26a0 {esc(w)}</div>" for w in self.warnings()]
-        return f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+        return (
+            f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+        )

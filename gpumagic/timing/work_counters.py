@@ -1,14 +1,17 @@
-"""The counters behind :func:`gpumagic.timing.work.count_work`: what each op and each call reads and writes.
+"""The counters behind :func:`gpumagic.timing.work.count_work`: what each op and each call reads and
+writes.
 
-Two modes watch one call of a statement. A ``TorchDispatchMode`` sees every ATen op it runs: the bytes of each op's
-tensor inputs (read) and outputs (written), each tensor once per op, and the FLOPs of matmuls, convolutions and
-attention (PyTorch's formulas; fused attention through :mod:`.attention_work`). A ``TorchFunctionMode`` sees only the
-statement's outermost torch calls (inside a mode's handler the mode is off): their inputs and outputs once each,
-the traffic of each call as one kernel, which is what ran where a composite op has a fused GPU kernel.
+Two modes watch one call of a statement. A ``TorchDispatchMode`` sees every ATen op it runs: the
+bytes of each op's tensor inputs (read) and outputs (written), each tensor once per op, and the
+FLOPs of matmuls, convolutions and attention (PyTorch's formulas; fused attention through
+:mod:`.attention_work`). A ``TorchFunctionMode`` sees only the statement's outermost torch calls
+(inside a mode's handler the mode is off): their inputs and outputs once each, the traffic of each
+call as one kernel, which is what ran where a composite op has a fused GPU kernel.
 
-The dtype of each FLOP-counted op picks the peak it is compared against: fp32 runs on the FFMA units unless TF32 is
-allowed for that op (``torch.backends.cuda.matmul.allow_tf32`` / ``torch.set_float32_matmul_precision`` for
-matmuls, ``torch.backends.cudnn.allow_tf32`` for convolutions), bf16/fp16 and fp8 on the tensor cores.
+The dtype of each FLOP-counted op picks the peak it is compared against: fp32 runs on the FFMA units
+unless TF32 is allowed for that op (``torch.backends.cuda.matmul.allow_tf32`` /
+``torch.set_float32_matmul_precision`` for matmuls, ``torch.backends.cudnn.allow_tf32`` for
+convolutions), bf16/fp16 and fp8 on the tensor cores.
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["flop_formulas", "make_byte_counter", "make_call_counter", "precision_class", "tf32_enabled"]
+__all__ = [
+    "flop_formulas",
+    "make_byte_counter",
+    "make_call_counter",
+    "precision_class",
+    "tf32_enabled",
+]
 
 #: dtype name -> precision class, the key of a peak in the peaks table (``gpumagic.device_peaks``).
 _CLASS_OF_DTYPE = {
@@ -54,36 +63,48 @@ _NO_TRAFFIC = {
 
 
 def tf32_enabled(kind: str = "matmul") -> bool:
-    """Whether fp32 ``kind`` ops ("matmul" or "conv") may run in TF32 on tensor cores under the current settings.
+    """Whether fp32 ``kind`` ops ("matmul" or "conv") may run in TF32 on tensor cores under the
+    current settings.
 
-    Reads the newer per-backend ``fp32_precision`` where it is set ("tf32" or "ieee"), else the older switches
-    (``allow_tf32``, which ``torch.set_float32_matmul_precision('high')`` turns on for matmuls). The environment
-    variable ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (set in NVIDIA's PyTorch containers) makes every fp32 cuBLAS
-    GEMM TF32 whatever the switches say.
+    Reads the newer per-backend ``fp32_precision`` where it is set ("tf32" or "ieee"), else the
+    older switches (``allow_tf32``, which ``torch.set_float32_matmul_precision('high')`` turns on
+    for matmuls). The environment variable ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (set in NVIDIA's
+    PyTorch containers) makes every fp32 cuBLAS GEMM TF32 whatever the switches say.
     """
     import torch
 
     backend = torch.backends.cuda.matmul if kind == "matmul" else torch.backends.cudnn
     sub = backend if kind == "matmul" else getattr(backend, "conv", backend)
     if kind == "matmul" and os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
-        return True  # NVIDIA's PyTorch containers set it: every fp32 cuBLAS GEMM runs in TF32, whatever the switches
+        # NVIDIA's PyTorch containers set it: every fp32 cuBLAS GEMM runs in TF32, whatever the
+        # switches
+        return True
     precision = getattr(sub, "fp32_precision", None)
     if precision == "tf32":
         return True
     if precision == "ieee":
         return False
-    with warnings.catch_warnings():  # the old switch is deprecated in favour of fp32_precision in newer PyTorch
+    with (
+        warnings.catch_warnings()
+    ):  # the old switch is deprecated in favour of fp32_precision in newer PyTorch
         warnings.simplefilter("ignore")
         if kind == "matmul":
-            return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+            return (
+                bool(torch.backends.cuda.matmul.allow_tf32)
+                or torch.get_float32_matmul_precision() != "highest"
+            )
         return bool(torch.backends.cudnn.allow_tf32)
 
 
-def precision_class(dtype: str, device_type: str = "cuda", op_kind: str = "matmul", tf32: bool = False) -> str | None:
-    """The peak a FLOP-counted op of ``dtype`` is held against: fp64, fp32 (FFMA), tf32, bf16, fp16, fp8, fp4, int8.
+def precision_class(
+    dtype: str, device_type: str = "cuda", op_kind: str = "matmul", tf32: bool = False
+) -> str | None:
+    """The peak a FLOP-counted op of ``dtype`` is held against: fp64, fp32 (FFMA), tf32, bf16, fp16,
+    fp8, fp4, int8.
 
-    ``dtype`` is a torch dtype's name without ``torch.`` ("float32"). fp32 is "tf32" only on CUDA with TF32
-    allowed for that kind of op (``tf32``); other dtypes map one to one; None for a dtype with no peak.
+    ``dtype`` is a torch dtype's name without ``torch.`` ("float32"). fp32 is "tf32" only on CUDA
+    with TF32 allowed for that kind of op (``tf32``); other dtypes map one to one; None for a dtype
+    with no peak.
     """
     cls = _CLASS_OF_DTYPE.get(dtype.removeprefix("torch."))
     if cls == "fp32" and device_type == "cuda" and tf32 and op_kind in ("matmul", "conv"):
@@ -92,7 +113,8 @@ def precision_class(dtype: str, device_type: str = "cuda", op_kind: str = "matmu
 
 
 def _footprint(t: Any) -> int:
-    """Bytes a tensor's elements occupy: an expanded (stride-0) tensor reads its storage once, not once per view."""
+    """Bytes a tensor's elements occupy: an expanded (stride-0) tensor reads its storage once, not
+    once per view."""
     n = t.numel()
     if n == 0:
         return 0
@@ -119,7 +141,8 @@ def _op_kind(name: str) -> str:
 
 
 def _traffic(ins: list[Any], outs: list[Any]) -> tuple[int, int, dict[str, int], set[str]]:
-    """(bytes read, bytes written, bytes by dtype, device types) of one op: each distinct tensor once per side."""
+    """(bytes read, bytes written, bytes by dtype, device types) of one op: each distinct tensor
+    once per side."""
     read = written = 0
     by_dtype: dict[str, int] = {}
     devices: set[str] = set()
@@ -142,7 +165,8 @@ def _traffic(ins: list[Any], outs: list[Any]) -> tuple[int, int, dict[str, int],
 
 
 def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
-    """A TorchDispatchMode that sums bytes per op and FLOPs per precision class (built here: torch loads lazily)."""
+    """A TorchDispatchMode that sums bytes per op and FLOPs per precision class (built here: torch
+    loads lazily)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from .attention_work import attention_count, bind
@@ -150,9 +174,10 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
     class _ByteCounter(TorchDispatchMode):
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
-            # torch wraps a mode's __torch_dispatch__ in "dynamo disabled", which imports torch._dynamo on first
-            # use: 1-5 s, the largest part of a first %gputime. Only a process that has imported it can be
-            # compiling, so the wrap is kept there and left out elsewhere (decided as each counter is made).
+            # torch wraps a mode's __torch_dispatch__ in "dynamo disabled", which imports
+            # torch._dynamo on first use: 1-5 s, the largest part of a first %gputime. Only a
+            # process that has imported it can be compiling, so the wrap is kept there and left out
+            # elsewhere (decided as each counter is made).
             return "torch._dynamo" in sys.modules
 
         def __init__(self) -> None:
@@ -182,10 +207,14 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             self.flops_by_class[cls] = self.flops_by_class.get(cls, 0) + flops
             self.flops_by_dtype[dt] = self.flops_by_dtype.get(dt, 0) + flops
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             kwargs = kwargs or {}
             if func._overloadpacket not in flop_formulas and not getattr(func, "is_view", False):
-                with self:  # an op without a formula that decomposes is counted as its parts (as FlopCounterMode)
+                # an op without a formula that decomposes is counted as its parts (as
+                # FlopCounterMode)
+                with self:
                     parts = func.decompose(*args, **kwargs)
                 if parts is not NotImplemented:
                     return parts
@@ -197,7 +226,11 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             if not ins and not outs:
                 return out
             self._add(ins, outs)
-            counted = attention_count(name, bind(func._schema, args, kwargs)) if "attention" in name else None
+            counted = (
+                attention_count(name, bind(func._schema, args, kwargs))
+                if "attention" in name
+                else None
+            )
             if counted is not None and ins:
                 self.attention.append(counted)
                 self._add_flops(counted.flops, ins[0], "attention")
@@ -215,13 +248,24 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
 
 
 #: Calls that read no tensor's elements: attribute reads, shape queries.
-_SHAPE_ONLY = {"__get__", "dim", "size", "stride", "numel", "shape", "data_ptr", "is_contiguous", "element_size"}
+_SHAPE_ONLY = {
+    "__get__",
+    "dim",
+    "size",
+    "stride",
+    "numel",
+    "shape",
+    "data_ptr",
+    "is_contiguous",
+    "element_size",
+}
 
 
 def make_call_counter() -> Any:
-    """A TorchFunctionMode that counts the statement's outermost torch calls at their own level: each call's inputs
-    read once and its outputs written once, the traffic of the call as one kernel. (Inside a mode's handler the
-    mode is off, so only the outermost calls are seen: ``F.rms_norm``, not the ops it is made of.)"""
+    """A TorchFunctionMode that counts the statement's outermost torch calls at their own level:
+    each call's inputs read once and its outputs written once, the traffic of the call as one
+    kernel. (Inside a mode's handler the mode is off, so only the outermost calls are seen:
+    ``F.rms_norm``, not the ops it is made of.)"""
     from torch.overrides import TorchFunctionMode
 
     class _CallCounter(TorchFunctionMode):
@@ -231,7 +275,9 @@ def make_call_counter() -> Any:
             self.bytes = 0
             self.names: list[str] = []
 
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             name = getattr(func, "__name__", str(func))
@@ -247,10 +293,18 @@ def make_call_counter() -> Any:
                     for t in outs
                     if (in_place and id(t) in ids)
                     or (
-                        id(t) not in ids and (t.device.type == "meta" or t.untyped_storage().data_ptr() not in storages)
+                        id(t) not in ids
+                        and (
+                            t.device.type == "meta"
+                            or t.untyped_storage().data_ptr() not in storages
+                        )
                     )
                 ]
-            except (RuntimeError, TypeError, NotImplementedError):  # a tensor subclass without storage: not counted
+            except (
+                RuntimeError,
+                TypeError,
+                NotImplementedError,
+            ):  # a tensor subclass without storage: not counted
                 return out
             if not fresh:  # a view, a tensor handed back as it was: no traffic of its own
                 return out
@@ -265,13 +319,15 @@ def make_call_counter() -> Any:
 
 
 def _int_mm_ops(a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
-    """``torch._int_mm``: an int8 GEMM's 2*M*N*K integer ops (counted as its precision's "FLOPs")."""
+    """``torch._int_mm``: an int8 GEMM's 2*M*N*K integer ops (counted as its precision's
+    "FLOPs")."""
     return 2 * int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
 
 
 def flop_formulas() -> dict[Any, Callable[..., int]]:
-    """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention kernels SDPA
-    dispatches to on the CPU, and the int8 GEMM ``torch._int_mm`` (its integer ops, held against the int8 peak)."""
+    """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention
+    kernels SDPA dispatches to on the CPU, and the int8 GEMM ``torch._int_mm`` (its integer ops,
+    held against the int8 peak)."""
     import torch
     from torch.utils import flop_counter as fc
 
@@ -285,5 +341,7 @@ def flop_formulas() -> dict[Any, Callable[..., int]]:
     ):
         packet = getattr(aten, op, None)
         if packet is not None and packet not in formulas:
-            formulas[packet] = formula  # registered formulas come shape-wrapped: called as the registry's are
+            formulas[packet] = (
+                formula  # registered formulas come shape-wrapped: called as the registry's are
+            )
     return formulas

@@ -1,10 +1,11 @@
 """The Trace: the one data model every capture fills and every analysis and view reads.
 
-:mod:`.model` holds the tables and their fixed columns; around it, what is derived from a Trace alone and needs
-no capture, analysis or drawing: the ``nsys stats`` summaries (:mod:`.summaries`), the analysis window
-(:mod:`.window`), unions of intervals (:mod:`.intervals`), what a capture recorded (:mod:`.coverage`), NCCL
-collectives (:mod:`.collectives`), the ops that launched each kernel (:mod:`.launching_ops`), the Chrome/Perfetto
-export (:mod:`.chrome_export`) and the device capabilities read from names (:mod:`.device_caps`).
+:mod:`.model` holds the tables and their fixed columns; around it, what is derived from a Trace
+alone and needs no capture, analysis or drawing: the ``nsys stats`` summaries (:mod:`.summaries`),
+the analysis window (:mod:`.window`), unions of intervals (:mod:`.intervals`), what a capture
+recorded (:mod:`.coverage`), NCCL collectives (:mod:`.collectives`), the ops that launched each
+kernel (:mod:`.launching_ops`), the Chrome/Perfetto export (:mod:`.chrome_export`) and the device
+capabilities read from names (:mod:`.device_caps`).
 """
 
 from .model import (

@@ -1,10 +1,11 @@
-"""Any Trace (a torch.profiler capture, an nsys export, a whole job) written as Chrome/Perfetto trace JSON: complete
-('X') events in microseconds with the args ``capture/chrome_trace.py``'s reader takes back, so a written trace reads
-back into the same tables.
+"""Any Trace (a torch.profiler capture, an nsys export, a whole job) written as Chrome/Perfetto
+trace JSON: complete ('X') events in microseconds with the args ``capture/chrome_trace.py``'s reader
+takes back, so a written trace reads back into the same tables.
 
-Writing is a format of the data model, not a capture: it lives below both the readers (``capture.chrome_trace``
-re-exports it beside its reader) and the views (``ProfileReport.to_chrome_trace``, ``%%gpuprofile --trace``), so the
-render layer writes a trace without importing a capture backend.
+Writing is a format of the data model, not a capture: it lives below both the readers
+(``capture.chrome_trace`` re-exports it beside its reader) and the views
+(``ProfileReport.to_chrome_trace``, ``%%gpuprofile --trace``), so the render layer writes a trace
+without importing a capture backend.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from .model import Trace
 __all__ = ["chrome_trace_events", "write_chrome_trace"]
 
 
-#: Trace table -> (Chrome category, name column, process, thread column, {Trace column: the reader's args key}): the
-#: reader's own categories and keys, so a written trace reads back into the same tables.
+#: Trace table -> (Chrome category, name column, process, thread column, {Trace column: the reader's
+#: args key}): the reader's own categories and keys, so a written trace reads back into the same
+#: tables.
 _WRITE = (
     ("ops", "cpu_op", "name", "CPU", "thread", {"external_id": "External id"}),
     ("api", "cuda_runtime", "name", "CPU", "thread", {"correlation": "correlation"}),
@@ -55,8 +57,8 @@ _WRITE = (
 
 
 def chrome_trace_events(trace: Trace) -> dict[str, Any]:
-    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times and the args the
-    reader takes back (stream, correlation, bytes, launch geometry)."""
+    """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times
+    and the args the reader takes back (stream, correlation, bytes, launch geometry)."""
     events: list[dict[str, Any]] = []
     for table, cat, name_col, pid, tid_col, arg_keys in _WRITE:
         df = getattr(trace, table)
@@ -67,7 +69,11 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
         kinds = df["kind"].astype(str) if table == "memops" else None
         procs = _process_lanes(df, pid)
         for i, (name, tid, start, end, *values) in enumerate(rows):
-            args = {arg_keys[c]: _json_value(v) for c, v in zip(columns, values) if _json_value(v) is not None}
+            args = {
+                arg_keys[c]: _json_value(v)
+                for c, v in zip(columns, values)
+                if _json_value(v) is not None
+            }
             events.append(
                 {
                     "ph": "X",
@@ -80,12 +86,17 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
                     **({"args": args} if args else {}),
                 }
             )
-    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": {k: str(v) for k, v in trace.meta.items()}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "metadata": {k: str(v) for k, v in trace.meta.items()},
+    }
 
 
 def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:
-    """With several processes in one table (a multi-rank capture): one lane group per process ("GPU · pid 9001"),
-    so that the ranks' streams and threads do not merge in Perfetto; None for one process (the plain "CPU"/"GPU")."""
+    """With several processes in one table (a multi-rank capture): one lane group per process ("GPU
+    · pid 9001"), so that the ranks' streams and threads do not merge in Perfetto; None for one
+    process (the plain "CPU"/"GPU")."""
     if "pid" not in df.columns:
         return None
     pids = pd.to_numeric(df["pid"], errors="coerce")
@@ -95,8 +106,8 @@ def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:
 
 
 def _json_value(v: Any) -> Any:
-    """A table value as the reader expects it back: launch geometry 'XxYxZ' as a list, numbers as int, -1 and
-    missing values left out."""
+    """A table value as the reader expects it back: launch geometry 'XxYxZ' as a list, numbers as
+    int, -1 and missing values left out."""
     if v is None or (isinstance(v, float) and v != v):
         return None
     if isinstance(v, str):

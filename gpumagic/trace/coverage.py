@@ -1,10 +1,12 @@
-"""What a capture recorded, and what to say where it did not: one definition for every loader and every view.
+"""What a capture recorded, and what to say where it did not: one definition for every loader and
+every view.
 
-An empty table of a Trace is either a fact (the capture recorded kernels and none ran: an idle GPU is a fine thing
-to report) or unknown (it did not record them: nsys run without cuda in its trace list, torch.profiler without
-ProfilerActivity.CUDA). The loaders put the kinds the capture recorded in ``meta["recorded"]`` with
-:func:`recorded_kinds`; ``Trace.recorded(kind)`` reads it, and ``Trace.not_recorded(kind)`` gives the sentence a user
-reads instead of a number: that the capture did not record it, how that shows, and how to record it.
+An empty table of a Trace is either a fact (the capture recorded kernels and none ran: an idle GPU
+is a fine thing to report) or unknown (it did not record them: nsys run without cuda in its trace
+list, torch.profiler without ProfilerActivity.CUDA). The loaders put the kinds the capture recorded
+in ``meta["recorded"]`` with :func:`recorded_kinds`; ``Trace.recorded(kind)`` reads it, and
+``Trace.not_recorded(kind)`` gives the sentence a user reads instead of a number: that the capture
+did not record it, how that shows, and how to record it.
 """
 
 from __future__ import annotations
@@ -47,21 +49,30 @@ LAUNCH_APIS = (
 )
 _MEMOP_API = re.compile(r"^(?:cu(?:da)?|hip)Mem(?:cpy|set)")
 
-#: Per backend, each kind of record it can record: what it is called, how a capture without it shows, and what
-#: records it. The one source of every "not recorded" sentence (:meth:`Trace.not_recorded`).
+#: Per backend, each kind of record it can record: what it is called, how a capture without it
+#: shows, and what records it. The one source of every "not recorded" sentence
+#: (:meth:`Trace.not_recorded`).
 _NSYS = "nsys profile -t cuda,nvtx,osrt <command>"
 _NSYS_CUDA = f"cuda in nsys' trace list: {_NSYS}"
 _TORCH_CUDA = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
 _TORCH_CPU = f"ProfilerActivity.CPU among torch.profiler's activities: {_TORCH_CUDA}"
 RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
     "nsys": {
-        "kernels": ("CUDA kernels", "the export has no CUPTI_ACTIVITY_KIND_KERNEL table", _NSYS_CUDA),
+        "kernels": (
+            "CUDA kernels",
+            "the export has no CUPTI_ACTIVITY_KIND_KERNEL table",
+            _NSYS_CUDA,
+        ),
         "memops": (
             "memory operations",
             "the export has no CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET table",
             _NSYS_CUDA,
         ),
-        "api": ("CUDA API calls", "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table", _NSYS_CUDA),
+        "api": (
+            "CUDA API calls",
+            "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table",
+            _NSYS_CUDA,
+        ),
         "nvtx": (
             "NVTX ranges",
             "the export has no NVTX_EVENTS table",
@@ -80,7 +91,11 @@ RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
             "the trace has no 'gpu_memcpy' or 'gpu_memset' events",
             _TORCH_CUDA,
         ),
-        "api": ("CUDA API calls", "the trace has no 'cuda_runtime' or 'cuda_driver' events", _TORCH_CUDA),
+        "api": (
+            "CUDA API calls",
+            "the trace has no 'cuda_runtime' or 'cuda_driver' events",
+            _TORCH_CUDA,
+        ),
         "ops": ("torch ops", "the trace has no 'cpu_op' events", _TORCH_CPU),
         "nvtx": ("record_function ranges", "the trace has no 'user_annotation' events", _TORCH_CPU),
     },
@@ -95,14 +110,20 @@ _NOUNS = {
     "osrt": "OS runtime calls",
 }
 _ELSEWHERE = {
-    ("nsys", "ops"): "nsys records no torch ops: record them with torch.profiler (%%gpuprofile without --nsys).",
-    ("torch.profiler", "osrt"): f"torch.profiler records no OS runtime calls: record them with nsys ({_NSYS}).",
+    (
+        "nsys",
+        "ops",
+    ): "nsys records no torch ops: record them with torch.profiler (%%gpuprofile without --nsys).",
+    (
+        "torch.profiler",
+        "osrt",
+    ): f"torch.profiler records no OS runtime calls: record them with nsys ({_NSYS}).",
 }
 
 
 def made_by_api(name: Any) -> str | None:
-    """The GPU record a CUDA API call makes: "kernels" for a kernel or graph launch, "memops" for a memcpy or
-    memset, else None (``cudaLaunchKernel_v7000`` is ``cudaLaunchKernel``)."""
+    """The GPU record a CUDA API call makes: "kernels" for a kernel or graph launch, "memops" for a
+    memcpy or memset, else None (``cudaLaunchKernel_v7000`` is ``cudaLaunchKernel``)."""
     base = re.sub(r"_v\d+$", "", str(name))
     if base in LAUNCH_APIS:
         return "kernels"
@@ -110,14 +131,15 @@ def made_by_api(name: Any) -> str | None:
 
 
 def recorded_kinds(held: Iterable[str], made: Iterable[str | None] = ()) -> list[str]:
-    """The kinds of record (:data:`KINDS`) a capture recorded, from the kinds it holds (an nsys export's tables,
-    a Chrome trace's event categories) and those its recorded CUDA API calls would have made (:func:`made_by_api`
-    of each call, or of each distinct name).
+    """The kinds of record (:data:`KINDS`) a capture recorded, from the kinds it holds (an nsys
+    export's tables, a Chrome trace's event categories) and those its recorded CUDA API calls would
+    have made (:func:`made_by_api` of each call, or of each distinct name).
 
-    A capture that recorded CUDA API calls and holds no kernels (or no memory operations) recorded them all the
-    same where none of its calls would have made one: nsys leaves a table out of its export when it has no row for
-    it (a capture without copies has no memcpy table), and a genuinely idle GPU is a fine thing to report. Where its
-    calls launched kernels (copied memory) and it holds none, it did not record them: the GPU was not idle."""
+    A capture that recorded CUDA API calls and holds no kernels (or no memory operations) recorded
+    them all the same where none of its calls would have made one: nsys leaves a table out of its
+    export when it has no row for it (a capture without copies has no memcpy table), and a genuinely
+    idle GPU is a fine thing to report. Where its calls launched kernels (copied memory) and it
+    holds none, it did not record them: the GPU was not idle."""
     held = set(held)
     out = set(held)
     if "api" in held:
@@ -127,8 +149,8 @@ def recorded_kinds(held: Iterable[str], made: Iterable[str | None] = ()) -> list
 
 
 def not_recorded(backend: str, kind: str, detail: str = "") -> str:
-    """The sentence for a capture of ``backend`` that did not record ``kind``: that it did not, how that shows, and
-    how to record it; ``detail`` (what follows from it) goes before the how."""
+    """The sentence for a capture of ``backend`` that did not record ``kind``: that it did not, how
+    that shows, and how to record it; ``detail`` (what follows from it) goes before the how."""
     known = RECORDS.get(backend, {}).get(kind)
     if known is None:
         how = _ELSEWHERE.get((backend, kind), "")
@@ -138,9 +160,10 @@ def not_recorded(backend: str, kind: str, detail: str = "") -> str:
 
 
 def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
-    """The sentence for the capture ``meta`` describes, which did not record ``kind``: for a device gpumagic does
-    not read (MTIA), that it is named and left out, with no CUDA advice; for CUPTI's range profiler's kernels, that
-    they hold counters and no times; else :func:`not_recorded` of its backend."""
+    """The sentence for the capture ``meta`` describes, which did not record ``kind``: for a device
+    gpumagic does not read (MTIA), that it is named and left out, with no CUDA advice; for CUPTI's
+    range profiler's kernels, that they hold counters and no times; else :func:`not_recorded` of its
+    backend."""
     unread = meta.get("unread_devices")
     if unread and kind in ("kernels", "memops", "api"):
         return device_not_read(unread, meta.get("device"))
@@ -150,34 +173,43 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
 
 
 def recordable(backend: str, kind: str) -> bool:
-    """Whether ``backend`` records ``kind`` at all (nsys records no torch ops, torch.profiler no OS runtime calls);
-    True where the backend is not one gpumagic knows."""
+    """Whether ``backend`` records ``kind`` at all (nsys records no torch ops, torch.profiler no OS
+    runtime calls); True where the backend is not one gpumagic knows."""
     known = RECORDS.get(backend)
     return known is None or kind in known
 
 
 def device_not_read(unread: dict[str, dict[str, int]], device: str | None = None) -> str:
-    """The sentence for a trace of a device gpumagic does not read (``meta["unread_devices"]``: device kind ->
-    category -> events, e.g. MTIA): named and left out, and no CUDA advice, since CUDA is not what it ran."""
+    """The sentence for a trace of a device gpumagic does not read (``meta["unread_devices"]``:
+    device kind -> category -> events, e.g. MTIA): named and left out, and no CUDA advice, since
+    CUDA is not what it ran."""
     kinds = " and ".join(unread)
     counts = ", ".join(f"{n:,} {cat} events" for per in unread.values() for cat, n in per.items())
     named = f" ({device})" if device else ""
     return (
-        f"This trace holds {kinds} device activity{named}: {counts}. gpumagic reads NVIDIA and AMD GPU activity only, "
-        f"so the {kinds} activity is left out: no kernel table, GPU time or advice is made from it; the CPU side "
+        f"This trace holds {kinds} device activity{named}: {counts}. gpumagic reads NVIDIA "
+        f"and AMD GPU activity only, "
+        f"so the {kinds} activity is left out: no kernel table, GPU time or advice is made "
+        f"from it; the CPU side "
         "(torch ops, ranges) is shown."
     )
 
 
 def range_profiled(info: dict[str, Any]) -> str:
-    """The sentence for a trace of CUPTI's range profiler (``meta["range_profiler"]``): its kernels ran and were
-    profiled, one counter record each; none was dropped, but no run time was recorded for them."""
+    """The sentence for a trace of CUPTI's range profiler (``meta["range_profiler"]``): its kernels
+    ran and were profiled, one counter record each; none was dropped, but no run time was recorded
+    for them."""
     n, names = int(info.get("kernels", 0)), int(info.get("names", 0))
     counters = list(info.get("counters") or [])
-    which = f" ({', '.join(counters[:2])}{', ...' if len(counters) > 2 else ''})" if counters else ""
+    which = (
+        f" ({', '.join(counters[:2])}{', ...' if len(counters) > 2 else ''})" if counters else ""
+    )
     return (
-        f"This trace is from CUPTI's range profiler: it holds hardware counters{which} for {n:,} kernel"
-        f"{'s' if n != 1 else ''} ({names} distinct), not their run times (the profiler replays each kernel under "
-        "its counters), so there is no kernel table or GPU time figure. To time the kernels, profile without "
+        f"This trace is from CUPTI's range profiler: it holds hardware counters{which} for "
+        f"{n:,} kernel"
+        f"{'s' if n != 1 else ''} ({names} distinct), not their run times (the profiler "
+        f"replays each kernel under "
+        "its counters), so there is no kernel table or GPU time figure. To time the kernels, "
+        "profile without "
         f"profiler metrics: {_TORCH_CUDA}."
     )

@@ -1,11 +1,12 @@
-"""What a trace's GPU can do, as far as advice needs it: its vendor and NVIDIA compute capability, and from them
-whether it has TF32 or tensor cores at all.
+"""What a trace's GPU can do, as far as advice needs it: its vendor and NVIDIA compute capability,
+and from them whether it has TF32 or tensor cores at all.
 
-Advice must fit the hardware: "allow TF32" means nothing on a V100 (compute capability 7.0), an RTX 2080 Ti (7.5) or
-a GP100 (6.0), none of which has TF32, and an AMD GPU's ``computeMajor`` 9 (gfx90a) is not NVIDIA's 9.0 (Hopper).
-The capability comes from the trace (Kineto's ``deviceProperties``, nsys' ``TARGET_INFO_CUDA_DEVICE``); where a trace
-does not carry it, from the device's name for the common parts. Unknown stays unknown (None): the caller words its
-advice conditionally then, never as a fact about a GPU it cannot see.
+Advice must fit the hardware: "allow TF32" means nothing on a V100 (compute capability 7.0), an RTX
+2080 Ti (7.5) or a GP100 (6.0), none of which has TF32, and an AMD GPU's ``computeMajor`` 9 (gfx90a)
+is not NVIDIA's 9.0 (Hopper). The capability comes from the trace (Kineto's ``deviceProperties``,
+nsys' ``TARGET_INFO_CUDA_DEVICE``); where a trace does not carry it, from the device's name for the
+common parts. Unknown stays unknown (None): the caller words its advice conditionally then, never as
+a fact about a GPU it cannot see.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 __all__ = ["compute_capability", "has_tensor_cores", "has_tf32", "is_amd", "vendor"]
 
-#: Device-name patterns -> compute capability, for traces that name the GPU and do not say its capability. First
-#: match wins: longer, more specific patterns first.
+#: Device-name patterns -> compute capability, for traces that name the GPU and do not say its
+#: capability. First match wins: longer, more specific patterns first.
 _BY_NAME: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = tuple(
     (re.compile(p, re.IGNORECASE), cc)
     for p, cc in (
@@ -38,7 +39,8 @@ _AMD = re.compile(r"\bAMD\b|\bRadeon\b|\bInstinct\b|\bMI\d{3}[A-Z]?\b", re.IGNOR
 
 
 def vendor(meta: Mapping[str, Any]) -> str | None:
-    """ "AMD" or "NVIDIA" where the trace says (its loader's ``meta["vendor"]``, else the device's name); else None."""
+    """ "AMD" or "NVIDIA" where the trace says (its loader's ``meta["vendor"]``, else the device's
+    name); else None."""
     said = meta.get("vendor")
     if said:
         return str(said)
@@ -51,13 +53,14 @@ def vendor(meta: Mapping[str, Any]) -> str | None:
 
 
 def is_amd(meta: Mapping[str, Any]) -> bool:
-    """Whether the trace's GPU is an AMD one (ROCm): NVIDIA's capability, TF32 advice and SM names do not apply."""
+    """Whether the trace's GPU is an AMD one (ROCm): NVIDIA's capability, TF32 advice and SM names
+    do not apply."""
     return vendor(meta) == "AMD"
 
 
 def compute_capability(meta: Mapping[str, Any]) -> tuple[int, int] | None:
-    """The NVIDIA compute capability, (major, minor): the trace's own ``meta["compute_capability"]`` ("8.0"), else
-    from the device's name; None for an AMD GPU or where neither says."""
+    """The NVIDIA compute capability, (major, minor): the trace's own ``meta["compute_capability"]``
+    ("8.0"), else from the device's name; None for an AMD GPU or where neither says."""
     if meta.get("vendor") == "AMD" or _AMD.search(str(meta.get("device") or "")):
         return None
     said = meta.get("compute_capability")
@@ -73,8 +76,9 @@ def compute_capability(meta: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def has_tf32(meta: Mapping[str, Any]) -> bool | None:
-    """Whether the GPU has TF32 tensor cores (NVIDIA compute capability 8.0 and newer); False on an AMD GPU (PyTorch's
-    TF32 switches are NVIDIA's) and on older NVIDIA parts; None where the capability is not known."""
+    """Whether the GPU has TF32 tensor cores (NVIDIA compute capability 8.0 and newer); False on an
+    AMD GPU (PyTorch's TF32 switches are NVIDIA's) and on older NVIDIA parts; None where the
+    capability is not known."""
     if is_amd(meta):
         return False
     cc = compute_capability(meta)
@@ -82,7 +86,7 @@ def has_tf32(meta: Mapping[str, Any]) -> bool | None:
 
 
 def has_tensor_cores(meta: Mapping[str, Any]) -> bool | None:
-    """Whether the NVIDIA GPU has tensor cores at all (compute capability 7.0 and newer: fp16 on a V100); None where
-    not known or not NVIDIA."""
+    """Whether the NVIDIA GPU has tensor cores at all (compute capability 7.0 and newer: fp16 on a
+    V100); None where not known or not NVIDIA."""
     cc = compute_capability(meta)
     return None if cc is None else cc >= (7, 0)

@@ -1,5 +1,5 @@
-"""Interval arithmetic shared by the timer and the Trace: how long the GPU was busy, per device, and how long two
-kinds of work ran at the same time."""
+"""Interval arithmetic shared by the timer and the Trace: how long the GPU was busy, per device, and
+how long two kinds of work ran at the same time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ __all__ = ["clip", "overlap_by_group", "union_by_group", "union_length", "union_
 
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
-    """Total length covered by possibly overlapping (start, end) intervals: concurrent kernels count once."""
+    """Total length covered by possibly overlapping (start, end) intervals: concurrent kernels count
+    once."""
     pairs = list(intervals)
     if not pairs:
         return 0
@@ -20,7 +21,8 @@ def union_length(intervals: Iterable[tuple[int, int]]) -> int:
 
 
 def _stretches(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint stretches covered by intervals (starts, ends), as (first start, reach) arrays."""
+    """The disjoint stretches covered by intervals (starts, ends), as (first start, reach)
+    arrays."""
     if (s[1:] < s[:-1]).any():  # kernels usually come in start order: then there is nothing to sort
         order = np.argsort(s)
         s, e = s[order], e[order]
@@ -34,9 +36,10 @@ def _stretches(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def union_ns(starts: Iterable[int] | np.ndarray, ends: Iterable[int] | np.ndarray) -> int:
-    """Length covered by intervals given as arrays of starts and ends (overlaps once), in numpy: a million kernels
-    take milliseconds. Sorted by start; an interval that starts after everything before it has ended opens a
-    new stretch, which runs to the largest end seen until the next one opens."""
+    """Length covered by intervals given as arrays of starts and ends (overlaps once), in numpy: a
+    million kernels take milliseconds. Sorted by start; an interval that starts after everything
+    before it has ended opens a new stretch, which runs to the largest end seen until the next one
+    opens."""
     s = np.asarray(starts if isinstance(starts, np.ndarray) else list(starts), dtype=np.int64)
     e = np.asarray(ends if isinstance(ends, np.ndarray) else list(ends), dtype=np.int64)
     if not len(s):
@@ -45,10 +48,13 @@ def union_ns(starts: Iterable[int] | np.ndarray, ends: Iterable[int] | np.ndarra
     return int((reach - first).sum())
 
 
-def union_by_group(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: int) -> np.ndarray:
-    """The union length of each group's intervals (``codes[i]`` in 0..groups-1 is interval i's group), as int64.
-    One sweep for every group: each group is moved to a time range of its own (group * span past the earliest
-    start), so no stretch joins two groups; a stretch's group is where it starts."""
+def union_by_group(
+    codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: int
+) -> np.ndarray:
+    """The union length of each group's intervals (``codes[i]`` in 0..groups-1 is interval i's
+    group), as int64. One sweep for every group: each group is moved to a time range of its own
+    (group * span past the earliest start), so no stretch joins two groups; a stretch's group is
+    where it starts."""
     out = np.zeros(groups, dtype=np.int64)
     if not len(starts):
         return out
@@ -75,8 +81,8 @@ def overlap_by_group(
     b: tuple[np.ndarray, np.ndarray],
     groups: int,
 ) -> np.ndarray:
-    """Per group, how long some interval of ``a`` and some interval of ``b`` ran at once (each side's overlaps
-    counted once): |A ∩ B| = |A| + |B| - |A ∪ B|, exact on integer nanoseconds."""
+    """Per group, how long some interval of ``a`` and some interval of ``b`` ran at once (each
+    side's overlaps counted once): |A ∩ B| = |A| + |B| - |A ∪ B|, exact on integer nanoseconds."""
     union_a = union_by_group(codes_a, a[0], a[1], groups)
     union_b = union_by_group(codes_b, b[0], b[1], groups)
     codes = np.concatenate([codes_a, codes_b])
@@ -84,8 +90,10 @@ def overlap_by_group(
     return union_a + union_b - both
 
 
-def clip(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals cut to a window each (``lo[i]``, ``hi[i]``): what lies outside is dropped, an interval wholly
-    outside becomes empty (start == end)."""
+def clip(
+    starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals cut to a window each (``lo[i]``, ``hi[i]``): what lies outside is dropped, an
+    interval wholly outside becomes empty (start == end)."""
     s = np.clip(starts, lo, hi)
     return s, np.maximum(np.clip(ends, lo, hi), s)

@@ -1,11 +1,12 @@
 """Which torch op launched each kernel, and the precision its inputs say the kernel ran in.
 
-A kernel name does not always say its precision: cuDNN's fused attention kernels for bf16 and fp16 share one name
-("..._flash_fprop_wgmma_f16_..."), and helper kernels ("cudnn::fusion::compute_dot_do_o_specialized") say none.
-The op that launched the kernel does: torch.profiler records each op's input types ("c10::BFloat16") where shapes
-are recorded. The link is the one ``summaries.op_summary`` follows (:func:`gpumagic.trace.summaries.launching_op_rows`):
-kernel -> launching CUDA API call (by correlation id) -> the innermost op enclosing that call on the same thread.
-An nsys export has no torch ops, so there the name is all there is.
+A kernel name does not always say its precision: cuDNN's fused attention kernels for bf16 and fp16
+share one name ("..._flash_fprop_wgmma_f16_..."), and helper kernels
+("cudnn::fusion::compute_dot_do_o_specialized") say none. The op that launched the kernel does:
+torch.profiler records each op's input types ("c10::BFloat16") where shapes are recorded. The link
+is the one ``summaries.op_summary`` follows (:func:`gpumagic.trace.summaries.launching_op_rows`):
+kernel -> launching CUDA API call (by correlation id) -> the innermost op enclosing that call on the
+same thread. An nsys export has no torch ops, so there the name is all there is.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ PRECISION_OF_TYPE = {
 
 
 def precision_of_types(types: object) -> str | None:
-    """The precision of an op's inputs: the first floating (or int8) type among them ("c10::BFloat16, float" ->
-    "bf16"); None where none has one, and where the op recorded no types: a missing value (None, or the NaN that
-    pandas 3's string columns hold for it: a training step's ``autograd::engine`` ops have no "Input type") is
-    missing, not text."""
+    """The precision of an op's inputs: the first floating (or int8) type among them
+    ("c10::BFloat16, float" -> "bf16"); None where none has one, and where the op recorded no types:
+    a missing value (None, or the NaN that pandas 3's string columns hold for it: a training step's
+    ``autograd::engine`` ops have no "Input type") is missing, not text."""
     if not isinstance(types, str):
         return None
     for name in types.split(", "):
@@ -46,14 +47,15 @@ def precision_of_types(types: object) -> str | None:
 
 
 def launching_ops(trace: Trace) -> np.ndarray:
-    """Per kernel row, the row of ``trace.ops`` (in its order) of the innermost op that enclosed its launch; -1
-    where there is none (no ops recorded, a launch outside every op, no launch record)."""
+    """Per kernel row, the row of ``trace.ops`` (in its order) of the innermost op that enclosed its
+    launch; -1 where there is none (no ops recorded, a launch outside every op, no launch
+    record)."""
     return launching_op_rows(trace.ops, trace.kernels, trace.api)
 
 
 def kernel_op_precisions(trace: Trace) -> dict[str, str]:
-    """Kernel name -> the precision of the inputs of the ops that launched it (the most common, where they differ);
-    names whose launching ops recorded no types are left out."""
+    """Kernel name -> the precision of the inputs of the ops that launched it (the most common,
+    where they differ); names whose launching ops recorded no types are left out."""
 
     def compute() -> dict[str, str]:
         if trace.ops.empty or "dtypes" not in trace.ops or trace.ops["dtypes"].isna().all():

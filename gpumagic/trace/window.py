@@ -1,25 +1,29 @@
-"""The analysis window of a loaded trace: the span its figures are taken over, chosen once and said in the report.
+"""The analysis window of a loaded trace: the span its figures are taken over, chosen once and said
+in the report.
 
-A trace from elsewhere has no cell. Its first CUDA API call may come seconds before the work of interest (model
-load, warm-up, the profiler's own start), so a window from there would call a busy GPU idle: a V100 training trace
-whose GPU is 99% busy over its steps read "idle 58%". By default a loaded torch.profiler trace is read over its
-profiler steps (the ``ProfilerStep#N`` ranges torch.profiler's schedule records, first step's start to last step's
-end); without steps, over the span of its GPU activity (first kernel or memory operation to the last one's end).
-``window=`` chooses another:
+A trace from elsewhere has no cell. Its first CUDA API call may come seconds before the work of
+interest (model load, warm-up, the profiler's own start), so a window from there would call a busy
+GPU idle: a V100 training trace whose GPU is 99% busy over its steps read "idle 58%". By default a
+loaded torch.profiler trace is read over its profiler steps (the ``ProfilerStep#N`` ranges
+torch.profiler's schedule records, first step's start to last step's end); without steps, over the
+span of its GPU activity (first kernel or memory operation to the last one's end). ``window=``
+chooses another:
 
-- ``"steps"`` (every step), or a step range: ``"3-5"``, ``"#3-#5"``, ``"ProfilerStep#3-5"``, ``"7"``;
-- a range's name (an NVTX or record_function / user-annotation range, every instance of it: first start to last
-  end), e.g. ``"## forward ##"``;
+- ``"steps"`` (every step), or a step range: ``"3-5"``, ``"#3-#5"``, ``"ProfilerStep#3-5"``,
+  ``"7"``;
+- a range's name (an NVTX or record_function / user-annotation range, every instance of it: first
+  start to last end), e.g. ``"## forward ##"``;
 - ``"gpu"``: the span of the GPU activity;
 - ``"capture"``: everything the trace holds.
 
-:func:`in_window` gives the Trace of what the window holds: the host's events (API calls, torch ops, ranges) that
-start in it (its end excluded: a launch at the boundary of two steps belongs to the second), and the GPU work they
-launched (matched by correlation id, so a kernel launched in the last step and
-ending after it still counts, and the window's end moves to its end); GPU work with no launch record counts where
-it starts in the window. Every table, summary and finding is then taken over that one window: no whole-capture CPU
-figure is set beside a windowed GPU figure. A live ``%%gpuprofile`` capture keeps its cell's NVTX range
-(``Trace.analysis_window``) unless a window is asked for.
+:func:`in_window` gives the Trace of what the window holds: the host's events (API calls, torch ops,
+ranges) that start in it (its end excluded: a launch at the boundary of two steps belongs to the
+second), and the GPU work they launched (matched by correlation id, so a kernel launched in the last
+step and ending after it still counts, and the window's end moves to its end); GPU work with no
+launch record counts where it starts in the window. Every table, summary and finding is then taken
+over that one window: no whole-capture CPU figure is set beside a windowed GPU figure. A live
+``%%gpuprofile`` capture keeps its cell's NVTX range (``Trace.analysis_window``) unless a window is
+asked for.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ __all__ = ["STEP", "Window", "WindowError", "choose", "in_window", "steps"]
 
 #: The range torch.profiler records for each step of its schedule.
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_STEP_RANGE = re.compile(r"^\s*(?:ProfilerStep)?#?(\d+)\s*(?:(?:-|–|\.\.|:)\s*(?:ProfilerStep)?#?(\d+))?\s*$")
+_STEP_RANGE = re.compile(
+    r"^\s*(?:ProfilerStep)?#?(\d+)\s*(?:(?:-|–|\.\.|:)\s*(?:ProfilerStep)?#?(\d+))?\s*$"
+)
 
 
 class WindowError(InvalidOptionError):
@@ -46,8 +52,8 @@ class WindowError(InvalidOptionError):
 
 @dataclass(frozen=True)
 class Window:
-    """A span of the trace's clock (ns), what kind of span it is ("steps", "range", "gpu", "capture"), and how the
-    report says it."""
+    """A span of the trace's clock (ns), what kind of span it is ("steps", "range", "gpu",
+    "capture"), and how the report says it."""
 
     start: int
     end: int
@@ -56,7 +62,8 @@ class Window:
 
 
 def steps(trace: Trace) -> pd.DataFrame:
-    """The trace's ``ProfilerStep#N`` ranges (host side), with their step number in ``step``, in step order."""
+    """The trace's ``ProfilerStep#N`` ranges (host side), with their step number in ``step``, in
+    step order."""
     nv = trace.nvtx
     if nv.empty:
         return nv.assign(step=pd.Series(dtype="int64"))
@@ -82,9 +89,9 @@ def _step_text(chosen: pd.DataFrame) -> str:
 
 
 def choose(trace: Trace, choice: str | None = None) -> Window | None:
-    """The window ``choice`` names in ``trace`` (module doc); ``None``/"auto": the trace's default. None where the
-    default is the Trace's own (a live capture's cell range, an nsys export's CUDA span). Raises
-    :class:`WindowError` for a range or step the trace does not have."""
+    """The window ``choice`` names in ``trace`` (module doc); ``None``/"auto": the trace's default.
+    None where the default is the Trace's own (a live capture's cell range, an nsys export's CUDA
+    span). Raises :class:`WindowError` for a range or step the trace does not have."""
     choice = (choice or trace.meta.get("window_choice") or "auto").strip()
     lo, hi = trace.window()
     if choice == "auto":
@@ -101,7 +108,11 @@ def choose(trace: Trace, choice: str | None = None) -> Window | None:
     st = steps(trace)
     if choice == "steps":
         if st.empty:
-            raise WindowError(option="window=", value=choice, reason=_none("no profiler steps (ProfilerStep#N)", trace))
+            raise WindowError(
+                option="window=",
+                value=choice,
+                reason=_none("no profiler steps (ProfilerStep#N)", trace),
+            )
         return Window(int(st["start"].min()), int(st["end"].max()), "steps", _step_text(st))
     numbered = _STEP_RANGE.match(choice)
     if numbered and not _named(trace, choice):
@@ -109,11 +120,17 @@ def choose(trace: Trace, choice: str | None = None) -> Window | None:
         last = int(numbered.group(2) or first)
         chosen = st[(st["step"] >= min(first, last)) & (st["step"] <= max(first, last))]
         if chosen.empty:
-            raise WindowError(option="window=", value=choice, reason=_none("no such profiler step", trace))
-        return Window(int(chosen["start"].min()), int(chosen["end"].max()), "steps", _step_text(chosen))
+            raise WindowError(
+                option="window=", value=choice, reason=_none("no such profiler step", trace)
+            )
+        return Window(
+            int(chosen["start"].min()), int(chosen["end"].max()), "steps", _step_text(chosen)
+        )
     ranges = _named(trace, choice)
     if ranges is None:
-        raise WindowError(option="window=", value=choice, reason=_none("no range of that name", trace))
+        raise WindowError(
+            option="window=", value=choice, reason=_none("no range of that name", trace)
+        )
     n = len(ranges)
     text = f"the range {choice!r}" + (f" ({n} instances, first start to last end)" if n > 1 else "")
     return Window(int(ranges["start"].min()), int(ranges["end"].max()), "range", text)
@@ -138,7 +155,10 @@ def _what_it_has(trace: Trace) -> str:
     say = ['"gpu"', '"capture"']
     if len(st):
         first, last = int(st["step"].min()), int(st["step"].max())
-        say.insert(0, f'"steps" (ProfilerStep#{first}\u2013#{last}) or a step range such as "{first}-{last}"')
+        say.insert(
+            0,
+            f'"steps" (ProfilerStep#{first}\u2013#{last}) or a step range such as "{first}-{last}"',
+        )
     nv = trace.nvtx
     if not nv.empty:
         names = nv["text"].astype(object)
@@ -150,15 +170,24 @@ def _what_it_has(trace: Trace) -> str:
 
 
 def in_window(trace: Trace, choice: str | None = None) -> Trace:
-    """The Trace of what the window ``choice`` holds (module doc); ``trace`` itself where the default window is the
-    Trace's own. Its ``meta`` says the window: ``window`` (start, end), ``window_kind``, ``window_text``."""
+    """The Trace of what the window ``choice`` holds (module doc); ``trace`` itself where the
+    default window is the Trace's own. Its ``meta`` says the window: ``window`` (start, end),
+    ``window_kind``, ``window_text``."""
     win = choose(trace, choice)
     if win is None:
         return trace
-    meta = {**trace.meta, "window_kind": win.kind, "window_text": win.text, "window_choice": choice or "auto"}
+    meta = {
+        **trace.meta,
+        "window_kind": win.kind,
+        "window_text": win.text,
+        "window_choice": choice or "auto",
+    }
     if win.kind == "capture":
         meta["window"] = (win.start, win.end)
-        return Trace(**{t: getattr(trace, t) for t in ("kernels", "memops", "api", "ops", "nvtx", "osrt")}, meta=meta)
+        return Trace(
+            **{t: getattr(trace, t) for t in ("kernels", "memops", "api", "ops", "nvtx", "osrt")},
+            meta=meta,
+        )
     start, end = win.start, win.end
     api = trace.api
     api_in = api[(api["start"] >= start) & (api["start"] < end)] if not api.empty else api
@@ -185,14 +214,18 @@ def in_window(trace: Trace, choice: str | None = None) -> Trace:
     host = {}
     for table in ("ops", "nvtx", "osrt"):
         df = getattr(trace, table)
-        host[table] = df[(df["start"] >= start) & (df["start"] < end)].reset_index(drop=True) if not df.empty else df
+        host[table] = (
+            df[(df["start"] >= start) & (df["start"] < end)].reset_index(drop=True)
+            if not df.empty
+            else df
+        )
     meta["window"] = (start, end)
     return Trace(api=api_in.reset_index(drop=True), **gpu, **host, meta=meta)
 
 
 def _keys(df: pd.DataFrame) -> np.ndarray:
-    """Each row's correlation id with its process above bit 40 (every process numbers its own); -1 where it has
-    none."""
+    """Each row's correlation id with its process above bit 40 (every process numbers its own); -1
+    where it has none."""
     corr = pd.to_numeric(df["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
     pid = np.maximum(id_column(df["pid"]), 0) if "pid" in df.columns else 0
     return np.where(corr >= 0, corr | (pid << 40), -1)
