@@ -1,11 +1,14 @@
-"""Achieved TFLOP/s and GB/s of a few ops against the datasheet and the measured peaks; checks the counting.
+"""Achieved TFLOP/s and GB/s of a few ops against the datasheet and the measured peaks; checks the
+counting.
 
-    python benchmarks/achieved_rates.py [--json PATH]      (default PATH: $OUT/achieved_rates.json, else ./)
+    python benchmarks/achieved_rates.py [--json PATH]      (default PATH: $OUT/achieved_rates.json,
+    else ./)
 
-For each op: the work of one call (``count_work``), a median per call taken here with CUDA events (the truth for
-the rate: samples of back-to-back calls between two events), ``%gputime``'s own median beside it, and the achieved
-rates as shares of the datasheet and measured peaks. The checks of issue 13: a bf16 8192^2 matmul's TFLOP/s within
-1% of 2*n^3 / median, and an elementwise add's GB/s within 1% of 3 tensors x nbytes / median.
+For each op: the work of one call (``count_work``), a median per call taken here with CUDA events
+(the truth for the rate: samples of back-to-back calls between two events), ``%gputime``'s own
+median beside it, and the achieved rates as shares of the datasheet and measured peaks. The checks
+of issue 13: a bf16 8192^2 matmul's TFLOP/s within 1% of 2*n^3 / median, and an elementwise add's
+GB/s within 1% of 3 tensors x nbytes / median.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ def event_median(fn, target: float = 2e-3, samples: int = 30) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "achieved_rates.json"))
+    parser.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "achieved_rates.json")
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs CUDA")
@@ -105,7 +110,10 @@ def main() -> None:
         rows.append(row)
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    print(f"\n{'op':<22}{'median':>11}{'gputime':>11}{'TFLOP/s':>9}{'GB/s':>9}{'sheet':>7}{'meas':>7}  limiter / check")
+    print(
+        f"\n{'op':<22}{'median':>11}{'gputime':>11}{'TFLOP/s':>9}{'GB/s':>9}{'sheet':>7}{'meas':>7} "
+        f" limiter / check"
+    )
     for r in rows:
         check = r.get("flops_check", r.get("bytes_check"))
         tf = f"{r['tflops']:.1f}" if r["tflops"] else "-"

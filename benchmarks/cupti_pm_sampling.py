@@ -1,11 +1,12 @@
-"""Can ``%gputime`` read DRAM bandwidth and tensor-pipe activity from its own samples? A probe of CUPTI's PM sampling
-(``cupti.pm_sampling``, cupti-python 13.3+: hardware counters sampled while kernels run, no replay). Run on a GPU host:
+"""Can ``%gputime`` read DRAM bandwidth and tensor-pipe activity from its own samples? A probe of
+CUPTI's PM sampling (``cupti.pm_sampling``, cupti-python 13.3+: hardware counters sampled while
+kernels run, no replay). Run on a GPU host:
 
     python benchmarks/cupti_pm_sampling.py [--json PATH]
 
-It lists the chip's single-pass metric sets, picks the DRAM-throughput and tensor-pipe metrics they offer, samples
-them over 50 bf16 8192³ GEMMs and over a bandwidth-bound copy at a few intervals, and prints a table (configure
-error, samples completed, mean of each metric) and JSON.
+It lists the chip's single-pass metric sets, picks the DRAM-throughput and tensor-pipe metrics they
+offer, samples them over 50 bf16 8192³ GEMMs and over a bandwidth-bound copy at a few intervals, and
+prints a table (configure error, samples completed, mean of each metric) and JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def workloads() -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "cupti_pm_sampling.json"))
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "cupti_pm_sampling.json")
+    )
     args = ap.parse_args()
     from cupti import cupti, pm_sampling, profiler_host
 
@@ -64,11 +67,19 @@ def main() -> None:
     for metric_set in [[m] for m in wanted] + [wanted[:2]]:
         for interval in (100_000, 20_000):
             for label, fn in work.items():
-                row: dict[str, Any] = {"metrics": metric_set, "interval_ns": interval, "work": label}
+                row: dict[str, Any] = {
+                    "metrics": metric_set,
+                    "interval_ns": interval,
+                    "work": label,
+                }
                 col = pm_sampling.Collector(0)
                 try:
                     col.enable()
-                    col.configure(metrics=metric_set, sampling_interval=interval, hardware_buffer_size=256 << 20)
+                    col.configure(
+                        metrics=metric_set,
+                        sampling_interval=interval,
+                        hardware_buffer_size=256 << 20,
+                    )
                     fn()
                     torch.cuda.synchronize()
                     col.start()
@@ -82,7 +93,9 @@ def main() -> None:
                     row["populated"] = data.num_populated_samples
                     values = [s.metric_values for s in data]
                     row["mean"] = (
-                        [sum(v[i] for v in values) / len(values) for i in range(len(metric_set))] if values else None
+                        [sum(v[i] for v in values) / len(values) for i in range(len(metric_set))]
+                        if values
+                        else None
                     )
                 except Exception as exc:  # noqa: BLE001
                     row["error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -94,7 +107,11 @@ def main() -> None:
                         pass
                 report["rows"].append(row)
                 got = row.get("error") or f"{row['completed']} samples, mean {row['mean']}"
-                print(f"{','.join(m[:40] for m in metric_set):<60} {interval:>7} ns  {label:<22} {got}", flush=True)
+                print(
+                    f"{','.join(m[:40] for m in metric_set):<60} {interval:>7} ns  "
+                    f"{label:<22} {got}",
+                    flush=True,
+                )
     del cupti
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1, default=str)

@@ -1,16 +1,18 @@
-"""How big each demo notebook is once executed, and what takes the bytes. Runs anywhere (CPU: GPU-only cells skip;
-on a GPU host every cell runs):
+"""How big each demo notebook is once executed, and what takes the bytes. Runs anywhere (CPU:
+GPU-only cells skip; on a GPU host every cell runs):
 
     python benchmarks/demo_sizes.py [--demos PATH ...] [--json PATH] [--limit-mb 5]
 
-Each demo is executed with nbclient on a copy in a temporary folder (the committed notebooks are never touched),
-as ``tests/test_demos.py`` does, then written with nbformat and measured. Per notebook: its size, how many outputs
-carry a copy of BokehJS (gpumagic sends it once per kernel session: more than one copy is the fault this measures),
-and its largest output, named by what it is (BokehJS in gpumagic's carrier, bokeh's own ``output_notebook`` loader,
-a figure's JSON, a table, an image, text). Target: every executed demo <= 5 MB.
+Each demo is executed with nbclient on a copy in a temporary folder (the committed notebooks are
+never touched), as ``tests/test_demos.py`` does, then written with nbformat and measured. Per
+notebook: its size, how many outputs carry a copy of BokehJS (gpumagic sends it once per kernel
+session: more than one copy is the fault this measures), and its largest output, named by what it is
+(BokehJS in gpumagic's carrier, bokeh's own ``output_notebook`` loader, a figure's JSON, a table, an
+image, text). Target: every executed demo <= 5 MB.
 
-The table goes to stdout; the JSON (every output over 10 kB, the host, bokeh's version) to ``--json``, by default
-``$OUT/demo_sizes.json`` or ``./demo_sizes.json``. Exit status 1 when a demo fails to run or exceeds the limit.
+The table goes to stdout; the JSON (every output over 10 kB, the host, bokeh's version) to
+``--json``, by default ``$OUT/demo_sizes.json`` or ``./demo_sizes.json``. Exit status 1 when a demo
+fails to run or exceeds the limit.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ LISTED = 10_000
 
 
 def bokehjs_markers() -> list[str]:
-    """A run of 48 plain characters (no quote, backslash or angle bracket, so it survives JSON and HTML escaping)
-    from each BokehJS bundle bokeh ships, the core first: an output holding one holds a copy of that bundle."""
+    """A run of 48 plain characters (no quote, backslash or angle bracket, so it survives JSON and
+    HTML escaping) from each BokehJS bundle bokeh ships, the core first: an output holding one holds
+    a copy of that bundle."""
     from bokeh.resources import Resources
 
     markers = []
@@ -47,7 +50,13 @@ def bokehjs_markers() -> list[str]:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "".join(value) if isinstance(value, list) else json.dumps(value)
+    return (
+        value
+        if isinstance(value, str)
+        else "".join(value)
+        if isinstance(value, list)
+        else json.dumps(value)
+    )
 
 
 def classify(output: dict[str, Any], markers: list[str]) -> tuple[str, int]:
@@ -60,8 +69,13 @@ def classify(output: dict[str, Any], markers: list[str]) -> tuple[str, int]:
     blob = "".join(_text(v) for v in data.values())
     bundles = blob.count(markers[0])
     html = _text(data.get("text/html", ""))
-    if "application/vnd.bokehjs_load.v0+json" in data or (bundles and "application/javascript" in data):
-        return "bokeh output_notebook() loader: BokehJS inline (as JS and as the load mime type)", bundles
+    if "application/vnd.bokehjs_load.v0+json" in data or (
+        bundles and "application/javascript" in data
+    ):
+        return (
+            "bokeh output_notebook() loader: BokehJS inline (as JS and as the load mime type)",
+            bundles,
+        )
     if bundles and "text/x-gpumagic-bokehjs" in html:
         return "BokehJS in gpumagic's once-per-session carrier, with a figure", bundles
     if bundles and "srcdoc=" in html:
@@ -102,7 +116,10 @@ def measure(path: str, markers: list[str], timeout: int) -> dict[str, Any]:
             TimeoutError,
             RuntimeError,
         ) as exc:  # a cell failed: measure what ran, and say so
-            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+            error = (
+                f"{type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+            )
         seconds = time.perf_counter() - t0
         nbformat.write(nb, copy)
         size = os.path.getsize(copy)
@@ -111,7 +128,15 @@ def measure(path: str, markers: list[str], timeout: int) -> dict[str, Any]:
         for o in cell.get("outputs", []):
             what, bundles = classify(o, markers)
             mime = ",".join(o.get("data", {})) or o.get("output_type", "")
-            outputs.append({"cell": i, "bytes": len(json.dumps(o)), "mime": mime, "what": what, "bokehjs": bundles})
+            outputs.append(
+                {
+                    "cell": i,
+                    "bytes": len(json.dumps(o)),
+                    "mime": mime,
+                    "what": what,
+                    "bokehjs": bundles,
+                }
+            )
     outputs.sort(key=lambda o: -o["bytes"])
     return {
         "notebook": os.path.basename(path),
@@ -142,7 +167,9 @@ def host() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--demos", nargs="*", default=sorted(glob.glob(os.path.join(ROOT, "demos", "*.ipynb"))))
+    ap.add_argument(
+        "--demos", nargs="*", default=sorted(glob.glob(os.path.join(ROOT, "demos", "*.ipynb")))
+    )
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "demo_sizes.json"))
     ap.add_argument("--limit-mb", type=float, default=5.0)
     ap.add_argument("--timeout", type=int, default=600, help="per cell, seconds")
@@ -159,10 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         r["ok"] = r["error"] is None and r["mb"] <= args.limit_mb
         rows.append(r)
         big = r["largest"]
-        largest = f"cell {big['cell']}: {big['bytes'] / MB:.2f} MB, {big['what']}" if big else "none"
+        largest = (
+            f"cell {big['cell']}: {big['bytes'] / MB:.2f} MB, {big['what']}" if big else "none"
+        )
         fits = ("yes" if r["mb"] <= args.limit_mb else "NO") + (" (error)" if r["error"] else "")
         print(
-            f"{r['notebook']:<32} {r['mb']:>7.2f} {r['seconds']:>6.1f} {r['bokehjs_copies']:>7}  {fits:<8} {largest}",
+            f"{r['notebook']:<32} {r['mb']:>7.2f} {r['seconds']:>6.1f} "
+            f"{r['bokehjs_copies']:>7}  {fits:<8} {largest}",
             flush=True,
         )
         if r["error"]:

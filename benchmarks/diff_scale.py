@@ -1,21 +1,24 @@
-"""Two synthetic 1,000,000-kernel nsys exports diffed: ``gpumagic.diff(A, B)`` from the two paths to its text, on 2
-cores, beside the cost of one export's summaries.
+"""Two synthetic 1,000,000-kernel nsys exports diffed: ``gpumagic.diff(A, B)`` from the two paths to
+its text, on 2 cores, beside the cost of one export's summaries.
 
-A is the committed export ``tests/data/nsys/block.sqlite.gz`` grown to ``--kernels`` kernels and ``--api`` CUDA API
-calls exactly as ``benchmarks/nsys_scale.py`` grows it; B is A with TF32 turned on for its largest GEMM: that
-kernel's rows renamed to the cuBLAS TF32 kernel the H100 ran for the same matmul and their durations divided by 4.
-So the diff must match 1M kernels of ten names, one pair loosely (FP32 FFMA -> TF32 tensor cores), and reconcile.
+A is the committed export ``tests/data/nsys/block.sqlite.gz`` grown to ``--kernels`` kernels and
+``--api`` CUDA API calls exactly as ``benchmarks/nsys_scale.py`` grows it; B is A with TF32 turned
+on for its largest GEMM: that kernel's rows renamed to the cuBLAS TF32 kernel the H100 ran for the
+same matmul and their durations divided by 4. So the diff must match 1M kernels of ten names, one
+pair loosely (FP32 FFMA -> TF32 tensor cores), and reconcile.
 
-Each measurement runs in a fresh child process pinned to the first ``--cores`` cores, ``--repeat`` times (median
-shown): ``diff`` (``gpumagic.diff(A, B)`` and ``str()`` of it: both files read, matched, the text made) and ``one``
-(``load_nsys(A)`` with ``kernel_summary()`` and ``api_summary()``: one export's summaries, as nsys_scale measures
-them). Memory is each child's peak RSS (``ru_maxrss``) less its RSS right after ``import gpumagic``: what the step
-itself added. Wall time on a shared machine varies with what else runs; the child's CPU time (user + system, every
+Each measurement runs in a fresh child process pinned to the first ``--cores`` cores, ``--repeat``
+times (median shown): ``diff`` (``gpumagic.diff(A, B)`` and ``str()`` of it: both files read,
+matched, the text made) and ``one`` (``load_nsys(A)`` with ``kernel_summary()`` and
+``api_summary()``: one export's summaries, as nsys_scale measures them). Memory is each child's peak
+RSS (``ru_maxrss``) less its RSS right after ``import gpumagic``: what the step itself added. Wall
+time on a shared machine varies with what else runs; the child's CPU time (user + system, every
 thread) and the load average are shown beside it.
 
 Targets (2 cores): diff <= 3 s, reading included; memory <= 2x one export's summaries.
 
-    python benchmarks/diff_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2] [--json PATH] [--keep DIR]
+    python benchmarks/diff_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2] [--json PATH]
+    [--keep DIR]
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from nsys_scale import build  # noqa: E402  (the same 1M-kernel export)
+from nsys_scale import build  # noqa: E402 (beside this script, found once on the path)
 
 TARGETS = {"diff_s": 3.0, "memory_ratio": 2.0}
 FFMA_NN = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_%"
-TF32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"  # noqa: E501
+TF32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -52,7 +55,8 @@ def tf32_variant(src: str, dst: str) -> None:
     new = con.execute("SELECT MAX(id) + 1 FROM StringIds").fetchone()[0]
     con.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (new, TF32))
     con.execute(
-        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ?, shortName = ?, end = start + (end - start) / 4 "
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ?, shortName = ?, end = start "
+        "+ (end - start) / 4 "
         "WHERE demangledName = ?",
         (new, new, old),
     )
@@ -83,7 +87,9 @@ def child(mode: str, a: str, b: str) -> dict[str, Any]:
     out["cpu_s"] = time.process_time() - cpu0
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["added_mb"] = out["peak_mb"] - out["rss_after_import_mb"]
-    if mode == "diff":  # the same figure from the whole Trace, after the measurement (it reads every column)
+    if (
+        mode == "diff"
+    ):  # the same figure from the whole Trace, after the measurement (it reads every column)
         out["busy_equals_trace"] = d.data.busy_a == gpumagic.load_nsys(a).gpu_busy_ns()
     return out
 
@@ -96,7 +102,11 @@ def _rss_now_mb() -> float:
 def run_child(mode: str, a: str, b: str, cores: set[int] | None) -> dict[str, Any]:
     pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, a, b], capture_output=True, text=True, check=False, preexec_fn=pin
+        [sys.executable, __file__, "--child", mode, a, b],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=pin,
     )
     if proc.returncode:
         raise SystemExit(f"child {mode} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -164,9 +174,19 @@ def main() -> None:
             f"{figures['one_added_mb']:.0f} MB",
             "",
         ),
-        ("memory: diff / one", "", "", "", f"{figures['memory_ratio']:.2f}x", f"<= {TARGETS['memory_ratio']}x"),
+        (
+            "memory: diff / one",
+            "",
+            "",
+            "",
+            f"{figures['memory_ratio']:.2f}x",
+            f"<= {TARGETS['memory_ratio']}x",
+        ),
     ]
-    print(f"{args.kernels:,} kernels and {args.api:,} API calls per export, {len(cores)} cores, load {load:.1f}")
+    print(
+        f"{args.kernels:,} kernels and {args.api:,} API calls per export, {len(cores)} cores, "
+        f"load {load:.1f}"
+    )
     for r in rows:
         print(f"  {r[0]:<36} {r[1]:>8} {r[2]:>12} {r[3]:>12} {r[4]:>8}  {r[5]}")
     print(f"  first change: {diffs[0]['first_change']}")

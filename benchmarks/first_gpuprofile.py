@@ -1,15 +1,17 @@
-"""The first ``%%gpuprofile`` in a fresh process: how long beyond the cell's own first run, and whether its kernel
-table equals a plain torch.profiler capture of the same cell. Run on a GPU host; each row is a fresh process.
+"""The first ``%%gpuprofile`` in a fresh process: how long beyond the cell's own first run, and
+whether its kernel table equals a plain torch.profiler capture of the same cell. Run on a GPU host;
+each row is a fresh process.
 
     python benchmarks/first_gpuprofile.py [--baseline PATH_TO_OLD_CHECKOUT] [--json PATH]
 
-Per cell (held out: none is the conv + GEMM cell the 6.6 s figure was taken on): the cell's own first run (lazy
-init, cuDNN/cuBLAS heuristics, Triton compile), then the first ``%%gpuprofile -w 1 -n 5`` of it in a real IPython shell
-(wall beyond the cell's first run: less six warm runs of the cell, its warm-up and the captured runs), then a
-second one, then a plain ``torch.profiler`` capture of five runs (after the first two, so its start is already paid)
-whose kernels (names, counts, median duration per name) are set against the first capture's.
-With ``--baseline`` each cell also runs against another checkout of gpumagic (its package directory first on
-``PYTHONPATH``), side by side in the same run. Targets: first <= 1.5 s, second no slower than the baseline's.
+Per cell (held out: none is the conv + GEMM cell the 6.6 s figure was taken on): the cell's own
+first run (lazy init, cuDNN/cuBLAS heuristics, Triton compile), then the first ``%%gpuprofile -w 1
+-n 5`` of it in a real IPython shell (wall beyond the cell's first run: less six warm runs of the
+cell, its warm-up and the captured runs), then a second one, then a plain ``torch.profiler`` capture
+of five runs (after the first two, so its start is already paid) whose kernels (names, counts,
+median duration per name) are set against the first capture's. With ``--baseline`` each cell also
+runs against another checkout of gpumagic (its package directory first on ``PYTHONPATH``), side by
+side in the same run. Targets: first <= 1.5 s, second no slower than the baseline's.
 """
 
 from __future__ import annotations
@@ -25,14 +27,19 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 CELLS = {
     "conv net step with backward": (
-        "net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 64, 3),"
-        " torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()\n"
+        "net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), "
+        "torch.nn.Conv2d(32, 64, 3),"
+        " torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), "
+        "torch.nn.Linear(64, 10)).cuda()\n"
         "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
-        "x = torch.randn(64, 3, 64, 64, device='cuda'); y = torch.randint(0, 10, (64,), device='cuda')",
-        "opt.zero_grad()\nloss = torch.nn.functional.cross_entropy(net(x), y)\nloss.backward()\nopt.step()",
+        "x = torch.randn(64, 3, 64, 64, device='cuda'); y = torch.randint(0, 10, (64,), "
+        "device='cuda')",
+        "opt.zero_grad()\nloss = torch.nn.functional.cross_entropy(net(x), "
+        "y)\nloss.backward()\nopt.step()",
     ),
     "transformer block": (
-        "blk = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True).cuda().bfloat16()\n"
+        "blk = torch.nn.TransformerEncoderLayer(1024, 16, 4096, "
+        "batch_first=True).cuda().bfloat16()\n"
         "h = torch.randn(8, 512, 1024, device='cuda', dtype=torch.bfloat16)",
         "out = blk(h)",
     ),
@@ -41,7 +48,8 @@ CELLS = {
         "u = ((t * 2 + 1).sin() * t.cos()).relu_()",
     ),
     "compiled function": (
-        "f = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)\nt = torch.randn(1 << 24, device='cuda')",
+        "f = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)\nt = torch.randn(1 "
+        "<< 24, device='cuda')",
         "u = f(t)",
     ),
     "cell with host syncs": (
@@ -50,8 +58,8 @@ CELLS = {
     ),
 }
 
-#: runs of the cell inside each capture: per-kernel medians over this many, so that one noisy instance of a
-#: microsecond kernel does not read as a difference between the captures
+#: runs of the cell inside each capture: per-kernel medians over this many, so that one noisy
+#: instance of a microsecond kernel does not read as a difference between the captures
 RUNS = 5
 
 CHILD = r"""
@@ -101,7 +109,8 @@ print("RESULT " + json.dumps(dict(counts_differ=differ,
 def run_cell(name: str, pythonpath: str, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     env = {**os.environ, **(extra_env or {})}
     env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
-    proc = subprocess.run(  # run from the checkout: ``-c`` puts the working directory first on sys.path
+    # run from the checkout: ``-c`` puts the working directory first on sys.path
+    proc = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(CELLS[name]), str(RUNS)],
         env=env,
         cwd=pythonpath,
@@ -118,9 +127,13 @@ def run_cell(name: str, pythonpath: str, extra_env: dict[str, str] | None = None
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default=None, help="another checkout's root, run side by side")
-    ap.add_argument("--history-off", action="store_true", help="also run this build with the history turned off")
+    ap.add_argument(
+        "--history-off", action="store_true", help="also run this build with the history turned off"
+    )
     ap.add_argument("--cells", default=None, help="comma-separated cell names (default: all)")
-    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "first_gpuprofile.json"))
+    ap.add_argument(
+        "--json", default=os.path.join(ROOT, "benchmarks", "results", "first_gpuprofile.json")
+    )
     args = ap.parse_args()
     builds: list[tuple[str, str, dict[str, str]]] = [("this", os.path.abspath(ROOT), {})]
     if args.history_off:
@@ -129,7 +142,11 @@ def main() -> None:
         builds.append(("baseline", os.path.abspath(args.baseline), {}))
     rows = []
     head = ("cell 1st", "1st prof", "beyond", "2nd prof")
-    print(f"{'cell':30} {'build':10} " + " ".join(f"{h:>9}" for h in head) + f" {'equal':>6} {'off':>7}")
+    print(
+        f"{'cell':30} {'build':10} "
+        + " ".join(f"{h:>9}" for h in head)
+        + f" {'equal':>6} {'off':>7}"
+    )
     for name in args.cells.split(",") if args.cells else CELLS:
         for build, path, env in builds:
             r = run_cell(name, path, env)
@@ -137,7 +154,9 @@ def main() -> None:
             if "error" in r:
                 print(f"{name:30} {build:10} ERROR {r['error'][-300:]}")
                 continue
-            beyond = r["first_s"] - (1 + RUNS) * r["second_run_s"]  # its warm-up and captured runs: warm runs
+            beyond = (
+                r["first_s"] - (1 + RUNS) * r["second_run_s"]
+            )  # its warm-up and captured runs: warm runs
             off = r["worst_median_ratio_off"]
             print(
                 f"{name:30} {build:10} {r['first_run_s']:9.3f} {r['first_s']:9.3f} {beyond:9.3f} "

@@ -1,20 +1,23 @@
-"""The first measurement in a fresh process: how long beyond the op's own first call, through CUPTI directly and
-through the torch.profiler fallback. Run on a GPU host (each row is a fresh ``python`` process):
+"""The first measurement in a fresh process: how long beyond the op's own first call, through CUPTI
+directly and through the torch.profiler fallback. Run on a GPU host (each row is a fresh ``python``
+process):
 
     python benchmarks/first_use.py [--runs N] [--json PATH]
 
 Rows:
 
-- **first %gputime** of each held-out op (a cuDNN conv, layer norm, RMS norm, attention, softmax, an elementwise
-  add, a bf16 GEMM): the wall time of ``gpumagic.gputime`` minus the op's own first call (lazy init, heuristics),
-  which no timer can avoid; target <= 1.0 s.
+- **first %gputime** of each held-out op (a cuDNN conv, layer norm, RMS norm, attention, softmax, an
+  elementwise add, a bf16 GEMM): the wall time of ``gpumagic.gputime`` minus the op's own first call
+  (lazy init, heuristics), which no timer can avoid; target <= 1.0 s.
 - **sweep** of a matmul over 4 sizes, fresh: the whole ``gpumagic.sweep`` wall; target <= 3 s.
-- **ncu ranking pass**, fresh: ``gpumagic.capture.ncu_rank.rank`` of a matmul cell (the first pass of ``--ncu``),
-  and the child's wall from its start (torch import included); target <= 2 s.
-- **kernel time, CUPTI vs torch.profiler**: the busy time per call of each op recorded by each backend, in fresh
-  processes taken in turn (once torch.profiler starts in a process, CUPTI's clock is kineto's); target: within 0.3 %.
-- **CUPTI's cost per kernel** on the stream: the span per call under a recording minus the CUDA-event per-call time
-  without one, per kernel, for a launch-bound tiny op and a chain of 20 tiny kernels.
+- **ncu ranking pass**, fresh: ``gpumagic.capture.ncu_rank.rank`` of a matmul cell (the first pass
+  of ``--ncu``), and the child's wall from its start (torch import included); target <= 2 s.
+- **kernel time, CUPTI vs torch.profiler**: the busy time per call of each op recorded by each
+  backend, in fresh processes taken in turn (once torch.profiler starts in a process, CUPTI's clock
+  is kineto's); target: within 0.3 %.
+- **CUPTI's cost per kernel** on the stream: the span per call under a recording minus the
+  CUDA-event per-call time without one, per kernel, for a launch-bound tiny op and a chain of 20
+  tiny kernels.
 
 Targets are checked on the first table; the JSON keeps every figure.
 """
@@ -31,15 +34,22 @@ from typing import Any
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
-#: op -> (setup, statement); held out: none of them is the matmul the earlier first-use figure was taken on.
+#: op -> (setup, statement); held out: none of them is the matmul the earlier first-use figure was
+#: taken on.
 OPS = {
     "conv2d bf16 (cuDNN)": (
         "x = torch.randn(32, 64, 112, 112, device='cuda', dtype=torch.bfloat16); "
         "w = torch.randn(64, 64, 3, 3, device='cuda', dtype=torch.bfloat16)",
         "F.conv2d(x, w, padding=1)",
     ),
-    "layer_norm": ("x = torch.randn(8192, 4096, device='cuda', dtype=torch.bfloat16)", "F.layer_norm(x, (4096,))"),
-    "rms_norm": ("x = torch.randn(8192, 4096, device='cuda', dtype=torch.bfloat16)", "F.rms_norm(x, (4096,))"),
+    "layer_norm": (
+        "x = torch.randn(8192, 4096, device='cuda', dtype=torch.bfloat16)",
+        "F.layer_norm(x, (4096,))",
+    ),
+    "rms_norm": (
+        "x = torch.randn(8192, 4096, device='cuda', dtype=torch.bfloat16)",
+        "F.rms_norm(x, (4096,))",
+    ),
     "sdpa causal bf16": (
         "q = torch.randn(8, 16, 2048, 128, device='cuda', dtype=torch.bfloat16)",
         "F.scaled_dot_product_attention(q, q, q, is_causal=True)",
@@ -100,7 +110,9 @@ print("RESULT " + json.dumps({"wall": time.perf_counter() - w0, "since_start": t
 
 def child(code: str, *args: str) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env
+    )
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         return {"failed": (done.stderr or done.stdout)[-1500:]}
@@ -120,14 +132,22 @@ def first_use(runs: int) -> list[dict[str, Any]]:
                     print(f"{op:<22} {backend:<15} failed: {res['failed'][-300:]}")
                     continue
                 res["beyond"] = res["wall"] - res["first_call"]
-                kt = "—" if res["kernel_time"] is None else f"{res['kernel_time'] * 1e6:.1f} µs ({res['backend']})"
+                kt = (
+                    "—"
+                    if res["kernel_time"] is None
+                    else f"{res['kernel_time'] * 1e6:.1f} µs ({res['backend']})"
+                )
                 print(
-                    f"{op:<22} {backend:<15} {res['wall']:6.2f}s {res['first_call']:8.3f}s {res['beyond']:6.2f}s  {kt}",
+                    f"{op:<22} {backend:<15} {res['wall']:6.2f}s {res['first_call']:8.3f}s "
+                    f"{res['beyond']:6.2f}s  {kt}",
                     flush=True,
                 )
     ok = [r for r in rows if r.get("mode") == "cupti" and "beyond" in r]
     worst = max((r["beyond"] for r in ok), default=float("nan"))
-    print(f"target: the first %gputime <= 1.0 s beyond the op's first call, through CUPTI: worst {worst:.2f} s")
+    print(
+        f"target: the first %gputime <= 1.0 s beyond the op's first call, through CUPTI: "
+        f"worst {worst:.2f} s"
+    )
     return rows
 
 
@@ -170,9 +190,9 @@ print("RESULT " + json.dumps(out))
 
 
 def backends_side_by_side(rounds: int = 2) -> list[dict[str, Any]]:
-    """Busy time per call of each op through CUPTI directly and through torch.profiler, in fresh processes taken in
-    turn (cupti, torch.profiler, cupti, ...): once torch.profiler has started in a process, CUPTI's clock is kineto's,
-    so the two cannot alternate inside one process."""
+    """Busy time per call of each op through CUPTI directly and through torch.profiler, in fresh
+    processes taken in turn (cupti, torch.profiler, cupti, ...): once torch.profiler has started in
+    a process, CUPTI's clock is kineto's, so the two cannot alternate inside one process."""
     got: dict[str, list[dict[str, float]]] = {"cupti": [], "torch.profiler": []}
     for _ in range(rounds):
         for backend in got:
@@ -188,23 +208,32 @@ def backends_side_by_side(rounds: int = 2) -> list[dict[str, Any]]:
             continue
         a, b = statistics.median(per["cupti"]), statistics.median(per["torch.profiler"])
         rows.append({"op": op, "cupti": a, "torch.profiler": b, "ratio": a / b, "runs": per})
-        print(f"{op:<22} cupti {a * 1e6:9.2f} µs   torch.profiler {b * 1e6:9.2f} µs   ratio {a / b:.4f}", flush=True)
+        print(
+            f"{op:<22} cupti {a * 1e6:9.2f} µs   torch.profiler {b * 1e6:9.2f} µs   ratio "
+            f"{a / b:.4f}",
+            flush=True,
+        )
     worst = max((abs(r["ratio"] - 1) for r in rows), default=float("nan"))
     print(
-        f"target: within 0.3 % (medians of 7 recordings x 20 calls per process, {rounds} processes per backend, "
+        f"target: within 0.3 % (medians of 7 recordings x 20 calls per process, {rounds} "
+        f"processes per backend, "
         f"taken in turn): worst {worst:.2%}"
     )
     return rows
 
 
 def cupti_cost_per_kernel(reps: int = 5) -> list[dict[str, Any]]:
-    """Span per call under a CUPTI recording minus the CUDA-event time per call without one, per kernel."""
+    """Span per call under a CUPTI recording minus the CUDA-event time per call without one, per
+    kernel."""
     import torch
 
     from gpumagic.timing.cupti import record_calls
 
     x = torch.randn(1024, device="cuda")
-    cases = {"x + 1 (1 kernel)": (lambda: x + 1, 1), "20 tiny kernels": (lambda: [x.add_(1) for _ in range(20)], 20)}
+    cases = {
+        "x + 1 (1 kernel)": (lambda: x + 1, 1),
+        "20 tiny kernels": (lambda: [x.add_(1) for _ in range(20)], 20),
+    }
     rows = []
     for label, (fn, kernels) in cases.items():
 
@@ -238,7 +267,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1, help="fresh processes per row and backend")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "first_use.json"))
-    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: first,sweep,rank,backends,cost")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: first,sweep,rank,backends,cost",
+    )
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     report: dict[str, Any] = {}

@@ -1,8 +1,9 @@
-"""%%gpuprofile's cost on the series' transformer block (batch 16, seq 512, hidden 4096, FFN 16384), GPU host.
+"""%%gpuprofile's cost on the series' transformer block (batch 16, seq 512, hidden 4096, FFN 16384),
+GPU host.
 
-Side by side in one process, after warm-up: the block bare (synchronized wall time), the block under the capture
-(the cell's own wall time inside the profiler), and the whole magic path (capture + trace parsing + report HTML).
-Prints a table and writes JSON.
+Side by side in one process, after warm-up: the block bare (synchronized wall time), the block under
+the capture (the cell's own wall time inside the profiler), and the whole magic path (capture +
+trace parsing + report HTML). Prints a table and writes JSON.
 
     python benchmarks/gpuprofile_overhead.py [--json PATH] [--repeats N]
 """
@@ -29,7 +30,9 @@ from gpumagic.render.report import ProfileReport
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "gpuprofile_overhead.json"))
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "gpuprofile_overhead.json")
+    )
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False

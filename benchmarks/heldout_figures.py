@@ -1,13 +1,16 @@
-"""Headline figures on work the counters were not written against: counted FLOPs and bytes beside the closed form.
+"""Headline figures on work the counters were not written against: counted FLOPs and bytes beside
+the closed form.
 
-    python benchmarks/heldout_figures.py [--json PATH]     (default PATH: $OUT/heldout_figures.json, else ./)
+    python benchmarks/heldout_figures.py [--json PATH]     (default PATH: $OUT/heldout_figures.json,
+    else ./)
 
-Each row is one ``%gputime -o`` in one IPython shell: the line a user reads, the FLOPs and bytes ``count_work``
-counted for one call, the closed-form count of the work the kernel does, their ratio (1.000 is right), and the
-share of the applicable peak the line printed. Attention is counted over the (query, key) pairs the kernel
-computes: causal keeps L(L+1)/2 of L^2 (diagonal included, top-left aligned as SDPA's ``is_causal``), a sliding
-window of W keeps sum(min(i+1, W)), GQA computes every query head against its group's key head. A fused norm reads
-its input and weight once and writes its output once. On the CPU it runs the same ops smaller (no shares).
+Each row is one ``%gputime -o`` in one IPython shell: the line a user reads, the FLOPs and bytes
+``count_work`` counted for one call, the closed-form count of the work the kernel does, their ratio
+(1.000 is right), and the share of the applicable peak the line printed. Attention is counted over
+the (query, key) pairs the kernel computes: causal keeps L(L+1)/2 of L^2 (diagonal included,
+top-left aligned as SDPA's ``is_causal``), a sliding window of W keeps sum(min(i+1, W)), GQA
+computes every query head against its group's key head. A fused norm reads its input and weight once
+and writes its output once. On the CPU it runs the same ops smaller (no shares).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def window_pairs(lq: int, w: int) -> int:
 
 
 def cases(dev: str, big: bool) -> list[tuple[str, str, dict, int | None, int | None]]:
-    """(name, statement, namespace, closed-form FLOPs, closed-form bytes) per row; None where not checked."""
+    """(name, statement, namespace, closed-form FLOPs, closed-form bytes) per row; None where not
+    checked."""
     import torch.nn.functional as F
 
     B, H, L, E = (8, 16, 2048, 128) if big else (2, 4, 256, 64)
@@ -52,7 +56,15 @@ def cases(dev: str, big: bool) -> list[tuple[str, str, dict, int | None, int | N
         )
     q, k, v = (torch.randn(B, H, L, E, device=dev, dtype=torch.bfloat16) for _ in range(3))
     ns = {"F": F, "q": q, "k": k, "v": v}
-    out.append(("sdpa full bf16", "F.scaled_dot_product_attention(q, k, v)", ns, 4 * B * H * E * L * L, None))
+    out.append(
+        (
+            "sdpa full bf16",
+            "F.scaled_dot_product_attention(q, k, v)",
+            ns,
+            4 * B * H * E * L * L,
+            None,
+        )
+    )
     kv_heads = H // 4
     kg, vg = (torch.randn(B, kv_heads, L, E, device=dev, dtype=torch.bfloat16) for _ in range(2))
     ns = {"F": F, "q": q, "k": kg, "v": vg}
@@ -82,8 +94,18 @@ def cases(dev: str, big: bool) -> list[tuple[str, str, dict, int | None, int | N
     x = torch.randn(n, d, device=dev, dtype=torch.bfloat16)
     wgt = torch.randn(d, device=dev, dtype=torch.bfloat16)
     ns = {"F": F, "x": x, "w": wgt}
-    out.append(("rms_norm bf16", "F.rms_norm(x, (x.shape[-1],), w)", ns, None, 2 * x.nbytes + wgt.nbytes))
-    out.append(("layer_norm bf16", "F.layer_norm(x, (x.shape[-1],), w)", ns, None, 2 * x.nbytes + wgt.nbytes))
+    out.append(
+        ("rms_norm bf16", "F.rms_norm(x, (x.shape[-1],), w)", ns, None, 2 * x.nbytes + wgt.nbytes)
+    )
+    out.append(
+        (
+            "layer_norm bf16",
+            "F.layer_norm(x, (x.shape[-1],), w)",
+            ns,
+            None,
+            2 * x.nbytes + wgt.nbytes,
+        )
+    )
     m = 8192 if big else 512
     a, b = (torch.randn(m, m, device=dev, dtype=torch.bfloat16) for _ in range(2))
     out.append(("matmul bf16", "a @ b", {"a": a, "b": b}, 2 * m**3, 3 * a.nbytes))
@@ -92,7 +114,9 @@ def cases(dev: str, big: bool) -> list[tuple[str, str, dict, int | None, int | N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "heldout_figures.json"))
+    parser.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "heldout_figures.json")
+    )
     args = parser.parse_args()
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -130,7 +154,9 @@ def main() -> None:
         fr = f"{row['flop_ratio']:.3f}" if row["flop_ratio"] else "—"
         br = f"{row['byte_ratio']:.3f}" if row["byte_ratio"] else "—"
         print(f"{name:32} {fr:>11} {br:>11}  {row['line']}")
-    pathlib.Path(args.json).write_text(json.dumps({"device": dev, "rows": rows}, indent=1, default=str))
+    pathlib.Path(args.json).write_text(
+        json.dumps({"device": dev, "rows": rows}, indent=1, default=str)
+    )
     print("wrote", args.json)
 
 

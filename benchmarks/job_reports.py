@@ -2,14 +2,14 @@
 
     python benchmarks/job_reports.py [--files 8] [--kernels 1000000] [--api 1000000] [--json PATH]
 
-The export is ``nsys_scale.py``'s: the committed H100 export grown to ``--kernels`` kernels and ``--api`` CUDA API
-calls, copied ``--files`` times (rank0.sqlite ... rank7.sqlite: one report per rank). Each measurement runs in a
-fresh child process:
+The export is ``nsys_scale.py``'s: the committed H100 export grown to ``--kernels`` kernels and
+``--api`` CUDA API calls, copied ``--files`` times (rank0.sqlite ... rank7.sqlite: one report per
+rank). Each measurement runs in a fresh child process:
 - ``one``: one file read whole (every table, as a worker reads it: ``capture.reports.read_one``);
-- ``job``: ``gpumagic.load_nsys(folder)`` with the default executor (a process pool of min(files, cores) workers),
-  then the per-rank kernel summary.
-Target: job wall <= 1.3 x (one x files / workers). Peak memory is the child's ``ru_maxrss`` and, for the job, its
-workers' (``RUSAGE_CHILDREN``, the largest worker).
+- ``job``: ``gpumagic.load_nsys(folder)`` with the default executor (a process pool of min(files,
+  cores) workers), then the per-rank kernel summary.
+Target: job wall <= 1.3 x (one x files / workers). Peak memory is the child's ``ru_maxrss`` and, for
+the job, its workers' (``RUSAGE_CHILDREN``, the largest worker).
 """
 
 from __future__ import annotations
@@ -51,7 +51,12 @@ def child(mode: str, path: str) -> dict:
 
 
 def run_child(mode: str, path: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", mode, path], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", mode, path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -60,7 +65,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--api", type=int, default=1_000_000)
-    parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "job_reports.json"))
+    parser.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "job_reports.json")
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -95,7 +102,8 @@ def main() -> None:
             (f"job / ideal (target <= {TARGET})", f"{ratio:.2f}", "", ""),
         ]
         print(
-            f"{args.files} × ({args.kernels:,} kernels, {args.api:,} API calls) on {cores} cores; built {built:.1f} s"
+            f"{args.files} × ({args.kernels:,} kernels, {args.api:,} API calls) on {cores} "
+            f"cores; built {built:.1f} s"
         )
         print(f"{'':40} {'wall':>9} {'peak':>9} {'worker peak':>12}")
         for name, wall, peak, wpeak in rows:

@@ -1,6 +1,7 @@
-"""Decoding speed: 100,000 kernel names as a trace holds them (a few hundred distinct names, many repeats), and
-every distinct corpus name decoded cold (cache cleared); and the share of annotated fields decoded right in each
-corpus of real names (tests/data/kernel_names*.json). Prints tables and writes JSON.
+"""Decoding speed: 100,000 kernel names as a trace holds them (a few hundred distinct names, many
+repeats), and every distinct corpus name decoded cold (cache cleared); and the share of annotated
+fields decoded right in each corpus of real names (tests/data/kernel_names*.json). Prints tables and
+writes JSON.
 
     python benchmarks/kernel_decode.py [--json PATH]
 """
@@ -22,9 +23,9 @@ from gpumagic.kernels import decode
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPUS = DATA / "kernel_names.json"
-#: corpus -> how its annotations are read, as its tests read them: "exact" (every listed field, details included,
-#: equal: tests/test_kernels.py), "alternatives" (a library matches by prefix, and '|' separates readings that each
-#: count as right: the held-out and training tests)
+#: corpus -> how its annotations are read, as its tests read them: "exact" (every listed field,
+#: details included, equal: tests/test_kernels.py), "alternatives" (a library matches by prefix, and
+#: '|' separates readings that each count as right: the held-out and training tests)
 ACCURACY = {
     "kernel_names.json": "exact",
     "kernel_names_heldout.json": "alternatives",
@@ -58,7 +59,9 @@ def accuracy(path: pathlib.Path, how: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "kernel_decode.json"))
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "kernel_decode.json")
+    )
     ap.add_argument("--n", type=int, default=100_000)
     args = ap.parse_args()
     names = [e["name"] for e in json.loads(CORPUS.read_text())]
@@ -99,7 +102,10 @@ def main() -> None:
     print(f"\n{'corpus':<28} {'fields right':>14} {'share':>7}  per field")
     for name, sc in scores.items():
         per = ", ".join(f"{f} {v['right']}/{v['total']}" for f, v in sc["fields"].items())
-        print(f"{name:<28} {sc['right']:>6} / {sc['total']:<5} {sc['right'] / sc['total']:>7.1%}  {per}")
+        print(
+            f"{name:<28} {sc['right']:>6} / {sc['total']:<5} "
+            f"{sc['right'] / sc['total']:>7.1%}  {per}"
+        )
     with open(args.json, "w") as f:
         json.dump(
             {

@@ -1,13 +1,15 @@
 """Where torch.profiler's first start in a process spends its time, and what removes the wait.
 
-Each row is a fresh process that runs a small CUDA cell (a conv and a GEMM) once, then opens its first
-torch.profiler capture of the same cell and times the start (``profile.__enter__``), the cell, and the stop. The
-rows differ only in the activities asked for and in the environment, so the settings that change the first start
-stand side by side in one run. With ``--evidence DIR`` it also writes what shows where the time goes: a cProfile of
-the first start (Python frames and the C calls they make), kineto's own verbose log, and, where the tools exist,
-``strace -f -tt -T`` of the start and native stacks (``py-spy dump --native``) taken while it waits.
+Each row is a fresh process that runs a small CUDA cell (a conv and a GEMM) once, then opens its
+first torch.profiler capture of the same cell and times the start (``profile.__enter__``), the cell,
+and the stop. The rows differ only in the activities asked for and in the environment, so the
+settings that change the first start stand side by side in one run. With ``--evidence DIR`` it also
+writes what shows where the time goes: a cProfile of the first start (Python frames and the C calls
+they make), kineto's own verbose log, and, where the tools exist, ``strace -f -tt -T`` of the start
+and native stacks (``py-spy dump --native``) taken while it waits.
 
-    python benchmarks/kineto_first_start.py [--evidence DIR] [--json benchmarks/results/kineto_first_start.json]
+    python benchmarks/kineto_first_start.py [--evidence DIR] [--json
+    benchmarks/results/kineto_first_start.json]
 """
 
 from __future__ import annotations
@@ -77,24 +79,37 @@ ROWS = [
 ]
 
 
-def run_row(env_extra: dict[str, str], cuda: bool, prefix: list[str] | None = None, timeout: float = 300) -> dict:
+def run_row(
+    env_extra: dict[str, str], cuda: bool, prefix: list[str] | None = None, timeout: float = 300
+) -> dict:
     env = {**os.environ, **env_extra, "ROW_CUDA": "1" if cuda else "0"}
     cmd = [*(prefix or []), sys.executable, "-c", CHILD]
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t
-    result = next((json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")), None)
-    return {"wall_s": wall, "rc": proc.returncode, "result": result, "stderr_tail": proc.stderr[-3000:]}
+    result = next(
+        (json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")),
+        None,
+    )
+    return {
+        "wall_s": wall,
+        "rc": proc.returncode,
+        "result": result,
+        "stderr_tail": proc.stderr[-3000:],
+    }
 
 
 def native_stacks(evidence: Path) -> None:
-    """py-spy's native stacks of a child while its first start waits (every 0.5 s, up to 8 dumps)."""
+    """py-spy's native stacks of a child while its first start waits (every 0.5 s, up to 8
+    dumps)."""
     spy = shutil.which("py-spy")
     if not spy:
         (evidence / "pyspy.txt").write_text("py-spy not found\n")
         return
     env = {**os.environ, "ROW_CUDA": "0"}
-    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     for line in child.stdout:
         if line.startswith("STARTING"):
@@ -104,7 +119,9 @@ def native_stacks(evidence: Path) -> None:
         time.sleep(0.5)
         if child.poll() is not None:
             break
-        d = subprocess.run([spy, "dump", "--native", "--pid", str(child.pid)], capture_output=True, text=True)
+        d = subprocess.run(
+            [spy, "dump", "--native", "--pid", str(child.pid)], capture_output=True, text=True
+        )
         dumps.append(f"=== dump {i} at +{0.5 * (i + 1):.1f} s\n{d.stdout}{d.stderr}")
     child.wait(timeout=300)
     (evidence / "pyspy.txt").write_text("\n".join(dumps))
@@ -115,7 +132,9 @@ def main() -> None:
     ap.add_argument("--evidence", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/kineto_first_start.json"))
     ap.add_argument("--rows", default="all", help="comma-separated row numbers (default all)")
-    ap.add_argument("--env", action="append", default=[], help="extra row: NAME=VALUE[;NAME=VALUE] (CPU only)")
+    ap.add_argument(
+        "--env", action="append", default=[], help="extra row: NAME=VALUE[;NAME=VALUE] (CPU only)"
+    )
     args = ap.parse_args()
     rows = list(ROWS)
     for spec in args.env:
@@ -131,7 +150,8 @@ def main() -> None:
         res = r["result"] or {}
         results.append({"row": name, "env": env, "cuda": cuda, **r})
         print(
-            f"{name:58} {res.get('start_s', float('nan')):8.3f} {res.get('stop_s', float('nan')):8.3f} "
+            f"{name:58} {res.get('start_s', float('nan')):8.3f} "
+            f"{res.get('stop_s', float('nan')):8.3f} "
             f"{res.get('second_capture_s', float('nan')):8.3f} {r['wall_s']:8.2f}",
             flush=True,
         )
@@ -149,7 +169,10 @@ def main() -> None:
         native_stacks(ev)
     import torch
 
-    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    meta = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "rows": results}, indent=1, default=str))
     print(f"wrote {args.json}")

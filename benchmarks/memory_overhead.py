@@ -1,10 +1,12 @@
-"""What ``%%gpuprofile --memory`` adds to a cell: the cell's run with the allocator's history recorded (Python
-stacks, as ``--memory`` records it) against the same run without, and the whole magic's wall time. Run on a GPU host:
+"""What ``%%gpuprofile --memory`` adds to a cell: the cell's run with the allocator's history
+recorded (Python stacks, as ``--memory`` records it) against the same run without, and the whole
+magic's wall time. Run on a GPU host:
 
     python benchmarks/memory_overhead.py [--json benchmarks/results/memory_overhead.json]
 
-The cell is a training step (Linear-GELU-Linear-LayerNorm, bf16 autocast, AdamW, batch 4096 x 2048). Runs alternate
-recorded and plain, so a clock that drifts under load moves both. Target: recording adds <= 20% to the cell.
+The cell is a training step (Linear-GELU-Linear-LayerNorm, bf16 autocast, AdamW, batch 4096 x 2048).
+Runs alternate recorded and plain, so a clock that drifts under load moves both. Target: recording
+adds <= 20% to the cell.
 """
 
 from __future__ import annotations
@@ -36,10 +38,16 @@ def main() -> None:
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "gpumagic")
     model = torch.nn.Sequential(
-        torch.nn.Linear(2048, 8192), torch.nn.GELU(), torch.nn.Linear(8192, 2048), torch.nn.LayerNorm(2048)
+        torch.nn.Linear(2048, 8192),
+        torch.nn.GELU(),
+        torch.nn.Linear(8192, 2048),
+        torch.nn.LayerNorm(2048),
     ).cuda()
     ip.user_ns.update(
-        torch=torch, model=model, opt=torch.optim.AdamW(model.parameters()), x=torch.randn(4096, 2048, device="cuda")
+        torch=torch,
+        model=model,
+        opt=torch.optim.AdamW(model.parameters()),
+        x=torch.randn(4096, 2048, device="cuda"),
     )
     code = compile(STEP, "<step>", "exec")
 
@@ -75,7 +83,10 @@ def main() -> None:
         "magic_wall_s": dict(magic),
     }
     print(f"{'cell, plain':34} {p * 1e3:9.2f} ms")
-    print(f"{'cell, history recorded (stacks)':34} {r * 1e3:9.2f} ms  (+{r / p - 1:.1%}; target <= 20%)")
+    print(
+        f"{'cell, history recorded (stacks)':34} {r * 1e3:9.2f} ms  (+{r / p - 1:.1%}; target "
+        f"<= 20%)"
+    )
     for flag, wall in magic:
         print(f"{'%%gpuprofile ' + flag:34} {wall * 1e3:9.1f} ms wall")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)

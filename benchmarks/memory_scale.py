@@ -1,24 +1,26 @@
-"""A synthetic allocator snapshot of 1,000,000 history entries, loaded and shown: ``gpumagic.load_memory_snapshot``
-from the path to the notebook's HTML, on 2 cores.
+"""A synthetic allocator snapshot of 1,000,000 history entries, loaded and shown:
+``gpumagic.load_memory_snapshot`` from the path to the notebook's HTML, on 2 cores.
 
-The snapshot is written in torch's own format (torch/cuda/memory.py ``_snapshot``), shaped like a long training
-run recorded with Python stacks: steps of a ``--layers``-layer model, each a forward (activations kept for backward,
-a temporary freed at once), a backward on the autograd thread (no Python stack: intermediates, then gradients that
-live until the next step's zero_grad) and an optimizer step (a temporary per layer). Each allocation is three
-entries (alloc, free_requested, free_completed), with a frames list of its own whose frame dicts are shared, as
-torch builds them; freed blocks are reused by size, and each new address is a segment of its own. The generator
-tracks the true allocated level entry by entry (requests rounded to 512-byte blocks), so the peak can be checked
-exactly.
+The snapshot is written in torch's own format (torch/cuda/memory.py ``_snapshot``), shaped like a
+long training run recorded with Python stacks: steps of a ``--layers``-layer model, each a forward
+(activations kept for backward, a temporary freed at once), a backward on the autograd thread (no
+Python stack: intermediates, then gradients that live until the next step's zero_grad) and an
+optimizer step (a temporary per layer). Each allocation is three entries (alloc, free_requested,
+free_completed), with a frames list of its own whose frame dicts are shared, as torch builds them;
+freed blocks are reused by size, and each new address is a segment of its own. The generator tracks
+the true allocated level entry by entry (requests rounded to 512-byte blocks), so the peak can be
+checked exactly.
 
-Each measurement runs in a fresh child process pinned to the first ``--cores`` cores, ``--repeat`` times (median
-shown): ``read`` (the pickle into arrays), ``analyse`` (timeline, peak, live set, categories, findings), ``render``
-(the notebook output: text and HTML with BokehJS carried once, as the first output of a session carries it), and
-``total``, the three together. ``html_mb`` is that output's size; ``peak_exact`` says whether the peak equals the
-generator's.
+Each measurement runs in a fresh child process pinned to the first ``--cores`` cores, ``--repeat``
+times (median shown): ``read`` (the pickle into arrays), ``analyse`` (timeline, peak, live set,
+categories, findings), ``render`` (the notebook output: text and HTML with BokehJS carried once, as
+the first output of a session carries it), and ``total``, the three together. ``html_mb`` is that
+output's size; ``peak_exact`` says whether the peak equals the generator's.
 
 Targets (2 cores): total <= 3 s; output <= 5 MB; the peak exact.
 
-    python benchmarks/memory_scale.py [--entries N] [--layers N] [--repeat 3] [--cores 2] [--json PATH] [--keep DIR]
+    python benchmarks/memory_scale.py [--entries N] [--layers N] [--repeat 3] [--cores 2] [--json
+    PATH] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -47,19 +49,28 @@ def _frames() -> dict[str, list[dict[str, Any]]]:
     f = {}
 
     def fr(filename: str, line: int, name: str) -> dict[str, Any]:
-        return f.setdefault((filename, line, name), {"filename": filename, "line": line, "name": name})
+        return f.setdefault(
+            (filename, line, name), {"filename": filename, "line": line, "name": name}
+        )
 
-    outer = [fr(USER, 88, "train"), fr(USER, 120, "<module>")] + [fr(f"{SITE}/x{i}.py", i, "wrap") for i in range(6)]
+    outer = [fr(USER, 88, "train"), fr(USER, 120, "<module>")] + [
+        fr(f"{SITE}/x{i}.py", i, "wrap") for i in range(6)
+    ]
     return {
         "act": [fr(f"{SITE}/nn/modules/linear.py", 125, "forward"), fr(USER, 31, "step"), *outer],
         "tmp": [fr(f"{SITE}/nn/functional.py", 1700, "gelu"), fr(USER, 32, "step"), *outer],
-        "opt": [fr(f"{SITE}/optim/adamw.py", 480, "_multi_tensor_adamw"), fr(USER, 40, "step"), *outer],
+        "opt": [
+            fr(f"{SITE}/optim/adamw.py", 480, "_multi_tensor_adamw"),
+            fr(USER, 40, "step"),
+            *outer,
+        ],
         "bwd": [],
     }
 
 
 def build(path: str, entries: int, layers: int) -> dict[str, int]:
-    """Write the snapshot; returns the generator's own figures (peak, allocated and reserved at the end)."""
+    """Write the snapshot; returns the generator's own figures (peak, allocated and reserved at the
+    end)."""
     stacks = _frames()
     trace: list[dict[str, Any]] = []
     free_pool: dict[int, list[int]] = {}
@@ -73,7 +84,16 @@ def build(path: str, entries: int, layers: int) -> dict[str, int]:
 
     def entry(action: str, addr: int, size: int, frames: list | None = None) -> None:
         t[0] += 3
-        trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t[0], "frames": frames})
+        trace.append(
+            {
+                "action": action,
+                "addr": addr,
+                "size": size,
+                "stream": 0,
+                "time_us": t[0],
+                "frames": frames,
+            }
+        )
 
     def alloc(size: int, kind: str) -> int:
         block = max(512, -(-size // 512) * 512)
@@ -155,10 +175,19 @@ def build(path: str, entries: int, layers: int) -> dict[str, int]:
             }
         )
     seg_in_trace = {e["addr"] for e in trace if e["action"] == "segment_alloc"}
-    segments = [s for s in segments if s["address"] in seg_in_trace]  # segments made after the cut never were
+    segments = [
+        s for s in segments if s["address"] in seg_in_trace
+    ]  # segments made after the cut never were
     with open(path, "wb") as f:
-        pickle.dump({"segments": segments, "device_traces": [trace]}, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"peak": pk, "allocated": lvl, "reserved": sum(s["total_size"] for s in segments), "entries": len(trace)}
+        pickle.dump(
+            {"segments": segments, "device_traces": [trace]}, f, protocol=pickle.HIGHEST_PROTOCOL
+        )
+    return {
+        "peak": pk,
+        "allocated": lvl,
+        "reserved": sum(s["total_size"] for s in segments),
+        "entries": len(trace),
+    }
 
 
 def child(path: str) -> dict[str, Any]:
@@ -214,10 +243,17 @@ def main() -> None:
     for _ in range(a.repeat):
         cmd = [sys.executable, __file__, "--child", path]
         pin = lambda: os.sched_setaffinity(0, cores)  # noqa: E731
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, preexec_fn=pin, cwd=ROOT)
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, check=True, preexec_fn=pin, cwd=ROOT
+        )
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    med = {k: statistics.median(r[k] for r in runs) for k in ("read_s", "analyse_s", "render_s", "total_s", "html_mb")}
-    exact = all(r["peak"] == truth["peak"] and r["allocated_end"] == truth["allocated"] for r in runs)
+    med = {
+        k: statistics.median(r[k] for r in runs)
+        for k in ("read_s", "analyse_s", "render_s", "total_s", "html_mb")
+    }
+    exact = all(
+        r["peak"] == truth["peak"] and r["allocated_end"] == truth["allocated"] for r in runs
+    )
     result = {
         "entries": truth["entries"],
         "layers": a.layers,
@@ -232,9 +268,15 @@ def main() -> None:
         "runs": runs,
         "load_average": os.getloadavg(),
     }
-    print(f"{'step':<10} {'median':>10}  (of {a.repeat} runs, {len(cores)} cores, {truth['entries']:,} entries)")
+    print(
+        f"{'step':<10} {'median':>10}  (of {a.repeat} runs, {len(cores)} cores, "
+        f"{truth['entries']:,} entries)"
+    )
     for k in ("read_s", "analyse_s", "render_s", "total_s"):
-        print(f"{k[:-2]:<10} {med[k]:>9.3f}s" + (f"   target <= {TARGETS[k]:g} s" if k in TARGETS else ""))
+        print(
+            f"{k[:-2]:<10} {med[k]:>9.3f}s"
+            + (f"   target <= {TARGETS[k]:g} s" if k in TARGETS else "")
+        )
     print(f"{'html':<10} {med['html_mb']:>8.2f}MB   target <= {TARGETS['html_mb']:g} MB")
     print(f"{'peak':<10} {'exact' if exact else 'WRONG':>10}   {truth['peak']:,} bytes")
     print(f"snapshot {result['snapshot_mb']:.1f} MB, {result['samples_drawn']} samples drawn")

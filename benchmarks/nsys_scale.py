@@ -1,23 +1,25 @@
-"""A real nsys export grown to 1,000,000 kernels and 1,000,000 CUDA API calls -> gpumagic's load + summaries and
-full report, beside ``nsys stats`` on the same file when nsys is on PATH.
+"""A real nsys export grown to 1,000,000 kernels and 1,000,000 CUDA API calls -> gpumagic's load +
+summaries and full report, beside ``nsys stats`` on the same file when nsys is on PATH.
 
-The big file is the committed export ``tests/data/nsys/block.sqlite.gz`` (nsys 2025.3, an H100) with every table
-and the schema kept: the kernel and CUDA API tables are copied until they hold the asked-for rows, each copy
-shifted in time by the span of the original and in correlation id by its largest id (so launches still pair with
-their kernels); memory operations and NVTX ranges are copied as many times as the API table. Each measurement runs
-in a fresh child process pinned to the cores of ``--cores`` (the first set: 2 by default), three times;
-the table shows the median and the best. Peak memory is the child's ``ru_maxrss`` (the whole process: Python,
-pandas and numpy included; the RSS right after the imports is shown beside it).
+The big file is the committed export ``tests/data/nsys/block.sqlite.gz`` (nsys 2025.3, an H100) with
+every table and the schema kept: the kernel and CUDA API tables are copied until they hold the
+asked-for rows, each copy shifted in time by the span of the original and in correlation id by its
+largest id (so launches still pair with their kernels); memory operations and NVTX ranges are copied
+as many times as the API table. Each measurement runs in a fresh child process pinned to the cores
+of ``--cores`` (the first set: 2 by default), three times; the table shows the median and the best.
+Peak memory is the child's ``ru_maxrss`` (the whole process: Python, pandas and numpy included; the
+RSS right after the imports is shown beside it).
 
-Targets (2 cores): load + kernel_summary + api_summary <= 1.5 s; full report (load, findings, tables, timeline,
-Bokeh's import included) <= 5 s; peak memory <= 600 MB; report HTML <= 5 MB. The summaries are checked against a
-direct SQL computation (row counts, instances, totals, min, max per name) and, where nsys is present, against
-``nsys stats`` (the same and the medians).
+Targets (2 cores): load + kernel_summary + api_summary <= 1.5 s; full report (load, findings,
+tables, timeline, Bokeh's import included) <= 5 s; peak memory <= 600 MB; report HTML <= 5 MB. The
+summaries are checked against a direct SQL computation (row counts, instances, totals, min, max per
+name) and, where nsys is present, against ``nsys stats`` (the same and the medians).
 
-    python benchmarks/nsys_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2,all] [--json PATH] [--keep F]
+    python benchmarks/nsys_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2,all] [--json
+    PATH] [--keep F]
 
-Each core set (``--cores``: the first N of the process's cores, or all of them) runs the summaries and ``nsys
-stats`` pinned there; the full table is for the first set, the others add a line each.
+Each core set (``--cores``: the first N of the process's cores, or all of them) runs the summaries
+and ``nsys stats`` pinned there; the full table is for the first set, the others add a line each.
 """
 
 from __future__ import annotations
@@ -46,14 +48,18 @@ TARGETS = {"summaries_s": 1.5, "report_s": 5.0, "peak_mb": 600.0, "html_mb": 5.0
 _SHIFTED_TOO = ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
 
 
-def build(path: str | os.PathLike[str], kernels: int, api: int, source: str | os.PathLike[str] = BLOCK) -> None:
-    """Write the committed export, its kernel table grown to ``kernels`` rows and its API table to ``api`` rows."""
+def build(
+    path: str | os.PathLike[str], kernels: int, api: int, source: str | os.PathLike[str] = BLOCK
+) -> None:
+    """Write the committed export, its kernel table grown to ``kernels`` rows and its API table to
+    ``api`` rows."""
     with gzip.open(source) as f, open(path, "wb") as g:
         shutil.copyfileobj(f, g)
     con = sqlite3.connect(path)
     k, r = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
     lo, hi, corr = con.execute(
-        f"SELECT MIN(s), MAX(e), MAX(c) FROM (SELECT MIN(start) s, MAX(end) e, MAX(correlationId) c FROM {k} "
+        f"SELECT MIN(s), MAX(e), MAX(c) FROM (SELECT MIN(start) s, MAX(end) e, "
+        f"MAX(correlationId) c FROM {k} "
         f"UNION ALL SELECT MIN(start), MAX(end), MAX(correlationId) FROM {r})"
     ).fetchone()
     shift, corr_shift = hi - lo + 1_000_000, corr + 1
@@ -65,17 +71,23 @@ def build(path: str | os.PathLike[str], kernels: int, api: int, source: str | os
         if copies < 2 or not have:
             continue
         exprs = [
-            f"{c} + k * {shift}" if c in ("start", "end") else f"{c} + k * {corr_shift}" if c == "correlationId" else c
+            f"{c} + k * {shift}"
+            if c in ("start", "end")
+            else f"{c} + k * {corr_shift}"
+            if c == "correlationId"
+            else c
             for c in cols
         ]
         con.execute(f"CREATE TEMP TABLE base AS SELECT rowid AS r, * FROM {table}")
         con.execute(
-            "CREATE TEMP TABLE copies AS WITH RECURSIVE c(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM c "
+            "CREATE TEMP TABLE copies AS WITH RECURSIVE c(k) AS (SELECT 1 UNION ALL SELECT k "
+            "+ 1 FROM c "
             f"WHERE k < {copies - 1}) SELECT k FROM c"
         )
         limit = rows - have if rows else -1
         con.execute(
-            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} FROM copies CROSS JOIN base "
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} FROM copies "
+            f"CROSS JOIN base "
             f"ORDER BY k, r LIMIT {limit}"
         )
         con.execute("DROP TABLE base")
@@ -85,8 +97,8 @@ def build(path: str | os.PathLike[str], kernels: int, api: int, source: str | os
 
 
 def direct_sql(path: str) -> dict[str, dict[str, tuple[int, int, int, int]]]:
-    """Per name, straight from the file: (instances, total, min, max) of kernels (by demangled name) and of API
-    calls (by name, a four-digit version suffix dropped as nsys stats does)."""
+    """Per name, straight from the file: (instances, total, min, max) of kernels (by demangled name)
+    and of API calls (by name, a four-digit version suffix dropped as nsys stats does)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     out = {}
     for key, table, col in (
@@ -94,7 +106,8 @@ def direct_sql(path: str) -> dict[str, dict[str, tuple[int, int, int, int]]]:
         ("api", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
     ):
         rows = con.execute(
-            f"SELECT s.value, COUNT(*), SUM(t.end - t.start), MIN(t.end - t.start), MAX(t.end - t.start) "
+            f"SELECT s.value, COUNT(*), SUM(t.end - t.start), MIN(t.end - t.start), MAX(t.end "
+            f"- t.start) "
             f"FROM {table} t JOIN StringIds s ON s.id = t.{col} GROUP BY t.{col}"
         ).fetchall()
         merged: dict[str, list[int]] = {}
@@ -110,13 +123,19 @@ def direct_sql(path: str) -> dict[str, dict[str, tuple[int, int, int, int]]]:
 
 def agrees(summary: Any, ref: dict[str, tuple[int, int, int, int]], count_col: str) -> bool:
     got = {
-        r["Name"]: (int(r[count_col]), int(r["Total Time (ns)"]), int(r["Min (ns)"]), int(r["Max (ns)"]))
+        r["Name"]: (
+            int(r[count_col]),
+            int(r["Total Time (ns)"]),
+            int(r["Min (ns)"]),
+            int(r["Max (ns)"]),
+        )
         for _, r in summary.iterrows()
     }
     return got == ref
 
 
-# --- the measured work, each in a fresh child process -----------------------------------------------------------
+# --- the measured work, each in a fresh child process
+# -----------------------------------------------------------
 def child(mode: str, path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     sys.path.insert(0, str(ROOT))
@@ -132,7 +151,9 @@ def child(mode: str, path: str) -> dict[str, Any]:
         out["summaries_s"] = time.perf_counter() - t0
         out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         ref = direct_sql(path)
-        out["sql_check"] = agrees(k, ref["kernels"], "Instances") and agrees(a, ref["api"], "Num Calls")
+        out["sql_check"] = agrees(k, ref["kernels"], "Instances") and agrees(
+            a, ref["api"], "Num Calls"
+        )
         out["kernel_rows"], out["api_rows"] = len(k), len(a)
         out["summaries"] = {"kernels": k.to_dict(orient="list"), "api": a.to_dict(orient="list")}
     else:
@@ -175,7 +196,8 @@ def run_child(mode: str, path: str, cores: set[int] | None = None) -> dict[str, 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# --- nsys stats, where nsys is -------------------------------------------------------------------------------------
+# --- nsys stats, where nsys is
+# -------------------------------------------------------------------------------------
 def nsys_stats(path: str, tmp: str, cores: set[int] | None = None) -> dict[str, Any] | None:
     nsys = shutil.which("nsys")
     if not nsys:
@@ -201,8 +223,12 @@ def nsys_stats(path: str, tmp: str, cores: set[int] | None = None) -> dict[str, 
 
 
 def equal_to_nsys(summaries: dict[str, dict[str, list[Any]]], stats: dict[str, Any]) -> bool:
-    """gpumagic's two summaries against nsys stats' CSVs: same names, counts, totals, min, max and medians."""
-    for key, report, count_col in (("kernels", "cuda_gpu_kern_sum", "Instances"), ("api", "cuda_api_sum", "Num Calls")):
+    """gpumagic's two summaries against nsys stats' CSVs: same names, counts, totals, min, max and
+    medians."""
+    for key, report, count_col in (
+        ("kernels", "cuda_gpu_kern_sum", "Instances"),
+        ("api", "cuda_api_sum", "Num Calls"),
+    ):
         ref = {r["Name"]: r for r in stats["tables"].get(report, [])}
         got = summaries[key]
         if len(ref) != len(got["Name"]):
@@ -227,7 +253,8 @@ def main() -> None:
     ap.add_argument(
         "--cores",
         default="2,all",
-        help="core sets to run on, comma-separated: N (the first N of this process's cores) or all (default 2,all)",
+        help="core sets to run on, comma-separated: N (the first N of this process's cores) "
+        "or all (default 2,all)",
     )
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -244,9 +271,13 @@ def main() -> None:
     sets: dict[str, set[int] | None] = {}
     for spec in args.cores.split(","):
         chosen = set(cores) if spec == "all" else set(cores[: int(spec)])
-        sets.setdefault(f"{len(chosen) or '?'} cores", chosen or None)  # "2,all" on 2 cores: one set
+        sets.setdefault(
+            f"{len(chosen) or '?'} cores", chosen or None
+        )  # "2,all" on 2 cores: one set
     by_cores = {}
-    for name, chosen in list(sets.items())[1:]:  # every set past the first: the summaries and nsys stats there
+    for name, chosen in list(sets.items())[
+        1:
+    ]:  # every set past the first: the summaries and nsys stats there
         extra = [run_child("summaries", path, chosen) for _ in range(args.repeat)]
         other = nsys_stats(path, tmp, chosen)
         by_cores[name] = {
@@ -255,7 +286,10 @@ def main() -> None:
             "nsys_stats_s": other["seconds"] if other else None,
         }
     first_set = next(iter(sets.values()))
-    runs = {m: [run_child(m, path, first_set) for _ in range(args.repeat)] for m in ("summaries", "report")}
+    runs = {
+        m: [run_child(m, path, first_set) for _ in range(args.repeat)]
+        for m in ("summaries", "report")
+    }
     stats = nsys_stats(path, tmp, first_set)
     cores = sorted(first_set) if first_set else cores
     size_mb = os.path.getsize(path) / 1e6
@@ -274,16 +308,33 @@ def main() -> None:
         "html_mb": med("report", "html_mb"),
     }
     checks = {k: figures[k] <= v for k, v in TARGETS.items()}
-    checks["summaries equal a direct SQL computation"] = all(r["sql_check"] for r in runs["summaries"])
+    checks["summaries equal a direct SQL computation"] = all(
+        r["sql_check"] for r in runs["summaries"]
+    )
     if stats:
-        checks["summaries equal nsys stats"] = equal_to_nsys(runs["summaries"][0]["summaries"], stats)
+        checks["summaries equal nsys stats"] = equal_to_nsys(
+            runs["summaries"][0]["summaries"], stats
+        )
     print(
-        f"{args.kernels:,} kernels + {args.api:,} CUDA API calls, {size_mb:.0f} MB SQLite (built in {build_s:.1f} s), "
+        f"{args.kernels:,} kernels + {args.api:,} CUDA API calls, {size_mb:.0f} MB SQLite "
+        f"(built in {build_s:.1f} s), "
         f"cores {cores or '?'}, {args.repeat} runs each"
     )
     rows = [
-        ("import gpumagic", med("summaries", "import_s"), best("summaries", "import_s"), None, None),
-        ("load_nsys (metadata; tables lazy)", med("summaries", "load_s"), best("summaries", "load_s"), None, None),
+        (
+            "import gpumagic",
+            med("summaries", "import_s"),
+            best("summaries", "import_s"),
+            None,
+            None,
+        ),
+        (
+            "load_nsys (metadata; tables lazy)",
+            med("summaries", "load_s"),
+            best("summaries", "load_s"),
+            None,
+            None,
+        ),
         (
             "load + kernel_summary + api_summary",
             figures["summaries_s"],
@@ -291,10 +342,24 @@ def main() -> None:
             med("summaries", "peak_mb"),
             TARGETS["summaries_s"],
         ),
-        ("load + full report HTML", figures["report_s"], best("report", "report_s"), med("report", "peak_mb"), 5.0),
+        (
+            "load + full report HTML",
+            figures["report_s"],
+            best("report", "report_s"),
+            med("report", "peak_mb"),
+            5.0,
+        ),
     ]
     if stats:
-        rows.append(("nsys stats -r cuda_gpu_kern_sum,cuda_api_sum", stats["seconds"], stats["seconds"], None, None))
+        rows.append(
+            (
+                "nsys stats -r cuda_gpu_kern_sum,cuda_api_sum",
+                stats["seconds"],
+                stats["seconds"],
+                None,
+                None,
+            )
+        )
     print(f"{'step':<46} {'median s':>9} {'best s':>8} {'peak MB':>8} {'target':>7}")
     for step, m, b, peak, target in rows:
         peak_s = f"{peak:.0f}" if peak is not None else ""
@@ -302,15 +367,26 @@ def main() -> None:
         print(f"{step:<46} {m:>9.2f} {b:>8.2f} {peak_s:>8} {target_s:>7}")
     first = runs["summaries"][0]
     print(
-        f"RSS after imports {med('summaries', 'rss_after_import_mb'):.0f} MB; report HTML {figures['html_mb']:.2f} MB; "
+        f"RSS after imports {med('summaries', 'rss_after_import_mb'):.0f} MB; report HTML "
+        f"{figures['html_mb']:.2f} MB; "
         f"summary rows: {first['kernel_rows']} kernel names, {first['api_rows']} API names"
     )
     if stats:
-        print(f"gpumagic vs nsys stats: {stats['seconds'] / figures['summaries_s']:.1f}x faster ({stats['nsys']})")
+        print(
+            f"gpumagic vs nsys stats: {stats['seconds'] / figures['summaries_s']:.1f}x faster "
+            f"({stats['nsys']})"
+        )
     for name, row in by_cores.items():
-        ratio = f", {row['nsys_stats_s'] / row['summaries_s']:.1f}x faster" if row["nsys_stats_s"] else ""
+        ratio = (
+            f", {row['nsys_stats_s'] / row['summaries_s']:.1f}x faster"
+            if row["nsys_stats_s"]
+            else ""
+        )
         nsys_s = f"; nsys stats {row['nsys_stats_s']:.2f} s" if row["nsys_stats_s"] else ""
-        print(f"on {name}: load + summaries {row['summaries_s']:.2f} s, {row['peak_mb']:.0f} MB{nsys_s}{ratio}")
+        print(
+            f"on {name}: load + summaries {row['summaries_s']:.2f} s, {row['peak_mb']:.0f} "
+            f"MB{nsys_s}{ratio}"
+        )
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     result = {
@@ -323,7 +399,10 @@ def main() -> None:
         "checks": checks,
         "nsys_stats_s": stats["seconds"] if stats else None,
         "by_cores": by_cores,
-        "runs": {m: [{k: v for k, v in r.items() if k != "summaries"} for r in rs] for m, rs in runs.items()},
+        "runs": {
+            m: [{k: v for k, v in r.items() if k != "summaries"} for r in rs]
+            for m, rs in runs.items()
+        },
         "peak_memory": "ru_maxrss of a fresh child process doing only that step (whole process)",
         "pass": all(checks.values()),
     }

@@ -1,17 +1,21 @@
-"""What saving a profile and ``--vs`` add to a ``%%gpuprofile`` cell (target: ``--vs`` adds ≤ 50 ms).
+"""What saving a profile and ``--vs`` add to a ``%%gpuprofile`` cell (target: ``--vs`` adds ≤ 50
+ms).
 
-A CPU cell (a small MLP's training step: forward, loss, backward, SGD step; a few hundred torch ops) is profiled by
-``%%gpuprofile -w 0`` in a real IPython shell with the extension loaded, in four settings, interleaved round by round
-so that a busy machine slows each alike: ``history off`` (nothing saved: the cell as it was before profiles were
-saved), ``saved`` (the default: the profile's summaries saved), ``--vs last`` and ``--vs LABEL`` (saved, the
-reference looked up, the diff made and displayed: its text and its HTML with the waterfall, as a notebook formats
-it). The store holds ``--present`` timings and profiles already, as months of use leave it. What ``--vs`` adds is
-the median of ``--vs`` less the median of ``saved``; what saving adds, ``saved`` less ``history off``.
+A CPU cell (a small MLP's training step: forward, loss, backward, SGD step; a few hundred torch ops)
+is profiled by ``%%gpuprofile -w 0`` in a real IPython shell with the extension loaded, in four
+settings, interleaved round by round so that a busy machine slows each alike: ``history off``
+(nothing saved: the cell as it was before profiles were saved), ``saved`` (the default: the
+profile's summaries saved), ``--vs last`` and ``--vs LABEL`` (saved, the reference looked up, the
+diff made and displayed: its text and its HTML with the waterfall, as a notebook formats it). The
+store holds ``--present`` timings and profiles already, as months of use leave it. What ``--vs``
+adds is the median of ``--vs`` less the median of ``saved``; what saving adds, ``saved`` less
+``history off``.
 
-A CPU profile has no kernels, so its summaries are small; the second table times the recorder alone (summaries,
-row, insert, lookup, diff, HTML) on the committed H100 traces (tests/data/torch_*.json.gz), a GEMM and a
-transformer block, to show the cost where a profile has GPU kernels. The first ``--vs`` in a process also imports
-the diff's modules: it is reported on its own ("first").
+A CPU profile has no kernels, so its summaries are small; the second table times the recorder alone
+(summaries, row, insert, lookup, diff, HTML) on the committed H100 traces
+(tests/data/torch_*.json.gz), a GEMM and a transformer block, to show the cost where a profile has
+GPU kernels. The first ``--vs`` in a process also imports the diff's modules: it is reported on its
+own ("first").
 
     python benchmarks/profile_vs.py [--rounds 15] [--present 1000] [--json PATH]
 """
@@ -59,7 +63,8 @@ SETTINGS = {
 
 
 def fill(path: pathlib.Path, present: int) -> None:
-    """``present`` rows, nine timings to one profile (of the H100 block trace): a store after months of use."""
+    """``present`` rows, nine timings to one profile (of the H100 block trace): a store after months
+    of use."""
     from gpumagic.analysis.profile_summary import summarize
     from gpumagic.capture.chrome_trace import load_trace
     from gpumagic.history.profiles import profile_row
@@ -126,17 +131,22 @@ def cell_times(rounds: int, path: pathlib.Path) -> dict[str, Any]:
 
 
 def recorder_times(rounds: int, path: pathlib.Path) -> list[dict[str, Any]]:
-    """The recorder alone on real GPU profiles: save, and save + lookup + diff + its text and HTML."""
+    """The recorder alone on real GPU profiles: save, and save + lookup + diff + its text and
+    HTML."""
     from gpumagic.capture.chrome_trace import load_trace
     from gpumagic.history.profiles import ProfileRecorder
 
     out = []
     for name in ("torch_matmul_4096", "torch_block"):
         trace_file = ROOT / "tests" / "data" / f"{name}.json.gz"
-        ProfileRecorder(str(path), label=f"ref-{name}").record(SimpleNamespace(trace=load_trace(trace_file)), "ref")
+        ProfileRecorder(str(path), label=f"ref-{name}").record(
+            SimpleNamespace(trace=load_trace(trace_file)), "ref"
+        )
         save, vs, html = [], [], []
         for _ in range(rounds):
-            capture = SimpleNamespace(trace=load_trace(trace_file))  # a fresh Trace: its summaries not yet made
+            capture = SimpleNamespace(
+                trace=load_trace(trace_file)
+            )  # a fresh Trace: its summaries not yet made
             t0 = time.perf_counter()
             ProfileRecorder(str(path)).record(capture, "cell")
             save.append((time.perf_counter() - t0) * 1e3)
@@ -169,7 +179,9 @@ def _iqr(v: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--present", type=int, default=1000, help="rows in the store before the cells run")
+    ap.add_argument(
+        "--present", type=int, default=1000, help="rows in the store before the cells run"
+    )
     ap.add_argument("--json", default=str(RESULTS / "profile_vs_cpu.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,16 +192,25 @@ def main() -> None:
     import torch
 
     print(
-        f"%%gpuprofile -w 0 of a CPU training step (torch {torch.__version__}, {os.cpu_count()} CPUs, "
+        f"%%gpuprofile -w 0 of a CPU training step (torch {torch.__version__}, "
+        f"{os.cpu_count()} CPUs, "
         f"{platform.node()}); {args.rounds} rounds, {args.present} rows in the store"
     )
     print(f"{'setting':<12} {'median':>9} {'IQR':>8} {'adds':>9}")
-    base = {"history off": None, "saved": "history off", "--vs last": "saved", "--vs LABEL": "saved"}
+    base = {
+        "history off": None,
+        "saved": "history off",
+        "--vs last": "saved",
+        "--vs LABEL": "saved",
+    }
     for s, m in cells["median_ms"].items():
         adds = f"{m - cells['median_ms'][base[s]]:+7.1f}ms" if base[s] else ""
         print(f"{s:<12} {m:>7.1f}ms {cells['iqr_ms'][s]:>6.1f}ms {adds:>9}")
     print(f"first --vs in the process: {cells['first_vs_ms']:.1f} ms (the diff's modules imported)")
-    print("\nthe recorder alone on H100 profiles (summaries, row, insert; --vs: lookup, diff, text and HTML)")
+    print(
+        "\nthe recorder alone on H100 profiles (summaries, row, insert; --vs: lookup, diff, "
+        "text and HTML)"
+    )
     print(f"{'trace':<18} {'kernels':>8} {'save':>9} {'--vs':>9} {'adds':>9} {'of it HTML':>10}")
     for r in rec:
         print(
@@ -200,10 +221,17 @@ def main() -> None:
     gpu = max(r["vs_adds_ms"] for r in rec)
     verdict = "met" if worst <= TARGET_MS else "MISSED"
     print(f"target: --vs adds ≤ {TARGET_MS:.0f} ms to a CPU cell: {verdict} (worst {worst:.1f} ms)")
-    print(f"on the H100 traces' summaries --vs adds up to {gpu:.1f} ms (the diff's matching and its waterfall)")
+    print(
+        f"on the H100 traces' summaries --vs adds up to {gpu:.1f} ms (the diff's matching and "
+        f"its waterfall)"
+    )
     doc = {
         "benchmark": "profile_vs",
-        "machine": {"host": platform.node(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "machine": {
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
         "torch": torch.__version__,
         "rounds": args.rounds,
         "present": args.present,

@@ -1,4 +1,5 @@
-"""A synthetic 200,000-kernel Trace -> summaries, findings and the full report (HTML with timeline): time and size.
+"""A synthetic 200,000-kernel Trace -> summaries, findings and the full report (HTML with timeline):
+time and size.
 
 Target: under 5 s on a 2-core machine, HTML under 5 MB. Prints a table and writes JSON.
 
@@ -27,13 +28,17 @@ NAMES = [
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel_"
     "_5x_cublas",
     "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> "
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> "
     ">(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
-    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, float, float "
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, "
+    "false>(int, float, float "
     "const*, float const*, float const*, float*, float*, float*)",
     "triton_poi_fused_add_gelu_mul_0",
-    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t, "
-    "Flash_kernel_traits<64, 128, 128, 4, cutlass::half_t> >, false, true, false, false, true, true, false, "
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, "
+    "false, cutlass::half_t, "
+    "Flash_kernel_traits<64, 128, 128, 4, cutlass::half_t> >, false, true, false, false, "
+    "true, true, false, "
     "false>(pytorch_flash::Flash_fwd_params)",
     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
 ] + [f"triton_red_fused_sum_{i}" for i in range(200)]

@@ -1,15 +1,17 @@
 """How long a sweep takes: a matmul over 8 sizes (256 … 8192), target <= 8 s on the GPU host.
 
-Each sweep runs in a fresh Python process that has imported torch and used the GPU once (as a notebook has by the
-time it sweeps), so the profiler's one-time start and every point's first call are inside what is timed. The
-sweep is then run again in the same process (warm: the profiler started, the cuBLAS heuristics cached), and the
-same sizes are timed one ``gputime`` at a time, side by side. A second fresh process does the same with
-``kernel_time=False``: the profiler's one-time start (seconds, once per process, paid by whichever measurement first
-needs GPU kernel time) is then not part of it. Prints a table per run and writes JSON.
+Each sweep runs in a fresh Python process that has imported torch and used the GPU once (as a
+notebook has by the time it sweeps), so the profiler's one-time start and every point's first call
+are inside what is timed. The sweep is then run again in the same process (warm: the profiler
+started, the cuBLAS heuristics cached), and the same sizes are timed one ``gputime`` at a time, side
+by side. A second fresh process does the same with ``kernel_time=False``: the profiler's one-time
+start (seconds, once per process, paid by whichever measurement first needs GPU kernel time) is then
+not part of it. Prints a table per run and writes JSON.
 
     python benchmarks/sweep_budget.py [--json PATH] [--dtype float32|bfloat16] [--sizes 256,512,...]
 
-Without CUDA it runs on the CPU with sizes up to 512 (a check that the script works, not the target).
+Without CUDA it runs on the CPU with sizes up to 512 (a check that the script works, not the
+target).
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ def run_child(sizes: list[int], dtype: str, kernel_time: bool = True) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        raise SystemExit(f"the child failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise SystemExit(
+            f"the child failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return json.loads(line[len("RESULT ") :])
 
 
@@ -76,17 +80,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "sweep_budget.json"))
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--sizes", default=None, help="comma-separated sizes (default: 8 sizes 256 … 8192 on a GPU)")
+    ap.add_argument(
+        "--sizes", default=None, help="comma-separated sizes (default: 8 sizes 256 … 8192 on a GPU)"
+    )
     args = ap.parse_args()
     import torch  # only to choose the sizes; the measuring happens in the child
 
     gpu = torch.cuda.is_available()
-    sizes = [int(v) for v in args.sizes.split(",")] if args.sizes else GPU_SIZES if gpu else CPU_SIZES
+    sizes = (
+        [int(v) for v in args.sizes.split(",")] if args.sizes else GPU_SIZES if gpu else CPU_SIZES
+    )
     t0 = time.perf_counter()
     result = run_child(sizes, args.dtype)
     result["runs"] += run_child(sizes, args.dtype, kernel_time=False)["runs"]
-    result.update(sizes=sizes, dtype=args.dtype, target_s=TARGET_S, children_wall_s=time.perf_counter() - t0)
-    print(f"sweep of A @ A ({args.dtype}) over {len(sizes)} sizes on {result['device']}; target <= {TARGET_S} s")
+    result.update(
+        sizes=sizes, dtype=args.dtype, target_s=TARGET_S, children_wall_s=time.perf_counter() - t0
+    )
+    print(
+        f"sweep of A @ A ({args.dtype}) over {len(sizes)} sizes on {result['device']}; target "
+        f"<= {TARGET_S} s"
+    )
     for run in result["runs"]:
         verdict = "meets" if run["wall_s"] <= TARGET_S else "MISSES"
         took = run["profiler_start_s"]
@@ -94,7 +107,12 @@ def main() -> None:
         print(f"\n{run['run']}: {run['wall_s']:.2f} s ({verdict} the target{start})")
         print(f"  {'n':>6} {'median':>12} {'samples':>8} {'TFLOP/s':>8} {'point s':>8}  status")
         for n, med, k, rate, pw, st in zip(
-            run["n"], run["median_s"], run["samples"], run["flop_rate"], run["point_wall_s"], run["status"]
+            run["n"],
+            run["median_s"],
+            run["samples"],
+            run["flop_rate"],
+            run["point_wall_s"],
+            run["status"],
         ):
             tf = f"{rate / 1e12:.1f}" if rate else "-"
             pws = f"{pw:.2f}" if pw is not None else "-"

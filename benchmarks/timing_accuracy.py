@@ -1,26 +1,30 @@
-"""How close is %gputime to the truth, next to the usual anchors? And how fast is its first use, how repeatable
-is ``--steady``? Run on a GPU host.
+"""How close is %gputime to the truth, next to the usual anchors? And how fast is its first use, how
+repeatable is ``--steady``? Run on a GPU host.
 
-Two truths, both from one CUPTI capture of many back-to-back calls (hot cache), taken right before *and* right
-after each method, because clocks drift under sustained power (an H100 fp16 matmul read 1579 µs in one run and
-1604 µs in the next):
+Two truths, both from one CUPTI capture of many back-to-back calls (hot cache), taken right before
+*and* right after each method, because clocks drift under sustained power (an H100 fp16 matmul read
+1579 µs in one run and 1604 µs in the next):
 
-- **span** per call (first activity start to last activity end, over the calls): the stream figure, gaps between
-  kernels included. It checks every per-call median: gpumagic's, ``torch.utils.benchmark.Timer``'s,
-  ``triton.testing.do_bench``'s, NVIDIA NVBench's (``cuda-bench``; batch = hot back-to-back mean, cold = L2 flushed
-  and the GPU idle before each call).
-- **busy** per call (the union of the activity intervals, over the calls): it checks gpumagic's kernel time.
+- **span** per call (first activity start to last activity end, over the calls): the stream figure,
+  gaps between kernels included. It checks every per-call median: gpumagic's,
+  ``torch.utils.benchmark.Timer``'s, ``triton.testing.do_bench``'s, NVIDIA NVBench's
+  (``cuda-bench``; batch = hot back-to-back mean, cold = L2 flushed and the GPU idle before each
+  call).
+- **busy** per call (the union of the activity intervals, over the calls): it checks gpumagic's
+  kernel time.
 
-Targets, on ops of at least 50 µs whose span moved less than 0.5 % between the two truths: median within 0.5 % of
-the span, kernel time within 0.5 % of the busy time, and never further off than the best anchor on the same op.
+Targets, on ops of at least 50 µs whose span moved less than 0.5 % between the two truths: median
+within 0.5 % of the span, kernel time within 0.5 % of the busy time, and never further off than the
+best anchor on the same op.
 
     python benchmarks/timing_accuracy.py [--json PATH] [--ops NAME,...] [--no-nvbench]
                                          [--first-use N] [--steady-runs N] [--skip-accuracy]
 
-``--first-use N``: N fresh processes per kernel-pass backend (CUPTI directly, the default; torch.profiler, the
-fallback), each timing ``%gputime A @ A`` (fp32 4096²) three times (``benchmarks/first_use.py`` does the same for
-a held-out set of ops). ``--steady-runs N``: N consecutive ``%gputime --steady`` runs of the
-fp16 8192³ matmul, and N default runs beside them. Prints tables and writes JSON.
+``--first-use N``: N fresh processes per kernel-pass backend (CUPTI directly, the default;
+torch.profiler, the fallback), each timing ``%gputime A @ A`` (fp32 4096²) three times
+(``benchmarks/first_use.py`` does the same for a held-out set of ops). ``--steady-runs N``: N
+consecutive ``%gputime --steady`` runs of the fp16 8192³ matmul, and N default runs beside them.
+Prints tables and writes JSON.
 """
 
 from __future__ import annotations
@@ -71,11 +75,17 @@ def make_ops(dev: str) -> dict[str, Callable[[], tuple[str, dict[str, Any]]]]:
         "matmul fp32 4096²": lambda: ("A @ B", {"A": rnd(4096, 4096), "B": rnd(4096, 4096)}),
         "matmul bf16 8192²": lambda: (
             "A @ B",
-            {"A": rnd(8192, 8192, dtype=torch.bfloat16), "B": rnd(8192, 8192, dtype=torch.bfloat16)},
+            {
+                "A": rnd(8192, 8192, dtype=torch.bfloat16),
+                "B": rnd(8192, 8192, dtype=torch.bfloat16),
+            },
         ),
         "add 1e7": lambda: ("x + y", {"x": rnd(10_000_000), "y": rnd(10_000_000)}),
         "add 64K (tiny)": lambda: ("x + y", {"x": rnd(65536), "y": rnd(65536)}),
-        "softmax 4096²": lambda: ("torch.softmax(x, dim=-1)", {"x": rnd(4096, 4096), "torch": torch}),
+        "softmax 4096²": lambda: (
+            "torch.softmax(x, dim=-1)",
+            {"x": rnd(4096, 4096), "torch": torch},
+        ),
         "sum dim0 8192²": lambda: ("x.sum(dim=0)", {"x": rnd(8192, 8192)}),
         "layer_norm 8192x1024": lambda: (
             "torch.nn.functional.layer_norm(x, (1024,))",
@@ -87,7 +97,8 @@ def make_ops(dev: str) -> dict[str, Callable[[], tuple[str, dict[str, Any]]]]:
 
 
 def truth(fn_n: Callable[[int], None], per_call: float) -> tuple[float, float]:
-    """(span, busy) seconds per call over ~0.3 s of back-to-back calls after ~0.1 s of preload (sustained clocks)."""
+    """(span, busy) seconds per call over ~0.3 s of back-to-back calls after ~0.1 s of preload
+    (sustained clocks)."""
     per = max(per_call, 1e-7)
     calls = int(min(50_000, max(20, math.ceil(0.3 / per))))
     preload = int(min(20_000, math.ceil(0.1 / per)))
@@ -98,9 +109,9 @@ def truth(fn_n: Callable[[int], None], per_call: float) -> tuple[float, float]:
 
 
 def nvbench_times(fns: dict[str, Callable[[], None]]) -> dict[str, dict[str, float]]:
-    """NVBench on every op at once, each driven on NVBench's own stream: op -> {"batch": hot mean, "cold": flushed
-    median} seconds. One run per process is all NVBench allows ("Benchmarks were already executed"), so the ops are
-    the values of a string axis."""
+    """NVBench on every op at once, each driven on NVBench's own stream: op -> {"batch": hot mean,
+    "cold": flushed median} seconds. One run per process is all NVBench allows ("Benchmarks were
+    already executed"), so the ops are the values of a string axis."""
     import cuda.bench as bench
 
     def body(state: Any) -> None:
@@ -113,7 +124,9 @@ def nvbench_times(fns: dict[str, Callable[[], None]]) -> dict[str, dict[str, flo
 
         state.exec(launch)
 
-    bench.register(body).add_string_axis("op", list(fns)).set_timeout(4.0)  # its default 15 s per op is long
+    bench.register(body).add_string_axis("op", list(fns)).set_timeout(
+        4.0
+    )  # its default 15 s per op is long
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "nvbench.json")
         bench.run_all_benchmarks([sys.argv[0], "--json", path])
@@ -122,19 +135,27 @@ def nvbench_times(fns: dict[str, Callable[[], None]]) -> dict[str, dict[str, flo
     out: dict[str, dict[str, float]] = {}
     for i, state in enumerate(root["benchmarks"][0]["states"]):
         axes = {a.get("name"): a.get("value") for a in state.get("axis_values") or []}
-        axes.setdefault("op", list(fns)[i] if i < len(fns) else None)  # the states follow the axis' order
+        axes.setdefault(
+            "op", list(fns)[i] if i < len(fns) else None
+        )  # the states follow the axis' order
         values = {}
         for s in state.get("summaries") or []:
             for d in s.get("data", []):
-                if d.get("name") == "value" and s.get("tag") in ("nv/batch/time/gpu/mean", "nv/cold/time/gpu/median"):
+                if d.get("name") == "value" and s.get("tag") in (
+                    "nv/batch/time/gpu/mean",
+                    "nv/cold/time/gpu/median",
+                ):
                     values["batch" if "batch" in s["tag"] else "cold"] = float(d["value"])
         if axes.get("op") in fns:
             out[axes["op"]] = values
     return out
 
 
-def nvbench_rows(rows: list[dict[str, Any]], ops: dict[str, tuple[Callable[[int], None], float]]) -> None:
-    """NVBench's columns for every row, each bracketed by its op's two truths, taken before and after the one run."""
+def nvbench_rows(
+    rows: list[dict[str, Any]], ops: dict[str, tuple[Callable[[int], None], float]]
+) -> None:
+    """NVBench's columns for every row, each bracketed by its op's two truths, taken before and
+    after the one run."""
     before = {name: truth(fn_n, per) for name, (fn_n, per) in ops.items()}
     w0 = time.perf_counter()
     try:
@@ -165,7 +186,8 @@ def nvbench_rows(rows: list[dict[str, Any]], ops: dict[str, tuple[Callable[[int]
 
 
 def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) -> dict[str, Any]:
-    """Every method on op ``name``, each bracketed by the two truths: the op's row for the table and the JSON."""
+    """Every method on op ``name``, each bracketed by the two truths: the op's row for the table and
+    the JSON."""
     code = compile(f"def _n(_k):\n    for _ in range(_k):\n        {stmt}\n", "<bench>", "exec")
     exec(code, ns)  # noqa: S102 - the statement compiled into a loop, as %gputime does
     fn_n = ns["_n"]
@@ -189,7 +211,10 @@ def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) ->
         try:
             value = call()
         except Exception as exc:  # noqa: BLE001 - an anchor that fails is a row note, not the end of the run
-            value, error_text = None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            value, error_text = (
+                None,
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            )
         else:
             error_text = None
         wall = time.perf_counter() - w0
@@ -228,7 +253,9 @@ def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) ->
         "truth_moved": moved,
     }
     bracket("gputime --graph", gm_graph)
-    bracket("torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median)
+    bracket(
+        "torch Timer", lambda: Timer(stmt, globals=ns).blocked_autorange(min_run_time=0.2).median
+    )
     if tt is not None:
         bracket("do_bench", lambda: tt.do_bench(fn, return_mode="median") * 1e-3)
     return {
@@ -249,16 +276,25 @@ def measure_op(name: str, stmt: str, ns: dict[str, Any], tt: Any, Timer: Any) ->
 
 
 def verdict(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The targets on this op: in scope (>= 50 µs, truth moved < 0.5 % during the method), each met or not."""
+    """The targets on this op: in scope (>= 50 µs, truth moved < 0.5 % during the method), each met
+    or not."""
     med, ker = results["gputime"], results["gputime kernel_time"]
-    anchors = [abs(results[a]["error"]) for a in ANCHORS if a in results and results[a]["error"] is not None]
+    anchors = [
+        abs(results[a]["error"])
+        for a in ANCHORS
+        if a in results and results[a]["error"] is not None
+    ]
     best = min(anchors) if anchors else None
     in_scope = med["truth"] >= MIN_TARGET_TIME and med["truth_moved"] < TARGET
     out: dict[str, Any] = {"in_scope": in_scope, "best_anchor_error": best}
     out["median_ok"] = med["error"] is not None and abs(med["error"]) <= TARGET
     out["kernel_ok"] = ker["error"] is not None and abs(ker["error"]) <= TARGET
-    out["not_worse_than_anchors"] = best is None or (med["error"] is not None and abs(med["error"]) <= best)
-    out["met"] = (not in_scope) or (out["median_ok"] and out["kernel_ok"] and out["not_worse_than_anchors"])
+    out["not_worse_than_anchors"] = best is None or (
+        med["error"] is not None and abs(med["error"]) <= best
+    )
+    out["met"] = (not in_scope) or (
+        out["median_ok"] and out["kernel_ok"] and out["not_worse_than_anchors"]
+    )
     return out
 
 
@@ -302,7 +338,11 @@ def accuracy(op_names: list[str] | None, use_nvbench: bool) -> list[dict[str, An
 def print_accuracy(rows: list[dict[str, Any]]) -> None:
     methods = ["gputime", "gputime kernel_time", "gputime --graph", *ANCHORS]
     methods = [m for m in methods if any(m in r["methods"] for r in rows)]
-    head = f"{'op':<22} {'span':>9} {'busy':>9} {'moved':>6} " + " ".join(f"{m[:20]:>20}" for m in methods) + "  met"
+    head = (
+        f"{'op':<22} {'span':>9} {'busy':>9} {'moved':>6} "
+        + " ".join(f"{m[:20]:>20}" for m in methods)
+        + "  met"
+    )
     print(head)
     print("-" * len(head))
     for row in rows:
@@ -316,16 +356,18 @@ def print_accuracy(rows: list[dict[str, Any]]) -> None:
         v = row["verdict"]
         met = ("yes" if v["met"] else "NO") if v["in_scope"] else "n/a"
         print(
-            f"{row['op']:<22} {format_time(row['span']):>9} {format_time(row['busy']):>9} {row['truth_moved']:6.2%} "
-            + " ".join(cells)
-            + f"  {met}"
+            f"{row['op']:<22} {format_time(row['span']):>9} {format_time(row['busy']):>9} "
+            f"{row['truth_moved']:6.2%} " + " ".join(cells) + f"  {met}"
         )
     print(
-        "cells: value and error; medians against the CUPTI span per call, 'gputime kernel_time' against the CUPTI "
-        "busy per call, both taken right before and after the method; 'moved': how far the span moved between them."
+        "cells: value and error; medians against the CUPTI span per call, 'gputime "
+        "kernel_time' against the CUPTI "
+        "busy per call, both taken right before and after the method; 'moved': how far the "
+        "span moved between them."
     )
     print(
-        f"targets (ops >= {format_time(MIN_TARGET_TIME)} whose truth moved < {TARGET:.1%}): median and kernel time "
+        f"targets (ops >= {format_time(MIN_TARGET_TIME)} whose truth moved < {TARGET:.1%}): "
+        f"median and kernel time "
         f"within {TARGET:.1%}, never worse than the best anchor ({', '.join(ANCHORS)})."
     )
 
@@ -352,16 +394,23 @@ print("RESULT " + json.dumps(out))
 
 
 def first_use(n: int, modes: list[str]) -> list[dict[str, Any]]:
-    """N fresh processes per mode; each times ``%gputime A @ A`` three times right after creating A."""
+    """N fresh processes per mode; each times ``%gputime A @ A`` three times right after creating
+    A."""
     rows = []
     env = dict(
         os.environ,
-        PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        PYTHONPATH=os.path.join(os.path.dirname(__file__), "..")
+        + os.pathsep
+        + os.environ.get("PYTHONPATH", ""),
     )
     for mode in modes:
         for _ in range(n):
             done = subprocess.run(
-                [sys.executable, "-c", FIRST_USE, mode], capture_output=True, text=True, timeout=180, env=env
+                [sys.executable, "-c", FIRST_USE, mode],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
             )
             line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
@@ -374,24 +423,31 @@ def first_use(n: int, modes: list[str]) -> list[dict[str, Any]]:
             print(f"{row['mode']:<15} failed: {row['failed'][-200:]}")
             continue
         walls = [f"{x['wall_s']:.2f}s" for x in row["runs"]]
-        kts = ["—" if x["kernel_time"] is None else format_time(x["kernel_time"]) for x in row["runs"]]
+        kts = [
+            "—" if x["kernel_time"] is None else format_time(x["kernel_time"]) for x in row["runs"]
+        ]
         print(f"{row['mode']:<15} {walls[0]:>12} {walls[1]:>7} {walls[2]:>7}  {' / '.join(kts)}")
     print(
-        "modes: kernel pass through CUPTI directly (cupti, the default where cupti-python is installed) and through "
-        "torch.profiler (the fallback, paying kineto's first start). Target: 1st <= 1.0 s beyond the first call."
+        "modes: kernel pass through CUPTI directly (cupti, the default where cupti-python is "
+        "installed) and through "
+        "torch.profiler (the fallback, paying kineto's first start). Target: 1st <= 1.0 s "
+        "beyond the first call."
     )
     return rows
 
 
 def steady_runs(n: int) -> dict[str, Any]:
-    """N consecutive ``--steady`` runs of the fp16 8192³ matmul, and N default runs, in this process."""
+    """N consecutive ``--steady`` runs of the fp16 8192³ matmul, and N default runs, in this
+    process."""
     g = {"m": torch.randn(8192, 8192, device="cuda", dtype=torch.float16)}
     out: dict[str, Any] = {}
     for label, kw in (("default", {}), ("steady", {"steady": True})):
         runs = []
         for _ in range(n):
             r = gpumagic.gputime("m @ m", globals=g, **kw)
-            runs.append({"median": r.median, "line": r.line(), "wall_s": r.wall_time, "clock": r.summary()})
+            runs.append(
+                {"median": r.median, "line": r.line(), "wall_s": r.wall_time, "clock": r.summary()}
+            )
             print(f"  {label}: {r.line()}", flush=True)
         medians = [x["median"] for x in runs]
         out[label] = {"runs": runs, "spread": (max(medians) - min(medians)) / min(medians)}
@@ -405,21 +461,37 @@ def steady_runs(n: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "timing_accuracy.json"))
+    ap.add_argument(
+        "--json", default=os.path.join(os.environ.get("OUT", "."), "timing_accuracy.json")
+    )
     ap.add_argument("--ops", default="", help="comma-separated op names (default: all)")
     ap.add_argument("--no-nvbench", action="store_true", help="leave NVBench (cuda-bench) out")
-    ap.add_argument("--skip-accuracy", action="store_true", help="only the --first-use / --steady-runs parts")
-    ap.add_argument("--first-use", type=int, default=0, metavar="N", help="fresh processes per start-up mode")
-    ap.add_argument("--first-use-modes", default="cupti,torch.profiler", help="comma-separated kernel-pass backends")
-    ap.add_argument("--steady-runs", type=int, default=0, metavar="N", help="consecutive --steady runs")
+    ap.add_argument(
+        "--skip-accuracy", action="store_true", help="only the --first-use / --steady-runs parts"
+    )
+    ap.add_argument(
+        "--first-use", type=int, default=0, metavar="N", help="fresh processes per start-up mode"
+    )
+    ap.add_argument(
+        "--first-use-modes",
+        default="cupti,torch.profiler",
+        help="comma-separated kernel-pass backends",
+    )
+    ap.add_argument(
+        "--steady-runs", type=int, default=0, metavar="N", help="consecutive --steady runs"
+    )
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("timing_accuracy.py needs CUDA: run it on a GPU host")
     report: dict[str, Any] = {}
-    if args.first_use:  # before anything here starts CUDA or the profiler: it measures fresh processes
+    if (
+        args.first_use
+    ):  # before anything here starts CUDA or the profiler: it measures fresh processes
         report["first_use"] = first_use(args.first_use, args.first_use_modes.split(","))
     if not args.skip_accuracy:
-        rows = accuracy([o.strip() for o in args.ops.split(",") if o.strip()] or None, not args.no_nvbench)
+        rows = accuracy(
+            [o.strip() for o in args.ops.split(",") if o.strip()] or None, not args.no_nvbench
+        )
         print_accuracy(rows)
         report["rows"] = rows
     if args.steady_runs:

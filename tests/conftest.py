@@ -6,7 +6,8 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def _history_in_a_temporary_file(tmp_path_factory):
     """Results measured by the tests go to a file of the session's own, never to the user's history
-    (``~/.local/share/gpumagic``); subprocesses the tests start inherit it. Tests of the history use their own."""
+    (``~/.local/share/gpumagic``); subprocesses the tests start inherit it. Tests of the history use
+    their own."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPUMAGIC_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
         yield
@@ -14,7 +15,8 @@ def _history_in_a_temporary_file(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def shell():
-    """A real IPython shell with the extension loaded (as in a notebook after %load_ext gpumagic)."""
+    """A real IPython shell with the extension loaded (as in a notebook after %load_ext
+    gpumagic)."""
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
@@ -37,8 +39,8 @@ def ip(shell):
 
 @pytest.fixture
 def hist(tmp_path, monkeypatch):
-    """A history of the test's own (``GPUMAGIC_HISTORY``), with the recorder's once-per-process notes said afresh and
-    its open stores closed after."""
+    """A history of the test's own (``GPUMAGIC_HISTORY``), with the recorder's once-per-process
+    notes said afresh and its open stores closed after."""
     from gpumagic.history import saving as recorder
 
     path = tmp_path / "history.sqlite"

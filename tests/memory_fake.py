@@ -1,9 +1,10 @@
-"""Allocator snapshots written in torch's own format (torch/cuda/memory.py ``_snapshot``), for the memory tests.
+"""Allocator snapshots written in torch's own format (torch/cuda/memory.py ``_snapshot``), for the
+memory tests.
 
-A :class:`FakeAllocator` keeps segments and blocks the way the caching allocator reports them and records the
-history entries it would record: ``alloc``/``free_requested``/``free_completed`` with the request's size,
-``segment_alloc``/``segment_free`` with the segment's, ``oom`` with ``device_free``. Frames are shared dicts, one per
-distinct frame, as torch builds them.
+A :class:`FakeAllocator` keeps segments and blocks the way the caching allocator reports them and
+records the history entries it would record: ``alloc``/``free_requested``/``free_completed`` with
+the request's size, ``segment_alloc``/``segment_free`` with the segment's, ``oom`` with
+``device_free``. Frames are shared dicts, one per distinct frame, as torch builds them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ def frame(filename: str, line: int, name: str) -> dict[str, Any]:
 
 
 def forward(line: int = 10, op: str = "nn/modules/linear.py") -> list[dict[str, Any]]:
-    return [frame(f"{SITE}/{op}", 125, "forward"), frame(USER, line, "step"), frame(USER, 40, "<module>")]
+    return [
+        frame(f"{SITE}/{op}", 125, "forward"),
+        frame(USER, line, "step"),
+        frame(USER, 40, "<module>"),
+    ]
 
 
 def optim(line: int = 20) -> list[dict[str, Any]]:
@@ -37,7 +42,8 @@ def params() -> list[dict[str, Any]]:
 
 
 class FakeAllocator:
-    """Segments of 2 MiB+ and blocks at increasing addresses; ``time_us`` advances 10 µs per entry."""
+    """Segments of 2 MiB+ and blocks at increasing addresses; ``time_us`` advances 10 µs per
+    entry."""
 
     def __init__(self, record: bool = True) -> None:
         self.trace: list[dict[str, Any]] = []
@@ -47,11 +53,20 @@ class FakeAllocator:
         self.t = 1_700_000_000_000_000
         self.next_addr = 1 << 32
 
-    def _entry(self, action: str, addr: int, size: int, frames: list | None = None, **more: Any) -> None:
+    def _entry(
+        self, action: str, addr: int, size: int, frames: list | None = None, **more: Any
+    ) -> None:
         if not self.record:
             return
         self.t += 10
-        e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": self.t, "frames": frames or []}
+        e = {
+            "action": action,
+            "addr": addr,
+            "size": size,
+            "stream": 0,
+            "time_us": self.t,
+            "frames": frames or [],
+        }
         e.update(more)
         self.trace.append(e)
 
@@ -71,7 +86,12 @@ class FakeAllocator:
             seg = self.segments[self.segment(max(2 << 20, block))]
         addr = seg["addr"] + seg["used"]
         seg["used"] += block
-        self.blocks[addr] = {"size": block, "requested": size, "seg": seg["addr"], "frames": frames or []}
+        self.blocks[addr] = {
+            "size": block,
+            "requested": size,
+            "seg": seg["addr"],
+            "frames": frames or [],
+        }
         self._entry("alloc", addr, size, frames)
         return addr
 
@@ -84,7 +104,11 @@ class FakeAllocator:
             seg["used"] = 0
 
     def empty_cache(self) -> None:
-        for addr in [a for a, s in self.segments.items() if not any(x["seg"] == a for x in self.blocks.values())]:
+        for addr in [
+            a
+            for a, s in self.segments.items()
+            if not any(x["seg"] == a for x in self.blocks.values())
+        ]:
             self._entry("segment_free", addr, self.segments.pop(addr)["size"])
 
     def oom(self, size: int, device_free: int) -> None:
@@ -146,9 +170,9 @@ class FakeAllocator:
 
 
 def training_run(steps: int = 2) -> tuple[FakeAllocator, dict[str, int]]:
-    """Parameters and optimizer state made before the recording; ``steps`` steps recorded: forward activations (one
-    of them re-made each step), a temporary, gradients made in backward (no Python stack), an optimizer temporary.
-    Returns the allocator and the expected figures."""
+    """Parameters and optimizer state made before the recording; ``steps`` steps recorded: forward
+    activations (one of them re-made each step), a temporary, gradients made in backward (no Python
+    stack), an optimizer temporary. Returns the allocator and the expected figures."""
     a = FakeAllocator(record=False)
     w = a.alloc(4 << 20, params())
     state = a.alloc(8 << 20, optim())

@@ -10,7 +10,11 @@ from gpumagic.notebook.cell_syntax import LABEL_WIDTH, labelled_statements, own_
 
 def test_trailing_and_preceding_comments_name_statements():
     cell = "A @ A  # fp32\n# bf16\nAh @ Ah\nA + 1\n"
-    assert labelled_statements(cell) == {"fp32": "A @ A  # fp32", "bf16": "Ah @ Ah", "A + 1": "A + 1"}
+    assert labelled_statements(cell) == {
+        "fp32": "A @ A  # fp32",
+        "bf16": "Ah @ Ah",
+        "A + 1": "A + 1",
+    }
 
 
 def test_a_comment_above_a_blank_line_names_nothing():

@@ -1,4 +1,5 @@
-"""compare(): statements timed interleaved, on scripted clocks (order, stop, interrupt, fairness) and on CPU tensors."""
+"""compare(): statements timed interleaved, on scripted clocks (order, stop, interrupt, fairness)
+and on CPU tensors."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ class FakeClock:
 
 
 class Lane(Sampler):
-    """A host-like clock for one statement: ``per_call(now)`` seconds per call at fake time ``now``; every enqueue is
-    logged with the statement's name, so the order of the rounds can be read back."""
+    """A host-like clock for one statement: ``per_call(now)`` seconds per call at fake time ``now``;
+    every enqueue is logged with the statement's name, so the order of the rounds can be read
+    back."""
 
     def __init__(self, name, clock, per_call, log, interrupt_at=None) -> None:
         self.name, self.clock, self.per_call, self.log = name, clock, per_call, log
@@ -67,12 +69,16 @@ def scripted(per_call: dict, options=None, interrupt_at=None, baseline=None):
     samplers = {name: Lane(name, clock, f, log, interrupt_at) for name, f in per_call.items()}
     statements = {name: compile_statement("pass", globals={}) for name in per_call}
     opts = options or TimingOptions(work=False)
-    result = compare_compiled(statements, {}, opts, baseline=baseline, samplers=samplers, wall_clock=clock)
+    result = compare_compiled(
+        statements, {}, opts, baseline=baseline, samplers=samplers, wall_clock=clock
+    )
     return result, log, samplers
 
 
 def test_rounds_take_one_sample_of_each_statement_in_an_order_rotated_each_round():
-    result, log, samplers = scripted({"a": lambda t: 1e-3, "b": lambda t: 2e-3, "c": lambda t: 5e-4})
+    result, log, samplers = scripted(
+        {"a": lambda t: 1e-3, "b": lambda t: 2e-3, "c": lambda t: 5e-4}
+    )
     assert result.orders[:4] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
     assert all(m == 1 for _, m in log)
     names = [name for name, _ in log]
@@ -86,12 +92,16 @@ def test_rounds_take_one_sample_of_each_statement_in_an_order_rotated_each_round
 
 
 def test_speedups_are_baseline_median_over_each_median_and_the_table_agrees():
-    result, _, _ = scripted({"slow": lambda t: 3e-3, "fast": lambda t: 1e-3, "mid": lambda t: 2.2e-3})
+    result, _, _ = scripted(
+        {"slow": lambda t: 3e-3, "fast": lambda t: 1e-3, "mid": lambda t: 2.2e-3}
+    )
     df = result.to_dataframe()
     med = dict(zip(df["label"], df["median"]))
     sp = dict(zip(df["label"], df["speedup"]))
     assert sp["slow"] == 1.0
-    assert sp["fast"] == pytest.approx(med["slow"] / med["fast"]) and sp["fast"] == pytest.approx(3.0)
+    assert sp["fast"] == pytest.approx(med["slow"] / med["fast"]) and sp["fast"] == pytest.approx(
+        3.0
+    )
     assert sp["mid"] == pytest.approx(3e-3 / 2.2e-3)
     assert df.attrs["baseline"] == "slow" and list(df["baseline"]) == [True, False, False]
     assert_table_speedups_match_printed_medians(result)
@@ -121,7 +131,9 @@ def test_baseline_option_and_a_label_that_is_not_there():
     assert "1× (baseline)" in next(row[6] for row in result.rows() if row[0] == "b")
     ran = []
     with pytest.raises(InvalidOptionError) as err:
-        compare({"a": lambda: ran.append(1), "b": lambda: ran.append(2)}, baseline="c", time_budget=0.05)
+        compare(
+            {"a": lambda: ran.append(1), "b": lambda: ran.append(2)}, baseline="c", time_budget=0.05
+        )
     assert "baseline" in str(err.value) and "'a', 'b'" in str(err.value) and "'c'" in str(err.value)
     assert ran == []  # nothing ran before the bad label was found
 
@@ -134,11 +146,18 @@ def test_a_clock_that_drops_halfway_does_not_favour_the_statement_timed_second()
     opts = TimingOptions(work=False, time_budget=0.3)
     result, _, _ = scripted({"a": slowing(2e-3), "b": slowing(1e-3)}, opts)
     assert result.speedup("b") == pytest.approx(2.0, rel=0.05)
-    # timed one after the other, the second statement meets the slower clock and the ratio is off by ~1.4x
+    # timed one after the other, the second statement meets the slower clock and the ratio is off by
+    # ~1.4x
     clock = FakeClock()
     f_a, f_b = slowing(2e-3), slowing(1e-3)
     first, second = (
-        measure(compile_statement("pass", globals={}), {}, opts, sampler=Lane(n, clock, f, []), wall_clock=clock)
+        measure(
+            compile_statement("pass", globals={}),
+            {},
+            opts,
+            sampler=Lane(n, clock, f, []),
+            wall_clock=clock,
+        )
         for n, f in (("a", f_a), ("b", f_b))
     )
     assert first.median / second.median == pytest.approx(2 / 1.4, rel=0.05)
@@ -149,7 +168,9 @@ def test_a_budget_end_names_the_total_budget_and_what_was_unmet():
 
     rng = random.Random(1)
     opts = TimingOptions(work=False, time_budget=0.2)
-    result, _, _ = scripted({"steady": lambda t: 1e-3, "noisy": lambda t: 1e-3 * (1 + rng.gauss(0, 0.3))}, opts)
+    result, _, _ = scripted(
+        {"steady": lambda t: 1e-3, "noisy": lambda t: 1e-3 * (1 + rng.gauss(0, 0.3))}, opts
+    )
     noisy = result.results["noisy"]
     assert "time budget of 0.4 s (2 × 0.2 s) ended" in noisy.stop_reason
     assert any("had not settled" in w for w in noisy.warnings())
@@ -157,7 +178,9 @@ def test_a_budget_end_names_the_total_budget_and_what_was_unmet():
 
 def test_ctrl_c_keeps_the_samples_taken_and_raises_with_the_partial_comparison():
     with pytest.raises(ComparisonInterrupted) as err:
-        scripted({"a": lambda t: 1e-3, "b": lambda t: 1e-3}, interrupt_at=22)  # round 10: "a", then "b" is stopped
+        scripted(
+            {"a": lambda t: 1e-3, "b": lambda t: 1e-3}, interrupt_at=22
+        )  # round 10: "a", then "b" is stopped
     exc = err.value
     assert isinstance(exc, TimingInterrupted) and isinstance(exc, KeyboardInterrupt)
     partial = exc.result
@@ -182,15 +205,26 @@ def test_on_cpu_tensors_with_real_timing():
     assert all(ns[k] is v for k, v in before.items())
     assert result.labels == ["mm", "add"] and result.device == "CPU"
     df = result.to_dataframe()
-    assert {"label", "median", "iqr", "kernel_time", "flop_rate", "byte_rate", "flop_share", "launch_bound"} <= set(
-        df.columns
+    assert {
+        "label",
+        "median",
+        "iqr",
+        "kernel_time",
+        "flop_rate",
+        "byte_rate",
+        "flop_share",
+        "launch_bound",
+    } <= set(df.columns)
+    assert (
+        df.loc[0, "flop_rate"] > 0 and df.loc[1, "byte_rate"] > 0 and df["flop_share"].isna().all()
     )
-    assert df.loc[0, "flop_rate"] > 0 and df.loc[1, "byte_rate"] > 0 and df["flop_share"].isna().all()
     assert df.loc[1, "speedup"] == pytest.approx(df.loc[0, "median"] / df.loc[1, "median"])
     assert abs(len(result.results["mm"].samples) - len(result.results["add"].samples)) <= 1
     assert_table_speedups_match_printed_medians(result)
     text = str(result)
-    assert "Kernels" not in text and "Launch-bound" not in text  # nothing to say on the host clock: left out
+    assert (
+        "Kernels" not in text and "Launch-bound" not in text
+    )  # nothing to say on the host clock: left out
     page = result._repr_html_()
     assert "<table class='gm-compare'>" in page and "text-align:right" in page and "<iframe" in page
     assert "Timed interleaved" in page
@@ -203,7 +237,9 @@ def test_a_failing_statement_names_its_label():
         assert "'broken'" in err.value.__notes__[0]
 
 
-def fake(median: float, flops: int, precision: str = "bf16", kernel=None, host=None) -> TimingResult:
+def fake(
+    median: float, flops: int, precision: str = "bf16", kernel=None, host=None
+) -> TimingResult:
     return TimingResult(
         samples=[median] * 20,
         calls_per_sample=1,
@@ -226,7 +262,9 @@ def test_rates_shares_of_peak_and_launch_bound_on_a_known_device():
         baseline="fp32",
     )
     rows = {row[0]: row for row in c.rows()}
-    assert rows["fp32"][3] == "33.5 TFLOP/s fp32" and rows["fp32"][4] == "50%"  # 67 TFLOP/s FFMA peak
+    assert (
+        rows["fp32"][3] == "33.5 TFLOP/s fp32" and rows["fp32"][4] == "50%"
+    )  # 67 TFLOP/s FFMA peak
     assert rows["bf16"][3].endswith("bf16") and rows["bf16"][4] == "69%"
     assert rows["tiny"][5] == "yes" and rows["bf16"][5] == "no"
     assert rows["bf16"][6] == "20.5×"
@@ -251,15 +289,22 @@ def test_the_bar_chart_has_one_bar_per_statement_and_marks_the_baseline():
 def test_a_note_the_statements_share_is_said_once_with_their_numbers():
     a, b, c = fake(1e-3, 10**9), fake(2e-3, 10**9), fake(3e-3, 10**9)
     for r, share in ((a, 2), (b, 8), (c, 16)):
-        r.notes.append(f"GPU kernel time not measured: the host issues a call in {share}% of the per-call time.")
+        r.notes.append(
+            f"GPU kernel time not measured: the host issues a call in {share}% of the "
+            f"per-call time."
+        )
     c.notes.append("Only this one has this note.")
     cmp = Comparison(results={"fp32": a, "tf32": b, "bf16": c}, baseline="fp32")
     said = cmp.warnings()
     shared = [w for w in said if "kernel time not measured" in w]
     assert shared == [
-        "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2/8/16% of the per-call time."
+        "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2/8/16% "
+        "of the per-call time."
     ]
     assert "bf16: Only this one has this note." in said
     b.notes[-1] = "GPU kernel time not measured: the host issues a call in 2% of the per-call time."
     c.notes[-2] = b.notes[-1]
-    assert "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2% of" in cmp.warnings()[0]
+    assert (
+        "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2% of"
+        in cmp.warnings()[0]
+    )

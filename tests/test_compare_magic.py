@@ -15,19 +15,25 @@ FAST = "-r 4 -w 1 "
 def test_compare_cell_times_each_labelled_line_and_leaves_the_namespace(ip):
     ip.user_ns["log"] = []
     r = ip.run_cell_magic(
-        "gputime", FAST + "-o --compare log.append(1); xs = list(range(300))", "sum(xs)  # sum\n# sorted\nsorted(xs)\n"
+        "gputime",
+        FAST + "-o --compare log.append(1); xs = list(range(300))",
+        "sum(xs)  # sum\n# sorted\nsorted(xs)\n",
     )
     assert isinstance(r, Comparison)
     assert list(r.results) == ["sum", "sorted"] and r.baseline == "sum"
     assert all(len(x.samples) == 4 for x in r.results.values())
     assert ip.user_ns["log"] == [1, 1]  # the setup runs once per statement
     assert "xs" not in ip.user_ns
-    assert r.speedup("sorted") == pytest.approx(r.results["sum"].median / r.results["sorted"].median)
+    assert r.speedup("sorted") == pytest.approx(
+        r.results["sum"].median / r.results["sorted"].median
+    )
 
 
 def test_compare_displays_a_table_with_notebook_advice(ip):
     with capture_output() as cap:
-        out = ip.run_cell_magic("gputime", FAST + "--compare --baseline b", "1 + 1  # a\n2 * 2  # b\n")
+        out = ip.run_cell_magic(
+            "gputime", FAST + "--compare --baseline b", "1 + 1  # a\n2 * 2  # b\n"
+        )
     assert out is None
     (shown,) = cap.outputs
     text, page = shown.data["text/plain"], shown.data["text/html"]
@@ -38,8 +44,12 @@ def test_compare_displays_a_table_with_notebook_advice(ip):
 
 def test_advice_is_written_as_the_notebooks_config_in_text_and_html(ip):
     ip.run_line_magic("config", "GpuMagics.time_budget = 0.3")
-    ip.run_line_magic("config", "GpuMagics.rel_ci = 1e-9")  # never settles: the budget ends every statement
-    ip.run_line_magic("config", "GpuMagics.min_time = 0.001")  # even on a machine too busy to measure 100 ms
+    ip.run_line_magic(
+        "config", "GpuMagics.rel_ci = 1e-9"
+    )  # never settles: the budget ends every statement
+    ip.run_line_magic(
+        "config", "GpuMagics.min_time = 0.001"
+    )  # even on a machine too busy to measure 100 ms
     try:
         with capture_output() as cap:
             ip.run_cell_magic("gputime", "-w 1 --compare", "1 + 1  # a\n2 * 2  # b\n")
@@ -53,7 +63,8 @@ def test_advice_is_written_as_the_notebooks_config_in_text_and_html(ip):
     ip.run_line_magic("config", "GpuMagics.time_budget = 0.3")
     ip.run_line_magic("config", "GpuMagics.rel_ci = 1e-9")
     try:
-        noisy = "sum(range(random.randint(1, 3000)))\n"  # a median known only roughly, whatever the machine
+        # a median known only roughly, whatever the machine
+        noisy = "sum(range(random.randint(1, 3000)))\n"
         returned = ip.run_cell_magic("gputime", "-o -w 1 --sweep n=1,2 import random", noisy)
     finally:
         ip.run_line_magic("config", "GpuMagics.time_budget = 0.5")
@@ -81,10 +92,19 @@ def test_sweep_cell_times_each_point_with_its_setup(ip):
     r = ip.run_cell_magic("gputime", line, "sum(xs) * k")
     assert isinstance(r, Sweep)
     df = r.to_dataframe()
-    assert [tuple(x) for x in df[["n", "k"]].to_numpy()] == [(10, 1), (10, 2), (100, 1), (100, 2), (1000, 1), (1000, 2)]
+    assert [tuple(x) for x in df[["n", "k"]].to_numpy()] == [
+        (10, 1),
+        (10, 2),
+        (100, 1),
+        (100, 2),
+        (1000, 1),
+        (1000, 2),
+    ]
     assert (df["status"] == "ok").all()
     head = str(r).splitlines()[1].split()
-    assert head[:2] == ["n", "k"] and "peak" not in head and "Rate" not in head  # no FLOPs counted, no peak on CPU
+    assert (
+        head[:2] == ["n", "k"] and "peak" not in head and "Rate" not in head
+    )  # no FLOPs counted, no peak on CPU
     assert "n" not in ip.user_ns and "xs" not in ip.user_ns
 
 
@@ -114,7 +134,9 @@ def test_a_failing_point_is_marked_and_the_rest_kept(ip):
 def test_functions_are_reachable_from_the_package_even_after_their_modules_load():
     import gpumagic.timing.compare
     import gpumagic.timing.sweep
-    from gpumagic.history import recorded  # the timing core's functions, their results saved to the history
+    from gpumagic.history import (
+        recorded,
+    )  # the timing core's functions, their results saved to the history
 
     assert gpumagic.compare is recorded.compare and gpumagic.sweep is recorded.sweep
     assert callable(gpumagic.compare) and callable(gpumagic.sweep)
@@ -142,10 +164,15 @@ def test_a_returned_timing_result_shows_its_advice_as_config_and_still_pickles(i
     ip.run_line_magic("config", "GpuMagics.time_budget = 0.3")
     ip.run_line_magic("config", "GpuMagics.rel_ci = 1e-9")
     ip.run_line_magic("config", "GpuMagics.min_time = 0.001")
-    r = ip.run_line_magic("gputime", "-q -o -w 1 sum(range(random.randint(1, 3000)))")  # never settles
+    r = ip.run_line_magic(
+        "gputime", "-q -o -w 1 sum(range(random.randint(1, 3000)))"
+    )  # never settles
     shown = ip.display_formatter.format(r)[0]
     assert "%config GpuMagics.time_budget = 2" in shown["text/plain"]
     assert "%config GpuMagics.time_budget = 2" in shown["text/html"]
     assert "time_budget=2" in str(r)
     back = pickle.loads(pickle.dumps(r))
-    assert back.samples == r.samples and "time_budget=2" in ip.display_formatter.format(back)[0]["text/plain"]
+    assert (
+        back.samples == r.samples
+        and "time_budget=2" in ip.display_formatter.format(back)[0]["text/plain"]
+    )

@@ -1,9 +1,11 @@
-"""Measuring compiled code leaves it compiled: no magic makes a ``torch.compile``d model run eager afterwards.
+"""Measuring compiled code leaves it compiled: no magic makes a ``torch.compile``d model run eager
+afterwards.
 
-Inductor's C++ backend compiles here on the CPU (a C++ compiler is needed; skipped without one). A compiled region
-shows in a torch.profiler capture as "Torch-Compiled Region"; a model that dynamo gave up on runs its eager ops
-instead (``aten::gelu``), which Inductor's fused C++ kernel does not. Each test measures with one magic, then
-captures the next plain call of the compiled code and checks both, and dynamo's compile counters.
+Inductor's C++ backend compiles here on the CPU (a C++ compiler is needed; skipped without one). A
+compiled region shows in a torch.profiler capture as "Torch-Compiled Region"; a model that dynamo
+gave up on runs its eager ops instead (``aten::gelu``), which Inductor's fused C++ kernel does not.
+Each test measures with one magic, then captures the next plain call of the compiled code and checks
+both, and dynamo's compile counters.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ torch = pytest.importorskip("torch")
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
+    shutil.which("g++") is None and shutil.which("c++") is None,
+    reason="Inductor's CPU backend needs a C++ compiler",
 )
 
 EAGER_OPS = {"aten::gelu", "aten::mul", "aten::add"}
@@ -130,7 +133,8 @@ def test_the_work_of_a_compiled_call_is_counted_at_its_level(ip, compiled):
     inner = m._orig_mod
     params = sum(p.numel() * p.element_size() for p in inner.parameters())
     act = x.numel() * x.element_size()
-    # the compiled call reads x and its parameters and writes its output; "+ 1" (eager) reads it and writes one more
+    # the compiled call reads x and its parameters and writes its output; "+ 1" (eager) reads it and
+    # writes one more
     assert work.bytes_read == act + params + act
     assert work.bytes_written == act + act
     assert work.counted_at == "compiled calls"
@@ -149,7 +153,9 @@ def test_counting_never_imports_dynamo_where_nothing_was_compiled():
         print(w.flops, w.counted_at, "torch._dynamo" in sys.modules)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert out.stdout.split() == [str(2 * 64**3), "ops", "False"]
 
 
@@ -175,7 +181,9 @@ def test_no_dynamo_error_at_exit_after_gputime_of_compiled_code():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "compiled"
-    assert "KeyError" not in out.stderr and "__builtins_dict__" not in out.stderr, out.stderr[-2000:]
+    assert "KeyError" not in out.stderr and "__builtins_dict__" not in out.stderr, out.stderr[
+        -2000:
+    ]
 
 
 def test_a_pytorch_without_set_stance_leaves_the_work_uncounted_and_says_why(monkeypatch):
@@ -185,4 +193,6 @@ def test_a_pytorch_without_set_stance_leaves_the_work_uncounted_and_says_why(mon
     monkeypatch.delattr(torch.compiler, "set_stance")
     work = count_work(lambda: calls.append(1))
     assert work.flops is None and "torch.compiler.set_stance" in work.note
-    assert calls == [1]  # the statement ran once, plainly, for its peak memory: never under a dispatch mode
+    assert calls == [
+        1
+    ]  # the statement ran once, plainly, for its peak memory: never under a dispatch mode

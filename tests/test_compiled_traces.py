@@ -1,6 +1,6 @@
-"""Compiled code and CUDA graphs read from real GPU captures (tests/data/compiled, made on an H200 with
-``tests/data/capture/compiled_code.py``): what each Inductor kernel fused, graph replays' kernels, and advice that
-knows what the cell already uses."""
+"""Compiled code and CUDA graphs read from real GPU captures (tests/data/compiled, made on an H200
+with ``tests/data/capture/compiled_code.py``): what each Inductor kernel fused, graph replays'
+kernels, and advice that knows what the cell already uses."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ import pytest
 from gpumagic.analysis import findings
 from gpumagic.analysis.launch_remedies import compiled_regions, graph_kernels, launch_remedies
 from gpumagic.capture.chrome_trace import load_trace
-from gpumagic.capture.inductor_kernels import fused_descriptions, fused_from_loaded_code, parse_output_code
+from gpumagic.capture.inductor_kernels import (
+    fused_descriptions,
+    fused_from_loaded_code,
+    parse_output_code,
+)
 from gpumagic.render.report import ProfileReport
 
 DATA = Path(__file__).parent / "data" / "compiled"
@@ -34,25 +38,35 @@ def test_each_triton_kernel_is_read_with_the_ops_and_nodes_it_fused(output_code)
     backward = fused["triton_red_fused_gelu_gelu_backward_sum_1"]
     assert backward.aten == ("aten.gelu", "aten.gelu_backward", "aten.sum")
     assert len(backward.nodes) == 10
-    # every kernel the code defines, and only those: the comments above the calls in call() are not definitions
-    defined = {line.split(" = ")[0] for line in output_code.splitlines() if " = async_compile.triton(" in line}
+    # every kernel the code defines, and only those: the comments above the calls in call() are not
+    # definitions
+    defined = {
+        line.split(" = ")[0]
+        for line in output_code.splitlines()
+        if " = async_compile.triton(" in line
+    }
     assert set(fused) == defined
 
 
-def test_kernels_are_read_from_the_output_code_the_process_loaded(output_code, tmp_path, monkeypatch):
+def test_kernels_are_read_from_the_output_code_the_process_loaded(
+    output_code, tmp_path, monkeypatch
+):
     path = tmp_path / "cabc.py"
     path.write_text(output_code)
     module = types.ModuleType("cabc")
     module.__file__ = str(path)
     module.triton_poi_fused_add_gelu_mul_0 = object()
-    other = types.ModuleType("cother")  # a loaded module that defines none of the kernels asked for: not opened
+    other = types.ModuleType(
+        "cother"
+    )  # a loaded module that defines none of the kernels asked for: not opened
     other.__file__ = str(tmp_path / "missing.py")
     cache = types.SimpleNamespace(PyCodeCache=types.SimpleNamespace(modules=[other, module]))
     monkeypatch.setitem(sys.modules, "torch._inductor.codecache", cache)
     found = fused_from_loaded_code(["triton_poi_fused_add_gelu_mul_0", "nvjet_sm90_tst_48x64"])
     assert list(found) == ["triton_poi_fused_add_gelu_mul_0"]
     assert fused_descriptions(found) == {
-        "triton_poi_fused_add_gelu_mul_0": "fuses aten.gelu, aten.mul, aten.add; graph nodes gelu, mul, add"
+        "triton_poi_fused_add_gelu_mul_0": "fuses aten.gelu, aten.mul, aten.add; graph nodes "
+        "gelu, mul, add"
     }
 
 

@@ -1,9 +1,11 @@
-"""The direct CUPTI path (gpumagic.gpu_activity.cupti_direct) and its fallback (gpumagic.gpu_activity), on the CPU.
+"""The direct CUPTI path (gpumagic.gpu_activity.cupti_direct) and its fallback
+(gpumagic.gpu_activity), on the CPU.
 
-A stand-in ``cupti`` package takes the binding's place: it keeps the callbacks and the enabled kinds, and delivers
-the records a test scripts on a forced flush, as the real binding does. What it checks is gpumagic's side of the
-contract: what is enabled is always disabled, refusals become a fallback with a reason, records become activities
-with kineto's spelling, and launches issued before the recording are left out by identity.
+A stand-in ``cupti`` package takes the binding's place: it keeps the callbacks and the enabled
+kinds, and delivers the records a test scripts on a forced flush, as the real binding does. What it
+checks is gpumagic's side of the contract: what is enabled is always disabled, refusals become a
+fallback with a reason, records become activities with kineto's spelling, and launches issued before
+the recording are left out by identity.
 """
 
 from __future__ import annotations
@@ -98,16 +100,18 @@ def _api(corr, kind=Kind.RUNTIME, start=1000, end=1100):
     return SimpleNamespace(kind=kind, correlation_id=corr, start=start, end=end)
 
 
-ADD = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+ADD = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"  # noqa: E501 (a kernel name as it ran)
 ADD_KINETO = (
-    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    "std::array<char*, 1ul> >"
     "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
 )
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    """The stand-in binding installed as ``cupti.cupti``, torch seen as a CUDA 13.0 build, nothing remembered."""
+    """The stand-in binding installed as ``cupti.cupti``, torch seen as a CUDA 13.0 build, nothing
+    remembered."""
     binding = FakeCupti()
     package = types.ModuleType("cupti")
     package.cupti = binding
@@ -125,7 +129,13 @@ def fake(monkeypatch):
 
 def test_a_recording_turns_records_into_activities_and_leaves_cupti_disabled(fake):
     with cupti_direct.recording() as rec:
-        assert fake.enabled == {Kind.CONCURRENT_KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.DRIVER}
+        assert fake.enabled == {
+            Kind.CONCURRENT_KERNEL,
+            Kind.MEMCPY,
+            Kind.MEMSET,
+            Kind.RUNTIME,
+            Kind.DRIVER,
+        }
         fake.pending = [
             _api(11),
             _kernel(ADD, 1000, 1500, 11),
@@ -139,14 +149,26 @@ def test_a_recording_turns_records_into_activities_and_leaves_cupti_disabled(fak
                 correlation_id=12,
             ),
             _api(12, Kind.DRIVER),
-            SimpleNamespace(kind=Kind.MEMSET, start=1800, end=1850, device_id=0, stream_id=7, correlation_id=13),
-            _kernel("triton_poi_fused_add_0", 2000, 2100, 99),  # launched before the recording: no API record
+            SimpleNamespace(
+                kind=Kind.MEMSET, start=1800, end=1850, device_id=0, stream_id=7, correlation_id=13
+            ),
+            _kernel(
+                "triton_poi_fused_add_0", 2000, 2100, 99
+            ),  # launched before the recording: no API record
         ]
     assert fake.enabled == set()  # nothing left on for the user's own profiler
     assert rec.backend == "cupti" and rec.fallback is None and rec.startup is None
-    assert [a.name for a in rec.activities] == [ADD_KINETO, "Memcpy HtoD", "Memset", "triton_poi_fused_add_0"]
+    assert [a.name for a in rec.activities] == [
+        ADD_KINETO,
+        "Memcpy HtoD",
+        "Memset",
+        "triton_poi_fused_add_0",
+    ]
     assert rec.launched == {11, 12}
-    assert [(a.kind, a.start, a.end) for a in rec.gpu()] == [("kernel", 1000, 1500), ("memcpy", 1600, 1700)]
+    assert [(a.kind, a.start, a.end) for a in rec.gpu()] == [
+        ("kernel", 1000, 1500),
+        ("memcpy", 1600, 1700),
+    ]
     assert len(rec.gpu(launched_only=False)) == 4
     assert rec.intervals(exclude={ADD_KINETO}) == [(1600, 1700)]
     assert rec.gpu(device=1) == []
@@ -158,7 +180,9 @@ def test_an_error_in_the_block_still_disables_and_propagates(fake):
     assert fake.enabled == set()
 
 
-def test_cupti_held_by_another_tool_is_refused_with_nothing_left_enabled_and_asked_again_next_time(fake):
+def test_cupti_held_by_another_tool_is_refused_with_nothing_left_enabled_and_asked_again_next_time(
+    fake,
+):
     fake.fail_enable = Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
     with pytest.raises(CuptiRefused) as info, cupti_direct.recording():
         pytest.fail("the block must not run")
@@ -203,7 +227,9 @@ def test_a_cpu_torch_or_a_running_profiler_is_not_remembered(fake, monkeypatch):
 
 
 def test_a_process_that_nsys_or_ncu_injected_itself_into_is_left_to_them(fake, monkeypatch):
-    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nvidia/nsight-systems/lib/libToolsInjection64.so")
+    monkeypatch.setenv(
+        "CUDA_INJECTION64_PATH", "/opt/nvidia/nsight-systems/lib/libToolsInjection64.so"
+    )
     refused = cupti_direct.refusal()
     assert "(nsys or ncu) holds CUPTI" in refused.reason and not refused.lasting
     with pytest.raises(CuptiRefused), cupti_direct.recording():
@@ -219,7 +245,8 @@ def test_demangling_spells_names_as_kineto_and_leaves_others_alone():
     assert cupti_direct.demangle("_Znot_a_real_name(") == "_Znot_a_real_name("
 
 
-# --- the fallback ----------------------------------------------------------------------------------------------------
+# --- the fallback
+# --------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -240,7 +267,9 @@ def stand_in_profiler(monkeypatch):
     return used
 
 
-def test_without_the_binding_torch_profiler_records_and_the_reason_carries_the_install(monkeypatch, stand_in_profiler):
+def test_without_the_binding_torch_profiler_records_and_the_reason_carries_the_install(
+    monkeypatch, stand_in_profiler
+):
     monkeypatch.setitem(sys.modules, "cupti", None)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(cupti_direct, "_LASTING", [])
@@ -270,8 +299,9 @@ def test_the_direct_path_is_taken_where_it_can_be(fake, stand_in_profiler):
 def test_records_on_a_clock_that_is_not_nanoseconds_are_not_used_and_torch_profiler_records_again(
     fake, stand_in_profiler
 ):
-    # kineto's timestamp callback (left in CUPTI once torch.profiler has started) made launches inside a block of
-    # microseconds span 2.1 s of "nanoseconds": the records cannot be used, and the process goes to torch.profiler
+    # kineto's timestamp callback (left in CUPTI once torch.profiler has started) made launches
+    # inside a block of microseconds span 2.1 s of "nanoseconds": the records cannot be used, and
+    # the process goes to torch.profiler
     runs = []
 
     def run():
@@ -281,11 +311,15 @@ def test_records_on_a_clock_that_is_not_nanoseconds_are_not_used_and_torch_profi
     rec = gpu_activity.record(run)
     assert runs == [1, 1] and rec.backend == "torch.profiler" and stand_in_profiler == [None]
     assert rec.fallback == cupti_direct.FOREIGN_CLOCK
-    assert cupti_direct.refusal().reason == cupti_direct.FOREIGN_CLOCK  # remembered: no third run next time
+    assert (
+        cupti_direct.refusal().reason == cupti_direct.FOREIGN_CLOCK
+    )  # remembered: no third run next time
     assert fake.enabled == set()
 
 
-def test_once_gpumagic_has_started_torch_profiler_it_records_there_without_a_note(fake, stand_in_profiler):
+def test_once_gpumagic_has_started_torch_profiler_it_records_there_without_a_note(
+    fake, stand_in_profiler
+):
     from gpumagic.gpu_activity import profiler_start
 
     profiler_start.mark_started()  # a %%gpuprofile capture ran
@@ -325,7 +359,9 @@ def test_kineto_events_become_the_same_activities():
         ),
         ev(device_type=lambda: "DeviceType.CPU", correlation_id=lambda: 3),
     ]
-    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    prof = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
     rec = gpu_activity.from_kineto(prof)
     assert rec.backend == "torch.profiler" and rec.launched == {3}
     assert [(a.kind, a.start, a.end, a.stream) for a in rec.activities] == [

@@ -1,4 +1,5 @@
-"""Every demo notebook runs top to bottom (on the CPU here: GPU-only cells say they were skipped)."""
+"""Every demo notebook runs top to bottom (on the CPU here: GPU-only cells say they were
+skipped)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_demo_runs(path, tmp_path):
     client = nbclient.NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()  # raises CellExecutionError, with the failing cell and its traceback, on any error
+    # raises CellExecutionError, with the failing cell and its traceback, on any error
+    client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")

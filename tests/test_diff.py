@@ -1,5 +1,6 @@
-"""gpumagic.diff on committed real pairs: kernels matched by what they are, rows that reconcile exactly to the change
-in GPU busy time, ranks compared rank by rank, the sentences, the page, and ``python -m gpumagic diff``'s exit codes."""
+"""gpumagic.diff on committed real pairs: kernels matched by what they are, rows that reconcile
+exactly to the change in GPU busy time, ranks compared rank by rank, the sentences, the page, and
+``python -m gpumagic diff``'s exit codes."""
 
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from gpumagic.trace import Trace, frame
 DATA = pathlib.Path(__file__).parent / "data"
 TORCH = {"matmul": DATA / "torch_matmul_4096.json.gz", "block": DATA / "torch_block.json.gz"}
 FFMA = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"  # noqa: E501
-TF32 = (  # what cuBLAS ran for the same matmul with TF32 allowed, on the H100 (tests/data/kernel_names.json)
-    "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
-)
+# what cuBLAS ran for the same matmul with TF32 allowed, on the H100 (tests/data/kernel_names.json)
+TF32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"  # noqa: E501 (a kernel name as it ran)
 NVJET = "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT"
 ADD = (
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >"
     "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
 )
 
@@ -53,13 +54,15 @@ def nsys(tmp_path_factory) -> dict[str, str]:
 
 
 def reconciles(d) -> None:
-    """The rows add up exactly to the change in GPU busy, which is the Traces' own GPU busy difference."""
+    """The rows add up exactly to the change in GPU busy, which is the Traces' own GPU busy
+    difference."""
     rows = d.data.rows
     assert int(rows["delta_ns"].sum()) == d.data.busy_b - d.data.busy_a
     assert int(rows["ns_a"].sum()) == d.data.busy_a and int(rows["ns_b"].sum()) == d.data.busy_b
 
 
-# --- every kind of input, and the totals ----------------------------------------------------------------------------
+# --- every kind of input, and the totals
+# ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "pair",
     [("matmul", "block"), ("block", "matmul")],
@@ -101,7 +104,8 @@ def test_torch_and_nsys_spellings_of_one_kernel_match_exactly(nsys):
     reconciles(d)
     k = d.data.kernels
     both = k[k["match"] == "same"]
-    # every kernel of the torch.profiler trace is in the nsys export (which also holds the warm-up's kernels)
+    # every kernel of the torch.profiler trace is in the nsys export (which also holds the warm-up's
+    # kernels)
     assert set(k.loc[k["ns_a"] > 0, "match"]) == {"same"}
     assert len(both) == 7
     assert "capture: torch.profiler \u2192 nsys" in d.environment
@@ -113,22 +117,39 @@ def test_identity_ignores_spelling_not_template_arguments():
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
     )
     nsys_name = (
-        "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, "
+        "void at::native::vectorized_elementwise_kernel<(int)4, "
+        "at::native::CUDAFunctor_add<float>, "
         "std::array<char *, (unsigned long)3>>(int, T2, T3)"
     )
     assert identity(torch_name) == identity(nsys_name)
     assert identity(torch_name) != identity(torch_name.replace("<4,", "<2,"))
 
 
-# --- matching --------------------------------------------------------------------------------------------------------
+# --- matching
+# --------------------------------------------------------------------------------------------------
 def _trace(kernels: list[tuple[str, int]], ops: list[tuple[str, str]] | None = None) -> Trace:
-    """Kernels back to back (name, ns); each launched by an op (name, shapes) when ``ops`` is given."""
+    """Kernels back to back (name, ns); each launched by an op (name, shapes) when ``ops`` is
+    given."""
     rows, api, op_rows, t = [], [], [], 0
     for i, (name, ns) in enumerate(kernels):
-        rows.append(dict(name=name, start=t + 1000, end=t + 1000 + ns, device=0, stream=7, correlation=i, pid=1))
-        api.append(dict(name="cudaLaunchKernel", start=t + 10, end=t + 20, thread=1, correlation=i, pid=1))
+        rows.append(
+            dict(
+                name=name,
+                start=t + 1000,
+                end=t + 1000 + ns,
+                device=0,
+                stream=7,
+                correlation=i,
+                pid=1,
+            )
+        )
+        api.append(
+            dict(name="cudaLaunchKernel", start=t + 10, end=t + 20, thread=1, correlation=i, pid=1)
+        )
         if ops:
-            op_rows.append(dict(name=ops[i][0], start=t, end=t + 30, thread=1, depth=0, shapes=ops[i][1]))
+            op_rows.append(
+                dict(name=ops[i][0], start=t, end=t + 30, thread=1, depth=0, shapes=ops[i][1])
+            )
         t += ns + 2000
     tables = {"kernels": frame("kernels", rows), "api": frame("api", api)}
     if ops:
@@ -137,7 +158,8 @@ def _trace(kernels: list[tuple[str, int]], ops: list[tuple[str, str]] | None = N
 
 
 def test_a_gemm_whose_library_picked_another_kernel_is_one_changed_row():
-    """fp32 on CUDA cores -> TF32 on tensor cores, no ops recorded: the same op (GEMM) in launch order."""
+    """fp32 on CUDA cores -> TF32 on tensor cores, no ops recorded: the same op (GEMM) in launch
+    order."""
     a = _trace([(FFMA, 52_900_000), (ADD, 1000)])
     b = _trace([(TF32, 14_100_000), (ADD, 1000)])
     d = gpumagic.diff(a, b)
@@ -145,11 +167,18 @@ def test_a_gemm_whose_library_picked_another_kernel_is_one_changed_row():
     k = d.data.kernels
     assert len(k) == 2 and set(k["match"]) == {"loose", "same"}
     gemm = k[k["match"] == "loose"].iloc[0]
-    assert (gemm["name_a"], gemm["name_b"], gemm["ns_a"], gemm["ns_b"]) == (FFMA, TF32, 52_900_000, 14_100_000)
+    assert (gemm["name_a"], gemm["name_b"], gemm["ns_a"], gemm["ns_b"]) == (
+        FFMA,
+        TF32,
+        52_900_000,
+        14_100_000,
+    )
     assert gemm["how"] == "same kind of work, in launch order"
     first = d.changes[0]
     assert (
-        first.startswith("cuBLAS FP32 GEMM (FFMA)") and "52.9 ms \u2192" in first and "14.1 ms: TF32 enabled" in first
+        first.startswith("cuBLAS FP32 GEMM (FFMA)")
+        and "52.9 ms \u2192" in first
+        and "14.1 ms: TF32 enabled" in first
     )
     assert any("precision" in e and "tf32" in e for e in d.environment)
 
@@ -167,7 +196,15 @@ def test_the_launching_op_and_its_shapes_match_before_the_launch_order():
 
 def test_unmatched_kernels_are_new_and_vanished():
     a = pd.DataFrame(
-        {"rank": "", "name": ["triton_poi_fused_add_0"], "calls": 1, "ns": 5, "first": 0, "op": "", "shapes": ""}
+        {
+            "rank": "",
+            "name": ["triton_poi_fused_add_0"],
+            "calls": 1,
+            "ns": 5,
+            "first": 0,
+            "op": "",
+            "shapes": "",
+        }
     )
     b = pd.DataFrame(
         {
@@ -184,13 +221,16 @@ def test_unmatched_kernels_are_new_and_vanished():
     assert sorted(m["match"]) == ["new", "vanished"]
 
 
-# --- ranks -----------------------------------------------------------------------------------------------------------
+# --- ranks
+# --------------------------------------------------------------------------------------------------
 def test_two_ranks_of_one_job_same_program_different_work(nsys):
     d = gpumagic.diff(nsys["rank0"], nsys["rank1"])
     reconciles(d)
     k = d.data.kernels
     nccl = k[k["name_a"].astype(str).str.startswith("ncclDevKernel")].iloc[0]
-    assert nccl["match"] == "same" and nccl["ns_a"] > 100 * nccl["ns_b"]  # rank 0 waited for rank 1's GEMMs
+    assert (
+        nccl["match"] == "same" and nccl["ns_a"] > 100 * nccl["ns_b"]
+    )  # rank 0 waited for rank 1's GEMMs
     assert set(k.loc[k["match"] == "new", "calls_b"]) == {20}  # the 20 GEMMs rank 1 ran first
     assert "NCCL AllReduce" in d.changes[0]
 
@@ -203,7 +243,8 @@ def test_jobs_are_compared_rank_by_rank_with_nccl_wait_and_transfer(nsys):
     wait = f.loc[("rank 0", "NCCL wait"), "a"]
     assert wait > 50e6  # the straggler's all-reduce waited ~53 ms on rank 0
     assert (
-        f.loc[("rank 0", "NCCL wait"), "a"] + f.loc[("rank 0", "NCCL transfer"), "a"] == f.loc[("rank 0", "NCCL"), "a"]
+        f.loc[("rank 0", "NCCL wait"), "a"] + f.loc[("rank 0", "NCCL transfer"), "a"]
+        == f.loc[("rank 0", "NCCL"), "a"]
     )
     per_rank = d.data.rows.groupby("rank")["delta_ns"].sum()
     busy = d.data.figures[d.data.figures["figure"] == "GPU busy"].set_index("rank")
@@ -217,11 +258,14 @@ def test_a_job_of_per_rank_files_against_one_export(nsys):
     assert [r[0] for r in d.data.ranks] == ["rank 0", "rank 1"]
 
 
-# --- the result -----------------------------------------------------------------------------------------------------
+# --- the result
+# --------------------------------------------------------------------------------------------------
 def test_text_html_and_dataframe(nsys, tmp_path):
     d = gpumagic.diff(nsys["matmul"], nsys["block"], name_a="matmul", name_b="block")
     text = str(d)
-    assert text.splitlines()[0].startswith("GPU busy 7.97 ms (matmul) \u2192 183 ms (block): +175 ms")
+    assert text.splitlines()[0].startswith(
+        "GPU busy 7.97 ms (matmul) \u2192 183 ms (block): +175 ms"
+    )
     assert "rows sum to +175 ms = the change in GPU busy" in text
     df = d.to_dataframe()
     assert "label" in df.columns and df["delta_ns"].sum() == d.delta_ns
@@ -251,14 +295,17 @@ def test_diff_summaries_is_pure():
     assert data.slower_beyond(0.05) and not diff_summaries(b, a).slower_beyond(0.05)
 
 
-# --- the command line ------------------------------------------------------------------------------------------------
+# --- the command line
+# ------------------------------------------------------------------------------------------------
 def test_cli_exit_codes(nsys, tmp_path, capsys):
     assert diff_main([nsys["matmul"], nsys["block"]]) == 0
     assert diff_main([nsys["matmul"], nsys["block"], "--fail-above", "5%"]) == 1
     assert diff_main([nsys["block"], nsys["matmul"], "--fail-above", "5%"]) == 0
     out = tmp_path / "rows.json"
     assert diff_main([nsys["matmul"], nsys["matmul"], "--fail-above", "0", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["busy_ns"]["a"] == json.loads(out.read_text())["busy_ns"]["b"]
+    assert (
+        json.loads(out.read_text())["busy_ns"]["a"] == json.loads(out.read_text())["busy_ns"]["b"]
+    )
     assert diff_main([str(tmp_path / "missing.sqlite"), nsys["block"]]) == 2
     (tmp_path / "bad.json").write_text("not json")
     assert diff_main([str(tmp_path / "bad.json"), nsys["block"]]) == 2
@@ -274,7 +321,9 @@ def test_cli_through_python_m(nsys):
 def test_the_waterfall_as_plain_bars_reconciles_without_a_bokeh_document():
     from gpumagic.render.diff_figure import waterfall_rows
 
-    d = gpumagic.diff(load_trace(DATA / "torch_matmul_4096.json.gz"), load_trace(DATA / "torch_block.json.gz"))
+    d = gpumagic.diff(
+        load_trace(DATA / "torch_matmul_4096.json.gz"), load_trace(DATA / "torch_block.json.gz")
+    )
     rows, _ = waterfall_rows(d.data.busy_a, d.data.busy_b, d._steps())
     # each step starts where the last ended; the last lands on B's GPU busy time
     level = rows[0]["right"]

@@ -29,7 +29,9 @@ def test_dockerfile_builds_on_nvidia_pytorch_and_installs_gpumagic_and_jupyterla
     assert ins[0] == ("FROM", "nvcr.io/nvidia/pytorch:25.09-py3")
     assert [op for op, _ in ins if op == "FROM"] == ["FROM"]
     runs = " ".join(rest for op, rest in ins if op == "RUN")
-    assert "pip install" in runs and "--no-deps -e /opt/gpumagic" in runs  # torch stays the container's own
+    assert (
+        "pip install" in runs and "--no-deps -e /opt/gpumagic" in runs
+    )  # torch stays the container's own
     assert "jupyterlab" in runs and "bokeh" in runs and "nvtx" in runs
     assert "extensions = ['gpumagic']" in runs
     assert ("COPY", ". /opt/gpumagic") in ins
@@ -56,7 +58,9 @@ def test_run_script_flags():
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (apt-get install shellcheck)")
+@pytest.mark.skipif(
+    shutil.which("shellcheck") is None, reason="needs shellcheck (apt-get install shellcheck)"
+)
 def test_run_script_is_shellcheck_clean():
     proc = subprocess.run(["shellcheck", str(DOCKER / "run.sh")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout

@@ -1,4 +1,5 @@
-"""One error family: fields that say what happened, messages from one template, advice respelled per front end."""
+"""One error family: fields that say what happened, messages from one template, advice respelled per
+front end."""
 
 from __future__ import annotations
 
@@ -20,17 +21,30 @@ from gpumagic.notebook.magics import notebook_advice
 
 
 def test_every_error_is_a_gpumagic_error_and_keeps_its_builtin_base():
-    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)]
+    classes = [
+        c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)
+    ]
     assert len(classes) >= 12
     assert all(issubclass(c, GpuMagicError) for c in classes)
-    assert issubclass(errors.NsysExportError, ValueError) and issubclass(errors.NsysError, RuntimeError)
-    assert issubclass(errors.InvalidOptionError, ValueError) and issubclass(ShippingError, ValueError)
+    assert issubclass(errors.NsysExportError, ValueError) and issubclass(
+        errors.NsysError, RuntimeError
+    )
+    assert issubclass(errors.InvalidOptionError, ValueError) and issubclass(
+        ShippingError, ValueError
+    )
 
 
 def test_errors_carry_their_fields_and_build_the_message_from_them():
-    e = NsysFailedError(["nsys", "profile", "x"], 7, "line 1\r50%\rdone\n\nfatal: no GPU\n", ["/p/a.qdstrm"])
-    assert e.returncode == 7 and e.command == ["nsys", "profile", "x"] and e.files == ["/p/a.qdstrm"]
-    assert str(e) == "nsys exited with status 7. Its output ends with:\ndone\nfatal: no GPU\nFiles: /p/a.qdstrm"
+    e = NsysFailedError(
+        ["nsys", "profile", "x"], 7, "line 1\r50%\rdone\n\nfatal: no GPU\n", ["/p/a.qdstrm"]
+    )
+    assert (
+        e.returncode == 7 and e.command == ["nsys", "profile", "x"] and e.files == ["/p/a.qdstrm"]
+    )
+    assert (
+        str(e) == "nsys exited with status 7. Its output ends with:\ndone\nfatal: no GPU\nFiles: "
+        "/p/a.qdstrm"
+    )
     t = NsysTimeoutError(2.5, [])
     assert t.timeout == 2.5 and "within 2.5 s" in str(t) and "No partial files" in str(t)
     s = ShippingError({"f": "a function defined in the notebook"})
@@ -55,11 +69,14 @@ def test_the_magic_catches_the_base_and_shows_one_usage_line(ip, monkeypatch):
         template = "the backend broke on {what}; try {hint}"
 
     def broken(*args, **kwargs):
-        raise NewBackendError(hints=[Hint("profile_top", "5")], what="purpose", hint="profile_top=5")
+        raise NewBackendError(
+            hints=[Hint("profile_top", "5")], what="purpose", hint="profile_top=5"
+        )
 
     monkeypatch.setattr("gpumagic.capture.torch_profiler.capture", broken)
     with pytest.raises(
-        UsageError, match=r"^%%gpuprofile: the backend broke on purpose; try %config GpuMagics\.profile"
+        UsageError,
+        match=r"^%%gpuprofile: the backend broke on purpose; try %config GpuMagics\.profile",
     ):
         ip.run_cell_magic("gpuprofile", "", "x = 1")
 

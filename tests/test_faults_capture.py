@@ -1,6 +1,6 @@
-"""Faults a user found in the capture path, each pinned by a test: a nested profiler (run in a subprocess, since
-it can crash the interpreter), damaged or missing inputs, -h, the cell's last value, torch's stderr chatter, and
-Ctrl-C."""
+"""Faults a user found in the capture path, each pinned by a test: a nested profiler (run in a
+subprocess, since it can crash the interpreter), damaged or missing inputs, -h, the cell's last
+value, torch's stderr chatter, and Ctrl-C."""
 
 from __future__ import annotations
 
@@ -39,15 +39,22 @@ def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[s
     """``code`` in a fresh interpreter (a crash there cannot take the test runner down)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def assert_clean_exit(proc: subprocess.CompletedProcess[str]) -> None:
-    assert proc.returncode == 0, f"exit status {proc.returncode} (-11 is a segfault)\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"exit status {proc.returncode} (-11 is a segfault)\n{proc.stdout}\n{proc.stderr}"
+    )
 
 
-# --- 1. a profiler inside a profiler ------------------------------------------------------------------------------
+# --- 1. a profiler inside a profiler
+# ------------------------------------------------------------------------------
 
 NESTED_PRELUDE = """
 import torch
@@ -67,10 +74,22 @@ def profiler_on():
             "runs.append(1)\nwith torch.profiler.profile() as p:\n    torch.ones(3) + 1",
             "line 2: torch.profiler.profile()",
         ),
-        ("runs.append(1)\nfrom torch.profiler import profile as P\nwith P():\n    pass", "line 3: P()"),
-        ("runs.append(1)\nimport torch.autograd.profiler as ap\nwith ap.profile():\n    pass", "line 3: ap.profile()"),
-        ("runs.append(1)\nq = profile()\nq.start()\nq.stop()", "line 2: profile()"),  # bound in the namespace
-        ("runs.append(1)\nwith prof:\n    pass", "line 2: prof"),  # a profiler object made in an earlier cell
+        (
+            "runs.append(1)\nfrom torch.profiler import profile as P\nwith P():\n    pass",
+            "line 3: P()",
+        ),
+        (
+            "runs.append(1)\nimport torch.autograd.profiler as ap\nwith ap.profile():\n    pass",
+            "line 3: ap.profile()",
+        ),
+        (
+            "runs.append(1)\nq = profile()\nq.start()\nq.stop()",
+            "line 2: profile()",
+        ),  # bound in the namespace
+        (
+            "runs.append(1)\nwith prof:\n    pass",
+            "line 2: prof",
+        ),  # a profiler object made in an earlier cell
     ],
 )
 def test_a_cell_that_opens_a_profiler_is_refused_before_it_runs(cell, where):
@@ -101,7 +120,8 @@ ns = {"torch": torch, "profile": profile}
 cap = capture("y = profile(torch.ones(2) + 1)", "c", namespace=ns)
 assert float(ns["y"].sum()) == 4.0
 # a function the cell defines but does not call opens nothing
-capture("def later():\\n    with torch.profiler.profile():\\n        pass\\nz = 1", "c", namespace=ns)
+later = "def later():\\n    with torch.profiler.profile():\\n        pass\\nz = 1"
+capture(later, "c", namespace=ns)
 assert ns["z"] == 1
 print("RAN")
 """
@@ -112,7 +132,8 @@ print("RAN")
 
 @pytest.mark.parametrize("warmup", [0, 1])
 def test_a_profiler_opened_by_a_function_the_cell_calls_is_refused_without_a_crash(warmup):
-    # the cell's source does not show the profiler: the warm-up (w 1) or the capture itself (w 0) catches it
+    # the cell's source does not show the profiler: the warm-up (w 1) or the capture itself (w 0)
+    # catches it
     proc = run_python(
         NESTED_PRELUDE
         + f"""
@@ -166,7 +187,11 @@ print("OUTER OK")
 """
     )
     assert_clean_exit(proc)
-    assert "CORE REFUSED" in proc.stdout and "MAGIC REFUSED" in proc.stdout and "OUTER OK" in proc.stdout
+    assert (
+        "CORE REFUSED" in proc.stdout
+        and "MAGIC REFUSED" in proc.stdout
+        and "OUTER OK" in proc.stdout
+    )
 
 
 def test_gpuprofile_magic_names_the_inner_profiler_and_the_fix():
@@ -179,7 +204,8 @@ ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 ip.user_ns["torch"] = torch
 try:
-    ip.run_cell_magic("gpuprofile", "", "x = 1\\nwith torch.profiler.profile():\\n    y = torch.ones(2)")
+    cell = "x = 1\\nwith torch.profiler.profile():\\n    y = torch.ones(2)"
+    ip.run_cell_magic("gpuprofile", "", cell)
 except UsageError as exc:
     msg = str(exc)
     assert "torch.profiler.profile" in msg and "Drop %%gpuprofile" in msg, msg
@@ -191,7 +217,8 @@ except UsageError as exc:
     assert "REFUSED" in proc.stdout
 
 
-# --- 2. damaged, missing and malformed inputs -----------------------------------------------------------------------
+# --- 2. damaged, missing and malformed inputs
+# -----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -290,7 +317,8 @@ def test_the_report_is_kept_even_when_writing_the_trace_fails_late(ip, tmp_path,
     assert isinstance(ip.user_ns["rep"], ProfileReport)
 
 
-# --- 3. -h / --help ------------------------------------------------------------------------------------------------
+# --- 3. -h / --help
+# ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flag", ["-h", "--help"])
@@ -315,7 +343,8 @@ def test_a_statement_starting_with_minus_still_times_after_double_dash(ip):
     assert r is not None and cap.stdout == ""
 
 
-# --- 4. the cell's last expression is shown -------------------------------------------------------------------------
+# --- 4. the cell's last expression is shown
+# -------------------------------------------------------------------------
 
 
 def test_the_last_expression_of_the_last_captured_run_is_the_cells_value(ip):
@@ -357,7 +386,8 @@ def test_the_nsys_cell_value_is_shown_as_the_subprocess_printed_it(ip, tmp_path,
     assert "tensor(12.)" in cap.stdout
 
 
-# --- 5. torch's C-level stderr chatter ------------------------------------------------------------------------------
+# --- 5. torch's C-level stderr chatter
+# ------------------------------------------------------------------------------
 
 
 def test_profiler_chatter_on_fd2_is_dropped_and_the_cells_own_stderr_kept(capfd, monkeypatch):
@@ -369,19 +399,32 @@ def test_profiler_chatter_on_fd2_is_dropped_and_the_cells_own_stderr_kept(capfd,
 
     class Chatty(real):
         def start(self):
-            os.write(2, b"USDT:2025-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
-            os.write(2, b"STAGE:2025-01-01 00:00:00 1:1 ActivityProfilerController.cpp:312] Completed Stage: Warm Up\n")
+            os.write(
+                2,
+                b"USDT:2025-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:52] "
+                b"profiler_start\n",
+            )
+            os.write(
+                2,
+                b"STAGE:2025-01-01 00:00:00 1:1 ActivityProfilerController.cpp:312] Completed "
+                b"Stage: Warm Up\n",
+            )
             super().start()
 
         def stop(self):
             super().stop()
-            os.write(2, b"USDT:2025-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+            os.write(
+                2,
+                b"USDT:2025-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n",
+            )
             os.write(2, b"something the user must see\n")
 
     monkeypatch.setattr(tp, "profile", Chatty)
     ns = {"os": os, "torch": torch}
     capture(
-        "os.write(2, b'the cell says hello\\n')\nprint('py stderr', file=__import__('sys').stderr)", "c", namespace=ns
+        "os.write(2, b'the cell says hello\\n')\nprint('py stderr', file=__import__('sys').stderr)",
+        "c",
+        namespace=ns,
     )
     err = capfd.readouterr().err
     assert "USDT" not in err and "profiler_start" not in err and "Completed Stage" not in err
@@ -397,7 +440,8 @@ def test_the_real_profilers_usdt_lines_do_not_reach_stderr(capfd):
     assert "USDT" not in capfd.readouterr().err
 
 
-# --- 6. Ctrl-C ------------------------------------------------------------------------------------------------------
+# --- 6. Ctrl-C
+# --------------------------------------------------------------------------------------------------
 
 
 def test_interrupt_in_the_cell_stops_the_profiler_pops_nvtx_says_so_and_reraises(ip, monkeypatch):
@@ -411,7 +455,10 @@ def test_interrupt_in_the_cell_stops_the_profiler_pops_nvtx_says_so_and_reraises
     assert "interrupted" in cap.stderr and "no profiler is left running" in cap.stderr
     assert not cap.outputs and "rep" not in ip.user_ns
     assert depth["n"] == 0
-    assert not torch.autograd.profiler._is_profiler_enabled and not torch._C._autograd._profiler_enabled()
+    assert (
+        not torch.autograd.profiler._is_profiler_enabled
+        and not torch._C._autograd._profiler_enabled()
+    )
 
 
 def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypatch):
@@ -433,11 +480,15 @@ def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypat
     with pytest.raises(KeyboardInterrupt):
         capture("torch.ones(2) + 1", "c", namespace={"torch": torch}, warmup=0)
     assert stopped == [True]
-    assert not torch.autograd.profiler._is_profiler_enabled and not torch._C._autograd._profiler_enabled()
+    assert (
+        not torch.autograd.profiler._is_profiler_enabled
+        and not torch._C._autograd._profiler_enabled()
+    )
 
 
 def _eventually(condition, timeout: float = 10.0) -> bool:
-    """True once ``condition()`` holds; a loaded machine may take a moment to reap a killed process."""
+    """True once ``condition()`` holds; a loaded machine may take a moment to reap a killed
+    process."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -459,7 +510,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(ip, tmp_path, monkeypatch):
+def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
+    ip, tmp_path, monkeypatch
+):
     import tempfile
 
     work = tmp_path / "tmp"
@@ -487,8 +540,12 @@ def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(ip, 
     assert time.monotonic() - t0 < 60
     assert "interrupted" in cap.stderr and "nsys was stopped" in cap.stderr
     pid = int(pidfile.read_text())
-    assert _eventually(lambda: not _alive(pid)), "the cell's process (in nsys' process group) outlived the interrupt"
-    assert _eventually(lambda: not any(work.iterdir())), list(work.iterdir())  # the shipping directory is gone
+    assert _eventually(lambda: not _alive(pid)), (
+        "the cell's process (in nsys' process group) outlived the interrupt"
+    )
+    assert _eventually(lambda: not any(work.iterdir())), list(
+        work.iterdir()
+    )  # the shipping directory is gone
 
 
 def test_every_new_error_is_a_gpumagic_error():

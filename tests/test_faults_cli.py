@@ -1,4 +1,5 @@
-"""The two command lines: ``python -m gpumagic`` (a first run) and ``python -m gpumagic.kernels`` (explain names)."""
+"""The two command lines: ``python -m gpumagic`` (a first run) and ``python -m gpumagic.kernels``
+(explain names)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from gpumagic.__main__ import main
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-W", "error", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-W", "error", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_describes_the_first_run_and_its_size():
@@ -26,7 +29,10 @@ def test_help_describes_the_first_run_and_its_size():
 def test_a_bad_size_is_a_clear_usage_error(size):
     proc = run("-m", "gpumagic", size)
     assert proc.returncode == 2
-    assert f"argument N: invalid size {size!r}: the matrix size must be a whole number of at least 1" in proc.stderr
+    assert (
+        f"argument N: invalid size {size!r}: the matrix size must be a whole number of at least 1"
+        in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 
@@ -38,7 +44,8 @@ def test_a_small_first_run_times_a_matmul_and_a_tiny_op(capsys):
 
 
 def test_the_kernel_name_command_prints_no_warning():
-    # runpy warns when the package imports the module it is asked to run as __main__ (the old single-module layout)
+    # runpy warns when the package imports the module it is asked to run as __main__ (the old
+    # single-module layout)
     proc = run("-m", "gpumagic.kernels", "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "CUTLASS tensor-core TF32 GEMM" in proc.stdout

@@ -1,8 +1,10 @@
-"""Hostile kernel names: decoding time grows linearly with a name's length, and a name too long to parse keeps its text.
+"""Hostile kernel names: decoding time grows linearly with a name's length, and a name too long to
+parse keeps its text.
 
-A profile can hold any string as a kernel name, and ``decode()`` runs on every distinct one while a report renders.
-A regular expression that backtracks made a 40,000-character digit run take ~10 s (quadratic), so each case here
-is timed in a subprocess with a timeout: a regression fails the test instead of hanging the suite.
+A profile can hold any string as a kernel name, and ``decode()`` runs on every distinct one while a
+report renders. A regular expression that backtracks made a 40,000-character digit run take ~10 s
+(quadratic), so each case here is timed in a subprocess with a timeout: a regression fails the test
+instead of hanging the suite.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from gpumagic.kernels.spelling import index_type, split_top
 
 MB = 1_000_000
 
-#: (label, prefix, repeated body, suffix): the shapes that made a regular expression backtrack, or could.
+#: (label, prefix, repeated body, suffix): the shapes that made a regular expression backtrack, or
+#: could.
 SHAPES = [
     ("digit run in template", "void k<", "1", ">()"),
     ("bare digit run", "", "1", ""),
@@ -40,13 +43,23 @@ SHAPES = [
     ("spaces", "void k<", " ", ">()"),
 ]
 
-#: Shapes that were quadratic in decoder modules outside spelling/decode (cutlass.py, libraries.py, aten.py's
-#: fused-optimizer pattern) until fixed, and the shapes the other decoders' patterns meet.
+#: Shapes that were quadratic in decoder modules outside spelling/decode (cutlass.py, libraries.py,
+#: aten.py's fused-optimizer pattern) until fixed, and the shapes the other decoders' patterns meet.
 OTHER_MODULE_SHAPES = [
     ("CUTLASS 2.x core with a digit run", "cutlass_80_tensorop_s", "1", ""),
     ("memory operation with open parentheses", "Memcpy ", "(", ""),
-    ("foreach kernel with a repeated word", "void at::native::multi_tensor_apply_kernel<", "Fused", ">()"),
-    ("foreach kernel with many functors", "void at::native::multi_tensor_apply_kernel<", "aFunctor", ">()"),
+    (
+        "foreach kernel with a repeated word",
+        "void at::native::multi_tensor_apply_kernel<",
+        "Fused",
+        ">()",
+    ),
+    (
+        "foreach kernel with many functors",
+        "void at::native::multi_tensor_apply_kernel<",
+        "aFunctor",
+        ">()",
+    ),
     ("ATen lambda in a function", "void at::native::k<", "g(a)::{lambda(", ">()"),
     ("cuDNN RNN kernel with underscore words", "void RNN_blockPersist", "_a", "<float>()"),
     ("MAGMA auxiliary", "slaset_", "a", "(int)"),
@@ -69,19 +82,27 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def decode_times(shapes: list[tuple[str, str, str, str]], length: int, timeout: float) -> list[tuple[str, int, float]]:
-    """Seconds ``decode()`` takes on each shape grown to ``length`` characters, measured in a subprocess; fails the
-    test naming the shape that was still running when ``timeout`` ended."""
+def decode_times(
+    shapes: list[tuple[str, str, str, str]], length: int, timeout: float
+) -> list[tuple[str, int, float]]:
+    """Seconds ``decode()`` takes on each shape grown to ``length`` characters, measured in a
+    subprocess; fails the test naming the shape that was still running when ``timeout`` ended."""
     cases = json.dumps([[*s, length] for s in shapes])
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _SCRIPT], input=cases, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-c", _SCRIPT],
+            input=cases,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         done = [json.loads(line)[0] for line in out.splitlines()]
         stuck = next(s[0] for s in shapes if s[0] not in done)
-        pytest.fail(f"decoding a {length:,}-character name ({stuck}) did not finish within {timeout:g} s")
+        pytest.fail(
+            f"decoding a {length:,}-character name ({stuck}) did not finish within {timeout:g} s"
+        )
     assert proc.returncode == 0, proc.stderr
     return [tuple(json.loads(line)) for line in proc.stdout.splitlines()]
 
@@ -93,7 +114,8 @@ def test_a_megabyte_hostile_name_decodes_in_well_under_a_tenth_of_a_second():
 
 
 def test_names_just_under_the_parse_cap_are_parsed_in_linear_time():
-    # these are parsed in full: every decoder reads them, so the regular expressions themselves must not backtrack
+    # these are parsed in full: every decoder reads them, so the regular expressions themselves must
+    # not backtrack
     times = decode_times(SHAPES, MAX_PARSED, timeout=60)
     slow = [(label, round(took, 3)) for label, _, took in times if took > 2.0]
     assert not slow, slow
@@ -110,7 +132,10 @@ def test_a_name_past_the_parse_cap_keeps_its_full_text_and_says_why():
     k = decode(name)
     assert k.name == name and k.demangled == name
     assert k.family == "other" and k.short == name[:80]
-    assert k.details["not_parsed"] == f"a {len(name):,}-character name; names over {MAX_PARSED:,} are not parsed"
+    assert (
+        k.details["not_parsed"]
+        == f"a {len(name):,}-character name; names over {MAX_PARSED:,} are not parsed"
+    )
     assert "not parsed" in k.explain_text()
     # one character under the cap is parsed as usual
     fits = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()"
@@ -124,7 +149,9 @@ def test_digit_suffixes_and_nvcc_prefixes_read_as_before():
         "__nv_static_45__32_dpRealComplex_compute_70_cpp1_ii_f01f2bc9__ZN13dpRealComplex24postprocessC2C_kernelMemIjd"
         "L9fftAxii_t7EEEvP7ComplexIT0_EPKS4_T_15coordDivisors_tIS8_E7coord_tIS8_ESC_S8_S3_10callback_t"
     )
-    assert demangle(static) == demangle(static[static.index("_ZN") :]) != static[static.index("_ZN") :]
+    assert (
+        demangle(static) == demangle(static[static.index("_ZN") :]) != static[static.index("_ZN") :]
+    )
     for not_static in ("__nv_static___Z", "__nv_static_a__Zb!", "__nv_static_abc"):
         assert demangle(not_static) == not_static
 

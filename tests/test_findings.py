@@ -1,4 +1,5 @@
-"""Findings: each names its total, picks its examples by time, and the new transfer and host-wait findings."""
+"""Findings: each names its total, picks its examples by time, and the new transfer and host-wait
+findings."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def by_kind(trace):
 
 def test_ffma_examples_are_the_kernels_that_hold_the_time():
     # alphabetically the 128x128 'nn' kernel comes first; the 256x128 'tn' one holds 90% of the time
-    t = Trace(kernels=frame("kernels", [kernel(SGEMM_A, 0, 100_000), kernel(SGEMM_Z, 200_000, 900_000)]))
+    t = Trace(
+        kernels=frame("kernels", [kernel(SGEMM_A, 0, 100_000), kernel(SGEMM_Z, 200_000, 900_000)])
+    )
     msg = by_kind(t)["ffma_gemm"].message
     assert "100% of kernel time" in msg
     assert msg.index("256×128") < msg.index("128×128") and "90%" in msg and "10%" in msg
@@ -29,38 +32,95 @@ def test_ffma_examples_are_the_kernels_that_hold_the_time():
 def test_every_share_names_its_total_and_one_kernel_reads_as_one():
     t = Trace(kernels=frame("kernels", [kernel(SGEMM_A, 0, 100_000)]), meta={"label": "c"})
     f = by_kind(t)
-    assert f["top_kernels"].message.startswith("One kernel ran: ") and "1 time." in f["top_kernels"].message
+    assert (
+        f["top_kernels"].message.startswith("One kernel ran: ")
+        and "1 time." in f["top_kernels"].message
+    )
     assert "of kernel time" in f["ffma_gemm"].message
-    many = Trace(kernels=frame("kernels", [kernel(SGEMM_A, i * 10, 5) for i in range(3)] + [kernel(SGEMM_Z, 99, 5)]))
+    many = Trace(
+        kernels=frame(
+            "kernels", [kernel(SGEMM_A, i * 10, 5) for i in range(3)] + [kernel(SGEMM_Z, 99, 5)]
+        )
+    )
     assert "kernels by share of kernel time" in by_kind(many)["top_kernels"].message
 
 
 def test_large_host_device_copies_are_named_with_their_share_of_gpu_busy_time():
     mem = [
-        dict(kind="HtoD", name="Memcpy HtoD", bytes=268_435_456, start=0, end=10_000_000, device=0, stream=7),
-        dict(kind="HtoD", name="Memcpy HtoD", bytes=268_435_456, start=10_000_000, end=20_000_000, device=0, stream=7),
+        dict(
+            kind="HtoD",
+            name="Memcpy HtoD",
+            bytes=268_435_456,
+            start=0,
+            end=10_000_000,
+            device=0,
+            stream=7,
+        ),
+        dict(
+            kind="HtoD",
+            name="Memcpy HtoD",
+            bytes=268_435_456,
+            start=10_000_000,
+            end=20_000_000,
+            device=0,
+            stream=7,
+        ),
     ]
-    t = Trace(kernels=frame("kernels", [kernel(SGEMM_A, 20_000_000, 30_000_000)]), memops=frame("memops", mem))
+    t = Trace(
+        kernels=frame("kernels", [kernel(SGEMM_A, 20_000_000, 30_000_000)]),
+        memops=frame("memops", mem),
+    )
     f = by_kind(t)["host_copies"]
     assert f.numbers["share_of_busy"] == 0.4 and f.numbers["bytes"] == 2 * 268_435_456
     assert "2 HtoD" in f.message and "537 MB" in f.message and "40% of GPU busy time" in f.message
-    small = Trace(kernels=frame("kernels", [kernel(SGEMM_A, 20_000_000, 300_000_000)]), memops=frame("memops", mem))
+    small = Trace(
+        kernels=frame("kernels", [kernel(SGEMM_A, 20_000_000, 300_000_000)]),
+        memops=frame("memops", mem),
+    )
     assert "host_copies" not in by_kind(small)
 
 
 def test_host_waits_inside_the_cell_are_found_and_the_captures_own_sync_is_not():
     ks = [kernel(SGEMM_A, i * 1_000_000, 200_000, corr=i) for i in range(3)]
     api = [
-        dict(name="cudaLaunchKernel", start=i * 1_000_000 - 5_000, end=i * 1_000_000, thread=1, correlation=i)
+        dict(
+            name="cudaLaunchKernel",
+            start=i * 1_000_000 - 5_000,
+            end=i * 1_000_000,
+            thread=1,
+            correlation=i,
+        )
         for i in range(3)
     ]
     api += [
-        dict(name="cudaStreamSynchronize", start=i * 1_000_000 + 10_000, end=i * 1_000_000 + 200_000, thread=1)
+        dict(
+            name="cudaStreamSynchronize",
+            start=i * 1_000_000 + 10_000,
+            end=i * 1_000_000 + 200_000,
+            thread=1,
+        )
         for i in range(3)
     ]
-    api.append(dict(name="cudaDeviceSynchronize", start=2_300_000, end=2_400_000, thread=1))  # the capture's own
-    nvtx = [dict(text="cell:s", start=-10_000, end=2_500_000, thread=1, domain="", style="PushPop", depth=0)]
-    t = Trace(kernels=frame("kernels", ks), api=frame("api", api), nvtx=frame("nvtx", nvtx), meta={"label": "cell:s"})
+    api.append(
+        dict(name="cudaDeviceSynchronize", start=2_300_000, end=2_400_000, thread=1)
+    )  # the capture's own
+    nvtx = [
+        dict(
+            text="cell:s",
+            start=-10_000,
+            end=2_500_000,
+            thread=1,
+            domain="",
+            style="PushPop",
+            depth=0,
+        )
+    ]
+    t = Trace(
+        kernels=frame("kernels", ks),
+        api=frame("api", api),
+        nvtx=frame("nvtx", nvtx),
+        meta={"label": "cell:s"},
+    )
     f = by_kind(t)["host_sync"]
     assert f.numbers["calls"] == 3 and "cudaStreamSynchronize ×3" in f.message
     assert "of the cell's NVTX range" in f.message

@@ -17,12 +17,16 @@ def test_cell_runs_its_assignments_land_and_the_report_is_shown(ip):
     ip.user_ns["x"] = torch.randn(64, 64)
     ip.user_ns["calls"] = []
     with capture_output() as cap:
-        ip.run_cell_magic("gpuprofile", "-w 2 -o rep --label mycell", "calls.append(1)\ny = (x @ x).relu()")
+        ip.run_cell_magic(
+            "gpuprofile", "-w 2 -o rep --label mycell", "calls.append(1)\ny = (x @ x).relu()"
+        )
     assert ip.user_ns["calls"] == [1, 1, 1]  # two warm-up runs and the captured one
     assert torch.equal(ip.user_ns["y"], (ip.user_ns["x"] @ ip.user_ns["x"]).relu())
     rep = ip.user_ns["rep"]
     assert isinstance(rep, ProfileReport)
-    assert "aten::matmul" in set(rep.trace.ops["name"]) and "aten::relu" in set(rep.trace.ops["name"])
+    assert "aten::matmul" in set(rep.trace.ops["name"]) and "aten::relu" in set(
+        rep.trace.ops["name"]
+    )
     assert rep.trace.nvtx["text"].tolist() == ["mycell"]
     out = cap.outputs[0].data
     assert "text/html" in out and "text/plain" in out
@@ -86,8 +90,8 @@ def test_empty_cell_is_a_usage_error(ip):
 
 
 def test_rerunning_the_cell_that_carried_bokehjs_carries_it_again(ip, monkeypatch):
-    """JupyterLab replaces a re-run cell's outputs: the report that carried BokehJS must carry it again, or the saved
-    notebook would hold none."""
+    """JupyterLab replaces a re-run cell's outputs: the report that carried BokehJS must carry it
+    again, or the saved notebook would hold none."""
     from gpumagic.render import embed
 
     carrier = "type='text/x-gpumagic-bokehjs'"
@@ -111,4 +115,6 @@ def test_rerunning_the_cell_that_carried_bokehjs_carries_it_again(ip, monkeypatc
     parent["metadata"]["cellId"] = "cell-b"
     assert carrier not in run()  # another cell reuses it
     parent["metadata"]["cellId"] = "cell-a"
-    assert carrier in run()  # the carrier's cell again: its new output replaces the old one, so it carries it again
+    assert (
+        carrier in run()
+    )  # the carrier's cell again: its new output replaces the old one, so it carries it again

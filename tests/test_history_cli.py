@@ -1,5 +1,5 @@
-"""``python -m gpumagic history`` and ``python -m gpumagic check``: the listing, the CSV, the baseline, and the exit
-codes a CI step reads."""
+"""``python -m gpumagic history`` and ``python -m gpumagic check``: the listing, the CSV, the
+baseline, and the exit codes a CI step reads."""
 
 from __future__ import annotations
 
@@ -57,7 +57,11 @@ def test_history_as_csv(db, capsys):
     save(db, "x + 1", 5e-6)
     assert run("history", "--db", str(db), "--csv") == 0
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert len(table) == 2 and table[0]["label"] == "mm" and float(table[0]["median"]) == pytest.approx(1e-3, 0.05)
+    assert (
+        len(table) == 2
+        and table[0]["label"] == "mm"
+        and float(table[0]["median"]) == pytest.approx(1e-3, 0.05)
+    )
     assert table[1]["statement"] == "x + 1" and table[1]["device"] == "CPU"
 
 
@@ -110,7 +114,9 @@ def test_check_fails_on_a_significant_slowdown_beyond_the_threshold(db, tmp_path
     assert run("check", str(baseline), "--db", str(db)) == EXIT_SLOWER
     out = capsys.readouterr().out
     assert "FAIL" in out and "slower" in out and "1 significantly slower beyond 5.0%" in out
-    assert run("check", str(baseline), "--db", str(db), "--fail-above", "15%") == 0  # slower, but within 15%
+    assert (
+        run("check", str(baseline), "--db", str(db), "--fail-above", "15%") == 0
+    )  # slower, but within 15%
 
 
 def test_check_says_what_differed_between_the_runs(db, tmp_path, capsys):
@@ -128,7 +134,9 @@ def test_check_with_nothing_new_to_compare_exits_3(db, tmp_path, capsys):
     save(db, "A @ B", 1.5e-3, label="mm")  # older than the baseline: not a result to check
     save(db, "A @ B", 1e-3, label="mm")
     baseline = export(db, tmp_path)
-    assert run("check", str(baseline), "--db", str(db)) == EXIT_MISSING  # the baseline's own result is not "new"
+    assert (
+        run("check", str(baseline), "--db", str(db)) == EXIT_MISSING
+    )  # the baseline's own result is not "new"
     assert "MISSING" in capsys.readouterr().out
     assert run("check", str(baseline), "--db", str(db), "--allow-missing") == 0
 
@@ -162,5 +170,7 @@ def test_the_commands_run_as_a_module(db, tmp_path):
     assert listed.returncode == 0 and "mm" in listed.stdout
     baseline = tmp_path / "b.json"
     subprocess.run([*cmd, "history", "--export", str(baseline)], env=env, check=True, timeout=60)
-    checked = subprocess.run([*cmd, "check", str(baseline)], env=env, capture_output=True, text=True, timeout=60)
+    checked = subprocess.run(
+        [*cmd, "check", str(baseline)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert checked.returncode == EXIT_MISSING, checked.stdout + checked.stderr

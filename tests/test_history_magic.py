@@ -1,5 +1,6 @@
-"""``%gputime`` and the history: results saved, ``-l``, ``--vs`` (in a new process, against a label and ``last``),
-its warnings, and a store in the way that never stops a measurement from being shown."""
+"""``%gputime`` and the history: results saved, ``-l``, ``--vs`` (in a new process, against a label
+and ``last``), its warnings, and a store in the way that never stops a measurement from being
+shown."""
 
 from __future__ import annotations
 
@@ -36,8 +37,19 @@ def test_every_gputime_compare_and_sweep_result_is_saved(ip, hist, capsys):
     ip.run_cell_magic("gputime", f"--sweep n=5,10 {FAST} y = list(range(n))", "sum(y)\n")
     saved = rows(hist)
     assert [r["label"] for r in saved] == ["base", "other", "cmp", "cmp", None, None]
-    assert [r["kind"] for r in saved] == ["gputime", "gputime", "compare", "compare", "sweep", "sweep"]
-    assert saved[0]["statement"] == "sum(x)" and saved[0]["n_samples"] == 8 and saved[0]["calls_per_sample"] == 20
+    assert [r["kind"] for r in saved] == [
+        "gputime",
+        "gputime",
+        "compare",
+        "compare",
+        "sweep",
+        "sweep",
+    ]
+    assert (
+        saved[0]["statement"] == "sum(x)"
+        and saved[0]["n_samples"] == 8
+        and saved[0]["calls_per_sample"] == 20
+    )
     assert [r["variant"] for r in saved[2:4]] == ["s", "m"] and saved[4]["params"] == '{"n": 5}'
     assert "vs" not in capsys.readouterr().out  # no --vs: nothing more printed
 
@@ -65,7 +77,9 @@ def test_config_moves_the_history(ip, hist, tmp_path):
 
 def test_vs_an_unknown_label_fails_before_measuring(ip, hist):
     ip.run_line_magic("gputime", f"{FAST} -l known 1 + 1")
-    with pytest.raises(UsageError, match=r"--vs nope: no result with that label or id .*\(labels: known\)"):
+    with pytest.raises(
+        UsageError, match=r"--vs nope: no result with that label or id .*\(labels: known\)"
+    ):
         ip.run_line_magic("gputime", f"{FAST} --vs nope 1 + 1")
     assert len(rows(hist)) == 1
     with pytest.raises(UsageError, match="not --compare or --sweep"):
@@ -82,16 +96,25 @@ def test_vs_an_id_and_its_warnings(ip, hist, capsys):
     ip.run_line_magic("gputime", f"{FAST} -l ref sum(x)")
     with sqlite3.connect(hist) as conn:  # as if measured on another GPU, driver and torch
         conn.execute(
-            "UPDATE results SET device = 'NVIDIA H100', device_key = 'GPU-1', device_uuid = 'GPU-1', "
-            "driver = '570.1', torch = '1.0', cudnn = '8000', sm_clock_prevailing = 1980, backend = 'cuda-events'"
+            "UPDATE results SET device = 'NVIDIA H100', device_key = 'GPU-1', device_uuid = "
+            "'GPU-1', "
+            "driver = '570.1', torch = '1.0', cudnn = '8000', sm_clock_prevailing = 1980, "
+            "backend = 'cuda-events'"
         )
     capsys.readouterr()
     ip.run_line_magic("gputime", f"{FAST} --vs 1 sum(x)")
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("vs "))
-    assert line.startswith("vs (#1, 'ref',") and "95% CI, bootstrap of the ratio of medians, 8 vs 8 samples" in line
+    assert (
+        line.startswith("vs (#1, 'ref',")
+        and "95% CI, bootstrap of the ratio of medians, 8 vs 8 samples" in line
+    )
     assert any(w in line for w in ("slower", "faster", "no difference the samples can show"))
-    for said in ("device differs: NVIDIA H100 (GPU-1) then, CPU", "timer differs", "torch differs: 1.0 then"):
+    for said in (
+        "device differs: NVIDIA H100 (GPU-1) then, CPU",
+        "timer differs",
+        "torch differs: 1.0 then",
+    ):
         assert f"\u26a0 {said}" in out
     assert "cuDNN differs: 8000 then, unknown now" in out
     ip.run_line_magic("gputime", f"{FAST} -q --vs ref sum(x)")
@@ -123,14 +146,20 @@ SECOND = textwrap.dedent(
 
 def test_vs_in_a_new_process_against_a_label_and_last(tmp_path):
     env = dict(os.environ, GPUMAGIC_HISTORY=str(tmp_path / "h.sqlite"))
-    first = subprocess.run([sys.executable, "-c", FIRST], env=env, capture_output=True, text=True, timeout=120)
+    first = subprocess.run(
+        [sys.executable, "-c", FIRST], env=env, capture_output=True, text=True, timeout=120
+    )
     assert first.returncode == 0, first.stderr
-    second = subprocess.run([sys.executable, "-c", SECOND], env=env, capture_output=True, text=True, timeout=120)
+    second = subprocess.run(
+        [sys.executable, "-c", SECOND], env=env, capture_output=True, text=True, timeout=120
+    )
     assert second.returncode == 0, second.stderr
     vs = [ln for ln in second.stdout.splitlines() if ln.startswith("vs ")]
     assert len(vs) == 2, second.stdout
     assert vs[0].startswith("vs before (#1, 'before',") and ": slower, time \u00d7" in vs[0]
-    assert vs[1].startswith("vs last (#2,") and ": faster, time \u00d7" in vs[1]  # last: the 6 ms run, this process
+    assert (
+        vs[1].startswith("vs last (#2,") and ": faster, time \u00d7" in vs[1]
+    )  # last: the 6 ms run, this process
     assert "\u26a0" not in second.stdout  # same device, same versions: no warning
 
 
@@ -144,12 +173,15 @@ def test_a_corrupt_store_never_hides_the_measurement(ip, hist, capsys):
     ip.run_line_magic("gputime", f"{FAST} 1 + 1")
     out, err = capsys.readouterr()
     assert "per call on CPU" in out and "gpumagic history" not in err  # said once
-    ip.run_line_magic("gputime", f"{FAST} --vs last 1 + 1")  # --vs with a broken store: measured and shown
+    ip.run_line_magic(
+        "gputime", f"{FAST} --vs last 1 + 1"
+    )  # --vs with a broken store: measured and shown
     assert "per call on CPU" in capsys.readouterr().out
 
 
 def test_a_read_only_store_never_hides_the_measurement(ip, hist, capsys, monkeypatch):
-    # Tests run as root here, where file modes do not stop a write: SQLite's read-only mode stands in for them.
+    # Tests run as root here, where file modes do not stop a write: SQLite's read-only mode stands
+    # in for them.
     ip.run_line_magic("gputime", f"{FAST} -l ro 1 + 1")
     monkeypatch.setattr(recorder_mod, "store_for", lambda p: Store(p, readonly=True))
     capsys.readouterr()

@@ -1,6 +1,7 @@
-"""Profiles in the history: ``%%gpuprofile`` saves each profile's summaries (``-l NAME``), ``--vs`` diffs against
-one, ``gpumagic.history()`` lists them, and a store made by the version-2 schema keeps its rows through the
-migration that adds them. The timings' lookups (``%gputime --vs``, export, check, plot) never meet a profile."""
+"""Profiles in the history: ``%%gpuprofile`` saves each profile's summaries (``-l NAME``), ``--vs``
+diffs against one, ``gpumagic.history()`` lists them, and a store made by the version-2 schema keeps
+its rows through the migration that adds them. The timings' lookups (``%gputime --vs``, export,
+check, plot) never meet a profile."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def rows(path, **kw):
     return Store(path, readonly=True).query(**kw)
 
 
-# --- the migration ------------------------------------------------------------------------------------------------
+# --- the migration
+# ------------------------------------------------------------------------------------------------
 def test_a_store_made_by_the_version_2_schema_keeps_its_rows_and_takes_profiles(tmp_path):
     path = tmp_path / "h.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -51,15 +53,34 @@ def test_a_store_made_by_the_version_2_schema_keeps_its_rows_and_takes_profiles(
     conn.execute("PRAGMA user_version = 2")
     old = []
     for i, (kind, label) in enumerate([("gputime", "base"), ("compare", "cmp"), ("sweep", None)]):
-        row = {"created": 1.0 + i, "label": label, "statement": "A @ B", "stmt_key": statement_key("A @ B")}
-        row |= {"samples": pack_samples([1e-3, 2e-3 + i]), "n_samples": 2, "median": 1.5e-3, "device": "CPU"}
+        row = {
+            "created": 1.0 + i,
+            "label": label,
+            "statement": "A @ B",
+            "stmt_key": statement_key("A @ B"),
+        }
+        row |= {
+            "samples": pack_samples([1e-3, 2e-3 + i]),
+            "n_samples": 2,
+            "median": 1.5e-3,
+            "device": "CPU",
+        }
         row |= {"uid": f"{i:016x}", "kind": kind, "device_key": "CPU@h", "extra": "{}"}
-        conn.execute(f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        conn.execute(
+            f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
         old.append(row)
-    before = [dict(zip([d[0] for d in c.description], r)) for c in [conn.execute("SELECT * FROM results")] for r in c]
+    before = [
+        dict(zip([d[0] for d in c.description], r))
+        for c in [conn.execute("SELECT * FROM results")]
+        for r in c
+    ]
     conn.close()
 
-    saved = ProfileRecorder(str(path), label="p").record(SimpleNamespace(trace=load_trace(TORCH["block"])), "y = f(x)")
+    saved = ProfileRecorder(str(path), label="p").record(
+        SimpleNamespace(trace=load_trace(TORCH["block"])), "y = f(x)"
+    )
     store = Store(path)
     assert version_of(store.connect()) == CURRENT_VERSION == 3
     after = store.query()
@@ -72,7 +93,9 @@ def test_a_store_made_by_the_version_2_schema_keeps_its_rows_and_takes_profiles(
     assert store.last_labelled("base")["id"] == 1 and store.last_labelled("p") is None
     assert store.labels() == ["cmp", "base"] and store.labels(profiles=True) == ["p"]
     assert store.last_of(statement_key("A @ B"), "CPU@h")["id"] == 3
-    assert export(store, tmp_path / "b.json") == 3  # the three timings (one per kind), not the profile
+    assert (
+        export(store, tmp_path / "b.json") == 3
+    )  # the three timings (one per kind), not the profile
 
 
 def test_a_fresh_store_runs_every_step_to_the_same_schema(tmp_path):
@@ -81,10 +104,13 @@ def test_a_fresh_store_runs_every_step_to_the_same_schema(tmp_path):
     migrate(b, target=2)
     migrate(b)
     cols = [[r[1:3] for r in c.execute("PRAGMA table_info(results)")] for c in (a, b)]
-    assert cols[0] == cols[1] and ("summary", "BLOB") in cols[0] and ("trace_path", "TEXT") in cols[0]
+    assert (
+        cols[0] == cols[1] and ("summary", "BLOB") in cols[0] and ("trace_path", "TEXT") in cols[0]
+    )
 
 
-# --- saving and --vs, through the recorder ----------------------------------------------------------------------
+# --- saving and --vs, through the recorder
+# ----------------------------------------------------------------------
 def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_diffs(tmp_path):
     path = str(tmp_path / "h.sqlite")
     a, b = (load_trace(TORCH[k]) for k in ("matmul", "block"))
@@ -104,7 +130,10 @@ def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_d
     pd.testing.assert_frame_equal(out.diff.data.rows[cols], direct.data.rows[cols])
     assert "#1 fp32" in str(out.diff) and "#2" in str(out.diff)
     # by id, and last (the previous profile on this device, whatever its cell)
-    assert ProfileRecorder(path, vs="1").record(SimpleNamespace(trace=b), "c").diff.data.busy_a == a.gpu_busy_ns()
+    assert (
+        ProfileRecorder(path, vs="1").record(SimpleNamespace(trace=b), "c").diff.data.busy_a
+        == a.gpu_busy_ns()
+    )
     last = ProfileRecorder(path, vs="last").record(SimpleNamespace(trace=a), "d")
     assert (last.diff.data.busy_a, last.diff.data.busy_b) == (b.gpu_busy_ns(), a.gpu_busy_ns())
 
@@ -112,7 +141,9 @@ def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_d
 def test_profiles_and_timings_never_answer_each_others_vs(tmp_path):
     path = str(tmp_path / "h.sqlite")
     Recorder(path, label="t").record(timing(), "x + 1")
-    ProfileRecorder(path, label="p").record(SimpleNamespace(trace=load_trace(TORCH["block"])), "x + 1")
+    ProfileRecorder(path, label="p").record(
+        SimpleNamespace(trace=load_trace(TORCH["block"])), "x + 1"
+    )
     with pytest.raises(UnknownProfileError, match=r"--vs t: no profile .*\(labels: p\)"):
         ProfileRecorder(path, vs="t")
     with pytest.raises(UnknownProfileError):
@@ -132,19 +163,29 @@ def test_the_path_of_a_kept_trace_is_saved(tmp_path):
     kept.write_text("{}")
     trace = load_trace(TORCH["block"])
     ProfileRecorder(path).record(SimpleNamespace(trace=trace), "c", str(kept))
-    ProfileRecorder(path).record(SimpleNamespace(trace=trace, files={"report": "/p/r.nsys-rep", "sqlite": "s"}), "c")
-    ProfileRecorder(path).record(SimpleNamespace(trace=trace, files={}), "c", str(tmp_path / "never-written.json"))
+    ProfileRecorder(path).record(
+        SimpleNamespace(trace=trace, files={"report": "/p/r.nsys-rep", "sqlite": "s"}), "c"
+    )
+    ProfileRecorder(path).record(
+        SimpleNamespace(trace=trace, files={}), "c", str(tmp_path / "never-written.json")
+    )
     assert [r["trace_path"] for r in rows(path)] == [str(kept), "/p/r.nsys-rep", None]
 
 
-# --- gpumagic.history() --------------------------------------------------------------------------------------------
+# --- gpumagic.history()
+# --------------------------------------------------------------------------------------------
 def test_history_lists_timings_and_profiles_with_their_kind(tmp_path):
     path = str(tmp_path / "h.sqlite")
     Recorder(path, label="t").record(timing(), "x + 1")
-    ProfileRecorder(path, label="p").record(SimpleNamespace(trace=load_trace(TORCH["block"])), "y = f(x)")
+    ProfileRecorder(path, label="p").record(
+        SimpleNamespace(trace=load_trace(TORCH["block"])), "y = f(x)"
+    )
     df = gpumagic.history(path=path)
     assert df["kind"].tolist() == ["gputime", "profile"]
-    assert df["median"].notna().tolist() == [True, False] and df["gpu_busy"].notna().tolist() == [False, True]
+    assert df["median"].notna().tolist() == [True, False] and df["gpu_busy"].notna().tolist() == [
+        False,
+        True,
+    ]
     assert gpumagic.history(path=path, kind="profile")["label"].tolist() == ["p"]
     assert gpumagic.history(path=path, kind="gputime")["label"].tolist() == ["t"]
     assert gpumagic.history("p", path=path)["statement"].tolist() == ["y = f(x)"]
@@ -153,7 +194,8 @@ def test_history_lists_timings_and_profiles_with_their_kind(tmp_path):
     assert len(gpumagic.plot_history(path=path).rows) == 1  # drawn from timings alone
 
 
-# --- the magic, on the CPU ----------------------------------------------------------------------------------------
+# --- the magic, on the CPU
+# ----------------------------------------------------------------------------------------
 def test_every_profile_is_saved_and_l_labels_it(ip, hist):
     ip.user_ns["x"] = torch.randn(32, 32)
     with capture_output() as cap:
@@ -165,7 +207,9 @@ def test_every_profile_is_saved_and_l_labels_it(ip, hist):
         ("profile", "base", "y = x @ x"),
         ("profile", None, "y = x + 1"),
     ]
-    assert ip.user_ns["rep"].trace.nvtx["text"].tolist() == ["base"]  # -l is --label: the range's name too
+    assert ip.user_ns["rep"].trace.nvtx["text"].tolist() == [
+        "base"
+    ]  # -l is --label: the range's name too
     assert saved[0]["device"] == "CPU" and saved[0]["backend"] == "torch.profiler"
 
 
@@ -187,7 +231,9 @@ def test_vs_shows_the_diff_after_the_report(ip, hist):
 
 def test_an_unknown_reference_or_the_history_off_fails_before_the_cell_runs(ip, hist):
     ip.user_ns["calls"] = []
-    with pytest.raises(UsageError, match=r"--vs nope: no profile with that label or id .*no labelled profiles yet"):
+    with pytest.raises(
+        UsageError, match=r"--vs nope: no profile with that label or id .*no labelled profiles yet"
+    ):
         ip.run_cell_magic("gpuprofile", "-w 0 --vs nope", "calls.append(1)")
     ip.run_line_magic("config", "GpuMagics.history = ''")
     with pytest.raises(UsageError, match="history, which is off"):

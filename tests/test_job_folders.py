@@ -1,10 +1,11 @@
 """A job's folder as the multi-host recipe leaves it, and reports that cannot be one job.
 
-Built in a temporary folder from the committed per-rank fixtures (``tests/data/per_rank/``: one nsys export and one
-torch.profiler trace per rank of a 2-rank job on 2×H100 where rank 1 runs 20 fp32 GEMMs before an all-reduce that
-rank 0 enters at once): both kinds per rank in one folder, as demo 09's recipe writes them (``rank%q{RANK}`` from nsys,
-with its ``.nsys-rep`` beside the ``.sqlite``; ``rank{R}.json`` from torch.profiler); and copies whose clocks, run ids
-or world sizes say they are not one job.
+Built in a temporary folder from the committed per-rank fixtures (``tests/data/per_rank/``: one nsys
+export and one torch.profiler trace per rank of a 2-rank job on 2×H100 where rank 1 runs 20 fp32
+GEMMs before an all-reduce that rank 0 enters at once): both kinds per rank in one folder, as demo
+09's recipe writes them (``rank%q{RANK}`` from nsys, with its ``.nsys-rep`` beside the ``.sqlite``;
+``rank{R}.json`` from torch.profiler); and copies whose clocks, run ids or world sizes say they are
+not one job.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def test_load_nsys_of_a_mixed_folder_reads_the_exports_and_names_the_traces(mixe
     assert note.startswith("Left out 2 torch.profiler (Chrome) traces (rank0.json, rank1.json)")
     assert "both kinds for every rank" in note and "not 4 ranks" in note
     assert f"gpumagic.load_trace({str(mixed)!r})" in note
-    assert not any(k.endswith("not_recorded") for k in f)  # the exports record kernels, memops and API calls
+    assert not any(
+        k.endswith("not_recorded") for k in f
+    )  # the exports record kernels, memops and API calls
     assert f["straggler"].numbers["rank"] == "rank 1"
 
 
@@ -77,7 +80,10 @@ def test_load_trace_of_a_mixed_folder_reads_the_traces_and_names_the_exports(mix
     t = load_trace(mixed)
     assert rank_figures(t)["kernels"].tolist() == [1, 21]
     assert t.meta["backend"] == "torch.profiler"
-    assert [pathlib.Path(s["path"]).name for s in t.meta["skipped"]] == ["rank0.sqlite", "rank1.sqlite"]
+    assert [pathlib.Path(s["path"]).name for s in t.meta["skipped"]] == [
+        "rank0.sqlite",
+        "rank1.sqlite",
+    ]
     note = by_kind(t)["skipped_reports"].message
     assert note.startswith("Left out 2 nsys exports (rank0.sqlite, rank1.sqlite)")
     assert f"gpumagic.load_nsys({str(mixed)!r})" in note
@@ -86,7 +92,9 @@ def test_load_trace_of_a_mixed_folder_reads_the_traces_and_names_the_exports(mix
 def test_a_folder_of_the_other_kind_only_says_which_reader_reads_it(tmp_path):
     for rank in (0, 1):
         nsys_copy(rank, tmp_path / f"rank{rank}.sqlite")
-    with pytest.raises(GpuMagicError, match=r"holds 2 nsys exports and no torch.profiler .* gpumagic.load_nsys"):
+    with pytest.raises(
+        GpuMagicError, match=r"holds 2 nsys exports and no torch.profiler .* gpumagic.load_nsys"
+    ):
         load_trace(tmp_path)
     with pytest.raises(GpuMagicError, match="both nsys exports and Chrome traces"):
         chrome_copy(0, tmp_path / "rank0.json")
@@ -105,20 +113,30 @@ def test_one_job_gives_no_warning(tmp_path):
 def test_exports_of_two_runs_hours_apart_are_said_not_one_job(tmp_path):
     for rank in (0, 1):
         nsys_copy(rank, tmp_path / f"rank{rank}.sqlite")
-    con = sqlite3.connect(tmp_path / "rank1.sqlite")  # another torchrun, 204 hours later, on the same host
+    con = sqlite3.connect(
+        tmp_path / "rank1.sqlite"
+    )  # another torchrun, 204 hours later, on the same host
     con.execute(f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {204 * HOUR}")
     con.execute(
-        "UPDATE META_DATA_CAPTURE SET value = 'TORCHELASTIC_RUN_ID=\"0d1e2f\"' WHERE value LIKE 'TORCHELASTIC_RUN_ID=%'"
+        "UPDATE META_DATA_CAPTURE SET value = 'TORCHELASTIC_RUN_ID=\"0d1e2f\"' WHERE value "
+        "LIKE 'TORCHELASTIC_RUN_ID=%'"
     )
     con.commit()
     con.close()
     with pytest.warns(JobMismatchWarning, match="may not be one job"):
         t = load_nsys(tmp_path)
     reasons = t.meta["job_mismatch"]
-    assert any(r.startswith("their TORCHELASTIC_RUN_ID values differ (deb303e0-") for r in reasons), reasons
-    assert "their recorded clocks are 204 hours apart (rank 1 starts 204 hours after rank 0)" in reasons
+    assert any(
+        r.startswith("their TORCHELASTIC_RUN_ID values differ (deb303e0-") for r in reasons
+    ), reasons
+    assert (
+        "their recorded clocks are 204 hours apart (rank 1 starts 204 hours after rank 0)"
+        in reasons
+    )
     f = by_kind(t)["job_mismatch"]
-    assert f.severity == "warn" and f.message.startswith("These 2 reports may not be one job: their TORCHELASTIC")
+    assert f.severity == "warn" and f.message.startswith(
+        "These 2 reports may not be one job: their TORCHELASTIC"
+    )
     assert findings(t)[0].kind == "job_mismatch"  # said before any figure that compares the ranks
 
 
@@ -130,7 +148,9 @@ def test_traces_of_different_world_sizes_and_hosts_apart_are_said_not_one_job(tm
     chrome_copy(0, tmp_path / "rank0.json")
     chrome_copy(1, tmp_path / "rank1.json", other_job)
     with pytest.warns(JobMismatchWarning):
-        t = load_trace(tmp_path)  # different hosts as far as the traces say: aligned on the all-reduce, and warned
+        t = load_trace(
+            tmp_path
+        )  # different hosts as far as the traces say: aligned on the all-reduce, and warned
     reasons = t.meta["job_mismatch"]
     assert "their world sizes differ (2 on rank 0; 8 on rank 1)" in reasons
     assert any(r.startswith("their recorded clocks are 30 hours apart") for r in reasons)

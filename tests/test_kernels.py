@@ -1,4 +1,5 @@
-"""The kernel-name decoder against a corpus of real names (tests/data/kernel_names.json) and generated ones."""
+"""The kernel-name decoder against a corpus of real names (tests/data/kernel_names.json) and
+generated ones."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def field_of(k: KernelName, name: str):
     return k.details.get(name)
 
 
-@pytest.mark.parametrize("entry", CORPUS, ids=[f"{i}:{e['name'][:50]}" for i, e in enumerate(CORPUS)])
+@pytest.mark.parametrize(
+    "entry", CORPUS, ids=[f"{i}:{e['name'][:50]}" for i, e in enumerate(CORPUS)]
+)
 def test_corpus_name_decodes_to_its_listed_fields(entry):
     k = decode(entry["name"])
     wrong = {f: (field_of(k, f), v) for f, v in entry["expect"].items() if field_of(k, f) != v}
@@ -89,16 +92,21 @@ def test_readable_short_forms():
     assert (
         decode(
             "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, "
+            "std::array<char*, 3ul>)"
         ).short
         == "elementwise add (vectorized \u00d74)"
     )
-    assert decode("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)").short == (
-        "CUTLASS SIMT FP32 GEMM 256\u00d7128, nn"
-    )
-    assert decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").short == "NCCL AllReduce fp32"  # the rest is nominal
+    assert decode(
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(T1::Params)"
+    ).short == ("CUTLASS SIMT FP32 GEMM 256\u00d7128, nn")
+    assert (
+        decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").short == "NCCL AllReduce fp32"
+    )  # the rest is nominal
     assert decode("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL").short == "NCCL AllReduce bf16 tree"
-    said = " ".join(what for _, _, what in decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").explain())
+    said = " ".join(
+        what for _, _, what in decode("ncclDevKernel_AllReduce_Sum_f32_RING_LL").explain()
+    )
     assert "chosen at run time" in said and "every reduction operator" in said
     assert decode("triton_poi_fused_add_gelu_mul_0").short == "Triton pointwise: add + gelu + mul"
 
@@ -109,18 +117,26 @@ def test_nsys_and_profiler_spellings_decode_alike():
         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
     )
     nsys_form = (
-        "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, "
+        "void at::native::vectorized_elementwise_kernel<(int)4, "
+        "at::native::CUDAFunctor_add<float>, "
         "std::array<char *, (unsigned long)3>>(int, T2, T3)"
     )
     a, b = decode(torch_form), decode(nsys_form)
-    assert (a.family, a.op, a.short, a.details["functor"]) == (b.family, b.op, b.short, b.details["functor"])
+    assert (a.family, a.op, a.short, a.details["functor"]) == (
+        b.family,
+        b.op,
+        b.short,
+        b.details["functor"],
+    )
     assert normalize("void <unnamed>::f<(int)4>()") == "void (anonymous namespace)::f<4>()"
 
 
 def test_demangle():
     assert demangle(
         "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIfEESt5arrayIPcLm3EEEEviT0_T1_"
-    ).startswith("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>")
+    ).startswith(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>"
+    )
     assert demangle("not_mangled") == "not_mangled"
     assert demangle("_Zgarbage") == "_Zgarbage"
 
@@ -133,7 +149,8 @@ def test_any_text_decodes_without_raising(text):
     assert isinstance(k.short, str)
 
 
-# --- property tests: names generated from the CUTLASS grammars ---------------------------------------------------
+# --- property tests: names generated from the CUTLASS grammars
+# ---------------------------------------------------
 
 dims = st.sampled_from([16, 32, 64, 128, 256])
 
@@ -163,7 +180,9 @@ def test_cutlass2_generated_names(arch, opclass, m, n, k, stages, layout, align,
     assert d.precision == ("tf32" if opclass == "tensorop" else "fp32")
 
 
-c3_dtypes = st.sampled_from([("f16", "fp16"), ("bf16", "bf16"), ("e4m3", "fp8e4m3"), ("f32", "tf32"), ("s8", "int8")])
+c3_dtypes = st.sampled_from(
+    [("f16", "fp16"), ("bf16", "bf16"), ("e4m3", "fp8e4m3"), ("f32", "tf32"), ("s8", "int8")]
+)
 
 
 @given(
@@ -182,7 +201,9 @@ c3_dtypes = st.sampled_from([("f16", "fp16"), ("bf16", "bf16"), ("e4m3", "fp8e4m
     schedule=st.sampled_from(["", "_warpspecialized_cooperative", "_warpspecialized_pingpong"]),
     epi=st.sampled_from(["", "_epi_tma", "_epi_nosmem"]),
 )
-def test_cutlass3_generated_names(arch, dt, acc, cd, m, n, k, cm, cn, stages, layout, align, schedule, epi):
+def test_cutlass3_generated_names(
+    arch, dt, acc, cd, m, n, k, cm, cn, stages, layout, align, schedule, epi
+):
     code, canon = dt
     name = (
         f"cutlass3x_{arch}_tensorop_gemm_{code}_{code}_{acc}_{cd}_{cd if cd != 'void' else 'f16'}_"
@@ -203,15 +224,25 @@ def test_cutlass3_generated_names(arch, dt, acc, cd, m, n, k, cm, cn, stages, la
 
 def test_command_line_prints_the_explanation():
     out = subprocess.run(
-        [sys.executable, "-m", "gpumagic.kernels", "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"],
+        [
+            sys.executable,
+            "-m",
+            "gpumagic.kernels",
+            "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4",
+        ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert "CUTLASS tensor-core TF32 GEMM" in out and "align4" in out and "K-tile 32, 3-stage pipeline" in out
+    assert (
+        "CUTLASS tensor-core TF32 GEMM" in out
+        and "align4" in out
+        and "K-tile 32, 3-stage pipeline" in out
+    )
 
 
-# --- results are shared through the cache, so they must be read-only ---------------------------------------------
+# --- results are shared through the cache, so they must be read-only
+# ---------------------------------------------
 
 
 def test_a_decoded_result_cannot_be_changed_by_one_caller_for_the_next():
@@ -235,7 +266,13 @@ def test_a_decoded_result_cannot_be_changed_by_one_caller_for_the_next():
     k.explain().append(("X", "X", "X"))  # explain() hands out a copy
     again = decode(name)
     assert again is k
-    assert (again.short, dict(again.details), again.tokens, again.dtypes, list(again.details["fused_ops"])) == before
+    assert (
+        again.short,
+        dict(again.details),
+        again.tokens,
+        again.dtypes,
+        list(again.details["fused_ops"]),
+    ) == before
     decode.cache_clear()
     assert decode(name) == k
 
@@ -258,7 +295,8 @@ def test_a_result_built_by_hand_is_frozen_too():
     assert hash(k) == hash(KernelName(name="x", details={"a": [1, 2]}, tokens=[("x", "name", "x")]))
 
 
-# --- math libraries: cuFFT, cuSOLVER, cuSPARSE, legacy cuBLAS -----------------------------------------------------
+# --- math libraries: cuFFT, cuSOLVER, cuSPARSE, legacy cuBLAS
+# -----------------------------------------------------
 
 
 def test_corpus_covers_the_math_libraries():
@@ -266,13 +304,18 @@ def test_corpus_covers_the_math_libraries():
         entries = [e for e in CORPUS if e["expect"].get("family") == family]
         assert len(entries) >= 8, family
         assert all(e["source"] for e in entries)
-    helpers = [e for e in CORPUS if e["expect"].get("family") == "cublas_legacy" and e["expect"].get("op") != "gemm"]
+    helpers = [
+        e
+        for e in CORPUS
+        if e["expect"].get("family") == "cublas_legacy" and e["expect"].get("op") != "gemm"
+    ]
     assert len(helpers) >= 8
 
 
 def test_cufft_template_arguments():
     k = decode(
-        "void regular_fft_c2r<1008u, EPT<7u, 9u, 16u>, 2u, 4u, (padding_t)14, (twiddle_t)0, (loadstore_modifier_t)2, "
+        "void regular_fft_c2r<1008u, EPT<7u, 9u, 16u>, 2u, 4u, (padding_t)14, (twiddle_t)0, "
+        "(loadstore_modifier_t)2, "
         "(layout_t)0, unsigned int, float, HostConfigPlaceholder>(kernel_arguments_t<unsigned int>)"
     )
     assert (k.family, k.op, k.precision) == ("cufft", "fft", "fp32")
@@ -283,25 +326,46 @@ def test_cufft_template_arguments():
 
 def test_bare_helper_names_say_too_little_to_claim():
     # any project can have a 'dot_kernel'; only a profiler's full signature names the library
-    for name in ("dot_kernel", "gemmSN_NN_kernel", "splitKreduce_kernel", "lacpy_kernel", "csrmv_kernel"):
+    for name in (
+        "dot_kernel",
+        "gemmSN_NN_kernel",
+        "splitKreduce_kernel",
+        "lacpy_kernel",
+        "csrmv_kernel",
+    ):
         assert decode(name).family == "other", name
-    assert decode("void dot_kernel<float, 128, 0>(float*, int)").family == "other"  # generic name, no cuBLAS types
-    k = decode("void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<float const> > >(cublasDotParams)")
+    assert (
+        decode("void dot_kernel<float, 128, 0>(float*, int)").family == "other"
+    )  # generic name, no cuBLAS types
+    k = decode(
+        "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<float const> > "
+        ">(cublasDotParams)"
+    )
     assert (k.family, k.op, k.precision) == ("cublas_legacy", "dot", "fp32")
 
 
 def test_trsm_kernels_are_cublas_even_inside_cusolver_calls():
     # trsm_ln_kernel shows up in torch.linalg.solve (cuSOLVER getrs), but the kernel is libcublas'
-    k = decode("void trsm_ln_kernel<float, 32u, 32u, 4u, true>(int, int, float const*, int, float*, int, float)")
+    k = decode(
+        "void trsm_ln_kernel<float, 32u, 32u, 4u, true>(int, int, float const*, int, float*, "
+        "int, float)"
+    )
     assert (k.family, k.library, k.op, k.precision) == ("cublas_legacy", "cuBLAS", "trsm", "fp32")
-    assert decode("void getrf_pivot<getrf_params_<double, 512, 1, 512, 512, 1> >(int)").family == "cusolver"
+    assert (
+        decode("void getrf_pivot<getrf_params_<double, 512, 1, 512, 512, 1> >(int)").family
+        == "cusolver"
+    )
 
 
 def test_complex_element_types():
     assert decode("void gesvdbj_batch_32x16<float2, float>(long)").precision == "complex64"
-    assert decode("void getrf_pivot<getrf_params_<double2, 512, 2, 512, 256, 1> >(int)").precision == "complex128"
+    assert (
+        decode("void getrf_pivot<getrf_params_<double2, 512, 2, 512, 256, 1> >(int)").precision
+        == "complex128"
+    )
     k = decode(
-        "void cusparse::csrmv_v3_kernel<std::integral_constant<bool, false>, int, int, cusparse::Complex<double>>()"
+        "void cusparse::csrmv_v3_kernel<std::integral_constant<bool, false>, int, int, "
+        "cusparse::Complex<double>>()"
     )
     assert (k.op, k.precision, k.details["index_type"]) == ("spmv", "complex128", "int32")
 
@@ -309,10 +373,15 @@ def test_complex_element_types():
 def test_nvprof_spelling_of_template_arguments():
     assert normalize("void f<unsigned int=128, bool=1, int=-2>(int)") == "void f<128, 1, -2>(int)"
     a = decode(
-        "void regular_fft<unsigned int=128, unsigned int=1, unsigned int, double>(kernel_arguments_t<unsigned int>)"
+        "void regular_fft<unsigned int=128, unsigned int=1, unsigned int, "
+        "double>(kernel_arguments_t<unsigned int>)"
     )
     b = decode("void regular_fft<128u, 1u, unsigned int, double>(kernel_arguments_t<unsigned int>)")
-    assert (a.family, a.short) == (b.family, b.short) == ("cufft", "cuFFT C2C FP64 FFT, size 128 (regular)")
+    assert (
+        (a.family, a.short)
+        == (b.family, b.short)
+        == ("cufft", "cuFFT C2C FP64 FFT, size 128 (regular)")
+    )
 
 
 def test_nvcc_static_names_are_demangled():
@@ -320,14 +389,16 @@ def test_nvcc_static_names_are_demangled():
         "__nv_static_45__32_dpRealComplex_compute_70_cpp1_ii_f01f2bc9__ZN13dpRealComplex24postprocessC2C_kernelMemIjd"
         "L9fftAxii_t7EEEvP7ComplexIT0_EPKS4_T_15coordDivisors_tIS8_E7coord_tIS8_ESC_S8_S3_10callback_t"
     )
-    assert demangle(name).startswith("void dpRealComplex::postprocessC2C_kernelMem<unsigned int, double")
+    assert demangle(name).startswith(
+        "void dpRealComplex::postprocessC2C_kernelMem<unsigned int, double"
+    )
     assert demangle("__nv_static_not_a_name") == "__nv_static_not_a_name"
 
 
 def test_held_out_library_kernels_decode_to_their_library_and_op():
-    """Names the decoder was not written against: an H100 run of FFT, linear-algebra, sparse and BLAS ops that the
-    corpus workloads never ran (tests/data/README.md). Library and op are annotated from the workload and the
-    libraries' API, not from the decoder."""
+    """Names the decoder was not written against: an H100 run of FFT, linear-algebra, sparse and
+    BLAS ops that the corpus workloads never ran (tests/data/README.md). Library and op are
+    annotated from the workload and the libraries' API, not from the decoder."""
     held = json.loads((DATA / "kernel_names_heldout.json").read_text())
     corpus = {e["name"] for e in json.loads((DATA / "kernel_names.json").read_text())}
     assert len(held) >= 60 and not corpus & {e["name"] for e in held}
@@ -335,7 +406,10 @@ def test_held_out_library_kernels_decode_to_their_library_and_op():
     for e in held:
         k = decode(e["name"])
         want = e["expect"]
-        if not k.library.startswith(tuple(want["library"].split("|"))) or want.get("op", k.op) != k.op:
+        if (
+            not k.library.startswith(tuple(want["library"].split("|")))
+            or want.get("op", k.op) != k.op
+        ):
             wrong.append((e["name"][:80], k.library, k.op, want))
     assert not wrong, wrong
 

@@ -1,10 +1,12 @@
-"""The kernel-name decoder on the LLM stack's kernels (tests/data/kernel_names_llm.json) and per library.
+"""The kernel-name decoder on the LLM stack's kernels (tests/data/kernel_names_llm.json) and per
+library.
 
-The corpus holds names from public profiles (torch.profiler and nsys tables of vLLM, SGLang and TensorRT-LLM serving
-runs) and from the libraries' sources (kernel templates spelled as profilers print them), each annotated from the
-source that defines the kernel, not from the decoder: family, library, op, and precision, tensor cores and geometry
-where the name carries them. ``a|b`` lists readings that each count as right (a kernel vLLM and SGLang both ship,
-a kernel that fuses RoPE with the KV-cache write); a library matches by prefix ("vLLM" is right for "vLLM (Marlin)").
+The corpus holds names from public profiles (torch.profiler and nsys tables of vLLM, SGLang and
+TensorRT-LLM serving runs) and from the libraries' sources (kernel templates spelled as profilers
+print them), each annotated from the source that defines the kernel, not from the decoder: family,
+library, op, and precision, tensor cores and geometry where the name carries them. ``a|b`` lists
+readings that each count as right (a kernel vLLM and SGLang both ship, a kernel that fuses RoPE with
+the KV-cache write); a library matches by prefix ("vLLM" is right for "vLLM (Marlin)").
 """
 
 from __future__ import annotations
@@ -100,12 +102,29 @@ def test_every_library_family_has_a_timeline_colour_and_a_legend_label():
 
 
 def test_nvjet_names_without_the_sm_token_read_as_the_sm90_form_does():
-    new, old = one("nvjet_tst_192x8_64x8_2x1_v_bz_TNT"), one("nvjet_sm90_tst_192x8_64x8_2x1_v_bz_TNT")
-    for f in ("family", "library", "op", "precision", "tile", "stages", "cluster", "layout", "tensor_cores"):
+    new, old = (
+        one("nvjet_tst_192x8_64x8_2x1_v_bz_TNT"),
+        one("nvjet_sm90_tst_192x8_64x8_2x1_v_bz_TNT"),
+    )
+    for f in (
+        "family",
+        "library",
+        "op",
+        "precision",
+        "tile",
+        "stages",
+        "cluster",
+        "layout",
+        "tensor_cores",
+    ):
         assert getattr(new, f) == getattr(old, f), f
     assert (new.arch, old.arch) == (None, "sm90")
     fp8 = one("nvjet_qqtst_128x128_128x6_1x2_h_bz_coopA_algo2_TNT")
-    assert (fp8.precision, fp8.details["schedule"], fp8.tile) == ("fp8e4m3", "cooperative", "128x128x128")
+    assert (fp8.precision, fp8.details["schedule"], fp8.tile) == (
+        "fp8e4m3",
+        "cooperative",
+        "128x128x128",
+    )
 
 
 def test_vllm_custom_ops():
@@ -113,7 +132,12 @@ def test_vllm_custom_ops():
         "void vllm::act_and_mul_kernel<c10::Half, &vllm::gelu_kernel<c10::Half>, true>(c10::Half*, "
         "c10::Half const*, int)"
     )
-    assert (act.family, act.library, act.op, act.precision) == ("vllm", "vLLM", "elementwise", "fp16")
+    assert (act.family, act.library, act.op, act.precision) == (
+        "vllm",
+        "vLLM",
+        "elementwise",
+        "fp16",
+    )
     rope = one(
         "void vllm::rotary_embedding_kernel<c10::BFloat16, false>(long const*, c10::BFloat16*, "
         "c10::BFloat16*, c10::BFloat16 const*, int, long, long, int, int, int)"
@@ -123,18 +147,30 @@ def test_vllm_custom_ops():
         "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, "
         "(vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*)"
     )
-    assert (cache.op, cache.precision, cache.details["kv_cache"]) == ("kv_cache_write", "bf16", "fp8e4m3")
+    assert (cache.op, cache.precision, cache.details["kv_cache"]) == (
+        "kv_cache_write",
+        "bf16",
+        "fp8e4m3",
+    )
     pa = one(
-        "void vllm::paged_attention_v1_kernel<c10::Half, c10::Half, 64, 32, 128, (vllm::Fp8KVCacheDataType)0, "
+        "void vllm::paged_attention_v1_kernel<c10::Half, c10::Half, 64, 32, 128, "
+        "(vllm::Fp8KVCacheDataType)0, "
         "true>(c10::Half*)"
     )
     assert (pa.op, pa.tensor_cores) == ("attention", False)
-    assert one("void vllm::moe::topkGatingSoftmax<4, 64, 4, 8, 32, int, float>(float const*)").op == "moe_routing"
+    assert (
+        one("void vllm::moe::topkGatingSoftmax<4, 64, 4, 8, 32, int, float>(float const*)").op
+        == "moe_routing"
+    )
 
 
 def test_marlin_reads_its_scalar_type_ids():
-    # vllm::ScalarType ids (csrc/core/scalar_type.hpp): exponent, mantissa, sign, bias packed from the low bits
-    k = one("void marlin::Marlin<(long)1125899906909960, (long)1125899907892224, (long)1125899906909960, 256>")
+    # vllm::ScalarType ids (csrc/core/scalar_type.hpp): exponent, mantissa, sign, bias packed from
+    # the low bits
+    k = one(
+        "void marlin::Marlin<(long)1125899906909960, (long)1125899907892224, "
+        "(long)1125899906909960, 256>"
+    )
     assert (k.library, k.op, k.precision, k.details["activation"], k.tensor_cores) == (
         "vLLM (Marlin)",
         "gemm",
@@ -142,7 +178,10 @@ def test_marlin_reads_its_scalar_type_ids():
         "bf16",
         True,
     )
-    fp8 = one("void marlin::Marlin<(long)1125899906910725, (long)2814749767172868, (long)1125899906910725, 128>")
+    fp8 = one(
+        "void marlin::Marlin<(long)1125899906910725, (long)2814749767172868, "
+        "(long)1125899906910725, 128>"
+    )
     assert fp8.details.get("weight_only") and fp8.details["activation"] == "fp16"
 
 
@@ -150,20 +189,36 @@ def test_weight_only_gemms_give_weight_and_activation_precision():
     awq = one("void vllm::awq::gemm_forward_4bit_cuda_m16nXk32<64>(int, int, __nv_bfloat16*, int*)")
     assert (awq.precision, awq.details["activation"], awq.tensor_cores) == ("int4", "bf16", True)
     gptq = one("void vllm::gptq::gemm_half_q_half_gptq_8bit_kernel<true, 2>(__half const*)")
-    assert (gptq.precision, gptq.details["activation"], gptq.tensor_cores) == ("int8", "fp16", False)
+    assert (gptq.precision, gptq.details["activation"], gptq.tensor_cores) == (
+        "int8",
+        "fp16",
+        False,
+    )
     fp6 = one("void QUANT_GEMM_Kernel<TilingConfig<4, 1, 8>, __nv_bfloat16, 2, 2>(int4 const*)")
-    assert (fp6.library, fp6.precision, fp6.details["activation"]) == ("torchao (FP6-LLM)", "fp5e2m2", "bf16")
+    assert (fp6.library, fp6.precision, fp6.details["activation"]) == (
+        "torchao (FP6-LLM)",
+        "fp5e2m2",
+        "bf16",
+    )
 
 
 def test_cutlass3_templates_inside_pytorch_and_vllm():
     k = one(
-        "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::"
-        "GemmUniversal<cute::tuple<int, int, int>, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
-        "MainloopSm90TmaGmmaWarpSpecialized<3, cute::tuple<cute::C<1>, cute::C<2>, cute::C<1> >, cutlass::gemm::"
+        "void "
+        "cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::"
+        "GemmUniversal<cute::tuple<int, int, int>, "
+        "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+        "MainloopSm90TmaGmmaWarpSpecialized<3, cute::tuple<cute::C<1>, cute::C<2>, "
+        "cute::C<1> >, cutlass::gemm::"
         "KernelTmaWarpSpecializedPingpong>, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, "
         "cutlass::float_e5m2_t, cute::tuple<long, cute::C<1>, long>, cutlass::float_e4m3_t> > > >"
     )
-    assert (k.family, k.library, k.op, k.precision) == ("cutlass3", "CUTLASS 3.x (in PyTorch)", "gemm", "fp8e5m2")
+    assert (k.family, k.library, k.op, k.precision) == (
+        "cutlass3",
+        "CUTLASS 3.x (in PyTorch)",
+        "gemm",
+        "fp8e5m2",
+    )
     assert (k.tile, k.cluster, k.stages, k.arch, k.details["schedule"]) == (
         "64x128x128",
         "1x2x1",
@@ -173,22 +228,30 @@ def test_cutlass3_templates_inside_pytorch_and_vllm():
     )
     fa3 = one(
         "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
-        "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cute::tuple<cute::"
-        "C<128>, cute::C<128>, cute::C<128> >, 128, cutlass::bfloat16_t, float, cutlass::arch::Sm90> > > >"
+        "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, "
+        "cute::tuple<cute::"
+        "C<128>, cute::C<128>, cute::C<128> >, 128, cutlass::bfloat16_t, float, "
+        "cutlass::arch::Sm90> > > >"
     )
-    assert fa3.family == "flash_attention"  # FlashAttention 3 in a device_kernel stays FlashAttention
+    assert (
+        fa3.family == "flash_attention"
+    )  # FlashAttention 3 in a device_kernel stays FlashAttention
 
 
 def test_flashinfer_attention_sampling_and_cute_dsl():
     decode_k = one(
-        "void flashinfer::SingleDecodeWithKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, "
-        "1u, 8u, flashinfer::DefaultAttention<false, false, false, false>, flashinfer::SingleDecodeParams"
+        "void flashinfer::SingleDecodeWithKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, "
+        "4u, 8u, 16u, "
+        "1u, 8u, flashinfer::DefaultAttention<false, false, false, false>, "
+        "flashinfer::SingleDecodeParams"
         "<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16> >"
     )
     assert (decode_k.op, decode_k.tensor_cores, decode_k.precision) == ("attention", False, "bf16")
     prefill = one(
-        "void flashinfer::SinglePrefillWithKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, "
-        "64u, 1u, 8u, 16u, 4u, 1u, 4u, (flashinfer::PosEncodingMode)0, __half, __half, __half, float>>"
+        "void "
+        "flashinfer::SinglePrefillWithKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, "  # noqa: E501 (a kernel name as it ran)
+        "64u, 1u, 8u, 16u, 4u, 1u, 4u, (flashinfer::PosEncodingMode)0, __half, __half, "
+        "__half, float>>"
     )
     assert (prefill.op, prefill.tensor_cores, prefill.precision) == ("attention", True, "fp16")
     s = one(
@@ -196,7 +259,9 @@ def test_flashinfer_attention_sampling_and_cute_dsl():
         "(cub::BlockReduceAlgorithm)2, 4u, true, float, int>(float*)"
     )
     assert s.op == "sampling"
-    dsl = one("kernel_cutlass_kernel_flashinfernormkernelsrmsnormRMSNormKernel_object_at__tensorptrf16gmemalign128o1")
+    dsl = one(
+        "kernel_cutlass_kernel_flashinfernormkernelsrmsnormRMSNormKernel_object_at__tensorptrf16gmemalign128o1"
+    )
     assert (dsl.library, dsl.op, dsl.precision) == ("FlashInfer (CuTe DSL)", "norm", "fp16")
 
 
@@ -210,17 +275,30 @@ def test_tensorrt_llm_generated_attention_names():
         "64x128",
         "256",
     )
-    assert one("fmha_v2_flash_attention_fp16_64_32_S_qkv_128_causal_sm86_kernel_nl").family != "flash_attention"
+    assert (
+        one("fmha_v2_flash_attention_fp16_64_32_S_qkv_128_causal_sm86_kernel_nl").family
+        != "flash_attention"
+    )
     xqa = one("xqa_kernel_dt_fp16_d_64_beam_1_kvt_e4m3_nqpkv_4_m_16_sm_89")
     assert (xqa.precision, xqa.details["kv_cache"], xqa.arch) == ("fp16", "fp8e4m3", "sm89")
-    gen = one("gemm_Bfloat16_E4m3E4m3_Fp32_t128x64x128u2_s4_et64x64_m64x64x32_cga1x1x1_16dp256b_TN_sm100a")
-    assert (gen.op, gen.precision, gen.tile, gen.stages, gen.arch) == ("gemm", "fp8e4m3", "128x64x128", 4, "sm100")
+    gen = one(
+        "gemm_Bfloat16_E4m3E4m3_Fp32_t128x64x128u2_s4_et64x64_m64x64x32_cga1x1x1_16dp256b_TN_sm100a"
+    )
+    assert (gen.op, gen.precision, gen.tile, gen.stages, gen.arch) == (
+        "gemm",
+        "fp8e4m3",
+        "128x64x128",
+        4,
+        "sm100",
+    )
 
 
 def test_flashmla_is_not_flashattention():
     k = one(
-        "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::half_t, "
-        "512>, false, flash::SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::half_t, 512>>>"
+        "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, "
+        "8, cutlass::half_t, "
+        "512>, false, flash::SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, "
+        "cutlass::half_t, 512>>>"
     )
     assert (k.family, k.library, k.op, k.precision, k.details["head_dim"]) == (
         "flashmla",
@@ -235,7 +313,8 @@ def test_flashmla_is_not_flashattention():
 
 def test_deepgemm_and_deepep():
     g = one(
-        "void deep_gemm::sm100_fp8_gemm_1d1d_impl<(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 7168u, "
+        "void deep_gemm::sm100_fp8_gemm_1d1d_impl<(cute::UMMA::Major)0, "
+        "(cute::UMMA::Major)0, 0u, 0u, 7168u, "
         "128u, 128u, 128u, 1u, 1u, 4u, (deep_gemm::GemmType)1>"
     )
     assert (g.library, g.op, g.precision, g.arch, g.details["grouped"]) == (
@@ -248,14 +327,20 @@ def test_deepgemm_and_deepep():
     bf16 = one("void deep_gemm::sm90_bf16_gemm_impl<0u, 0u, 4096u, 1u, 128u, 256u, 64u>(int*)")
     assert (bf16.precision, bf16.tensor_cores) == ("bf16", True)
     d = one("void deep_ep::internode::combine<__nv_bfloat16, 4, 8, 7168, 8>(int4*)")
-    assert (d.family, d.op, d.details["phase"], d.details["scope"]) == ("deepep", "all_to_all", "combine", "internode")
+    assert (d.family, d.op, d.details["phase"], d.details["scope"]) == (
+        "deepep",
+        "all_to_all",
+        "combine",
+        "internode",
+    )
     ll = one("void deep_ep::internode_ll::dispatch<false, false, 4096>(void*)")
     assert (ll.details["phase"], ll.precision) == ("dispatch", None)
 
 
 def test_transformer_engine_liger_mamba():
     ct = one(
-        "void transformer_engine::multi_cast_transpose_kernel<8, true, __nv_bfloat16, __nv_fp8_e5m2, float>"
+        "void transformer_engine::multi_cast_transpose_kernel<8, true, __nv_bfloat16, "
+        "__nv_fp8_e5m2, float>"
         "(transformer_engine::(anonymous namespace)::MultiCastTransposeArgs)"
     )
     assert (ct.family, ct.op, ct.precision) == ("transformer_engine", "quantize", "fp8e5m2")
@@ -267,9 +352,13 @@ def test_transformer_engine_liger_mamba():
     ):
         k = one(name)
         assert (k.family, k.library, k.op) == ("liger", "Liger (Triton)", op), name
-    assert one("_rms_norm_fwd_kernel").family == "other"  # a bare Triton name that is not Liger's stays unclaimed
+    assert (
+        one("_rms_norm_fwd_kernel").family == "other"
+    )  # a bare Triton name that is not Liger's stays unclaimed
     cc = one(
-        "void causal_conv1d_channellast_fwd_kernel<Causal_conv1d_channellast_fwd_kernel_traits<128, 4, 64, "
+        "void "
+        "causal_conv1d_channellast_fwd_kernel<Causal_conv1d_channellast_fwd_kernel_traits<128, "
+        "4, 64, "
         "true, c10::Half, c10::Half> >(ConvParamsBase)"
     )
     assert (cc.family, cc.op, cc.precision) == ("mamba", "conv", "fp16")
@@ -277,28 +366,39 @@ def test_transformer_engine_liger_mamba():
 
 def test_xformers_bitsandbytes_apex():
     xf = one(
-        "fmha_cutlassF_f32_notaligned_32x128_gmem_sm75(AttentionKernel<float, cutlass::arch::Sm75, false, 32, "
+        "fmha_cutlassF_f32_notaligned_32x128_gmem_sm75(AttentionKernel<float, "
+        "cutlass::arch::Sm75, false, 32, "
         "128, 65536, true, true>::Params)"
     )
-    assert (xf.family, xf.library.split(" (")[0], xf.precision, xf.arch) == ("xformers", "xFormers", "fp32", "sm75")
+    assert (xf.family, xf.library.split(" (")[0], xf.precision, xf.arch) == (
+        "xformers",
+        "xFormers",
+        "fp32",
+        "sm75",
+    )
     torch_own = one(
         "fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::"
         "half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
     )
     assert torch_own.family == "flash_attention"  # PyTorch's own copy keeps its reading
     q = one(
-        "void kQuantizeBlockwise<__nv_bfloat16, 4096, 4, 0, 0>(float*, __nv_bfloat16*, float*, unsigned char*, "
+        "void kQuantizeBlockwise<__nv_bfloat16, 4096, 4, 0, 0>(float*, __nv_bfloat16*, "
+        "float*, unsigned char*, "
         "float*, int, int)"
     )
     assert (q.family, q.op, q.precision) == ("bitsandbytes", "quantize", "int8")
     lamb = one(
-        "void multi_tensor_apply_kernel<TensorListMetadata<2>, LAMBStage2Functor<c10::Half>, float*, float*, "
-        "float>(long, int volatile*, TensorListMetadata<2>, LAMBStage2Functor<c10::Half>, float*, float*, float)"
+        "void multi_tensor_apply_kernel<TensorListMetadata<2>, LAMBStage2Functor<c10::Half>, "
+        "float*, float*, "
+        "float>(long, int volatile*, TensorListMetadata<2>, LAMBStage2Functor<c10::Half>, "
+        "float*, float*, float)"
     )
     assert (lamb.family, lamb.op, lamb.precision) == ("apex", "optimizer", "fp16")
     aten = one(
-        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
-        "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(int)"
+        "void at::native::(anonymous "
+        "namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "TensorListMetadata<4>, at::native::(anonymous "
+        "namespace)::FusedAdamMathFunctor<float, 4>>(int)"
     )
     assert aten.family == "aten"  # PyTorch's multi-tensor kernel is not Apex's
 
@@ -306,14 +406,17 @@ def test_xformers_bitsandbytes_apex():
 def test_what_each_op_of_the_stack_reads_as_in_unseen_names():
     # names written from the libraries' conventions, not taken from the corpus
     cases = {
-        "void vllm::silu_and_mul_quant_kernel<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*)": "elementwise",
-        "void vllm::dynamic_scaled_int8_quant_kernel<c10::Half, float>(c10::Half const*)": "quantize",
+        "void vllm::silu_and_mul_quant_kernel<c10::BFloat16, "
+        "c10::Float8_e4m3fn>(c10::Float8_e4m3fn*)": "elementwise",
+        "void vllm::dynamic_scaled_int8_quant_kernel<c10::Half, float>(c10::Half const*)": "quantize",  # noqa: E501 (a kernel name as it ran)
         "void vllm::cp_gather_cache<__nv_bfloat16>(__nv_bfloat16 const*)": "copy",
-        "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)0, "
+        "void "
+        "tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)0, "  # noqa: E501 (a kernel name as it ran)
         "__nv_bfloat16, 16, false>(int)": "quantize",
-        "void flashinfer::BatchQKApplyLlama31RotaryPosIdsKernel<false, 128u, 8u, 16u, __half, int>(int)": "rope",
-        "void sglang::cross_device_reduce_2stage<__nv_bfloat16, 8>(sglang::RankData*)": "communication",
-        "void transformer_engine::dequantize_kernel<__nv_fp8_e4m3, __nv_bfloat16>(int)": "dequantize",
+        "void flashinfer::BatchQKApplyLlama31RotaryPosIdsKernel<false, 128u, 8u, 16u, "
+        "__half, int>(int)": "rope",
+        "void sglang::cross_device_reduce_2stage<__nv_bfloat16, 8>(sglang::RankData*)": "communication",  # noqa: E501 (a kernel name as it ran)
+        "void transformer_engine::dequantize_kernel<__nv_fp8_e4m3, __nv_bfloat16>(int)": "dequantize",  # noqa: E501 (a kernel name as it ran)
     }
     for name, op in cases.items():
         assert decode(name).op == op, name
@@ -329,7 +432,8 @@ def test_llm_corpus_share_of_fields_right():
     assert sum(good.values()) == sum(total.values()), {f: (good[f], total[f]) for f in total}
 
 
-#: hostile shapes aimed at the LLM stack's decoders: deep nests, long runs and repeats of the tokens they look for
+#: hostile shapes aimed at the LLM stack's decoders: deep nests, long runs and repeats of the tokens
+#: they look for
 LLM_SHAPES = [
     ("vLLM template nest", "void vllm::k<", "a<", ">()"),
     ("vLLM element types", "void vllm::rms_norm_kernel<", "c10::BFloat16, ", ">()"),
@@ -346,7 +450,12 @@ LLM_SHAPES = [
         "cute::tuple<cute::C<1>, cute::C<1>, ",
         ">",
     ),
-    ("CUTLASS mainloop words", "void cutlass::device_kernel<GemmUniversal<CollectiveMma<", "Mainloop", "<"),
+    (
+        "CUTLASS mainloop words",
+        "void cutlass::device_kernel<GemmUniversal<CollectiveMma<",
+        "Mainloop",
+        "<",
+    ),
     ("CUTLASS MMA atoms", "void cutlass::device_kernel<GemmUniversal<", "SM90_1x1x1_", "a"),
     ("mangled CUTLASS", "_ZN7cutlass13device_kernelI13GemmUniversal", "MMA_1x1x1_F32A", ""),
     ("DeepGEMM", "void deep_gemm::sm90_", "fp8_", "impl<(deep_gemm::GemmType)1>()"),
@@ -354,7 +463,12 @@ LLM_SHAPES = [
     ("bitsandbytes arguments", "void kDequantizeBlockwise<", "1, ", "2>()"),
     ("Apex functors", "void multi_tensor_apply_kernel<", "AdamFunctor<", ">()"),
     ("Transformer Engine namespaces", "void transformer_engine::", "a::", "k<>()"),
-    ("FlashMLA traits", "void flash::flash_fwd_splitkv_mla_kernel<", "Flash_fwd_kernel_traits_mla<1, ", ">()"),
+    (
+        "FlashMLA traits",
+        "void flash::flash_fwd_splitkv_mla_kernel<",
+        "Flash_fwd_kernel_traits_mla<1, ",
+        ">()",
+    ),
     ("FlashInfer device kernel", "void cutlass::device_kernel<flashinfer::", "a::", ">"),
     ("bare Triton-like name", "_", "a_", "kernel"),
 ]
@@ -370,5 +484,7 @@ def test_llm_names_grow_linearly_with_their_length():
     """Decoding time at 8× the length stays within ~8× (plus noise): no shape is quadratic."""
     small = {label: took for label, _, took in decode_times(LLM_SHAPES, 4_000, timeout=30)}
     big = decode_times(LLM_SHAPES, 32_000, timeout=30)
-    slow = [(label, round(took, 4)) for label, _, took in big if took > max(0.02, 30 * small[label])]
+    slow = [
+        (label, round(took, 4)) for label, _, took in big if took > max(0.02, 30 * small[label])
+    ]
     assert not slow, slow

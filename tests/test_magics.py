@@ -51,7 +51,9 @@ def test_statement_text_is_kept_verbatim(ip):
 
 def test_cell_mode_runs_setup_once_and_leaves_the_namespace_alone(ip):
     ip.user_ns["log"] = []
-    r = ip.run_cell_magic("gputime", FAST + "-q -o acc = 0; log.append('setup')", "acc += 1\ny = acc * 2")
+    r = ip.run_cell_magic(
+        "gputime", FAST + "-q -o acc = 0; log.append('setup')", "acc += 1\ny = acc * 2"
+    )
     assert isinstance(r, TimingResult)
     assert ip.user_ns["log"] == ["setup"]
     assert "acc" not in ip.user_ns and "y" not in ip.user_ns
@@ -101,7 +103,10 @@ def test_run_cell_shows_the_traceback(ip):
         ("--flush-l2 -n 5 1", "--flush-l2 times each call alone"),
         ("--bogus 1", "unrecognized arguments: --bogus"),
         ("-n x 1", "invalid int value"),
-        ("-p -3 1", r"precision must be at least 1 \(significant digits in printed times\), got -3"),
+        (
+            "-p -3 1",
+            r"precision must be at least 1 \(significant digits in printed times\), got -3",
+        ),
         ("-p 0 1", r"precision must be at least 1 \(significant digits in printed times\), got 0"),
     ],
 )
@@ -113,9 +118,21 @@ def test_bad_options_are_usage_errors(ip, line, message):
 @pytest.mark.parametrize(
     "setting, value, message",
     [
-        ("precision", "-1", "precision must be at least 1 (significant digits in printed times), got -1"),
-        ("precision", "0", "precision must be at least 1 (significant digits in printed times), got 0"),
-        ("rel_ci", "-1", "rel_ci must be more than 0 and less than 1 (a fraction of the median: 0.0025 is"),
+        (
+            "precision",
+            "-1",
+            "precision must be at least 1 (significant digits in printed times), got -1",
+        ),
+        (
+            "precision",
+            "0",
+            "precision must be at least 1 (significant digits in printed times), got 0",
+        ),
+        (
+            "rel_ci",
+            "-1",
+            "rel_ci must be more than 0 and less than 1 (a fraction of the median: 0.0025 is",
+        ),
         ("rel_drift", "0.0", "rel_drift must be more than 0 and less than 1"),
         ("time_budget", "0.0", "time_budget must be positive, got 0.0"),
         ("warmup_time", "-1.0", "warmup_time must be 0 or more (seconds), got -1.0"),
@@ -124,11 +141,19 @@ def test_bad_options_are_usage_errors(ip, line, message):
         ("min_samples", "0", "min_samples must be at least 1, got 0"),
         ("min_time", "-1.0", "min_time must be 0 or more (seconds), got -1.0"),
         ("first_call_ratio", "0.5", "first_call_ratio must be at least 1"),
-        ("timeline_max_glyphs", "0", "timeline_max_glyphs must be at least 1 (events drawn per timeline lane), got 0"),
+        (
+            "timeline_max_glyphs",
+            "0",
+            "timeline_max_glyphs must be at least 1 (events drawn per timeline lane), got 0",
+        ),
         ("profile_top", "0", "profile_top must be at least 1 (rows per table), got 0"),
         ("nsys_timeout", "0.0", "nsys_timeout must be positive (seconds), got 0.0"),
         ("nsys_timeout", "-5.0", "nsys_timeout must be positive (seconds), got -5.0"),
-        ("profile_warmup", "-1", "profile_warmup must be 0 or more (runs of the cell before the capture), got -1"),
+        (
+            "profile_warmup",
+            "-1",
+            "profile_warmup must be 0 or more (runs of the cell before the capture), got -1",
+        ),
     ],
 )
 def test_a_bad_setting_is_refused_when_set_and_says_why(ip, caplog, setting, value, message):
@@ -139,7 +164,9 @@ def test_a_bad_setting_is_refused_when_set_and_says_why(ip, caplog, setting, val
         with caplog.at_level(logging.ERROR):
             ip.run_line_magic("config", f"GpuMagics.{setting} = {value}")
     finally:
-        ip.config.GpuMagics.pop(setting, None)  # IPython keeps even a refused value in the shell's config
+        ip.config.GpuMagics.pop(
+            setting, None
+        )  # IPython keeps even a refused value in the shell's config
     assert getattr(magics, setting) == before  # refused: the setting keeps its value
     assert f"GpuMagics.{message}" in caplog.text
     assert f"; the default is {default!r}" in caplog.text
@@ -148,10 +175,15 @@ def test_a_bad_setting_is_refused_when_set_and_says_why(ip, caplog, setting, val
 
 
 def test_a_refused_setting_does_not_keep_the_extension_from_loading_again(shell):
-    shell.run_line_magic("config", "GpuMagics.precision = 0")  # refused, yet left in the shell's config
+    shell.run_line_magic(
+        "config", "GpuMagics.precision = 0"
+    )  # refused, yet left in the shell's config
     try:
         shell.run_line_magic("unload_ext", "gpumagic")
-        message = "GpuMagics.precision must be at least 1 (significant digits in printed times), got 0; ignored"
+        message = (
+            "GpuMagics.precision must be at least 1 (significant digits in printed "
+            "times), got 0; ignored"
+        )
         with pytest.warns(UserWarning, match=re.escape(message)):
             shell.run_line_magic("load_ext", "gpumagic")
     finally:
@@ -193,7 +225,8 @@ INTERRUPTING = "state['n'] += 1\nif state['n'] == 400: raise KeyboardInterrupt"
 
 def test_keyboard_interrupt_prints_what_was_measured_and_is_raised_again(ip):
     ip.user_ns["state"] = {"n": 0}
-    # caught as any KeyboardInterrupt, so that a swallowed or plain one fails here instead of ending the session
+    # caught as any KeyboardInterrupt, so that a swallowed or plain one fails here instead of ending
+    # the session
     with capture_output() as cap, pytest.raises(KeyboardInterrupt) as info:
         ip.run_cell_magic("gputime", "-n 10 -r 1000 -w 0 -o", INTERRUPTING)
     assert isinstance(info.value, TimingInterrupted)

@@ -1,5 +1,6 @@
-"""The memory view on snapshots written in torch's own format (tests/memory_fake.py): the reader, the timeline, the
-exact peak and its live set, the categories, the findings, the view's faces, and OOM."""
+"""The memory view on snapshots written in torch's own format (tests/memory_fake.py): the reader,
+the timeline, the exact peak and its live set, the categories, the findings, the view's faces, and
+OOM."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tests.memory_fake import USER, FakeAllocator, forward, optim, training_run
 
 
 def _walk(a: FakeAllocator) -> list[int]:
-    """The allocated level after every entry of ``a``'s history, replayed independently of the analysis."""
+    """The allocated level after every entry of ``a``'s history, replayed independently of the
+    analysis."""
     live: dict[int, int] = {}
     snap = a.snapshot()
     hist = {e["addr"] for e in snap["device_traces"][0] if e["action"] == "alloc"}
@@ -46,7 +48,9 @@ def test_the_peak_is_exact_and_the_level_ends_at_the_snapshots_own_total():
 
 def test_categories_sum_to_allocated_at_every_sample():
     a, _ = training_run(4)
-    m = analyze_memory(read_snapshot(a.snapshot()), max_points=10)  # decimated: every kept sample still sums
+    m = analyze_memory(
+        read_snapshot(a.snapshot()), max_points=10
+    )  # decimated: every kept sample still sums
     cats = m.samples[list(CATEGORIES)].sum(axis=1)
     assert (cats == m.samples["allocated"]).all()
     assert m.peak_bytes in set(m.samples["allocated"])  # the peak survives decimation
@@ -56,10 +60,14 @@ def test_categories_from_stacks_and_lifetimes():
     a, _ = training_run(2)
     m = analyze_memory(read_snapshot(a.snapshot()))
     live = m.live_at_peak.set_index("line")
-    assert live.loc["me/train.py:10 in step", "category"] == "activations"  # alive when backward allocates
+    assert (
+        live.loc["me/train.py:10 in step", "category"] == "activations"
+    )  # alive when backward allocates
     assert live.loc["me/train.py:5 in <module>", "category"] == "parameters"
     assert live.loc["me/train.py:20 in step", "category"] == "optimizer state"
-    assert live.loc["(no Python stack)", "category"] == "temporaries"  # a backward intermediate, freed in backward
+    assert (
+        live.loc["(no Python stack)", "category"] == "temporaries"
+    )  # a backward intermediate, freed in backward
     assert m.category_at_peak["activations"] == (16 << 20) + (2 << 20)
     assert sum(m.category_at_peak.values()) == m.peak_bytes
     # the gradient made in backward outlives it
@@ -69,7 +77,9 @@ def test_categories_from_stacks_and_lifetimes():
 
 def test_known_addresses_name_the_blocks_allocated_before_the_recording():
     a = FakeAllocator(record=False)
-    x = a.alloc(3 << 20)  # no frames: recorded before the history, as %%gpuprofile --memory sees an input
+    x = a.alloc(
+        3 << 20
+    )  # no frames: recorded before the history, as %%gpuprofile --memory sees an input
     a.record = True
     a.free(a.alloc(1 << 20, forward()))
     m = analyze_memory(read_snapshot(a.snapshot()), known={x: "inputs"})
@@ -94,9 +104,13 @@ def test_findings_name_their_numbers():
     kinds = {f.kind: f for f in m.findings}
     assert "32 MiB" in kinds["memory_peak"].message and "80 GiB" in kinds["memory_peak"].message
     assert kinds["memory_category"].numbers["category"] == "activations"
-    assert kinds["memory_remade"].numbers["remade"] == 5  # the optimizer's temporary, made again each step
+    assert (
+        kinds["memory_remade"].numbers["remade"] == 5
+    )  # the optimizer's temporary, made again each step
     assert kinds["memory_empty_cache"].numbers["bytes"] == a.reserved() - sum(
-        s["size"] for s in a.segments.values() if any(b["seg"] == s["addr"] for b in a.blocks.values())
+        s["size"]
+        for s in a.segments.values()
+        if any(b["seg"] == s["addr"] for b in a.blocks.values())
     )
 
 
@@ -120,16 +134,21 @@ def test_an_oom_the_history_did_not_record_is_placed_at_its_end_from_the_error()
     a.alloc(40 << 20, forward(30))
     a.alloc(2 << 20, forward(31))
     facts = json.loads((Path(__file__).parent / "data" / "memory" / "facts.json").read_text())
-    error = type("OutOfMemoryError", (RuntimeError,), {})(facts["oom_error"])  # torch's own message, from the H200
+    error = type("OutOfMemoryError", (RuntimeError,), {})(
+        facts["oom_error"]
+    )  # torch's own message, from the H200
     request = _failed_request(error)
     assert request == 512 << 20  # "Tried to allocate 512.00 MiB"
-    assert _failed_request(RuntimeError(facts["oom_error"])) is None  # only an out-of-memory error says so
+    assert (
+        _failed_request(RuntimeError(facts["oom_error"])) is None
+    )  # only an out-of-memory error says so
     m = analyze_memory(read_snapshot(a.snapshot()), failed_request=request)
     assert m.oom["bytes"] == 512 << 20 and m.oom["allocated"] == 42 << 20
     assert m.live_at_oom["bytes"].sum() == 42 << 20
     assert m.findings[0].kind == "memory_oom"
     assert analyze_memory(read_snapshot(a.snapshot())).oom is None
-    # a cell whose only allocation failed leaves no entry at all: the failure is still said, with nothing alive
+    # a cell whose only allocation failed leaves no entry at all: the failure is still said, with
+    # nothing alive
     empty = analyze_memory(read_snapshot(FakeAllocator().snapshot()), failed_request=request)
     assert empty.oom["bytes"] == 512 << 20 and empty.oom["allocated"] == 0
     assert empty.findings[0].kind == "memory_oom"
@@ -151,7 +170,10 @@ def test_oom_shows_what_was_alive_when_it_failed():
     view = MemoryView(m, label="oom")
     assert view.to_dataframe()["bytes"].sum() == 42 << 20
     html = view.html(None)
-    assert "Alive when it ran out of memory" in html and "At the peak the same blocks were alive" in html
+    assert (
+        "Alive when it ran out of memory" in html
+        and "At the peak the same blocks were alive" in html
+    )
     assert "out of memory" in str(view)
 
 

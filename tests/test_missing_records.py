@@ -1,6 +1,7 @@
-"""A capture that did not record kernels (CUDA API calls, memory operations, NVTX ranges) says so and how to record
-them; it never reads as an idle GPU or as "0 calls". Fixtures: the committed real block captures with a table (nsys
-export) or an event category (torch.profiler Chrome trace) taken out, as a capture without that tracing leaves them.
+"""A capture that did not record kernels (CUDA API calls, memory operations, NVTX ranges) says so
+and how to record them; it never reads as an idle GPU or as "0 calls". Fixtures: the committed real
+block captures with a table (nsys export) or an event category (torch.profiler Chrome trace) taken
+out, as a capture without that tracing leaves them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from gpumagic.trace.coverage import KINDS
 
 DATA = pathlib.Path(__file__).parent / "data"
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
-#: A figure of GPU busy or idle time, or a utilisation share: none may be made from records that are not there.
+#: A figure of GPU busy or idle time, or a utilisation share: none may be made from records that are
+#: not there.
 BUSY_OR_IDLE = re.compile(r"\b(idle|busy)\b|\d%", re.IGNORECASE)
 
 
 def nsys_export(tmp_path: pathlib.Path, *sql: str, name: str = "block") -> str:
-    """The committed export, unzipped, with ``sql`` run on it (a DROP TABLE: a capture that did not record it)."""
+    """The committed export, unzipped, with ``sql`` run on it (a DROP TABLE: a capture that did not
+    record it)."""
     out = tmp_path / f"{name}.sqlite"
     with gzip.open(DATA / "nsys" / f"{name}.sqlite.gz") as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -53,9 +56,12 @@ def cats(*names: str):
 
 
 def shown(report: ProfileReport) -> tuple[str, str]:
-    """What a user reads: the text report, and the HTML report's text (tags dropped, entities undone)."""
+    """What a user reads: the text report, and the HTML report's text (tags dropped, entities
+    undone)."""
     html = re.sub(r"<[^>]+>", " ", report.html(None))
-    return str(report), html.replace("&#x27;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return str(report), html.replace("&#x27;", "'").replace("&lt;", "<").replace(
+        "&gt;", ">"
+    ).replace("&amp;", "&")
 
 
 def test_nsys_export_without_kernels_says_they_were_not_recorded_and_how_to_record_them(tmp_path):
@@ -76,22 +82,35 @@ def test_nsys_export_without_kernels_says_they_were_not_recorded_and_how_to_reco
     summary = trace.kernel_summary()
     assert summary.empty and "-t cuda" in summaries.not_recorded(summary)
     back = Trace.from_json(trace.to_json())  # a saved trace still knows
-    assert not back.recorded("kernels") and "did not record CUDA kernels" in str(ProfileReport(back))
+    assert not back.recorded("kernels") and "did not record CUDA kernels" in str(
+        ProfileReport(back)
+    )
 
 
 def test_full_exports_report_as_before_and_an_absent_empty_table_is_recorded(tmp_path):
-    assert tuple(COLUMNS) == KINDS and all(Trace().recorded(k) for k in KINDS)  # a Trace built by hand: all of them
+    assert tuple(COLUMNS) == KINDS and all(
+        Trace().recorded(k) for k in KINDS
+    )  # a Trace built by hand: all of them
     block = load_nsys(nsys_export(tmp_path, name="block"))
     text, html = shown(ProfileReport(block, timeline=False))
     assert all(block.recorded(k) for k in ("kernels", "memops", "api", "nvtx", "osrt"))
-    assert "GPU busy 183 ms of 487 ms, the span of its CUDA activity (38%) \u00b7 43 kernels, 5 memory ops" in text
+    assert (
+        "GPU busy 183 ms of 487 ms, the span of its CUDA activity (38%) \u00b7 43 kernels, 5 "
+        "memory ops" in text
+    )
     assert "The GPU is idle 62%" in text and "not recorded" not in html
-    # matmul was captured with -t cuda,nvtx: nsys wrote no memcpy/memset table (there were none) and no OSRT table
+    # matmul was captured with -t cuda,nvtx: nsys wrote no memcpy/memset table (there were none) and
+    # no OSRT table
     matmul = load_nsys(nsys_export(tmp_path, name="matmul"))
     assert matmul.recorded("memops") and matmul.recorded("kernels") and not matmul.recorded("osrt")
     text, html = shown(ProfileReport(matmul, timeline=False))
-    assert "GPU busy 7.97 ms of 8.02 ms, the span of its CUDA activity (99%) \u00b7 3 kernels \u00b7" in text
-    assert "Memory operations (not recorded)" not in html and "OS runtime calls (not recorded)" in html
+    assert (
+        "GPU busy 7.97 ms of 8.02 ms, the span of its CUDA activity (99%) \u00b7 3 kernels \u00b7"
+        in text
+    )
+    assert (
+        "Memory operations (not recorded)" not in html and "OS runtime calls (not recorded)" in html
+    )
 
 
 def test_nsys_export_without_cuda_api_calls_says_so_not_zero_calls(tmp_path):
@@ -104,17 +123,24 @@ def test_nsys_export_without_cuda_api_calls_says_so_not_zero_calls(tmp_path):
     assert not trace.recorded("api") and trace.recorded("kernels")
     summary = trace.api_summary()
     assert summary.empty and "CUPTI_ACTIVITY_KIND_RUNTIME" in summaries.not_recorded(summary)
-    assert "43 kernels, 5 memory ops" in report.summary_line()  # what it did record is still reported
+    assert (
+        "43 kernels, 5 memory ops" in report.summary_line()
+    )  # what it did record is still reported
 
 
 def test_nsys_export_without_memory_operations_gives_no_gpu_time(tmp_path):
     drop = ("DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY", "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET")
-    trace = load_nsys(nsys_export(tmp_path, *drop))  # its API calls copied memory: not an absent-because-none table
+    trace = load_nsys(
+        nsys_export(tmp_path, *drop)
+    )  # its API calls copied memory: not an absent-because-none table
     report = ProfileReport(trace, timeline=False)
     text, html = shown(report)
     assert "did not record memory operations" in text and "nsys profile -t cuda" in text
     assert "Memory operations (not recorded)" in html
-    assert "memory operations not recorded" in report.summary_line() and "43 kernels" in report.summary_line()
+    assert (
+        "memory operations not recorded" in report.summary_line()
+        and "43 kernels" in report.summary_line()
+    )
     assert not BUSY_OR_IDLE.search(report.summary_line())
     assert not any(f.kind == "gpu_idle" for f in report.findings)
     assert not trace.recorded("memops") and trace.recorded("kernels")
@@ -137,7 +163,9 @@ def test_nsys_export_without_nvtx_says_so_and_nvtx_traced_without_ranges_is_reco
 
 
 def test_empty_kernel_table_after_launches_is_an_error_not_an_idle_gpu(tmp_path):
-    trace = load_nsys(nsys_export(tmp_path, f"DELETE FROM {KERNEL_TABLE}"))  # recorded, and none came back
+    trace = load_nsys(
+        nsys_export(tmp_path, f"DELETE FROM {KERNEL_TABLE}")
+    )  # recorded, and none came back
     report = ProfileReport(trace, timeline=False)
     assert [f.kind for f in report.findings] == ["kernels_dropped"]
     assert "idle" not in str(report)
@@ -148,7 +176,15 @@ def test_empty_kernel_table_after_launches_is_an_error_not_an_idle_gpu(tmp_path)
     "drop",
     [
         cats("kernel"),  # the kernel events alone
-        cats("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "gpu_user_annotation", "ac2g"),
+        cats(
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cuda_runtime",
+            "cuda_driver",
+            "gpu_user_annotation",
+            "ac2g",
+        ),
     ],
     ids=["no-kernel-events", "cpu-activity-only"],
 )
@@ -170,7 +206,9 @@ def test_chrome_trace_without_cuda_api_calls_leaves_op_gpu_time_unknown_not_zero
     assert "did not record CUDA API calls" in text and "ProfilerActivity.CUDA" in text
     assert "CUDA API calls (not recorded)" in html
     ops = trace.op_summary()
-    assert not ops.empty and ops["GPU (ns)"].isna().all()  # which op launched what is unknown, not 0 ns
+    assert (
+        not ops.empty and ops["GPU (ns)"].isna().all()
+    )  # which op launched what is unknown, not 0 ns
     assert not trace.recorded("api") and trace.recorded("kernels")
     assert "did not record CUDA API calls" in summaries.not_recorded(ops)
 
@@ -180,10 +218,13 @@ def test_chrome_trace_of_a_genuinely_idle_gpu_is_reported_as_such(tmp_path):
         cat = str(e.get("cat", "")).lower()
         name = str(e.get("name", ""))
         return cat in ("kernel", "gpu_memset", "gpu_memcpy") or (
-            cat in ("cuda_runtime", "cuda_driver") and re.match(r"cu(da)?(Launch|Memset|Memcpy)", name)
+            cat in ("cuda_runtime", "cuda_driver")
+            and re.match(r"cu(da)?(Launch|Memset|Memcpy)", name)
         )
 
-    trace = load_trace(chrome_trace(tmp_path, gpu_work))  # CUDA recorded; the API calls launched nothing
+    trace = load_trace(
+        chrome_trace(tmp_path, gpu_work)
+    )  # CUDA recorded; the API calls launched nothing
     report = ProfileReport(trace, timeline=False)
     assert trace.recorded("kernels") and trace.recorded("memops") and trace.recorded("api")
     assert [f.kind for f in report.findings] == ["no_gpu_work"]
@@ -210,7 +251,14 @@ def test_copies_are_a_share_of_kernel_time_where_memory_operations_were_not_reco
     from gpumagic.trace import frame
 
     k = [
-        dict(name="void at::native::copy_kernel<float>()", start=0, end=60, device=0, stream=7, correlation=1),
+        dict(
+            name="void at::native::copy_kernel<float>()",
+            start=0,
+            end=60,
+            device=0,
+            stream=7,
+            correlation=1,
+        ),
         dict(name="gemm", start=60, end=100, device=0, stream=7, correlation=2),
     ]
     trace = Trace(kernels=frame("kernels", k), meta={"recorded": ["kernels", "api"]})

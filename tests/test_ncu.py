@@ -1,5 +1,5 @@
-"""--ncu on the CPU: the readers against the CSV fixtures, the roofline, the report, and every orchestration path
-with a stand-in ncu (tests/fake_ncu) in place of Nsight Compute."""
+"""--ncu on the CPU: the readers against the CSV fixtures, the roofline, the report, and every
+orchestration path with a stand-in ncu (tests/fake_ncu) in place of Nsight Compute."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def csv_value(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-# --- readers ------------------------------------------------------------------------------------------------------
+# --- readers
+# --------------------------------------------------------------------------------------------------
 
 
 def test_reader_gives_the_csvs_durations_and_throughputs():
@@ -69,7 +70,9 @@ def test_reader_gives_the_csvs_durations_and_throughputs():
         assert got["Name"] == row[col["Kernel Name"]]
         assert units[col["gpu__time_duration.sum"]] == "ns"
         assert got["Duration (ns)"] == csv_value(row[col["gpu__time_duration.sum"]])
-        assert got["SM %"] == csv_value(row[col["sm__throughput.avg.pct_of_peak_sustained_elapsed"]])
+        assert got["SM %"] == csv_value(
+            row[col["sm__throughput.avg.pct_of_peak_sustained_elapsed"]]
+        )
         mem = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
         assert got["Memory %"] == csv_value(row[col[mem]])
         assert got["DRAM bytes/s"] == csv_value(row[col["dram__bytes.sum.per_second"]])
@@ -86,19 +89,26 @@ def test_flops_intensity_and_ceilings_follow_ncus_roofline_definitions():
 
     for (_, got), row in zip(k.iterrows(), rows, strict=True):
         per = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
-        fp32 = (m(row, per.format("fadd")) + m(row, per.format("fmul")) + 2 * m(row, per.format("ffma"))) * m(
-            row, "smsp__cycles_elapsed.avg.per_second"
-        )
+        fp32 = (
+            m(row, per.format("fadd")) + m(row, per.format("fmul")) + 2 * m(row, per.format("ffma"))
+        ) * m(row, "smsp__cycles_elapsed.avg.per_second")
         assert got["fp32 FLOP/s"] == pytest.approx(fp32, rel=1e-12)
-        assert got["Intensity (FLOP/B)"] == pytest.approx(got["FLOP/s"] / m(row, "dram__bytes.sum.per_second"))
+        assert got["Intensity (FLOP/B)"] == pytest.approx(
+            got["FLOP/s"] / m(row, "dram__bytes.sum.per_second")
+        )
     ceil = data.ceilings()  # the median over launches (the clock moves a little between them)
     ffma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"
     fp32 = [2 * m(r, ffma) * m(r, "sm__cycles_elapsed.avg.per_second") for r in rows]
     assert ceil["fp32"] == pytest.approx(statistics.median(fp32))
-    dram = [m(r, "dram__bytes.sum.peak_sustained") * m(r, "dram__cycles_elapsed.avg.per_second") for r in rows]
+    dram = [
+        m(r, "dram__bytes.sum.peak_sustained") * m(r, "dram__cycles_elapsed.avg.per_second")
+        for r in rows
+    ]
     assert ceil["dram"] == pytest.approx(statistics.median(dram))
     # the fixture's matmul: 2·1024³ FLOP in its duration
-    assert k.loc[0, "FLOP/s"] * k.loc[0, "Duration (ns)"] * 1e-9 == pytest.approx(2 * 1024**3, rel=0.01)
+    assert k.loc[0, "FLOP/s"] * k.loc[0, "Duration (ns)"] * 1e-9 == pytest.approx(
+        2 * 1024**3, rel=0.01
+    )
 
 
 def test_limiter_is_ncus_bottleneck_rule():
@@ -109,7 +119,10 @@ def test_limiter_is_ncus_bottleneck_rule():
     assert limiter(math.nan, 50.0) is None
     # and the fixture's launches agree with what ncu's own Bottleneck rule said about them
     said = {
-        "balanced": ("Compute and Memory are well-balanced", "This workload is utilizing greater than"),
+        "balanced": (
+            "Compute and Memory are well-balanced",
+            "This workload is utilizing greater than",
+        ),
         "compute": ("Compute is more heavily utilized", "This workload is utilizing greater than"),
         "memory": ("Memory is more heavily utilized", "This workload is utilizing greater than"),
         "latency": ("This workload exhibits low compute", "This kernel grid is too small"),
@@ -118,7 +131,9 @@ def test_limiter_is_ncus_bottleneck_rule():
     rules = read_details_csv(DETAILS)
     assert set(k["Limiter"]) == {"balanced", "latency"}  # the 1024² matmul and the add
     for _, r in k.iterrows():
-        msg = rules[(rules["ID"] == r["ID"]) & (rules["Rule"] == "SOLBottleneck")]["Message"].iloc[0]
+        msg = rules[(rules["ID"] == r["ID"]) & (rules["Rule"] == "SOLBottleneck")]["Message"].iloc[
+            0
+        ]
         assert msg.startswith(said[r["Limiter"]]), (r["Limiter"], msg)
 
 
@@ -152,7 +167,8 @@ def test_rules_one_row_per_launch_and_rule():
     assert read_details_csv("no table here").empty
 
 
-# --- tensor-core work (tensor.raw.csv: bf16, TF32, fp32 FFMA and fp64 GEMMs under the default sections + counters) ----
+# --- tensor-core work (tensor.raw.csv: bf16, TF32, fp32 FFMA and fp64 GEMMs under the default
+# sections + counters) ----
 
 
 def tensor_rows() -> tuple[dict[str, int], list[list[str]]]:
@@ -171,7 +187,8 @@ def test_tensor_counters_count_each_gemm_as_2n3_flops():
     seen = set()
     for (_, got), row in zip(k.iterrows(), rows, strict=True):
         counts = {
-            p: ops(col, row, src) for p, src in (("bf16", "bf16_dst_fp32"), ("tf32", "tf32_dst_fp32"), ("fp64", "fp64"))
+            p: ops(col, row, src)
+            for p, src in (("bf16", "bf16_dst_fp32"), ("tf32", "tf32_dst_fp32"), ("fp64", "fp64"))
         }
         used = [p for p, v in counts.items() if v > 0]
         seconds = got["Duration (ns)"] * 1e-9
@@ -184,9 +201,13 @@ def test_tensor_counters_count_each_gemm_as_2n3_flops():
         src = {"bf16": "bf16_dst_fp32", "tf32": "tf32_dst_fp32", "fp64": "fp64"}[p]
         per_cycle = csv_value(row[col[f"sm__ops_path_tensor_src_{src}.sum.per_cycle_elapsed"]])
         hz = csv_value(row[col["sm__cycles_elapsed.avg.per_second"]])
-        assert got[f"tensor {p} FLOP/s"] == pytest.approx(per_cycle * hz, rel=1e-12)  # ncu's own definition
+        assert got[f"tensor {p} FLOP/s"] == pytest.approx(
+            per_cycle * hz, rel=1e-12
+        )  # ncu's own definition
         assert got["Tensor FLOP/s"] * seconds == pytest.approx(2 * N**3, rel=0.05)
-        assert got["FLOP/s"] * seconds == pytest.approx(2 * N**3, rel=0.05)  # the epilogue's FFMA work is tiny
+        assert got["FLOP/s"] * seconds == pytest.approx(
+            2 * N**3, rel=0.05
+        )  # the epilogue's FFMA work is tiny
         assert got["Math"] == f"{p} tensor" and got["Limiter"] == "compute"
     assert seen == {"bf16", "tf32", "fp64"}
 
@@ -203,16 +224,21 @@ def test_bf16_gemm_sits_under_its_tensor_roof_and_above_fp32_compute_bound():
     i = next(j for j, row in enumerate(rows) if ops(col, row, "bf16_dst_fp32") > 0)
     r = k.loc[i]
     assert ceil["fp32"] < r["FLOP/s"] < ceil["bf16 tensor"]
-    assert r["Intensity (FLOP/B)"] > ceil["bf16 tensor"] / ceil["dram"]  # right of the ridge: compute-bound
+    assert (
+        r["Intensity (FLOP/B)"] > ceil["bf16 tensor"] / ceil["dram"]
+    )  # right of the ridge: compute-bound
     assert r["Limiter"] == "compute" and 50 < r["Peak %"] < 100
-    said = data.rules[(data.rules["ID"] == r["ID"]) & (data.rules["Rule"] == "SOLBottleneck")]["Message"].iloc[0]
+    said = data.rules[(data.rules["ID"] == r["ID"]) & (data.rules["Rule"] == "SOLBottleneck")][
+        "Message"
+    ].iloc[0]
     assert said.startswith("Compute is more heavily utilized")  # ncu's own rule agrees
     fig = roofline_figure(k, ceil)
     renderers = [g for g in fig.renderers if isinstance(g, GlyphRenderer)]
     points = next(g for g in renderers if isinstance(g.glyph, Scatter)).data_source.data
     assert points["y"][i] == pytest.approx(r["FLOP/s"]) and points["marker"] == ["circle"] * 4
     roofs = {item.label["value"].rsplit(" ", 2)[0]: item for item in fig.legend.items}
-    # the FFMA roofs, DRAM, and the tensor roofs of the precisions some kernel used (not fp16, fp8, int8)
+    # the FFMA roofs, DRAM, and the tensor roofs of the precisions some kernel used (not fp16, fp8,
+    # int8)
     assert set(roofs) == {"DRAM", "fp32", "fp64", "bf16 tensor", "tf32 tensor", "fp64 tensor"}
     lines = [tuple(g.data_source.data["y"]) for g in renderers if isinstance(g.glyph, Line)]
     assert (ceil["bf16 tensor"], ceil["bf16 tensor"]) in lines and len(lines) == 6
@@ -230,7 +256,12 @@ def test_tensor_ceilings_are_the_dense_peaks_at_ncus_clock():
     sparse = "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"
     assert csv_value(rows[0][col[sparse]]) == 2 * csv_value(rows[0][col[dense]])
     # H100 per SM and cycle: bf16 4096, tf32 2048, fp8 8192, fp64 256 (DMMA) against FFMA 2 x 128
-    for key, ratio in (("bf16 tensor", 16), ("tf32 tensor", 8), ("fp8 tensor", 32), ("fp64 tensor", 1)):
+    for key, ratio in (
+        ("bf16 tensor", 16),
+        ("tf32 tensor", 8),
+        ("fp8 tensor", 32),
+        ("fp64 tensor", 1),
+    ):
         assert ceil[key] / ceil["fp32"] == pytest.approx(ratio), key
 
 
@@ -238,8 +269,12 @@ def test_ffma_gemm_and_old_reports_read_as_before():
     header, units, rows = csv_rows(TENSOR_RAW)
     keep = [i for i, h in enumerate(header) if not h.startswith("sm__ops_path_tensor")]
     text = io.StringIO()
-    csv.writer(text, quoting=csv.QUOTE_ALL).writerows([[row[i] for i in keep] for row in (header, units, *rows)])
-    without = read_raw_csv(text.getvalue()).kernels()  # the same report, as the old default collected it
+    csv.writer(text, quoting=csv.QUOTE_ALL).writerows(
+        [[row[i] for i in keep] for row in (header, units, *rows)]
+    )
+    without = read_raw_csv(
+        text.getvalue()
+    ).kernels()  # the same report, as the old default collected it
     full = read_raw_csv(TENSOR_RAW).kernels()
     assert "Tensor FLOP/s" not in without and "Math" not in without
     ffma = full.index[full["Math"] == "fp32"][0]
@@ -256,9 +291,18 @@ def test_tensor_counter_alternatives_are_never_added_twice():
     from gpumagic.capture.ncu_tensor import tensor_rates
 
     base = {"sm__cycles_elapsed.avg.per_second": [1e9], "gpu__time_duration.sum": [1000.0]}
-    split = {"sm__ops_path_tensor_src_fp16_dst_fp16.sum": [3e6], "sm__ops_path_tensor_src_fp16_dst_fp32.sum": [1e6]}
-    assert tensor_rates(pd.DataFrame({**base, **split}))["tensor fp16 FLOP/s"][0] == pytest.approx(4e12)
-    both = {**base, **split, "sm__ops_path_tensor_src_fp16.sum": [4e6]}  # a chip with the total and the split
+    split = {
+        "sm__ops_path_tensor_src_fp16_dst_fp16.sum": [3e6],
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum": [1e6],
+    }
+    assert tensor_rates(pd.DataFrame({**base, **split}))["tensor fp16 FLOP/s"][0] == pytest.approx(
+        4e12
+    )
+    both = {
+        **base,
+        **split,
+        "sm__ops_path_tensor_src_fp16.sum": [4e6],
+    }  # a chip with the total and the split
     assert tensor_rates(pd.DataFrame(both))["tensor fp16 FLOP/s"][0] == pytest.approx(4e12)
     fp8 = {
         **base,
@@ -266,9 +310,13 @@ def test_tensor_counter_alternatives_are_never_added_twice():
         "sm__ops_path_tensor_src_fp8_sparsity_on.sum": [1e6],
     }
     rates = tensor_rates(pd.DataFrame(fp8))  # as the tensor roofline section collects fp8 on Hopper
-    assert rates["tensor fp8 FLOP/s"][0] == pytest.approx(3e12) and rates["Tensor FLOP/s"][0] == pytest.approx(3e12)
+    assert rates["tensor fp8 FLOP/s"][0] == pytest.approx(3e12) and rates["Tensor FLOP/s"][
+        0
+    ] == pytest.approx(3e12)
     int8 = tensor_rates(pd.DataFrame({**base, "sm__ops_path_tensor_src_int8.sum": [5e6]}))
-    assert int8["tensor int8 OP/s"][0] == pytest.approx(5e12) and pd.isna(int8["Tensor FLOP/s"][0])  # ops, not FLOPs
+    assert int8["tensor int8 OP/s"][0] == pytest.approx(5e12) and pd.isna(
+        int8["Tensor FLOP/s"][0]
+    )  # ops, not FLOPs
 
 
 def test_report_says_the_math_and_the_tensor_ceilings():
@@ -279,11 +327,16 @@ def test_report_says_the_math_and_the_tensor_ceilings():
     assert "Math" in text and "bf16 tensor, 74% of peak" in text and "fp32, 76% of peak" in text
     assert "tensor: the kernel's multiply-adds ran on the tensor cores" in text
     assert "bf16 tensor 811 TFLOP/s" in text and "int8 tensor 1.62 POP/s" in text
-    assert "<th style='padding:2px 8px;text-align:right;white-space:nowrap'>Math</th>" in rep.html(None)
-    assert "Math" not in str(NcuReport(read_raw_csv(RAW)))  # a report without the counters: as before
+    assert "<th style='padding:2px 8px;text-align:right;white-space:nowrap'>Math</th>" in rep.html(
+        None
+    )
+    assert "Math" not in str(
+        NcuReport(read_raw_csv(RAW))
+    )  # a report without the counters: as before
 
 
-# --- the roofline and the report ------------------------------------------------------------------------------------
+# --- the roofline and the report
+# ------------------------------------------------------------------------------------
 
 
 def test_roofline_has_one_point_per_kernel_and_the_ceilings():
@@ -293,7 +346,9 @@ def test_roofline_has_one_point_per_kernel_and_the_ceilings():
 
     data = read_raw_csv(RAW)
     k = data.kernels()
-    k.loc[len(k)] = k.loc[1]  # a third launch that counted no FLOPs (a copy): still a glyph of its own
+    k.loc[len(k)] = k.loc[
+        1
+    ]  # a third launch that counted no FLOPs (a copy): still a glyph of its own
     k.loc[2, ["FLOP/s", "Intensity (FLOP/B)"]] = [math.nan, math.nan]
     fig = roofline_figure(k, data.ceilings())
     renderers = [r for r in fig.renderers if isinstance(r, GlyphRenderer)]
@@ -309,7 +364,9 @@ def test_roofline_has_one_point_per_kernel_and_the_ceilings():
 def test_report_text_html_and_dataframe():
     data = read_raw_csv(RAW, path="/tmp/x.ncu-rep")
     data.rules = read_details_csv(DETAILS)
-    rep = NcuReport(data, label="cell:7", notes=["report: /tmp/x.ncu-rep (opens in ncu-ui)"], seconds=12.5)
+    rep = NcuReport(
+        data, label="cell:7", notes=["report: /tmp/x.ncu-rep (opens in ncu-ui)"], seconds=12.5
+    )
     text = str(rep)
     assert "2 kernel launches profiled on NVIDIA H100 80GB HBM3" in text and "12.5 s" in text
     df = rep.to_dataframe()
@@ -317,7 +374,11 @@ def test_report_text_html_and_dataframe():
     # decoded names, not the raw ones, in the table
     assert df.loc[0, "Kernel"] != df.loc[0, "Name"] and "gemm" in df.loc[0, "Kernel"].lower()
     assert "elementwise add" in df.loc[1, "Kernel"]
-    assert "balanced" in text and "latency-bound" in text and "Compute and Memory are well-balanced" in text
+    assert (
+        "balanced" in text
+        and "latency-bound" in text
+        and "Compute and Memory are well-balanced" in text
+    )
     assert rep.path == "/tmp/x.ncu-rep"
     html = rep._repr_html_()
     assert "<table class='gm-ncu'>" in html and "<iframe" in html and "SOLBottleneck" in html
@@ -346,13 +407,18 @@ def test_load_ncu_reads_a_report_with_ncu_and_a_saved_csv(tmp_path, monkeypatch)
         load_ncu(rep_path)
 
 
-# --- kernel selection ------------------------------------------------------------------------------------------------
+# --- kernel selection
+# ------------------------------------------------------------------------------------------------
 
 
 def test_function_filter_matches_the_top_kernels_in_either_spelling():
     from gpumagic.capture.chrome_trace import load_trace
 
-    names = list(load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()["Name"])
+    names = list(
+        load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()[
+            "Name"
+        ]
+    )
     flt = ncu.function_filter(names[:2])
     assert flt.startswith("regex:")
     pattern = re.compile(flt[len("regex:") :])
@@ -361,23 +427,29 @@ def test_function_filter_matches_the_top_kernels_in_either_spelling():
         assert "(" not in base and "<" not in base and "::" not in base
         for spelling in (base, f"cutlass::{base}", f"{base}<int>"):
             assert pattern.search(spelling), spelling
-    assert not pattern.search("vectorized_elementwise_kernel") or any("elementwise" in n for n in names[:2])
+    assert not pattern.search("vectorized_elementwise_kernel") or any(
+        "elementwise" in n for n in names[:2]
+    )
     assert ncu.function_name("void at::native::(anonymous namespace)::k<4>(int, float*)") == "k"
 
 
-# --- the capture, with the stand-in ncu -------------------------------------------------------------------------------
+# --- the capture, with the stand-in ncu
+# -------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    """Stand-in ncu settings; temp files go to a directory of the test's own, to check they are removed."""
+    """Stand-in ncu settings; temp files go to a directory of the test's own, to check they are
+    removed."""
     monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
     monkeypatch.setenv("FAKE_NCU_MODE", "ok")
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    opts = NcuOptions(ncu_path=FAKE_NCU, profile_dir=str(tmp_path / "profiles"), kernel_filter="regex:gemm")
+    opts = NcuOptions(
+        ncu_path=FAKE_NCU, profile_dir=str(tmp_path / "profiles"), kernel_filter="regex:gemm"
+    )
     return opts, tmp_path
 
 
@@ -389,7 +461,13 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
     opts, tmp_path = fake
     marker = tmp_path / "ran.txt"
     ns = {"marker": str(marker), "k": 3}
-    got = ncu.capture("open(marker, 'a').write(str(k) + '\\n')\nk * 2", "cell:9", namespace=ns, warmup=2, options=opts)
+    got = ncu.capture(
+        "open(marker, 'a').write(str(k) + '\\n')\nk * 2",
+        "cell:9",
+        namespace=ns,
+        warmup=2,
+        options=opts,
+    )
     assert marker.read_text().splitlines() == ["3", "3", "3"]  # 2 warm-up runs + 1 inside the range
     assert ns == {"marker": str(marker), "k": 3}  # the namespace is untouched
     assert repr(got.value) == "6"
@@ -399,7 +477,8 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
         "--nvtx --nvtx-include cell:9/",
         "--filter-mode per-launch-config --launch-count 1",
         "--kernel-name regex:gemm",
-        "--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics " + ",".join(TENSOR_METRICS),
+        "--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics "
+        + ",".join(TENSOR_METRICS),
         "--clock-control base",
         "-m gpumagic.capture.runner",
     ):
@@ -407,7 +486,9 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
     assert "--kernel-name-base" not in profile  # the user's filter is passed as given
     report = got.files["report"]
     assert os.path.exists(report) and report.endswith(".ncu-rep")
-    assert any(report in n for n in got.notes) and any("locked the GPU clocks to base" in n for n in got.notes)
+    assert any(report in n for n in got.notes) and any(
+        "locked the GPU clocks to base" in n for n in got.notes
+    )
     assert len(got.data.kernels()) == 2 and got.seconds > 0
     assert os.listdir(tempfile.tempdir) == []  # the shipped names are gone
 
@@ -416,13 +497,17 @@ def test_first_pass_picks_the_top_kernels_by_time(fake):
     opts, tmp_path = fake
     from dataclasses import replace
 
-    got = ncu.capture("x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_PYTHON, top=3))
+    got = ncu.capture(
+        "x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_PYTHON, top=3)
+    )
     profile = calls(tmp_path)[0]
     assert profile[profile.index("--kernel-name-base") + 1] == "function"
     flt = profile[profile.index("--kernel-name") + 1]
     from gpumagic.capture.chrome_trace import load_trace
 
-    table = load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()
+    table = load_trace(
+        pathlib.Path(__file__).parent / "data" / "torch_block.json.gz"
+    ).kernel_summary()
     top = table.sort_values("Total Time (ns)", ascending=False)["Name"].head(3)
     assert flt == ncu.function_filter(list(top))
     assert any(f"top 3 of {len(table)} kernel names" in n for n in got.notes)
@@ -432,7 +517,11 @@ def test_options_and_clock_control(fake):
     opts, tmp_path = fake
     from dataclasses import replace
 
-    ncu.capture("x = 1", "c", options=replace(opts, section_set="roofline", clock_control="none", launch_count=2))
+    ncu.capture(
+        "x = 1",
+        "c",
+        options=replace(opts, section_set="roofline", clock_control="none", launch_count=2),
+    )
     joined = " ".join(calls(tmp_path)[0])
     assert "--set roofline" in joined and "--section" not in joined
     assert "--clock-control none" in joined and "--launch-count 2" in joined
@@ -455,9 +544,21 @@ def test_options_and_clock_control(fake):
 @pytest.mark.parametrize(
     "mode, error, message",
     [
-        ("perm", NcuPermissionError, "NVreg_RestrictProfilingToAdminUsers=0(.|\\n)*--cap-add SYS_ADMIN"),
-        ("nomatch", NoKernelsProfiledError, "No kernels were profiled: no kernel inside the NVTX range 'c' matched"),
-        ("replay", NcuReplayError, "replay failed(.|\\n)*--replay-mode application(.|\\n)*Files kept: .*ncu-rep"),
+        (
+            "perm",
+            NcuPermissionError,
+            "NVreg_RestrictProfilingToAdminUsers=0(.|\\n)*--cap-add SYS_ADMIN",
+        ),
+        (
+            "nomatch",
+            NoKernelsProfiledError,
+            "No kernels were profiled: no kernel inside the NVTX range 'c' matched",
+        ),
+        (
+            "replay",
+            NcuReplayError,
+            "replay failed(.|\\n)*--replay-mode application(.|\\n)*Files kept: .*ncu-rep",
+        ),
         ("fail", NcuFailedError, "exited with status 1(.|\\n)*not recognized"),
     ],
 )
@@ -497,7 +598,8 @@ def test_find_ncu_says_where_it_looked(monkeypatch):
     assert ncu.find_ncu(FAKE_NCU) == FAKE_NCU
 
 
-# --- the magic --------------------------------------------------------------------------------------------------------
+# --- the magic
+# --------------------------------------------------------------------------------------------------
 
 
 def test_magic_without_a_gpu_says_ncu_needs_one(ip):
@@ -518,11 +620,15 @@ def test_magic_with_stand_in_ncu_shows_the_report(ip, fake, monkeypatch):
     ip.run_line_magic("config", f"GpuMagics.ncu_path = {FAKE_NCU!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {opts.profile_dir!r}")
     with capture_output() as cap:
-        ip.run_cell_magic("gpuprofile", "--ncu -w 0 --kernels regex:gemm --no-clock-control -o rep", "y = 2")
+        ip.run_cell_magic(
+            "gpuprofile", "--ncu -w 0 --kernels regex:gemm --no-clock-control -o rep", "y = 2"
+        )
     rep = ip.user_ns["rep"]
     assert isinstance(rep, NcuReport) and len(rep.kernels()) == 2
     assert "y" not in ip.user_ns  # the cell ran in the subprocess only
-    assert "text/html" in cap.outputs[0].data and "--clock-control none" in " ".join(calls(tmp_path)[0])
+    assert "text/html" in cap.outputs[0].data and "--clock-control none" in " ".join(
+        calls(tmp_path)[0]
+    )
     ip.run_line_magic("config", "GpuMagics.ncu_path = '/nonexistent/ncu'")
     with pytest.raises(UsageError, match=r"%config GpuMagics\.ncu_path = '/path/to/ncu'"):
         ip.run_cell_magic("gpuprofile", "--ncu", "y = 2")
@@ -535,7 +641,9 @@ def test_first_pass_without_cuda_kernels_stops_before_ncu(fake):
     from dataclasses import replace
 
     with pytest.raises(NoKernelsProfiledError, match=r"first pass .* saw no CUDA kernel"):
-        ncu.capture("import torch\ny = torch.ones(3) + 1", "c", options=replace(opts, kernel_filter=None))
+        ncu.capture(
+            "import torch\ny = torch.ones(3) + 1", "c", options=replace(opts, kernel_filter=None)
+        )
     assert not (tmp_path / "ncu.log").exists()  # ncu never ran
     assert os.listdir(tempfile.tempdir) == []
 
@@ -547,7 +655,9 @@ def test_first_pass_cell_error_and_unshippable_names(fake):
     from gpumagic.errors import ShippingError
 
     ranked = replace(opts, kernel_filter=None)
-    with pytest.raises(NcuCellError, match="ZeroDivisionError"):  # raised in the first pass: ncu never runs
+    with pytest.raises(
+        NcuCellError, match="ZeroDivisionError"
+    ):  # raised in the first pass: ncu never runs
         ncu.capture("1 / 0", "c", options=ranked)
     with pytest.raises(ShippingError, match="f:"):  # the first pass, already started, is stopped
         ncu.capture("f()", "c", namespace={"f": lambda: 1}, options=ranked)
@@ -560,10 +670,18 @@ def test_an_int8_gemm_is_a_point_under_the_int8_tensor_roof_in_op_per_second():
 
     from gpumagic.render.roofline import roofline_figure
 
-    base = {"Duration (ns)": [50_000.0, 8_000.0], "SM %": [80.0, 10.0], "Memory %": [30.0, 90.0], "Limiter": [None] * 2}
+    base = {
+        "Duration (ns)": [50_000.0, 8_000.0],
+        "SM %": [80.0, 10.0],
+        "Memory %": [30.0, 90.0],
+        "Limiter": [None] * 2,
+    }
     kernels = pd.DataFrame(
         {
-            "Name": ["cutlass_80_tensorop_i16832gemm_s8_128x256_128x3_tn_align16", "vectorized_elementwise_kernel"],
+            "Name": [
+                "cutlass_80_tensorop_i16832gemm_s8_128x256_128x3_tn_align16",
+                "vectorized_elementwise_kernel",
+            ],
             **base,
             "FLOP/s": [math.nan, 1e11],
             "Intensity (FLOP/B)": [math.nan, 0.1],
@@ -577,8 +695,12 @@ def test_an_int8_gemm_is_a_point_under_the_int8_tensor_roof_in_op_per_second():
     renderers = [g for g in fig.renderers if isinstance(g, GlyphRenderer)]
     points = next(g for g in renderers if isinstance(g.glyph, Scatter)).data_source.data
     assert points["marker"] == ["circle", "circle"]
-    assert points["y"][0] == pytest.approx(6e14) and points["x"][0] == pytest.approx(600.0)  # OP/s over DRAM B/s
-    assert "int8 on the tensor cores" in points["flops_text"][0] and "OP/byte" in points["ai_text"][0]
+    assert points["y"][0] == pytest.approx(6e14) and points["x"][0] == pytest.approx(
+        600.0
+    )  # OP/s over DRAM B/s
+    assert (
+        "int8 on the tensor cores" in points["flops_text"][0] and "OP/byte" in points["ai_text"][0]
+    )
     roofs = [item.label["value"] for item in fig.legend.items]
     assert any(r.startswith("int8 tensor") and r.endswith("OP/s") for r in roofs)
     assert "int8: OP/s" in fig.yaxis[0].axis_label

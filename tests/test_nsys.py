@@ -1,5 +1,6 @@
-"""The nsys path: reading exports (checked row for row against `nsys stats` from the same nsys), shipping a cell's
-names, and the orchestration of `%%gpuprofile --nsys` with a stand-in nsys on every error path."""
+"""The nsys path: reading exports (checked row for row against `nsys stats` from the same nsys),
+shipping a cell's names, and the orchestration of `%%gpuprofile --nsys` with a stand-in nsys on
+every error path."""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ def test_block_export_contents(tmp_path):
 
 def test_matmul_capture_holds_only_the_cell(tmp_path):
     t = load_nsys(unzip("matmul", tmp_path))
-    assert len(t.kernels) == 3  # the three calls inside the range; the warm-up call is outside the capture
+    assert (
+        len(t.kernels) == 3
+    )  # the three calls inside the range; the warm-up call is outside the capture
     assert t.nvtx["text"].tolist() == [":cell:matmul"]
 
 
@@ -100,11 +103,17 @@ def test_unreadable_exports_are_explained(tmp_path):
         load_nsys(unzip("nocuda", tmp_path))
 
 
-# --- shipping ----------------------------------------------------------------------------------------------------
+# --- shipping
+# --------------------------------------------------------------------------------------------------
 
 
 def test_free_names():
-    assert free_names("y = torch.matmul(A, B) + x\nz = y * 2\nprint(len(z))") == ["torch", "A", "B", "x"]
+    assert free_names("y = torch.matmul(A, B) + x\nz = y * 2\nprint(len(z))") == [
+        "torch",
+        "A",
+        "B",
+        "x",
+    ]
     assert free_names("for i in range(3): pass") == []
     assert free_names("x = x + 1") == ["x"] and free_names("n += 1") == ["n"]
     assert free_names("import numpy as np\nnp.ones(3)") == []
@@ -116,7 +125,13 @@ def test_ship_and_restore_round_trip(tmp_path):
     import json as json_module
 
     a = torch.arange(6.0).reshape(2, 3)
-    ns = {"a": a, "cfg": {"k": [1, 2]}, "jm": json_module, "lin": torch.nn.Linear(2, 2), "unused": object()}
+    ns = {
+        "a": a,
+        "cfg": {"k": [1, 2]},
+        "jm": json_module,
+        "lin": torch.nn.Linear(2, 2),
+        "unused": object(),
+    }
     ship(["a", "cfg", "jm", "lin", "missing"], ns, str(tmp_path))
     back = restore(str(tmp_path))
     assert torch.equal(back["a"], a) and back["cfg"] == {"k": [1, 2]}
@@ -133,7 +148,10 @@ def test_unshippable_names_are_listed_with_the_fix(tmp_path):
     with pytest.raises(ShippingError) as exc:
         ship(["helper", "gen"], {"helper": helper, "gen": gen}, str(tmp_path))
     msg = str(exc.value)
-    assert "helper: a function defined in the notebook" in msg and "gen: generator cannot be pickled" in msg
+    assert (
+        "helper: a function defined in the notebook" in msg
+        and "gen: generator cannot be pickled" in msg
+    )
     assert "--setup" in msg
     assert not list(tmp_path.iterdir())  # nothing written
 
@@ -141,14 +159,17 @@ def test_unshippable_names_are_listed_with_the_fix(tmp_path):
 def test_find_nsys_says_where_it_looked(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr("gpumagic.capture.nsys._SEARCH", ("/nonexistent/*/nsys",))
-    with pytest.raises(NsysNotFoundError, match=r"Looked in: PATH, /nonexistent/\*/nsys.*nsys_path='/path/to/nsys'"):
+    with pytest.raises(
+        NsysNotFoundError, match=r"Looked in: PATH, /nonexistent/\*/nsys.*nsys_path='/path/to/nsys'"
+    ):
         find_nsys()
     with pytest.raises(NsysNotFoundError, match="configured path '/no/nsys'"):
         find_nsys("/no/nsys")
     assert find_nsys(FAKE) == FAKE
 
 
-# --- the magic with the stand-in nsys -----------------------------------------------------------------------------
+# --- the magic with the stand-in nsys
+# -----------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -171,7 +192,11 @@ def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tm
             "--nsys -w 2 -o rep --label cell:t --nsys-args '--sample=none'",
             "open(marker, 'a').write(str(float(A.sum())) + '\\n')",
         )
-    assert (tmp_path / "ran.txt").read_text().splitlines() == ["6.0", "6.0", "6.0"]  # 2 warm-up + 1 captured
+    assert (tmp_path / "ran.txt").read_text().splitlines() == [
+        "6.0",
+        "6.0",
+        "6.0",
+    ]  # 2 warm-up + 1 captured
     rep = nsys_ip.user_ns["rep"]
     assert len(rep.trace.kernels) == 3 and rep.trace.meta["backend"] == "nsys"
     log = nsys_ip.log_path.read_text()
@@ -230,7 +255,9 @@ def test_unshippable_names_stop_before_nsys_runs(nsys_ip):
 
 def test_setup_code_runs_in_the_subprocess(nsys_ip, tmp_path):
     nsys_ip.user_ns["marker"] = str(tmp_path / "setup.txt")
-    nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0 --setup 'k = 41'", "open(marker, 'w').write(str(k + 1))")
+    nsys_ip.run_cell_magic(
+        "gpuprofile", "--nsys -w 0 --setup 'k = 41'", "open(marker, 'w').write(str(k + 1))"
+    )
     assert (tmp_path / "setup.txt").read_text() == "42"
 
 

@@ -1,6 +1,7 @@
 """``--nproc N`` on the nsys backend: the command, and the ranks run for real (two CPU ranks under
-torch.distributed.run with gloo, inside the stand-in nsys): the value from rank 0, the rank mark inside every rank's
-range, a failing rank's traceback, no process left after a hang, too few GPUs, no torch.distributed."""
+torch.distributed.run with gloo, inside the stand-in nsys): the value from rank 0, the rank mark
+inside every rank's range, a failing rank's traceback, no process left after a hang, too few GPUs,
+no torch.distributed."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from gpumagic.errors import (
 torch = pytest.importorskip("torch")
 FAKE = str(pathlib.Path(__file__).parent / "fake_nsys" / "nsys")
 
-# A stand-in for the nvtx package: each rank's process logs its ranges and marks to a file of its own.
+# A stand-in for the nvtx package: each rank's process logs its ranges and marks to a file of its
+# own.
 FAKE_NVTX = """
 import os
 def _log(text):
@@ -42,8 +44,8 @@ def mark(message=None, **kw): _log("mark " + message)
 
 @pytest.fixture
 def run_dir(tmp_path, monkeypatch):
-    """The stand-in nsys, a private temp directory (the run's workdir lands under it: leftovers can be looked for),
-    and the logging nvtx module first on the ranks' path."""
+    """The stand-in nsys, a private temp directory (the run's workdir lands under it: leftovers can
+    be looked for), and the logging nvtx module first on the ranks' path."""
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "nvtx.py").write_text(FAKE_NVTX)
     (tmp_path / "nvtx").mkdir()
@@ -61,11 +63,17 @@ def options(tmp_path: pathlib.Path, **kw) -> NsysOptions:
 
 
 def leftovers(tmp_path: pathlib.Path) -> list[str]:
-    """Live processes whose command line names a path under ``tmp_path`` (this run's nsys, torchrun, ranks)."""
+    """Live processes whose command line names a path under ``tmp_path`` (this run's nsys, torchrun,
+    ranks)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            args = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            args = (
+                pathlib.Path(f"/proc/{pid}/cmdline")
+                .read_bytes()
+                .decode(errors="replace")
+                .split("\0")
+            )
             state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
@@ -93,19 +101,26 @@ def test_command_for_two_ranks_and_for_one(tmp_path):
         *("-m", "gpumagic.capture.runner", "/w/d"),
     ]
     for one in (None, 1):
-        single = nsys._profile_command("/x/nsys", NsysOptions(nproc=one), "cell:t", "/p/stem", "/w/d", [])
+        single = nsys._profile_command(
+            "/x/nsys", NsysOptions(nproc=one), "cell:t", "/p/stem", "/w/d", []
+        )
         assert "--capture-range=nvtx" in single and "--nvtx-capture=cell:t" in single
         assert single[-4:] == [sys.executable, "-m", "gpumagic.capture.runner", "/w/d"]
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
 def test_nproc_must_be_a_whole_number_of_ranks(bad):
-    with pytest.raises(InvalidOptionError, match=r"nproc must be a whole number of ranks, 1 or more, got"):
+    with pytest.raises(
+        InvalidOptionError, match=r"nproc must be a whole number of ranks, 1 or more, got"
+    ):
         nsys.capture("x = 1", "t", options=NsysOptions(nproc=bad, nsys_path="/no/such/nsys"))
 
 
 def test_rank_mark_text():
-    assert RANK_MARK.format(rank=1, local_rank=0, world_size=4) == "gpumagic rank=1 local_rank=0 world=4"
+    assert (
+        RANK_MARK.format(rank=1, local_rank=0, world_size=4)
+        == "gpumagic rank=1 local_rank=0 world=4"
+    )
 
 
 def test_two_ranks_run_the_cell_with_dist_and_rank_0_gives_the_value(run_dir):
@@ -124,7 +139,9 @@ def test_two_ranks_run_the_cell_with_dist_and_rank_0_gives_the_value(run_dir):
         assert (run_dir / f"ran.{r}").read_text().splitlines() == ["6.0", "6.0"]
     assert any("2 ranks" in n for n in cap.notes)
     logs = sorted(p.read_text().splitlines() for p in (run_dir / "nvtx").glob("*.log"))
-    assert logs == [["push cell:two", f"mark gpumagic rank={r} local_rank={r} world=2", "pop"] for r in (0, 1)]
+    assert logs == [
+        ["push cell:two", f"mark gpumagic rank={r} local_rank={r} world=2", "pop"] for r in (0, 1)
+    ]
     assert "--capture-range=cudaProfilerApi" in (run_dir / "nsys.log").read_text()
     assert not settle(run_dir)
 
@@ -135,8 +152,13 @@ def test_a_failing_rank_is_named_with_its_traceback_and_the_others_stop(run_dir)
         nsys.capture(cell, "cell:fail", namespace={}, warmup=1, options=options(run_dir))
     e = err.value
     assert isinstance(e, CellError) and e.rank == 1 and e.world_size == 2
-    assert str(e).startswith("Rank 1 of 2 raised in the nsys subprocess: ValueError: rank one fails")
-    assert "raise ValueError('rank one fails')" in e.traceback and "gpumagic/capture" not in e.traceback
+    assert str(e).startswith(
+        "Rank 1 of 2 raised in the nsys subprocess: ValueError: rank one fails"
+    )
+    assert (
+        "raise ValueError('rank one fails')" in e.traceback
+        and "gpumagic/capture" not in e.traceback
+    )
     assert not settle(run_dir), "a rank outlived the run"
 
 
@@ -146,7 +168,9 @@ def test_a_hung_rank_is_stopped_with_nsys_at_the_timeout(run_dir):
     with pytest.raises(NsysTimeoutError) as err:
         nsys.capture(cell, "cell:hang", namespace={}, warmup=0, options=options(run_dir, timeout=6))
     assert isinstance(err.value, nsys_ranks.RanksTimeoutError)
-    assert "did not finish within 6 s" in str(err.value) and "All 2 ranks were stopped" in str(err.value)
+    assert "did not finish within 6 s" in str(err.value) and "All 2 ranks were stopped" in str(
+        err.value
+    )
     assert time.monotonic() - started < 6 + 12  # SIGINT, then SIGKILL after 10 s at the latest
     assert not settle(run_dir), "a rank outlived the timeout"
 
@@ -165,7 +189,9 @@ def test_too_few_gpus_stop_before_nsys_starts(run_dir, monkeypatch):
 
 def test_a_rank_short_of_gpus_is_reported_as_such(tmp_path):
     (tmp_path / "gpus-rank1.txt").write_text("1")
-    (tmp_path / "error-rank0.txt").write_text("Traceback ...\nRuntimeError: connection closed by peer\n")
+    (tmp_path / "error-rank0.txt").write_text(
+        "Traceback ...\nRuntimeError: connection closed by peer\n"
+    )
     err = nsys_ranks.rank_failure(str(tmp_path), 2, "", sys.executable)
     assert isinstance(err, NotEnoughGpusError) and "rank 1 sees 1 GPU(s)" in str(err)
 
@@ -176,7 +202,12 @@ def test_the_first_failing_rank_is_the_cause(tmp_path):
     echo.write_text("Traceback\nRuntimeError: peer closed\n")
     os.utime(first, ns=(1_000_000_000, 1_000_000_000))
     err = nsys_ranks.rank_failure(str(tmp_path), 4, "", sys.executable)
-    assert isinstance(err, RankError) and err.rank == 3 and err.world_size == 4 and "the cause" in str(err)
+    assert (
+        isinstance(err, RankError)
+        and err.rank == 3
+        and err.world_size == 4
+        and "the cause" in str(err)
+    )
 
 
 def test_a_python_without_torch_distributed_is_explained(run_dir, monkeypatch):
@@ -198,7 +229,9 @@ def test_stopping_the_run_reaches_processes_in_sessions_of_their_own(tmp_path):
     import subprocess
 
     work = str(tmp_path / "work")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", work], start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", work], start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 5
         while not nsys_ranks.run_processes(work) and time.monotonic() < deadline:
@@ -212,7 +245,8 @@ def test_stopping_the_run_reaches_processes_in_sessions_of_their_own(tmp_path):
             child.kill()
 
 
-# --- the magic -----------------------------------------------------------------------------------------------------
+# --- the magic
+# --------------------------------------------------------------------------------------------------
 
 
 def test_magic_nproc_goes_with_nsys(ip):
@@ -230,9 +264,14 @@ def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
     ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(run_dir / 'profiles')!r}")
     with capture_output():
-        value = ip.run_cell_magic("gpuprofile", "--nsys --nproc 2 -w 0 -o rep", "(rank, world_size)")
+        value = ip.run_cell_magic(
+            "gpuprofile", "--nsys --nproc 2 -w 0 -o rep", "(rank, world_size)"
+        )
     assert repr(value) == "(0, 2)" and any("2 ranks" in n for n in ip.user_ns["rep"].notes)
-    with capture_output() as cap, pytest.raises(UsageError, match=r"^Rank 1 of 2 raised .*ZeroDivisionError"):
+    with (
+        capture_output() as cap,
+        pytest.raises(UsageError, match=r"^Rank 1 of 2 raised .*ZeroDivisionError"),
+    ):
         ip.run_cell_magic("gpuprofile", "--nsys --nproc 2 -w 0", "y = 2\n1 / (rank - 1)")
     assert "Traceback" in cap.stderr and "1 / (rank - 1)" in cap.stderr
     assert not settle(run_dir)

@@ -1,5 +1,6 @@
-"""Big nsys exports: the committed block export replicated (benchmarks/nsys_scale.py builds it), read lazily and in
-chunks, checked against a direct SQL computation and Python's statistics module on the same file."""
+"""Big nsys exports: the committed block export replicated (benchmarks/nsys_scale.py builds it),
+read lazily and in chunks, checked against a direct SQL computation and Python's statistics module
+on the same file."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ from gpumagic import load_nsys
 from gpumagic.capture import nsys_columns
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-KERNELS, API = 43 * 50 + 7, 1117 * 20 + 3  # 50 and 20 copies of the original, and a partial copy each
+KERNELS, API = (
+    43 * 50 + 7,
+    1117 * 20 + 3,
+)  # 50 and 20 copies of the original, and a partial copy each
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("nsys_scale", ROOT / "benchmarks" / "nsys_scale.py")
+    spec = importlib.util.spec_from_file_location(
+        "nsys_scale", ROOT / "benchmarks" / "nsys_scale.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -56,17 +62,30 @@ def by_name(path: str, table: str, name_col: str, strip_version: bool) -> dict[s
         ("api_summary", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", "Num Calls"),
     ],
 )
-def test_replicated_export_summaries_equal_a_direct_computation(big, method, table, name_col, count_col):
+def test_replicated_export_summaries_equal_a_direct_computation(
+    big, method, table, name_col, count_col
+):
     ref = by_name(big, table, name_col, strip_version=method == "api_summary")
     got = getattr(load_nsys(big), method)()  # the lazy path: ids and durations only
     assert len(got) == len(ref)
-    assert int(got[count_col].sum()) == sum(len(v) for v in ref.values()) == (KERNELS if "kernel" in method else API)
+    assert (
+        int(got[count_col].sum())
+        == sum(len(v) for v in ref.values())
+        == (KERNELS if "kernel" in method else API)
+    )
     assert int(got["Total Time (ns)"].sum()) == sum(sum(v) for v in ref.values())
     for _, r in got.iterrows():
         d = ref[r["Name"]]
-        assert (r[count_col], r["Total Time (ns)"], r["Min (ns)"], r["Max (ns)"]) == (len(d), sum(d), min(d), max(d))
+        assert (r[count_col], r["Total Time (ns)"], r["Min (ns)"], r["Max (ns)"]) == (
+            len(d),
+            sum(d),
+            min(d),
+            max(d),
+        )
         assert r["Med (ns)"] == statistics.median(d)
-        assert r["StdDev (ns)"] == pytest.approx(statistics.stdev(d) if len(d) > 1 else 0.0, rel=1e-9, abs=1e-6)
+        assert r["StdDev (ns)"] == pytest.approx(
+            statistics.stdev(d) if len(d) > 1 else 0.0, rel=1e-9, abs=1e-6
+        )
     assert got["Total Time (ns)"].is_monotonic_decreasing
 
 
@@ -95,7 +114,8 @@ def test_tables_are_read_on_first_use_and_outlive_the_file(big, tmp_path):
     s = t.kernel_summary()
     os.remove(copy)  # the open export is still read
     assert (
-        len(t.kernels) == KERNELS and int((t.kernels["end"] - t.kernels["start"]).sum()) == s["Total Time (ns)"].sum()
+        len(t.kernels) == KERNELS
+        and int((t.kernels["end"] - t.kernels["start"]).sum()) == s["Total Time (ns)"].sum()
     )
     assert len(t.api) == API and not t.nvtx.empty
 
@@ -105,12 +125,17 @@ def test_odd_values_fall_back_to_an_exact_read(big, tmp_path):
     odd.write_bytes(pathlib.Path(big).read_bytes())
     con = sqlite3.connect(odd)
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 3000000, gridY = 2 WHERE rowid = 1")
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET registersPerThread = 40.5, correlationId = NULL WHERE rowid = 2")
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET registersPerThread = 40.5, correlationId = "
+        "NULL WHERE rowid = 2"
+    )
     con.commit()
     con.close()
     k = load_nsys(odd).kernels
     assert k["grid"].iloc[0] == "3000000x2x1"  # past 2^21 blocks: no bits of x spill into y
-    assert k["registers"].iloc[1] == 40 and k["correlation"].iloc[1] == -1  # a REAL value: read the exact way
+    assert (
+        k["registers"].iloc[1] == 40 and k["correlation"].iloc[1] == -1
+    )  # a REAL value: read the exact way
     assert len(k) == KERNELS
 
 
@@ -126,7 +151,9 @@ def test_a_pickled_trace_holds_its_tables_and_a_rewritten_export_is_refused(big,
     path = tmp_path / "rewritten.sqlite"
     path.write_bytes(pathlib.Path(big).read_bytes())
     lazy = load_nsys(path)
-    with open(path, "r+b") as f:  # the same file, rewritten in place (another export written over it)
+    with open(
+        path, "r+b"
+    ) as f:  # the same file, rewritten in place (another export written over it)
         f.seek(0, os.SEEK_END)
         f.write(b"\0" * 4096)
     with pytest.raises(NsysExportError, match="rewritten after it was loaded"):

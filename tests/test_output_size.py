@@ -1,6 +1,7 @@
-"""A notebook's size grows with its figures' data, not with their number: BokehJS travels once per kernel session,
-whatever kind of figure comes first (a profile's timeline, an ncu roofline, a roofline of timed calls, a sweep, a
-comparison chart, any Bokeh figure shown through gpumagic), and every later output holds its figure's JSON alone."""
+"""A notebook's size grows with its figures' data, not with their number: BokehJS travels once per
+kernel session, whatever kind of figure comes first (a profile's timeline, an ncu roofline, a
+roofline of timed calls, a sweep, a comparison chart, any Bokeh figure shown through gpumagic), and
+every later output holds its figure's JSON alone."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from gpumagic.render.report import ProfileReport
 from gpumagic.render.sweep_plot import sweep_figure
 
 DATA = pathlib.Path(__file__).parent / "data"
-#: a figure's own output (its JSON, the script that draws it, the table beside it): far under one copy of BokehJS
+#: a figure's own output (its JSON, the script that draws it, the table beside it): far under one
+#: copy of BokehJS
 SMALL = 150_000
 
 
@@ -72,7 +74,13 @@ def sweep() -> Figure:
 
 def comparison() -> Figure:
     bars = [
-        {"label": "a @ b", "median": 2e-3, "text": "2 ms", "speedup": "1.00x (baseline)", "baseline": True},
+        {
+            "label": "a @ b",
+            "median": 2e-3,
+            "text": "2 ms",
+            "speedup": "1.00x (baseline)",
+            "baseline": True,
+        },
         {"label": "a.half() @ b.half()", "median": 5e-4, "text": "500 \xb5s", "speedup": "4.00x"},
     ]
     return Figure(compare_figure(bars), "comparison")
@@ -89,7 +97,8 @@ KINDS = {
 
 @pytest.fixture(autouse=True)
 def _fresh_session():
-    """Each test a fresh kernel session: the next figure carries BokehJS; the module's state is restored after."""
+    """Each test a fresh kernel session: the next figure carries BokehJS; the module's state is
+    restored after."""
     embed.ONCE.forget()
     yield
     embed.ONCE.forget()
@@ -98,7 +107,9 @@ def _fresh_session():
 def bokehjs_copies(text: str) -> int:
     """Copies of BokehJS's core bundle in ``text`` (as sent, or as stored in a notebook's JSON)."""
     js = embed.bokehjs()
-    marker = next(m.group(0) for m in re.finditer(r"[A-Za-z0-9_.,;:(){}=+\-*/ ]{48}", js[len(js) // 2 :]))
+    marker = next(
+        m.group(0) for m in re.finditer(r"[A-Za-z0-9_.,;:(){}=+\-*/ ]{48}", js[len(js) // 2 :])
+    )
     return text.count(marker)
 
 
@@ -163,10 +174,14 @@ def test_the_calls_roofline_draws_each_call_under_its_ceilings():
 def test_a_call_without_counted_flops_has_no_place_on_log_axes():
     dev = "NVIDIA H100 80GB HBM3"
     copy = achieved(Work(0, 1 << 30, "fp32"), 1e-3, dev)
-    fig = roofline([("copy", copy), ("mm", achieved(Work(2 * 4096**3, 3 * 2 * 4096**2, "bf16"), 2e-4, dev))])
+    fig = roofline(
+        [("copy", copy), ("mm", achieved(Work(2 * 4096**3, 3 * 2 * 4096**2, "bf16"), 2e-4, dev))]
+    )
     from bokeh.models import ColumnDataSource
 
-    sources = [m for m in fig.figure.references() if isinstance(m, ColumnDataSource) and "label" in m.data]
+    sources = [
+        m for m in fig.figure.references() if isinstance(m, ColumnDataSource) and "label" in m.data
+    ]
     assert [s.data["label"] for s in sources] == [["mm"]]
     with pytest.raises(TypeError):
         roofline([("bad", 1.0)])

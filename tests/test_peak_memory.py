@@ -1,4 +1,5 @@
-"""The peak memory of one call, read from the allocator's history without resetting the user's counters (CPU)."""
+"""The peak memory of one call, read from the allocator's history without resetting the user's
+counters (CPU)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ MiB = 1 << 20
 
 
 def _entry(action: str, addr: int, size: int, stream: int = 0, t: int = 0) -> dict:
-    """One history entry with the keys torch.cuda.memory._snapshot() gives (frames only where stacks are kept)."""
+    """One history entry with the keys torch.cuda.memory._snapshot() gives (frames only where stacks
+    are kept)."""
     return {
         "action": action,
         "addr": addr,
@@ -35,7 +37,8 @@ def _oom(size: int, device_free: int) -> dict:
     return entry
 
 
-# -- peak_from_trace ------------------------------------------------------------------------------------------------
+# -- peak_from_trace
+# ------------------------------------------------------------------------------------------------
 
 
 def test_peak_is_the_highest_running_sum_of_allocs_less_requested_frees():
@@ -55,8 +58,8 @@ def test_peak_is_the_highest_running_sum_of_allocs_less_requested_frees():
 
 
 def test_segment_and_free_completed_entries_do_not_move_the_count():
-    # Counted as memory, the 20 MiB segment would make the peak 20 MiB; counting free_completed as the free would
-    # keep the first block alive into the second allocation (peak 12 MiB).
+    # Counted as memory, the 20 MiB segment would make the peak 20 MiB; counting free_completed as
+    # the free would keep the first block alive into the second allocation (peak 12 MiB).
     a, b = 0x1000000, 0x2000000
     trace = [
         _entry("segment_alloc", a, 20 * MiB),
@@ -81,7 +84,11 @@ def test_a_free_of_earlier_memory_lowers_the_start_for_later_allocations():
 
 
 def test_requests_count_as_the_allocators_512_byte_blocks():
-    trace = [_entry("alloc", 0x1000, 4), _entry("alloc", 0x1200, 1000), _entry("alloc", 0x1600, 1024)]
+    trace = [
+        _entry("alloc", 0x1000, 4),
+        _entry("alloc", 0x1200, 1000),
+        _entry("alloc", 0x1600, 1024),
+    ]
     assert peak_from_trace(trace) == 512 + 1024 + 1024
     assert [block_bytes(n) for n in (1, 512, 513, 3_000_000)] == [512, 512, 1024, 3_000_320]
 
@@ -96,12 +103,17 @@ def test_no_allocation_no_peak():
     assert peak_from_trace([_entry("free_requested", 0x1000, MiB)]) == 0
 
 
-# -- call_entries: which entries are the call's ---------------------------------------------------------------------
+# -- call_entries: which entries are the call's
+# ---------------------------------------------------------------------
 
 
 def test_the_calls_entries_are_the_tail_holding_its_counts():
     earlier = [_entry("alloc", 1, MiB), _entry("free_requested", 2, MiB)]
-    call = [_entry("alloc", 3, MiB), _entry("segment_alloc", 4, 20 * MiB), _entry("free_requested", 3, MiB)]
+    call = [
+        _entry("alloc", 3, MiB),
+        _entry("segment_alloc", 4, 20 * MiB),
+        _entry("free_requested", 3, MiB),
+    ]
     got = call_entries(earlier + call + [_entry("snapshot", 0, 0)], allocs=1, frees=1)
     assert got is not None
     assert [e["addr"] for e in got] == [3, 4, 3, 0]
@@ -109,15 +121,23 @@ def test_the_calls_entries_are_the_tail_holding_its_counts():
 
 def test_a_history_that_lost_the_calls_first_entries_gives_none():
     # A ring buffer of 2 entries kept the call's last two of three events.
-    assert call_entries([_entry("alloc", 2, MiB), _entry("free_requested", 1, MiB)], allocs=2, frees=1) is None
+    assert (
+        call_entries([_entry("alloc", 2, MiB), _entry("free_requested", 1, MiB)], allocs=2, frees=1)
+        is None
+    )
 
 
 def test_more_entries_of_one_kind_than_the_counters_saw_gives_none():
-    trace = [_entry("alloc", 1, MiB), _entry("free_requested", 9, MiB), _entry("free_requested", 1, MiB)]
+    trace = [
+        _entry("alloc", 1, MiB),
+        _entry("free_requested", 9, MiB),
+        _entry("free_requested", 1, MiB),
+    ]
     assert call_entries(trace, allocs=1, frees=1) is None
 
 
-# -- call_peak on this machine ----------------------------------------------------------------------------------------
+# -- call_peak on this machine
+# ----------------------------------------------------------------------------------------
 
 
 def test_without_cuda_nothing_is_touched_and_the_note_says_why(monkeypatch):
@@ -150,7 +170,12 @@ def test_without_torch_loaded_the_note_says_so(monkeypatch):
 def test_the_torch_functions_used_exist_with_the_arguments_passed():
     torch = pytest.importorskip("torch")
     memory = torch.cuda.memory
-    for name in ("_record_memory_history", "_snapshot", "memory_stats_as_nested_dict", "get_allocator_backend"):
+    for name in (
+        "_record_memory_history",
+        "_snapshot",
+        "memory_stats_as_nested_dict",
+        "get_allocator_backend",
+    ):
         assert callable(getattr(memory, name)), name
     params = inspect.signature(memory._record_memory_history).parameters
     assert {"enabled", "context", "stacks", "max_entries"} <= set(params)
@@ -158,17 +183,25 @@ def test_the_torch_functions_used_exist_with_the_arguments_passed():
         pytest.skip("this PyTorch records every action (call_peak falls back to that)")
     doc = memory._record_memory_history.__doc__ or ""
     for action in peak_memory._SKIPPED:
-        assert f'`"{action}"`' in doc, action  # the actions call_peak skips are ones PyTorch accepts
+        assert f'`"{action}"`' in doc, (
+            action
+        )  # the actions call_peak skips are ones PyTorch accepts
 
 
-# -- call_peak against a stand-in allocator -------------------------------------------------------------------------
+# -- call_peak against a stand-in allocator
+# -------------------------------------------------------------------------
 
 
 class FakeAllocator:
-    """The caching allocator as call_peak sees it: counters, history recording and its ring buffer, snapshots."""
+    """The caching allocator as call_peak sees it: counters, history recording and its ring buffer,
+    snapshots."""
 
-    def __init__(self, recording: bool = False, max_entries: int = sys.maxsize, skip: tuple[str, ...] = ()):
-        self.current = self.peak = self.bytes_allocated = self.bytes_freed = self.allocs = self.frees = 0
+    def __init__(
+        self, recording: bool = False, max_entries: int = sys.maxsize, skip: tuple[str, ...] = ()
+    ):
+        self.current = self.peak = self.bytes_allocated = self.bytes_freed = self.allocs = (
+            self.frees
+        ) = 0
         self.recording, self.max_entries, self.skip = recording, max_entries, set(skip)
         self.trace: list[dict] = []
         self.live: dict[int, tuple[int, int]] = {}
@@ -202,8 +235,12 @@ class FakeAllocator:
             del self.trace[: max(0, len(self.trace) - self.max_entries)]
 
     # stand-ins for torch
-    def record_memory_history(self, enabled="all", context="all", stacks="all", max_entries=sys.maxsize, **kw):
-        self.history_calls.append(dict(enabled=enabled, context=context, stacks=stacks, max_entries=max_entries, **kw))
+    def record_memory_history(
+        self, enabled="all", context="all", stacks="all", max_entries=sys.maxsize, **kw
+    ):
+        self.history_calls.append(
+            dict(enabled=enabled, context=context, stacks=stacks, max_entries=max_entries, **kw)
+        )
         self.recording = enabled is not None
         if enabled is None:
             self.trace.clear()  # as the allocator does when recording stops
@@ -217,7 +254,12 @@ class FakeAllocator:
         return {"segments": [], "device_traces": [list(self.trace)], "allocator_settings": {}}
 
     def stats(self, device=None):
-        size = dict(current=self.current, peak=self.peak, allocated=self.bytes_allocated, freed=self.bytes_freed)
+        size = dict(
+            current=self.current,
+            peak=self.peak,
+            allocated=self.bytes_allocated,
+            freed=self.bytes_freed,
+        )
         count = dict(current=len(self.live), peak=0, allocated=self.allocs, freed=self.frees)
         return {"allocated_bytes": {"all": size}, "allocation": {"all": count}}
 
@@ -229,9 +271,14 @@ class FakeAllocator:
             get_allocator_backend=lambda: "native",
         )
         cuda = SimpleNamespace(
-            is_available=lambda: True, is_initialized=lambda: True, current_device=lambda: 0, memory=memory
+            is_available=lambda: True,
+            is_initialized=lambda: True,
+            current_device=lambda: 0,
+            memory=memory,
         )
-        return SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_cuda_isHistoryEnabled=lambda: self.recording))
+        return SimpleNamespace(
+            cuda=cuda, _C=SimpleNamespace(_cuda_isHistoryEnabled=lambda: self.recording)
+        )
 
 
 @pytest.fixture
@@ -262,7 +309,9 @@ def test_below_an_earlier_peak_the_history_gives_the_calls_peak_and_the_counters
         _three_tensors(fake)
     assert peak.bytes == 192 * MiB and peak.exact
     assert peak.source == "allocator history" and peak.note == ""
-    assert fake.stats()["allocated_bytes"]["all"]["peak"] == before["allocated_bytes"]["all"]["peak"]
+    assert (
+        fake.stats()["allocated_bytes"]["all"]["peak"] == before["allocated_bytes"]["all"]["peak"]
+    )
     assert kept in fake.live
 
 
@@ -275,7 +324,13 @@ def test_recording_is_turned_on_cheaply_for_the_call_and_off_again(fake):
     on, off = fake.history_calls
     assert on["enabled"] == "all" and on["context"] is None and on["stacks"] == "python"
     assert on["max_entries"] == peak_memory.HISTORY_ENTRIES
-    assert set(on["skip_actions"]) == {"free_completed", "segment_alloc", "segment_free", "oom", "snapshot"}
+    assert set(on["skip_actions"]) == {
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "oom",
+        "snapshot",
+    }
     assert off["enabled"] is None
     assert peak.bytes == 192 * MiB
 
@@ -299,7 +354,9 @@ def test_a_users_recording_is_read_not_toggled_and_their_earlier_entries_are_lef
         fake.free(fake.alloc(48 * MiB))
     assert fake.history_calls == []
     assert fake.recording
-    assert fake.trace[0]["action"] == "alloc" and fake.trace[0]["size"] == 512 * MiB  # the user's history is kept
+    assert (
+        fake.trace[0]["action"] == "alloc" and fake.trace[0]["size"] == 512 * MiB
+    )  # the user's history is kept
     assert peak.bytes == 16 * MiB and peak.exact
 
 
@@ -349,7 +406,10 @@ def test_a_block_bigger_than_asked_gives_a_range_the_allocators_figure_lies_in(f
     true_peak = 128 * MiB + 768 * 1024
     assert not peak.exact
     assert peak.low <= true_peak <= peak.high
-    assert (peak.low, peak.high) == (128 * MiB, true_peak)  # no earlier block freed: the history is a floor
+    assert (peak.low, peak.high) == (
+        128 * MiB,
+        true_peak,
+    )  # no earlier block freed: the history is a floor
     assert "between" in peak.note
 
 
@@ -377,7 +437,9 @@ def test_a_peak_reset_by_the_call_itself_does_not_cap_the_figure(fake):
     _high_earlier_peak(fake)
     with call_peak() as peak:
         fake.free(fake.alloc(1024 * MiB))  # above the earlier 512 MiB peak ...
-        fake.peak = fake.current  # ... then torch.cuda.reset_peak_memory_stats() inside the statement
+        fake.peak = (
+            fake.current
+        )  # ... then torch.cuda.reset_peak_memory_stats() inside the statement
     assert peak.bytes == 1024 * MiB and peak.exact and peak.source == "allocator history"
 
 
@@ -385,7 +447,9 @@ def test_counters_reset_during_the_call_give_none(fake):
     _high_earlier_peak(fake)
     with call_peak() as peak:
         fake.free(fake.alloc(MiB))
-        fake.allocs = fake.frees = 0  # torch.cuda.reset_accumulated_memory_stats() inside the statement
+        fake.allocs = fake.frees = (
+            0  # torch.cuda.reset_accumulated_memory_stats() inside the statement
+        )
     assert peak.bytes is None and "reset during the call" in peak.note
     assert not fake.recording
 

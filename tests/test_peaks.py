@@ -1,4 +1,5 @@
-"""Device peaks: name matching, the table object, achieved figures and their wording, the measured-peak cache."""
+"""Device peaks: name matching, the table object, achieved figures and their wording, the
+measured-peak cache."""
 
 from __future__ import annotations
 
@@ -83,11 +84,15 @@ def test_every_entry_is_dense_and_ordered_as_the_hardware_is():
         assert e.flops["fp32"] > 1e12
         if "bf16" in e.flops:
             assert e.flops["bf16"] == e.flops["fp16"]
-            assert e.flops["bf16"] >= 2 * e.flops["tf32"] * 0.98  # tf32 at half the 16-bit rate (L40S: 362.05 vs 183)
+            assert (
+                e.flops["bf16"] >= 2 * e.flops["tf32"] * 0.98
+            )  # tf32 at half the 16-bit rate (L40S: 362.05 vs 183)
         if "fp8" in e.flops:
             assert e.flops["fp8"] == pytest.approx(2 * e.flops["bf16"], rel=0.02)
     h100 = DEVICES["H100 SXM"]
-    assert h100.flops["bf16"] == pytest.approx(989.5e12) and h100.bandwidth == pytest.approx(3.35e12)
+    assert h100.flops["bf16"] == pytest.approx(989.5e12) and h100.bandwidth == pytest.approx(
+        3.35e12
+    )
     assert h100.bandwidth_label == "HBM bandwidth"
     assert DEVICES["RTX 4090"].bandwidth_label == "GDDR bandwidth"
     assert DEVICES["GB10"].bandwidth_label == "LPDDR5X bandwidth"
@@ -99,7 +104,11 @@ def test_the_table_shows_itself(tmp_path, monkeypatch):
     text = str(t)
     assert "H100 SXM *" in text and "989.5" in text and "this device: NVIDIA H100 80GB HBM3" in text
     html = t._repr_html_()
-    assert "<table>" in html and "<b>H100 SXM *</b>" in html and "NVIDIA H100 Tensor Core GPU datasheet" in html
+    assert (
+        "<table>" in html
+        and "<b>H100 SXM *</b>" in html
+        and "NVIDIA H100 Tensor Core GPU datasheet" in html
+    )
     df = t.to_dataframe()
     assert len(df) == len(DEVICES)
     row = df[df["device"] == "H100 SXM"].iloc[0]
@@ -110,7 +119,9 @@ def test_the_table_shows_itself(tmp_path, monkeypatch):
 
 def test_gpumagic_exports_peaks_and_measure_peak_as_functions():
     assert gpumagic.peaks is peaks and gpumagic.measure_peak is measure_peak
-    importlib.import_module("gpumagic.device_peaks")  # importing the package must not shadow the function
+    importlib.import_module(
+        "gpumagic.device_peaks"
+    )  # importing the package must not shadow the function
     assert callable(gpumagic.peaks) and gpumagic.peaks is peaks
 
 
@@ -120,7 +131,10 @@ def test_achieved_flops_are_flops_over_seconds_with_the_right_peak():
     a = achieved(W(2 * n**3, 3 * n * n * 2, "bf16"), seconds, "NVIDIA H100 80GB HBM3")
     assert a.flop_rate == pytest.approx(2 * n**3 / seconds, rel=1e-12)
     assert a.flop_share == pytest.approx(a.flop_rate / 989.5e12)
-    assert a.segment() == f"{a.flop_rate / 1e12:.3g} TFLOP/s bf16 = {a.flop_share:.0%} of bf16 tensor-core peak"
+    assert (
+        a.segment()
+        == f"{a.flop_rate / 1e12:.3g} TFLOP/s bf16 = {a.flop_share:.0%} of bf16 tensor-core peak"
+    )
     assert a.limiter() == "compute-bound" and a.basis == "datasheet"
 
 
@@ -146,7 +160,9 @@ def test_tf32_and_fp8_use_their_own_peaks_and_tiny_shares_keep_digits():
     a = achieved(W(10**12, 10**9, "tf32"), 1.0, "NVIDIA H100 80GB HBM3")
     assert "TF32 tensor-core peak" in a.flop_segment() and "0.2%" in a.flop_segment()
     b = achieved(W(10**15, 10**9, "fp8"), 1.0, "NVIDIA H100 PCIe")
-    assert b.flop_share == pytest.approx(1e15 / 1513e12) and "fp8 tensor-core peak" in b.flop_segment()
+    assert (
+        b.flop_share == pytest.approx(1e15 / 1513e12) and "fp8 tensor-core peak" in b.flop_segment()
+    )
 
 
 def test_unknown_device_gives_rates_without_shares(tmp_path, monkeypatch):
@@ -178,21 +194,45 @@ def test_measure_peak_needs_a_gpu(monkeypatch):
 def test_measured_peaks_are_cached_on_disk_and_used_as_the_basis(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUMAGIC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(measure_mod, "_MEMORY", {})
-    found = MeasuredPeaks(device="NVIDIA Fake", flops={"bf16": 600e12, "fp32": 50e12}, bandwidth=2.5e12, size=8192)
+    found = MeasuredPeaks(
+        device="NVIDIA Fake", flops={"bf16": 600e12, "fp32": 50e12}, bandwidth=2.5e12, size=8192
+    )
     kept = measure_mod._store(found)
     assert kept.path == str(cache_path()) == str(tmp_path / "peaks.json")
-    assert json.loads((tmp_path / "peaks.json").read_text())["NVIDIA Fake"]["flops"]["bf16"] == 600e12
+    assert (
+        json.loads((tmp_path / "peaks.json").read_text())["NVIDIA Fake"]["flops"]["bf16"] == 600e12
+    )
     monkeypatch.setattr(measure_mod, "_MEMORY", {})  # a new process: read back from disk
     again = cached_peak("NVIDIA Fake")
-    assert again is not None and again.cached and again.flops == found.flops and again.bandwidth == 2.5e12
-    assert "cached in" in str(again) and "<table>" in again._repr_html_() and len(again.to_dataframe()) == 3
-    a = achieved(W(300 * 10**12, 10**9, "bf16"), 1.0, "NVIDIA Fake")  # not in the table: the measured is used
+    assert (
+        again is not None
+        and again.cached
+        and again.flops == found.flops
+        and again.bandwidth == 2.5e12
+    )
+    assert (
+        "cached in" in str(again)
+        and "<table>" in again._repr_html_()
+        and len(again.to_dataframe()) == 3
+    )
+    a = achieved(
+        W(300 * 10**12, 10**9, "bf16"), 1.0, "NVIDIA Fake"
+    )  # not in the table: the measured is used
     assert a.basis == "measured" and a.flop_share == pytest.approx(0.5)
     assert a.segment() == "300 TFLOP/s bf16 = 50% of measured bf16 GEMM peak"
-    sheet = achieved(W(300 * 10**12, 10**9, "bf16"), 1.0, "NVIDIA H100 80GB HBM3", basis="measured", measured=again)
+    sheet = achieved(
+        W(300 * 10**12, 10**9, "bf16"),
+        1.0,
+        "NVIDIA H100 80GB HBM3",
+        basis="measured",
+        measured=again,
+    )
     assert sheet.basis == "measured" and sheet.flop_peak == 600e12
     table = peaks("NVIDIA Fake")
-    assert "NVIDIA Fake (measured)" in str(table) and table.to_dataframe()["basis"].iloc[-1] == "measured"
+    assert (
+        "NVIDIA Fake (measured)" in str(table)
+        and table.to_dataframe()["basis"].iloc[-1] == "measured"
+    )
 
 
 def test_a_corrupt_cache_is_ignored(tmp_path, monkeypatch):

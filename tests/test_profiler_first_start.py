@@ -1,8 +1,10 @@
-"""gpumagic's own torch.profiler start does not import Inductor; everything else in torch sees what it saw before.
+"""gpumagic's own torch.profiler start does not import Inductor; everything else in torch sees what
+it saw before.
 
-torch.profiler's ``prepare_trace`` asks ``hasattr(torch, "_inductor")``, which imports Inductor, dynamo and sympy:
-seconds of every first capture in a process (``benchmarks/kineto_first_start.py``). Each test runs in a fresh
-process, the only place a first start can be seen.
+torch.profiler's ``prepare_trace`` asks ``hasattr(torch, "_inductor")``, which imports Inductor,
+dynamo and sympy: seconds of every first capture in a process
+(``benchmarks/kineto_first_start.py``). Each test runs in a fresh process, the only place a first
+start can be seen.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ pytest.importorskip("torch")
 
 def run(code: str) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     return out.stdout.split()
 
@@ -30,7 +36,8 @@ def test_a_capture_starts_the_profiler_without_importing_inductor_and_puts_torch
         from gpumagic.capture.torch_profiler import capture
         c = capture("torch.ones(3) + 1", "cell:x", warmup=1, namespace={"torch": torch})
         ops = set(c.trace.ops["name"])
-        print("torch._inductor" in sys.modules, "_inductor" in torch._lazy_modules, "aten::add" in ops)
+        lazy = torch._lazy_modules
+        print("torch._inductor" in sys.modules, "_inductor" in lazy, "aten::add" in ops)
         print(hasattr(torch, "_inductor"), "torch._inductor" in sys.modules)
         """
     )
@@ -52,7 +59,9 @@ def test_the_users_own_profiler_is_left_as_torch_made_it():
         print("torch._inductor" in sys.modules)
         """
     )
-    assert words == ["True"]  # torch.profiler's own start still reads Inductor's settings, as torch wrote it
+    assert words == [
+        "True"
+    ]  # torch.profiler's own start still reads Inductor's settings, as torch wrote it
 
 
 def test_the_deferral_changes_nothing_where_inductor_is_loaded():

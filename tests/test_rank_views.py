@@ -1,6 +1,7 @@
-"""Views of a job of many ranks: the rank x figure heatmap, the short per-rank table, and the timeline that shows the
-straggler's and the fastest rank's lanes with the others a click away. Checked on a 64-rank trace built by hand, where
-every expected figure comes from how it was built (the numbers below), not from gpumagic."""
+"""Views of a job of many ranks: the rank x figure heatmap, the short per-rank table, and the
+timeline that shows the straggler's and the fastest rank's lanes with the others a click away.
+Checked on a 64-rank trace built by hand, where every expected figure comes from how it was built
+(the numbers below), not from gpumagic."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from gpumagic.units import format_time
 
 from .test_report import CHROMIUM
 
-ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)"
+ALL_REDUCE = (
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)"
+)
 GEMM = (
     "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel"
     "__5x_cublas"
@@ -41,14 +44,23 @@ def dur(r: int, n: int) -> int:
 
 
 def job(n: int = 64, per: int = 3) -> tuple[Trace, dict]:
-    """``n`` ranks on 8 GPUs a host: ``per`` GEMMs each, back to back with GAP between them, then one all-reduce that
-    every rank enters when its GEMMs end and leaves TAIL after the last one entered. (the trace, its numbers)."""
+    """``n`` ranks on 8 GPUs a host: ``per`` GEMMs each, back to back with GAP between them, then
+    one all-reduce that every rank enters when its GEMMs end and leaves TAIL after the last one
+    entered. (the trace, its numbers)."""
     rows, marks, ends = [], [], {}
     for r in range(n):
         t = offset(r, n)
         for k in range(per):
             rows.append(
-                dict(name=GEMM, start=t, end=t + dur(r, n), device=r % 8, stream=7, correlation=k, pid=5000 + r)
+                dict(
+                    name=GEMM,
+                    start=t,
+                    end=t + dur(r, n),
+                    device=r % 8,
+                    stream=7,
+                    correlation=k,
+                    pid=5000 + r,
+                )
             )
             t += dur(r, n) + GAP
         ends[r] = t - GAP
@@ -56,10 +68,20 @@ def job(n: int = 64, per: int = 3) -> tuple[Trace, dict]:
     end = max(ends.values()) + TAIL
     for r in range(n):
         rows.append(
-            dict(name=ALL_REDUCE, start=ends[r], end=end, device=r % 8, stream=20, correlation=999, pid=5000 + r)
+            dict(
+                name=ALL_REDUCE,
+                start=ends[r],
+                end=end,
+                device=r % 8,
+                stream=20,
+                correlation=999,
+                pid=5000 + r,
+            )
         )
     if n > OVERLAP:
-        beside = dict(name=GEMM, start=ends[OVERLAP] + GAP, end=ends[OVERLAP] + GAP + BESIDE, stream=8)
+        beside = dict(
+            name=GEMM, start=ends[OVERLAP] + GAP, end=ends[OVERLAP] + GAP + BESIDE, stream=8
+        )
         rows.append(dict(beside, device=OVERLAP % 8, correlation=998, pid=5000 + OVERLAP))
     nccl = {r: end - ends[r] for r in range(n)}
     fastest = max(range(n), key=lambda r: (nccl[r], -r))  # the most NCCL time, the first such rank
@@ -83,11 +105,18 @@ def expected(r: int, n: int, facts: dict) -> dict[str, float]:
     nccl = end - e
     beside = BESIDE if r == OVERLAP else 0
     busy = per_rank_compute(r, n) + nccl
-    return {"busy": busy / span, "nccl": nccl / busy, "exposed": (nccl - beside) / span, "skew": span / shortest - 1}
+    return {
+        "busy": busy / span,
+        "nccl": nccl / busy,
+        "exposed": (nccl - beside) / span,
+        "skew": span / shortest - 1,
+    }
 
 
 def per_rank_compute(r: int, n: int) -> int:
-    return 3 * dur(r, n)  # the GEMMs do not overlap one another; the one beside the all-reduce is inside it
+    return 3 * dur(
+        r, n
+    )  # the GEMMs do not overlap one another; the one beside the all-reduce is inside it
 
 
 def test_the_featured_ranks_are_the_straggler_and_the_rank_that_waited_longest(ranks64):
@@ -104,18 +133,28 @@ def test_the_heatmap_has_a_row_per_rank_and_a_column_per_figure_with_the_built_v
         want = expected(r, 64, facts)
         for key, _, _ in COLUMNS:
             assert values.loc[f"rank {r}", key] == pytest.approx(want[key], rel=1e-9), (r, key)
-    assert expected(OVERLAP, 64, facts)["exposed"] < expected(OVERLAP, 64, facts)["nccl"]  # the overlap counts
+    assert (
+        expected(OVERLAP, 64, facts)["exposed"] < expected(OVERLAP, 64, facts)["nccl"]
+    )  # the overlap counts
     fig = rank_heatmap_figure(t, featured_ranks(t))
     data = fig.renderers[0].data_source.data
     assert len(data["x"]) == 64 * 4 and len(set(data["x"])) == 4 and len(set(data["y"])) == 64
-    cell = {(row, x): (v, text) for row, x, v, text in zip(data["row"], data["x"], data["value"], data["text"])}
+    cell = {
+        (row, x): (v, text)
+        for row, x, v, text in zip(data["row"], data["x"], data["value"], data["text"])
+    }
     assert cell[(f"rank {SLOW}", 0)][0] == f"{expected(SLOW, 64, facts)['busy']:.0%}"
     assert cell[(f"rank {SLOW}", 1)][0] == f"{expected(SLOW, 64, facts)['nccl']:.0%}"
     nccl = facts["nccl"][OVERLAP]
-    said = f"{format_time((nccl - BESIDE) * 1e-9)} of its {format_time(nccl * 1e-9)} NCCL ran with no other kernel"
+    said = (
+        f"{format_time((nccl - BESIDE) * 1e-9)} of its {format_time(nccl * 1e-9)} NCCL ran "
+        f"with no other kernel"
+    )
     assert cell[(f"rank {OVERLAP}", 2)][1].startswith(said)
     labels = fig.yaxis[0].major_label_overrides
-    assert labels[SLOW] == f"rank {SLOW} \u00b7 straggler" and labels[facts["fastest"]].endswith("fastest")
+    assert labels[SLOW] == f"rank {SLOW} \u00b7 straggler" and labels[facts["fastest"]].endswith(
+        "fastest"
+    )
     assert fig.height < 1000  # 64 rows shrink to fit
 
 
@@ -141,8 +180,12 @@ def test_the_report_shows_the_heatmap_above_a_short_table(ranks64):
     assert f"Showing {len(shown)} of 64 rows" in html and f"{64 - len(shown)} left out" in html
     assert len(rep.rank_figures()) == 64
     kernels = html[html.index("gm-kernels-by-rank") :]
-    assert kernels.count("<tr>") < 20 and "other ranks:" in kernels  # a row per featured rank and end, not 64
-    assert HEAT_TITLE not in ProfileReport(t, label="step").html(None)  # no figures asked for: none drawn
+    assert (
+        kernels.count("<tr>") < 20 and "other ranks:" in kernels
+    )  # a row per featured rank and end, not 64
+    assert HEAT_TITLE not in ProfileReport(t, label="step").html(
+        None
+    )  # no figures asked for: none drawn
 
 
 def test_the_timeline_shows_the_straggler_and_the_fastest_rank_and_hides_the_others(ranks64):
@@ -157,10 +200,16 @@ def test_the_timeline_shows_the_straggler_and_the_fastest_rank_and_hides_the_oth
     assert {name for name, rs in ranks.items() if all(r.visible for r in rs)} == shown
     assert all(not r.visible for name, rs in ranks.items() if name not in shown for r in rs)
     tops = {name: max(max(r.data_source.data["top"]) for r in rs) for name, rs in ranks.items()}
-    assert tops[f"rank {SLOW}"] > tops[f"rank {facts['fastest']}"] > max(tops[n] for n in ranks if n not in shown)
+    assert (
+        tops[f"rank {SLOW}"]
+        > tops[f"rank {facts['fastest']}"]
+        > max(tops[n] for n in ranks if n not in shown)
+    )
     legend = [lg for lg in fig.below if getattr(lg, "click_policy", None) == "hide"]
     assert len(legend) == 1 and len(legend[0].items) == 64
-    assert fig.y_range.start > min(min(r.data_source.data["bottom"]) for rs in ranks.values() for r in rs)
+    assert fig.y_range.start > min(
+        min(r.data_source.data["bottom"]) for rs in ranks.values() for r in rs
+    )
 
 
 def test_the_report_of_64_ranks_stays_small():
@@ -183,7 +232,10 @@ def test_a_few_ranks_render_as_before(n):
     assert "gm-ranks-left-out" not in html
     fig = timeline_figure(t)
     assert fig.renderers and all(r.visible for r in fig.renderers) and not fig.below[1:]
-    assert len(re.findall(r"<tr>", html[html.index("class='gm-ranks'") :].split("</table>")[0])) == n + 1
+    assert (
+        len(re.findall(r"<tr>", html[html.index("class='gm-ranks'") :].split("</table>")[0]))
+        == n + 1
+    )
 
 
 def test_one_rank_past_the_threshold_gets_the_many_rank_views():

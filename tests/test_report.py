@@ -15,11 +15,16 @@ from gpumagic.trace import Trace, frame
 
 DATA = pathlib.Path(__file__).parent / "data"
 EVIL = "void k<a&b></script><img src=x onerror=alert(1)>\"'"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
 
 
 def evil_trace() -> Trace:
-    ks = [dict(name=EVIL, start=i * 1000, end=i * 1000 + 500, device=0, stream=7, correlation=i) for i in range(5)]
+    ks = [
+        dict(name=EVIL, start=i * 1000, end=i * 1000 + 500, device=0, stream=7, correlation=i)
+        for i in range(5)
+    ]
     return Trace(kernels=frame("kernels", ks), meta={"device": "GPU <&>", "label": "cell"})
 
 
@@ -78,7 +83,8 @@ def render(page: pathlib.Path, png: pathlib.Path, tmp: pathlib.Path) -> str:
 
 
 def timeline_drawn(png: pathlib.Path) -> float:
-    """Share of coloured (non-grey) pixels: the timeline's boxes are the only saturated colour on the page."""
+    """Share of coloured (non-grey) pixels: the timeline's boxes are the only saturated colour on
+    the page."""
     import numpy as np
     from PIL import Image
 
@@ -101,7 +107,8 @@ def test_saved_report_renders_in_a_browser_with_the_timeline(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
 def test_the_browser_check_fails_when_bokeh_resources_are_missing(tmp_path, monkeypatch):
-    # A page without BokehJS (what a CDN link is on an offline machine): the check above must catch it.
+    # A page without BokehJS (what a CDN link is on an offline machine): the check above must catch
+    # it.
     from gpumagic.render import embed
 
     monkeypatch.setattr(embed, "bokehjs", lambda: "")
@@ -113,7 +120,8 @@ def test_the_browser_check_fails_when_bokeh_resources_are_missing(tmp_path, monk
     assert timeline_drawn(tmp_path / "c.png") < 0.01
 
 
-# --- what a notebook user sees (the browser test in tests/browser checks the same in a real JupyterLab) -----------
+# --- what a notebook user sees (the browser test in tests/browser checks the same in a real
+# JupyterLab) -----------
 
 
 def block_report(**kw) -> ProfileReport:
@@ -135,12 +143,25 @@ def test_kernel_names_wrap_between_tokens_and_numbers_never_wrap():
     numbers = re.findall(r"<td style='([^']*)'>[\d.]+%</td>", kernels)
     assert numbers and all("white-space:nowrap" in s for s in numbers)
     heads = re.findall(r"<th [^>]*>([^<]*)</th>", kernels)
-    assert heads == ["Time", "Total", "Calls", "Avg", "Kernel", "Library", "Op", "Tensor cores", "Precision"]
+    assert heads == [
+        "Time",
+        "Total",
+        "Calls",
+        "Avg",
+        "Kernel",
+        "Library",
+        "Op",
+        "Tensor cores",
+        "Precision",
+    ]
     assert "Med 18.7 ms" in kernels  # the other statistics moved into the expanded row
 
 
 def test_summary_line_counts_in_the_singular_too():
-    assert "\u00b7 1 kernel \u00b7" in ProfileReport(load_trace(DATA / "torch_matmul_4096.json.gz")).summary_line()
+    assert (
+        "\u00b7 1 kernel \u00b7"
+        in ProfileReport(load_trace(DATA / "torch_matmul_4096.json.gz")).summary_line()
+    )
     assert "10 kernels, 1 memory op \u00b7" in block_report().summary_line()
 
 
@@ -154,15 +175,25 @@ def test_gpu_streams_sort_as_numbers_and_the_axis_unit_fits_the_span():
     from gpumagic.render.timeline import _lanes, time_unit, timeline_figure
 
     ks = [
-        dict(name="k", start=i * 10**9, end=i * 10**9 + 5 * 10**8, device=0, stream=s, correlation=i)
+        dict(
+            name="k", start=i * 10**9, end=i * 10**9 + 5 * 10**8, device=0, stream=s, correlation=i
+        )
         for i, s in enumerate([13, 143, 159, 17, 21, 7] * 5)
     ]
     t = Trace(kernels=frame("kernels", ks))
-    assert [label for label, _, _ in _lanes(t)] == [f"GPU stream {s}" for s in (7, 13, 17, 21, 143, 159)]
-    assert time_unit(30e9) == ("s", 1e9) and time_unit(3e6) == ("ms", 1e6) and time_unit(5e4)[0] == "\u00b5s"
+    assert [label for label, _, _ in _lanes(t)] == [
+        f"GPU stream {s}" for s in (7, 13, 17, 21, 143, 159)
+    ]
+    assert (
+        time_unit(30e9) == ("s", 1e9)
+        and time_unit(3e6) == ("ms", 1e6)
+        and time_unit(5e4)[0] == "\u00b5s"
+    )
     fig = timeline_figure(t)
     assert fig.xaxis[0].axis_label == "s since capture start"
-    assert max(max(r.data_source.data["right"]) for r in fig.renderers) < 31  # seconds, not 30000 ms
+    assert (
+        max(max(r.data_source.data["right"]) for r in fig.renderers) < 31
+    )  # seconds, not 30000 ms
 
 
 def test_timeline_has_a_family_legend_and_a_hover_that_wraps():
@@ -171,7 +202,9 @@ def test_timeline_has_a_family_legend_and_a_hover_that_wraps():
     fig = block_report()._timeline_figure()
     legend = next(m for m in fig.above if isinstance(m, Legend))
     labels = [i.label["value"] for i in legend.items]
-    assert {"cuBLAS", "CUTLASS 2.x", "PyTorch ATen", "memory op", "CPU op", "CUDA API"} <= set(labels)
+    assert {"cuBLAS", "CUTLASS 2.x", "PyTorch ATen", "memory op", "CPU op", "CUDA API"} <= set(
+        labels
+    )
     hover = next(t for t in fig.tools if isinstance(t, HoverTool))
     assert "max-width" in hover.tooltips and "overflow-wrap" in hover.tooltips
 
@@ -186,7 +219,9 @@ def test_bokehjs_travels_once_per_kernel_session_in_a_notebook():
     assert first.count(carrier) == 1 and carrier not in second
     assert len(second) < 200_000 < 1_000_000 < len(first)
     for html in (first, second):
-        assert "<style" not in html and "<iframe" not in html  # styles inline; the figure drawn in the output
+        assert (
+            "<style" not in html and "<iframe" not in html
+        )  # styles inline; the figure drawn in the output
         assert "gm-plot" in html and "embed_item" in html
     # Where each output has a window of its own (Colab), each report brings BokehJS, in an iframe.
     assert "<iframe" in block_report(bokehjs="every")._repr_mimebundle_()["text/html"]
@@ -209,7 +244,9 @@ def test_untrusted_view_keeps_styles_inline_and_says_why_there_is_no_timeline():
 
     html = block_report()._repr_mimebundle_()["text/html"]
     assert html.index(esc_note(UNTRUSTED_NOTE)) > html.index("gm-kernels")
-    assert "<h4" not in html.split("gm-kernels")[1]  # no bare "Timeline" heading left over without its plot
+    assert (
+        "<h4" not in html.split("gm-kernels")[1]
+    )  # no bare "Timeline" heading left over without its plot
     assert re.search(r"<td style='[^']*white-space:nowrap", html)
     iframe = block_report()._repr_html_()
     assert esc_note(UNTRUSTED_NOTE) in iframe.split("<iframe")[0]
@@ -230,8 +267,8 @@ def test_the_iframe_is_exactly_as_tall_as_its_figure():
 
 
 def test_a_lane_past_its_glyph_limit_is_bucketed_without_losing_events():
-    """Events beyond the limit merge into time buckets: every event counted once, each box spanning its events and
-    named after its longest one; nested ranges bucket per depth."""
+    """Events beyond the limit merge into time buckets: every event counted once, each box spanning
+    its events and named after its longest one; nested ranges bucket per depth."""
     import numpy as np
     import pandas as pd
 
@@ -241,10 +278,25 @@ def test_a_lane_past_its_glyph_limit_is_bucketed_without_losing_events():
     n = 20_000
     start = np.cumsum(rng.integers(100, 1_000, n))
     dur = rng.integers(10, 2_000, n)
-    names = np.array(["void short_kernel<int>(int)", "void long_kernel<float>(float)"], dtype=object)
-    ks = dict(name=names[(dur > 1_500).astype(int)], start=start, end=start + dur, device=0, stream=7, correlation=0)
+    names = np.array(
+        ["void short_kernel<int>(int)", "void long_kernel<float>(float)"], dtype=object
+    )
+    ks = dict(
+        name=names[(dur > 1_500).astype(int)],
+        start=start,
+        end=start + dur,
+        device=0,
+        stream=7,
+        correlation=0,
+    )
     ranges = [
-        dict(text=f":r{i}", start=int(start[i * 10]), end=int(start[i * 10] + 50_000), thread=1, depth=0)
+        dict(
+            text=f":r{i}",
+            start=int(start[i * 10]),
+            end=int(start[i * 10] + 50_000),
+            thread=1,
+            depth=0,
+        )
         for i in range(n // 10)
     ]
     nested = [dict(r, start=r["start"] + 1, end=r["end"] - 1, depth=1) for r in ranges]
@@ -253,7 +305,9 @@ def test_a_lane_past_its_glyph_limit_is_bucketed_without_losing_events():
     gpu = rows[rows["group"] != "nvtx"]
     assert len(gpu) <= 100 and gpu["count"].sum() == n
     nv = rows[rows["group"] == "nvtx"]
-    assert nv["count"].sum() == len(ranges) + len(nested) and nv["top"].nunique() == 2  # one row of boxes per depth
+    assert (
+        nv["count"].sum() == len(ranges) + len(nested) and nv["top"].nunique() == 2
+    )  # one row of boxes per depth
     merged = gpu[gpu["count"] > 1]
     assert merged["name"].str.match(r"\d+ events, longest: ").all()
     w0 = int(start.min()) - int(t.window()[0])

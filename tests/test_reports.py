@@ -1,9 +1,11 @@
-"""A whole job's per-rank reports read as one Trace: a directory, a glob or a list of nsys exports or torch.profiler
-traces, their ranks, clocks of different hosts aligned, a file that cannot be read, and the executor.
+"""A whole job's per-rank reports read as one Trace: a directory, a glob or a list of nsys exports
+or torch.profiler traces, their ranks, clocks of different hosts aligned, a file that cannot be
+read, and the executor.
 
-Fixtures (``tests/data/per_rank/``, ``capture/per_rank.py`` on 2×H100): the straggler step of ``straggler2`` (rank 1
-runs 20 fp32 GEMMs, then both all-reduce) captured as a multi-node job captures it: ``torchrun --no-python nsys
-profile -o rank%q{RANK}`` (one export per rank) and one torch.profiler trace per rank.
+Fixtures (``tests/data/per_rank/``, ``capture/per_rank.py`` on 2×H100): the straggler step of
+``straggler2`` (rank 1 runs 20 fp32 GEMMs, then both all-reduce) captured as a multi-node job
+captures it: ``torchrun --no-python nsys profile -o rank%q{RANK}`` (one export per rank) and one
+torch.profiler trace per rank.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def test_a_folder_a_glob_and_a_list_give_the_same_job(tmp_path, job):
 def test_per_rank_kernel_totals_equal_nsys_stats_of_each_file(job):
     s = kernel_summary_by_rank(job)
     for rank in (0, 1):
-        ref = pd.read_csv(PER_RANK / "nsys" / f"rank{rank}.stats_cuda_gpu_kern_sum.csv").set_index("Name")
+        ref = pd.read_csv(PER_RANK / "nsys" / f"rank{rank}.stats_cuda_gpu_kern_sum.csv").set_index(
+            "Name"
+        )
         mine = s[s["rank"] == rank].set_index("Name")
         assert len(mine) == len(ref)
         for name, row in ref.iterrows():
@@ -71,16 +75,23 @@ def test_per_rank_kernel_totals_equal_nsys_stats_of_each_file(job):
 
 
 def test_the_job_reads_like_the_nproc_capture_of_the_same_work(job, tmp_path):
-    with gzip.open(DATA / "nsys" / "straggler2.sqlite.gz") as src, open(tmp_path / "s.sqlite", "wb") as dst:
+    with (
+        gzip.open(DATA / "nsys" / "straggler2.sqlite.gz") as src,
+        open(tmp_path / "s.sqlite", "wb") as dst,
+    ):
         shutil.copyfileobj(src, dst)
     nproc = load_nsys(tmp_path / "s.sqlite")
     cols = ["label", "device", "kernels", "nccl_kernels"]
     assert rank_figures(job)[cols].equals(rank_figures(nproc)[cols])  # the same table, row for row
     mine, theirs = rank_figures(job).set_index("label"), rank_figures(nproc).set_index("label")
-    assert mine.loc["rank 1", "work_ns"] == pytest.approx(theirs.loc["rank 1", "work_ns"], rel=0.01)  # the GEMMs
+    assert mine.loc["rank 1", "work_ns"] == pytest.approx(
+        theirs.loc["rank 1", "work_ns"], rel=0.01
+    )  # the GEMMs
     f = {x.kind: x for x in findings(job)}
     assert f["straggler"].numbers["rank"] == "rank 1" and "Uneven work" in f["straggler"].message
-    assert f["job_files"].message.startswith("2 reports read as one job: ranks from the rank each report records")
+    assert f["job_files"].message.startswith(
+        "2 reports read as one job: ranks from the rank each report records"
+    )
     assert "one host: clocks shared" in f["job_files"].message
 
 
@@ -113,7 +124,10 @@ def test_ranks_from_file_names_else_file_order(tmp_path):
     t = load_trace(b)
     assert t.meta["rank_rule"].startswith("the order of the files")
     assert rank_figures(t)["kernels"].tolist() == [1, 21]
-    assert [rank_from_name(p) for p in ("rank12.sqlite", "x_rank-4.json.gz", "run_9.json", "plain.sqlite")] == [
+    assert [
+        rank_from_name(p)
+        for p in ("rank12.sqlite", "x_rank-4.json.gz", "run_9.json", "plain.sqlite")
+    ] == [
         12,
         4,
         9,
@@ -128,7 +142,9 @@ def test_an_unreadable_file_is_named_and_the_others_load(tmp_path):
     assert [pathlib.Path(u["path"]).name for u in t.meta["unreadable"]] == ["rank2.sqlite"]
     assert rank_figures(t)["label"].tolist() == ["rank 0", "rank 1"]
     f = {x.kind: x for x in findings(t)}
-    assert f["unreadable_reports"].message.startswith("1 of 3 reports could not be read and are left out: rank2.sqlite")
+    assert f["unreadable_reports"].message.startswith(
+        "1 of 3 reports could not be read and are left out: rank2.sqlite"
+    )
     (folder / "rank0.sqlite").unlink(), (folder / "rank1.sqlite").unlink()
     with pytest.raises(GpuMagicError):  # none readable: the first file's own error
         load_nsys(folder)
@@ -156,11 +172,16 @@ def test_reports_of_different_hosts_are_aligned_on_a_collective(tmp_path, job):
     assert clock["collective"] == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
     shift = clock["shifts_ns"]
     pid1 = int(t.kernels.loc[t.kernels["name"].str.contains("xmma"), "pid"].iloc[0])
-    assert -5_000_100_000 < shift[pid1] < -4_999_900_000  # the 5 s undone, to within 0.1 ms of the shared clock
+    assert (
+        -5_000_100_000 < shift[pid1] < -4_999_900_000
+    )  # the 5 s undone, to within 0.1 ms of the shared clock
     fixed, same = rank_figures(t).set_index("label"), rank_figures(job).set_index("label")
     assert abs(fixed.loc["rank 1", "start"] - same.loc["rank 1", "start"]) < 100_000
     assert {x.kind: x for x in findings(t)}["straggler"].numbers["rank"] == "rank 1"
-    assert "clocks aligned on the end of the first collective" in {x.kind: x for x in findings(t)}["job_files"].message
+    assert (
+        "clocks aligned on the end of the first collective"
+        in {x.kind: x for x in findings(t)}["job_files"].message
+    )
 
 
 def test_a_dask_cluster_reads_the_files_where_dask_is_installed(tmp_path, job):

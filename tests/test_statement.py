@@ -22,14 +22,18 @@ def test_once_returns_the_last_expression():
 
 def test_setup_runs_once_and_shares_names_with_the_statement():
     ns = {"log": []}
-    c = compile_statement("total += 1\nlog.append(total)", setup="total = 0\nlog.append('setup')", globals=ns)
+    c = compile_statement(
+        "total += 1\nlog.append(total)", setup="total = 0\nlog.append('setup')", globals=ns
+    )
     c.inner(3)
     assert ns["log"] == ["setup", 1, 2, 3]
     assert "total" not in ns
 
 
 def test_names_read_are_reported_for_device_detection():
-    c = compile_statement("torch.matmul(A, B)", setup="C = A", globals={"A": 1, "B": 2, "torch": None})
+    c = compile_statement(
+        "torch.matmul(A, B)", setup="C = A", globals={"A": 1, "B": 2, "torch": None}
+    )
     assert {"torch", "A", "B"} <= c.read_names
 
 
@@ -63,7 +67,12 @@ def test_callables_are_accepted():
 
 @pytest.mark.parametrize(
     "stmt, setup, error",
-    [(3, None, TypeError), ("x", 5, TypeError), (lambda: 1, "x = 1", TypeError), ("   ", None, ValueError)],
+    [
+        (3, None, TypeError),
+        ("x", 5, TypeError),
+        (lambda: 1, "x = 1", TypeError),
+        ("   ", None, ValueError),
+    ],
 )
 def test_bad_arguments_are_named(stmt, setup, error):
     with pytest.raises(error):

@@ -40,7 +40,9 @@ def test_median_ci_covers_the_true_median_about_95_percent_of_the_time():
     hits = 0
     trials = 2000
     for _ in range(trials):
-        xs = [rng.lognormvariate(0, 0.5) for _ in range(41)]  # skewed, like timings; true median = 1
+        xs = [
+            rng.lognormvariate(0, 0.5) for _ in range(41)
+        ]  # skewed, like timings; true median = 1
         lo, hi = median_ci(xs)
         hits += lo <= 1.0 <= hi
     assert 0.92 <= hits / trials <= 0.99

@@ -1,4 +1,5 @@
-"""The layout's rules, checked on the code itself: no import cycles, one-way data flow, small modules."""
+"""The layout's rules, checked on the code itself: no import cycles, one-way data flow, small
+modules."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def module_name(path: pathlib.Path) -> str:
 
 
 def imports(path: pathlib.Path) -> set[str]:
-    """Every gpumagic module ``path`` imports, at module level or inside a function (a lazy import still ties)."""
+    """Every gpumagic module ``path`` imports, at module level or inside a function (a lazy import
+    still ties)."""
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
     found: set[str] = set()
@@ -42,9 +44,12 @@ GRAPH = {m: {t for t in imports(p) if t in MODULES and t != m} for m, p in MODUL
 
 
 def test_no_import_cycles():
-    # A package's face (__init__) may re-export its own submodules; a cycle among the others is a real one.
+    # A package's face (__init__) may re-export its own submodules; a cycle among the others is a
+    # real one.
     def edges(m: str) -> set[str]:
-        return {t for t in GRAPH[m] if not (MODULES[m].name == "__init__.py" and t.startswith(m + "."))}
+        return {
+            t for t in GRAPH[m] if not (MODULES[m].name == "__init__.py" and t.startswith(m + "."))
+        }
 
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -73,17 +78,35 @@ ONE_WAY = [
     ("gpumagic.kernels", "gpumagic.trace"),
     ("gpumagic.timing", "gpumagic.notebook.magics"),
     ("gpumagic.timing", "gpumagic.capture"),
-    ("gpumagic.capture", "gpumagic.timing"),  # both use gpumagic.gpu_activity.profiler_start, below them
-    ("gpumagic.render", "gpumagic.timing"),  # timing's results draw with render, never the other way
-    ("gpumagic.render", "gpumagic.capture"),  # views read no file: the readers are capture's (gpumagic.load_ncu joins)
-    ("gpumagic.device_peaks", "gpumagic.render"),  # peaks are tables and arithmetic; their roofline is render's
+    (
+        "gpumagic.capture",
+        "gpumagic.timing",
+    ),  # both use gpumagic.gpu_activity.profiler_start, below them
+    (
+        "gpumagic.render",
+        "gpumagic.timing",
+    ),  # timing's results draw with render, never the other way
+    (
+        "gpumagic.render",
+        "gpumagic.capture",
+    ),  # views read no file: the readers are capture's (gpumagic.load_ncu joins)
+    (
+        "gpumagic.device_peaks",
+        "gpumagic.render",
+    ),  # peaks are tables and arithmetic; their roofline is render's
     ("gpumagic.device_peaks", "gpumagic.capture"),
 ]
 
 
 @pytest.mark.parametrize("layer, forbidden", ONE_WAY)
 def test_data_flows_one_way(layer, forbidden):
-    bad = {m: t for m, ts in GRAPH.items() if m.startswith(layer) for t in ts if t.startswith(forbidden)}
+    bad = {
+        m: t
+        for m, ts in GRAPH.items()
+        if m.startswith(layer)
+        for t in ts
+        if t.startswith(forbidden)
+    }
     assert not bad, bad
 
 
@@ -102,7 +125,11 @@ def test_the_core_never_imports_ipython_and_no_module_imports_both_torch_and_bok
 
 
 def test_modules_stay_small():
-    big = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    big = {
+        m: n
+        for m, p in MODULES.items()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not big, big
 
 
@@ -121,5 +148,7 @@ def test_moved_names_stay_where_users_import_them():
     from gpumagic.trace.chrome_export import write_chrome_trace
 
     assert gpumagic.load_ncu is load_ncu and gpumagic.roofline is roofline
-    assert chrome_trace.write_chrome_trace is write_chrome_trace  # the reader's module still offers the writer
+    assert (
+        chrome_trace.write_chrome_trace is write_chrome_trace
+    )  # the reader's module still offers the writer
     assert callable(ProfileReport.to_chrome_trace)

@@ -1,4 +1,5 @@
-"""sweep(): a statement over a grid of parameters, on CPU tensors and scripted clocks; its table and its plot."""
+"""sweep(): a statement over a grid of parameters, on CPU tensors and scripted clocks; its table and
+its plot."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ def test_the_points_are_every_combination_or_the_zipped_lists():
         {"n": 2, "d": "a"},
         {"n": 2, "d": "b"},
     ]
-    assert grid({"n": [1, 2], "d": ["a", "b"]}, zipped=True) == [{"n": 1, "d": "a"}, {"n": 2, "d": "b"}]
+    assert grid({"n": [1, 2], "d": ["a", "b"]}, zipped=True) == [
+        {"n": 1, "d": "a"},
+        {"n": 2, "d": "b"},
+    ]
     assert grid({"n": range(3)}) == [{"n": 0}, {"n": 1}, {"n": 2}]
 
 
@@ -39,7 +43,12 @@ def test_unequal_lists_with_zip_name_their_lengths():
 
 @pytest.mark.parametrize(
     "params, words",
-    [({}, "at least"), ({"n": []}, "at least one value"), ({"class": [1]}, "Python names"), ({"n": "abc"}, "list")],
+    [
+        ({}, "at least"),
+        ({"n": []}, "at least one value"),
+        ({"class": [1]}, "Python names"),
+        ({"n": "abc"}, "list"),
+    ],
 )
 def test_parameters_that_cannot_make_points_are_refused(params, words):
     with pytest.raises(InvalidOptionError) as err:
@@ -70,20 +79,34 @@ def test_on_cpu_tensors_each_point_builds_its_own_and_the_namespace_is_untouched
     df = out.to_dataframe()
     assert len(df) == 6 and df["n"].tolist() == [16, 16, 32, 32, 64, 64]
     assert df["label"].tolist() == ["mm", "add"] * 3 and set(df["status"]) == {"ok"}
-    for column in ("median", "iqr", "kernel_time", "flop_rate", "byte_rate", "flop_share", "byte_share", "error"):
+    for column in (
+        "median",
+        "iqr",
+        "kernel_time",
+        "flop_rate",
+        "byte_rate",
+        "flop_share",
+        "byte_share",
+        "error",
+    ):
         assert column in df.columns
     mm = df[df["label"] == "mm"]
     assert (mm["flop_rate"] == 2 * mm["n"] ** 3 / mm["median"]).all()
     assert df["median"].notna().all() and (df[df["label"] == "add"]["flop_rate"].isna()).all()
     text = str(out)
-    assert text.splitlines()[0].startswith("Sweep of 2 statements over 6 measurements on CPU (n: 16 … 64)")
+    assert text.splitlines()[0].startswith(
+        "Sweep of 2 statements over 6 measurements on CPU (n: 16 … 64)"
+    )
     assert "Statement" in text and "GFLOP/s fp32" in text
 
 
 def test_a_point_that_fails_is_kept_with_its_error_and_the_rest_go_on():
     out = sweep("1 / (n - 2)", params={"n": [1, 2, 3]}, globals={}, **FAST)
     assert [p.status for p in out.points] == ["ok", "failed", "ok"]
-    assert out.points[1].error == "ZeroDivisionError: division by zero" and out.points[1].result is None
+    assert (
+        out.points[1].error == "ZeroDivisionError: division by zero"
+        and out.points[1].result is None
+    )
     df = out.to_dataframe()
     assert df.loc[1, "status"] == "failed" and df.loc[1, "error"].startswith("ZeroDivisionError")
     assert "failed: ZeroDivisionError: division by zero" in str(out)
@@ -104,7 +127,9 @@ def test_out_of_memory_at_one_point_is_freed_marked_and_the_sweep_goes_on(monkey
             raise OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
         return n
 
-    out = sweep("x = big", "big = alloc(n)", params={"n": [16, 64, 32]}, globals={"alloc": alloc}, **FAST)
+    out = sweep(
+        "x = big", "big = alloc(n)", params={"n": [16, 64, 32]}, globals={"alloc": alloc}, **FAST
+    )
     assert [p.status for p in out.points] == ["ok", "out of memory", "ok"]
     assert out.points[1].error.startswith("OutOfMemoryError: CUDA out of memory")
     assert freed == [True]
@@ -119,7 +144,13 @@ def test_ctrl_c_keeps_the_points_done_and_raises_with_the_partial_sweep():
         return n
 
     with pytest.raises(SweepInterrupted) as err:
-        sweep("y = v", "v = maybe_stop(n)", params={"n": [1, 2, 3, 4]}, globals={"maybe_stop": maybe_stop}, **FAST)
+        sweep(
+            "y = v",
+            "v = maybe_stop(n)",
+            params={"n": [1, 2, 3, 4]},
+            globals={"maybe_stop": maybe_stop},
+            **FAST,
+        )
     exc = err.value
     assert isinstance(exc, KeyboardInterrupt) and isinstance(exc, TimingInterrupted)
     partial = exc.result
@@ -128,7 +159,8 @@ def test_ctrl_c_keeps_the_points_done_and_raises_with_the_partial_sweep():
 
 
 class Scripted(Sampler):
-    """Host-like clock on a fake time line; ``stop_after`` samples raises KeyboardInterrupt inside a round."""
+    """Host-like clock on a fake time line; ``stop_after`` samples raises KeyboardInterrupt inside a
+    round."""
 
     def __init__(self, clock, per_call, stop_after=None) -> None:
         self.clock, self.per_call, self.stop_after = clock, per_call, stop_after
@@ -172,15 +204,21 @@ def test_ctrl_c_while_sampling_keeps_that_points_samples():
             wall_clock=lambda: now[0],
         )
     last = err.value.result.points[-1]
-    assert last.status == "interrupted" and len(last.result.samples) == 15 and last.result.interrupted
+    assert (
+        last.status == "interrupted" and len(last.result.samples) == 15 and last.result.interrupted
+    )
 
 
 def test_fast_points_get_a_shorter_budget():
     opts = TimingOptions(time_budget=0.5)
-    assert point_budget(opts, calls_per_sample=500, per_call=2e-6) == pytest.approx(0.2)  # 1 ms samples
+    assert point_budget(opts, calls_per_sample=500, per_call=2e-6) == pytest.approx(
+        0.2
+    )  # 1 ms samples
     assert point_budget(opts, calls_per_sample=1, per_call=3e-3) == pytest.approx(0.3)
     assert point_budget(opts, calls_per_sample=1, per_call=20e-3) == pytest.approx(0.5)
-    assert point_budget(TimingOptions(time_budget=2), 500, 2e-6) == pytest.approx(0.8)  # the advice lengthens it
+    assert point_budget(TimingOptions(time_budget=2), 500, 2e-6) == pytest.approx(
+        0.8
+    )  # the advice lengthens it
     # and the sampling of a noisy fast point ends there
     import random
 
@@ -197,14 +235,23 @@ def test_fast_points_get_a_shorter_budget():
     )
     assert "time budget of 0.2 s ended" in out.points[0].result.stop_reason
     assert out.to_dataframe()["stop_reason"][0].startswith("time budget of 0.2 s ended")
-    assert "1 of 1 points ended at their time budget with their median known only to more than ±1%" in str(out)
+    assert (
+        "1 of 1 points ended at their time budget with their median known only to more than ±1%"
+        in str(out)
+    )
     assert "time_budget=2" in str(out)
     assert [h.script() for h in out.hints] == ["time_budget=2"]
 
 
 def test_geometric_sizes():
-    assert geometric([256, 512, 1024, 2048]) and geometric([1, 10, 100]) and geometric([4096, 1024, 2048])
-    assert not geometric([100, 200, 300]) and not geometric([1, 2]) and not geometric(["a", "b", "c"])
+    assert (
+        geometric([256, 512, 1024, 2048])
+        and geometric([1, 10, 100])
+        and geometric([4096, 1024, 2048])
+    )
+    assert (
+        not geometric([100, 200, 300]) and not geometric([1, 2]) and not geometric(["a", "b", "c"])
+    )
     assert not geometric([1, 2, 8, 16])  # ratios 2, 4, 2: not constant
     assert not geometric([0, 1, 2])
 
@@ -224,7 +271,9 @@ def fake_sweep(sizes, failed_at=None) -> Sweep:
     for n in sizes:
         for label, precision, rate in (("bf16", "bf16", 600e12), ("fp32", "fp32", 50e12)):
             if n == failed_at and label == "bf16":
-                points.append(SweepPoint({"n": n}, label, None, "out of memory", "OutOfMemoryError: CUDA out"))
+                points.append(
+                    SweepPoint({"n": n}, label, None, "out of memory", "OutOfMemoryError: CUDA out")
+                )
                 continue
             seconds = 2 * n**3 / rate * (1 + 4096 / n)  # small sizes far from the peak
             points.append(SweepPoint({"n": n}, label, fake(n, seconds, precision)))
@@ -242,9 +291,18 @@ def test_the_plot_has_a_line_per_statement_the_peaks_and_log_axes_for_geometric_
     assert sorted(r.glyph.line_color for r in lines) == sorted({r.glyph.line_color for r in lines})
     peaks = fig.select({"name": "peak"})
     assert len(peaks) == 2
-    assert sorted(r.data_source.data["y"][0] for r in peaks) == pytest.approx([67.0, 989.5])  # TFLOP/s, datasheet
+    assert sorted(r.data_source.data["y"][0] for r in peaks) == pytest.approx(
+        [67.0, 989.5]
+    )  # TFLOP/s, datasheet
     assert isinstance(fig.x_scale, LogScale) and isinstance(fig.y_scale, LogScale)
-    assert list(fig.xaxis[0].ticker.ticks) == [256, 512, 1024, 2048, 4096, 8192]  # the sizes run, not 1000..9000
+    assert list(fig.xaxis[0].ticker.ticks) == [
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+        8192,
+    ]  # the sizes run, not 1000..9000
     assert fig.xaxis[0].major_label_overrides[8192] == "8192"
     assert fig.yaxis.axis_label == "TFLOP/s"
     legend = [item.label.value for item in fig.legend.items]
@@ -254,7 +312,10 @@ def test_the_plot_has_a_line_per_statement_the_peaks_and_log_axes_for_geometric_
     bf16 = next(r for r in lines if r.data_source.data["series"][0] == "bf16").data_source.data
     assert bf16["x"] == [256, 512, 1024, 2048, 4096]
     # 600 TFLOP/s / 17 at n=256; 3·256²·2 bytes in 2·256³ / 35.3e12 s: the exact figures, both rates
-    assert bf16["rate"][0] == "35.3 TFLOP/s bf16 = 4% of bf16 tensor-core peak; 414 GB/s = 12% of HBM bandwidth"
+    assert (
+        bf16["rate"][0]
+        == "35.3 TFLOP/s bf16 = 4% of bf16 tensor-core peak; 414 GB/s = 12% of HBM bandwidth"
+    )
     assert bf16["median"][0].endswith("± 0 ns")
 
 
@@ -262,7 +323,9 @@ def test_linear_sizes_keep_linear_axes_and_time_is_plotted_where_no_work_was_cou
     from bokeh.models import LinearScale
 
     def timed(n):
-        return TimingResult(samples=[n * 1e-6] * 5, calls_per_sample=1, device="CPU", backend="host")
+        return TimingResult(
+            samples=[n * 1e-6] * 5, calls_per_sample=1, device="CPU", backend="host"
+        )
 
     points = [SweepPoint({"n": n}, "s", timed(n)) for n in (100, 200, 300)]
     out = Sweep(points=points, params=["n"], labels=["s"])
@@ -270,14 +333,18 @@ def test_linear_sizes_keep_linear_axes_and_time_is_plotted_where_no_work_was_cou
     fig = out.figure()
     assert isinstance(fig.x_scale, LinearScale) and fig.yaxis.axis_label == "time per call [µs]"
     assert not fig.select({"name": "peak"})
-    assert fig.select_one({"name": "series"}).data_source.data["y"] == pytest.approx([100, 200, 300])
+    assert fig.select_one({"name": "series"}).data_source.data["y"] == pytest.approx(
+        [100, 200, 300]
+    )
 
 
 def test_the_html_carries_the_plot_and_the_table():
     page = fake_sweep([256, 1024, 4096])._repr_html_()
     assert "<iframe" in page and "<table class='gm-sweep'>" in page and "TFLOP/s" in page
     bundle = fake_sweep([256, 1024])._repr_mimebundle_()
-    assert "gm-plot" in bundle["text/html"] and bundle["text/plain"].startswith("Sweep of 2 statements")
+    assert "gm-plot" in bundle["text/html"] and bundle["text/plain"].startswith(
+        "Sweep of 2 statements"
+    )
 
 
 def test_where_the_time_went_to_the_profilers_first_start_is_said_once_with_the_point():
@@ -285,7 +352,9 @@ def test_where_the_time_went_to_the_profilers_first_start_is_said_once_with_the_
 
     out = fake_sweep([256, 512])
     first = out.points[0].result
-    first.notes.append(f"{PROFILER_START} 6.2 s (CUPTI start-up, once per process); `kernel_time=False` skips it.")
+    first.notes.append(
+        f"{PROFILER_START} 6.2 s (CUPTI start-up, once per process); `kernel_time=False` skips it."
+    )
     first.hints.append(SKIP_KERNEL_PASS)
     said = out.warnings()
     assert said[0].startswith(f"{out.points[0].label} at n=256: {PROFILER_START} 6.2 s")
@@ -298,8 +367,12 @@ def test_a_point_that_ended_at_its_budget_with_its_median_within_a_percent_is_no
     import random
 
     rng, now = random.Random(5), [0.0]
-    sampler = Scripted(now, lambda: 1e-3 * (1 + rng.gauss(0, 0.02)))  # 2% noise: the median is known to ~0.3%
-    opts = TimingOptions(work=False, stop_rule=StopRule(rel_ci=1e-6))  # the stop rule never satisfied
+    sampler = Scripted(
+        now, lambda: 1e-3 * (1 + rng.gauss(0, 0.02))
+    )  # 2% noise: the median is known to ~0.3%
+    opts = TimingOptions(
+        work=False, stop_rule=StopRule(rel_ci=1e-6)
+    )  # the stop rule never satisfied
     clock = {"sampler_for": lambda point, label: sampler, "wall_clock": lambda: now[0]}
     out = run_sweep({"s": "pass"}, None, [{"n": 1}], {}, opts, **clock)
     assert out.points[0].result.stop_reason.startswith("time budget")
@@ -311,7 +384,9 @@ def test_a_sweep_table_keeps_one_unit_the_plots():
     out = fake_sweep([256, 512, 1024])
     assert out.metric() == "flop"
     rates = [row[out._head().index("Rate")] for row in out.rows()]
-    assert all("FLOP/s" in r for r in rates)  # even where bytes sit nearer their ceiling (small bf16 matmuls)
+    assert all(
+        "FLOP/s" in r for r in rates
+    )  # even where bytes sit nearer their ceiling (small bf16 matmuls)
 
 
 def test_the_legend_sits_beside_the_plot_where_no_curve_or_peak_line_runs():

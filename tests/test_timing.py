@@ -1,4 +1,5 @@
-"""The measurement orchestrator, driven by a scripted sampler and a fake wall clock: no GPU, no real time."""
+"""The measurement orchestrator, driven by a scripted sampler and a fake wall clock: no GPU, no real
+time."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import pytest
 
 import gpumagic
 from gpumagic.errors import Hint, InvalidOptionError, TimingInterrupted
-from gpumagic.timing import HostSampler, Sampler, TimingOptions, TimingResult, measure, tensor_devices
+from gpumagic.timing import (
+    HostSampler,
+    Sampler,
+    TimingOptions,
+    TimingResult,
+    measure,
+    tensor_devices,
+)
 from gpumagic.timing.measure import (
     Calibration,
     KernelFigures,
@@ -36,9 +44,12 @@ class FakeClock:
 
 
 class ScriptedSampler(Sampler):
-    """Returns per-call times from ``per_call(i)`` for the i-th sample; advances the fake clock as time passes."""
+    """Returns per-call times from ``per_call(i)`` for the i-th sample; advances the fake clock as
+    time passes."""
 
-    def __init__(self, clock: FakeClock, per_call, first: float = 0.2, kernel=None, host=None) -> None:
+    def __init__(
+        self, clock: FakeClock, per_call, first: float = 0.2, kernel=None, host=None
+    ) -> None:
         self.clock = clock
         self.per_call = per_call
         self.first = first
@@ -95,7 +106,11 @@ def run(per_call, options=None, stmt="pass", ns=None, **kw):
     ns = {} if ns is None else ns
     sampler = ScriptedSampler(clock, per_call, **kw)
     result = measure(
-        compile_statement(stmt, globals=ns), ns, options or TimingOptions(), sampler=sampler, wall_clock=clock
+        compile_statement(stmt, globals=ns),
+        ns,
+        options or TimingOptions(),
+        sampler=sampler,
+        wall_clock=clock,
     )
     return result, sampler, clock
 
@@ -120,16 +135,21 @@ def test_noise_runs_until_the_time_budget():
     rng = random.Random(0)
     result, _, clock = run(lambda i: 1e-3 * (1 + rng.gauss(0, 0.2)), TimingOptions(time_budget=0.3))
     assert "time budget of 0.3 s ended" in result.stop_reason
-    assert 0.3 <= clock.now - 0.2 <= 0.5  # first call 0.2 s, then ~budget (+ one round in flight + warm-up)
+    assert (
+        0.3 <= clock.now - 0.2 <= 0.5
+    )  # first call 0.2 s, then ~budget (+ one round in flight + warm-up)
 
 
 def test_unsettled_median_at_budget_end_is_said():
-    result, _, _ = run(lambda i: 1e-3 * (1 + 0.002 * i), TimingOptions(time_budget=0.3))  # steady drift
+    result, _, _ = run(
+        lambda i: 1e-3 * (1 + 0.002 * i), TimingOptions(time_budget=0.3)
+    )  # steady drift
     assert any("had not settled" in w and "time_budget" in w for w in result.warnings())
 
 
 class Throttling(ScriptedSampler):
-    """A GPU whose SM clock falls from 1980 to 1410 MHz after ``drop`` samples, and whose calls slow down with it."""
+    """A GPU whose SM clock falls from 1980 to 1410 MHz after ``drop`` samples, and whose calls slow
+    down with it."""
 
     def __init__(self, clock, drop: int = 40, **kw) -> None:
         super().__init__(clock, lambda i: 1e-3 if i < drop else 1.4e-3, **kw)
@@ -157,7 +177,10 @@ def test_sm_clock_change_is_reported_with_the_median_at_the_prevailing_clock():
     assert (summary.low, summary.high, summary.prevailing) == (1410, 1980, 1410)
     assert summary.prevailing_median == pytest.approx(1.4e-3)
     assert r.prevailing_median == pytest.approx(1.4e-3)
-    assert "SM clock moved 29% (1410-1980 MHz, power cap): 1.4 ms at the prevailing 1410 MHz" in r.line()
+    assert (
+        "SM clock moved 29% (1410-1980 MHz, power cap): 1.4 ms at the prevailing 1410 MHz"
+        in r.line()
+    )
     note = next(w for w in r.warnings() if "SM clock moved between" in w)
     assert "power cap" in note and "`steady=True`" not in note and "steady=True" in note
     assert Hint("steady", "True") in r.hints
@@ -186,8 +209,9 @@ def test_a_clock_that_held_adds_nothing_to_the_line():
 
 
 def test_drift_keeps_sampling_until_it_settles():
-    # clocks settle: 1.05 ms for the first 30 samples, then 1.00 ms. At 100 samples (the minimum time) the
-    # halves still disagree, so sampling goes on until the slow start no longer moves the first half's median.
+    # clocks settle: 1.05 ms for the first 30 samples, then 1.00 ms. At 100 samples (the minimum
+    # time) the halves still disagree, so sampling goes on until the slow start no longer moves the
+    # first half's median.
     result, _, _ = run(lambda i: 1.05e-3 if i < 30 else 1e-3, TimingOptions(time_budget=5.0))
     assert result.stop_reason.startswith("median stable")
     assert len(result.samples) >= 120
@@ -233,7 +257,9 @@ def test_keyboard_interrupt_keeps_what_was_measured():
     options = TimingOptions(time_budget=10, stop_rule=StopRule(min_time=10))
     # raised again (the caller stops too), carrying the partial result
     with pytest.raises(KeyboardInterrupt) as info:
-        measure(compile_statement("pass", globals={}), {}, options, sampler=sampler, wall_clock=clock)
+        measure(
+            compile_statement("pass", globals={}), {}, options, sampler=sampler, wall_clock=clock
+        )
     assert isinstance(info.value, TimingInterrupted)
     result = info.value.result
     # rounds are 10 samples: the two rounds completed before the one that was being issued are kept
@@ -296,7 +322,8 @@ def test_union_length_counts_overlaps_once():
     assert union_length([(0, 10), (2, 3)]) == 10
 
 
-# --- the real host clock, end to end on the CPU --------------------------------------------------------------
+# --- the real host clock, end to end on the CPU
+# --------------------------------------------------------------
 
 
 def test_gputime_on_cpu_times_real_work_and_says_so():
@@ -305,7 +332,8 @@ def test_gputime_on_cpu_times_real_work_and_says_so():
     r = gpumagic.gputime("a @ a", globals={"a": a}, cpu=True, time_budget=0.2)
     assert r.backend == "host" and r.device == "CPU"
     assert " per call on CPU (median \u00b1 IQR of " in r.line()
-    # against a plain perf_counter loop taken right after (a relative check: shared CI machines vary tenfold)
+    # against a plain perf_counter loop taken right after (a relative check: shared CI machines vary
+    # tenfold)
     import time
 
     each = []
@@ -313,7 +341,9 @@ def test_gputime_on_cpu_times_real_work_and_says_so():
         t0 = time.perf_counter()
         a @ a
         each.append(time.perf_counter() - t0)
-    plain = sorted(each)[100]  # the median, as gputime reports: a loaded machine's stalls move a mean tenfold
+    plain = sorted(each)[
+        100
+    ]  # the median, as gputime reports: a loaded machine's stalls move a mean tenfold
     assert r.median > 1e-7 and 0.1 < r.median / plain < 10, (r.median, plain)
     assert r.kernel_time is None and not r.launch_bound
 
@@ -368,7 +398,8 @@ def test_host_sampler_is_the_default_without_cuda(monkeypatch):
     assert isinstance(sampler, HostSampler) and sampler.reason == "CUDA is not available"
 
 
-# --- the steps of measure(), one at a time ---------------------------------------------------------------------
+# --- the steps of measure(), one at a time
+# ---------------------------------------------------------------------
 
 
 def test_slow_profiler_start_is_a_note_with_a_script_hint():
@@ -405,7 +436,9 @@ def test_a_settled_run_has_no_hints():
 
 def test_budget_end_with_too_few_samples_is_not_called_unsettled():
     # the budget ends while the rule still wants more measured time: nothing says the median moves
-    result, _, _ = run(lambda i: 1e-3, TimingOptions(time_budget=0.05, stop_rule=StopRule(min_time=10)))
+    result, _, _ = run(
+        lambda i: 1e-3, TimingOptions(time_budget=0.05, stop_rule=StopRule(min_time=10))
+    )
     assert "time budget" in result.stop_reason and "less than" in result.stop_reason
     assert not any("had not settled" in n for n in result.notes) and result.hints == []
 
@@ -426,7 +459,9 @@ def test_host_clock_drops_graph_and_flush_with_notes():
         sampler=sampler,
         wall_clock=clock,
     )
-    assert r.notes == ["--graph needs CUDA (CUDA is not available): timed on the host clock without a graph."]
+    assert r.notes == [
+        "--graph needs CUDA (CUDA is not available): timed on the host clock without a graph."
+    ]
     assert r.kernel_time is None and r.host_per_call is None  # no device passes on the host clock
     r = measure(
         compile_statement("pass", globals={}),
@@ -473,18 +508,26 @@ def test_a_statement_returning_cpu_tensors_switches_to_the_host_fallback():
     )
     assert r.backend == "host" and r.device == "CPU"
     assert "The statement returns CPU tensors: timed on the host clock." in r.notes
-    # a clock without a fallback (scripted) is kept, and so is any clock when the namespace holds CPU tensors
+    # a clock without a fallback (scripted) is kept, and so is any clock when the namespace holds
+    # CPU tensors
     r, _, _ = run(lambda i: 1e-3, stmt="torch.ones(2)", ns={"torch": torch})
     assert r.backend == "cuda-events"
     clock = FakeClock()
     ns = {"torch": torch, "a": torch.ones(2)}
-    r = measure(compile_statement("a + 1", globals=ns), ns, TimingOptions(), sampler=FallsBack(clock, lambda i: 1e-3))
+    r = measure(
+        compile_statement("a + 1", globals=ns),
+        ns,
+        TimingOptions(),
+        sampler=FallsBack(clock, lambda i: 1e-3),
+    )
     assert r.backend == "cuda-events"
 
 
 def test_calls_per_sample_step():
     assert calls_per_sample(TimingOptions(), 2e-6) == 500
-    assert calls_per_sample(TimingOptions(), 1e-6) == 1000  # no extra call from rounding 1e-3 / 1e-6
+    assert (
+        calls_per_sample(TimingOptions(), 1e-6) == 1000
+    )  # no extra call from rounding 1e-3 / 1e-6
     assert calls_per_sample(TimingOptions(), 0.0) == TimingOptions.max_calls_per_sample
     assert calls_per_sample(TimingOptions(calls_per_sample=7), 2e-6) == 7
     assert calls_per_sample(TimingOptions(flush_l2=True), 2e-6) == 1
@@ -523,10 +566,15 @@ def test_kernel_pass_step_turns_a_profiler_error_into_notes():
 
     notes = Notes()
     cal = Calibration(per_call=1e-3, host_per_call=1e-5, calls_per_sample=1)
-    figures = kernel_pass(Busy(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes)
+    figures = kernel_pass(
+        Busy(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes
+    )
     assert figures == KernelFigures()
     assert notes.lines[0].startswith("GPU kernel time unavailable: ")
-    assert "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in notes.lines[0] and "more" not in notes.lines[0]
+    assert (
+        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in notes.lines[0]
+        and "more" not in notes.lines[0]
+    )
 
 
 def test_host_pass_step_never_fills_the_launch_queue():
@@ -538,7 +586,9 @@ def test_host_pass_step_never_fills_the_launch_queue():
     sampler = Counting(FakeClock(), lambda i: 1e-3)
     cal = Calibration(per_call=1e-5, host_per_call=1e-7, calls_per_sample=100)
     assert host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=4.0) == 1e-6
-    assert sampler.calls == 64  # 256 launches / 4 kernels per call, although 2 ms would take 20000 calls
+    assert (
+        sampler.calls == 64
+    )  # 256 launches / 4 kernels per call, although 2 ms would take 20000 calls
     host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=None)
     assert sampler.calls == 256
 
@@ -550,7 +600,8 @@ def test_host_pass_of_a_gpu_bound_statement_queues_little_device_work():
             return 1e-5
 
     sampler = Counting(FakeClock(), lambda i: 2.65e-3)
-    # a 2.65 ms matmul issued in 10 us: 2 ms of issuing would be 200 calls, half a second of GPU work to wait for
+    # a 2.65 ms matmul issued in 10 us: 2 ms of issuing would be 200 calls, half a second of GPU
+    # work to wait for
     cal = Calibration(per_call=2.65e-3, host_per_call=1e-5, calls_per_sample=1)
     host_pass(sampler, lambda n: None, TimingOptions(), cal, kernels_per_call=1.0)
     assert sampler.calls == 4
@@ -567,7 +618,9 @@ def test_invalid_options_raise_the_projects_error_with_fields():
         TimingOptions(warmup_calls=-1).validate()
     with pytest.raises(InvalidOptionError, match="time_budget must be positive, got 0"):
         TimingOptions(time_budget=0).validate()
-    with pytest.raises(InvalidOptionError, match="--flush-l2 and --graph cannot be combined yet: choose one"):
+    with pytest.raises(
+        InvalidOptionError, match="--flush-l2 and --graph cannot be combined yet: choose one"
+    ):
         TimingOptions(flush_l2=True, graph=True).validate()
 
 
@@ -583,11 +636,15 @@ def test_result_defaults_are_the_options_defaults():
 
 
 def test_the_timing_package_imports_no_ipython():
-    code = "import sys, gpumagic.timing; assert not [m for m in sys.modules if m.startswith('IPython')]"
+    code = (
+        "import sys, gpumagic.timing; assert not [m for m in sys.modules if "
+        "m.startswith('IPython')]"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# --- the kernel figure beside the per-call figure -----------------------------------------------------------------
+# --- the kernel figure beside the per-call figure
+# -----------------------------------------------------------------
 
 
 def _result(median: float, kernel: float | None, host: float | None = None, **kw) -> TimingResult:
@@ -606,7 +663,10 @@ def _result(median: float, kernel: float | None, host: float | None = None, **kw
 def test_kernels_and_the_gap_are_shown_when_they_differ_from_the_per_call_time():
     # the 51 µs conv seen on an H200: 55.9 µs per call, kernels 50.8 µs (GPU busy 92 %)
     r = _result(55.9e-6, 50.8e-6, host=12e-6)
-    assert "kernels 50.8 \u00b5s of 55.9 \u00b5s per call: 5.1 \u00b5s gaps between kernels" in r.line()
+    assert (
+        "kernels 50.8 \u00b5s of 55.9 \u00b5s per call: 5.1 \u00b5s gaps between kernels"
+        in r.line()
+    )
     assert "GPU busy" not in r.line() and not r.launch_bound
 
 
@@ -626,11 +686,14 @@ def test_the_line_is_built_from_one_list_of_segments():
     assert r._details()[0].startswith("median \u00b1 IQR of 20 samples \u00d7 4 calls")
 
 
-# --- first use: every measurement has its kernel pass; a fallback's slow start says why and what to install ------
+# --- first use: every measurement has its kernel pass; a fallback's slow start says why and what to
+# install ------
 
 
 def test_a_gpu_bound_run_always_has_its_kernel_pass():
-    result, _, _ = run(lambda i: 2.65e-3, kernel=2.6e-3, host=20e-6)  # the host far ahead: once skipped while cold
+    result, _, _ = run(
+        lambda i: 2.65e-3, kernel=2.6e-3, host=20e-6
+    )  # the host far ahead: once skipped while cold
     assert result.kernel_time == pytest.approx(2.6e-3)
     assert "GPU busy" in result.line() and "not measured" not in result.line()
 
@@ -654,11 +717,13 @@ def test_the_fallback_s_slow_start_names_why_and_the_install_that_avoids_it():
     assert r.kernel_time == pytest.approx(1e-3)
 
 
-# --- --steady: wait for the clock to settle before sampling --------------------------------------------------------
+# --- --steady: wait for the clock to settle before sampling
+# --------------------------------------------------------
 
 
 class Cooling(ScriptedSampler):
-    """Per-call time that rises for ``settle_at`` s of running (the clock falling under a power cap), then holds."""
+    """Per-call time that rises for ``settle_at`` s of running (the clock falling under a power
+    cap), then holds."""
 
     def __init__(self, clock, settle_at: float, noise: float = 0.0, **kw) -> None:
         super().__init__(clock, lambda i: 1e-3, **kw)
@@ -686,7 +751,11 @@ def test_steady_runs_until_the_per_call_time_settles_then_samples():
     clock = FakeClock()
     sampler = Cooling(clock, settle_at=2.5, kernel=1.68e-3, host=20e-6)
     r = measure(
-        compile_statement("pass", globals={}), {}, TimingOptions(steady=True), sampler=sampler, wall_clock=clock
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(steady=True),
+        sampler=sampler,
+        wall_clock=clock,
     )
     found = r.steadiness
     assert found.settled and 2.5 <= found.seconds <= 3.5, found
@@ -703,11 +772,17 @@ def test_steady_waits_at_least_its_minimum_and_gives_up_at_its_cap():
     from gpumagic.timing.steps import Notes
 
     notes = Notes()
-    found = settle_clocks(held, lambda n: None, TimingOptions(steady=True, steady_min_time=1.0), 1.6e-3, notes, clock)
+    found = settle_clocks(
+        held, lambda n: None, TimingOptions(steady=True, steady_min_time=1.0), 1.6e-3, notes, clock
+    )
     assert found.settled and 1.0 <= found.seconds < 1.1 and not notes.lines
     clock = FakeClock()
-    noisy = Cooling(clock, settle_at=0.0, noise=0.05e-3)  # 3 % noise per batch never settles within 0.5 %
-    found = settle_clocks(noisy, lambda n: None, TimingOptions(steady=True, steady_time=3.0), 1.6e-3, notes, clock)
+    noisy = Cooling(
+        clock, settle_at=0.0, noise=0.05e-3
+    )  # 3 % noise per batch never settles within 0.5 %
+    found = settle_clocks(
+        noisy, lambda n: None, TimingOptions(steady=True, steady_time=3.0), 1.6e-3, notes, clock
+    )
     assert not found.settled and 3.0 <= found.seconds < 3.1
     assert notes.lines and notes.lines[0].startswith(
         "--steady: the per-call time had not settled after 3.0 s (the last"
@@ -724,7 +799,9 @@ def test_steady_clock_trend_alone_keeps_it_waiting():
     falling = [1800] * STEADY_WINDOW + [1600] * STEADY_WINDOW
     assert window_settled(flat, falling, 0.005) == (False, 0.0, "clock")
     assert window_settled(flat, [None] * n, 0.005)[0] is True  # no clock: the times decide
-    assert window_settled(flat[:-1], [1500] * (n - 1), 0.005)[2] == "batches"  # two full windows first
+    assert (
+        window_settled(flat[:-1], [1500] * (n - 1), 0.005)[2] == "batches"
+    )  # two full windows first
     # a slow drift: each window tight (0.3 %), yet the second sits 0.36 % above the first
     drifting = [1e-3 * (1 + 0.0006 * i) for i in range(n)]
     settled, spread, unmet = window_settled(drifting, [None] * n, 0.005)
@@ -739,12 +816,15 @@ def test_steady_on_the_host_clock_is_a_note():
 
 
 def test_a_kernel_pass_at_another_clock_claims_no_gaps():
-    # seen on the H100: samples at 1065 MHz read 1.76 ms, the short kernel pass ran at 1395 MHz and read 1.65 ms
+    # seen on the H100: samples at 1065 MHz read 1.76 ms, the short kernel pass ran at 1395 MHz and
+    # read 1.65 ms
     r = _result(1.76e-3, 1.65e-3, host=20e-6, sample_clocks=[1065] * 20, kernel_clock=1395)
     assert "kernels 1.65 ms per call at SM 1395 MHz, samples at 1065 MHz" in r.line()
     assert "gaps" not in r.line()
     same = _result(1.76e-3, 1.65e-3, host=20e-6, sample_clocks=[1065] * 20, kernel_clock=1080)
-    assert "110 \u00b5s gaps between kernels" in same.line()  # within 2 % of the samples' clock: a real gap
+    assert (
+        "110 \u00b5s gaps between kernels" in same.line()
+    )  # within 2 % of the samples' clock: a real gap
     close = _result(1.66e-3, 1.65e-3, host=20e-6, sample_clocks=[1065] * 20, kernel_clock=1395)
     assert "GPU busy 99%" in close.line()
 
@@ -777,20 +857,29 @@ def test_kernel_pass_step_under_nsys_or_a_users_capture_says_so_once():
 
         notes = Notes()
         cal = Calibration(per_call=1e-3, host_per_call=1e-5, calls_per_sample=1)
-        figures = kernel_pass(Held(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes)
+        figures = kernel_pass(
+            Held(FakeClock(), lambda i: 1e-3), lambda n: None, TimingOptions(), cal, notes
+        )
         assert figures == KernelFigures()
-        assert notes.lines == [f"GPU kernel time not measured: {reason}."]  # no "no GPU activity" beside it
+        assert notes.lines == [
+            f"GPU kernel time not measured: {reason}."
+        ]  # no "no GPU activity" beside it
 
 
 def test_under_nsys_the_kernel_pass_refuses_at_once_instead_of_starting_torch_profiler(monkeypatch):
     from gpumagic import gpu_activity
     from gpumagic.gpu_activity import cupti_direct
 
-    monkeypatch.setattr(cupti_direct, "refusal", lambda: cupti_direct.CuptiRefused(cupti_direct.TOOL_HOLDS_CUPTI))
+    monkeypatch.setattr(
+        cupti_direct, "refusal", lambda: cupti_direct.CuptiRefused(cupti_direct.TOOL_HOLDS_CUPTI)
+    )
     monkeypatch.setattr(cupti_direct, "torch_profiler_running", lambda: False)
     monkeypatch.setattr(gpu_activity, "profiler_state", lambda: "cold")
     started = []
     monkeypatch.setattr(gpu_activity, "_torch_profiler", lambda device: started.append(device))
-    with pytest.raises(cupti_direct.CuptiRefused, match="its own report"), gpu_activity.recording("cuda:0"):
+    with (
+        pytest.raises(cupti_direct.CuptiRefused, match="its own report"),
+        gpu_activity.recording("cuda:0"),
+    ):
         pass
     assert started == []

@@ -1,4 +1,5 @@
-"""FLOP/s, bandwidth and % of peak on the %gputime line: the work counted once per call, the rate at the median."""
+"""FLOP/s, bandwidth and % of peak on the %gputime line: the work counted once per call, the rate at
+the median."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from gpumagic.timing.work import Work
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-def result(median: float, work: Work | None, device: str = H100, backend: str = "cuda-events") -> TimingResult:
-    return TimingResult(samples=[median] * 5, calls_per_sample=1, device=device, backend=backend, work=work)
+def result(
+    median: float, work: Work | None, device: str = H100, backend: str = "cuda-events"
+) -> TimingResult:
+    return TimingResult(
+        samples=[median] * 5, calls_per_sample=1, device=device, backend=backend, work=work
+    )
 
 
 def test_the_line_gives_the_rate_at_the_median_and_its_share_of_the_datasheet_peak():
@@ -71,8 +76,8 @@ def test_a_profiler_capture_marks_the_one_time_start_paid(monkeypatch):
 
 
 def test_counting_in_a_fresh_process_does_not_import_dynamo():
-    # torch wraps dispatch modes in "dynamo disabled", whose first use imports torch._dynamo (1-5 s): the first
-    # %gputime of a process would pay it for a figure that needs none of it.
+    # torch wraps dispatch modes in "dynamo disabled", whose first use imports torch._dynamo (1-5
+    # s): the first %gputime of a process would pay it for a figure that needs none of it.
     code = (
         "import sys, torch\n"
         "from gpumagic.timing.work import count_work\n"
@@ -80,5 +85,7 @@ def test_counting_in_a_fresh_process_does_not_import_dynamo():
         "w = count_work(lambda: a @ a)\n"
         "print(w.flops, 'torch._dynamo' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert out.stdout.split() == [str(2 * 32**3), "False"]

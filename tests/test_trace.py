@@ -1,4 +1,5 @@
-"""Trace and its nsys-style summaries, on the committed torch.profiler fixtures (captured on an H100)."""
+"""Trace and its nsys-style summaries, on the committed torch.profiler fixtures (captured on an
+H100)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def raw_events(name):
 
 
 def independent_summary(events, cats):
-    """Group by name straight from the JSON, with the statistics module: no gpumagic code involved."""
+    """Group by name straight from the JSON, with the statistics module: no gpumagic code
+    involved."""
     by = defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in cats:
@@ -62,7 +64,9 @@ def test_kernel_summary_matches_an_independent_computation(fixture):
     assert set(s["Name"]) == set(ref)
     for _, r in s.iterrows():
         e = ref[r["Name"]]
-        assert abs(r["Total Time (ns)"] - e["total"]) <= e["count"]  # per-event rounding of µs floats
+        assert (
+            abs(r["Total Time (ns)"] - e["total"]) <= e["count"]
+        )  # per-event rounding of µs floats
         assert r["Instances"] == e["count"]
         assert r["Med (ns)"] == pytest.approx(e["med"], abs=1)
         assert r["StdDev (ns)"] == pytest.approx(e["sd"], abs=2)
@@ -113,7 +117,8 @@ def test_op_table_puts_gpu_time_on_the_launching_op():
 def _synthetic(n_kernels=100, dur=3_000, gap=20_000, launches=True):
     ks = [
         dict(
-            name="void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            name="void at::native::vectorized_elementwise_kernel<4, "
+            "at::native::CUDAFunctor_add<float>, "
             "std::array<char*, 3ul> >(int)",
             start=i * (dur + gap),
             end=i * (dur + gap) + dur,
@@ -138,10 +143,17 @@ def _synthetic(n_kernels=100, dur=3_000, gap=20_000, launches=True):
         else []
     )
     ops = [
-        dict(name="aten::add", start=i * (dur + gap) - 15_000, end=i * (dur + gap), thread=1, depth=0)
+        dict(
+            name="aten::add", start=i * (dur + gap) - 15_000, end=i * (dur + gap), thread=1, depth=0
+        )
         for i in range(n_kernels)
     ]
-    return Trace(kernels=frame("kernels", ks), api=frame("api", api), ops=frame("ops", ops), meta={"device": "Fake"})
+    return Trace(
+        kernels=frame("kernels", ks),
+        api=frame("api", api),
+        ops=frame("ops", ops),
+        meta={"device": "Fake"},
+    )
 
 
 def test_findings_on_a_launch_bound_trace():
@@ -187,7 +199,10 @@ def test_union_and_nesting_helpers():
     assert union_ns([0, 5, 20], [10, 15, 30]) == 25
     rng = random.Random(3)
     for _ in range(300):  # against counting covered nanoseconds one by one
-        iv = [(s, s + rng.randint(0, 30)) for s in (rng.randint(0, 200) for _ in range(rng.randint(0, 25)))]
+        iv = [
+            (s, s + rng.randint(0, 30))
+            for s in (rng.randint(0, 200) for _ in range(rng.randint(0, 25)))
+        ]
         covered = set().union(*(range(s, e) for s, e in iv)) if iv else set()
         assert union_ns([s for s, _ in iv], [e for _, e in iv]) == len(covered)
     df = pd.DataFrame({"start": [0, 1, 2, 10], "end": [9, 8, 3, 11], "thread": [1, 1, 1, 1]})
@@ -212,7 +227,11 @@ def test_summaries_and_figures_are_computed_once_per_trace(monkeypatch):
     t.meta["label"] = "cell:block"
     calls: list[str] = []
     real = summaries.duration_summary
-    monkeypatch.setattr(summaries, "duration_summary", lambda df, *a, **k: calls.append(a[0][-1]) or real(df, *a, **k))
+    monkeypatch.setattr(
+        summaries,
+        "duration_summary",
+        lambda df, *a, **k: calls.append(a[0][-1]) or real(df, *a, **k),
+    )
     r = ProfileReport(t, timeline=False)
     r._repr_html_()
     str(r)
@@ -244,7 +263,9 @@ def test_analysis_window_is_the_cells_range_else_its_cuda_activity_never_the_pro
     t2.meta["label"] = "cell:block"
     f2 = t2.figures()
     assert f2["window"] == "nvtx" and f2["wall_ns"] < f["wall_ns"]
-    cpu_only = Trace(ops=frame("ops", [dict(name="aten::add", start=10, end=30, thread=1, depth=0)]))
+    cpu_only = Trace(
+        ops=frame("ops", [dict(name="aten::add", start=10, end=30, thread=1, depth=0)])
+    )
     assert cpu_only.figures()["window"] == "capture"
 
 

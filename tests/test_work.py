@@ -1,4 +1,5 @@
-"""Counting the work of one call on the CPU: FLOPs, bytes, precision class, failures as reasons, no side effects."""
+"""Counting the work of one call on the CPU: FLOPs, bytes, precision class, failures as reasons, no
+side effects."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def test_matmul_flops_are_exactly_2mnk(m, k, n):
     assert w.intensity == pytest.approx(w.flops / w.bytes)
 
 
-@pytest.mark.parametrize("dtype, nbytes", [(torch.float32, 4), (torch.bfloat16, 2), (torch.float64, 8)])
+@pytest.mark.parametrize(
+    "dtype, nbytes", [(torch.float32, 4), (torch.bfloat16, 2), (torch.float64, 8)]
+)
 def test_elementwise_add_moves_three_tensors_and_counts_no_flops(dtype, nbytes):
     n = 12345
     x, y = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
@@ -46,7 +49,9 @@ def test_views_move_nothing_and_a_broadcast_reads_its_storage_once():
     x = torch.randn(64, 64)
     w = count_work(lambda: x.t()[:10].unsqueeze(0).expand(3, 10, 64).detach())
     assert w.ops == 0 and w.bytes == 0
-    assert count_work(lambda: x.t().reshape(-1)).bytes == 2 * 64 * 64 * 4  # a reshape that must copy does move data
+    assert (
+        count_work(lambda: x.t().reshape(-1)).bytes == 2 * 64 * 64 * 4
+    )  # a reshape that must copy does move data
     row = torch.randn(64)
     w = count_work(lambda: x + row.expand(64, 64))
     assert w.bytes == (64 * 64 + 64 + 64 * 64) * 4
@@ -57,7 +62,9 @@ def test_sdpa_flops_counted_forward_and_backward():
     q = torch.randn(b, h, s, d, requires_grad=True)
     fwd = count_work(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
     assert fwd.flops == 4 * b * h * s * s * d  # QK^T and (softmax)V, 2*b*h*s*s*d each
-    both = count_work(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q).sum().backward())
+    both = count_work(
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q).sum().backward()
+    )
     assert both.flops == pytest.approx(3.5 * fwd.flops)  # the backward is 2.5x the forward
 
 
@@ -124,7 +131,9 @@ def test_precision_class_mapping():
     assert precision_class("float32", "cuda", "matmul", tf32=True) == "tf32"
     assert precision_class("float32", "cuda", "conv", tf32=True) == "tf32"
     assert precision_class("float32", "cuda", "attention", tf32=True) == "fp32"
-    assert precision_class("float32", "cpu", "matmul", tf32=True) == "fp32"  # no tensor cores on the host
+    assert (
+        precision_class("float32", "cpu", "matmul", tf32=True) == "fp32"
+    )  # no tensor cores on the host
     assert precision_class("torch.bfloat16") == "bf16"
     assert precision_class("float16") == "fp16"
     assert precision_class("float8_e4m3fn") == "fp8"

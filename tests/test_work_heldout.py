@@ -1,6 +1,6 @@
-"""Work counted as it ran: attention over the pairs its kernel computes (causal, masks, windows, GQA), a composite
-op counted at the level of the call where one kernel ran, and no rate above its peak. Each figure is checked
-against the closed form on shapes chosen here."""
+"""Work counted as it ran: attention over the pairs its kernel computes (causal, masks, windows,
+GQA), a composite op counted at the level of the call where one kernel ran, and no rate above its
+peak. Each figure is checked against the closed form on shapes chosen here."""
 
 from __future__ import annotations
 
@@ -66,7 +66,9 @@ def test_a_sliding_window_mask_counts_the_pairs_it_keeps(kind):
     w_size = 16
     i = torch.arange(L)
     keep = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < w_size)
-    low = {"additive -inf": float("-inf"), "additive -65504": -65504.0}.get(kind, torch.finfo(torch.float32).min)
+    low = {"additive -inf": float("-inf"), "additive -65504": -65504.0}.get(
+        kind, torch.finfo(torch.float32).min
+    )
     mask = keep if kind == "bool" else torch.zeros(L, L).masked_fill(~keep, low)
     w = count_work(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     assert w.flops == 4 * B * H * E * window_pairs(L, L, w_size - 1, 0)
@@ -81,8 +83,12 @@ def test_a_mask_that_keeps_everything_is_dense():
 def test_causal_backward_follows_the_forward_pairs():
     q = torch.randn(B, H, L, E, requires_grad=True)
     fwd = count_work(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True))
-    both = count_work(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward())
-    assert both.flops == pytest.approx(3.5 * fwd.flops)  # backward: recompute, dS, dV, dQ, dK = 2.5x
+    both = count_work(
+        lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    )
+    assert both.flops == pytest.approx(
+        3.5 * fwd.flops
+    )  # backward: recompute, dS, dV, dQ, dK = 2.5x
 
 
 class _Arg:
@@ -97,7 +103,9 @@ def test_flash_forward_with_a_window_and_packed_sequences():
     # (total, heads, dim) packed: two sequences of 40 and 24 tokens, a causal window of 8 keys
     q, k, v = (torch.randn(64, H, E) for _ in range(3))
     cum = torch.tensor([0, 40, 64])
-    bound = dict(query=q, key=k, value=v, cum_seq_q=cum, cum_seq_k=cum, is_causal=True, window_size_left=7)
+    bound = dict(
+        query=q, key=k, value=v, cum_seq_q=cum, cum_seq_k=cum, is_causal=True, window_size_left=7
+    )
     c = attention_count("_flash_attention_forward", bound)
     pairs = window_pairs(40, 40, 7, 0) + window_pairs(24, 24, 7, 0)
     assert c is not None and c.how == "window" and c.flops == 4 * H * E * pairs
@@ -105,7 +113,9 @@ def test_flash_forward_with_a_window_and_packed_sequences():
 
 def test_a_mask_on_the_meta_device_is_counted_dense_and_said_so():
     q, k, v = (torch.randn(B, H, L, E) for _ in range(3))
-    bound = dict(query=q, key=k, value=v, attn_bias=torch.empty(L, L, device="meta"), is_causal=False)
+    bound = dict(
+        query=q, key=k, value=v, attn_bias=torch.empty(L, L, device="meta"), is_causal=False
+    )
     c = attention_count("_scaled_dot_product_efficient_attention", bound)
     assert c.assumed_dense and c.flops == 4 * B * H * L * L * E
     assert attention_count("mm", bound) is None
@@ -120,7 +130,9 @@ def test_rms_norm_bytes_are_the_calls_own_where_one_kernel_ran():
     assert one_kernel.bytes == truth and one_kernel.counted_at == "calls"
     assert "rms_norm" in one_kernel.note and "1 kernel per call" in one_kernel.note
     as_many = count_work(lambda: F.rms_norm(x, (256,), w), kernels_per_call=as_ops.ops)
-    assert as_many.bytes == as_ops.bytes and as_many.counted_at == "ops"  # the decomposition did run
+    assert (
+        as_many.bytes == as_ops.bytes and as_many.counted_at == "ops"
+    )  # the decomposition did run
 
 
 def test_reconcile_leaves_work_whose_ops_match_the_kernels():
@@ -150,9 +162,15 @@ def test_no_share_above_a_peak_is_printed():
     (why,) = over.over_peak()
     assert "500% of HBM" in why and "not the traffic" in why
     flops = int(2 * sheet.peak("bf16") * seconds)
-    over = achieved(Work(flops=flops, bytes=10**6, precision_class="bf16"), seconds, "NVIDIA H100 80GB HBM3")
+    over = achieved(
+        Work(flops=flops, bytes=10**6, precision_class="bf16"), seconds, "NVIDIA H100 80GB HBM3"
+    )
     assert over.flop_segment() is None and "FLOP/s not shown" in over.over_peak()[0]
-    fine = achieved(Work(flops=flops // 4, bytes=10**6, precision_class="bf16"), seconds, "NVIDIA H100 80GB HBM3")
+    fine = achieved(
+        Work(flops=flops // 4, bytes=10**6, precision_class="bf16"),
+        seconds,
+        "NVIDIA H100 80GB HBM3",
+    )
     assert fine.over_peak() == [] and "50% of bf16 tensor-core peak" in fine.segment()
 
 
@@ -160,18 +178,36 @@ def test_the_line_of_a_call_counted_above_its_peak_has_no_share_and_says_why():
     from gpumagic.timing.result import TimingResult
 
     x = 8192 * 4096 * 2
-    work = Work(flops=0, bytes=10 * x, precision_class="bf16", note="")  # rms_norm's decomposition, 10x the traffic
+    work = Work(
+        flops=0, bytes=10 * x, precision_class="bf16", note=""
+    )  # rms_norm's decomposition, 10x the traffic
     r = TimingResult(
-        samples=[56.4e-6] * 5, calls_per_sample=1, device="NVIDIA H100 80GB HBM3", backend="cuda-events", work=work
+        samples=[56.4e-6] * 5,
+        calls_per_sample=1,
+        device="NVIDIA H100 80GB HBM3",
+        backend="cuda-events",
+        work=work,
     )
     assert "of HBM bandwidth" not in r.line() and "TB/s" not in r.line()
     assert any(w.startswith("GB/s not shown") and "--ncu" in w for w in r.warnings())
     fixed = reconcile(
-        Work(flops=0, bytes=10 * x, ops=8, calls=1, call_bytes=2 * x, call_names=("rms_norm",), precision_class="bf16"),
+        Work(
+            flops=0,
+            bytes=10 * x,
+            ops=8,
+            calls=1,
+            call_bytes=2 * x,
+            call_names=("rms_norm",),
+            precision_class="bf16",
+        ),
         1,
     )
     r = TimingResult(
-        samples=[56.4e-6] * 5, calls_per_sample=1, device="NVIDIA H100 80GB HBM3", backend="cuda-events", work=fixed
+        samples=[56.4e-6] * 5,
+        calls_per_sample=1,
+        device="NVIDIA H100 80GB HBM3",
+        backend="cuda-events",
+        work=fixed,
     )
     assert "TB/s = " in r.line() and "% of HBM bandwidth" in r.line()
     assert any("level of the call (rms_norm" in w for w in r.warnings())
@@ -179,7 +215,10 @@ def test_the_line_of_a_call_counted_above_its_peak_has_no_share_and_says_why():
 
 def test_an_int8_gemm_counts_its_integer_ops_against_the_int8_peak():
     m, k, n = 64, 32, 48
-    a, b = torch.randint(-8, 8, (m, k), dtype=torch.int8), torch.randint(-8, 8, (k, n), dtype=torch.int8)
+    a, b = (
+        torch.randint(-8, 8, (m, k), dtype=torch.int8),
+        torch.randint(-8, 8, (k, n), dtype=torch.int8),
+    )
     w = count_work(lambda: torch._int_mm(a, b))
     assert w.flops == 2 * m * k * n and w.precision_class == "int8"
     seconds = w.flops / 1e15  # 1 POP/s

@@ -1,4 +1,5 @@
-"""Browser tests: skipped where Chromium, JupyterLab or Playwright is missing (CI installs all three)."""
+"""Browser tests: skipped where Chromium, JupyterLab or Playwright is missing (CI installs all
+three)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def browser_out(tmp_path_factory) -> pathlib.Path:
-    """Where screenshots go: $GPUMAGIC_BROWSER_OUT, else a pytest temporary directory (printed in the summary)."""
+    """Where screenshots go: $GPUMAGIC_BROWSER_OUT, else a pytest temporary directory (printed in
+    the summary)."""
     out = os.environ.get("GPUMAGIC_BROWSER_OUT")
     path = pathlib.Path(out) if out else tmp_path_factory.mktemp("browser")
     path.mkdir(parents=True, exist_ok=True)

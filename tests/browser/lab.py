@@ -1,7 +1,7 @@
 """A real JupyterLab server and Debian's Chromium driven by Playwright: what a notebook user sees.
 
-Used by the browser tests' fixtures, and runnable by hand: ``python -m tests.browser.lab NB.ipynb OUT_DIR`` opens a
-notebook, runs it in the browser and writes screenshots.
+Used by the browser tests' fixtures, and runnable by hand: ``python -m tests.browser.lab NB.ipynb
+OUT_DIR`` opens a notebook, runs it in the browser and writes screenshots.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ CHROMIUM = next(
     (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
     None,
 )
-# The width of a notebook's output area a user with a laptop-sized window sees (the layout the tests check).
+# The width of a notebook's output area a user with a laptop-sized window sees (the layout the tests
+# check).
 OUTPUT_WIDTH = 950
 
 
@@ -40,7 +41,8 @@ def notary_dir(root: pathlib.Path) -> pathlib.Path:
 
 
 def trust(path: pathlib.Path, root: pathlib.Path) -> None:
-    """Sign a notebook for the server that serves ``root`` (as `jupyter trust` would): its outputs run scripts."""
+    """Sign a notebook for the server that serves ``root`` (as `jupyter trust` would): its outputs
+    run scripts."""
     import nbformat
     from nbformat.sign import NotebookNotary
 
@@ -62,8 +64,8 @@ class Lab:
 
 @contextlib.contextmanager
 def jupyter_lab(root: pathlib.Path, log: pathlib.Path) -> Iterator[Lab]:
-    """``jupyter lab`` on a free loopback port with its own settings, workspaces and trust database; stopped by its
-    process id at the end."""
+    """``jupyter lab`` on a free loopback port with its own settings, workspaces and trust database;
+    stopped by its process id at the end."""
     port, token = free_port(), secrets.token_hex(16)
     state = notary_dir(root).parent
     notary_dir(root).mkdir(parents=True, exist_ok=True)
@@ -110,7 +112,9 @@ def jupyter_lab(root: pathlib.Path, log: pathlib.Path) -> Iterator[Lab]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-3000:]}") from None
+                    raise RuntimeError(
+                        f"jupyter lab did not start:\n{log.read_text()[-3000:]}"
+                    ) from None
                 time.sleep(0.3)
         yield Lab(url, token, root)
     finally:
@@ -134,7 +138,8 @@ def chromium(width: int = 1400, height: int = 2400) -> Iterator[Browser]:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
         )
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
@@ -154,30 +159,38 @@ def open_notebook(page, lab: Lab, name: str, workspace: str) -> None:
 
 
 def fit_output_width(page) -> None:
-    """Size the window so that the notebook's cells (and so the output area) are OUTPUT_WIDTH px wide, the file
-    browser open beside them as a user has it."""
+    """Size the window so that the notebook's cells (and so the output area) are OUTPUT_WIDTH px
+    wide, the file browser open beside them as a user has it."""
     for _ in range(3):
         w = page.evaluate(
-            "() => { const o = document.querySelector('.jp-Notebook .jp-Cell .jp-InputArea-editor');"
+            "() => { const o = document.querySelector('.jp-Notebook .jp-Cell "
+            ".jp-InputArea-editor');"
             " return o ? o.getBoundingClientRect().width : 0; }"
         )
         if not w or abs(w - OUTPUT_WIDTH) < 2:
             return
         vp = page.viewport_size
-        page.set_viewport_size({"width": int(vp["width"] + OUTPUT_WIDTH - w), "height": vp["height"]})
+        page.set_viewport_size(
+            {"width": int(vp["width"] + OUTPUT_WIDTH - w), "height": vp["height"]}
+        )
         page.wait_for_timeout(300)
 
 
 def run_all(page, n_code_cells: int, timeout_s: float = 240) -> None:
-    """Run > Run All Cells from the menu bar, then wait until every code cell has an execution count."""
+    """Run > Run All Cells from the menu bar, then wait until every code cell has an execution
+    count."""
     page.click(".jp-Notebook")
     page.click("text=Run >> nth=0")
     page.click("li.lm-Menu-item:has-text('Run All Cells')")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        prompts = page.eval_on_selector_all(".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.textContent.trim())")
+        prompts = page.eval_on_selector_all(
+            ".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.textContent.trim())"
+        )
         done = [p for p in prompts if re.fullmatch(r"\[\s*\d+\s*\]:?", p)]
-        if len(done) >= n_code_cells and page.query_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']"):
+        if len(done) >= n_code_cells and page.query_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+        ):
             page.wait_for_timeout(1500)  # outputs (and their scripts) settle
             return
         page.wait_for_timeout(500)
@@ -185,7 +198,8 @@ def run_all(page, n_code_cells: int, timeout_s: float = 240) -> None:
 
 
 def run_cells(page, indices: list[int], timeout_s: float = 120) -> None:
-    """Run some cells, one by one (click into the cell, Shift+Enter), and wait for the kernel to be idle."""
+    """Run some cells, one by one (click into the cell, Shift+Enter), and wait for the kernel to be
+    idle."""
     for i in indices:
         cell = page.query_selector_all(".jp-Notebook .jp-CodeCell")[i]
         cell.scroll_into_view_if_needed()
@@ -207,10 +221,11 @@ def save(page) -> None:
     page.wait_for_timeout(1500)
 
 
-# --- what is measured in the page -------------------------------------------------------------------------------
+# --- what is measured in the page
+# -------------------------------------------------------------------------------
 
-# Functions the page measurements share: every element matching a selector, Bokeh's shadow roots included; the
-# painted pixels of a canvas (one in 4 sampled); the lines an element's text takes.
+# Functions the page measurements share: every element matching a selector, Bokeh's shadow roots
+# included; the painted pixels of a canvas (one in 4 sampled); the lines an element's text takes.
 PAGE_HELPERS_JS = r"""
   const deep = (root, sel) => {
     const out = [...root.querySelectorAll(sel)];
@@ -234,8 +249,9 @@ PAGE_HELPERS_JS = r"""
   };
 """
 
-# Per report output: its cell's index, whether the timeline drew (a canvas with painted pixels, found through Bokeh's
-# shadow roots), the blank space under the plot, and the table cells whose words broke.
+# Per report output: its cell's index, whether the timeline drew (a canvas with painted pixels,
+# found through Bokeh's shadow roots), the blank space under the plot, and the table cells whose
+# words broke.
 MEASURE_JS = (
     "() => {"
     + PAGE_HELPERS_JS
@@ -317,7 +333,8 @@ def measure(page) -> dict:
 
 
 def shoot(page, out: pathlib.Path, stem: str) -> list[pathlib.Path]:
-    """A screenshot of the window and one of each code cell with a report, whole (scrolled into view first)."""
+    """A screenshot of the window and one of each code cell with a report, whole (scrolled into view
+    first)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}-window.png"]
     page.screenshot(path=str(paths[0]))

@@ -1,9 +1,10 @@
 """%%gpuprofile in a real JupyterLab, driven through Debian's Chromium: what a notebook user sees.
 
-One notebook is run in the browser (Run > Run All Cells): %%gpuprofile cells on the CPU, and reports of the GPU
-traces committed in tests/data loaded with gpumagic.load_trace, so kernel tables appear. Then it is saved and the page
-reloaded (JupyterLab renders the saved outputs again), and a copy is opened untrusted (as after a git clone). The
-screenshots go to $GPUMAGIC_BROWSER_OUT (or a pytest temporary directory).
+One notebook is run in the browser (Run > Run All Cells): %%gpuprofile cells on the CPU, and reports
+of the GPU traces committed in tests/data loaded with gpumagic.load_trace, so kernel tables appear.
+Then it is saved and the page reloaded (JupyterLab renders the saved outputs again), and a copy is
+opened untrusted (as after a git clone). The screenshots go to $GPUMAGIC_BROWSER_OUT (or a pytest
+temporary directory).
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ import time
 
 import pytest
 
-from .lab import chromium, jupyter_lab, measure, open_notebook, run_all, run_cells, save, shoot, trust
+from .lab import (
+    chromium,
+    jupyter_lab,
+    measure,
+    open_notebook,
+    run_all,
+    run_cells,
+    save,
+    shoot,
+    trust,
+)
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
 LAST = "last expression: 256"
@@ -30,7 +41,8 @@ CELLS = [
     "ProfileReport(gpumagic.load_trace(DATA / 'torch_matmul_4096.json.gz'), label='matmul')",
     "%%gpuprofile -w 0 --no-timeline\nw = x + 1",
     # The self-contained form (what _repr_html_ gives other front ends): the timeline in an iframe.
-    "HTML(ProfileReport(gpumagic.load_trace(DATA / 'torch_matmul_4096.json.gz'), label='iframe')._repr_html_())",
+    "HTML(ProfileReport(gpumagic.load_trace(DATA / 'torch_matmul_4096.json.gz'), "
+    "label='iframe')._repr_html_())",
 ]
 WITH_TIMELINE = {1, 2, 3, 4, 6}  # the cells whose report draws a timeline
 WITH_KERNELS = {3, 4, 6}
@@ -41,12 +53,19 @@ def write_notebook(path: pathlib.Path) -> None:
     from nbformat.v4 import new_code_cell, new_notebook
 
     nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
 def open_all_details(page) -> None:
-    page.evaluate("() => document.querySelectorAll('.jp-Notebook .gm-report details').forEach(d => d.open = true)")
+    page.evaluate(
+        "() => document.querySelectorAll('.jp-Notebook .gm-report details').forEach(d => "
+        "d.open = true)"
+    )
     page.wait_for_timeout(500)
 
 
@@ -62,7 +81,8 @@ def wait_drawn(page, timeout_s: float = 30) -> dict:
 
 
 def hover_a_kernel(page, out: pathlib.Path) -> dict | None:
-    """Point at the block report's GPU lane; return the tooltip's box (Bokeh draws it in a shadow root)."""
+    """Point at the block report's GPU lane; return the tooltip's box (Bokeh draws it in a shadow
+    root)."""
     cells = page.query_selector_all(".jp-Notebook .jp-CodeCell")
     plot = cells[3].query_selector(".gm-plot")
     if plot is None:
@@ -119,7 +139,8 @@ def lab_run(tmp_path_factory, browser_out):
         res["reload_errors"] = list(b.errors)
         shoot(page, browser_out, "reload")
 
-        # A copy with different content is not in the server's trust database: opened as after a git clone.
+        # A copy with different content is not in the server's trust database: opened as after a git
+        # clone.
         nb = json.loads(res["saved"])
         nb["metadata"]["copied"] = True
         (root / "untrusted.ipynb").write_text(json.dumps(nb), encoding="utf-8")
@@ -130,8 +151,8 @@ def lab_run(tmp_path_factory, browser_out):
         res["untrusted_errors"] = list(b.errors)
         shoot(page, browser_out, "untrusted")
 
-        # Reopened without the output that carried BokehJS (cleared, or its cell ran again): the reports say so,
-        # then draw when a report of a new kernel session brings BokehJS.
+        # Reopened without the output that carried BokehJS (cleared, or its cell ran again): the
+        # reports say so, then draw when a report of a new kernel session brings BokehJS.
         nb = json.loads(res["saved"])
         for cell in nb["cells"]:
             for o in cell.get("outputs", []):
@@ -178,7 +199,10 @@ def test_bokeh_draws_every_timeline_and_no_blank_band(lab_run):
             continue
         assert tl["bokeh"] and tl["canvases"] and tl["painted"] > 100, (i, tl)
         assert tl["figure"] > 150, (i, tl)
-        assert abs(tl["blank"]) <= 2, (i, tl)  # the box is as tall as the figure: no band under the plot
+        assert abs(tl["blank"]) <= 2, (
+            i,
+            tl,
+        )  # the box is as tall as the figure: no band under the plot
         assert not r["note"], (i, r["note"])
     assert reports_by_cell(lab_run["run"])[6]["timeline"]["iframe"]
 
@@ -186,7 +210,11 @@ def test_bokeh_draws_every_timeline_and_no_blank_band(lab_run):
 def test_tables_break_no_word_and_numbers_stay_on_one_line(lab_run):
     for stage in ("run", "expanded"):
         for i, r in reports_by_cell(lab_run[stage]).items():
-            assert r["width"] <= 1000, (stage, i, r["width"])  # the output area the layout is checked at
+            assert r["width"] <= 1000, (
+                stage,
+                i,
+                r["width"],
+            )  # the output area the layout is checked at
             assert not r["broken"], (stage, i, r["broken"][:20])
             assert not r["multiline"], (stage, i, r["multiline"][:20])
 
@@ -201,7 +229,9 @@ def test_the_hover_box_stays_inside_the_window(lab_run):
 def test_bokehjs_travels_once_in_the_saved_notebook(lab_run):
     saved = lab_run["saved"]
     assert saved.count("type='text/x-gpumagic-bokehjs'") == 1  # one report carries BokehJS for all
-    assert saved.count("BEGIN bokeh.min.js") == 2  # BokehJS: in that carrier, and in the iframe's own page
+    assert (
+        saved.count("BEGIN bokeh.min.js") == 2
+    )  # BokehJS: in that carrier, and in the iframe's own page
     assert len(saved.encode()) < 3_600_000
 
 
@@ -223,7 +253,9 @@ def test_untrusted_copy_shows_summary_and_kernel_table(lab_run):
         assert not r["broken"] and not r["multiline"], (i, r["broken"], r["multiline"])
         if i in WITH_KERNELS:
             assert r["kernel_rows"] >= 1, i
-        if i in WITH_TIMELINE:  # no script ran: one line says why, instead of an empty heading or a blank box
+        if (
+            i in WITH_TIMELINE
+        ):  # no script ran: one line says why, instead of an empty heading or a blank box
             assert "not trusted" in r["note"], (i, r)
             assert not (r["timeline"] or {}).get("painted"), i
     assert not [h for h in m["headings"] if h["text"] == "Timeline"], m["headings"]
@@ -237,7 +269,10 @@ def test_the_cells_last_expression_is_shown(lab_run):
 def test_a_report_that_lost_its_bokehjs_says_so_and_draws_when_another_brings_it(lab_run):
     lost = reports_by_cell(lab_run["lost"])
     for i in WITH_TIMELINE - {6}:  # the iframe report brings its own
-        assert "waiting for BokehJS" in lost[i]["note"] and not lost[i]["timeline"]["painted"], (i, lost[i])
+        assert "waiting for BokehJS" in lost[i]["note"] and not lost[i]["timeline"]["painted"], (
+            i,
+            lost[i],
+        )
     healed = reports_by_cell(lab_run["healed"])
     for i in WITH_TIMELINE:
         assert healed[i]["timeline"]["painted"] > 100 and not healed[i]["note"], (i, healed[i])

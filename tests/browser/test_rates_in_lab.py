@@ -1,6 +1,6 @@
-"""The answers to "out of what?" in a real JupyterLab: the %gputime line with its rate, an Nsight Compute report with
-its Bokeh roofline (read from the committed ncu CSV fixture), the peaks table, and a comparison and a sweep with their
-plots, at the output width users have."""
+"""The answers to "out of what?" in a real JupyterLab: the %gputime line with its rate, an Nsight
+Compute report with its Bokeh roofline (read from the committed ncu CSV fixture), the peaks table,
+and a comparison and a sweep with their plots, at the output width users have."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ CELLS = [
     "%%gputime --sweep n=32,64,128,256 a = torch.randn(n, n)\na @ a",
 ]
 
-# Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow roots), and table
-# cells whose numbers wrapped onto a second line.
+# Per output cell: its text, its width, the painted pixels of its canvases (Bokeh draws in shadow
+# roots), and table cells whose numbers wrapped onto a second line.
 MEASURE_JS = (
     "() => {"
     + PAGE_HELPERS_JS
@@ -54,7 +54,11 @@ def rates_run(tmp_path_factory, browser_out):
     root = tmp_path_factory.mktemp("lab-rates") / "root"
     root.mkdir()
     nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, root / "rates.ipynb")
     with jupyter_lab(root, root.parent / "lab.log") as lab, chromium() as b:
         page = b.page
@@ -81,7 +85,9 @@ def test_the_ncu_report_draws_its_roofline_inside_the_output_area(rates_run):
     assert "Traceback" not in cell["text"], cell["text"]
     assert "cuBLAS FP32 GEMM" in cell["text"] and "Limiter" in cell["text"], cell["text"]
     assert cell["painted"] > 100, cell  # Bokeh drew the roofline
-    assert cell["width"] <= cell["area"] + 2, cell  # nothing wider than the output area: no horizontal scroll
+    assert cell["width"] <= cell["area"] + 2, (
+        cell
+    )  # nothing wider than the output area: no horizontal scroll
     assert not cell["wrapped"], cell["wrapped"]
     assert not rates_run["errors"], rates_run["errors"]
 
@@ -94,7 +100,9 @@ def test_the_peaks_table_fits_and_keeps_numbers_on_one_line(rates_run):
     assert not cell["wrapped"], cell["wrapped"]
 
 
-@pytest.mark.parametrize("index, words", [(4, ["Speed-up", "baseline"]), (5, ["Sweep of", "n: 32"])])
+@pytest.mark.parametrize(
+    "index, words", [(4, ["Speed-up", "baseline"]), (5, ["Sweep of", "n: 32"])]
+)
 def test_compare_and_sweep_draw_their_plots_inside_the_output_area(rates_run, index, words):
     cell = rates_run["cells"][index]
     assert "Traceback" not in cell["text"], cell["text"]

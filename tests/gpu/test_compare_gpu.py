@@ -1,5 +1,6 @@
-"""Compare and sweep on the GPU: speed-ups that are the ratio of the printed medians, a sweep whose small adds are
-launch-bound and large ones are not, an out-of-memory point marked and freed, and demos 05 and 07 top to bottom."""
+"""Compare and sweep on the GPU: speed-ups that are the ratio of the printed medians, a sweep whose
+small adds are launch-bound and large ones are not, an out-of-memory point marked and freed, and
+demos 05 and 07 top to bottom."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def test_compare_speedups_are_the_ratio_of_the_printed_medians():
     medians = {label: parse_time(" ".join(rows[label].split()[1:3])) for label in ("fp32", "bf16")}
     printed = float(re.search(r"([\d.]+)\u00d7\s*$", rows["bf16"]).group(1))
     assert printed == pytest.approx(medians["fp32"] / medians["bf16"], rel=0.005)
-    assert cmp.speedup("bf16") == pytest.approx(cmp.results["fp32"].median / cmp.results["bf16"].median)
+    assert cmp.speedup("bf16") == pytest.approx(
+        cmp.results["fp32"].median / cmp.results["bf16"].median
+    )
     assert cmp.speedup("bf16") > 2  # tensor cores against FFMA at 4096
     assert "Timed interleaved" in text
     df = cmp.to_dataframe()
@@ -55,7 +58,9 @@ def test_sweep_of_an_add_is_launch_bound_when_small_and_not_when_large():
     assert df["byte_rate"].iloc[-1] > 10 * df["byte_rate"].iloc[0]
     data = s.plot_data()
     assert data["metric"] == "byte"
-    if "H100" in s.device or "H200" in s.device:  # the table knows their bandwidth: the dashed line is drawn
+    if (
+        "H100" in s.device or "H200" in s.device
+    ):  # the table knows their bandwidth: the dashed line is drawn
         assert max(data["peaks"]) > df["byte_rate"].max()
     assert "bokeh" in s.html("page").lower()
 
@@ -63,9 +68,14 @@ def test_sweep_of_an_add_is_launch_bound_when_small_and_not_when_large():
 def test_an_out_of_memory_point_is_marked_freed_and_the_sweep_goes_on():
     torch.cuda.empty_cache()
     before = torch.cuda.memory_allocated()
-    huge = int((torch.cuda.get_device_properties(0).total_memory * 2) ** 0.5 / 2) + 1  # n*n*4 bytes > 2x memory
+    huge = (
+        int((torch.cuda.get_device_properties(0).total_memory * 2) ** 0.5 / 2) + 1
+    )  # n*n*4 bytes > 2x memory
     s = gpumagic.sweep(
-        "a + 1", "a = torch.ones(n, n, device='cuda')", params={"n": [256, huge, 512]}, globals={"torch": torch}
+        "a + 1",
+        "a = torch.ones(n, n, device='cuda')",
+        params={"n": [256, huge, 512]},
+        globals={"torch": torch},
     )
     assert [p.status for p in s.points] == ["ok", "out of memory", "ok"]
     assert "OutOfMemoryError" in s.points[1].error

@@ -1,9 +1,9 @@
 """Compiled code and CUDA graphs on the GPU: measured as they run, and left as they were.
 
-Inductor generates Triton kernels here. After each magic the compiled code still runs its fused kernels; a
-``%%gpuprofile`` of it lists the kernels a plain torch.profiler capture of the same cell lists (names and counts,
-per-kernel time within 1%); a CUDA graph replay's kernels are listed one by one, and ``reduce-overhead`` shows its
-kernels, not one opaque graph row.
+Inductor generates Triton kernels here. After each magic the compiled code still runs its fused
+kernels; a ``%%gpuprofile`` of it lists the kernels a plain torch.profiler capture of the same cell
+lists (names and counts, per-kernel time within 1%); a CUDA graph replay's kernels are listed one by
+one, and ``reduce-overhead`` shows its kernels, not one opaque graph row.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 
 def plain_capture(call, iters: int = 1) -> tuple[Counter, dict[str, list[float]], set[str]]:
-    """Kernel names and counts, each kernel's durations (µs) and the CPU event names of a plain capture."""
+    """Kernel names and counts, each kernel's durations (µs) and the CPU event names of a plain
+    capture."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
@@ -42,7 +43,9 @@ def plain_capture(call, iters: int = 1) -> tuple[Counter, dict[str, list[float]]
 
 def report_kernels(rep) -> tuple[Counter, dict[str, list[float]]]:
     k = rep.trace.kernels
-    return Counter(k["name"]), {n: list((g["end"] - g["start"]) / 1000.0) for n, g in k.groupby("name")}
+    return Counter(k["name"]), {
+        n: list((g["end"] - g["start"]) / 1000.0) for n, g in k.groupby("name")
+    }
 
 
 def gelu_block(t):
@@ -85,8 +88,9 @@ def test_gputime_counts_the_compiled_call_and_leaves_it_compiled(ip, compiled_fn
 def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
     f, t = compiled_fn
     ip.user_ns.update(f=f, t=t)
-    # a plain capture right before and one right after: the GPU's clock drifts under load between captures, so the
-    # truth is taken on both sides of the one under test (as benchmarks/timing_accuracy.py takes its truths)
+    # a plain capture right before and one right after: the GPU's clock drifts under load between
+    # captures, so the truth is taken on both sides of the one under test (as
+    # benchmarks/timing_accuracy.py takes its truths)
     plain, before, _ = plain_capture(lambda: f(t), iters=20)
     ip.run_cell_magic("gpuprofile", "-w 2 -n 20 -o rep --no-timeline", "f(t)")
     _, after, _ = plain_capture(lambda: f(t), iters=20)
@@ -96,7 +100,12 @@ def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
     for name in names:
         a = statistics.median(ours[name])
         b = (statistics.median(before[name]) + statistics.median(after[name])) / 2
-        assert abs(a / b - 1) < 0.01, (name, a, statistics.median(before[name]), statistics.median(after[name]))
+        assert abs(a / b - 1) < 0.01, (
+            name,
+            a,
+            statistics.median(before[name]),
+            statistics.median(after[name]),
+        )
     assert any(str(n).startswith("Torch-Compiled Region") for n in rep.trace.ops["name"])
     fused = rep.trace.meta.get("fused", {})
     assert fused and all("aten.gelu" in fused[n] for n in names), fused
@@ -105,7 +114,11 @@ def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
 
 def test_compiled_module_profile_equals_plain_capture(ip):
     m = torch.compile(
-        torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda().bfloat16()
+        torch.nn.Sequential(
+            torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)
+        )
+        .cuda()
+        .bfloat16()
     )
     v = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16)
     m(v)
@@ -148,7 +161,9 @@ def test_cuda_graph_replay_lists_the_kernels_the_graph_holds(ip):
 
 def test_reduce_overhead_is_profiled_kernel_by_kernel(ip):
     m = torch.compile(
-        torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).cuda(),
+        torch.nn.Sequential(
+            torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)
+        ).cuda(),
         mode="reduce-overhead",
     )
     v = torch.randn(32, 512, device="cuda")
@@ -171,7 +186,8 @@ def test_nsys_lists_a_graph_replays_kernels_node_by_node(ip, tmp_path):
     if shutil.which("nsys") is None:
         pytest.skip("nsys not on PATH")
     setup = (
-        "import torch; x = torch.randn(1024, 1024, device='cuda'); w = torch.randn(1024, 1024, device='cuda')\n"
+        "import torch; x = torch.randn(1024, 1024, device='cuda'); w = torch.randn(1024, "
+        "1024, device='cuda')\n"
         "s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())\n"
         "with torch.cuda.stream(s): torch.relu(x @ w) + 1\n"
         "torch.cuda.current_stream().wait_stream(s); g = torch.cuda.CUDAGraph()\n"
@@ -182,4 +198,6 @@ def test_nsys_lists_a_graph_replays_kernels_node_by_node(ip, tmp_path):
     line = f"--nsys -w 1 -o rep --no-timeline --setup \"exec(open('{script}').read())\""
     ip.run_cell_magic("gpuprofile", line, "g.replay()")
     kernels = ip.user_ns["rep"].trace.kernels
-    assert len(kernels) == 3, list(kernels["name"])  # the GEMM, relu and add the graph holds, each as a kernel
+    assert len(kernels) == 3, list(
+        kernels["name"]
+    )  # the GEMM, relu and add the graph holds, each as a kernel

@@ -1,5 +1,6 @@
-"""Kernel records through CUPTI directly (cupti-python) on the GPU host: the same figures as torch.profiler, every
-kernel of the first recording of a process, and both profilers working after each other in one process."""
+"""Kernel records through CUPTI directly (cupti-python) on the GPU host: the same figures as
+torch.profiler, every kernel of the first recording of a process, and both profilers working after
+each other in one process."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ from tests.gpu.test_cupti_gpu import _loop, _ops
 from gpumagic.gpu_activity import cupti_direct
 from gpumagic.timing.cupti import busy_per_call, record_calls
 figures = {}
-for backend in ("cupti", "torch.profiler"):  # CUPTI first: once torch.profiler starts, its clock is kineto's
+# CUPTI first: once torch.profiler starts, its clock is kineto's
+for backend in ("cupti", "torch.profiler"):
     for label, fn in _ops().items():
         run = _loop(fn)
         run(3)
@@ -72,16 +74,25 @@ print("AFTER_KINETO trusted", rec.trusted, "refused", cupti_direct.refusal() is 
 def test_busy_time_and_names_equal_torch_profiler_s_and_kineto_s_clock_is_caught():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run(
-        [sys.executable, "-c", SAME_CALLS, ROOT], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+        [sys.executable, "-c", SAME_CALLS, ROOT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
     )
     print(out.stdout)
     assert out.returncode == 0, out.stderr[-3000:]
     ratios = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("RATIO")]
     assert len(ratios) == len(_ops())
     for _, label, ratio, same_names in ratios:
-        assert abs(float(ratio) - 1) < 0.02, (label, ratio)  # benchmarks/first_use.py holds the 0.3 % target
+        assert abs(float(ratio) - 1) < 0.02, (
+            label,
+            ratio,
+        )  # benchmarks/first_use.py holds the 0.3 % target
         assert same_names == "True", label
-    # after torch.profiler's start, a direct recording's clock is kineto's: caught, and the process stays off it
+    # after torch.profiler's start, a direct recording's clock is kineto's: caught, and the process
+    # stays off it
     assert "AFTER_KINETO trusted False refused True" in out.stdout
 
 
@@ -102,9 +113,17 @@ print("KERNELS", rec.backend, len([x for x in rec.gpu() if x.kind == "kernel"]),
 
 def test_the_first_recording_of_a_process_drops_no_kernel():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", FIRST_RECORDING], capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_RECORDING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    _, backend, kernels, launched = next(ln for ln in out.stdout.splitlines() if ln.startswith("KERNELS")).split()
+    _, backend, kernels, launched = next(
+        ln for ln in out.stdout.splitlines() if ln.startswith("KERNELS")
+    ).split()
     assert backend == "cupti" and int(kernels) == 100 and int(launched) >= 100
 
 
@@ -127,8 +146,8 @@ def test_both_profilers_work_after_each_other_in_one_process():
         # %%gpuprofile's capture, then ours again
         t = capture(lambda: run(3), "cell:after-cupti").trace
         assert len(t.kernels) * 5 == len([a for a in found if a.kind == "kernel"]) * 3
-    # a fresh process starts on CUPTI directly (unless this process profiled before); once torch.profiler has
-    # started, the pass records there
+    # a fresh process starts on CUPTI directly (unless this process profiled before); once
+    # torch.profiler has started, the pass records there
     assert seen[1][0] == "torch.profiler", seen
 
 
@@ -139,7 +158,9 @@ def test_a_running_torch_profiler_is_not_disturbed_and_the_pass_says_why_it_has_
         torch.cuda.synchronize()
     assert r.kernel_time is None and r.meta.get("kernel_pass_backend") is None
     assert any("torch.profiler capture is running" in n for n in r.notes), r.notes
-    assert len(from_kineto(prof).gpu(launched_only=False)) > 0  # the user's capture kept its records
+    assert (
+        len(from_kineto(prof).gpu(launched_only=False)) > 0
+    )  # the user's capture kept its records
 
 
 UNDER_NSYS = """
@@ -154,7 +175,17 @@ print("NOTES", r.notes)
 @pytest.mark.skipif(shutil.which("nsys") is None, reason="needs nsys on PATH")
 def test_under_nsys_cupti_is_taken_and_the_measurement_still_prints(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = ["nsys", "profile", "-t", "cuda", "-o", str(tmp_path / "r"), sys.executable, "-c", UNDER_NSYS]
+    cmd = [
+        "nsys",
+        "profile",
+        "-t",
+        "cuda",
+        "-o",
+        str(tmp_path / "r"),
+        sys.executable,
+        "-c",
+        UNDER_NSYS,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("UNDER_NSYS")), None)
     print(out.stdout[-3000:])

@@ -1,4 +1,5 @@
-"""%%gpuprofile on a real GPU: repeated captures stay right, kernels match launches, the report is complete."""
+"""%%gpuprofile on a real GPU: repeated captures stay right, kernels match launches, the report is
+complete."""
 
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ def test_magic_on_the_gpu(ns):
     shell.user_ns.update(ns)
     shell.user_ns["block"] = block
     shell.user_ns["torch"] = torch
-    shell.run_cell_magic("gpuprofile", "-o rep", "out = block({'x': x, 'Wqkv': Wqkv, 'W1': W1, 'W2': W2})")
+    shell.run_cell_magic(
+        "gpuprofile", "-o rep", "out = block({'x': x, 'Wqkv': Wqkv, 'W1': W1, 'W2': W2})"
+    )
     rep = shell.user_ns["rep"]
     assert len(rep.trace.kernels) >= 8
     assert rep.trace.meta["device"] == torch.cuda.get_device_name()

@@ -1,5 +1,5 @@
-"""The history on a GPU: a %gputime result is saved with its device's UUID, clocks and driver, and --vs compares two
-runs of one statement on it (python3 -m pytest tests/gpu; skips without CUDA)."""
+"""The history on a GPU: a %gputime result is saved with its device's UUID, clocks and driver, and
+--vs compares two runs of one statement on it (python3 -m pytest tests/gpu; skips without CUDA)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""%%gpuprofile --memory on a real GPU: the figures against the allocator's own, and the allocator left as found."""
+"""%%gpuprofile --memory on a real GPU: the figures against the allocator's own, and the allocator
+left as found."""
 
 from __future__ import annotations
 
@@ -17,10 +18,16 @@ opt.step()
 
 @pytest.fixture
 def shell(ip):
-    """The suite's shared shell (tests/conftest.py: one InteractiveShell per process) with a model to train."""
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    """The suite's shared shell (tests/conftest.py: one InteractiveShell per process) with a model
+    to train."""
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)
+    ).cuda()
     ip.user_ns.update(
-        torch=torch, model=model, opt=torch.optim.AdamW(model.parameters()), x=torch.randn(2048, 1024, device="cuda")
+        torch=torch,
+        model=model,
+        opt=torch.optim.AdamW(model.parameters()),
+        x=torch.randn(2048, 1024, device="cuda"),
     )
     yield ip
     for name in ("model", "opt", "x", "loss", "mem"):
@@ -34,14 +41,28 @@ def _history_enabled() -> bool:
 
 def test_categories_sum_and_the_peak_is_the_allocators(shell):
     torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()  # this test's own reset, before the cell (gpumagic never resets)
+    # this test's own reset, before the cell (gpumagic never resets)
+    torch.cuda.reset_peak_memory_stats()
     shell.run_cell_magic("gpuprofile", "--memory -o mem", CELL)
     peak_counter = torch.cuda.max_memory_allocated()
     view = shell.user_ns["mem"]
     m = view.analysis
-    cats = m.samples[["parameters", "optimizer state", "inputs", "activations", "gradients", "temporaries", "unknown"]]
-    assert ((cats.sum(axis=1) - m.samples["allocated"]).abs() <= 0.01 * m.samples["allocated"]).all()
-    # the counter also saw the warm-up (outside the recording): the cell's peak is at most the counter's
+    cats = m.samples[
+        [
+            "parameters",
+            "optimizer state",
+            "inputs",
+            "activations",
+            "gradients",
+            "temporaries",
+            "unknown",
+        ]
+    ]
+    assert (
+        (cats.sum(axis=1) - m.samples["allocated"]).abs() <= 0.01 * m.samples["allocated"]
+    ).all()
+    # the counter also saw the warm-up (outside the recording): the cell's peak is at most the
+    # counter's
     assert m.peak_bytes <= peak_counter
     assert m.at_end["allocated"] == torch.cuda.memory_allocated()
     # parameters and optimizer state were made before the recording: the namespace names them
@@ -50,7 +71,9 @@ def test_categories_sum_and_the_peak_is_the_allocators(shell):
 
 
 def test_peak_equals_max_memory_allocated_over_the_cell(shell):
-    shell.run_cell_magic("gpuprofile", "-w 1 --memory -o mem", CELL)  # warm: the optimizer state exists
+    shell.run_cell_magic(
+        "gpuprofile", "-w 1 --memory -o mem", CELL
+    )  # warm: the optimizer state exists
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     shell.run_cell_magic("gpuprofile", "-w 0 --memory -o mem", CELL)
@@ -68,7 +91,9 @@ def test_peak_counters_and_a_users_own_recording_are_left_alone(shell):
         shell.run_cell_magic("gpuprofile", "--memory -o mem", CELL)
         assert _history_enabled()  # the user's recording still on
         after = torch.cuda.memory_stats()
-        assert after["allocated_bytes.all.peak"] == before["allocated_bytes.all.peak"]  # the earlier peak stands
+        assert (
+            after["allocated_bytes.all.peak"] == before["allocated_bytes.all.peak"]
+        )  # the earlier peak stands
         notes = " ".join(shell.user_ns["mem"].notes)
         assert "own settings" in notes
         # the user's history still records: an allocation made now is in their snapshot
@@ -84,11 +109,13 @@ def test_peak_counters_and_a_users_own_recording_are_left_alone(shell):
 def test_out_of_memory_is_shown_then_raised(shell):
     total = torch.cuda.get_device_properties(0).total_memory
     shell.user_ns["n"] = total * 2
-    result = shell.run_cell("%%gpuprofile -w 0 --memory -o mem\ny = torch.empty(n, dtype=torch.uint8, device='cuda')")
+    result = shell.run_cell(
+        "%%gpuprofile -w 0 --memory -o mem\ny = torch.empty(n, dtype=torch.uint8, device='cuda')"
+    )
     assert isinstance(result.error_in_exec, torch.OutOfMemoryError)
     m = shell.user_ns["mem"].analysis
-    # a request beyond the device is refused before the allocator records an oom entry: the bytes are the error's
-    # "Tried to allocate 279.60 GiB", rounded to 2 decimals there
+    # a request beyond the device is refused before the allocator records an oom entry: the bytes
+    # are the error's "Tried to allocate 279.60 GiB", rounded to 2 decimals there
     assert m.oom is not None and m.oom["bytes"] >= total * 2 * 0.999
     assert m.findings[0].kind == "memory_oom"
     assert not _history_enabled()

@@ -1,6 +1,7 @@
-"""--nproc 2 on a host with two GPUs and the real nsys: a DDP step captured on both ranks (each rank's kernels on its
-own GPU, its cell range closed, its rank mark inside it), a failing rank named with its traceback, and a rank hung
-in NCCL stopped at the timeout; no process of the run is left behind."""
+"""--nproc 2 on a host with two GPUs and the real nsys: a DDP step captured on both ranks (each
+rank's kernels on its own GPU, its cell range closed, its rank mark inside it), a failing rank named
+with its traceback, and a rank hung in NCCL stopped at the timeout; no process of the run is left
+behind."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ pytestmark = [
 SETUP = (
     "import torch\n"
     "from torch.nn.parallel import DistributedDataParallel as DDP\n"
-    "model = DDP(torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))"
+    "model = DDP(torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), "
+    "torch.nn.Linear(1024, 256))"
     ".to(device), device_ids=[local_rank])\n"
     "x = torch.randn(256, 1024, device=device)\n"
     "buf = torch.ones(1 << 18, device=device)\n"
 )
-STEP = "model(x).square().mean().backward()\ndist.all_reduce(buf)\nassert W.device == device\nfloat(buf[0])"
+STEP = (
+    "model(x).square().mean().backward()\ndist.all_reduce(buf)\nassert W.device == "
+    "device\nfloat(buf[0])"
+)
 
 
 def runner_processes() -> list[str]:
@@ -54,28 +59,37 @@ def test_ddp_step_on_two_ranks_is_captured_on_both(tmp_path):
     assert repr(cap.value) == "8.0"
     con = sqlite3.connect(cap.files["sqlite"])
     kernels = con.execute(
-        "SELECT globalPid >> 24 & 16777215, deviceId, s.value, k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "SELECT globalPid >> 24 & 16777215, deviceId, s.value, k.start, k.end FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN StringIds s ON s.id = k.shortName"
     ).fetchall()
     pids = sorted({k[0] for k in kernels})
     assert len(pids) == 2, pids
-    assert {frozenset(k[1] for k in kernels if k[0] == p) for p in pids} == {frozenset({0}), frozenset({1})}
+    assert {frozenset(k[1] for k in kernels if k[0] == p) for p in pids} == {
+        frozenset({0}),
+        frozenset({1}),
+    }
     ranges = {
         pid: (start, end)
         for pid, start, end in con.execute(
-            "SELECT globalTid >> 24 & 16777215, start, end FROM NVTX_EVENTS WHERE eventType = 59 AND "
+            "SELECT globalTid >> 24 & 16777215, start, end FROM NVTX_EVENTS WHERE eventType "
+            "= 59 AND "
             "COALESCE(text, (SELECT value FROM StringIds WHERE id = textId)) = 'cell:ddp2'"
         )
     }
     assert sorted(ranges) == pids and all(end is not None for _, end in ranges.values())
     nccl = {p: sum("nccl" in k[2].lower() for k in kernels if k[0] == p) for p in pids}
-    assert nccl[pids[0]] == nccl[pids[1]] >= 2, nccl  # the gradients' bucket(s) and the explicit all-reduce
-    # the capture holds the cell and nothing else: gpumagic's barriers are gloo (no kernel), the warm-up is outside
+    assert nccl[pids[0]] == nccl[pids[1]] >= 2, (
+        nccl
+    )  # the gradients' bucket(s) and the explicit all-reduce
+    # the capture holds the cell and nothing else: gpumagic's barriers are gloo (no kernel), the
+    # warm-up is outside
     outside = [k for k in kernels if not ranges[k[0]][0] <= k[3] <= k[4] <= ranges[k[0]][1]]
     assert not outside, outside[:5]
     marks = dict(
         con.execute(
-            "SELECT globalTid >> 24 & 16777215, COALESCE(text, (SELECT value FROM StringIds WHERE id = textId)) "
+            "SELECT globalTid >> 24 & 16777215, COALESCE(text, (SELECT value FROM StringIds "
+            "WHERE id = textId)) "
             "FROM NVTX_EVENTS WHERE eventType = 34"
         ).fetchall()
     )
@@ -90,7 +104,10 @@ def test_a_failing_rank_is_named_and_no_rank_is_left(tmp_path):
     from gpumagic.errors import RankError
 
     opts = NsysOptions(nproc=2, setup=SETUP, profile_dir=str(tmp_path), timeout=240)
-    cell = "if rank == 1:\n    raise RuntimeError('rank 1 fails on purpose')\ndist.all_reduce(buf)\nfloat(buf[0])"
+    cell = (
+        "if rank == 1:\n    raise RuntimeError('rank 1 fails on "
+        "purpose')\ndist.all_reduce(buf)\nfloat(buf[0])"
+    )
     with pytest.raises(RankError) as err:
         nsys.capture(cell, "cell:fail", namespace={}, warmup=1, options=opts)
     assert err.value.rank == 1 and "RuntimeError: rank 1 fails on purpose" in err.value.traceback
@@ -104,7 +121,10 @@ def test_a_rank_hung_in_nccl_is_stopped_at_the_timeout(tmp_path):
     from gpumagic.capture.options import NsysOptions
 
     opts = NsysOptions(nproc=2, setup=SETUP, profile_dir=str(tmp_path), timeout=45)
-    cell = "import time\nif rank == 1:\n    time.sleep(600)\ndist.all_reduce(buf)\ntorch.cuda.synchronize()"
+    cell = (
+        "import time\nif rank == 1:\n    "
+        "time.sleep(600)\ndist.all_reduce(buf)\ntorch.cuda.synchronize()"
+    )
     with pytest.raises(RanksTimeoutError, match="All 2 ranks were stopped"):
         nsys.capture(cell, "cell:hang", namespace={}, warmup=0, options=opts)
     assert not runner_processes()

@@ -1,6 +1,7 @@
-"""--ncu on the GPU host with its real Nsight Compute: the reader equals ncu's own CSV, the default run counts a bf16
-GEMM's tensor-core FLOPs (2·n³ over ncu's duration), and the transformer block's top kernels and roofline come back
-(its wall time printed, run with -s to see it, and written to $OUT; 25-32 s on an H100 with the tensor counters)."""
+"""--ncu on the GPU host with its real Nsight Compute: the reader equals ncu's own CSV, the default
+run counts a bf16 GEMM's tensor-core FLOPs (2·n³ over ncu's duration), and the transformer block's
+top kernels and roofline come back (its wall time printed, run with -s to see it, and written to
+$OUT; 25-32 s on an H100 with the tensor counters)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,18 @@ METRICS = {
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """A fresh report of the fixture workload (a matmul and an add), and ncu's raw page of it, read with csv."""
+    """A fresh report of the fixture workload (a matmul and an add), and ncu's raw page of it, read
+    with csv."""
     stem = tmp_path_factory.mktemp("ncu") / "tiny"
     run = ["ncu", "--nvtx", "--nvtx-include", "cell:ncu/", "--section", "SpeedOfLight", "--section"]
-    run += ["SpeedOfLight_RooflineChart", "-f", "-o", str(stem), sys.executable, str(CAPTURE / "ncu_workload.py")]
+    run += [
+        "SpeedOfLight_RooflineChart",
+        "-f",
+        "-o",
+        str(stem),
+        sys.executable,
+        str(CAPTURE / "ncu_workload.py"),
+    ]
     run.append("run")
     subprocess.run(run, check=True, capture_output=True, timeout=300)
     report = str(stem) + ".ncu-rep"
@@ -56,7 +65,10 @@ def test_load_ncu_equals_ncu_import_csv(tiny):
     for (_, got), row in zip(k.iterrows(), body, strict=True):
         assert got["Name"] == row[col["Kernel Name"]]
         for ours, theirs in METRICS.items():
-            assert got[ours] == float(row[col[theirs]].replace(",", "")), (ours, row[col["Kernel Name"]])
+            assert got[ours] == float(row[col[theirs]].replace(",", "")), (
+                ours,
+                row[col["Kernel Name"]],
+            )
 
 
 def test_gpuprofile_ncu_on_the_transformer_block(tmp_path):
@@ -72,7 +84,9 @@ def test_gpuprofile_ncu_on_the_transformer_block(tmp_path):
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
     torch.backends.cuda.matmul.allow_tf32 = False
     shell.user_ns.update(workloads.make_inputs(), torch=torch)
-    shell.user_ns.pop("out", None)  # the shell is shared with earlier tests: the cell's own names start absent
+    shell.user_ns.pop(
+        "out", None
+    )  # the shell is shared with earlier tests: the cell's own names start absent
     cell = (
         "torch.backends.cuda.matmul.allow_tf32 = False\n"
         "qkv = x @ Wqkv\nq, k, v = qkv.split(4096, dim=-1)\n"
@@ -85,7 +99,10 @@ def test_gpuprofile_ncu_on_the_transformer_block(tmp_path):
     rep = shell.user_ns["rep"]
     assert isinstance(rep, NcuReport)
     k = rep.kernels()
-    print(f"\n%%gpuprofile --ncu on the transformer block: {wall:.1f} s wall, {len(k)} launches profiled\n{rep}")
+    print(
+        f"\n%%gpuprofile --ncu on the transformer block: {wall:.1f} s wall, {len(k)} launches "
+        f"profiled\n{rep}"
+    )
     with open(os.path.join(os.environ.get("OUT", str(tmp_path)), "ncu_block_wall.txt"), "w") as f:
         f.write(f"{wall:.2f}\n{rep}\n")
     assert any("top 5 of" in n for n in rep.notes)
@@ -97,14 +114,16 @@ def test_gpuprofile_ncu_on_the_transformer_block(tmp_path):
     assert len(points[0].data_source.data["x"]) == len(k)
     assert os.path.exists(rep.path)
     assert "out" not in shell.user_ns  # the cell ran in the subprocess only
-    # a guard against a runaway (every launch replayed, a first pass that never ends), not the speed figure itself:
-    # that is printed and kept, and varies by seconds with the host's load (first pass 8.5-11 s)
+    # a guard against a runaway (every launch replayed, a first pass that never ends), not the speed
+    # figure itself: that is printed and kept, and varies by seconds with the host's load (first
+    # pass 8.5-11 s)
     assert wall <= 45, f"--ncu took {wall:.1f} s"
 
 
 def test_default_run_counts_tensor_core_flops(tmp_path):
-    """A fresh report made as %%gpuprofile --ncu makes it: the bf16 GEMM's tensor FLOP/s is 2·n³ over its duration, its
-    point lies between the fp32 roof and the bf16 tensor roof, it is compute-bound; the FFMA GEMM counts as before."""
+    """A fresh report made as %%gpuprofile --ncu makes it: the bf16 GEMM's tensor FLOP/s is 2·n³
+    over its duration, its point lies between the fp32 roof and the bf16 tensor roof, it is
+    compute-bound; the FFMA GEMM counts as before."""
     import math
 
     from gpumagic.capture import ncu
@@ -116,7 +135,9 @@ def test_default_run_counts_tensor_core_flops(tmp_path):
     a32 = torch.randn(n, n, device="cuda", generator=g)
     ns = {"torch": torch, "a16": a32.to(torch.bfloat16), "a32": a32}
     cell = "torch.backends.cuda.matmul.allow_tf32 = False\nc = a16 @ a16\nd = a32 @ a32\n"
-    opts = NcuOptions(profile_dir=str(tmp_path), kernel_filter="regex:.")  # every kernel in the range: the two GEMMs
+    opts = NcuOptions(
+        profile_dir=str(tmp_path), kernel_filter="regex:."
+    )  # every kernel in the range: the two GEMMs
     t0 = time.perf_counter()
     got = ncu.capture(cell, "cell:tensor", namespace=ns, warmup=1, options=opts)
     wall = time.perf_counter() - t0
@@ -138,5 +159,8 @@ def test_default_run_counts_tensor_core_flops(tmp_path):
     f32 = ffma.iloc[0]
     assert f32["Tensor FLOP/s"] == 0 and f32["FLOP/s"] == f32["fp32 FLOP/s"]
     assert f32["FLOP/s"] * f32["Duration (ns)"] * 1e-9 == pytest.approx(2 * n**3, rel=0.05)
-    if torch.cuda.get_device_capability() == (9, 0):  # Hopper: dense bf16 4096 vs FFMA 2 x 128 per SM and cycle
+    if torch.cuda.get_device_capability() == (
+        9,
+        0,
+    ):  # Hopper: dense bf16 4096 vs FFMA 2 x 128 per SM and cycle
         assert math.isclose(ceil["bf16 tensor"] / ceil["fp32"], 16, rel_tol=0.01)

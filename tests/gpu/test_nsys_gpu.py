@@ -20,9 +20,12 @@ def test_nsys_captures_only_the_cell_with_tensors_from_earlier_cells(tmp_path):
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
     shell.run_cell(
-        "import torch\nA = torch.randn(2048, 2048, device='cuda')\nB = torch.randn(2048, 2048, device='cuda')"
+        "import torch\nA = torch.randn(2048, 2048, device='cuda')\nB = torch.randn(2048, "
+        "2048, device='cuda')"
     )
-    shell.run_cell_magic("gpuprofile", "--nsys -w 3 -o rep --label cell:nsys", "C = torch.relu(A @ B)")
+    shell.run_cell_magic(
+        "gpuprofile", "--nsys -w 3 -o rep --label cell:nsys", "C = torch.relu(A @ B)"
+    )
     rep = shell.user_ns["rep"]
     k = rep.kernel_summary()
     # one GEMM and one ReLU, once each: the three warm-up runs are outside the capture range
@@ -30,6 +33,9 @@ def test_nsys_captures_only_the_cell_with_tensors_from_earlier_cells(tmp_path):
     assert set(k["Op"]) == {"gemm", "elementwise"}
     html = rep._repr_html_()
     assert "CUDA API calls" in html and "GPU stream" in html
-    assert rep.trace.meta["backend"] == "nsys" and rep.trace.meta["device"] == torch.cuda.get_device_name()
+    assert (
+        rep.trace.meta["backend"] == "nsys"
+        and rep.trace.meta["device"] == torch.cuda.get_device_name()
+    )
     assert any(n.startswith("SQLite export: ") for n in rep.notes)
     assert "C" not in shell.user_ns  # the cell ran in the subprocess

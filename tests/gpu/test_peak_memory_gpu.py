@@ -1,4 +1,5 @@
-"""call_peak on a real GPU: the allocator's own figure, the user's counters left as they were (skips without CUDA)."""
+"""call_peak on a real GPU: the allocator's own figure, the user's counters left as they were (skips
+without CUDA)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ def matmul_sum():
 
 
 def odd_sizes():
-    """Small-pool and large-pool requests that are not multiples of the allocator's blocks, all alive at the end."""
-    return [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (1, 777, 5000, 1_500_001, 33_333_333)]
+    """Small-pool and large-pool requests that are not multiples of the allocator's blocks, all
+    alive at the end."""
+    return [
+        torch.empty(n, dtype=torch.uint8, device="cuda")
+        for n in (1, 777, 5000, 1_500_001, 33_333_333)
+    ]
 
 
 def reset_figure(call) -> int:
-    """What reset_peak_memory_stats + max_memory_allocated say for one call (the way that resets the counters)."""
+    """What reset_peak_memory_stats + max_memory_allocated say for one call (the way that resets the
+    counters)."""
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -68,7 +74,12 @@ def measured(call, earlier_peak: bool) -> tuple[int, str]:
 @pytest.mark.parametrize("earlier_peak", [False, True], ids=["peak-counter", "allocator-history"])
 def test_call_peak_equals_the_reset_figure_in_either_order(earlier_peak):
     figures, sources = [], set()
-    for way in ("call_peak", "reset", "reset", "call_peak"):  # each way both before and after the other
+    for way in (
+        "call_peak",
+        "reset",
+        "reset",
+        "call_peak",
+    ):  # each way both before and after the other
         if way == "reset":
             figures.append(reset_figure(matmul_sum))
         else:
@@ -85,7 +96,9 @@ def test_odd_sizes_from_the_history_match_the_allocators_count_or_bracket_it():
     base = torch.cuda.memory_allocated()
     with call_peak() as peak:
         held = odd_sizes()
-        truth = torch.cuda.memory_allocated() - base  # all alive: this is the call's peak, in the same run
+        truth = (
+            torch.cuda.memory_allocated() - base
+        )  # all alive: this is the call's peak, in the same run
         del held
     assert peak.source == "allocator history"
     assert peak.low <= truth <= peak.high, (peak.low, truth, peak.high, peak.note)
@@ -100,7 +113,9 @@ def test_the_users_peak_counters_read_the_same_after_call_peak():
     before = {k: torch.cuda.memory_stats()[k] for k in keys}
     with call_peak() as peak:
         matmul_sum()
-    assert peak.bytes is not None and peak.bytes < before_max  # the call's own peak stayed below the earlier one
+    assert (
+        peak.bytes is not None and peak.bytes < before_max
+    )  # the call's own peak stayed below the earlier one
     assert torch.cuda.max_memory_allocated() == before_max
     assert {k: torch.cuda.memory_stats()[k] for k in keys} == before
 
@@ -116,12 +131,16 @@ def test_history_recording_is_off_afterwards_when_it_was_off_before():
         matmul_sum()
         raise RuntimeError("inside the call")
     assert not history_on()
-    assert all(not trace for trace in torch.cuda.memory._snapshot()["device_traces"])  # nothing kept behind
+    assert all(
+        not trace for trace in torch.cuda.memory._snapshot()["device_traces"]
+    )  # nothing kept behind
 
 
 def test_a_users_own_recording_stays_on_keeps_its_entries_and_gives_the_figure():
     device = torch.cuda.current_device()
-    torch.cuda.memory._record_memory_history("all", context="alloc", stacks="python", max_entries=100_000)
+    torch.cuda.memory._record_memory_history(
+        "all", context="alloc", stacks="python", max_entries=100_000
+    )
     try:
         raise_earlier_peak()
         first = torch.cuda.memory._snapshot()["device_traces"][device][0]

@@ -1,4 +1,5 @@
-"""%gputime's FLOP/s and bandwidth on the GPU: the counted work of a bf16 matmul and an add, at the median."""
+"""%gputime's FLOP/s and bandwidth on the GPU: the counted work of a bf16 matmul and an add, at the
+median."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""%gputime on a real GPU. Run on the GPU host: python3 -m pytest tests/gpu (skipped where CUDA is absent)."""
+"""%gputime on a real GPU. Run on the GPU host: python3 -m pytest tests/gpu (skipped where CUDA is
+absent)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def cupti_per_call(stmt: str, ns: dict, calls: int) -> float:
     local = dict(ns)
     exec(code, local)  # noqa: S102 - the statement compiled as %gputime compiles it
     local["_n"](3)
-    warm_profiler(torch.device("cuda", torch.cuda.current_device()))  # the reference is torch.profiler's
+    warm_profiler(
+        torch.device("cuda", torch.cuda.current_device())
+    )  # the reference is torch.profiler's
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         local["_n"](calls)
@@ -49,8 +52,9 @@ def test_matmul_median_matches_cupti_and_is_gpu_bound(ns):
 
 
 def test_tiny_op_is_reported_launch_bound(ns):
-    # x + 1 on 65536 floats: one ~1 µs kernel per call, issued every ~16 µs (H100). The host pass reads low against
-    # the sampled median (10 µs vs 16 µs seen), so the verdict asks for half the per-call time, not 80 %.
+    # x + 1 on 65536 floats: one ~1 µs kernel per call, issued every ~16 µs (H100). The host pass
+    # reads low against the sampled median (10 µs vs 16 µs seen), so the verdict asks for half the
+    # per-call time, not 80 %.
     r = gpumagic.gputime("x + 1", globals=ns)
     evidence = (r.line(), r.gpu_busy, r.host_per_call, r.median)
     assert r.gpu_busy < 0.5, evidence
@@ -73,7 +77,9 @@ def test_graph_mode_removes_launch_overhead(ns):
 def test_graph_capture_failure_falls_back_with_a_note(ns):
     r = gpumagic.gputime("(x + 1).sum().item()", globals=ns, graph=True)
     assert r.backend == "cuda-events"
-    assert any("synchronizes with the host" in n and "timed without a graph" in n for n in r.notes), r.notes
+    assert any(
+        "synchronizes with the host" in n and "timed without a graph" in n for n in r.notes
+    ), r.notes
     # the device is still usable afterwards
     assert float((ns["x"] * 0).sum()) == 0.0
 
@@ -86,8 +92,9 @@ def test_flush_l2_reads_cold_cache_slower_than_hot():
     cold = gpumagic.gputime("x * 2", globals=g, flush_l2=True)
     assert cold.calls_per_sample == 1 and cold.flush_l2
     assert "L2 flushed before each call" in cold.line()
-    # cold: every call reads x from HBM; hot: x stays in L2. Both the per-call time and the (cold-flushed) kernel
-    # time say so, and a cold-cache kernel is not mistaken for a launch-bound one.
+    # cold: every call reads x from HBM; hot: x stays in L2. Both the per-call time and the
+    # (cold-flushed) kernel time say so, and a cold-cache kernel is not mistaken for a launch-bound
+    # one.
     assert cold.median > hot.kernel_time, (cold.line(), hot.line())
     assert cold.kernel_time > 1.2 * hot.kernel_time, (cold.kernel_time, hot.kernel_time)
     assert not cold.launch_bound and "kernels" in cold.line()
@@ -139,13 +146,21 @@ def test_the_sm_clock_is_read_beside_the_samples(ns):
 
 def test_kernels_are_shown_beside_the_per_call_time_exactly_when_they_differ(ns):
     # a host round trip per call (.item()) leaves the GPU idle between calls; a matmul does not
-    segments = ("launch-bound: kernels", "gaps between kernels", "GPU busy", "per call at SM", "in a separate pass")
+    segments = (
+        "launch-bound: kernels",
+        "gaps between kernels",
+        "GPU busy",
+        "per call at SM",
+        "in a separate pass",
+    )
     for stmt in ("A @ A", "(A[:512] @ A[:, :512]).sum().item()"):
         r = gpumagic.gputime(stmt, globals=ns)
         assert r.kernel_time is not None, r.notes
         line = r.line()
         assert sum(seg in line for seg in segments) == 1, line  # one kernel segment, always
-        if "gaps between kernels" in line:  # claimed only where the kernels take less than the per-call time
+        if (
+            "gaps between kernels" in line
+        ):  # claimed only where the kernels take less than the per-call time
             assert r.kernel_time < 0.97 * (r.prevailing_median or r.median), line
         clock_held = r.clock_summary is None or not r.clock_summary.has_moved
         if clock_held and abs(r.kernel_time / r.median - 1) <= 0.03:
@@ -160,7 +175,9 @@ def test_steady_waits_for_the_clock_and_says_how_it_ended():
     if found.settled:
         assert "steady" in r.line() and "not steady" not in r.line()
     else:  # 1 run in 5 on the H100 gave up at 10 s: said, with the test that was unmet
-        assert found.unmet and any(n.startswith("--steady: the per-call time had not settled") for n in r.notes)
+        assert found.unmet and any(
+            n.startswith("--steady: the per-call time had not settled") for n in r.notes
+        )
 
 
 FIRST_USE = """
@@ -181,11 +198,15 @@ def test_first_use_in_a_fresh_process_has_its_kernel_time_through_cupti_in_about
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", FIRST_USE], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_USE], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("FIRST"))
     _, wall, first_call, kernel_time, backend = line.split()
     print(line)
     assert backend == "cupti" and kernel_time != "None"
     assert "first start" not in out.stdout  # no profiler start paid
-    assert float(wall) - float(first_call) < 3.0  # a runaway guard: benchmarks/first_use.py holds the 1 s target
+    assert (
+        float(wall) - float(first_call) < 3.0
+    )  # a runaway guard: benchmarks/first_use.py holds the 1 s target

@@ -1,4 +1,5 @@
-"""Work counting, achieved rates and measured peaks on a real GPU (python3 -m pytest tests/gpu; skips without CUDA)."""
+"""Work counting, achieved rates and measured peaks on a real GPU (python3 -m pytest tests/gpu;
+skips without CUDA)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ MiB = 1 << 20
 
 
 def event_median(fn, calls: int = 5, samples: int = 15) -> float:
-    """Seconds per call: the median of ``samples`` CUDA-event windows of ``calls`` back-to-back calls."""
+    """Seconds per call: the median of ``samples`` CUDA-event windows of ``calls`` back-to-back
+    calls."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -115,7 +117,9 @@ def test_rms_norm_counted_as_the_one_kernel_that_ran_and_no_share_above_peak():
 
     x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    r = gpumagic.gputime("F.rms_norm(x, (4096,), w)", globals={"F": torch.nn.functional, "x": x, "w": w})
+    r = gpumagic.gputime(
+        "F.rms_norm(x, (4096,), w)", globals={"F": torch.nn.functional, "x": x, "w": w}
+    )
     if r.kernels_per_call is not None and r.kernels_per_call <= 2:  # the fused kernel ran
         assert r.work.bytes == 2 * x.nbytes + w.nbytes and r.work.counted_at == "calls"
     found = r.achieved

@@ -1,9 +1,11 @@
-"""Kernel names as CUPTI gives them (mangled) beside torch.profiler's spelling of the same kernels: the corpus that
-chooses the demangler of gpumagic's direct CUPTI path (``tests/data/cupti_names_h100.json``).
+"""Kernel names as CUPTI gives them (mangled) beside torch.profiler's spelling of the same kernels:
+the corpus that chooses the demangler of gpumagic's direct CUPTI path
+(``tests/data/cupti_names_h100.json``).
 
-Each op runs once warm, then once with CUPTI's kernel records on (through cupti-python, names left as CUPTI gives
-them) and once under torch.profiler; the two kernel lists, in start order, are paired where they have the same
-length. Run on the GPU host: python3 tests/data/capture/cupti_names.py OUT.json
+Each op runs once warm, then once with CUPTI's kernel records on (through cupti-python, names left
+as CUPTI gives them) and once under torch.profiler; the two kernel lists, in start order, are paired
+where they have the same length. Run on the GPU host: python3 tests/data/capture/cupti_names.py
+OUT.json
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ def kineto_kernels(fn) -> list[str]:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return [a.name for a in sorted(from_kineto(prof).gpu(), key=lambda a: a.start) if a.kind == "kernel"]
+    return [
+        a.name for a in sorted(from_kineto(prof).gpu(), key=lambda a: a.start) if a.kind == "kernel"
+    ]
 
 
 def main(out: str) -> int:
@@ -109,10 +113,15 @@ def main(out: str) -> int:
     same = sum(cupti_direct.demangle(p["mangled"]) == p["kineto"] for p in pairs)
     mangled = sum(p["mangled"].startswith("_Z") for p in pairs)
     print(
-        f"{len(pairs)} pairs ({mangled} mangled), torch._C._demangle equals kineto on {same}; unpaired ops: "
+        f"{len(pairs)} pairs ({mangled} mangled), torch._C._demangle equals kineto on {same}; "
+        f"unpaired ops: "
         f"{[u['op'] for u in unpaired]}"
     )
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "pairs": pairs, "unpaired": unpaired}, f, indent=1)
     return 0

@@ -1,12 +1,14 @@
-"""The two-rank fixture (``tests/data/nsys/ddp2.*``): one DDP step plus explicit collectives, run as two torchrun
-ranks inside one nsys through gpumagic's own ``--nproc`` path, then ``nsys stats`` of the same export.
+"""The two-rank fixture (``tests/data/nsys/ddp2.*``): one DDP step plus explicit collectives, run as
+two torchrun ranks inside one nsys through gpumagic's own ``--nproc`` path, then ``nsys stats`` of
+the same export.
 
 On a host with 2 GPUs, from the project root, after ``source .gpu/on-gpu.sh``:
     python3 tests/data/capture/ddp2.py OUTDIR [straggler]
-Writes OUTDIR/ddp2.sqlite.gz, ddp2.stats_<report>.csv, ddp2.stats.txt, ddp2.profile.log (the nsys command and
-its output), nsys_version.txt, and prints what the export holds per process. With ``straggler`` the files are
-``straggler2.*`` and the cell is :data:`STRAGGLER_CELL`: rank 1 runs 20 fp32 GEMMs on CUDA cores before an
-all-reduce that rank 0 enters at once, so rank 0's all-reduce kernel spends those GEMMs waiting for rank 1.
+Writes OUTDIR/ddp2.sqlite.gz, ddp2.stats_<report>.csv, ddp2.stats.txt, ddp2.profile.log (the nsys
+command and its output), nsys_version.txt, and prints what the export holds per process. With
+``straggler`` the files are ``straggler2.*`` and the cell is :data:`STRAGGLER_CELL`: rank 1 runs 20
+fp32 GEMMs on CUDA cores before an all-reduce that rank 0 enters at once, so rank 0's all-reduce
+kernel spends those GEMMs waiting for rank 1.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import torch
 from gpumagic.capture import nsys
 from gpumagic.capture.options import NsysOptions
 
-REPORTS = "cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum,osrt_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum"
+REPORTS = (
+    "cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum,osrt_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum"
+)
 LABEL = "cell:ddp"
 
-# Runs on every rank after the process group is up, before the warm-up: the model, its optimizer and the buffers
-# of the explicit collectives (4 MB of fp32 each).
+# Runs on every rank after the process group is up, before the warm-up: the model, its optimizer and
+# the buffers of the explicit collectives (4 MB of fp32 each).
 SETUP = """
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -86,18 +90,24 @@ def main(out: str, name: str = "ddp2", setup: str = SETUP, cell: str = CELL) -> 
 
     nsys._run = recorded
     namespace = {"W": torch.randn(4, device="cuda:0")}
-    opts = NsysOptions(nproc=2, setup=setup, profile_dir=tempfile.mkdtemp(prefix=f"{name}-"), timeout=300)
+    opts = NsysOptions(
+        nproc=2, setup=setup, profile_dir=tempfile.mkdtemp(prefix=f"{name}-"), timeout=300
+    )
     cap = nsys.capture(cell, LABEL, namespace=namespace, warmup=2, iters=1, options=opts)
     print("value:", cap.value, "| notes:", cap.notes)
     cmd, output, rc = runs[-1]
     with open(os.path.join(out, f"{name}.profile.log"), "w") as f:
         f.write("$ " + " ".join(cmd) + f"\n(exit {rc})\n" + output)
     sqlite = cap.files["sqlite"]
-    with open(sqlite, "rb") as src, gzip.open(os.path.join(out, f"{name}.sqlite.gz"), "wb", compresslevel=9) as dst:
+    with (
+        open(sqlite, "rb") as src,
+        gzip.open(os.path.join(out, f"{name}.sqlite.gz"), "wb", compresslevel=9) as dst,
+    ):
         shutil.copyfileobj(src, dst)
     stats = ["nsys", "stats", "--report", REPORTS, sqlite]
     subprocess.run(
-        [*stats[:-1], "--format", "csv", "--output", os.path.join(out, f"{name}.stats"), sqlite], check=False
+        [*stats[:-1], "--format", "csv", "--output", os.path.join(out, f"{name}.stats"), sqlite],
+        check=False,
     )
     with open(os.path.join(out, f"{name}.stats.txt"), "w") as f:
         subprocess.run(stats, stdout=f, stderr=subprocess.STDOUT, check=False)
@@ -115,20 +125,24 @@ def main(out: str, name: str = "ddp2", setup: str = SETUP, cell: str = CELL) -> 
 
 
 def describe(path: str) -> None:
-    """Per process: kernels (NCCL among them), devices, the cell's ranges (closed ones), the rank marks, and
-    kernels that started outside that process's cell range."""
+    """Per process: kernels (NCCL among them), devices, the cell's ranges (closed ones), the rank
+    marks, and kernels that started outside that process's cell range."""
     con = sqlite3.connect(path)
     q = con.execute
     ranges = q(
-        "SELECT globalTid >> 24 & 16777215, start, end, text FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+        "SELECT globalTid >> 24 & 16777215, start, end, text FROM NVTX_EVENTS WHERE "
+        "eventType IN (59, 60) "
         "AND COALESCE(text, (SELECT value FROM StringIds WHERE id = textId)) = ?",
         (LABEL,),
     ).fetchall()
-    marks = q("SELECT globalTid >> 24 & 16777215, text, start FROM NVTX_EVENTS WHERE eventType = 34").fetchall()
+    marks = q(
+        "SELECT globalTid >> 24 & 16777215, text, start FROM NVTX_EVENTS WHERE eventType = 34"
+    ).fetchall()
     print("cell ranges (pid, start, end):", [(p, s, e) for p, s, e, _ in ranges])
     print("marks:", marks)
     kernels = q(
-        "SELECT globalPid >> 24 & 16777215, deviceId, s.value, k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "SELECT globalPid >> 24 & 16777215, deviceId, s.value, k.start, k.end FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN StringIds s ON s.id = k.shortName"
     ).fetchall()
     for pid in sorted({k[0] for k in kernels}):
@@ -137,8 +151,10 @@ def describe(path: str) -> None:
         outside = [k for k in mine if not any(s <= k[3] and k[4] <= (e or k[4]) for s, e in window)]
         nccl = [k for k in mine if "nccl" in k[2].lower()]
         print(
-            f"pid {pid}: {len(mine)} kernels on devices {sorted({k[1] for k in mine})}, {len(nccl)} NCCL "
-            f"({sorted({k[2] for k in nccl})}), {len(outside)} outside the cell range {[k[2] for k in outside][:5]}"
+            f"pid {pid}: {len(mine)} kernels on devices {sorted({k[1] for k in mine})}, "
+            f"{len(nccl)} NCCL "
+            f"({sorted({k[2] for k in nccl})}), {len(outside)} outside the cell range "
+            f"{[k[2] for k in outside][:5]}"
         )
     print("tables:", len(q("SELECT name FROM sqlite_master WHERE type='table'").fetchall()))
 

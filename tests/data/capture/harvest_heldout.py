@@ -1,9 +1,11 @@
-"""Held-out kernel names: FFT, linear-algebra, sparse and BLAS ops that harvest_kernels.py never runs.
+"""Held-out kernel names: FFT, linear-algebra, sparse and BLAS ops that harvest_kernels.py never
+runs.
 
     python3 tests/data/capture/harvest_heldout.py OUT.json
 
-tests/data/kernel_names_heldout.json keeps those of its names that the decoder was not written against, each with
-the library and op it belongs to, annotated from the workload and the libraries' API rather than from the decoder.
+tests/data/kernel_names_heldout.json keeps those of its names that the decoder was not written
+against, each with the library and op it belongs to, annotated from the workload and the libraries'
+API rather than from the decoder.
 """
 
 import json
@@ -32,7 +34,13 @@ def fft_more():
     torch.fft.fftn(torch.randn(16, 24, 40, device=dev, dtype=torch.complex64))
     torch.fft.fft(r(1 << 20))
     torch.fft.ifft(torch.randn(6000, device=dev, dtype=torch.complex128))
-    torch.stft(r(16000), 400, hop_length=160, window=torch.hann_window(400, device=dev), return_complex=True)
+    torch.stft(
+        r(16000),
+        400,
+        hop_length=160,
+        window=torch.hann_window(400, device=dev),
+        return_complex=True,
+    )
     torch.fft.irfft2(torch.randn(256, 129, device=dev, dtype=torch.complex64))
     torch.fft.rfft(r(8, 2**13), dim=-1)
     torch.fft.fft(r(13 * 13 * 17))

@@ -1,4 +1,5 @@
-"""Run a spread of PyTorch workloads on a GPU under torch.profiler and record every kernel name seen.
+"""Run a spread of PyTorch workloads on a GPU under torch.profiler and record every kernel name
+seen.
 
 Used to make tests/data/kernels_gpu_host.json (the GPU-host half of the kernel-name corpus):
 
@@ -84,7 +85,10 @@ def conv():
     x = r(16, 64, 56, 56)
     w = r(64, 64, 3, 3)
     F.conv2d(x, w, padding=1)
-    xh, wh = x.half().to(memory_format=torch.channels_last), w.half().to(memory_format=torch.channels_last)
+    xh, wh = (
+        x.half().to(memory_format=torch.channels_last),
+        w.half().to(memory_format=torch.channels_last),
+    )
     F.conv2d(xh, wh, padding=1)
     x.requires_grad_()
     F.conv2d(x, w.requires_grad_(), padding=1).sum().backward()
@@ -97,7 +101,12 @@ def attention():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q = r(8, 16, 1024, 64, dtype=torch.float16)
-    for b in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH):
+    for b in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
         try:
             with sdpa_kernel(b):
                 F.scaled_dot_product_attention(q, q, q, is_causal=True)

@@ -1,24 +1,27 @@
-"""Training kernel names: batch norm, RNN, norm backward, CUB, cuSOLVER, optimizer, FP8, int8 and fp16/bf16 kernels.
+"""Training kernel names: batch norm, RNN, norm backward, CUB, cuSOLVER, optimizer, FP8, int8 and
+fp16/bf16 kernels.
 
     python3 tests/data/capture/harvest_training.py OUT.json
 
-The kernels of a training step that harvest_kernels.py and harvest_heldout.py do not run: cuDNN batch norm (NCHW,
-channels_last, bf16 autocast) and RNN (LSTM, GRU, tanh RNN) forward and backward, layer/RMS/group norm backward, CUB
-sort, scan, select and histogram kernels, cuSOLVER (and MAGMA, where the build has it) QR, eigh and Cholesky,
-foreach and fused optimizer steps, FP8 GEMMs with row-wise and tensor-wise scales, the cuBLASLt int8 GEMM, and the same
-matmul and causal attention in fp16 and in bf16, so that the decoder's reading of precision can be checked both where
-the name tells it and where it does not. Shapes are small: the whole run takes seconds on an H100.
+The kernels of a training step that harvest_kernels.py and harvest_heldout.py do not run: cuDNN
+batch norm (NCHW, channels_last, bf16 autocast) and RNN (LSTM, GRU, tanh RNN) forward and backward,
+layer/RMS/group norm backward, CUB sort, scan, select and histogram kernels, cuSOLVER (and MAGMA,
+where the build has it) QR, eigh and Cholesky, foreach and fused optimizer steps, FP8 GEMMs with
+row-wise and tensor-wise scales, the cuBLASLt int8 GEMM, and the same matmul and causal attention in
+fp16 and in bf16, so that the decoder's reading of precision can be checked both where the name
+tells it and where it does not. Shapes are small: the whole run takes seconds on an H100.
 
-Each workload is a function of one dtype that builds its inputs and returns a step; it is registered once per dtype it
-runs in. The step runs once to warm up (lazy init, cuDNN and cuBLAS heuristics, optimizer state) and once more under
-torch.profiler (CPU and CUDA activities); a workload that fails, or that this GPU or build lacks, prints why and the
-rest still run.
+Each workload is a function of one dtype that builds its inputs and returns a step; it is registered
+once per dtype it runs in. The step runs once to warm up (lazy init, cuDNN and cuBLAS heuristics,
+optimizer state) and once more under torch.profiler (CPU and CUDA activities); a workload that
+fails, or that this GPU or build lacks, prints why and the rest still run.
 
-OUT.json is a list with one entry per distinct (workload, name): name is the kernel name exactly as torch.profiler
-reports it (kineto, demangled); dtype_hint is the dtype of the run that launched it ("float8_e4m3fn" for the FP8 GEMMs
-whatever their output dtype, "bfloat16" for autocast), or the dtypes joined by "," when runs in several dtypes
-launched the same name. A hint, not a certainty: a bf16 run also launches fp32 kernels (autocast's casts, batch-norm
-statistics, optimizer steps on fp32 state).
+OUT.json is a list with one entry per distinct (workload, name): name is the kernel name exactly as
+torch.profiler reports it (kineto, demangled); dtype_hint is the dtype of the run that launched it
+("float8_e4m3fn" for the FP8 GEMMs whatever their output dtype, "bfloat16" for autocast), or the
+dtypes joined by "," when runs in several dtypes launched the same name. A hint, not a certainty: a
+bf16 run also launches fp32 kernels (autocast's casts, batch-norm statistics, optimizer steps on
+fp32 state).
 """
 
 import json
@@ -30,7 +33,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 dev = "cuda"
-CASES = []  # (workload, dtype, setup): setup(dtype) builds the inputs and returns the step to profile
+# (workload, dtype, setup): setup(dtype) builds the inputs and returns the step to profile
+CASES = []
 
 
 class Skip(Exception):
@@ -56,8 +60,13 @@ def dtype_name(dt):
 
 @workload(torch.float32, torch.bfloat16)
 def batchnorm_train(dt):
-    """BatchNorm2d after a conv (NCHW and channels_last), BatchNorm1d after a linear, train mode; bf16 by autocast."""
-    conv_bn = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).to(dev).train()
+    """BatchNorm2d after a conv (NCHW and channels_last), BatchNorm1d after a linear, train mode;
+    bf16 by autocast."""
+    conv_bn = (
+        nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        .to(dev)
+        .train()
+    )
     conv_bn_cl = (
         nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
         .to(dev, memory_format=torch.channels_last)
@@ -70,7 +79,11 @@ def batchnorm_train(dt):
 
     def step():
         with torch.autocast(dev, dtype=torch.bfloat16, enabled=dt == torch.bfloat16):
-            losses = [conv_bn(x).float().sum(), conv_bn_cl(x_cl).float().sum(), lin_bn(x1).float().sum()]
+            losses = [
+                conv_bn(x).float().sum(),
+                conv_bn_cl(x_cl).float().sum(),
+                lin_bn(x1).float().sum(),
+            ]
         for loss in losses:
             loss.backward()
 
@@ -79,7 +92,8 @@ def batchnorm_train(dt):
 
 @workload(torch.float32, torch.float16)
 def rnn(dt):
-    """nn.LSTM, nn.GRU and a tanh nn.RNN, two layers, batch_first, forward and backward (cuDNN RNN)."""
+    """nn.LSTM, nn.GRU and a tanh nn.RNN, two layers, batch_first, forward and backward (cuDNN
+    RNN)."""
     nets = [
         nn.LSTM(64, 128, num_layers=2, batch_first=True),
         nn.GRU(64, 128, num_layers=2, batch_first=True),
@@ -115,7 +129,8 @@ def layernorm_bwd(dt):
 
 @workload(torch.float32, torch.int64)
 def cub(dt):
-    """unique, sort/argsort (whole and segmented), cumsum, nonzero, topk, masked_select, histc/bincount, 1M elements."""
+    """unique, sort/argsort (whole and segmented), cumsum, nonzero, topk, masked_select,
+    histc/bincount, 1M elements."""
     n = 1 << 20
     if dt.is_floating_point:
         x = r(n)
@@ -171,7 +186,8 @@ def linalg_step(dt, library):
 
 @workload(torch.float32, torch.float64)
 def linalg(dt):
-    """QR, eigh and Cholesky, single and batched, with cuSOLVER preferred (its helper GEMMs included)."""
+    """QR, eigh and Cholesky, single and batched, with cuSOLVER preferred (its helper GEMMs
+    included)."""
     return linalg_step(dt, "cusolver")
 
 
@@ -185,17 +201,25 @@ def linalg_magma(dt):
 
 @workload(torch.float32, torch.bfloat16)
 def optimizers(dt):
-    """AdamW, Adam and SGD with momentum, foreach and fused, on a small MLP; clip_grad_norm_ and _foreach_* directly."""
+    """AdamW, Adam and SGD with momentum, foreach and fused, on a small MLP; clip_grad_norm_ and
+    _foreach_* directly."""
     mlp = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256)).to(dev, dt)
     params = list(mlp.parameters())
     x = r(64, 256, dtype=dt)
     opts = []
-    for cls, kwargs in ((torch.optim.AdamW, {}), (torch.optim.Adam, {}), (torch.optim.SGD, {"momentum": 0.9})):
+    for cls, kwargs in (
+        (torch.optim.AdamW, {}),
+        (torch.optim.Adam, {}),
+        (torch.optim.SGD, {"momentum": 0.9}),
+    ):
         for impl in ("foreach", "fused"):
             try:
                 opts.append(cls(params, lr=1e-3, **kwargs, **{impl: True}))
             except (RuntimeError, ValueError, TypeError) as e:
-                print(f"optimizers[{dtype_name(dt)}]: {cls.__name__}({impl}=True) not supported: {e!r}"[:200])
+                print(
+                    f"optimizers[{dtype_name(dt)}]: {cls.__name__}({impl}=True) not "
+                    f"supported: {e!r}"[:200]
+                )
     buf = [torch.zeros_like(p) for p in params]
 
     def step():
@@ -218,9 +242,13 @@ def optimizers(dt):
 
 @workload(torch.float8_e4m3fn)
 def fp8_rowwise(dt):
-    """torch._scaled_mm, e4m3 operands, B column-major: row-wise scales ((M,1), (1,N) fp32, bf16 out), tensor-wise."""
+    """torch._scaled_mm, e4m3 operands, B column-major: row-wise scales ((M,1), (1,N) fp32, bf16
+    out), tensor-wise."""
     if torch.cuda.get_device_capability() < (8, 9):
-        raise Skip(f"FP8 GEMMs need compute capability 8.9+, this GPU is {torch.cuda.get_device_capability()}")
+        raise Skip(
+            f"FP8 GEMMs need compute capability 8.9+, this GPU is "
+            f"{torch.cuda.get_device_capability()}"
+        )
     m, k, n = 1024, 2048, 512
     a = r(m, k).to(dt)
     b = r(n, k).to(dt).t()  # (K, N), column-major
@@ -230,7 +258,9 @@ def fp8_rowwise(dt):
 
     def step():
         torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
-        torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16, use_fast_accum=True)
+        torch._scaled_mm(
+            a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16, use_fast_accum=True
+        )
         torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)
 
@@ -239,7 +269,8 @@ def fp8_rowwise(dt):
 
 @workload(torch.int8)
 def int8_mm(dt):
-    """torch._int_mm, int8 (M,K)@(K,N) -> int32, M > 16 and K, N multiples of 8; B column-major and row-major."""
+    """torch._int_mm, int8 (M,K)@(K,N) -> int32, M > 16 and K, N multiples of 8; B column-major and
+    row-major."""
     a = torch.randint(-8, 8, (128, 512), device=dev, dtype=dt)
     b_col = torch.randint(-8, 8, (256, 512), device=dev, dtype=dt).t()
     b_row = torch.randint(-8, 8, (512, 256), device=dev, dtype=dt)
@@ -256,7 +287,8 @@ def int8_mm(dt):
 
 @workload(torch.float16, torch.bfloat16)
 def mixed(dt):
-    """The same matmul and causal scaled_dot_product_attention, forward and backward, in fp16 and in bf16."""
+    """The same matmul and causal scaled_dot_product_attention, forward and backward, in fp16 and in
+    bf16."""
     a = r(512, 1024, dtype=dt).requires_grad_()
     w = r(1024, 1024, dtype=dt).requires_grad_()
     q, k, v = (r(4, 8, 512, 64, dtype=dt).requires_grad_() for _ in range(3))
@@ -269,7 +301,12 @@ def mixed(dt):
 
 
 def main(out):
-    print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), torch.cuda.get_device_capability())
+    print(
+        torch.__version__,
+        torch.version.cuda,
+        torch.cuda.get_device_name(),
+        torch.cuda.get_device_capability(),
+    )
     seen = {}  # (workload, name) -> {dtype name: None}, in the order seen
     for name, dt, setup in CASES:
         label = f"{name}[{dtype_name(dt)}]"

@@ -1,13 +1,18 @@
-"""Caching-allocator snapshots as ``torch.cuda.memory._dump_snapshot`` writes them, for the memory view's tests.
+"""Caching-allocator snapshots as ``torch.cuda.memory._dump_snapshot`` writes them, for the memory
+view's tests.
 
 python3 tests/data/capture/memory_snapshots.py OUTDIR
-  -> OUTDIR/train_step.pickle   a transformer-ish training step (Linear-GELU-Linear + LayerNorm, AdamW, bf16
+  -> OUTDIR/train_step.pickle   a transformer-ish training step (Linear-GELU-Linear + LayerNorm,
+  AdamW, bf16
                                 autocast), warm-up outside, two steps recorded with Python stacks
-     OUTDIR/oom.pickle          a step whose activations do not fit a cap set with set_per_process_memory_fraction,
+     OUTDIR/oom.pickle          a step whose activations do not fit a cap set with
+     set_per_process_memory_fraction,
                                 dumped in the except clause of the OutOfMemoryError
      OUTDIR/compiled.pickle     the same model under torch.compile, one step recorded
-     OUTDIR/facts.json          what the allocator itself said of each run: max_memory_allocated over the
-                                recorded steps, memory_allocated/reserved at the dump, the device's total memory
+     OUTDIR/facts.json          what the allocator itself said of each run: max_memory_allocated
+     over the
+                                recorded steps, memory_allocated/reserved at the dump, the device's
+                                total memory
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import torch
 
 def model() -> torch.nn.Module:
     return torch.nn.Sequential(
-        torch.nn.Linear(2048, 8192), torch.nn.GELU(), torch.nn.Linear(8192, 2048), torch.nn.LayerNorm(2048)
+        torch.nn.Linear(2048, 8192),
+        torch.nn.GELU(),
+        torch.nn.Linear(8192, 2048),
+        torch.nn.LayerNorm(2048),
     ).cuda()
 
 
@@ -64,7 +72,12 @@ def main(out: str) -> None:
     x = torch.randn(4096, 2048, device="cuda")
     step(m, opt, x)  # warm-up: optimizer state allocated outside the recording
     torch.cuda.reset_peak_memory_stats()
-    record(os.path.join(out, "train_step.pickle"), lambda: [step(m, opt, x) for _ in range(2)], facts, "train_step")
+    record(
+        os.path.join(out, "train_step.pickle"),
+        lambda: [step(m, opt, x) for _ in range(2)],
+        facts,
+        "train_step",
+    )
 
     cm = torch.compile(model())
     copt = torch.optim.AdamW(cm.parameters())
@@ -75,7 +88,9 @@ def main(out: str) -> None:
     m = opt = cm = copt = None  # free the first two runs' memory before the capped one
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(6 * 2**30 / total)  # a 6 GiB cap: the big batch cannot fit
+    torch.cuda.set_per_process_memory_fraction(
+        6 * 2**30 / total
+    )  # a 6 GiB cap: the big batch cannot fit
     try:
         m = model()
         opt = torch.optim.AdamW(m.parameters())

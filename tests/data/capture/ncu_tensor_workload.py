@@ -1,5 +1,5 @@
-"""The program Nsight Compute profiles for the ``tests/data/ncu/tensor.*`` fixtures: one 2048² GEMM per math path, run
-once as warm-up, then once inside the NVTX range ``cell:tensor``:
+"""The program Nsight Compute profiles for the ``tests/data/ncu/tensor.*`` fixtures: one 2048² GEMM
+per math path, run once as warm-up, then once inside the NVTX range ``cell:tensor``:
 
 - bf16 (cuBLAS on the tensor cores, bf16 in, fp32 accumulate),
 - TF32 (fp32 tensors with ``torch.backends.cuda.matmul.allow_tf32 = True``: tensor cores, TF32 in),

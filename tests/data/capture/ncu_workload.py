@@ -1,8 +1,9 @@
-"""The program Nsight Compute profiles for the ``tests/data/ncu`` fixtures: a small fp32 matmul and an add, run once
-as warm-up, then once inside the NVTX range ``cell:ncu`` (the range ``ncu --nvtx-include "cell:ncu/"`` keeps).
+"""The program Nsight Compute profiles for the ``tests/data/ncu`` fixtures: a small fp32 matmul and
+an add, run once as warm-up, then once inside the NVTX range ``cell:ncu`` (the range ``ncu
+--nvtx-include "cell:ncu/"`` keeps).
 
-    python3 ncu_workload.py run     # the program ncu profiles
-    python3 ncu_workload.py names   # the kernel names torch.profiler sees for the same cell, as JSON
+    python3 ncu_workload.py run     # the program ncu profiles python3 ncu_workload.py names   # the
+    kernel names torch.profiler sees for the same cell, as JSON
 """
 
 from __future__ import annotations

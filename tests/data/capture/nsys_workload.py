@@ -1,8 +1,8 @@
 """The program nsys profiles for the SQLite fixtures.
 
-python3 nsys_workload.py matmul   # warm-up, then the matmul inside NVTX range "cell:matmul" (the capture range)
-python3 nsys_workload.py block    # the block with an NVTX range per stage, warm-up included, plus memcpy/memset
-python3 nsys_workload.py nocuda   # no CUDA work at all
+python3 nsys_workload.py matmul   # warm-up, then the matmul inside NVTX range "cell:matmul" (the
+capture range) python3 nsys_workload.py block    # the block with an NVTX range per stage, warm-up
+included, plus memcpy/memset python3 nsys_workload.py nocuda   # no CUDA work at all
 """
 
 from __future__ import annotations

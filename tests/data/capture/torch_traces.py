@@ -1,7 +1,9 @@
-"""torch.profiler Chrome traces of the two workloads, captured as %%gpuprofile captures a cell: warm-up outside,
-then the cell inside an NVTX range and a record_function of the same name, CPU + CUDA activity, shapes recorded.
+"""torch.profiler Chrome traces of the two workloads, captured as %%gpuprofile captures a cell:
+warm-up outside, then the cell inside an NVTX range and a record_function of the same name, CPU +
+CUDA activity, shapes recorded.
 
-    python3 tests/data/capture/torch_traces.py OUTDIR   ->  OUTDIR/torch_matmul_4096.json.gz, torch_block.json.gz
+    python3 tests/data/capture/torch_traces.py OUTDIR   ->  OUTDIR/torch_matmul_4096.json.gz,
+    torch_block.json.gz
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import workloads
 def capture(fn, ns, label: str, path: str) -> None:
     fn(ns)  # warm-up
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True
+    ) as prof:
         torch.cuda.nvtx.range_push(label)
         with record_function(label):
             fn(ns)

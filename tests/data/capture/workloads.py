@@ -1,6 +1,7 @@
-"""The two workloads of the committed trace fixtures: a 4096² fp32 matmul, and a transformer block like the
-series' (batch 16, seq 512, hidden 4096, FFN 16384: QKV, QKᵀ, softmax, attention·V + residual, FFN with ReLU +
-residual), fp32 without TF32. Shared by the torch.profiler and nsys capture scripts."""
+"""The two workloads of the committed trace fixtures: a 4096² fp32 matmul, and a transformer block
+like the series' (batch 16, seq 512, hidden 4096, FFN 16384: QKV, QKᵀ, softmax, attention·V +
+residual, FFN with ReLU + residual), fp32 without TF32. Shared by the torch.profiler and nsys
+capture scripts."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def matmul(ns: dict) -> torch.Tensor:
 
 
 def block(ns: dict, mark=None) -> torch.Tensor:
-    """``mark(name)`` returns a context manager around each stage (NVTX ranges in the nsys fixture)."""
+    """``mark(name)`` returns a context manager around each stage (NVTX ranges in the nsys
+    fixture)."""
     import contextlib
 
     mark = mark or (lambda name: contextlib.nullcontext())
