@@ -76,19 +76,24 @@ def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace
     name, a step range ("3-5"), "gpu", "capture". Kept in ``meta["window_choice"]``; the Trace
     itself holds every event."""
     path = os.fspath(path)
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise FileMissingError(path=path, what="The trace") from None
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path=path, reason=str(exc)) from exc
-    trace = trace_from_chrome(data, path=path)
+    trace = trace_from_chrome(read_chrome_json(path), path=path)
     trace.meta.setdefault("source", path)
     if window is not None:
         trace.meta["window_choice"] = str(window)
     return trace
+
+
+def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
+    """The parsed JSON of a Chrome trace (``.json`` or ``.json.gz``): the one opener of every reader,
+    so a missing or unreadable file is said the same way whichever reader met it."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise FileMissingError(path=path, what="The trace") from None
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(path=path, reason=str(exc)) from exc
 
 
 def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") -> Trace:

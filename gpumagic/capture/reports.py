@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import glob
-import gzip
-import json
 import os
 import re
 import sqlite3
@@ -255,17 +253,9 @@ def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, An
 
 
 def _read_chrome(path: str) -> FileReport:
-    from ..errors import TraceFormatError
-    from .chrome_trace import trace_from_chrome
+    from .chrome_trace import read_chrome_json, trace_from_chrome
 
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise FileMissingError(path=path, what="The trace") from None
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path=path, reason=str(exc)) from exc
+    data = read_chrome_json(path)
     trace = trace_from_chrome(data, path=path)
     trace.meta.setdefault("source", path)
     info = data.get("distributedInfo") or {} if isinstance(data, dict) else {}
