@@ -84,8 +84,8 @@ def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace
 
 
 def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
-    """The parsed JSON of a Chrome trace (``.json`` or ``.json.gz``): the one opener of every reader,
-    so a missing or unreadable file is said the same way whichever reader met it."""
+    """The parsed JSON of a Chrome trace (``.json`` or ``.json.gz``): the one opener of every
+    reader, so a missing or unreadable file is said the same way whichever reader met it."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
