@@ -20,6 +20,8 @@ nothing here claims one (``NCCL_DEBUG=INFO`` with ``NCCL_DEBUG_SUBSYS=INIT,TUNIN
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from ..trace import Trace
@@ -38,7 +40,9 @@ __all__ = [
     "WAIT_SHARE",
     "WORK_SHARE_OF_WAIT",
     "comm_exposed",
+    "comm_exposed_of",
     "straggler",
+    "straggler_of",
 ]
 
 #: Communication worth a word: at least this share of a GPU's busy time (below it, hiding it gains
@@ -83,8 +87,12 @@ def comm_exposed(trace: Trace) -> list[Finding]:
     straggler finding tells it)."""
     if not is_multi(trace):
         return []
-    fig = rank_figures(trace)
-    waits = waits_by_rank(trace)
+    return comm_exposed_of(rank_figures(trace), waits_by_rank(trace))
+
+
+def comm_exposed_of(fig: pd.DataFrame, waits: Mapping[str, int]) -> list[Finding]:
+    """:func:`comm_exposed` from the per-rank figures (``rank_figures``' columns) and each rank's
+    NCCL wait: one rule for a Trace and for a job read rank by rank (``gpumagic.job``)."""
     wait = fig["label"].map(waits).fillna(0).clip(upper=fig["nccl_ns"])
     moving = fig["nccl_ns"] - wait
     share = moving / (fig["busy_ns"] - wait).clip(lower=1)
@@ -152,7 +160,12 @@ def straggler(trace: Trace) -> list[Finding]:
     says where to look."""
     if not is_multi(trace):
         return []
-    fig = rank_figures(trace)
+    return straggler_of(rank_figures(trace))
+
+
+def straggler_of(fig: pd.DataFrame) -> list[Finding]:
+    """:func:`straggler` from the per-rank figures (``rank_figures``' columns): one rule for a
+    Trace and for a job read rank by rank (``gpumagic.job``)."""
     per = fig.groupby("label", sort=False).agg(
         nccl_ns=("nccl_ns", "sum"),
         span_ns=("span_ns", "first"),

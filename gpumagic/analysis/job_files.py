@@ -5,13 +5,13 @@ the clocks of different hosts were aligned (``capture/reports.py`` fills ``meta`
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..trace import Trace
 from .finding import Finding, t
 
-__all__ = ["job_files"]
+__all__ = ["job_files", "job_files_of"]
 
 #: File names listed in a sentence before "and N more".
 _NAMES = 4
@@ -21,11 +21,17 @@ def job_files(trace: Trace) -> list[Finding]:
     """Reports that cannot be one job (first: every figure comparing ranks depends on it), a file
     that could not be read (named, the rest shown), files of the other kind left out (and how to
     read them), then how ranks and clocks were read; nothing for a Trace of one file."""
-    sources = trace.meta.get("source")
+    return job_files_of(trace.meta)
+
+
+def job_files_of(meta: Mapping[str, Any]) -> list[Finding]:
+    """:func:`job_files` from a job's ``meta`` alone (``source``, ``job_mismatch``, ``unreadable``,
+    ``skipped``, ``rank_rule``, ``clock_alignment``): a Trace's, or a job's read rank by rank."""
+    sources = meta.get("source")
     if not isinstance(sources, list):
         return []
     out = []
-    reasons = trace.meta.get("job_mismatch") or []
+    reasons = meta.get("job_mismatch") or []
     if reasons:
         out.append(
             Finding(
@@ -39,7 +45,7 @@ def job_files(trace: Trace) -> list[Finding]:
                 {"reasons": list(reasons)},
             )
         )
-    unreadable = trace.meta.get("unreadable") or []
+    unreadable = meta.get("unreadable") or []
     if unreadable:
         names = "; ".join(f"{os.path.basename(u['path'])} ({u['reason']})" for u in unreadable)
         total = len(sources) + len(unreadable)
@@ -53,10 +59,10 @@ def job_files(trace: Trace) -> list[Finding]:
                 {"paths": [u["path"] for u in unreadable]},
             )
         )
-    skipped = trace.meta.get("skipped") or []
+    skipped = meta.get("skipped") or []
     if skipped:
         out.append(_skipped(skipped, sources))
-    out.append(_reading(trace, sources))
+    out.append(_reading(meta, sources))
     return out
 
 
@@ -107,8 +113,8 @@ def _stems(paths: Sequence[str]) -> set[str]:
     return out
 
 
-def _reading(trace: Trace, sources: list[str]) -> Finding:
-    clock = trace.meta.get("clock_alignment") or {}
+def _reading(meta: Mapping[str, Any], sources: list[str]) -> Finding:
+    clock = meta.get("clock_alignment") or {}
     method = clock.get("method", "")
     if "collective" in clock:  # aligned: the collective it was aligned on is named
         shifts = clock.get("shifts_ns") or {}
@@ -125,7 +131,7 @@ def _reading(trace: Trace, sources: list[str]) -> Finding:
         how = f"clocks: {method}"
     else:
         how = ""
-    rule = trace.meta.get("rank_rule")
+    rule = meta.get("rank_rule")
     text = (
         f"{len(sources)} reports read as one job: ranks from {rule}"
         + (f"; {how}" if how else "")

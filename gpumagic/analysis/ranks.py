@@ -35,7 +35,14 @@ from ..trace import RANK_MARK, Trace, id_column, summaries
 from ..trace.intervals import clip, overlap_by_group, union_by_group
 from .finding import kernel_facts
 
-__all__ = ["is_multi", "kernel_summary_by_rank", "processes", "rank_figures"]
+__all__ = [
+    "FIGURE_COLUMNS",
+    "is_multi",
+    "kernel_summary_by_rank",
+    "processes",
+    "rank_figures",
+    "with_skews",
+]
 
 _MARK_TAIL = re.compile(RANK_MARK.pattern.lstrip("^"))  # NVTX table text is "<domain>:<text>"
 
@@ -202,30 +209,49 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
     df["overlap_share"] = np.where(
         df["nccl_ns"] > 0, df["overlap_ns"] / df["nccl_ns"].clip(lower=1), np.nan
     )
-    per_proc_work = df.groupby("proc")["work_ns"].sum()  # a process's work over all its GPUs
-    span = pd.Series(hi_p - lo_p)
-    per_proc_busy = df.groupby("proc")["busy_ns"].sum()
+    df = with_skews(df, df["proc"])
+    return df.sort_values(["proc", "device"], kind="stable").reset_index(drop=True)[FIGURE_COLUMNS]
+
+
+#: :func:`rank_figures`' columns, in order.
+FIGURE_COLUMNS = [
+    "rank",
+    "label",
+    "pid",
+    "device",
+    "gpu",
+    "window",
+    "start",
+    "end",
+    "span_ns",
+    "busy_ns",
+    "nccl_ns",
+    "nccl_share",
+    "overlap_ns",
+    "overlap_share",
+    "work_ns",
+    "kernels",
+    "nccl_kernels",
+    *(f"{k}_skew{u}" for k in ("span", "busy", "work") for u in ("_ns", "")),
+]
+
+
+def with_skews(fig: pd.DataFrame, proc: pd.Series | np.ndarray) -> pd.DataFrame:
+    """``fig`` (one row per process and GPU, with ``span_ns``, ``busy_ns`` and ``work_ns``) with
+    each process's skew against the fastest process by range, busy time and work (``proc``: each
+    row's process). One definition for a Trace's figures and for a job's read rank by rank
+    (``gpumagic.job``)."""
+    df = fig.copy()
+    proc = pd.Series(np.asarray(proc), index=df.index)
+    span = df.groupby(proc)["span_ns"].first()  # a process's range: the same on each of its GPUs
+    per_proc_busy = df.groupby(proc)["busy_ns"].sum()
+    per_proc_work = df.groupby(proc)["work_ns"].sum()  # a process's work over all its GPUs
     for name, per in (("span", span), ("busy", per_proc_busy), ("work", per_proc_work)):
-        fastest = max(int(per.min()), 0)
+        fastest = max(int(per.min()), 0) if len(per) else 0
         skew = per - fastest
-        df[f"{name}_skew_ns"] = skew.reindex(df["proc"]).to_numpy().astype(np.int64)
+        df[f"{name}_skew_ns"] = skew.reindex(proc).to_numpy().astype(np.int64)
         df[f"{name}_skew"] = df[f"{name}_skew_ns"] / fastest if fastest else 0.0
-    df = df.sort_values(["proc", "device"], kind="stable").reset_index(drop=True)
-    cols = [
-        "rank",
-        "label",
-        "pid",
-        "device",
-        "gpu",
-        "window",
-        "start",
-        "end",
-        "span_ns",
-        "busy_ns",
-        "nccl_ns",
-    ]
-    cols += ["nccl_share", "overlap_ns", "overlap_share", "work_ns", "kernels", "nccl_kernels"]
-    return df[[*cols, *(f"{k}_skew{u}" for k in ("span", "busy", "work") for u in ("_ns", ""))]]
+    return df
 
 
 def kernel_summary_by_rank(trace: Trace) -> pd.DataFrame:

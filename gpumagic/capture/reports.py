@@ -61,6 +61,7 @@ from .job_identity import chrome_identity, mismatch, nsys_identity
 from .report_kinds import READER, ReportKind, ReportKindError, describe, kind_of, split_kinds
 
 __all__ = [
+    "PID_SPAN",
     "FileReport",
     "JobMismatchWarning",
     "align_on_collective",
@@ -70,6 +71,9 @@ __all__ = [
     "load_reports",
     "load_trace",
     "rank_from_name",
+    "rank_rule",
+    "read_one",
+    "stack",
 ]
 
 _SUFFIXES = (
@@ -84,7 +88,8 @@ _SUFFIXES = (
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?=\D*$)"))
 #: Past this many pids a pid is offset per file where files share pids (processes of different
 #: hosts).
-_PID_SPAN = 1 << 22
+PID_SPAN = 1 << 22
+_PID_SPAN = PID_SPAN
 
 
 @dataclass
@@ -312,7 +317,7 @@ def load_reports(
     trace = _stack(reports)
     trace.meta["unreadable"] = [{"path": p, "reason": why} for p, why in unreadable]
     trace.meta["skipped"] = skipped
-    reasons = mismatch(reports, _ranks(reports)[0])
+    reasons = mismatch(reports, rank_rule(reports)[0])
     trace.meta["job_mismatch"] = reasons
     if reasons:
         warnings.warn(
@@ -411,8 +416,10 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _ranks(reports: Sequence[FileReport]) -> tuple[list[int], str]:
-    """Each file's rank and the rule that gave every file a distinct one."""
+def rank_rule(reports: Sequence[Any]) -> tuple[list[int], str]:
+    """Each file's rank and the rule that gave every file a distinct one. ``reports``: anything
+    with a report's ``meta`` (its ``rank_marks``), ``recorded_rank`` and ``path`` (a
+    :class:`FileReport`, or a job's rank summary: ``gpumagic.job``)."""
     marks = [list(r.meta.get("rank_marks") or []) for r in reports]
     candidates = [
         (
@@ -433,8 +440,15 @@ def _ranks(reports: Sequence[FileReport]) -> tuple[list[int], str]:
     ), "the order of the files (no rule gave every file its own rank)"
 
 
-def _stack(reports: Sequence[FileReport]) -> Trace:
-    ranks, rule = _ranks(reports)
+def stack(reports: Sequence[FileReport], ranks: Sequence[int] | None = None) -> Trace:
+    """One Trace of ``reports``, each file's processes marked as its rank (``ranks``, else the rule
+    of :func:`rank_rule`), pids of different hosts that collide offset. A job read rank by rank
+    (``gpumagic.job``) stacks the few ranks it reads again with the ranks it gave them."""
+    return _stack(reports, ranks)
+
+
+def _stack(reports: Sequence[FileReport], given: Sequence[int] | None = None) -> Trace:
+    ranks, rule = (list(given), "given") if given is not None else rank_rule(reports)
     seen: set[int] = set()
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in COLUMNS}
     marks, processes, gpus, devices = [], [], [], []

@@ -27,6 +27,7 @@ from .tables import esc, kernel_name_cell, ns_title, style, yes_no
 
 __all__ = [
     "decoded_by_rank",
+    "featured_of",
     "featured_ranks",
     "many_ranks",
     "rank_kernel_table_html",
@@ -73,21 +74,18 @@ def featured_ranks(trace: Trace, found: Iterable[Finding] | None = None) -> dict
     "slowest" (the least NCCL time: the one the others waited for, or the longest range without
     NCCL); and the "fastest" (the most NCCL time: it reached the collectives first and waited
     longest; without NCCL, the shortest range). One entry where they are one rank."""
-    per = (
-        rank_figures(trace)
-        .groupby("label", sort=False)
-        .agg(nccl_ns=("nccl_ns", "sum"), span_ns=("span_ns", "first"))
+    return featured_of(rank_figures(trace), straggler(trace) if found is None else found)
+
+
+def featured_of(fig: pd.DataFrame, found: Iterable[Finding]) -> dict[str, str]:
+    """:func:`featured_ranks` from the per-rank figures (``rank_figures``' columns) and the findings
+    made of them: one rule for a Trace and for a job read rank by rank (``gpumagic.job``)."""
+    per = fig.groupby("label", sort=False).agg(
+        nccl_ns=("nccl_ns", "sum"), span_ns=("span_ns", "first")
     )
     if per.empty:
         return {}
-    named = next(
-        (
-            f.numbers["rank"]
-            for f in (straggler(trace) if found is None else found)
-            if f.kind == "straggler"
-        ),
-        None,
-    )
+    named = next((f.numbers["rank"] for f in found if f.kind == "straggler"), None)
     by, slow_first = ("nccl_ns", True) if per["nccl_ns"].gt(0).any() else ("span_ns", False)
     slow = named if named in per.index else (per[by].idxmin() if slow_first else per[by].idxmax())
     fast = per[by].idxmax() if slow_first else per[by].idxmin()
