@@ -1,0 +1,268 @@
+"""The map of a job: one rank's report reduced where it is read, to the few tens of KB the whole
+job's views and findings need. Only this crosses to the process that folds the job.
+
+:func:`summarize` reads a report whole (``capture.reports.read_one``: every table, on its host's
+clock), runs the single-rank analysis on it (``analysis.ranks.rank_figures``: busy, window, NCCL,
+overlap, work per GPU) and keeps:
+
+- what says which rank and which job it is (the rank marks, ``RANK``, the host, the launcher's ids);
+- its per-GPU figures (the skews need every rank: the fold computes them);
+- per name, mergeable statistics of its kernels, CUDA API calls, memory operations (time and
+  size), OS runtime calls and NVTX ranges (``stats.py``);
+- its NCCL kernels as compact arrays (name, place among that name's kernels, duration, end): the
+  NCCL waits and the clock alignment match collectives across ranks (``collectives.py``);
+- the inputs of the per-rank findings: host waits for the GPU in its range, kernel launches and the
+  launches without a kernel;
+- its busy time binned over time (``busy_bins.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.finding import api_names, kernel_facts
+from ..analysis.ranks import rank_figures
+from ..analysis.transfers import SYNC_APIS
+from ..trace import Trace, id_column
+from ..trace.coverage import LAUNCH_APIS
+from ..trace.summaries import group_codes, nsys_memop_name
+from .busy_bins import BusyBins, bin_busy
+from .paths import local_file
+from .stats import SEP, NameStats, name_stats
+
+__all__ = ["UNIT_COLUMNS", "RankSummary", "summarize"]
+
+#: The per-GPU figures a rank sends (``rank_figures``' columns less the rank's name and the skews).
+UNIT_COLUMNS = [
+    "pid",
+    "device",
+    "gpu",
+    "window",
+    "start",
+    "end",
+    "span_ns",
+    "busy_ns",
+    "nccl_ns",
+    "nccl_share",
+    "overlap_ns",
+    "overlap_share",
+    "work_ns",
+    "kernels",
+    "nccl_kernels",
+]
+_META = ("backend", "device", "sm_count", "compute_capability", "nsys_version", "recorded")
+
+
+@dataclass
+class RankSummary:
+    """One rank's report, reduced (see the module's docstring)."""
+
+    path: str
+    host: str | None
+    recorded_rank: int | None
+    identity: dict[str, Any]
+    meta: dict[str, Any]
+    pids: list[int]
+    first_ns: int | None
+    units: pd.DataFrame
+    stats: dict[str, NameStats]
+    nccl_names: list[str]
+    nccl: dict[str, np.ndarray]
+    facts: dict[str, Any]
+    bins: BusyBins | None
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """What ``capture.job_identity.mismatch`` reads of a report: its first activity and the
+        names of its NCCL kernels (not its rows)."""
+        first = [] if self.first_ns is None else [self.first_ns]
+        names = self.nccl_names or ([] if not first else ["-"])
+        return {
+            "kernels": pd.DataFrame({"name": names, "start": (first * len(names))[: len(names)]})
+        }
+
+
+def summarize(path: str) -> RankSummary:
+    """Read ``path`` (a local path or an fsspec URL) and reduce it to its :class:`RankSummary`. Runs
+    in a worker."""
+    from ..capture.reports import read_one
+
+    t0 = time.perf_counter()
+    with local_file(path) as local:
+        report = read_one(local)
+    trace = Trace(**report.tables, meta=dict(report.meta))
+    units = rank_figures(trace)
+    summary = RankSummary(
+        path=path,
+        host=report.host,
+        recorded_rank=report.recorded_rank,
+        identity=dict(report.identity),
+        meta={
+            **{k: report.meta[k] for k in _META if k in report.meta},
+            "rank_marks": list(report.meta.get("rank_marks") or []),
+            "gpus": list(report.meta.get("gpus") or []),
+            "cuda_devices": list(report.meta.get("cuda_devices") or []),
+        },
+        pids=list(report.pids),
+        first_ns=_first(report.tables),
+        units=units[UNIT_COLUMNS].reset_index(drop=True),
+        stats=_stats(trace),
+        nccl_names=[],
+        nccl={},
+        facts=_facts(trace, units),
+        bins=_bins(trace, units),
+    )
+    summary.nccl_names, summary.nccl = _nccl(trace)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _first(tables: dict[str, pd.DataFrame]) -> int | None:
+    starts = [int(df["start"].min()) for df in tables.values() if not df.empty]
+    return min(starts) if starts else None
+
+
+def _stats(trace: Trace) -> dict[str, NameStats]:
+    out = {}
+    for table in ("kernels", "api", "osrt"):
+        df = getattr(trace, table)
+        out[table] = _by(df, ["name"])
+    nv = trace.nvtx
+    if not nv.empty:
+        key = nv["style"].fillna("PushPop").astype(str) + SEP + nv["text"].astype(str)
+        nv = nv.assign(_key=key)
+    out["nvtx"] = _by(nv, ["_key"])
+    m = trace.memops
+    if not m.empty:
+        m = m.assign(_op=m["kind"].map(nsys_memop_name))
+    out["memops"] = _by(m, ["_op"])
+    if m.empty:
+        out["memop_size"] = _by(m, ["_op"])
+    else:
+        nbytes = pd.to_numeric(m["bytes"], errors="coerce")
+        known = m[nbytes.notna() & (nbytes >= 0)]
+        codes, names = group_codes(known, ["_op"]) if len(known) else ([], [[]])
+        out["memop_size"] = name_stats(
+            np.asarray(codes), nbytes[known.index].to_numpy(np.int64), list(names[0])
+        )
+    return out
+
+
+def _by(df: pd.DataFrame, keys: list[str]) -> NameStats:
+    if df.empty:
+        return name_stats(np.empty(0, np.int64), np.empty(0, np.int64), [])
+    codes, names = group_codes(df, keys)
+    dur = df["end"].to_numpy(dtype=np.int64) - df["start"].to_numpy(dtype=np.int64)
+    return name_stats(codes, dur, list(names[0]))
+
+
+def _nccl(trace: Trace) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The NCCL kernels: each one's name (a number into the list returned), process, place among its
+    process's kernels of that name by start and by end, duration and end."""
+    k = trace.kernels
+    if k.empty:
+        return [], {}
+    facts = kernel_facts(trace)
+    nccl = facts.where(lambda d: d.family == "nccl")
+    rows = np.flatnonzero(nccl)
+    if not len(rows):
+        return [], {}
+    names, local = np.unique(facts.codes[rows], return_inverse=True)
+    pid = id_column(k["pid"])[rows]
+    start = k["start"].to_numpy(dtype=np.int64)[rows]
+    end = k["end"].to_numpy(dtype=np.int64)[rows]
+    local = local.reshape(-1).astype(np.int64)
+    return [facts.names[i] for i in names], {
+        "pid": pid,
+        "name": local.astype(np.int32),
+        "nth_start": _nth(pid, local, start),
+        "nth_end": _nth(pid, local, end),
+        "dur": end - start,
+        "end": end,
+    }
+
+
+def _nth(pid: np.ndarray, code: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Each row's place among the rows of its (pid, code) by ``order`` (stable), as
+    ``trace.collectives.collective_instances`` numbers them."""
+    idx = np.lexsort((np.arange(len(order)), order, code, pid))
+    key = np.stack([pid[idx], code[idx]], axis=1)
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (key[1:] != key[:-1]).any(axis=1)
+    first = np.maximum.accumulate(np.where(new, np.arange(len(idx)), 0))
+    out = np.empty(len(idx), dtype=np.int32)
+    out[idx] = np.arange(len(idx)) - first
+    return out
+
+
+def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
+    """The per-rank findings' inputs: per process, the host's waits for the GPU in its range (calls,
+    ns, calls per API name; the closing device synchronisation aside, as ``host_syncs`` does); the
+    kernel launches, those without a kernel, and whether any launch was a graph's."""
+    api = trace.api
+    facts: dict[str, Any] = {"syncs": {}, "launches": 0, "missing": 0, "graph": False}
+    k = trace.kernels
+    facts["kernel_ns"] = int((k["end"] - k["start"]).sum())
+    facts["kernel_pids"] = [int(p) for p in pd.unique(id_column(k["pid"]))] if len(k) else []
+    if api.empty:
+        return facts
+    names = api_names(trace)
+    pid = id_column(api["pid"])
+    for _, r in units.drop_duplicates("pid").iterrows():
+        mine = pid == int(r["pid"])
+        start = api["start"].to_numpy(dtype=np.int64)
+        hit = mine & names.isin(SYNC_APIS).to_numpy()
+        hit &= (start >= int(r["start"])) & (start <= int(r["end"]))
+        inside = api[hit]
+        device = inside[names[inside.index] == "cudaDeviceSynchronize"]
+        if not device.empty:
+            inside = inside.drop(index=device["start"].idxmax())
+        counts = names[inside.index].astype(object).value_counts()
+        facts["syncs"][int(r["pid"])] = {
+            "calls": len(inside),
+            "ns": int((inside["end"] - inside["start"]).sum()),
+            "by_name": {str(k): int(v) for k, v in counts.items()},
+        }
+    launch = api[names.isin(LAUNCH_APIS).to_numpy()]
+    if len(launch) and not trace.kernels.empty:
+        launched = _ids(launch)
+        facts["launches"] = len(launched)
+        facts["missing"] = len(np.setdiff1d(launched, _ids(trace.kernels), assume_unique=True))
+        facts["graph"] = any("Graph" in str(n) for n in pd.unique(launch["name"]))
+    return facts
+
+
+def _ids(df: pd.DataFrame) -> np.ndarray:
+    """Distinct correlation ids with their process, as ``analysis.selfcheck`` counts them."""
+    corr = pd.to_numeric(df["correlation"], errors="coerce")
+    keep = corr.notna().to_numpy() & (corr != -1).to_numpy()
+    pid = id_column(df["pid"])[keep]
+    return np.unique(corr.to_numpy()[keep].astype("int64") | (np.maximum(pid, 0) << 40))
+
+
+def _bins(trace: Trace, units: pd.DataFrame) -> BusyBins | None:
+    codes, gpu_units = trace.gpu_units()
+    if not len(codes) or units.empty:
+        return None
+    starts, ends = trace._gpu_arrays()
+    per = [(starts[codes == i], ends[codes == i]) for i in range(len(gpu_units))]
+    return bin_busy(per, int(units["start"].min()), int(units["end"].max()))
+
+
+def summary_bytes(summary: RankSummary) -> int:
+    """How many bytes ``summary`` is as it crosses (pickled)."""
+    import pickle
+
+    return len(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def describe(summary: RankSummary) -> str:
+    return f"{os.path.basename(summary.path)}: {len(summary.units)} GPU(s)"

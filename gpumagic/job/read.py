@@ -1,0 +1,183 @@
+"""Reading a job: the map on an executor or a Dask cluster, the reduce where the results arrive.
+
+Each report is read and reduced where it is read (:func:`~.rank_summary.summarize`), at most a few
+ranks per worker in flight at a time (so a worker holds one rank's tables, not a queue of finished
+results), and each summary is folded here the moment it is done (``as_completed``) and then let go.
+``executor=`` is any ``concurrent.futures.Executor`` (a process pool on the local cores by
+default); ``client=`` is a ``dask.distributed.Client``: its workers read the files (local paths
+they share, or fsspec URLs), each result released on the cluster once folded. ``progress``: a
+callable given ``(ranks done, ranks in all)`` as each finishes, or True for a line on stderr.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..capture.report_kinds import ReportKind, split_kinds
+from ..errors import GpuMagicError
+from .errors import JobReadError
+from .fold import Fold
+from .paths import expand_urls
+from .rank_summary import RankSummary, summarize
+
+__all__ = ["IN_FLIGHT_PER_WORKER", "JobReadError", "read_job"]
+
+#: Reports in flight per worker: one being read, one queued so the worker never waits on us.
+IN_FLIGHT_PER_WORKER = 2
+Progress = Callable[[int, int], None]
+
+
+def read_job(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    executor: cf.Executor | None = None,
+    client: Any = None,
+    align: str = "auto",
+    kind: ReportKind | None = None,
+    progress: Progress | bool | None = None,
+) -> Any:
+    """A :class:`~gpumagic.job.Job` of the per-rank reports at ``paths`` (a folder, a glob, a list;
+    local paths or fsspec URLs), each reduced to its summary where it is read.
+
+    ``executor``: any Executor (default: a process pool of ``min(files, cores)`` workers).
+    ``client``: a ``dask.distributed.Client``: the cluster reads the files. ``align``: "auto"
+    (align clocks on a collective where the files come from different or unknown hosts),
+    "collective" or "none". ``kind``: "nsys" or "chrome" reads only that kind (the others named in
+    ``meta["skipped"]``); None reads one kind and refuses a mix."""
+    from .model import Job
+
+    if align not in ("auto", "collective", "none"):
+        raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
+    files, skipped = _files(paths, kind)
+    report = _progress(progress)
+    fold = Fold(files)
+    if client is not None:
+        _on_dask(client, files, fold, report)
+    else:
+        _on_executor(executor, files, fold, report)
+    if not fold.kept:
+        summarize(files[0])  # raises the first file's own error
+        raise JobReadError(
+            detail=f"none of the {len(files)} reports could be read: {fold.unreadable[0][1]}"
+        )
+    data = fold.finish(align)
+    data.meta["skipped"] = skipped
+    return Job(data)
+
+
+def _files(paths: Any, kind: ReportKind | None) -> tuple[list[str], list[dict[str, str]]]:
+    urls = expand_urls(paths)
+    if urls is None:
+        items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        local = [os.fspath(p).removeprefix("file://") for p in items]
+        from ..capture.reports import _of_kind
+
+        return _of_kind(local if len(local) > 1 else local[0], kind)
+    kept, skipped = split_kinds(urls, kind)
+    if not kept:
+        raise JobReadError(detail=f"no report of the job's kind among {len(urls)} files")
+    return kept, skipped
+
+
+def _progress(progress: Progress | bool | None) -> Progress:
+    if callable(progress):
+        return progress
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return lambda done, total: None
+
+    def line(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\rgpumagic: read {done}/{total} ranks", end=end, file=sys.stderr, flush=True)
+
+    return line
+
+
+def _guarded(path: str) -> RankSummary | str:
+    """The summary, or why the file could not be read (text: an error object need not pickle)."""
+    try:
+        return summarize(path)
+    except (GpuMagicError, OSError, ValueError, sqlite3.Error) as exc:
+        lines = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _take(fold: Fold, index: int, outcome: RankSummary | str, report: Progress) -> None:
+    if isinstance(outcome, str):
+        fold.fail(index, outcome)
+    else:
+        fold.add(index, outcome)
+    report(fold.done, len(fold.files))
+
+
+def _on_executor(
+    executor: cf.Executor | None, files: list[str], fold: Fold, report: Progress
+) -> None:
+    if len(files) == 1 and executor is None:
+        _take(fold, 0, _guarded(files[0]), report)
+        return
+    workers = min(len(files), len(os.sched_getaffinity(0)) or 1)
+    own = executor is None
+    from ..capture import chrome_trace, nsys  # noqa: F401 - forked workers start with them loaded
+
+    pool = executor or cf.ProcessPoolExecutor(max_workers=workers)
+    limit = IN_FLIGHT_PER_WORKER * max(getattr(pool, "_max_workers", workers) or workers, 1)
+    try:
+        pending: dict[cf.Future[Any], int] = {}
+        todo = _queue(files)
+        for index in todo:
+            pending[pool.submit(_guarded, files[index])] = index
+            if len(pending) >= limit:
+                break
+        while pending:
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                _take(fold, pending.pop(fut), fut.result(), report)
+                del fut
+            for index in todo:
+                pending[pool.submit(_guarded, files[index])] = index
+                if len(pending) >= limit:
+                    break
+    finally:
+        if own:
+            pool.shutdown()
+
+
+def _queue(files: list[str]) -> Iterator[int]:
+    yield from range(len(files))
+
+
+def _on_dask(client: Any, files: list[str], fold: Fold, report: Progress) -> None:
+    """The map as Dask tasks, a bounded number in flight; each result folded as it completes, then
+    released on the cluster."""
+    from distributed import as_completed
+
+    workers = max(len(client.scheduler_info().get("workers", {})), 1)
+    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+    limit = IN_FLIGHT_PER_WORKER * max(threads, workers)
+    todo = _queue(files)
+    index_of: dict[str, int] = {}
+
+    def submit(index: int) -> Any:
+        fut = client.submit(
+            _guarded, files[index], pure=False, key=f"gpumagic-rank-{index}-{id(fold)}"
+        )
+        index_of[fut.key] = index
+        return fut
+
+    first = [submit(i) for i, _ in zip(todo, range(limit))]
+    queue = as_completed(first, with_results=False)
+    for fut in queue:
+        outcome = fut.result()
+        index = index_of.pop(fut.key)
+        fut.release()
+        _take(fold, index, outcome, report)
+        for i in todo:
+            queue.add(submit(i))
+            break
