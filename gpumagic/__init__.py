@@ -69,7 +69,7 @@ def __getattr__(name: str) -> Any:
     if (
         name == "load_memory_snapshot"
     ):  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
-        from .notebook.memory_magic import load_memory_snapshot
+        from .api.memory import load_memory_snapshot
 
         return load_memory_snapshot
     if name == "load_trace":

@@ -157,26 +157,57 @@ class NsysNotFoundError(ToolNotFound, NsysError):
     )
 
 
-class NsysFailedError(NsysError):
-    """nsys exited non-zero: ``command``, ``returncode``, ``output`` (its text) and ``files`` it
-    left."""
+class ToolFailed:
+    """A tool gpumagic runs exited non-zero: ``command``, ``returncode``, ``output`` (its text) and
+    the ``files`` it left; a subclass names the ``tool``."""
 
-    template = (
-        "nsys exited with status {returncode}. Its output ends with:\n{output_tail}{files_line}"
-    )
+    tool: ClassVar[str]
 
     def __init__(
         self, command: Sequence[str], returncode: int, output: str, files: Sequence[str] = ()
     ) -> None:
-        super().__init__(
+        super().__init__(  # type: ignore[call-arg]
             command=list(command), returncode=returncode, output=output, files=list(files)
         )
 
+    @property
+    def template(self) -> str:
+        ended = " exited with status {returncode}. Its output ends with:\n{output_tail}{files_line}"
+        return self.tool + ended
+
     def extra_fields(self) -> dict[str, Any]:
+        files = self.files  # type: ignore[attr-defined]
         return {
-            "output_tail": tail(self.output),
-            "files_line": f"\nFiles: {', '.join(self.files)}" if self.files else "",
+            "output_tail": tail(self.output),  # type: ignore[attr-defined]
+            "files_line": f"\nFiles: {', '.join(files)}" if files else "",
         }
+
+
+class ToolTimedOut:
+    """A tool's run did not finish in ``timeout`` seconds and was stopped; ``partial_files`` were
+    kept. A subclass names the ``tool`` and the ``advice``."""
+
+    tool: ClassVar[str]
+    advice: ClassVar[str]
+
+    def __init__(self, timeout: float, partial_files: Sequence[str] = ()) -> None:
+        super().__init__(timeout=timeout, partial_files=list(partial_files))  # type: ignore[call-arg]
+
+    @property
+    def template(self) -> str:
+        ran = " run did not finish within {timeout:g} s and was stopped. {kept}{advice}"
+        return "The " + self.tool + ran
+
+    def extra_fields(self) -> dict[str, Any]:
+        kept = ", ".join(self.partial_files)  # type: ignore[attr-defined]
+        kept = f"Partial files kept: {kept}. " if kept else "No partial files were written. "
+        return {"kept": kept, "advice": self.advice}
+
+
+class NsysFailedError(ToolFailed, NsysError):
+    """nsys exited non-zero (:class:`ToolFailed`)."""
+
+    tool = "nsys"
 
 
 class NoReportError(NsysError):
@@ -221,21 +252,10 @@ class NewerReportError(NsysError):
         return {"output_tail": tail(self.output), "hint": self.hints[0].script()}
 
 
-class NsysTimeoutError(NsysError):
-    """The run did not finish in ``timeout`` seconds; ``partial_files`` were kept."""
+class NsysTimeoutError(ToolTimedOut, NsysError):
+    """The nsys run did not finish in time (:class:`ToolTimedOut`)."""
 
-    template = "The nsys run did not finish within {timeout:g} s and was stopped. {kept}{advice}"
-
-    def __init__(self, timeout: float, partial_files: Sequence[str] = ()) -> None:
-        super().__init__(timeout=timeout, partial_files=list(partial_files))
-
-    def extra_fields(self) -> dict[str, Any]:
-        kept = (
-            f"Partial files kept: {', '.join(self.partial_files)}. "
-            if self.partial_files
-            else "No partial files were written. "
-        )
-        return {"kept": kept, "advice": "Raise the limit with --timeout S, or profile less work."}
+    tool, advice = "nsys", "Raise the limit with --timeout S, or profile less work."
 
 
 class CellError(NsysError):
@@ -412,45 +432,20 @@ class NcuReplayError(NcuError):
         }
 
 
-class NcuFailedError(NcuError):
-    """ncu exited non-zero: ``command``, ``returncode``, ``output`` (its text) and ``files`` it
-    left."""
+class NcuFailedError(ToolFailed, NcuError):
+    """ncu exited non-zero (:class:`ToolFailed`)."""
 
-    template = (
-        "ncu exited with status {returncode}. Its output ends with:\n{output_tail}{files_line}"
+    tool = "ncu"
+
+
+class NcuTimeoutError(ToolTimedOut, NcuError):
+    """The ncu run did not finish in time (:class:`ToolTimedOut`)."""
+
+    tool = "ncu"
+    advice = (
+        "Raise the limit with --timeout S, or profile fewer kernels (--top K, --kernels REGEX) or "
+        "fewer sections."
     )
-
-    def __init__(
-        self, command: Sequence[str], returncode: int, output: str, files: Sequence[str] = ()
-    ) -> None:
-        super().__init__(
-            command=list(command), returncode=returncode, output=output, files=list(files)
-        )
-
-    def extra_fields(self) -> dict[str, Any]:
-        return {
-            "output_tail": tail(self.output),
-            "files_line": f"\nFiles: {', '.join(self.files)}" if self.files else "",
-        }
-
-
-class NcuTimeoutError(NcuError):
-    """The ncu run did not finish in ``timeout`` seconds; ``partial_files`` were kept."""
-
-    template = (
-        "The ncu run did not finish within {timeout:g} s and was stopped. {kept}Raise the "
-        "limit with --timeout S, "
-        "or profile fewer kernels (--top K, --kernels REGEX) or fewer sections."
-    )
-
-    def __init__(self, timeout: float, partial_files: Sequence[str] = ()) -> None:
-        super().__init__(timeout=timeout, partial_files=list(partial_files))
-
-    def extra_fields(self) -> dict[str, Any]:
-        kept = ", ".join(self.partial_files)
-        return {
-            "kept": f"Partial files kept: {kept}. " if kept else "No partial files were written. "
-        }
 
 
 class NcuCellError(CellError):

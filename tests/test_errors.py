@@ -94,7 +94,7 @@ def test_gputime_prints_notebook_advice_where_the_result_speaks_to_scripts(ip, m
         notes=["A longer run: time_budget=2"],
         hints=[Hint("time_budget", "2")],
     )
-    monkeypatch.setattr("gpumagic.notebook.magics.measure", lambda *a, **k: result)
+    monkeypatch.setattr("gpumagic.notebook.gputime_magic.measure", lambda *a, **k: result)
     with capture_output() as cap:
         got = ip.run_line_magic("gputime", "-o 1 + 1")
     assert "A longer run: %config GpuMagics.time_budget = 2" in cap.stdout

@@ -17,6 +17,7 @@ from IPython.utils.capture import capture_output
 
 import gpumagic
 from gpumagic.analysis.profile_summary import ProfileSummary, summarize
+from gpumagic.api.diff import versus_saved
 from gpumagic.capture.chrome_trace import load_trace
 from gpumagic.history.baseline import export
 from gpumagic.history.profiles import ProfileRecorder, UnknownProfileError, unpack_summary
@@ -121,7 +122,8 @@ def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_d
     assert row["gpu_busy"] == pytest.approx(a.gpu_busy_ns() * 1e-9)
     assert row["kernels"] == len(a.kernels) and row["wall"] > 0
 
-    out = ProfileRecorder(path, vs="fp32").record(SimpleNamespace(trace=b), "b = block(x)")
+    saved = ProfileRecorder(path, vs="fp32").record(SimpleNamespace(trace=b), "b = block(x)")
+    out = SimpleNamespace(diff=versus_saved(saved), ids=saved.ids)
     assert isinstance(out.diff, ProfileDiff) and out.ids == [2]
     direct = gpumagic.diff(a, b)
     assert (out.diff.data.busy_a, out.diff.data.busy_b) == (a.gpu_busy_ns(), b.gpu_busy_ns())
@@ -130,12 +132,10 @@ def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_d
     pd.testing.assert_frame_equal(out.diff.data.rows[cols], direct.data.rows[cols])
     assert "#1 fp32" in str(out.diff) and "#2" in str(out.diff)
     # by id, and last (the previous profile on this device, whatever its cell)
-    assert (
-        ProfileRecorder(path, vs="1").record(SimpleNamespace(trace=b), "c").diff.data.busy_a
-        == a.gpu_busy_ns()
-    )
-    last = ProfileRecorder(path, vs="last").record(SimpleNamespace(trace=a), "d")
-    assert (last.diff.data.busy_a, last.diff.data.busy_b) == (b.gpu_busy_ns(), a.gpu_busy_ns())
+    by_id = ProfileRecorder(path, vs="1").record(SimpleNamespace(trace=b), "c")
+    assert versus_saved(by_id).data.busy_a == a.gpu_busy_ns()
+    last = versus_saved(ProfileRecorder(path, vs="last").record(SimpleNamespace(trace=a), "d"))
+    assert (last.data.busy_a, last.data.busy_b) == (b.gpu_busy_ns(), a.gpu_busy_ns())
 
 
 def test_profiles_and_timings_never_answer_each_others_vs(tmp_path):

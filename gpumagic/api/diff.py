@@ -17,6 +17,7 @@ from typing import Any
 from ..analysis.diff import diff_summaries
 from ..analysis.profile_summary import SYNC_APIS, Narrow, ProfileSummary, summarize
 from ..errors import GpuMagicError
+from ..history.profiles import ProfileOutcome
 from ..render.diff_view import ProfileDiff
 from ..trace import Trace
 
@@ -78,3 +79,15 @@ def diff(
     if na == nb:
         na, nb = f"A ({na})", f"B ({nb})"
     return ProfileDiff(diff_summaries(summary_of(a), summary_of(b)), na, nb, top=top)
+
+
+def versus_saved(outcome: ProfileOutcome) -> ProfileDiff | None:
+    """``%%gpuprofile --vs``: the diff of a saved profile (the history's ``ProfileOutcome``) with
+    the one just captured, drawn as plain bars under the report (not a second Bokeh document:
+    ~0.1 s); None where no reference was found or saved."""
+    if outcome.reference is None:
+        return None
+    name_a, name_b = outcome.names
+    shown = diff(outcome.reference, outcome.summary, name_a=name_a, name_b=name_b)
+    shown.waterfall = "bars"
+    return shown

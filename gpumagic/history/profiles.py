@@ -110,22 +110,23 @@ def _name(row: Mapping[str, Any]) -> str:
 
 @dataclass
 class ProfileOutcome:
-    """What saving a profile gave: its row id, the diff against the reference (``--vs``), lines for
-    the output and notes for stderr."""
+    """What saving a profile gave: its row id; with ``--vs``, the saved reference's summaries and
+    both names (the caller draws the diff: the history knows results, not how to compare or draw
+    them); lines for the output and notes for stderr."""
 
     ids: list[int] = field(default_factory=list)
-    diff: Any = None
+    reference: dict[str, Any] | None = None
+    summary: Any = None
+    names: tuple[str, str] = ("", "")
     lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def shown(self) -> list[Any]:
-        """Print the lines (stdout) and notes (stderr); what to display after the report: the diff,
-        if any."""
+    def print(self) -> None:
+        """Print the lines (stdout) and notes (stderr)."""
         for line in self.lines:
             print(line)
         for note in self.notes:
             print(note, file=sys.stderr)
-        return [self.diff] if self.diff is not None else []
 
 
 class ProfileRecorder(Recorder):
@@ -168,8 +169,6 @@ class ProfileRecorder(Recorder):
             if self.vs == "last" and not self.notes:
                 out.lines.append("vs last: no earlier profile on this device; this one is saved")
             return out
-        from ..api.diff import diff  # Bokeh and the diff: loaded for --vs alone
-
         saved = unpack_summary(ref.get("summary"))
         if saved is None:
             out.lines.append(
@@ -177,8 +176,5 @@ class ProfileRecorder(Recorder):
             )
             return out
         name_b = _name(row) if row["id"] else (self.label or "now")
-        out.diff = diff(saved, summary, name_a=_name(ref), name_b=name_b)
-        out.diff.waterfall = (
-            "bars"  # under the report: plain bars, not a second Bokeh document (~0.1 s)
-        )
+        out.reference, out.summary, out.names = saved, summary, (_name(ref), name_b)
         return out

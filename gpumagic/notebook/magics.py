@@ -1,74 +1,22 @@
-"""IPython glue: parse the magic's options, reach the user namespace, print or display. No
-measurement logic here."""
+"""IPython glue: the two magics' options (``magic_arguments``, ``%timeit``'s letters where they
+mean the same), their checks, and dispatch to the runs (:mod:`.gputime_magic`,
+:mod:`.profile_magic`, :mod:`.memory_magic`). No measurement logic here."""
 
 from __future__ import annotations
 
-import sys
-import tokenize
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from IPython.core.displayhook import DisplayHook
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ..errors import CellError, GpuMagicError, Hint, TimingInterrupted
-from ..timing import measure
-from ..timing.statement import compile_statement
-from .cell_syntax import labelled_statements, own_label, split_options, sweep_params
+from ..errors import GpuMagicError
+from .cell_syntax import split_options
 from .config import GpuMagicsConfig
+from .glue import INTERRUPTED, capture_errors, ends_with_semicolon, notebook_advice, usage_error
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
-
-_INTERRUPTED = "Nothing was captured; no profiler is left running and the NVTX range is closed."
-
-
-def notebook_advice(text: str, hints: Iterable[Hint]) -> str:
-    """The core names a helpful setting as a keyword (``kernel_time=False``); in a notebook it is a
-    ``%config``."""
-    for hint in hints:
-        text = text.replace(hint.script(), f"%config GpuMagics.{hint.setting} = {hint.value}")
-    return text
-
-
-def _usage_error(prefix: str, exc: GpuMagicError) -> UsageError:
-    return UsageError(f"{prefix}: {notebook_advice(str(exc), exc.hints)}")
-
-
-def _ends_with_semicolon(source: str) -> bool:
-    """A trailing ';' hides a cell's value, as in any IPython cell."""
-    try:
-        return bool(DisplayHook.semicolon_at_end_of_expression(source))
-    except (SyntaxError, tokenize.TokenError):
-        return False
-
-
-def _unquote(value: str | None) -> str | None:
-    """magic_arguments keeps the quotes around a quoted value ('k = 1'): drop one matching pair."""
-    if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
-
-
-@contextmanager
-def _capture_errors(prefix: str, *, said: bool, fallback: str) -> Iterator[None]:
-    """How a capture's failure reaches the notebook, for every backend: the cell's own error as its
-    traceback and a one-line UsageError; gpumagic's errors with their advice in %config words; an
-    interrupt said on stderr (what a subprocess backend stopped, when ``said``, else ``fallback``)
-    and raised again."""
-    try:
-        yield
-    except CellError as exc:
-        print(exc.traceback, file=sys.stderr)
-        raise UsageError(str(exc).splitlines()[0]) from None
-    except GpuMagicError as exc:
-        raise _usage_error(prefix, exc) from None
-    except KeyboardInterrupt as exc:
-        print(f"{prefix}: interrupted. {(str(exc) if said else '') or fallback}", file=sys.stderr)
-        raise
 
 
 @magics_class
@@ -246,117 +194,22 @@ class GpuMagics(Magics, GpuMagicsConfig):
             )
             options.validate()
         except GpuMagicError as exc:
-            raise _usage_error("%gputime", exc) from None
+            raise usage_error("%gputime", exc) from None
 
-        recorder = self._recorder(
-            args
-        )  # before the measurement: an unknown --vs reference costs no time
+        from .gputime_magic import recorder_for, time_many, time_one
+
+        recorder = recorder_for(self.history, args)
         if args.compare or args.sweep:
-            return self._gputime_many(args, stmt, setup, options, cell is not None, recorder)
-        if args.baseline or args.zip:
-            raise UsageError(
-                "%gputime: "
-                + ("--baseline goes with --compare" if args.baseline else "--zip goes with --sweep")
+            return time_many(
+                self.shell,
+                args,
+                stmt,
+                setup,
+                options=options,
+                cell_mode=cell is not None,
+                recorder=recorder,
             )
-        shell = self.shell
-        compiled = compile_statement(
-            shell.transform_cell(stmt),
-            shell.transform_cell(setup) if setup else None,
-            shell.user_ns,
-            ast_transform=shell.transform_ast,
-        )
-        try:
-            result = measure(compiled, shell.user_ns, options)
-        except (
-            TimingInterrupted
-        ) as exc:  # Ctrl-C: show what was measured, then stop the cell (and the queue)
-            if not args.quiet:
-                print(notebook_advice(str(exc.result), exc.result.hints))
-            raise
-        result.advise_as(
-            lambda text: notebook_advice(text, result.hints)
-        )  # in %config words, also as Out[n]
-        if not args.quiet:
-            print(notebook_advice(str(result), result.hints))
-        recorder.record(result, stmt, setup).print(quiet=args.quiet)
-        return result if args.output else None
-
-    def _recorder(self, args: Any) -> Any:
-        """Where this run is saved (``-l``) and ``--vs``'s reference (a label or an id is looked up
-        now)."""
-        from ..history.saving import Recorder
-
-        if args.vs and (args.compare or args.sweep):
-            raise UsageError(
-                "%gputime: --vs compares one statement with a saved run, not --compare or --sweep"
-            )
-        try:
-            return Recorder(self.history, label=_unquote(args.label), vs=_unquote(args.vs))
-        except GpuMagicError as exc:
-            raise _usage_error("%gputime", exc) from None
-
-    def _gputime_many(
-        self, args: Any, stmt: str, setup: str | None, options: Any, cell_mode: bool, rec: Any
-    ) -> Any:
-        """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by
-        the core."""
-        from ..timing.compare import compare_compiled
-        from ..timing.sweep import sweep
-
-        if args.compare and not cell_mode:
-            raise UsageError(
-                "%gputime --compare needs the cell form: %%gputime --compare, one statement "
-                "per line"
-            )
-        if args.baseline and not args.compare:
-            raise UsageError(
-                "%gputime: --baseline goes with --compare (it names one of the cell's labels)"
-            )
-        if args.zip and not args.sweep:
-            raise UsageError(
-                "%gputime: --zip goes with --sweep (it pairs the values of two parameters)"
-            )
-        shell = self.shell
-        try:
-            stmts = labelled_statements(stmt) if args.compare else {own_label(stmt): stmt}
-            stmts = {label: shell.transform_cell(src) for label, src in stmts.items()}
-            setup = shell.transform_cell(setup) if setup else None
-            params = (
-                sweep_params([_unquote(s) or "" for s in args.sweep], shell.user_ns)
-                if args.sweep
-                else None
-            )
-            if params is None:
-                compiled = {
-                    label: compile_statement(
-                        src, setup, shell.user_ns, ast_transform=shell.transform_ast
-                    )
-                    for label, src in stmts.items()
-                }
-        except GpuMagicError as exc:
-            raise _usage_error("%gputime", exc) from None
-        try:
-            if params is not None:
-                at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}
-                result = sweep(stmts, setup, params, shell.user_ns, **at)
-            else:
-                result = compare_compiled(compiled, shell.user_ns, options, baseline=args.baseline)
-        except (
-            TimingInterrupted
-        ) as exc:  # Ctrl-C: show what was measured, then stop the cell (and the queue)
-            if not args.quiet:
-                partial = exc.result
-                display(partial.advise_as(lambda text: notebook_advice(text, partial.hints)))
-            raise
-        except GpuMagicError as exc:
-            raise _usage_error("%gputime", exc) from None
-        result.advise_as(
-            lambda text: notebook_advice(text, result.hints)
-        )  # in %config words, also as Out[n]
-        if not args.quiet and not args.output:  # with -o, shown once, as the cell's value
-            display(result)
-        rec.record_many(result, stmts, setup).print(quiet=args.quiet)
-        return result if args.output else None
+        return time_one(self.shell, args, stmt, setup, options=options, recorder=recorder)
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")
@@ -513,198 +366,14 @@ class GpuMagics(Magics, GpuMagicsConfig):
             raise UsageError(
                 "%%gpuprofile: --nproc goes with --nsys (the ranks run under torchrun inside nsys)"
             )
-        if (
-            args.memory
-        ):  # the allocator's history for the cell, not the kernel capture (memory_profile.py)
+        if args.memory:  # the allocator's history for the cell, not the kernel capture
             from .memory_magic import memory_magic
 
-            with _capture_errors("%%gpuprofile --memory", said=False, fallback=_INTERRUPTED):
-                value = memory_magic(self, args, cell, show=display)
-            return None if value is None or _ends_with_semicolon(cell) else value
+            with capture_errors("%%gpuprofile --memory", said=False, fallback=INTERRUPTED):
+                value = memory_magic(self, self.shell, args, cell, show=display)
+            return None if value is None or ends_with_semicolon(cell) else value
+        from .profile_magic import profile_in_process_or_nsys, profile_ncu
+
         if args.ncu:
-            return self._gpuprofile_ncu(args, cell)
-        if (
-            args.kernels
-            or args.launch_count is not None
-            or args.ncu_set
-            or args.no_clock_control
-            or args.ncu_args
-        ):
-            raise UsageError(
-                "%%gpuprofile: --kernels, --launch-count, --ncu-set, --no-clock-control go "
-                "with --ncu"
-            )
-        warmup = self._run_options(args, cell)
-        report_options = self.report_options(
-            top=args.top, timeline=False if args.no_timeline else None
-        )
-        if report_options.top < 1:
-            raise UsageError("%%gpuprofile: --top must be at least 1")
-        if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None):
-            raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            raise UsageError(
-                "%%gpuprofile needs PyTorch (torch.profiler): pip install torch"
-            ) from None
-
-        from ..capture.chrome_trace import check_writable
-        from ..history.profiles import ProfileRecorder
-
-        shell = self.shell
-        label = args.label or f"cell:{shell.execution_count}"
-        source = shell.transform_cell(cell)
-        if args.nsys:
-            from ..capture import nsys as backend
-
-            runnable: Any = source
-            options: Any = self.nsys_options(
-                setup=_unquote(args.setup),
-                extra_args=_unquote(args.nsys_args) or None,
-                timeout=args.timeout,
-                nproc=args.nproc,
-            )
-            prefix = "%%gpuprofile --nsys"
-        else:
-            from ..capture import torch_profiler as backend
-            from ..capture.cell import Cell, compile_tree
-
-            filename = shell.compile.cache(
-                source
-            )  # registered with linecache: tracebacks show the cell's lines
-            code, last = compile_tree(
-                shell.transform_ast(shell.compile.ast_parse(source, filename)), filename
-            )
-            runnable, options, prefix = (
-                Cell(source=source, code=code, last=last),
-                None,
-                "%%gpuprofile",
-            )
-        with _capture_errors(prefix, said=bool(args.nsys), fallback=_INTERRUPTED):
-            if args.trace:
-                check_writable(args.trace, "--trace")  # before the capture, not after it
-            saver = ProfileRecorder(
-                self.history, label=args.label, vs=_unquote(args.vs)
-            )  # an unknown --vs: no run
-            captured = backend.capture(
-                runnable,
-                label,
-                namespace=shell.user_ns,
-                warmup=warmup,
-                iters=args.iters,
-                options=options,
-            )
-        self._show(captured, label, report_options, trace_path=args.trace, output=args.output)
-        display(
-            *saver.record(captured, source, args.trace).shown()
-        )  # saved to the history; --vs: the diff
-        if captured.value is None or _ends_with_semicolon(source):
-            return None
-        return captured.value  # IPython shows it as the cell's Out[n], after the report
-
-    def _gpuprofile_ncu(self, args: Any, cell: str) -> Any:
-        """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport
-        shown."""
-        if args.nsys or args.trace or args.nsys_args or args.vs:
-            raise UsageError(
-                "%%gpuprofile --ncu: --nsys, --trace, --nsys-args and --vs go with the other "
-                "backends"
-            )
-        warmup = self._run_options(args, cell)
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(
-                "%%gpuprofile --ncu needs a CUDA GPU: Nsight Compute measures kernels on the "
-                "device, and none is "
-                "visible here (torch.cuda.is_available() is False). A saved report opens "
-                "with gpumagic.load_ncu(path)."
-            )
-        from ..capture import ncu as backend
-        from ..render import embed
-        from ..render.ncu_view import NcuReport
-
-        shell, clocks = self.shell, "none" if args.no_clock_control else None
-        label, source = args.label or f"cell:{shell.execution_count}", shell.transform_cell(cell)
-        opts = dict(
-            setup=_unquote(args.setup),
-            extra_args=_unquote(args.ncu_args) or None,
-            timeout=args.timeout,
-        )
-        opts.update(
-            top=args.top, kernel_filter=_unquote(args.kernels), launch_count=args.launch_count
-        )
-        with _capture_errors("%%gpuprofile --ncu", said=True, fallback=""):
-            options = self.ncu_options(**opts, section_set=args.ncu_set, clock_control=clocks)
-            got = backend.capture(
-                source,
-                label,
-                namespace=shell.user_ns,
-                warmup=warmup,
-                iters=args.iters,
-                options=options,
-            )
-        embed.ONCE.current_cell = self._running_cell
-        report = NcuReport(got.data, label=label, notes=got.notes, seconds=got.seconds)
-        if args.output:
-            shell.user_ns[args.output] = report
-        display(report)
-        return None if got.value is None or _ends_with_semicolon(source) else got.value
-
-    def _run_options(self, args: Any, cell: str) -> int:
-        """The warm-up runs; the checks every backend's -w, -n, -o and cell body share."""
-        warmup = self.profile_warmup if args.warmup is None else args.warmup
-        if warmup < 0:
-            raise UsageError("%%gpuprofile: -w must be 0 or more")
-        if args.iters < 1:
-            raise UsageError("%%gpuprofile: -n must be at least 1")
-        if args.output is not None and not args.output.isidentifier():
-            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
-        if not cell.strip():
-            raise UsageError("%%gpuprofile needs code in the cell body")
-        return warmup
-
-    def _running_cell(self) -> tuple[Any, Any] | None:
-        """(the front end's id of the running cell, this execution) where the kernel says it
-        (JupyterLab sends a ``cellId`` with each execute request), so that re-running the cell whose
-        report carried BokehJS carries it again; None in a terminal."""
-        kernel = getattr(self.shell, "kernel", None)
-        get_parent = getattr(kernel, "get_parent", None)
-        parent = (
-            get_parent() if callable(get_parent) else getattr(self.shell, "parent_header", None)
-        )
-        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
-        return (cell_id, self.shell.execution_count) if cell_id else None
-
-    def _show(
-        self, captured: Any, label: str, options: Any, *, trace_path: str | None, output: str | None
-    ) -> None:
-        """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``,
-        display."""
-        from ..render import embed
-        from ..render.report import ProfileReport
-
-        embed.ONCE.current_cell = self._running_cell
-
-        report = ProfileReport(
-            captured.trace,
-            label=label,
-            top=options.top,
-            timeline=options.timeline,
-            max_glyphs_per_lane=options.max_glyphs_per_lane,
-            notes=list(captured.notes),
-        )
-        if output:
-            self.shell.user_ns[output] = report  # first: a failing write below must not lose it
-        failed: OSError | None = None
-        if trace_path:
-            try:
-                report.to_chrome_trace(trace_path)
-                report.notes.append(f"Chrome/Perfetto trace written to {trace_path}")
-            except OSError as exc:
-                failed = exc
-        display(report)
-        if failed is not None:
-            kept = f"; the report is in {output}" if output else ""
-            raise UsageError(f"%%gpuprofile --trace: {trace_path} was not written ({failed}){kept}")
+            return profile_ncu(self, self.shell, args, cell)
+        return profile_in_process_or_nsys(self, self.shell, args, cell)

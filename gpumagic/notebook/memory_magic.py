@@ -1,42 +1,24 @@
-"""``gpumagic.load_memory_snapshot`` and ``%%gpuprofile --memory``: an allocator snapshot read by
-the capture layer (``capture.memory_snapshot``, ``capture.memory_cell``), analysed
-(``analysis.memory``) and shown by the render layer (``render.memory_view.MemoryView``). It lives
-above all three, as the magics do, so that none imports another upwards: a reader knows no HTML, a
-view reads no file.
-"""
+"""``%%gpuprofile --memory``: the caching allocator's history for one cell (recorded by
+``capture.memory_cell``), analysed (``analysis.memory``) and shown (``render.memory_view``), with
+the checks every ``%%gpuprofile`` backend shares (:class:`~.profile_magic.CellRun`)."""
 
 from __future__ import annotations
 
-import os
+import argparse
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.memory import analyze_memory, format_bytes
-from ..capture.memory_snapshot import read_snapshot
 from ..render.memory_view import MemoryView
+from .glue import compile_cell
 
-__all__ = ["load_memory_snapshot", "memory_magic", "profile_cell_memory"]
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
+    from .config import GpuMagicsConfig
 
-def load_memory_snapshot(
-    path: str | os.PathLike[str] | bytes | Mapping[str, Any],
-    *,
-    device: int | None = None,
-    device_memory: int | None = None,
-    top: int = 15,
-) -> MemoryView:
-    """Open a snapshot that ``torch.cuda.memory._dump_snapshot(path)`` wrote (or the dict
-    ``_snapshot()`` returns), from this machine or any other, a run that ended in out-of-memory
-    included: a :class:`MemoryView` of allocated and reserved memory over time by category, the
-    exact peak and what was alive there by source line and op, and findings. ``device``: which
-    device's history (default: the one with the most); ``device_memory``: the device's total bytes,
-    which the snapshot does not record (the peak is then also said as a share of it)."""
-    snap = read_snapshot(path, device=device)
-    label = (
-        os.path.basename(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else "snapshot"
-    )
-    return MemoryView(analyze_memory(snap, device_memory=device_memory), label=label, top=top)
+__all__ = ["memory_magic", "profile_cell_memory"]
 
 
 def profile_cell_memory(
@@ -54,18 +36,10 @@ def profile_cell_memory(
     view with ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's
     value. A cell that raised (an out-of-memory error among others) is shown with what was alive
     when it failed, then its exception is raised again."""
-    from ..capture.cell import Cell, compile_tree
     from ..capture.memory_cell import capture_memory
 
-    source = shell.transform_cell(cell)
-    filename = shell.compile.cache(
-        source
-    )  # registered with linecache: tracebacks and stacks show the cell's lines
-    code, last = compile_tree(
-        shell.transform_ast(shell.compile.ast_parse(source, filename)), filename
-    )
     got = capture_memory(
-        Cell(source=source, code=code, last=last),
+        compile_cell(shell, shell.transform_cell(cell)),
         label,
         namespace=shell.user_ns,
         warmup=warmup,
@@ -101,12 +75,16 @@ def profile_cell_memory(
     return got.value
 
 
-def memory_magic(magics: Any, args: Any, cell: str, show: Callable[[Any], Any]) -> Any:
-    """``%%gpuprofile --memory`` from the magic's parsed options (``magics``: the GpuMagics
-    instance, for its settings, its checks of -w/-n/-o and the running cell); returns the cell's
-    value."""
+def memory_magic(
+    config: GpuMagicsConfig,
+    shell: InteractiveShell,
+    args: argparse.Namespace,
+    cell: str,
+    show: Callable[[Any], Any],
+) -> Any:
+    """``%%gpuprofile --memory`` from the magic's parsed options; returns the cell's value."""
     from ..errors import InvalidOptionError
-    from ..render import embed
+    from .profile_magic import CellRun
 
     if args.nsys or args.ncu or args.trace:
         raise InvalidOptionError(
@@ -114,18 +92,15 @@ def memory_magic(magics: Any, args: Any, cell: str, show: Callable[[Any], Any]) 
             value=True,
             reason="records in this process: not with --nsys, --ncu or --trace",
         )
-    warmup = magics._run_options(args, cell)
-    embed.ONCE.current_cell = magics._running_cell
-    label = args.label or f"cell:{magics.shell.execution_count}"
-    top = magics.report_options(top=args.top).top
+    run = CellRun.from_args(config, shell, args, cell)
     return profile_cell_memory(
-        magics.shell,
+        shell,
         cell,
-        label=label,
-        warmup=warmup,
-        iters=args.iters,
-        top=top,
-        output=args.output,
+        label=run.label,
+        warmup=run.warmup,
+        iters=run.iters,
+        top=config.report_options(top=args.top).top,
+        output=run.output,
         show=show,
     )
 

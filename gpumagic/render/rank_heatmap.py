@@ -15,6 +15,10 @@ The value is written in the cell where the cell is tall enough, and always in th
 from :data:`CELL_PX` as ranks are added, down to :data:`MIN_CELL_PX` (256 ranks fit about 900 px),
 and their labels thin out to every 2nd, 4th, 8th... rank, the featured ranks (the straggler, the
 fastest) always labelled. Only figures are drawn here.
+
+A job read rank by rank (``gpumagic.job``) has a second heatmap: busy share per rank and time bin
+(:func:`rank_time_heatmap_figure`), one image whatever the rank count (ranks share rows past
+:data:`TIME_ROWS`), so its page stays small at thousands of ranks.
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from ..analysis.ranks import rank_figures
 from ..trace import Trace
 from ..units import format_time
 
-__all__ = ["COLUMNS", "heatmap_values", "rank_heatmap_figure"]
+__all__ = [
+    "COLUMNS",
+    "TIME_ROWS",
+    "grouped_rows",
+    "heatmap_values",
+    "rank_heatmap_figure",
+    "rank_time_heatmap_figure",
+]
 
 #: (key, axis label, palette) of each column, left to right.
 COLUMNS = [
@@ -208,6 +219,81 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
         axis.major_tick_line_color = None
         axis.minor_tick_line_color = None
         axis.axis_line_color = None
+    p.grid.grid_line_color = None
+    p.outline_line_color = None
+    p.min_border_left = 10
+    return p
+
+
+#: A rank x time heatmap draws at most this many rows: past it, consecutive ranks share a row.
+TIME_ROWS = 256
+
+
+def grouped_rows(
+    matrix: np.ndarray, ranks: list[int], rows: int = TIME_ROWS
+) -> tuple[np.ndarray, list[str]]:
+    """``matrix`` (one row per rank, in ``ranks``' order) with at most ``rows`` rows: consecutive
+    ranks averaged into one row past it; and each row's label ("rank 7", "ranks 64-127")."""
+    n = len(ranks)
+    if n <= rows:
+        return matrix, [f"rank {r}" for r in ranks]
+    size = -(-n // rows)
+    groups = np.arange(n) // size
+    count = np.bincount(groups).astype(np.float32)
+    out = np.zeros((int(groups.max()) + 1, matrix.shape[1]), dtype=np.float32)
+    np.add.at(out, groups, matrix)
+    labels = [
+        f"ranks {ranks[g * size]}-{ranks[min((g + 1) * size, n) - 1]}" for g in range(len(out))
+    ]
+    return out / count[:, None], labels
+
+
+def rank_time_heatmap_figure(
+    matrix: np.ndarray,
+    ranks: list[int],
+    width_ns: int,
+    start_ns: int,
+    featured: Mapping[str, str] | None = None,
+) -> Any:
+    """Busy share per rank (rows) and time bin (columns) as a Bokeh image: darker is busier. Past
+    :data:`TIME_ROWS` ranks, a row stands for a block of consecutive ranks (their mean), so the page
+    stays the same size at any rank count; the featured ranks' rows are named on the axis."""
+    from bokeh.models import FixedTicker, HoverTool, LinearColorMapper, Range1d
+    from bokeh.palettes import Blues256
+    from bokeh.plotting import figure
+
+    shown, labels = grouped_rows(matrix, ranks)
+    n, cols = shown.shape
+    cell = float(max(MIN_CELL_PX, min(CELL_PX, ROWS_PX / max(n, 1))))
+    span_s = cols * width_ns * 1e-9
+    p = figure(
+        height=int(n * cell) + _FRAME_PX,
+        sizing_mode="stretch_width",
+        max_width=_WIDTH_PX,
+        x_range=Range1d(0, span_s),
+        y_range=Range1d(n, 0),  # rank 0 on top
+        tools="save,xwheel_zoom,xpan,reset",
+        toolbar_location="right",
+        title="GPU busy per rank over time (darker is busier; hover for the numbers)",
+        x_axis_label="seconds from the job's first bin",
+    )
+    mapper = LinearColorMapper(palette=list(reversed(Blues256)), low=0.0, high=1.0)
+    img = p.image(image=[shown], x=0, y=0, dw=span_s, dh=n, color_mapper=mapper)
+    p.add_tools(
+        HoverTool(
+            renderers=[img],
+            tooltips=[("time", "$x{0.000} s"), ("row", "$y{0}"), ("busy", "@image{0%}")],
+        )
+    )
+    roles = {label: role for role, label in (featured or {}).items()}
+    feat = [i for i, label in enumerate(labels) if label in roles]
+    ticks = _ticks(n, cell, feat)
+    p.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in ticks])
+    p.yaxis.major_label_overrides = {
+        i + 0.5: f"{labels[i]} \u00b7 {roles[labels[i]]}" if labels[i] in roles else labels[i]
+        for i in ticks
+    }
+    p.yaxis.major_label_text_font_size = "11px"
     p.grid.grid_line_color = None
     p.outline_line_color = None
     p.min_border_left = 10

@@ -1,0 +1,139 @@
+"""``%gputime``'s runs: one statement, or ``--compare`` / ``--sweep``. The magic (:mod:`.magics`)
+parses the line and builds the options; the statements are read and compiled here, timed by the
+core (:mod:`gpumagic.timing`), shown, and saved to the history."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from ..errors import GpuMagicError, TimingInterrupted
+from ..timing import measure
+from ..timing.statement import compile_statement
+from .cell_syntax import labelled_statements, own_label, sweep_params
+from .glue import notebook_advice, unquote, usage_error
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ..history.saving import Recorder
+    from ..timing import TimingOptions, TimingResult
+    from ..timing.compare_result import Comparison
+    from ..timing.sweep_result import Sweep
+
+__all__ = ["recorder_for", "time_many", "time_one"]
+
+
+def recorder_for(history: str, args: argparse.Namespace) -> Recorder:
+    """Where this run is saved (``-l``) and ``--vs``'s reference (a label or an id is looked up
+    now, before the measurement: an unknown reference costs no time)."""
+    from ..history.saving import Recorder
+
+    if args.vs and (args.compare or args.sweep):
+        raise UsageError(
+            "%gputime: --vs compares one statement with a saved run, not --compare or --sweep"
+        )
+    try:
+        return Recorder(history, label=unquote(args.label), vs=unquote(args.vs))
+    except GpuMagicError as exc:
+        raise usage_error("%gputime", exc) from None
+
+
+def time_one(
+    shell: InteractiveShell,
+    args: argparse.Namespace,
+    stmt: str,
+    setup: str | None,
+    *,
+    options: TimingOptions,
+    recorder: Recorder,
+) -> TimingResult | None:
+    """``%gputime STATEMENT``: measured, printed as one line, saved; returned with ``-o``."""
+    if args.baseline or args.zip:
+        raise UsageError(
+            "%gputime: "
+            + ("--baseline goes with --compare" if args.baseline else "--zip goes with --sweep")
+        )
+    compiled = compile_statement(
+        shell.transform_cell(stmt),
+        shell.transform_cell(setup) if setup else None,
+        shell.user_ns,
+        ast_transform=shell.transform_ast,
+    )
+    try:
+        result = measure(compiled, shell.user_ns, options)
+    except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell
+        if not args.quiet:
+            print(notebook_advice(str(exc.result), exc.result.hints))
+        raise
+    result.advise_as(lambda text: notebook_advice(text, result.hints))  # also as Out[n]
+    if not args.quiet:
+        print(notebook_advice(str(result), result.hints))
+    recorder.record(result, stmt, setup).print(quiet=args.quiet)
+    return result if args.output else None
+
+
+def time_many(
+    shell: InteractiveShell,
+    args: argparse.Namespace,
+    stmt: str,
+    setup: str | None,
+    *,
+    options: TimingOptions,
+    cell_mode: bool,
+    recorder: Recorder,
+) -> Comparison | Sweep | None:
+    """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by
+    the core, the table displayed and saved."""
+    from ..timing.compare import compare_compiled
+    from ..timing.sweep import sweep
+
+    if args.compare and not cell_mode:
+        raise UsageError(
+            "%gputime --compare needs the cell form: %%gputime --compare, one statement per line"
+        )
+    if args.baseline and not args.compare:
+        raise UsageError(
+            "%gputime: --baseline goes with --compare (it names one of the cell's labels)"
+        )
+    if args.zip and not args.sweep:
+        raise UsageError(
+            "%gputime: --zip goes with --sweep (it pairs the values of two parameters)"
+        )
+    try:
+        stmts = labelled_statements(stmt) if args.compare else {own_label(stmt): stmt}
+        stmts = {label: shell.transform_cell(src) for label, src in stmts.items()}
+        setup = shell.transform_cell(setup) if setup else None
+        params = None
+        if args.sweep:
+            params = sweep_params([unquote(s) or "" for s in args.sweep], shell.user_ns)
+        else:
+            compiled = {
+                label: compile_statement(
+                    src, setup, shell.user_ns, ast_transform=shell.transform_ast
+                )
+                for label, src in stmts.items()
+            }
+    except GpuMagicError as exc:
+        raise usage_error("%gputime", exc) from None
+    try:
+        if params is not None:
+            at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}
+            result = sweep(stmts, setup, params, shell.user_ns, **at)
+        else:
+            result = compare_compiled(compiled, shell.user_ns, options, baseline=args.baseline)
+    except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell
+        if not args.quiet:
+            partial = exc.result
+            display(partial.advise_as(lambda text: notebook_advice(text, partial.hints)))
+        raise
+    except GpuMagicError as exc:
+        raise usage_error("%gputime", exc) from None
+    result.advise_as(lambda text: notebook_advice(text, result.hints))  # also as Out[n]
+    if not args.quiet and not args.output:  # with -o, shown once, as the cell's value
+        display(result)
+    recorder.record_many(result, stmts, setup).print(quiet=args.quiet)
+    return result if args.output else None

@@ -1,0 +1,211 @@
+"""``%%gpuprofile``'s runs: torch.profiler in this process, Nsight Systems or Nsight Compute in a
+subprocess. The magic (:mod:`.magics`) parses the line; each backend here takes one checked
+:class:`CellRun` (the prelude every backend shares: warm-up, iterations, label, source, ``-o``),
+captures, shows the report and returns the cell's value."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from .glue import (
+    INTERRUPTED,
+    capture_errors,
+    compile_cell,
+    ends_with_semicolon,
+    running_cell,
+    unquote,
+)
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ..render.options import ReportOptions
+    from .config import GpuMagicsConfig
+
+__all__ = ["CellRun", "profile_in_process_or_nsys", "profile_ncu"]
+
+NCU_ONLY = ("--kernels", "--launch-count", "--ncu-set", "--no-clock-control")
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """What every ``%%gpuprofile`` backend takes from the line and the cell, checked once."""
+
+    label: str
+    source: str
+    warmup: int
+    iters: int
+    output: str | None
+
+    @classmethod
+    def from_args(
+        cls, config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
+    ) -> CellRun:
+        """Check -w, -n, -o and the cell body; the label (``-l``, else ``cell:N``) and the source
+        as IPython transforms it. Marks the running cell for the report's BokehJS."""
+        from ..render import embed
+
+        warmup = config.profile_warmup if args.warmup is None else args.warmup
+        if warmup < 0:
+            raise UsageError("%%gpuprofile: -w must be 0 or more")
+        if args.iters < 1:
+            raise UsageError("%%gpuprofile: -n must be at least 1")
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"%%gpuprofile: -o needs a variable name, not {args.output!r}")
+        if not cell.strip():
+            raise UsageError("%%gpuprofile needs code in the cell body")
+        embed.ONCE.current_cell = lambda: running_cell(shell)
+        label = args.label or f"cell:{shell.execution_count}"
+        return cls(label, shell.transform_cell(cell), warmup, args.iters, args.output)
+
+    def value(self, value: Any) -> Any:
+        """The cell's value as IPython would show it: hidden by a trailing ';'."""
+        return None if value is None or ends_with_semicolon(self.source) else value
+
+
+def profile_in_process_or_nsys(
+    config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
+) -> Any:
+    """``%%gpuprofile`` (torch.profiler here) and ``--nsys`` (Nsight Systems in a subprocess): the
+    capture, the report, its history row and ``--vs``'s diff."""
+    ncu_only = (args.kernels, args.launch_count is not None, args.ncu_set, args.no_clock_control)
+    if any(ncu_only) or args.ncu_args:
+        raise UsageError(f"%%gpuprofile: {', '.join(NCU_ONLY)} go with --ncu")
+    run = CellRun.from_args(config, shell, args, cell)
+    report_options = config.report_options(
+        top=args.top, timeline=False if args.no_timeline else None
+    )
+    if report_options.top < 1:
+        raise UsageError("%%gpuprofile: --top must be at least 1")
+    if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None):
+        raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
+
+    from ..api.diff import versus_saved
+    from ..capture.chrome_trace import check_writable
+    from ..history.profiles import ProfileRecorder
+
+    if args.nsys:
+        from ..capture import nsys as backend
+
+        runnable: Any = run.source
+        options: Any = config.nsys_options(
+            setup=unquote(args.setup),
+            extra_args=unquote(args.nsys_args) or None,
+            timeout=args.timeout,
+            nproc=args.nproc,
+        )
+        prefix = "%%gpuprofile --nsys"
+    else:
+        from ..capture import torch_profiler as backend
+
+        runnable, options, prefix = compile_cell(shell, run.source), None, "%%gpuprofile"
+    with capture_errors(prefix, said=bool(args.nsys), fallback=INTERRUPTED):
+        if args.trace:
+            check_writable(args.trace, "--trace")  # before the capture, not after it
+        # an unknown --vs reference is said before the cell runs
+        saver = ProfileRecorder(config.history, label=args.label, vs=unquote(args.vs))
+        captured = backend.capture(
+            runnable,
+            run.label,
+            namespace=shell.user_ns,
+            warmup=run.warmup,
+            iters=run.iters,
+            options=options,
+        )
+    show_report(shell, captured, run, report_options, trace_path=args.trace)
+    outcome = saver.record(captured, run.source, args.trace)  # saved to the history
+    outcome.print()
+    versus = versus_saved(outcome)
+    if versus is not None:
+        display(versus)
+    return run.value(captured.value)  # IPython shows it as the cell's Out[n], after the report
+
+
+def profile_ncu(
+    config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
+) -> Any:
+    """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
+    if args.nsys or args.trace or args.nsys_args or args.vs:
+        raise UsageError(
+            "%%gpuprofile --ncu: --nsys, --trace, --nsys-args and --vs go with the other backends"
+        )
+    run = CellRun.from_args(config, shell, args, cell)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(
+            "%%gpuprofile --ncu needs a CUDA GPU: Nsight Compute measures kernels on the device, "
+            "and none is visible here (torch.cuda.is_available() is False). A saved report opens "
+            "with gpumagic.load_ncu(path)."
+        )
+    from ..capture import ncu as backend
+    from ..render.ncu_view import NcuReport
+
+    with capture_errors("%%gpuprofile --ncu", said=True, fallback=""):
+        options = config.ncu_options(
+            setup=unquote(args.setup),
+            extra_args=unquote(args.ncu_args) or None,
+            timeout=args.timeout,
+            top=args.top,
+            kernel_filter=unquote(args.kernels),
+            launch_count=args.launch_count,
+            section_set=args.ncu_set,
+            clock_control="none" if args.no_clock_control else None,
+        )
+        got = backend.capture(
+            run.source,
+            run.label,
+            namespace=shell.user_ns,
+            warmup=run.warmup,
+            iters=run.iters,
+            options=options,
+        )
+    report = NcuReport(got.data, label=run.label, notes=got.notes, seconds=got.seconds)
+    if run.output:
+        shell.user_ns[run.output] = report
+    display(report)
+    return run.value(got.value)
+
+
+def show_report(
+    shell: InteractiveShell,
+    captured: Any,
+    run: CellRun,
+    options: ReportOptions,
+    *,
+    trace_path: str | None,
+) -> None:
+    """One way to show any backend's capture: the report, the Chrome trace if asked, ``-o``,
+    display."""
+    from ..render.report import ProfileReport
+
+    report = ProfileReport(
+        captured.trace,
+        label=run.label,
+        top=options.top,
+        timeline=options.timeline,
+        max_glyphs_per_lane=options.max_glyphs_per_lane,
+        notes=list(captured.notes),
+    )
+    if run.output:
+        shell.user_ns[run.output] = report  # first: a failing write below must not lose it
+    failed: OSError | None = None
+    if trace_path:
+        try:
+            report.to_chrome_trace(trace_path)
+            report.notes.append(f"Chrome/Perfetto trace written to {trace_path}")
+        except OSError as exc:
+            failed = exc
+    display(report)
+    if failed is not None:
+        kept = f"; the report is in {run.output}" if run.output else ""
+        raise UsageError(f"%%gpuprofile --trace: {trace_path} was not written ({failed}){kept}")
