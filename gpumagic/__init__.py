@@ -36,6 +36,7 @@ __all__ = [
     "gputime",
     "history",
     "load_ipython_extension",
+    "load_job",
     "load_memory_snapshot",
     "load_ncu",
     "load_nsys",
@@ -43,6 +44,7 @@ __all__ = [
     "measure_peak",
     "peaks",
     "plot_history",
+    "read_job",
     "roofline",
     "sweep",
     "unload_ipython_extension",
@@ -90,6 +92,10 @@ def __getattr__(name: str) -> Any:
         from .capture.reports import load_nsys
 
         return load_nsys
+    if name in ("load_job", "read_job"):  # a job of many ranks, reduced where each rank is read
+        from . import job
+
+        return getattr(job, name)
     if (
         name == "compare"
     ):  # the functions (saving to the history), not gpumagic.timing's modules of the same names

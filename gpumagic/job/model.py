@@ -58,6 +58,14 @@ class Job:
         facts = self.data.ranks.drop(columns=["label"])
         return self.data.figures.merge(facts, on="rank", how="left")
 
+    def table(
+        self, page: int = 0, size: int = 50, by: str = "rank", ascending: bool = True
+    ) -> pd.DataFrame:
+        """Page ``page`` (``size`` rows) of :meth:`to_dataframe`, sorted by ``by``."""
+        from .view import table
+
+        return table(self, page, size, by, ascending)
+
     def waits(self) -> dict[str, int]:
         """Rank label -> the ns its NCCL kernels waited for the other ranks (exact)."""
         r = self.data.ranks
