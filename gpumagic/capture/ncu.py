@@ -23,7 +23,6 @@ import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -96,35 +95,8 @@ def find_ncu(configured: str | None = None) -> str:
 
 
 def _checked(opts: NcuOptions, label: str) -> list[str]:
-    """The options' problems, before any work; the extra arguments, split."""
-    try:
-        extra_args = shlex.split(opts.extra_args)
-    except ValueError as exc:
-        raise InvalidOptionError(
-            option="extra_args (--ncu-args)",
-            reason=f"is not a shell-quoted argument list ({exc})",
-            value=opts.extra_args,
-        ) from None
-    if not opts.timeout > 0:
-        raise InvalidOptionError(
-            option="timeout", reason="must be a positive number of seconds", value=opts.timeout
-        )
-    if opts.top < 0:
-        raise InvalidOptionError(
-            option="top", reason="must be 0 (every kernel) or more", value=opts.top
-        )
-    if opts.launch_count < 1:
-        raise InvalidOptionError(
-            option="launch_count", reason="must be at least 1", value=opts.launch_count
-        )
-    if opts.clock_control not in ("base", "none"):
-        raise InvalidOptionError(
-            option="clock_control", reason="must be 'base' or 'none'", value=opts.clock_control
-        )
-    if not opts.section_set and not opts.sections:
-        raise InvalidOptionError(
-            option="sections", reason="name at least one section, or a set", value=opts.sections
-        )
+    """The options' problems and the label's, before any work; the extra arguments, split."""
+    extra_args = opts.validate()
     if re.search(r"[@/\\]", label):
         raise InvalidOptionError(
             option="label",

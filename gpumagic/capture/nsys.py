@@ -17,7 +17,6 @@ import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,6 @@ from typing import Any
 from ..errors import (
     CellError,
     FileMissingError,
-    InvalidOptionError,
     NewerReportError,
     NoCudaDataError,
     NoReportError,
@@ -144,7 +142,7 @@ def capture(
             "the nsys backend runs the cell in a subprocess: give it the cell's source text"
         )
     opts = options or NsysOptions()
-    extra_args = _checked(opts)
+    extra_args = opts.validate()  # before any work
     nsys = find_nsys(opts.nsys_path)
     nproc = opts.nproc or 1
     if nproc > 1:
@@ -207,29 +205,6 @@ def capture(
             f"closed on all.",
         )
     return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files, value=value)
-
-
-def _checked(opts: NsysOptions) -> list[str]:
-    """The options' problems, before any work (no nsys lookup, no directory, no subprocess); the
-    extra arguments, split."""
-    try:
-        extra_args = shlex.split(opts.extra_args)
-    except ValueError as exc:
-        raise InvalidOptionError(
-            option="extra_args (--nsys-args)",
-            reason=f"is not a shell-quoted argument list ({exc}): close each quote, or quote "
-            f"the whole value once",
-            value=opts.extra_args,
-        ) from None
-    if not opts.timeout > 0:
-        raise InvalidOptionError(
-            option="timeout", reason="must be a positive number of seconds", value=opts.timeout
-        )
-    if opts.nproc is not None and (type(opts.nproc) is not int or opts.nproc < 1):
-        raise InvalidOptionError(
-            option="nproc", reason="must be a whole number of ranks, 1 or more", value=opts.nproc
-        )
-    return extra_args
 
 
 def _shown_value(workdir: str) -> Shown | None:

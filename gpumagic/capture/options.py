@@ -7,9 +7,20 @@ Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+from typing import ClassVar
 
-__all__ = ["ITERS", "WARMUP", "NcuOptions", "NsysOptions", "TorchProfilerOptions"]
+from ..errors import InvalidOptionError
+
+__all__ = [
+    "ITERS",
+    "WARMUP",
+    "NcuOptions",
+    "NsysOptions",
+    "SubprocessOptions",
+    "TorchProfilerOptions",
+]
 
 #: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not
 #: in the capture.
@@ -28,8 +39,41 @@ class TorchProfilerOptions:
     cuda: bool | None = None
 
 
+class SubprocessOptions:
+    """What the backends that re-run a cell in a subprocess under a tool (nsys, ncu) check alike,
+    before any work (no tool lookup, no directory, no subprocess): the tool's extra arguments and
+    the time limit; :meth:`check_own` adds a backend's own checks."""
+
+    extra_args: str
+    timeout: float
+    #: The magic's option that gives ``extra_args``, named in its error.
+    extra_args_option: ClassVar[str]
+
+    def validate(self) -> list[str]:
+        """Raise :class:`~gpumagic.errors.InvalidOptionError` on the first problem; return the
+        extra arguments, split as a shell would."""
+        try:
+            extra_args = shlex.split(self.extra_args)
+        except ValueError as exc:
+            raise InvalidOptionError(
+                option=f"extra_args ({self.extra_args_option})",
+                reason=f"is not a shell-quoted argument list ({exc}): close each quote, or quote "
+                "the whole value once",
+                value=self.extra_args,
+            ) from None
+        if not self.timeout > 0:
+            raise InvalidOptionError(
+                option="timeout", reason="must be a positive number of seconds", value=self.timeout
+            )
+        self.check_own()
+        return extra_args
+
+    def check_own(self) -> None:
+        """A backend's own checks (none here)."""
+
+
 @dataclass(frozen=True)
-class NsysOptions:
+class NsysOptions(SubprocessOptions):
     """``%%gpuprofile --nsys``: the cell in a subprocess under Nsight Systems."""
 
     #: The nsys binary; None: PATH, then the usual install locations.
@@ -50,9 +94,19 @@ class NsysOptions:
     #: (``--nproc``); None or 1: one process, no torch.distributed.
     nproc: int | None = None
 
+    extra_args_option: ClassVar[str] = "--nsys-args"
+
+    def check_own(self) -> None:
+        if self.nproc is not None and (type(self.nproc) is not int or self.nproc < 1):
+            raise InvalidOptionError(
+                option="nproc",
+                reason="must be a whole number of ranks, 1 or more",
+                value=self.nproc,
+            )
+
 
 @dataclass(frozen=True)
-class NcuOptions:
+class NcuOptions(SubprocessOptions):
     """``%%gpuprofile --ncu``: the cell in a subprocess under Nsight Compute, restricted to its NVTX
     range."""
 
@@ -83,3 +137,23 @@ class NcuOptions:
     setup: str | None = None
     #: The Python that runs the cell; None: this one.
     python: str | None = None
+
+    extra_args_option: ClassVar[str] = "--ncu-args"
+
+    def check_own(self) -> None:
+        if self.top < 0:
+            raise InvalidOptionError(
+                option="top", reason="must be 0 (every kernel) or more", value=self.top
+            )
+        if self.launch_count < 1:
+            raise InvalidOptionError(
+                option="launch_count", reason="must be at least 1", value=self.launch_count
+            )
+        if self.clock_control not in ("base", "none"):
+            raise InvalidOptionError(
+                option="clock_control", reason="must be 'base' or 'none'", value=self.clock_control
+            )
+        if not self.section_set and not self.sections:
+            raise InvalidOptionError(
+                option="sections", reason="name at least one section, or a set", value=self.sections
+            )
