@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .provenance import MEASURED_ON
 from .query import select
 from .rows import unpack_samples
 from .store import Store
@@ -41,17 +42,8 @@ _KEPT = (
     "iqr",
     "n_samples",
     "calls_per_sample",
-    "device",
-    "device_uuid",
+    *MEASURED_ON,
     "device_key",
-    "backend",
-    "sm_clock_prevailing",
-    "driver",
-    "torch",
-    "cuda",
-    "cudnn",
-    "git_commit",
-    "git_dirty",
     "host",
 )
 

@@ -19,7 +19,29 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["GIT_TIMEOUT", "device_uuid", "driver_version", "git_state", "provenance"]
+__all__ = [
+    "GIT_TIMEOUT",
+    "MEASURED_ON",
+    "device_uuid",
+    "driver_version",
+    "git_state",
+    "provenance",
+]
+
+#: Where and with what a saved result was measured, as the history's columns name it: the one list
+#: that the history's table, a baseline file and ``--vs``'s table each show.
+MEASURED_ON = (
+    "device",
+    "device_uuid",
+    "backend",
+    "sm_clock_prevailing",
+    "driver",
+    "torch",
+    "cuda",
+    "cudnn",
+    "git_commit",
+    "git_dirty",
+)
 
 #: Seconds a git call may take before the commit is left unknown (a network filesystem, a huge
 #: repository).

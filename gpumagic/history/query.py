@@ -12,6 +12,7 @@ import os
 import sqlite3
 from typing import Any
 
+from .provenance import MEASURED_ON
 from .rows import statement_key, unpack_samples
 from .store import PROFILE, Store, of_kind, resolve_path
 
@@ -36,16 +37,7 @@ COLUMNS = [
     "kernel_time",
     "flop_rate",
     "byte_rate",
-    "device",
-    "device_uuid",
-    "backend",
-    "sm_clock_prevailing",
-    "driver",
-    "torch",
-    "cuda",
-    "cudnn",
-    "git_commit",
-    "git_dirty",
+    *MEASURED_ON,
     "host",
     "uid",
     "gpu_busy",

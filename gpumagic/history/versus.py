@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..units import format_time
+from .provenance import MEASURED_ON
 from .rows import unpack_samples
 
 __all__ = [
@@ -205,18 +206,7 @@ class Versus:
             "median",
             "iqr",
             "n_samples",
-            "device",
-            "device_uuid",
-            "backend",
-        ]
-        keys += [
-            "sm_clock_prevailing",
-            "driver",
-            "torch",
-            "cuda",
-            "cudnn",
-            "git_commit",
-            "git_dirty",
+            *MEASURED_ON,
         ]
         df = pd.DataFrame(
             [{k: row.get(k) for k in keys} for row in (self.ref, self.new)],
