@@ -12,6 +12,7 @@ callable given ``(ranks done, ranks in all)`` as each finishes, or True for a li
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import os
 import sqlite3
 import sys
@@ -171,7 +172,7 @@ def _on_dask(client: Any, files: list[str], fold: Fold, report: Progress) -> Non
         index_of[fut.key] = index
         return fut
 
-    first = [submit(i) for i, _ in zip(todo, range(limit))]
+    first = [submit(i) for i in itertools.islice(todo, limit)]
     queue = as_completed(first, with_results=False)
     for fut in queue:
         outcome = fut.result()
