@@ -33,8 +33,9 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
     """A Bokeh figure: one bar per entry of ``bars`` (keys: label, median in seconds, text, speedup,
     rate, baseline), top to bottom in their order; the baseline grey, with a dashed line at its
     median."""
-    from bokeh.models import ColumnDataSource, HoverTool, LabelSet, Span
-    from bokeh.plotting import figure
+    from bokeh.models import Span
+
+    from .bar_chart import bar_chart
 
     factor, unit = time_unit(max((b["median"] for b in bars), default=1e-3))
     labels = [str(b["label"]) for b in bars]
@@ -49,28 +50,14 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
         "end": [b["speedup"].replace(" (baseline)", "") for b in bars],
     }
     top = max(data["value"], default=1.0)
-    p = figure(
+    p, _ = bar_chart(
+        data,
         title=title,
-        y_range=list(reversed(labels)),
-        x_range=(0, top * 1.25),
-        x_axis_label=f"median per call [{unit}]",
+        x_label=f"median per call [{unit}]",
+        x_end=top * 1.25,
         height=60 + 30 * len(bars),
-        sizing_mode="stretch_width",
-        tools="save",
-        toolbar_location=None,
-    )
-    source = ColumnDataSource(data)
-    glyphs = p.hbar(y="label", right="value", height=0.7, source=source, color="color", name="bars")
-    p.add_layout(
-        LabelSet(
-            x="value",
-            y="label",
-            text="end",
-            source=source,
-            x_offset=4,
-            y_offset=-7,
-            text_font_size="11px",
-        )
+        tooltip=_TOOLTIP,
+        right="value",
     )
     for b, value in zip(bars, data["value"]):
         if b.get("baseline"):
@@ -82,7 +69,4 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
                     line_dash="dashed",
                 )
             )
-    p.add_tools(HoverTool(renderers=[glyphs], tooltips=_TOOLTIP))
-    p.ygrid.grid_line_color = None
-    p.title.text_font_size = "12px"
     return p

@@ -113,8 +113,9 @@ def waterfall_figure(
 ) -> Any:
     """A Bokeh figure: A's busy time, one step per entry of ``steps`` (keys: label, delta_ns, text),
     B's busy."""
-    from bokeh.models import ColumnDataSource, HoverTool, LabelSet, NumeralTickFormatter
-    from bokeh.plotting import figure
+    from bokeh.models import NumeralTickFormatter
+
+    from .bar_chart import bar_chart
 
     rows, unit = waterfall_rows(busy_a, busy_b, steps)
     labels = [r["label"] for r in rows]
@@ -122,33 +123,17 @@ def waterfall_figure(
     data["label"] = labels
     data["at"] = [max(r["left"], r["right"]) for r in rows]
     top = max(max(data["at"]), 1e-9)
-    p = figure(
+    p, _ = bar_chart(
+        data,
         title=title,
-        y_range=list(reversed(labels)),
-        x_range=(0, top * 1.22),
-        x_axis_label=f"GPU time [{unit}]",
+        x_label=f"GPU time [{unit}]",
+        x_end=top * 1.22,
         height=70 + 26 * len(rows),
-        sizing_mode="stretch_width",
-        tools="save",
-        toolbar_location=None,
+        tooltip=_TOOLTIP,
+        left="left",
+        label_at="at",
     )
-    source = ColumnDataSource(data)
-    bars = p.hbar(y="label", left="left", right="right", height=0.7, color="color", source=source)
-    p.add_layout(
-        LabelSet(
-            x="at",
-            y="label",
-            text="end",
-            source=source,
-            x_offset=4,
-            y_offset=-7,
-            text_font_size="11px",
-        )
-    )
-    p.add_tools(HoverTool(renderers=[bars], tooltips=_TOOLTIP))
     p.xaxis.formatter = NumeralTickFormatter(format="0.[00]")
-    p.ygrid.grid_line_color = None
-    p.title.text_font_size = "12px"
     p.yaxis.major_label_text_font_size = "11px"
     return p
 
