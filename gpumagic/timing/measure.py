@@ -47,7 +47,7 @@ from .result import TimingResult
 from .samplers import Sampler
 from .statement import CompiledStatement
 from .steady import settle
-from .steps import Calibration, KernelFigures, Notes, Sampling, Steadiness
+from .steps import Calibration, KernelFigures, Notes, Prepared, Sampling, Steadiness
 from .work import Work
 
 __all__ = [
@@ -328,21 +328,18 @@ def _sample_rounds(
 
 
 def assemble(
-    statement: CompiledStatement,
-    sampler: Sampler,
-    opts: TimingOptions,
-    first_call: float,
-    cal: Calibration,
+    prep: Prepared,
+    *,
     sampling: Sampling,
     kernels: KernelFigures,
     host_per_call: float | None,
-    notes: Notes,
     wall_time: float,
-    steadiness: Steadiness | None = None,
     work: Work | None = None,
 ) -> TimingResult:
     """The closing notes (a median still moving at the budget's end, a moving SM clock) and the
     result."""
+    statement, sampler, opts, first_call = prep.statement, prep.sampler, prep.opts, prep.first_call
+    cal, notes, steadiness = prep.cal, prep.notes, prep.steadiness
     unsettled = sampling.unsettled
     if unsettled is not None and unsettled.unmet in ("rel_ci", "rel_drift"):
         # A GPU's clocks (and caches) settle under sustained load; the host clock has no such

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..errors import TimingInterrupted
@@ -36,25 +36,10 @@ from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
 from .statement import CompiledStatement, compile_statement
-from .steps import Calibration, KernelFigures, Notes, Sampling, Steadiness
+from .steps import KernelFigures, Notes, Prepared, Sampling
 from .work import count_work
 
 __all__ = ["Prepared", "conclude", "finish_quietly", "gputime", "measure", "prepare"]
-
-
-@dataclass
-class Prepared:
-    """A statement ready to sample: its clock, the options that clock honours, the first call, the
-    calibration, and the notes and wall-clock start of its measurement."""
-
-    statement: CompiledStatement
-    sampler: Sampler
-    opts: TimingOptions
-    first_call: float
-    cal: Calibration
-    notes: Notes
-    steadiness: Steadiness | None
-    wall0: float
 
 
 def prepare(
@@ -113,18 +98,12 @@ def conclude(
             sampling.interrupted = True
             finish_quietly(sampler)
     return assemble(
-        prep.statement,
-        sampler,
-        opts,
-        prep.first_call,
-        cal,
-        sampling,
-        kernels,
-        host_per_call,
-        notes,
-        wall_clock() - prep.wall0,
-        prep.steadiness,
-        work,
+        prep,
+        sampling=sampling,
+        kernels=kernels,
+        host_per_call=host_per_call,
+        wall_time=wall_clock() - prep.wall0,
+        work=work,
     )
 
 

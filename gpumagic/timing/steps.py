@@ -4,11 +4,17 @@ what warm-up learnt, the samples and how sampling ended, and the kernel pass's f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import Hint
 from .stats import StopDecision
 
-__all__ = ["Calibration", "KernelFigures", "Notes", "Sampling", "Steadiness"]
+if TYPE_CHECKING:
+    from .options import TimingOptions
+    from .samplers import Sampler
+    from .statement import CompiledStatement
+
+__all__ = ["Calibration", "KernelFigures", "Notes", "Prepared", "Sampling", "Steadiness"]
 
 
 @dataclass
@@ -86,3 +92,18 @@ class Steadiness:
     spread: float
     clock: tuple[int | None, int | None] = (None, None)
     unmet: str = ""
+
+
+@dataclass
+class Prepared:
+    """A statement ready to sample: its clock, the options that clock honours, the first call, the
+    calibration, and the notes and wall-clock start of its measurement."""
+
+    statement: CompiledStatement
+    sampler: Sampler
+    opts: TimingOptions
+    first_call: float
+    cal: Calibration
+    notes: Notes
+    steadiness: Steadiness | None
+    wall0: float
