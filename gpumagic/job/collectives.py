@@ -30,7 +30,7 @@ def nccl_frame(parts: Sequence[tuple[dict[str, np.ndarray], np.ndarray, int]]) -
     for arrays, codes, offset in parts:
         if not arrays:
             continue
-        cols["pid"].append(arrays["pid"] + offset)
+        cols["pid"].append(arrays["pid"].astype(np.int64) + offset)
         cols["code"].append(codes[arrays["name"]])
         for k in ("nth_start", "nth_end", "dur", "end"):
             cols[k].append(arrays[k])

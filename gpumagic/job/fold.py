@@ -74,6 +74,7 @@ class Fold:
         arrays = {a: np.asarray(k.arrays[a]) for a in ("count", "total", "min", "max")}
         nccl = self.nccl_names.codes(summary.nccl_names)
         summary.stats = {}
+        summary.units = summary.units.to_dict("list")  # plain lists: a frame a rank costs KBs
         self.kept[index] = _Kept(summary, nccl, codes["kernels"], arrays)
 
     def fail(self, index: int, reason: str) -> None:
@@ -171,7 +172,7 @@ def _figures(
 ) -> pd.DataFrame:
     parts = []
     for s, r, off in zip(summaries, ranks, offsets):
-        u = s.units.copy()
+        u = pd.DataFrame(s.units)
         u["pid"] = u["pid"] + off
         move = u["pid"].map(lambda p: shifts.get(int(p), 0)).astype(np.int64)
         u["start"], u["end"] = u["start"] + move, u["end"] + move
@@ -198,7 +199,7 @@ def _rank_rows(
                 "path": s.path,
                 "host": s.host or "",
                 "pids": ",".join(str(p + off) for p in s.pids),
-                "nccl_wait_ns": sum(waits.get(int(p) + off, 0) for p in s.units["pid"].unique()),
+                "nccl_wait_ns": sum(waits.get(int(p) + off, 0) for p in set(s.units["pid"])),
                 "sync_calls": sum(x["calls"] for x in syncs),
                 "sync_ns": sum(x["ns"] for x in syncs),
                 "sync_by_name": ";".join(
@@ -224,9 +225,9 @@ def _busy(
     """Each rank's busy share per bin of the job's time axis (rows in rank order); the grid in the
     frame's ``attrs`` (``shift``, ``first``: bin ``i`` starts at ``(first + i) << shift`` ns)."""
     with_bins = [
-        (r, s.bins, shifts.get(int(s.units["pid"].iloc[0]) + off, 0))
+        (r, s.bins, shifts.get(int(s.units["pid"][0]) + off, 0))
         for s, r, off in zip(summaries, ranks, offsets)
-        if s.bins is not None and len(s.units)
+        if s.bins is not None and len(s.units["pid"])
     ]
     if not with_bins or figures.empty:
         return pd.DataFrame()

@@ -18,7 +18,6 @@ overlap, work per GPU) and keeps:
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +69,7 @@ class RankSummary:
     meta: dict[str, Any]
     pids: list[int]
     first_ns: int | None
-    units: pd.DataFrame
+    units: pd.DataFrame  # (the fold keeps it as plain lists)
     stats: dict[str, NameStats]
     nccl_names: list[str]
     nccl: dict[str, np.ndarray]
@@ -181,7 +180,7 @@ def _nccl(trace: Trace) -> tuple[list[str], dict[str, np.ndarray]]:
     end = k["end"].to_numpy(dtype=np.int64)[rows]
     local = local.reshape(-1).astype(np.int64)
     return [facts.names[i] for i in names], {
-        "pid": pid,
+        "pid": pid.astype(np.int32),  # pids are under 2**24 (nsys packs them so)
         "name": local.astype(np.int32),
         "nth_start": _nth(pid, local, start),
         "nth_end": _nth(pid, local, end),
@@ -262,7 +261,3 @@ def summary_bytes(summary: RankSummary) -> int:
     import pickle
 
     return len(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def describe(summary: RankSummary) -> str:
-    return f"{os.path.basename(summary.path)}: {len(summary.units)} GPU(s)"

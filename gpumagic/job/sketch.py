@@ -41,10 +41,10 @@ def value(bucket: np.ndarray) -> np.ndarray:
 
 
 def counts(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The sketch of values in groups: an (n, 3) int64 array of (group, bucket, count) rows, sorted
+    """The sketch of values in groups: an (n, 3) int32 array of (group, bucket, count) rows, sorted
     by group and bucket."""
     if not len(values):
-        return np.empty((0, 3), dtype=np.int64)
+        return np.empty((0, 3), dtype=np.int32)
     key = (np.asarray(groups, dtype=np.int64) << 22) | (buckets(values) - ZERO)
     key.sort()
     new = np.empty(len(key), dtype=bool)
@@ -53,12 +53,15 @@ def counts(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
     first = np.flatnonzero(new)
     n = np.diff(np.append(first, len(key)))
     uniq = key[first]
-    return np.column_stack([uniq >> 22, (uniq & ((1 << 22) - 1)) + ZERO, n]).astype(np.int64)
+    # int32: a rank's sketch crosses at 12 bytes a row (counts of one rank fit)
+    return np.column_stack([uniq >> 22, (uniq & ((1 << 22) - 1)) + ZERO, n]).astype(np.int32)
 
 
 def merge_counts(parts: list[np.ndarray]) -> np.ndarray:
     """Sketches (of the same groups' numbering) added together."""
-    rows = np.concatenate([p for p in parts if len(p)] or [np.empty((0, 3), np.int64)])
+    rows = np.concatenate(
+        [p.astype(np.int64) for p in parts if len(p)] or [np.empty((0, 3), np.int64)]
+    )
     if not len(rows):
         return rows
     uniq, inverse = np.unique(rows[:, :2], axis=0, return_inverse=True)
@@ -73,6 +76,7 @@ def median(sketch: np.ndarray, groups: int) -> np.ndarray:
     out = np.full(groups, np.nan)
     if not len(sketch):
         return out
+    sketch = np.asarray(sketch, dtype=np.int64)
     s = sketch[np.lexsort((sketch[:, 1], sketch[:, 0]))]
     g, n = s[:, 0], s[:, 2]
     cum = np.cumsum(n)

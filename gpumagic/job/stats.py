@@ -128,7 +128,7 @@ class NameTable:
         sketches = [self.sketch]
         for codes, s in self._pending:
             if len(s.sketch):
-                sk = s.sketch.copy()
+                sk = s.sketch.astype(np.int64)
                 sk[:, 0] = codes[sk[:, 0]]
                 sketches.append(sk)
         self.sketch = sketch.merge_counts(sketches)
