@@ -51,79 +51,45 @@ __all__ = [
 ]
 
 
+#: Public names loaded on first use: (module, its name there; None: the module itself). The trace
+#: readers pull in pandas and the kernel decoder is the larger part of the package, so
+#: ``%load_ext gpumagic`` stays quick.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "KernelName": ("kernels", "KernelName"),
+    "decode_kernel": ("kernels", "decode"),
+    # two runs compared: reads files through the capture readers, draws with Bokeh
+    "diff": ("api.diff", "diff"),
+    # an allocator snapshot: read by capture, analysed, drawn with Bokeh
+    "load_memory_snapshot": ("api.memory", "load_memory_snapshot"),
+    "load_trace": ("capture.reports", "load_trace"),
+    "load_nsys": ("capture.reports", "load_nsys"),
+    "load_ncu": ("api.ncu", "load_ncu"),
+    # a job of many ranks, reduced where each rank is read
+    "read_job": ("job", "read_job"),
+    "load_job": ("job", "load_job"),
+    # timed calls under the datasheet ceilings (a figure: the render layer's)
+    "roofline": ("render.calls_roofline", "roofline"),
+    # the functions that save to the history, not gpumagic.timing's modules of the same names
+    "compare": ("api.gputime", "compare"),
+    "sweep": ("api.gputime", "sweep"),
+    # the package answers the call: gpumagic.history(label=...) is a DataFrame
+    "history": ("history", None),
+    "plot_history": ("history", "plot_history"),
+    # the device peaks table and the measurement of this GPU's own
+    "peaks": ("device_peaks", "peaks"),
+    "measure_peak": ("device_peaks", "measure_peak"),
+}
+
+
 def __getattr__(name: str) -> Any:
-    # The trace readers pull in pandas: imported on first use, so `%load_ext gpumagic` stays quick.
-    # The kernel decoder is the larger part of the package: it too loads on first use.
-    if name == "KernelName":
-        from .kernels import KernelName
+    # importlib, not ``from . import``: that form would ask this function for the name again
+    import importlib
 
-        return KernelName
-    if name == "decode_kernel":
-        from .kernels import decode
-
-        return decode
-    if (
-        name == "diff"
-    ):  # two runs compared (reads files through the capture readers, draws with Bokeh)
-        from .api.diff import diff
-
-        return diff
-    if (
-        name == "load_memory_snapshot"
-    ):  # an allocator snapshot: read by capture, analysed, drawn with Bokeh
-        from .api.memory import load_memory_snapshot
-
-        return load_memory_snapshot
-    if name == "load_trace":
-        from .capture.reports import load_trace
-
-        return load_trace
-    if name == "load_ncu":
-        from .api.ncu import load_ncu
-
-        return load_ncu
-    if (
-        name == "roofline"
-    ):  # timed calls under the datasheet ceilings (a figure: the render layer's)
-        from .render.calls_roofline import roofline
-
-        return roofline
-    if name == "load_nsys":
-        from .capture.reports import load_nsys
-
-        return load_nsys
-    if name in ("load_job", "read_job"):  # a job of many ranks, reduced where each rank is read
-        from . import job
-
-        return getattr(job, name)
-    if (
-        name == "compare"
-    ):  # the functions (saving to the history), not gpumagic.timing's modules of the same names
-        from .api.gputime import compare
-
-        return compare
-    if name == "sweep":
-        from .api.gputime import sweep
-
-        return sweep
-    if (
-        name == "history"
-    ):  # the package answers the call: gpumagic.history(label=...) is a DataFrame
-        from . import history
-
-        return history
-    if name == "plot_history":
-        from .history import plot_history
-
-        return plot_history
-    if name in (
-        "peaks",
-        "measure_peak",
-    ):  # the device peaks table and the measurement of this GPU's own
-        from . import device_peaks
-
-        return getattr(device_peaks, name)
-    raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gpumagic' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    found = importlib.import_module(f"{__name__}.{module}")
+    return found if attribute is None else getattr(found, attribute)
 
 
 _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}

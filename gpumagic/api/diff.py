@@ -39,7 +39,12 @@ def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trac
     return load_trace(text) if text.endswith(_JSON) else load_nsys(text)
 
 
-def summary_of(run: Any) -> ProfileSummary:
+#: What gpumagic.diff compares: a report (``-o``) or a Trace, saved summaries, or paths to a run's
+#: files.
+Run = Any  # ProfileReport | Trace | ProfileSummary | Mapping | str | os.PathLike | list of paths
+
+
+def summary_of(run: Run) -> ProfileSummary:
     """The summaries of one run, whatever form it comes in (see the module's docstring)."""
     if isinstance(run, ProfileSummary):
         return run

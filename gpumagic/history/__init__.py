@@ -27,6 +27,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .store import ENV, Store, default_path, resolve_path
     from .versus import Versus, ratio_ci, versus
 
@@ -63,7 +65,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def history(*args: Any, **kwargs: Any) -> Any:
+def history(*args: Any, **kwargs: Any) -> pd.DataFrame:
     """:func:`gpumagic.history.query.history`: the saved results as a DataFrame."""
     from .query import history as query
 

@@ -26,12 +26,22 @@ import uuid
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .provenance import provenance
 from .rows import pack_samples, statement_key
 from .saving import Recorder, UnknownReferenceError
 from .store import PROFILE
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+
+class Captured(Protocol):
+    """What a profile is saved from: any backend's capture (or a report) holding its Trace."""
+
+    trace: Trace
+
 
 __all__ = [
     "ProfileOutcome",
@@ -136,7 +146,9 @@ class ProfileRecorder(Recorder):
     profiles = True
     unknown = UnknownProfileError
 
-    def record(self, capture: Any, cell: str, trace_path: str | None = None) -> ProfileOutcome:  # type: ignore[override]
+    def record(  # type: ignore[override]
+        self, capture: Captured, cell: str, trace_path: str | None = None
+    ) -> ProfileOutcome:
         """Save the profile of ``capture`` (a backend's Capture, or anything with a ``trace``); the
         diff with ``vs``. The summaries are made here, once, and serve both the row and the diff."""
         out = ProfileOutcome(notes=self.notes)

@@ -25,6 +25,9 @@ from .rows import result_row
 from .store import ENV, PROFILE, Store, resolve_path
 
 if TYPE_CHECKING:
+    from ..timing.compare_result import Comparison
+    from ..timing.result import TimingResult
+    from ..timing.sweep_result import Sweep
     from .versus import Versus
 
 __all__ = [
@@ -165,7 +168,7 @@ class Recorder:
 
     # --- saving
     # ----------------------------------------------------------------------------------------------
-    def record(self, result: Any, statement: str, setup: str | None = None) -> Outcome:
+    def record(self, result: TimingResult, statement: str, setup: str | None = None) -> Outcome:
         """Save one result (a ``TimingResult``); with ``vs``, the comparison line."""
         out = Outcome(notes=self.notes)
         if (
@@ -199,7 +202,7 @@ class Recorder:
         return out
 
     def record_many(
-        self, result: Any, statements: Mapping[str, str], setup: str | None = None
+        self, result: Comparison | Sweep, statements: Mapping[str, str], setup: str | None = None
     ) -> Outcome:
         """Save each statement of a ``Comparison`` (or each point of a ``Sweep``), as rows of one
         run."""
