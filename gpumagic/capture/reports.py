@@ -35,6 +35,10 @@ each rank, not more ranks) are named in ``meta["skipped"]`` (``capture/report_ki
 apart, no collective in common: ``capture/job_identity.py``) are read all the same, and said:
 ``meta["job_mismatch"]`` and a :class:`JobMismatchWarning`.
 
+**Many ranks.** Every rank's rows end up in this one process (about 24 MB a rank of 50,000
+kernels); past :data:`MANY_REPORTS` files a :class:`ManyReportsWarning` says so, and
+``gpumagic.read_job`` reads such a job rank by rank in bounded memory (``gpumagic/job/``).
+
 **A file that cannot be read** among several is named in ``meta["unreadable"]`` (path and reason)
 and the others still load; the report says so. If none can be read, the first file's error is
 raised.
@@ -61,9 +65,11 @@ from .job_identity import chrome_identity, mismatch, nsys_identity
 from .report_kinds import READER, ReportKind, ReportKindError, describe, kind_of, split_kinds
 
 __all__ = [
+    "MANY_REPORTS",
     "PID_SPAN",
     "FileReport",
     "JobMismatchWarning",
+    "ManyReportsWarning",
     "align_on_collective",
     "expand",
     "is_many",
@@ -313,6 +319,14 @@ def load_reports(
     if align not in ("auto", "collective", "none"):
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
     files, skipped = _of_kind(paths, kind)
+    if len(files) > MANY_REPORTS:
+        warnings.warn(
+            f"{len(files)} reports read into one Trace: every rank's rows are held here (about "
+            "24 MB a rank of 50,000 kernels). gpumagic.read_job(...) reduces each rank where it "
+            "is read and keeps a few KB a rank, with the same per-rank figures.",
+            ManyReportsWarning,
+            stacklevel=3,
+        )
     reports, unreadable = _read_all(files, executor, reader)
     trace = _stack(reports)
     trace.meta["unreadable"] = [{"path": p, "reason": why} for p, why in unreadable]
@@ -334,6 +348,16 @@ def load_reports(
             "host": reports[0].host,
         }
     return trace
+
+
+#: Past this many reports, ``load_nsys``/``load_trace`` of a job say that ``gpumagic.read_job``
+#: reads it in bounded memory (they still return the one Trace they always have: their callers
+#: read its rows).
+MANY_REPORTS = 128
+
+
+class ManyReportsWarning(UserWarning):
+    """A job of more than :data:`MANY_REPORTS` reports read into one Trace."""
 
 
 class JobMismatchWarning(UserWarning):

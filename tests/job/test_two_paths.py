@@ -130,3 +130,12 @@ def test_a_rank_not_in_the_job_is_named():
     job = read_job(PER_RANK / "torch", kind="chrome")
     with pytest.raises(JobRankError, match="rank 9 is not in this job"):
         job.rank(9)
+
+
+def test_load_nsys_of_many_reports_points_to_read_job(exports, monkeypatch):
+    from gpumagic.capture import reports
+
+    monkeypatch.setattr(reports, "MANY_REPORTS", 1)
+    with pytest.warns(reports.ManyReportsWarning, match="read_job"):
+        trace = load_nsys(exports)
+    assert len(rank_figures(trace)) == 2  # still the one Trace of every rank
