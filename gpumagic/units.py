@@ -56,3 +56,18 @@ def format_si(value: float | None, unit: str, missing: str = "n/a") -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
+
+
+def format_ns(ns: object) -> str:
+    """A duration in nanoseconds (a Trace's clock; a numpy or pandas number too) as people read it
+    (``format_time``); "" where there is none (None, NaN), as a table shows a missing figure."""
+    try:
+        value = float(ns)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(value) else format_time(value * 1e-9)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 kernel``, ``3 kernels``: a count with its noun, an ``s`` added unless it is one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..analysis.ranks import rank_figures
 from ..trace import Trace
-from ..units import format_time
+from ..units import format_ns
 
 __all__ = [
     "COLUMNS",
@@ -67,10 +67,6 @@ _TOOLTIP = (
 _FRAME_PX = 78  # title and the two-line column labels above the cells
 
 
-def _t(ns: float) -> str:
-    return format_time(float(ns) * 1e-9)
-
-
 def heatmap_values(trace: Trace) -> pd.DataFrame:
     """One row per rank and GPU, in rank order, indexed by its label ("rank R", "rank R · GPU d"
     where a process ran on several GPUs): the four figures as shares (``busy``, ``nccl``,
@@ -93,17 +89,19 @@ def heatmap_values(trace: Trace) -> pd.DataFrame:
         }
     )
     out["busy_text"] = [
-        f"{_t(b)} busy of a {_t(s)} range" for b, s in zip(fig["busy_ns"], fig["span_ns"])
+        f"{format_ns(b)} busy of a {format_ns(s)} range"
+        for b, s in zip(fig["busy_ns"], fig["span_ns"])
     ]
     out["nccl_text"] = [
-        f"{_t(n)} in NCCL kernels of {_t(b)} busy" for n, b in zip(fig["nccl_ns"], fig["busy_ns"])
+        f"{format_ns(n)} in NCCL kernels of {format_ns(b)} busy"
+        for n, b in zip(fig["nccl_ns"], fig["busy_ns"])
     ]
     out["exposed_text"] = [
-        f"{_t(e)} of its {_t(n)} NCCL ran with no other kernel on the GPU"
+        f"{format_ns(e)} of its {format_ns(n)} NCCL ran with no other kernel on the GPU"
         for e, n in zip(exposed_ns, fig["nccl_ns"])
     ]
     out["skew_text"] = [
-        f"range {_t(s)}, +{_t(k)} on the shortest ({_t(shortest)})"
+        f"range {format_ns(s)}, +{format_ns(k)} on the shortest ({format_ns(shortest)})"
         for s, k in zip(fig["span_ns"], fig["span_skew_ns"])
     ]
     out.index = pd.Index(labels, name="label")

@@ -21,7 +21,7 @@ from ..analysis.finding import Finding
 from ..analysis.ranks import kernel_summary_by_rank, processes, rank_figures
 from ..kernels import decode
 from ..trace import WINDOW_TEXT, Trace
-from ..units import format_time
+from ..units import format_ns
 from .options import MANY_RANKS, RANK_TABLE_EDGE, RANK_TABLE_ROWS
 from .tables import esc, kernel_name_cell, ns_title, style, yes_no
 
@@ -40,12 +40,8 @@ __all__ = [
 _DOT = " \u00b7 "
 
 
-def _t(ns: float) -> str:
-    return format_time(float(ns) * 1e-9)
-
-
 def _skew(ns: int, share: float) -> str:
-    return "fastest" if ns <= 0 else f"+{_t(ns)} ({share:.0%})"
+    return "fastest" if ns <= 0 else f"+{format_ns(ns)} ({share:.0%})"
 
 
 def _share(x: float) -> str:
@@ -142,10 +138,10 @@ def rank_summary_line(trace: Trace) -> str:
     busy = fig.groupby("pid")["busy_ns"].sum()
     one = "rank" if who == "ranks" else "process"
     parts = [f"{len(per)} {who if len(per) > 1 else one} on {_gpus(fig)}"]
-    span = _t(low) if low == high else f"{_t(low)} to {_t(high)}"
+    span = format_ns(low) if low == high else f"{format_ns(low)} to {format_ns(high)}"
     parts.append(f"{window} per {one}: {span}")
     b0, b1 = int(busy.min()), int(busy.max())
-    parts.append(f"GPU busy {_t(b0) if b0 == b1 else f'{_t(b0)} to {_t(b1)}'}")
+    parts.append(f"GPU busy {format_ns(b0) if b0 == b1 else f'{format_ns(b0)} to {format_ns(b1)}'}")
     f = trace.figures()
     counts = f"{f['kernels']} kernel{'s' * (f['kernels'] != 1)}"
     parts.append(
@@ -181,13 +177,13 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
             "Range",
             "the cell's range in this process, to the end of the GPU work launched in it",
             "th",
-            lambda r: f"<td {num}{ns_title(r['span_ns'])}>{esc(_t(r['span_ns']))}</td>",
+            lambda r: f"<td {num}{ns_title(r['span_ns'])}>{esc(format_ns(r['span_ns']))}</td>",
         ),
         (
             "Busy",
             "kernels and memory operations on this GPU inside the range, overlaps once",
             "th",
-            lambda r: f"<td {num}{ns_title(r['busy_ns'])}>{esc(_t(r['busy_ns']))}</td>",
+            lambda r: f"<td {num}{ns_title(r['busy_ns'])}>{esc(format_ns(r['busy_ns']))}</td>",
         ),
         (
             "NCCL",
@@ -195,7 +191,7 @@ def _rank_columns(fig: pd.DataFrame) -> list[tuple[str, str, str, Any]]:
             "th",
             lambda r: (
                 f"<td {num}{ns_title(r['nccl_ns'])}>"
-                f"{esc(_t(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>"
+                f"{esc(format_ns(r['nccl_ns']) if r['nccl_kernels'] else '')}</td>"
             ),
         ),
         (
@@ -276,13 +272,13 @@ def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> 
     for _, r in fig.iterrows():
         line = (
             f"  {r['label']:<{wide}} {int(r['device']):>4} "
-            f"{_t(r['span_ns']):>9} {_t(r['busy_ns']):>9}"
+            f"{format_ns(r['span_ns']):>9} {format_ns(r['busy_ns']):>9}"
         )
         if nccl:
             has = bool(r["nccl_kernels"])
-            line += (
-                f" {_t(r['nccl_ns']) if has else '':>9} {_share(r['nccl_share']) if has else '':>5}"
-            )
+            nccl_time = format_ns(r["nccl_ns"]) if has else ""
+            nccl_share = _share(r["nccl_share"]) if has else ""
+            line += f" {nccl_time:>9} {nccl_share:>5}"
             line += f" {_share(r['overlap_share']):>6}"
         lines.append(line + (f"  {_skew(int(r['span_skew_ns']), r['span_skew'])}" if skew else ""))
     return lines + ([f"  ({said})"] if said else [])
@@ -304,10 +300,10 @@ _KERNEL_COLUMNS = [
 
 def _stats_title(r: pd.Series) -> str:
     parts = [
-        f"{k} {_t(r[c])}"
+        f"{k} {format_ns(r[c])}"
         for k, c in (("Med", "Med (ns)"), ("Min", "Min (ns)"), ("Max", "Max (ns)"))
     ]
-    parts.append(f"StdDev {_t(r['StdDev (ns)'])}")
+    parts.append(f"StdDev {format_ns(r['StdDev (ns)'])}")
     return f" title='{esc(_DOT.join(parts))}'"
 
 
@@ -325,7 +321,10 @@ def _kernel_rows(group: pd.DataFrame, featured: Mapping[str, str]) -> tuple[pd.D
         return group, ""
     kept = group.loc[sorted(keep)]
     kept = kept.assign(rank_label=_with_role(kept["rank_label"], featured))
-    return kept, f"{len(rest)} other ranks: {_t(rest.min())} to {_t(rest.max())} in all"
+    return (
+        kept,
+        f"{len(rest)} other ranks: {format_ns(rest.min())} to {format_ns(rest.max())} in all",
+    )
 
 
 def rank_kernel_table_html(
@@ -361,9 +360,9 @@ def rank_kernel_table_html(
                 f"<td {style('word')}>{esc(r['rank_label'])}</td>",
                 f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
                 f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>"
-                f"{esc(_t(r['Total Time (ns)']))}</td>",
+                f"{esc(format_ns(r['Total Time (ns)']))}</td>",
                 f"<td {style('num')}>{int(r['Instances'])}</td>",
-                f"<td {style('num')}{_stats_title(r)}>{esc(_t(r['Avg (ns)']))}</td>",
+                f"<td {style('num')}{_stats_title(r)}>{esc(format_ns(r['Avg (ns)']))}</td>",
             ]
             if i == 0:
                 words = (k.library, k.op, yes_no(k.tensor_cores), k.precision or "")
@@ -399,8 +398,9 @@ def rank_kernel_text_lines(
         group, others = _kernel_rows(s[s["Name"] == name], featured or {})
         for i, (_, r) in enumerate(group.iterrows()):
             lines.append(
-                f"  {r['rank_label']:<{wide}} {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
-                f"{int(r['Instances']):>5}  {_t(r['Avg (ns)']):>9}  "
+                f"  {r['rank_label']:<{wide}} {r['Time (%)']:6.1f}  "
+                f"{format_ns(r['Total Time (ns)']):>9}  "
+                f"{int(r['Instances']):>5}  {format_ns(r['Avg (ns)']):>9}  "
                 f"{labels[name] if i == 0 else ''}".rstrip()
             )
         lines += [f"  ({others})"] if others else []

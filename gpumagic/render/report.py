@@ -20,20 +20,12 @@ from ..trace import Trace
 from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.launching_ops import kernel_op_precisions
 from ..trace.window import in_window
-from ..units import format_time
+from ..units import format_ns, plural
 from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html, style
 
 __all__ = ["ProfileReport"]
-
-
-def _t(ns: float) -> str:
-    return format_time(ns * 1e-9)
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 # Inline styles (see tables.py: an untrusted notebook keeps them, not a <style> block); icons as
@@ -165,15 +157,16 @@ class ProfileReport(FigurePage):
             util = f"{f['gpu_util']:.0%}" if f["gpu_util"] is not None else "?"
             window = f.get("window_text", "the capture")
             parts.append(
-                f"GPU busy {_t(f['gpu_busy_ns'])} of {_t(f['wall_ns'])}, {window} ({util})"
+                f"GPU busy {format_ns(f['gpu_busy_ns'])} of {format_ns(f['wall_ns'])}, "
+                f"{window} ({util})"
             )
             parts.append(
-                _n(f["kernels"], "kernel")
-                + (f", {_n(f['memops'], 'memory op')}" if f["memops"] else "")
+                plural(f["kernels"], "kernel")
+                + (f", {plural(f['memops'], 'memory op')}" if f["memops"] else "")
             )
         else:
             parts.append(
-                f"{_t(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity"
+                f"{format_ns(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity"
             )
         parts.append(f"{backend} {version}".strip())
         return " \u00b7 ".join(parts)
@@ -208,9 +201,9 @@ class ProfileReport(FigurePage):
         parts = [meta.get("device") or "unknown device", f"{missing}: no GPU time figure"]
         counts = []
         if trace.recorded("kernels"):
-            counts.append(_n(f["kernels"], "kernel"))
+            counts.append(plural(f["kernels"], "kernel"))
         if trace.recorded("memops"):
-            counts.append(_n(f["memops"], "memory op"))
+            counts.append(plural(f["memops"], "memory op"))
         if trace.recorded("api"):
             calls = trace.rows("api")
             counts.append(f"{calls:,} CUDA API call{'' if calls == 1 else 's'}")
@@ -236,9 +229,9 @@ class ProfileReport(FigurePage):
             lines.append(f"  {'Time %':>6}  {'Total':>9}  {'Calls':>5}  {'Avg':>9}  Kernel")
             for _, r in s.iterrows():
                 lines.append(
-                    f"  {r['Time (%)']:6.1f}  {_t(r['Total Time (ns)']):>9}  "
+                    f"  {r['Time (%)']:6.1f}  {format_ns(r['Total Time (ns)']):>9}  "
                     f"{int(r['Instances']):>5}  "
-                    f"{_t(r['Avg (ns)']):>9}  {labels[r['Name']]}"
+                    f"{format_ns(r['Avg (ns)']):>9}  {labels[r['Name']]}"
                 )
         return "\n".join(lines)
 

@@ -19,7 +19,7 @@ import pandas as pd
 from ..kernels import decode
 from ..kernels.labels import distinct_labels
 from ..trace.summaries import not_recorded
-from ..units import format_time
+from ..units import format_ns
 
 __all__ = [
     "breakable",
@@ -87,14 +87,6 @@ def breakable(value: Any) -> str:
     return "<wbr>".join(esc(part) for part in _BREAK_AFTER.split(_text(value)))
 
 
-def _t(ns: float) -> str:
-    try:
-        v = float(ns)
-    except (TypeError, ValueError):
-        return ""
-    return "" if math.isnan(v) else format_time(v * 1e-9)
-
-
 def ns_title(ns: Any) -> str:
     try:
         return f" title='{float(ns):,.1f} ns'"
@@ -131,7 +123,7 @@ def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | 
     from Inductor's output code), the raw name and each token explained."""
     k = decode(r["Name"])
     facts = [
-        f"{label} {_t(r[col])}"
+        f"{label} {format_ns(r[col])}"
         for label, col in (
             ("Med", "Med (ns)"),
             ("Min", "Min (ns)"),
@@ -199,9 +191,9 @@ def kernel_table_html(
         cells = [
             f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
             f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>"
-            f"{esc(_t(r['Total Time (ns)']))}</td>",
+            f"{esc(format_ns(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
-            f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(_t(r['Avg (ns)']))}</td>",
+            f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(format_ns(r['Avg (ns)']))}</td>",
             kernel_name_cell(r, labels[r["Name"]], fused=(fused or {}).get(r["Name"])),
         ]
         cells += [
@@ -244,7 +236,7 @@ def duration_table_html(
             if c in name_cols:
                 cells.append(f"<td class='gm-name' {style('name')}>{breakable(v)}</td>")
             elif c.endswith("(ns)"):
-                cells.append(f"<td {style('num')}{ns_title(v)}>{esc(_t(v))}</td>")
+                cells.append(f"<td {style('num')}{ns_title(v)}>{esc(format_ns(v))}</td>")
             elif c == "Time (%)":
                 cells.append(f"<td {style('num')}>{float(v):.1f}</td>")
             elif isinstance(v, float):
