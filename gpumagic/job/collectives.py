@@ -39,17 +39,29 @@ def nccl_frame(parts: Sequence[tuple[dict[str, np.ndarray], np.ndarray, int]]) -
     return pd.DataFrame({k: np.concatenate(v).astype(np.int64) for k, v in cols.items()})
 
 
+def _groups(code: np.ndarray, nth: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each row's collective (0..n-1) by its (name, place), and how many collectives."""
+    key = code * (int(nth.max()) + 1) + nth if len(nth) else code
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return inverse.reshape(-1), len(uniq)
+
+
 def waits_by_pid(frame: pd.DataFrame) -> dict[int, int]:
     """Per pid, the ns its NCCL kernels waited for the other ranks: each collective's duration less
-    the shortest over the ranks that ran it (0 where one rank ran it)."""
+    the shortest over the ranks that ran it (0 where one rank ran it). In numpy over the job's rows:
+    a few arrays of one number per NCCL kernel, no grouped frame."""
     if frame.empty:
         return {}
-    g = frame.groupby(["code", "nth_start"])
-    transfer = g["dur"].transform("min")
-    ranks = g["pid"].transform("nunique")
-    wait = np.where(ranks > 1, frame["dur"] - transfer, 0)
-    out = pd.Series(wait, index=frame.index).groupby(frame["pid"]).sum()
-    return {int(p): int(w) for p, w in out.items()}
+    dur = frame["dur"].to_numpy(np.int64)
+    group, n = _groups(frame["code"].to_numpy(np.int64), frame["nth_start"].to_numpy(np.int64))
+    least = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(least, group, dur)
+    ranks = np.bincount(group, minlength=n)  # a process runs a collective once: rows are ranks
+    wait = np.where(ranks[group] > 1, dur - least[group], 0)
+    pids, where = np.unique(frame["pid"].to_numpy(np.int64), return_inverse=True)
+    total = np.zeros(len(pids), dtype=np.int64)
+    np.add.at(total, where.reshape(-1), wait)
+    return {int(p): int(w) for p, w in zip(pids, total)}
 
 
 def alignment(
@@ -57,27 +69,40 @@ def alignment(
 ) -> dict[str, object]:
     """``meta["clock_alignment"]`` for processes ``pids`` (every process that ran kernels): the
     shift of each so that the first NCCL collective every one ran ends when it ends on rank 0's
-    process, and the residual skew; a sentence where no collective was run by all."""
+    process, and the residual skew; a sentence where no collective was run by all. The arithmetic
+    is ``align_on_collective``'s own (ends as float64 where some rank lacks a collective, as its
+    pivot's are), so the shifts are the same to the ns."""
     pids = sorted({int(p) for p in pids})
-    if frame.empty:
-        return {"method": "none: no NCCL collective that every rank ran"}
-    ends = frame.pivot_table(
-        index=["code", "nth_end"], columns="pid", values="end", aggfunc="first"
-    )
-    common = ends.dropna()
-    if common.empty or len(pids) < 2 or set(common.columns) != set(pids):
-        return {"method": "none: no NCCL collective that every rank ran"}
-    common = common.loc[common.min(axis=1).sort_values().index]
-    first = common.iloc[0]
-    ref = min(pids, key=lambda p: (rank_of.get(p, len(pids)), p))
-    shifts = {p: int(first[ref] - first[p]) for p in pids}
-    aligned = common + pd.Series(shifts)
+    none = {"method": "none: no NCCL collective that every rank ran"}
+    if frame.empty or len(pids) < 2:
+        return none
+    pid = frame["pid"].to_numpy(np.int64)
+    if set(np.unique(pid).tolist()) != set(pids):
+        return none
+    code = frame["code"].to_numpy(np.int64)
+    group, n = _groups(code, frame["nth_end"].to_numpy(np.int64))
+    col = np.searchsorted(np.asarray(pids), pid)
+    ends = np.full((n, len(pids)), np.nan)
+    ends[group, col] = frame["end"].to_numpy(np.int64).astype(np.float64)
+    missing = np.isnan(ends).any(axis=1)
+    common = np.flatnonzero(~missing)
+    if not len(common):
+        return none
+    if not missing.any():  # a pivot with no gap keeps integer ns, as align_on_collective's does
+        whole = np.zeros(ends.shape, dtype=np.int64)
+        whole[group, col] = frame["end"].to_numpy(np.int64)
+        ends = whole
+    common = common[np.argsort(ends[common].min(axis=1), kind="stable")]  # in time order
+    first = ends[common[0]]
+    ref = pids.index(min(pids, key=lambda p: (rank_of.get(p, len(pids)), p)))
+    shifts = {p: int(first[ref] - first[i]) for i, p in enumerate(pids)}
+    aligned = ends[common] + np.array([shifts[p] for p in pids], dtype=np.int64)
     spread = aligned.max(axis=1) - aligned.min(axis=1)
-    residual = int(spread.iloc[1:].max()) if len(aligned) > 1 else 0
+    first_code = int(code[np.flatnonzero(group == common[0])[0]])
     return {
         "method": "the end of the first collective every rank ran",
-        "collective": str(names[int(common.index[0][0])]).split("(")[0],
+        "collective": str(names[first_code]).split("(")[0],
         "shifts_ns": shifts,
-        "residual_ns": residual,
+        "residual_ns": int(spread[1:].max()) if len(common) > 1 else 0,
         "collectives": len(common),
     }
