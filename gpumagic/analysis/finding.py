@@ -23,6 +23,7 @@ __all__ = [
     "kernel_facts",
     "kernel_labels",
     "map_distinct",
+    "pct",
     "t",
 ]
 
@@ -43,6 +44,15 @@ class Finding:
 def t(ns: float) -> str:
     """A duration in nanoseconds, as the report writes it."""
     return format_time(ns * 1e-9)
+
+
+def pct(share: float) -> str:
+    """A share as the findings write it, never rounded to a 0% or 100% it is not."""
+    if 0 < share < 0.005:
+        return "<1%"
+    if 0.995 <= share < 1:
+        return ">99%"
+    return f"{share:.0%}"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numpy as np
 from ..trace import Trace
 from ..trace.device_caps import compute_capability, has_tensor_cores, has_tf32
 from .communication import LIST_RANKS
-from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, t
+from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, pct, t
 from .rank_kernels import kernel_ranks, waits_by_rank, work_durations
 from .ranks import is_multi
 
@@ -20,15 +20,6 @@ _TF32_ADVICE = (
     "torch.set_float32_matmul_precision('high')) lets them use "
     "TF32 tensor cores."
 )
-
-
-def _pct(share: float) -> str:
-    """A share as the findings write it, never rounded to a 0% or 100% it is not."""
-    if 0 < share < 0.005:
-        return "<1%"
-    if 0.995 <= share < 1:
-        return ">99%"
-    return f"{share:.0%}"
 
 
 def _fp32_advice(trace: Trace) -> str | None:
@@ -79,9 +70,9 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
             continue
         ns, total = int(facts.durations[hit].sum()), max(int(work[mine].sum()), 1)
         examples = "; ".join(
-            f"{name} {_pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items()
+            f"{name} {pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items()
         )
-        parts.append(f"{label}: {t(ns)}, {_pct(ns / total)} of its kernel time ({examples})")
+        parts.append(f"{label}: {t(ns)}, {pct(ns / total)} of its kernel time ({examples})")
         numbers["ranks"].append(label)
         numbers["ffma_ns"].append(ns)
         numbers["share"].append(ns / total)
@@ -233,7 +224,7 @@ def _top_per_rank(trace: Trace, top: int) -> list[Finding]:
         head = by_label.nlargest(top)
         shares[label] = float(head.sum() / total)
         parts.append(
-            f"{label}: " + "; ".join(f"{name} {_pct(v / total)}" for name, v in head.items())
+            f"{label}: " + "; ".join(f"{name} {pct(v / total)}" for name, v in head.items())
         )
     if len(parts) > LIST_RANKS:  # many ranks: the first few (rank order), and how many more
         parts = [*parts[:3], f"… {len(parts) - 3} more ranks (the per-rank kernel table has them)"]

@@ -16,7 +16,14 @@ from ..trace import Trace
 from ..trace.coverage import LAUNCH_APIS
 from .finding import api_names
 
-__all__ = ["GRAPH_LAUNCH_APIS", "compiled_regions", "graph_kernels", "join_or", "launch_remedies"]
+__all__ = [
+    "GRAPH_LAUNCH_APIS",
+    "compiled_regions",
+    "graph_kernels",
+    "join_and",
+    "join_or",
+    "launch_remedies",
+]
 
 #: The launch calls of a CUDA (or HIP) graph, among the calls that launch kernels.
 GRAPH_LAUNCH_APIS = tuple(name for name in LAUNCH_APIS if name.endswith("GraphLaunch"))
@@ -43,9 +50,15 @@ def compiled_regions(trace: Trace) -> int:
     return int(ops["name"].astype(str).str.startswith("Torch-Compiled Region").sum())
 
 
-def join_or(words: list[str]) -> str:
-    """ "a", "a or b", "a, b or c"."""
-    return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + (words[-1] if words else "")
+def join_or(words: list[str], word: str = "or") -> str:
+    """ "a", "a or b", "a, b or c" (``word``: "and" for "a, b and c")."""
+    tail = f" {word} " if len(words) > 1 else ""
+    return ", ".join(words[:-1]) + tail + (words[-1] if words else "")
+
+
+def join_and(words: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return join_or(words, "and")
 
 
 def launch_remedies(trace: Trace) -> tuple[list[str], str]:

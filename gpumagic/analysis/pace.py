@@ -4,10 +4,12 @@ small to amortise their launch."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from ..trace import WINDOW_TEXT, Trace
-from .finding import Finding, kernel_facts, t
-from .launch_remedies import graph_kernels, join_or, launch_remedies
+from ..trace import WINDOW_TEXT, Trace, union_ns
+from .finding import Finding, kernel_facts, pct, t
+from .host_work import HostWork, host_work, overlap_ns
+from .launch_remedies import graph_kernels, join_and, join_or, launch_remedies
 from .rank_lists import SHOWN_AT_SCALE, between, listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
@@ -16,6 +18,12 @@ __all__ = ["TINY_KERNEL_NS", "gpu_idle", "tiny_kernels"]
 #: A kernel shorter than this is "tiny": its launch (a few µs of host time) costs as much as its
 #: work.
 TINY_KERNEL_NS = 10_000
+#: Host time in torch ops per kernel above which a busy host is not launch overhead: a launch costs
+#: a few µs, an eager torch op that launches a kernel some 10-50 µs with its Python.
+HOST_NS_PER_KERNEL = 100_000
+#: The share of the GPU's idle time the host's compile, set-up and data-loading time must cover
+#: before the verdict takes it out of the window and says so.
+HOST_WORK_SHARE = 0.25
 
 
 def gpu_idle(trace: Trace) -> list[Finding]:
@@ -39,25 +47,80 @@ def gpu_idle(trace: Trace) -> list[Finding]:
     if not wall or busy / wall >= 0.5:
         return []
     idle = 1 - busy / wall
-    cpu = fig["cpu_ops_ns"]
+    w0, w1, _ = trace.analysis_window()
+    work = host_work(trace, w0, w1)
     msg = (
-        f"The GPU is idle {idle:.0%} of {fig['window_text']} ({t(wall)}): it is busy for {t(busy)}"
+        f"The GPU is idle {pct(idle)} of {fig['window_text']} ({t(wall)}): it is busy for {t(busy)}"
     )
-    if cpu and cpu >= 3 * busy:
-        unused, already = launch_remedies(trace)
+    numbers = {"idle": idle, "wall_ns": wall, "busy_ns": busy, "cpu_ns": fig["cpu_ops_ns"]}
+    numbers["host_work_ns"] = work.total_ns
+    if work.total_ns < HOST_WORK_SHARE * (wall - busy):
+        work = HostWork({}, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        verdict, more = _verdict(trace, work, w0, w1)
+        msg += (", while " + verdict) if verdict else "."
+        return [Finding("gpu_idle", "warn", msg, {**numbers, **more})]
+    one_time = {"compile", "setup"} & {k for k, ns in work.ns.items() if ns}
+    msg += f". The host spent {join_and(work.words())}"
+    msg += ": one-time work, not per-launch overhead" if one_time else ""
+    if work.ns.get("loading"):
         msg += (
-            f", while the CPU spends {t(cpu)} in torch ops. Overhead-bound: the host, not the "
-            f"GPU, sets the "
-            f"pace ({join_or(['bigger batches', *unused])} "
-            f"help{f'; {already}' if already else ''})."
+            "; DataLoader workers (num_workers, pin_memory=True) load the next batch while the GPU "
+            "works"
         )
-    else:
-        msg += "."
-    return [
-        Finding(
-            "gpu_idle", "warn", msg, {"idle": idle, "wall_ns": wall, "busy_ns": busy, "cpu_ns": cpu}
+    msg += "."
+    rest = wall - work.total_ns
+    if rest >= 0.05 * wall:
+        verdict, more = _verdict(trace, work, w0, w1)
+        numbers.update(more)
+        rest_busy = more["rest_busy_ns"]
+        msg += f" Over the other {t(rest)} the GPU is busy {pct(rest_busy / rest)}" + (
+            f", and {verdict}" if verdict else "."
         )
-    ]
+    return [Finding("gpu_idle", "warn", msg, numbers)]
+
+
+def _verdict(trace: Trace, work: HostWork, w0: int, w1: int) -> tuple[str, dict[str, float]]:
+    """Who sets the pace in the window [w0, w1] outside ``work`` (the host's compile, set-up and
+    data-loading time): overhead-bound only where the host's torch ops are 3x the GPU's busy time
+    and cost no more per kernel than launching it does (:data:`HOST_NS_PER_KERNEL`); host work of
+    its own where they cost more (with the op that takes most of it); "" where the host is not the
+    one."""
+    gpu = trace.gpu_intervals()
+    g = (
+        np.clip(gpu["start"].to_numpy("int64"), w0, w1),
+        np.clip(gpu["end"].to_numpy("int64"), w0, w1),
+    )
+    busy = union_ns(*g) - overlap_ns(g, (work.starts, work.ends))
+    ops = trace.ops
+    top = ops[ops["depth"] == 0] if not ops.empty else ops
+    s = np.clip(top["start"].to_numpy("int64"), w0, w1)
+    e = np.clip(top["end"].to_numpy("int64"), w0, w1)
+    cpu = union_ns(s, e) - overlap_ns((s, e), (work.starts, work.ends))
+    k = trace.kernels
+    at = k["start"].to_numpy("int64") if not k.empty else np.zeros(0, np.int64)
+    at = at[(at >= w0) & (at <= w1)]
+    n = int((work.covered(at, at + 1) == 0).sum())
+    numbers: dict[str, float] = {"rest_busy_ns": busy, "rest_cpu_ns": cpu, "kernels": n}
+    if not cpu or cpu < 3 * busy or not n:
+        return "", numbers
+    per = cpu / n
+    numbers["host_ns_per_kernel"] = per
+    spent = f"the CPU spends {t(cpu)} in torch ops for {n} kernels ({t(per)} per kernel)"
+    if per <= HOST_NS_PER_KERNEL:
+        unused, already = launch_remedies(trace)
+        return (
+            f"{spent}. Overhead-bound: the host, not the GPU, sets the pace "
+            f"({join_or(['bigger batches', *unused])} help{f'; {already}' if already else ''}).",
+            numbers,
+        )
+    own = pd.Series(e - s - work.covered(s, e), index=top["name"].astype(str).to_numpy())
+    by_name = own.groupby(level=0).sum()
+    name, ns = by_name.idxmax(), int(by_name.max())
+    return (
+        f"{spent}, far more than launching a kernel costs: the host sets the pace with work of "
+        f"its own, not launch overhead ({name} takes {t(ns)} of it; the ops table shows the rest).",
+        numbers,
+    )
 
 
 def _idle_per_rank(trace: Trace) -> list[Finding]:

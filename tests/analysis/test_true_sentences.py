@@ -1,0 +1,129 @@
+"""Every sentence true on traces nobody here made (round 2): one test per case that public
+torch.profiler traces showed (compile time and one-time set-up called overhead, waits not
+recognised, findings on nothing, files that are not CUDA torch.profiler traces, windows and launch
+accounting). Each builds the smallest Chrome trace with the feature of the real one, as a dict in
+the test (no public data is committed), and fails on the code before its fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpumagic.analysis import findings
+from gpumagic.capture.chrome_trace import trace_from_chrome
+from gpumagic.render.report import ProfileReport
+from gpumagic.trace import Trace
+
+A100 = {"name": "NVIDIA A100-SXM4-40GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108}
+H100 = {"name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+L4 = {"name": "NVIDIA L4", "computeMajor": 8, "computeMinor": 9, "numSms": 58}
+MI300X = {"name": "AMD Instinct MI300X", "computeMajor": 9, "computeMinor": 4, "numSms": 304}
+
+
+def x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict:
+    """A complete ('X') event, times in µs as Kineto writes them."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+def launched(
+    ts: float,
+    corr: int,
+    kernel: str = "void k()",
+    dur: float = 100.0,
+    api: str = "cudaLaunchKernel",
+) -> list[dict]:
+    """A launch at ``ts`` and its kernel 10 µs later (matched by correlation id)."""
+    return [
+        x("cuda_runtime", api, ts, 5, correlation=corr),
+        x("kernel", kernel, ts + 10, dur, tid=7, stream=7, device=0, correlation=corr),
+    ]
+
+
+def load(events: list[dict], props: dict | None = A100) -> Trace:
+    data: dict[str, Any] = {"schemaVersion": 1, "traceEvents": events}
+    if props is not None:
+        data["deviceProperties"] = [props]
+    trace = trace_from_chrome(data, path="synthetic.json")
+    trace.meta["source"] = "synthetic.json"
+    return trace
+
+
+def said(events: list[dict], props: dict | None = A100) -> dict[str, str]:
+    """Each finding's sentence by kind, as the report (over its window) makes them."""
+    report = ProfileReport(load(events, props), timeline=False)
+    return {f.kind: f.message for f in report.findings}
+
+
+# --- 2. the pace verdict reads what the host was doing
+# ------------------------------------------------------------------------------
+
+
+def test_compile_time_is_not_called_overhead():
+    """A compiled model's first step: 1.53 s of the 1.69 s step inside dynamo/Inductor's compile
+    ranges, then the compiled kernels keep the GPU busy. It read "idle 100% ... Overhead-bound ...
+    bigger batches or CUDA graphs help"."""
+    events = [x("user_annotation", "ProfilerStep#1", 0, 1_690_000)]
+    events.append(x("user_annotation", "_compile.compile_inner (dynamo_timed)", 100, 1_530_000))
+    events.append(x("user_annotation", "compile_fx_inner (dynamo_timed)", 200, 1_500_000))
+    events.append(x("cpu_op", "aten::mm", 300, 1_400_000))  # Inductor's autotuning, in the compile
+    for i in range(150):  # then 150 kernels of 900 µs, each launched by a 950 µs op
+        at = 1_535_000 + i * 1_000
+        events += [x("cpu_op", "aten::convolution", at - 5, 20), *launched(at, i + 1, dur=900)]
+    text = said(events)["gpu_idle"]
+    assert "Overhead-bound" not in text and "CUDA graphs" not in text
+    assert "1.53 s compiling (torch.compile's dynamo/Inductor ranges)" in text
+    assert "one-time work, not per-launch overhead" in text
+    assert "Over the other 160 ms the GPU is busy 84%." in text
+
+
+def test_one_time_cudafree_is_not_called_overhead():
+    """A CUDA-graph trace: 1.30 s of its 1.40 s window is two ``cudaFree`` calls (inside an op),
+    read as per-launch overhead."""
+    events = [x("user_annotation", "ProfilerStep#1", 0, 1_400_000)]
+    events.append(x("cpu_op", "aten::empty", 0, 1_302_000))
+    events.append(x("cuda_runtime", "cudaFree", 1_000, 650_000))
+    events.append(x("cuda_runtime", "cudaFree", 651_000, 650_000))
+    for i in range(20):
+        at = 1_305_000 + i * 4_500
+        events += [x("cpu_op", "aten::add", at - 2, 30), *launched(at, 100 + i, dur=1_000)]
+    text = said(events)["gpu_idle"]
+    assert "Overhead-bound" not in text
+    assert "1.3 s in allocator and set-up calls (cudaFree ×2): one-time work" in text
+    assert "the GPU is busy 20%." in text
+
+
+def test_overhead_bound_only_for_per_launch_overhead_with_its_numbers():
+    """Host time per kernel a launch's worth: overhead-bound, with the kernels and the host time per
+    kernel; far more than that per kernel: the host's own work, no CUDA-graph advice."""
+    cheap = [x("user_annotation", "ProfilerStep#1", 0, 4_000)]
+    for i in range(100):
+        at = 20 + i * 39
+        cheap += [x("cpu_op", "aten::add", at, 38), *launched(at + 20, i + 1, dur=3)]
+    text = said(cheap)["gpu_idle"]
+    assert "Overhead-bound" in text and "for 100 kernels (" in text and "per kernel)" in text
+    slow = [x("user_annotation", "ProfilerStep#1", 0, 100_000)]
+    for i in range(10):
+        at = 20 + i * 9_900
+        slow += [x("cpu_op", "aten::nonzero", at, 9_800), *launched(at + 9_700, i + 1, dur=50)]
+    text = said(slow)["gpu_idle"]
+    assert "Overhead-bound" not in text and "CUDA graphs" not in text
+    assert "far more than launching a kernel costs" in text and "aten::nonzero takes" in text
+
+
+def test_data_loading_is_named():
+    events = [x("user_annotation", "ProfilerStep#1", 0, 100_000)]
+    loader = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    events.append(x("user_annotation", loader, 10, 80_000))
+    events += launched(85_000, 1, dur=10_000)
+    text = said(events)["gpu_idle"]
+    assert "80 ms loading data (DataLoader)" in text and "num_workers" in text
+    assert "Overhead-bound" not in text
+
+
+def test_findings_keep_their_numbers():
+    events = [x("user_annotation", "ProfilerStep#1", 0, 1_400_000)]
+    events.append(x("cuda_runtime", "cudaFree", 1_000, 1_300_000))
+    events += launched(1_305_000, 1, dur=1_000)
+    trace = ProfileReport(load(events), timeline=False).trace
+    (idle,) = [f for f in findings(trace) if f.kind == "gpu_idle"]
+    assert idle.numbers["host_work_ns"] == 1_300_000_000
