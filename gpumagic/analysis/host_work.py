@@ -21,7 +21,15 @@ import pandas as pd
 from ..trace import Trace, union_ns
 from .finding import api_names, t
 
-__all__ = ["COMPILE_RANGE", "SETUP_APIS", "HostWork", "host_work", "overlap_ns"]
+__all__ = [
+    "COMPILE_RANGE",
+    "SETUP_APIS",
+    "HostWork",
+    "covered",
+    "host_work",
+    "merged",
+    "overlap_ns",
+]
 
 #: A range torch.compile records while it compiles: dynamo_timed's ``<phase> (dynamo_timed)``, and
 #: the phases' own names (newer torch versions drop the suffix on some).
@@ -58,17 +66,7 @@ class HostWork:
 
     def covered(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """How much of each interval (starts[i], ends[i]) this work covers."""
-        if not len(self.starts):
-            return np.zeros(len(starts), dtype=np.int64)
-        cum = np.r_[0, np.cumsum(self.ends - self.starts)]
-
-        def upto(x: np.ndarray) -> np.ndarray:
-            i = np.searchsorted(self.starts, x, side="right") - 1
-            j = np.maximum(i, 0)
-            inside = np.clip(x - self.starts[j], 0, self.ends[j] - self.starts[j])
-            return np.where(i < 0, 0, cum[j] + inside)
-
-        return upto(np.asarray(ends, dtype=np.int64)) - upto(np.asarray(starts, dtype=np.int64))
+        return covered((self.starts, self.ends), starts, ends)
 
     def words(self) -> list[str]:
         """Each kind in words, largest first: "1.53 s compiling (torch.compile's dynamo/Inductor
@@ -83,7 +81,26 @@ class HostWork:
         return [f"{t(self.ns[k])} {text[k]}" for k in order]
 
 
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def covered(
+    stretches: tuple[np.ndarray, np.ndarray], starts: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
+    """How much of each interval (starts[i], ends[i]) the disjoint sorted ``stretches`` cover
+    (:func:`merged`), from their running total: no interval is compared with every stretch."""
+    a, b = stretches
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if not len(a):
+        return np.zeros(len(starts), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(b - a)]
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(a, x, side="right") - 1
+        j = np.maximum(i, 0)
+        return np.where(i < 0, 0, cum[j] + np.clip(x - a[j], 0, b[j] - a[j]))
+
+    return upto(ends) - upto(starts)
+
+
+def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The disjoint stretches covered by intervals, sorted."""
     if not len(starts):
         return starts, ends
@@ -140,5 +157,5 @@ def host_work(trace: Trace, start: int, end: int) -> HostWork:
     ns = {kind: union_ns(*se) for kind, se in parts.items()}
     starts = np.concatenate([s for s, _ in parts.values()])
     ends = np.concatenate([e for _, e in parts.values()])
-    merged = _merged(starts, ends)
-    return HostWork(ns, merged[0], merged[1], calls)
+    stretches = merged(starts, ends)
+    return HostWork(ns, stretches[0], stretches[1], calls)

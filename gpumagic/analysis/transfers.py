@@ -3,14 +3,16 @@ synchronising with the GPU inside the cell (``.item()``, ``.cpu()``, printing a 
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..trace import Trace, id_column
 from .finding import Finding, api_names, t
+from .host_work import covered, merged
 from .rank_lists import listed, on_ranks, others_range
 from .ranks import is_multi, rank_figures
 
-__all__ = ["SYNC_APIS", "host_copies", "host_syncs"]
+__all__ = ["FREE_APIS", "SYNC_APIS", "host_copies", "host_syncs"]
 
 #: Host<->device copies worth a word: at least this share of GPU busy time.
 COPY_SHARE = 0.10
@@ -23,12 +25,40 @@ SYNC_APIS = (
     "cudaDeviceSynchronize",
     "cudaEventSynchronize",
     "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemcpyPeer",
     "cuStreamSynchronize",
     "cuCtxSynchronize",
     "cuEventSynchronize",
+    "cuMemcpy",
+    "cuMemcpy2D",
+    "cuMemcpy3D",
     "cuMemcpyDtoH",
     "cuMemcpyHtoD",
+    "cuMemcpyPeer",
+    # ROCm's, in a Kineto trace of an AMD GPU
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
+    "hipCtxSynchronize",
+    "hipMemcpy",
+    "hipMemcpyWithStream",
+    "hipMemcpyDtoH",
+    "hipMemcpyHtoD",
+    "hipMemcpy2D",
+    "hipMemcpy3D",
+    "hipMemcpyToSymbol",
+    "hipMemcpyFromSymbol",
+    "hipMemcpyPeer",
 )
+#: Calls that wait for the whole device's work before they free memory: a wait only while the GPU
+#: worked (the rest of their time is the free itself, which the pace verdict calls set-up).
+FREE_APIS = ("cudaFree", "cuMemFree", "hipFree")
+#: The device synchronisation that closes a capture's runs.
+_DEVICE_SYNCS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
 
 
 def host_copies(trace: Trace) -> list[Finding]:
@@ -84,16 +114,41 @@ def _mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:,.0f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:,.1f} kB"
 
 
-def _waits(api: pd.DataFrame, names: pd.Series, start: int, end: int) -> pd.DataFrame:
-    """The host's waits for the GPU among ``api`` calls starting in [start, end], the capture's own
-    closing synchronisation (the last cudaDeviceSynchronize) left out."""
-    inside = api[names.isin(SYNC_APIS) & (api["start"] >= start) & (api["start"] <= end)]
-    device_syncs = inside[names[inside.index] == "cudaDeviceSynchronize"]
-    if (
-        not device_syncs.empty
-    ):  # gpumagic's own: one device synchronisation closes the captured runs
+def _pageable_copies(trace: Trace) -> set[int]:
+    """The correlation ids of device-to-host copies into pageable memory: their
+    ``cudaMemcpyAsync`` cannot return before the copy is done, so the host waits for the GPU to
+    finish all the work queued before it, as ``.item()`` and ``.cpu()`` do."""
+    m = trace.memops
+    if m.empty:
+        return set()
+    hit = (m["kind"] == "DtoH").to_numpy() & m["name"].astype(str).str.contains(
+        "Pageable"
+    ).to_numpy()
+    return set(pd.to_numeric(m.loc[hit, "correlation"], errors="coerce").dropna().astype(int))
+
+
+def _waits(trace: Trace, api: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
+    """The host's waits for the GPU among ``api`` calls starting in [start, end] (the capture's own
+    closing synchronisation, the last device synchronisation, left out), with ``what`` (the name
+    they are counted under) and ``wait`` (ns: a free's only while the GPU worked)."""
+    names = api_names(trace)[api.index].astype(str)
+    pageable = _pageable_copies(trace)
+    copy = api["correlation"].isin(pageable) if pageable else names == ""
+    hit = names.isin(SYNC_APIS) | names.isin(FREE_APIS) | copy
+    inside = api[hit & (api["start"] >= start) & (api["start"] <= end)]
+    device_syncs = inside[names[inside.index].isin(_DEVICE_SYNCS)]
+    if not device_syncs.empty:  # gpumagic's own: one device synchronisation closes the runs
         inside = inside.drop(index=device_syncs["start"].idxmax())
-    return inside
+    what = names[inside.index].where(~copy[inside.index], names + " (DtoH to pageable memory)")
+    wait = (inside["end"] - inside["start"]).to_numpy(dtype="int64")
+    free = names[inside.index].isin(FREE_APIS).to_numpy()
+    if free.any():
+        gpu = trace.gpu_intervals()
+        busy = merged(gpu["start"].to_numpy("int64"), gpu["end"].to_numpy("int64"))
+        s, e = inside["start"].to_numpy("int64"), inside["end"].to_numpy("int64")
+        wait = np.where(free, covered(busy, s, e), wait)
+        what = what.where(~free, what + " (while the GPU worked)")
+    return inside.assign(what=what.to_numpy(), wait=wait)[lambda d: d["wait"] > 0]
 
 
 def _inside(trace: Trace) -> str:
@@ -102,8 +157,8 @@ def _inside(trace: Trace) -> str:
     return "inside the cell" if trace.meta.get("label") else "inside the window"
 
 
-def _counts(names: pd.Series, inside: pd.DataFrame) -> str:
-    counts = names[inside.index].astype(object).value_counts()
+def _counts(inside: pd.DataFrame) -> str:
+    counts = inside["what"].value_counts()
     return ", ".join(f"{name} ×{int(n)}" for name, n in counts.items())
 
 
@@ -121,13 +176,12 @@ def host_syncs(trace: Trace) -> list[Finding]:
     api = trace.api
     if api.empty:
         return []
-    names = api_names(trace)
     if is_multi(trace):
-        return _syncs_per_rank(trace, api, names)
+        return _syncs_per_rank(trace, api)
     start, end, _ = trace.analysis_window()
-    inside = _waits(api, names, start, end)
+    inside = _waits(trace, api, start, end)
     wall = max(end - start, 1)
-    ns = int((inside["end"] - inside["start"]).sum())
+    ns = int(inside["wait"].sum())
     if inside.empty or ns / wall < SYNC_SHARE:
         return []
     return [
@@ -135,14 +189,30 @@ def host_syncs(trace: Trace) -> list[Finding]:
             "host_sync",
             "warn",
             f"The host waited for the GPU {len(inside)} times {_inside(trace)} "
-            f"({_counts(names, inside)}): {t(ns)}, "
-            f"{ns / wall:.0%} of {trace.figures()['window_text']}. " + _SYNC_ADVICE,
+            f"({_counts(inside)}): {t(ns)}, "
+            f"{ns / wall:.0%} of {trace.figures()['window_text']}. " + _advice(inside),
             {"ns": ns, "calls": len(inside), "share_of_window": ns / wall},
         )
     ]
 
 
-def _syncs_per_rank(trace: Trace, api: pd.DataFrame, names: pd.Series) -> list[Finding]:
+def _advice(inside: pd.DataFrame) -> str:
+    """What to do: where most of the waiting is device-to-host copies into pageable memory, that is
+    said first (each is a ``.item()``/``.cpu()`` of a tensor, a wait of its own)."""
+    pageable = inside["what"].str.contains("pageable", regex=False)
+    ns = int(inside.loc[pageable, "wait"].sum())
+    if not pageable.any() or ns < inside["wait"].sum() / 2:
+        return _SYNC_ADVICE
+    n = int(pageable.sum())
+    return (
+        f"Most of it is {n} device-to-host cop{'y' if n == 1 else 'ies'} into pageable memory "
+        f"({t(ns)}): each one blocks the host until the GPU has finished everything queued before "
+        "it, as .item(), .cpu() and .tolist() do. Keep the values on the GPU and read them once "
+        "at the end, or copy into pinned memory (non_blocking=True) and synchronise once."
+    )
+
+
+def _syncs_per_rank(trace: Trace, api: pd.DataFrame) -> list[Finding]:
     fig = rank_figures(trace).drop_duplicates("pid")
     pid = id_column(api["pid"])
     parts, numbers = [], {"ranks": [], "ns": [], "calls": [], "share_of_window": []}
@@ -150,14 +220,14 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame, names: pd.Series) -> list[F
     below = []
     for _, r in fig.iterrows():
         mine = api[pid == int(r["pid"])]
-        inside = _waits(mine, names[mine.index], int(r["start"]), int(r["end"]))
+        inside = _waits(trace, mine, int(r["start"]), int(r["end"]))
         wall = max(int(r["span_ns"]), 1)
-        ns = int((inside["end"] - inside["start"]).sum())
+        ns = int(inside["wait"].sum())
         if inside.empty or ns / wall < SYNC_SHARE:
             below.append((ns / wall, r["label"]))
             continue
         parts.append(
-            f"{r['label']} {len(inside)} times ({_counts(names, inside)}), {t(ns)}, "
+            f"{r['label']} {len(inside)} times ({_counts(inside)}), {t(ns)}, "
             f"{ns / wall:.0%} of its range"
         )
         for key, value in zip(numbers, (r["label"], ns, len(inside), ns / wall)):

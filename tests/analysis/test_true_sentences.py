@@ -127,3 +127,76 @@ def test_findings_keep_their_numbers():
     trace = ProfileReport(load(events), timeline=False).trace
     (idle,) = [f for f in findings(trace) if f.kind == "gpu_idle"]
     assert idle.numbers["host_work_ns"] == 1_300_000_000
+
+
+# --- 3. host waits: every blocking call of CUDA and HIP, pageable copies, cudaFree
+# --------------------------------------------------------------------------
+
+
+def _item_loop(n: int = 40) -> list[dict]:
+    """A teaching trace: a kernel, then ``.item()`` of its result, ``n`` times: each a
+    ``cudaMemcpyAsync`` device-to-host into pageable memory, which returns only when the copy (and
+    the kernel before it) is done."""
+    events = []
+    for i in range(n):
+        at = i * 1_000
+        events += launched(at, 2 * i + 1, dur=100)
+        events.append(x("cpu_op", "aten::item", at + 15, 160))
+        events.append(x("cuda_runtime", "cudaMemcpyAsync", at + 20, 150, correlation=2 * i + 2))
+        events.append(
+            x(
+                "gpu_memcpy",
+                "Memcpy DtoH (Device -> Pageable)",
+                at + 120,
+                10,
+                tid=7,
+                stream=7,
+                device=0,
+                correlation=2 * i + 2,
+                bytes=4,
+            )
+        )
+    return events
+
+
+def test_pageable_device_to_host_copies_are_host_waits_named_as_such():
+    text = said(_item_loop())["host_sync"]
+    assert "The host waited for the GPU 40 times" in text
+    assert "cudaMemcpyAsync (DtoH to pageable memory) ×40" in text
+    assert "Most of it is 40 device-to-host copies into pageable memory" in text
+    assert ".item(), .cpu() and .tolist()" in text
+
+
+def test_hip_blocking_calls_are_host_waits():
+    events = []
+    for i in range(20):
+        at = i * 1_000
+        events += launched(at, 2 * i + 1, dur=300, api="hipLaunchKernel")
+        events.append(x("cuda_runtime", "hipMemcpyWithStream", at + 20, 300, correlation=2 * i + 2))
+        events.append(
+            x(
+                "gpu_memcpy",
+                "Memcpy DtoH (Device -> Host)",
+                at + 320,
+                5,
+                tid=7,
+                stream=7,
+                device=0,
+                correlation=2 * i + 2,
+            )
+        )
+    text = said(events, MI300X)["host_sync"]
+    assert "(hipMemcpyWithStream ×20): 6 ms, 31% of" in text
+
+
+def test_cudafree_waits_while_the_gpu_works_only():
+    """``cudaFree`` waits for the device's work before it frees: the part of it while kernels ran is
+    a host wait; a cudaFree on an idle GPU is set-up, not a wait."""
+    busy = [*launched(0, 1, dur=10_000), x("cuda_runtime", "cudaFree", 20, 12_000)]
+    busy += launched(12_100, 2, dur=100)
+    text = said(busy)["host_sync"]
+    assert "(cudaFree (while the GPU worked) ×1): 9.99 ms" in text
+    idle = [x("user_annotation", "ProfilerStep#1", 0, 1_400_000)]
+    idle.append(x("cuda_runtime", "cudaFree", 1_000, 1_300_000))
+    idle += launched(1_305_000, 1, dur=1_000)
+    assert "host_sync" not in said(idle)
