@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import sys
 
-__all__ = ["format_si", "format_time", "micro_sign"]
+__all__ = ["format_rate", "format_si", "format_time", "micro_sign"]
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -56,6 +56,12 @@ def format_si(value: float | None, unit: str, missing: str = "n/a") -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
+
+
+def format_rate(bytes_per_s: float | None, missing: str = "n/a") -> str:
+    """A transfer rate in bytes per second with its unit chosen, as a copy's rate is read: 4.4e9 ->
+    '4.4 GB/s', 3e6 -> '3 MB/s', 512 -> '512 B/s'; never a '0.0 GB/s' for a slow copy."""
+    return format_si(bytes_per_s, "B/s", missing)
 
 
 def format_ns(ns: object) -> str:

@@ -15,6 +15,15 @@ from .ranks import is_multi
 __all__ = ["compat_kernels", "copies", "ffma_gemms", "top_kernels"]
 
 _GEMM_LIKE = ("gemm", "conv_fprop", "conv_dgrad", "conv_wgrad")
+#: The share of kernel time below which a kind of kernel gets no finding (nor a remedy): 8 µs of
+#: fp32 GEMM in a 10 ms cell is not worth a precision switch.
+KERNEL_SHARE = 0.05
+#: The tensor-core instruction family of each SM: Ampere's mma.sync serves sm80 to sm89 (cuBLAS and
+#: cuDNN ship sm80 kernels for Ada and the sm86 GPUs), Hopper has wgmma, Blackwell tcgen05. An sm80
+#: kernel on an sm89 GPU is its native family, not a fallback; on an sm90 GPU it is.
+_FAMILY = {70: 70, 72: 70, 75: 75, 80: 80, 86: 80, 87: 80, 88: 80, 89: 80, 90: 90}
+_FAMILY.update({100: 100, 101: 100, 103: 100, 110: 100, 120: 80, 121: 80})
+_FAMILY_NAME = {75: "Turing's", 80: "Ampere's mma.sync", 90: "Hopper's wgmma", 100: "tcgen05"}
 _TF32_ADVICE = (
     "torch.backends.cuda.matmul.allow_tf32 = True (or "
     "torch.set_float32_matmul_precision('high')) lets them use "
@@ -69,6 +78,8 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
         if not hit.any():
             continue
         ns, total = int(facts.durations[hit].sum()), max(int(work[mine].sum()), 1)
+        if ns < KERNEL_SHARE * total:
+            continue
         examples = "; ".join(
             f"{name} {pct(v / total)}" for name, v in facts.ns_by_label(hit).nlargest(2).items()
         )
@@ -76,6 +87,8 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
         numbers["ranks"].append(label)
         numbers["ffma_ns"].append(ns)
         numbers["share"].append(ns / total)
+    if not parts:
+        return []
     if len(parts) > LIST_RANKS:
         parts = [*parts[:3], f"… {len(parts) - 3} more ranks"]
     msg = (
@@ -102,16 +115,18 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
     if is_multi(trace):
         return _ffma_per_rank(trace, facts, ffma)
     t_ffma = int(facts.durations[ffma].sum())
+    if t_ffma < KERNEL_SHARE * facts.total_ns:
+        return []
     by_name = facts.ns_by_label(ffma)
     examples = "; ".join(
-        f"{name} {ns / facts.total_ns:.0%}" for name, ns in by_name.nlargest(2).items()
+        f"{name} {pct(ns / facts.total_ns)}" for name, ns in by_name.nlargest(2).items()
     )
     return [
         Finding(
             "ffma_gemm",
             "warn",
             f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
-            f"{t_ffma / facts.total_ns:.0%} of kernel time ({examples}). {_fp32_advice(trace)}",
+            f"{pct(t_ffma / facts.total_ns)} of kernel time ({examples}). {_fp32_advice(trace)}",
             {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
         )
     ]
@@ -122,33 +137,47 @@ def _sm_num(sm: str) -> int:
     return int(digits) if digits else 0
 
 
+def _family(sm: int) -> int | None:
+    """The tensor-core instruction family of SM ``sm`` (:data:`_FAMILY`); None where not known."""
+    return _FAMILY.get(sm)
+
+
 def compat_kernels(trace: Trace) -> list[Finding]:
-    """Tensor-core kernels built for an older SM than the device's (they may miss its newer
-    instructions)."""
+    """Tensor-core kernels of an older instruction family than the device's (an sm80 kernel on an
+    sm90 GPU: a Hopper variant with its newer instructions exists), taking at least
+    :data:`KERNEL_SHARE` of kernel time. The SM in a name is the instruction family the library
+    built it for: an sm80 or sm86 kernel that cuBLAS or cuDNN chose for an Ada or Ampere GPU is its
+    native kind, and nothing is said."""
     cc = compute_capability(trace.meta)  # None on an AMD GPU: its gfx numbers are not SM numbers
     if trace.kernels.empty or cc is None:
         return []
+    dev_sm = cc[0] * 10 + cc[1]
+    device_family = _family(dev_sm)
+    if device_family is None:
+        return []
     facts = kernel_facts(trace)
-    dev_sm = f"sm{cc[0]}{cc[1]}"
     older = facts.where(
         lambda d: (
             d.arch is not None
-            and d.family in ("cublas_xmma", "cutlass2", "cudnn")
-            and _sm_num(d.arch) < _sm_num(dev_sm)
+            and d.family in ("cublas_xmma", "cublas_legacy", "cutlass2", "cudnn")
+            and (_family(_sm_num(d.arch)) or device_family) < device_family
             and d.tensor_cores is not False
         )
     )
-    if not older.any():
-        return []
     t_old = int(facts.durations[older].sum())
+    if not older.any() or t_old < KERNEL_SHARE * facts.total_ns:
+        return []
+    present = np.unique(facts.codes[older])
+    archs = sorted({str(facts.decoded[i].arch) for i in present})
     return [
         Finding(
             "compat_kernel",
             "info",
-            f"{int(older.sum())} kernel(s) built for an older SM than this {dev_sm} GPU run "
-            f"({t(t_old)}, {t_old / facts.total_ns:.0%} of kernel time): compatibility "
-            f"kernels, which may "
-            "miss this GPU's newer instructions.",
+            f"{int(older.sum())} kernel(s) built for an older GPU's tensor-core instructions "
+            f"({', '.join(archs)}) ran on this sm{dev_sm} GPU ({t(t_old)}, "
+            f"{pct(t_old / facts.total_ns)} of kernel time), which has newer ones "
+            f"({_FAMILY_NAME[device_family]}): variants built for them exist, and a newer "
+            "cuBLAS/cuDNN (a newer PyTorch build) may choose them.",
             {"ns": t_old},
         )
     ]
@@ -194,7 +223,7 @@ def top_kernels(trace: Trace, top: int = 3) -> list[Finding]:
     head = summ.head(top)
     share = head["Time (%)"].sum()
     labels = kernel_labels(trace)
-    parts = [f"{labels[n]} {p:.0f}%" for n, p in zip(head["Name"], head["Time (%)"])]
+    parts = [f"{labels[n]} {pct(p / 100)}" for n, p in zip(head["Name"], head["Time (%)"])]
     if len(summ) == 1:
         n = int(head["Instances"].iloc[0])
         msg = f"One kernel ran: {labels[head['Name'].iloc[0]]}, {n} time{'s' if n != 1 else ''}."

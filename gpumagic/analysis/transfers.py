@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace, id_column
+from ..units import format_rate
 from .finding import Finding, api_names, t
 from .host_work import covered, merged
 from .rank_lists import listed, on_ranks, others_range
@@ -105,7 +106,7 @@ def _moved(copies: pd.DataFrame, ns: int) -> tuple[str, str, int | None]:
             "",
             None,
         )
-    return f"move {_mb(total)}", f" ({total / ns:.1f} GB/s)" if ns else "", total
+    return f"move {_mb(total)}", f" ({format_rate(total / ns * 1e9)})" if ns else "", total
 
 
 def _mb(nbytes: int) -> str:

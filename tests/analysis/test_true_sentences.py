@@ -200,3 +200,61 @@ def test_cudafree_waits_while_the_gpu_works_only():
     idle.append(x("cuda_runtime", "cudaFree", 1_000, 1_300_000))
     idle += launched(1_305_000, 1, dur=1_000)
     assert "host_sync" not in said(idle)
+
+
+# --- 4. a floor before a remedy; rates in their unit; "older SM" only where newer kernels exist
+# --------------------------------------------------------------------------
+
+
+def test_no_fp32_gemm_advice_for_a_sliver_of_kernel_time():
+    """8 µs of an fp32 GEMM beside 8 ms of other kernels read "fp32 GEMMs run on CUDA cores ... 8
+    µs, 0% of kernel time" with the TF32 remedy."""
+    events = launched(0, 1, kernel="volta_sgemm_128x64_nn", dur=8)
+    for i in range(9):
+        events += launched(1_000 + i * 1_000, i + 2, kernel="void big_kernel()", dur=900)
+    text = said(events)
+    assert "ffma_gemm" not in text
+    assert "0%" not in text["top_kernels"] and "<1%" in text["top_kernels"]
+
+
+def test_slow_copy_rates_are_in_their_unit():
+    """300 bytes in 100 µs is 3 MB/s, which read "0.0 GB/s"."""
+    events = launched(0, 1, dur=50)
+    events.append(x("cuda_runtime", "cudaMemcpyAsync", 100, 5, correlation=2))
+    events.append(
+        x(
+            "gpu_memcpy",
+            "Memcpy HtoD (Pinned -> Device)",
+            110,
+            100,
+            tid=7,
+            stream=7,
+            device=0,
+            correlation=2,
+            bytes=300,
+        )
+    )
+    text = said(events)["host_copies"]
+    assert "(3 MB/s)" in text and "GB/s" not in text
+
+
+SM80_GEMM = (
+    "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16"
+    "_kernel"
+)
+SM86_CONV = (
+    "sm86_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4"
+    "_warpsize2x2x1_g1_tensor16x8x16_kernel"
+)
+
+
+def test_ampere_kernels_on_ada_are_not_called_compatibility_kernels():
+    """cuBLAS and cuDNN ship sm80/sm86 kernels and choose them for Ada (sm89): the tag is the
+    instruction family. They read "built for an older SM ... compatibility kernels"."""
+    events = []
+    for i, name in enumerate([SM80_GEMM, SM86_CONV] * 3):
+        events += launched(i * 1_000, i + 1, kernel=name, dur=500)
+    assert "compat_kernel" not in said(events, L4)
+    text = said(events, H100)["compat_kernel"]  # on Hopper, wgmma kernels exist for them
+    assert "6 kernel(s) built for an older GPU's tensor-core instructions (sm80, sm86)" in text
+    assert "sm90" in text and "Hopper's wgmma" in text
