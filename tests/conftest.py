@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import pathlib
+import shutil
+
 import pytest
+
+from .helpers import DATA, gunzip
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,15 +43,56 @@ def ip(shell):
 
 
 @pytest.fixture
-def hist(tmp_path, monkeypatch):
-    """A history of the test's own (``GPUMAGIC_HISTORY``), with the recorder's once-per-process
-    notes said afresh and its open stores closed after."""
+def fresh_recorder():
+    """The history recorder's once-per-process notes said afresh, and the stores it opened closed
+    after the test."""
     from gpumagic.history import saving as recorder
 
-    path = tmp_path / "history.sqlite"
-    monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))
     recorder._SAID.clear()
-    yield path
+    yield recorder
     for store in recorder._STORES.values():
         store.close()
     recorder._STORES.clear()
+
+
+@pytest.fixture
+def hist(tmp_path, monkeypatch, fresh_recorder):
+    """A history of the test's own (``GPUMAGIC_HISTORY``), with a fresh recorder."""
+    path = tmp_path / "history.sqlite"
+    monkeypatch.setenv("GPUMAGIC_HISTORY", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def committed_nsys(tmp_path_factory):
+    """The committed nsys exports of ``tests/data/nsys``, each unzipped once per session:
+    ``committed_nsys("block")`` is the path of ``block.sqlite`` (a str, as ``load_nsys`` takes it).
+    Shared by every test: read it, and copy it before changing it."""
+    folder = tmp_path_factory.mktemp("nsys")
+
+    def unzipped(name: str) -> str:
+        path = folder / f"{name}.sqlite"
+        if not path.exists():
+            gunzip(DATA / "nsys" / f"{name}.sqlite.gz", path)
+        return str(path)
+
+    return unzipped
+
+
+@pytest.fixture(scope="session")
+def per_rank_nsys(tmp_path_factory) -> pathlib.Path:
+    """The committed per-rank job's nsys exports (``tests/data/per_rank/nsys``: the straggler step
+    of a 2-rank job on 2×H100), unzipped once per session into a folder of their own:
+    ``rank0.sqlite`` and ``rank1.sqlite``. Shared by every test: read it, and copy it
+    (``per_rank_copy``) before changing or adding to it."""
+    folder = tmp_path_factory.mktemp("per_rank") / "nsys"
+    folder.mkdir()
+    for rank in (0, 1):
+        gunzip(DATA / "per_rank" / "nsys" / f"rank{rank}.sqlite.gz", folder / f"rank{rank}.sqlite")
+    return folder
+
+
+@pytest.fixture
+def per_rank_copy(per_rank_nsys, tmp_path) -> pathlib.Path:
+    """A copy of :func:`per_rank_nsys` for this test alone (``tmp_path / "job"``), to change."""
+    return pathlib.Path(shutil.copytree(per_rank_nsys, tmp_path / "job"))

@@ -3,15 +3,15 @@ skipped)."""
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
+
+from .helpers import ROOT
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-DEMOS = sorted((pathlib.Path(__file__).parents[1] / "demos").glob("*.ipynb"))
+DEMOS = sorted((ROOT / "demos").glob("*.ipynb"))
 
 
 def test_the_demos_are_there():

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import pathlib
 import re
 import shutil
 import subprocess
 
 import pytest
 
-DOCKER = pathlib.Path(__file__).parents[1] / "docker"
+from .helpers import ROOT
+
+DOCKER = ROOT / "docker"
 
 
 def instructions() -> list[tuple[str, str]]:

@@ -22,7 +22,8 @@ from gpumagic.render.ncu_view import NcuReport
 from gpumagic.render.report import ProfileReport
 from gpumagic.render.sweep_plot import sweep_figure
 
-DATA = pathlib.Path(__file__).parent / "data"
+from .helpers import DATA
+
 #: a figure's own output (its JSON, the script that draws it, the table beside it): far under one
 #: copy of BokehJS
 SMALL = 150_000

@@ -37,7 +37,7 @@ from gpumagic import load_trace
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace.window import in_window, steps
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .helpers import ROOT
 
 
 def corpus_dir() -> pathlib.Path | None:

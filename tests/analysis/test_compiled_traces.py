@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
@@ -21,12 +20,14 @@ from gpumagic.capture.inductor_kernels import (
 )
 from gpumagic.render.report import ProfileReport
 
-DATA = Path(__file__).parent / "data" / "compiled"
+from ..helpers import DATA
+
+COMPILED = DATA / "compiled"
 
 
 @pytest.fixture(scope="module")
 def output_code() -> str:
-    with gzip.open(DATA / "inductor_output_code.py.txt.gz", "rt") as f:
+    with gzip.open(COMPILED / "inductor_output_code.py.txt.gz", "rt") as f:
         return f.read()
 
 
@@ -76,7 +77,7 @@ def test_nothing_is_read_where_inductor_never_loaded(monkeypatch):
 
 
 def test_the_kernel_table_shows_what_each_compiled_kernel_fused(output_code):
-    trace = load_trace(DATA / "torch_compiled_block.json.gz")
+    trace = load_trace(COMPILED / "torch_compiled_block.json.gz")
     names = set(trace.kernels["name"])
     assert {"triton_poi_fused_gelu_0", "triton_poi_fused_add_gelu_mul_0"} <= names
     assert compiled_regions(trace) == 2
@@ -87,7 +88,7 @@ def test_the_kernel_table_shows_what_each_compiled_kernel_fused(output_code):
 
 
 def test_graph_replays_kernels_are_listed_and_kept_with_their_launch():
-    trace = load_trace(DATA / "torch_cuda_graph.json.gz")
+    trace = load_trace(COMPILED / "torch_cuda_graph.json.gz")
     replay = graph_kernels(trace)
     launches = trace.api[trace.api["name"].str.startswith("cudaGraphLaunch")]
     assert set(replay.dropna()) == set(launches["correlation"])
@@ -98,10 +99,10 @@ def test_graph_replays_kernels_are_listed_and_kept_with_their_launch():
 
 
 def test_advice_to_use_graphs_and_compile_is_not_given_to_a_cell_that_does():
-    report = ProfileReport(load_trace(DATA / "torch_cuda_graph.json.gz"))
+    report = ProfileReport(load_trace(COMPILED / "torch_cuda_graph.json.gz"))
     text = " ".join(f.message for f in report.findings)
     assert "Overhead-bound" in text
     assert "CUDA graphs or torch.compile help" not in text
     assert "already ran in 1 CUDA graph replay" in text and "torch.compile'd region ran" in text
-    plain = ProfileReport(load_trace(Path(__file__).parent / "data" / "torch_block.json.gz"))
+    plain = ProfileReport(load_trace(DATA / "torch_block.json.gz"))
     assert all("already ran in" not in f.message for f in findings(plain.trace))

@@ -1,6 +1,6 @@
-"""The memory view on snapshots written in torch's own format (tests/memory_fake.py): the reader,
-the timeline, the exact peak and its live set, the categories, the findings, the view's faces, and
-OOM."""
+"""The memory view on snapshots written in torch's own format (memory_fake.py beside this file): the
+reader, the timeline, the exact peak and its live set, the categories, the findings, the view's
+faces, and OOM."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import gpumagic
 from gpumagic.analysis.memory import CATEGORIES, analyze_memory
 from gpumagic.capture.memory_snapshot import SnapshotFormatError, read_snapshot
 from gpumagic.render.memory_view import MemoryView
-from tests.memory_fake import USER, FakeAllocator, forward, optim, training_run
+
+from ..helpers import DATA
+from .memory_fake import USER, FakeAllocator, forward, optim, training_run
 
 
 def _walk(a: FakeAllocator) -> list[int]:
@@ -126,14 +128,13 @@ def test_fragmentation_gap_at_the_peak():
 
 def test_an_oom_the_history_did_not_record_is_placed_at_its_end_from_the_error():
     import json
-    from pathlib import Path
 
     from gpumagic.notebook.memory_magic import _failed_request
 
     a = FakeAllocator()
     a.alloc(40 << 20, forward(30))
     a.alloc(2 << 20, forward(31))
-    facts = json.loads((Path(__file__).parent / "data" / "memory" / "facts.json").read_text())
+    facts = json.loads((DATA / "memory" / "facts.json").read_text())
     error = type("OutOfMemoryError", (RuntimeError,), {})(
         facts["oom_error"]
     )  # torch's own message, from the H200

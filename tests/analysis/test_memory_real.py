@@ -5,7 +5,6 @@ allocator itself said of each run)."""
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 
@@ -13,15 +12,17 @@ import gpumagic
 from gpumagic.analysis.memory import CATEGORIES, analyze_memory
 from gpumagic.capture.memory_snapshot import read_snapshot
 
-DATA = pathlib.Path(__file__).parent / "data" / "memory"
-FACTS = json.loads((DATA / "facts.json").read_text()) if (DATA / "facts.json").exists() else {}
+from ..helpers import DATA
+
+MEMORY = DATA / "memory"
+FACTS = json.loads((MEMORY / "facts.json").read_text()) if (MEMORY / "facts.json").exists() else {}
 RUNS = ["train_step", "compiled", "oom"]
 pytestmark = pytest.mark.skipif(not FACTS, reason="tests/data/memory not present")
 
 
 def _analysis(run: str, max_points: int = 2000):
     return analyze_memory(
-        read_snapshot(DATA / f"{run}.pickle"),
+        read_snapshot(MEMORY / f"{run}.pickle"),
         device_memory=FACTS[run]["device_total"],
         max_points=max_points,
     )
@@ -86,7 +87,7 @@ def test_oom_shows_what_was_alive_when_it_failed():
     assert "5.78 GiB" in m.findings[0].message  # "5.78 GiB is allocated by PyTorch"
     assert m.findings[0].kind == "memory_oom" and "cap on this process" in m.findings[0].message
     assert m.live_at_oom["bytes"].sum() == m.oom["allocated"]
-    view = gpumagic.load_memory_snapshot(DATA / "oom.pickle", device_memory=f["device_total"])
+    view = gpumagic.load_memory_snapshot(MEMORY / "oom.pickle", device_memory=f["device_total"])
     assert view.to_dataframe()["bytes"].sum() == m.oom["allocated"]
     text = str(view)
     assert "Alive when it ran out of memory" in text and "out of memory" in text.lower()

@@ -10,10 +10,8 @@ holds 2 s of host time), or its GEMMs removed (nothing left for it to be late fo
 
 from __future__ import annotations
 
-import gzip
 import pathlib
 import re
-import shutil
 import sqlite3
 
 import pytest
@@ -25,22 +23,14 @@ from gpumagic.analysis.pace import gpu_idle
 from gpumagic.analysis.ranks import rank_figures
 from gpumagic.trace import Trace, frame
 
-PER_RANK = pathlib.Path(__file__).parent / "data" / "per_rank"
+from ..helpers import DATA
+
+PER_RANK = DATA / "per_rank"
 EARLY_NS = 2_000_000_000
 GEMM = "sgemm_128x64_nn"  # any fp32 GEMM name: the cases below only need non-NCCL work
 ALL_REDUCE = (
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)"
 )
-
-
-def exports(tmp_path: pathlib.Path) -> pathlib.Path:
-    for rank in (0, 1):
-        with (
-            gzip.open(PER_RANK / "nsys" / f"rank{rank}.sqlite.gz") as src,
-            open(tmp_path / f"rank{rank}.sqlite", "wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst)
-    return tmp_path
 
 
 def early_cuda_call(path: pathlib.Path) -> None:
@@ -93,9 +83,9 @@ def no_large_within(message: str) -> None:
 
 
 def test_uneven_work_is_said_when_the_extra_work_covers_most_of_the_wait_whatever_the_range(
-    tmp_path,
+    per_rank_copy,
 ):
-    folder = exports(tmp_path)
+    folder = per_rank_copy
     early_cuda_call(folder / "rank1.sqlite")
     t = load_nsys(folder)
     fig = rank_figures(t).set_index("label")
@@ -113,14 +103,14 @@ def test_uneven_work_is_said_when_the_extra_work_covers_most_of_the_wait_whateve
     no_large_within(msg)
 
 
-def test_the_committed_job_concludes_uneven_work(tmp_path):
-    f = straggler(load_nsys(exports(tmp_path)))[0]
+def test_the_committed_job_concludes_uneven_work(per_rank_nsys):
+    f = straggler(load_nsys(per_rank_nsys))[0]
     assert "52.9 ms more, 79% of the 67.4 ms rank 0 waits for it. Uneven work per rank" in f.message
     no_large_within(f.message)
 
 
-def test_a_straggler_without_extra_gpu_work_is_late_on_the_host(tmp_path):
-    folder = exports(tmp_path)
+def test_a_straggler_without_extra_gpu_work_is_late_on_the_host(per_rank_copy):
+    folder = per_rank_copy
     without_gemms(folder / "rank1.sqlite")
     t = load_nsys(folder)
     f = straggler(t)[0]
@@ -194,8 +184,8 @@ def host_wait(path: pathlib.Path, ns: int) -> None:
     con.close()
 
 
-def test_a_loaded_job_says_no_cell_and_names_every_rank_of_a_host_wait(tmp_path):
-    folder = exports(tmp_path)
+def test_a_loaded_job_says_no_cell_and_names_every_rank_of_a_host_wait(per_rank_copy):
+    folder = per_rank_copy
     host_wait(folder / "rank0.sqlite", 10_000_000)
     t = load_nsys(folder)
     f = {x.kind: x for x in findings(t)}

@@ -1,13 +1,11 @@
 """Several processes and GPUs: the reader keeps each row's process and GPU, the per-rank figures and
 findings, and the views. Checked on a two-process export BUILT from the committed single-GPU one
-(tests/two_ranks.py says how; no real two-rank export is committed yet), against direct SQL and an
-interval union written here, not gpumagic's."""
+(two_ranks.py beside this file says how; no real two-rank export is committed yet), against direct
+SQL and an interval union written here, not gpumagic's."""
 
 from __future__ import annotations
 
-import gzip
 import re
-import shutil
 import sqlite3
 
 import numpy as np
@@ -23,8 +21,9 @@ from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace, frame
 from gpumagic.trace.intervals import overlap_by_group, union_by_group, union_ns
 
+from ..helpers import DATA
 from . import two_ranks
-from .two_ranks import ALL_GATHER, ALL_REDUCE, LABEL, PID_A, PID_B, SHIFT
+from .two_ranks import ALL_GATHER, ALL_REDUCE, LABEL, NSYS, PID_A, PID_B, SHIFT
 
 PID_SQL = "globalPid / 16777216 % 16777216"
 
@@ -170,10 +169,8 @@ def test_ranks_come_from_the_launchers_marks_else_from_process_order(tmp_path, t
     assert plain.meta["rank_marks"] == []
 
 
-def test_a_single_process_export_has_no_ranks(tmp_path):
-    from .test_nsys import unzip
-
-    t = load_nsys(unzip("block", tmp_path))
+def test_a_single_process_export_has_no_ranks(committed_nsys):
+    t = load_nsys(committed_nsys("block"))
     assert not is_multi(t) and "rank_marks" not in t.meta
     assert all(
         (getattr(t, table)["pid"] == 810).all()
@@ -448,14 +445,12 @@ def test_the_timeline_groups_lanes_by_rank(two):
     assert gpu["count"].sum() == 4
 
 
-def test_the_single_gpu_report_has_no_rank_section(tmp_path):
+def test_the_single_gpu_report_has_no_rank_section(committed_nsys):
     from gpumagic import load_trace
 
-    from .test_nsys import unzip
-
     for t in (
-        load_nsys(unzip("block", tmp_path)),
-        load_trace(two_ranks.DATA.parent / "torch_block.json.gz"),
+        load_nsys(committed_nsys("block")),
+        load_trace(DATA / "torch_block.json.gz"),
     ):
         t.meta["label"] = LABEL
         r = ProfileReport(t, label=LABEL)
@@ -474,7 +469,7 @@ def test_one_process_on_two_gpus_is_shown_per_gpu_without_skew():
     from gpumagic import load_trace
     from gpumagic.render.timeline import _lanes
 
-    t = load_trace(two_ranks.DATA.parent / "torch_block.json.gz")  # torch.profiler: no process ids
+    t = load_trace(DATA / "torch_block.json.gz")  # torch.profiler: no process ids
     t.meta["label"] = LABEL
     k = t.kernels.copy()
     k.loc[k.index[::2], "device"] = 1
@@ -539,19 +534,13 @@ def test_grouped_unions_and_overlaps_equal_counting_covered_nanoseconds():
 # --- the real two-rank capture (tests/data/nsys/ddp2.*: a DDP step on two GPUs)
 # ------------------------------------
 
-DDP2 = two_ranks.DATA / "ddp2.sqlite.gz"
-
-
 @pytest.fixture(scope="module")
-def ddp2(tmp_path_factory) -> Trace:
-    path = tmp_path_factory.mktemp("ddp2") / "ddp2.sqlite"
-    with gzip.open(DDP2) as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return load_nsys(path)
+def ddp2(committed_nsys) -> Trace:
+    return load_nsys(committed_nsys("ddp2"))
 
 
 def test_ddp2_per_rank_kernel_summaries_add_up_to_nsys_stats(ddp2):
-    ref = pd.read_csv(two_ranks.DATA / "ddp2.stats_cuda_gpu_kern_sum.csv").set_index("Name")
+    ref = pd.read_csv(NSYS / "ddp2.stats_cuda_gpu_kern_sum.csv").set_index("Name")
     s = kernel_summary_by_rank(ddp2)
     assert s["rank"].nunique() == 2 and processes(ddp2)["label"].tolist() == ["rank 0", "rank 1"]
     summed = s.groupby("Name").agg(
@@ -598,15 +587,12 @@ def test_a_chrome_trace_of_two_processes_keeps_their_lanes_apart(two, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def straggler2(tmp_path_factory) -> Trace:
-    path = tmp_path_factory.mktemp("straggler2") / "straggler2.sqlite"
-    with gzip.open(two_ranks.DATA / "straggler2.sqlite.gz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return load_nsys(str(path))
+def straggler2(committed_nsys) -> Trace:
+    return load_nsys(committed_nsys("straggler2"))
 
 
 def test_straggler2_kernel_summaries_per_rank_add_up_to_nsys_stats(straggler2):
-    ref = pd.read_csv(two_ranks.DATA / "straggler2.stats_cuda_gpu_kern_sum.csv").set_index("Name")
+    ref = pd.read_csv(NSYS / "straggler2.stats_cuda_gpu_kern_sum.csv").set_index("Name")
     s = kernel_summary_by_rank(straggler2)
     for name, total in s.groupby("Name")["Total Time (ns)"].sum().items():
         assert total == ref.loc[name, "Total Time (ns)"], name

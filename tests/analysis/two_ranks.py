@@ -14,12 +14,12 @@ the launcher's NVTX mark, the *second* one as rank 0 (so rank order is not proce
 
 from __future__ import annotations
 
-import gzip
 import pathlib
-import shutil
 import sqlite3
 
-DATA = pathlib.Path(__file__).parent / "data" / "nsys"
+from ..helpers import DATA, gunzip
+
+NSYS = DATA / "nsys"
 PID_A, PID_B = 810, 9001  # the original process, and the copy's pid
 TID_A = 281488566256426  # the original's main thread (globalTid)
 SHIFT = 250_000  # ns: the copy runs this much later
@@ -66,8 +66,7 @@ def _copy_rows(
 
 def build(path: str | pathlib.Path, marks: bool = True, nccl: list | None = None) -> str:
     """Write the two-process export to ``path`` (returned as a string)."""
-    with gzip.open(DATA / "block.sqlite.gz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    gunzip(NSYS / "block.sqlite.gz", path)
     con = sqlite3.connect(path)
     shifted = {"start": f"start + {SHIFT}", "end": f"end + {SHIFT}"}
     for table in _BY_PID:

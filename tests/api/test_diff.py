@@ -4,10 +4,8 @@ exactly to the change in GPU busy time, ranks compared rank by rank, the sentenc
 
 from __future__ import annotations
 
-import gzip
 import json
 import pathlib
-import shutil
 
 import pandas as pd
 import pytest
@@ -21,7 +19,8 @@ from gpumagic.cli.diff import main as diff_main
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace, frame
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
+
 TORCH = {"matmul": DATA / "torch_matmul_4096.json.gz", "block": DATA / "torch_block.json.gz"}
 FFMA = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"  # noqa: E501
 # what cuBLAS ran for the same matmul with TF32 allowed, on the H100 (tests/data/kernel_names.json)
@@ -35,22 +34,10 @@ ADD = (
 
 
 @pytest.fixture(scope="module")
-def nsys(tmp_path_factory) -> dict[str, str]:
-    """The committed nsys exports, unpacked once."""
-    out = tmp_path_factory.mktemp("nsys")
-    paths = {}
-    for name, gz in {
-        "matmul": DATA / "nsys" / "matmul.sqlite.gz",
-        "block": DATA / "nsys" / "block.sqlite.gz",
-        "straggler2": DATA / "nsys" / "straggler2.sqlite.gz",
-        "ddp2": DATA / "nsys" / "ddp2.sqlite.gz",
-        "rank0": DATA / "per_rank" / "nsys" / "rank0.sqlite.gz",
-        "rank1": DATA / "per_rank" / "nsys" / "rank1.sqlite.gz",
-    }.items():
-        paths[name] = str(out / f"{name}.sqlite")
-        with gzip.open(gz) as src, open(paths[name], "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    return paths
+def nsys(committed_nsys, per_rank_nsys) -> dict[str, str]:
+    """The committed nsys exports by name, the per-rank job's two as ``rank0`` and ``rank1``."""
+    paths = {name: committed_nsys(name) for name in ("matmul", "block", "straggler2", "ddp2")}
+    return paths | {f"rank{r}": str(per_rank_nsys / f"rank{r}.sqlite") for r in (0, 1)}
 
 
 def reconciles(d) -> None:

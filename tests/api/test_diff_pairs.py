@@ -4,14 +4,14 @@ compiled (fp32), each run in its own process."""
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
 import gpumagic
 from gpumagic import decode_kernel, load_trace
 
-PAIRS = pathlib.Path(__file__).parent / "data" / "pairs"
+from ..helpers import DATA
+
+PAIRS = DATA / "pairs"
 
 
 def diff(a: str, b: str):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from gpumagic.capture import Capture
 from gpumagic.capture.cell import Cell, loop_notes, run_cell
 from gpumagic.capture.chrome_trace import chrome_trace_events, write_chrome_trace
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA, ROOT
 
 
 def recording_loop(warmup: int, iters: int, fail_at: int | None = None) -> list[str]:
@@ -216,7 +215,7 @@ def test_runner_reports_the_cells_traceback_without_its_own_frames(tmp_path):
     from gpumagic.capture.shipping import ship
 
     ship([], {}, str(work))
-    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-m", "gpumagic.capture.runner", str(work)], env=env, capture_output=True
     )

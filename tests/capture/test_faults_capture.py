@@ -1,13 +1,12 @@
 """Faults a user found in the capture path, each pinned by a test: a nested profiler (run in a
-subprocess, since it can crash the interpreter), damaged or missing inputs, -h, the cell's last
-value, torch's stderr chatter, and Ctrl-C."""
+subprocess, since it can crash the interpreter), damaged or missing inputs, the cell's last value,
+torch's stderr chatter, and Ctrl-C."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -28,11 +27,9 @@ from gpumagic.errors import (
     TraceFormatError,
 )
 
-torch = pytest.importorskip("torch")
+from ..helpers import DATA, FAKE_NSYS, ROOT
 
-ROOT = pathlib.Path(__file__).parents[1]
-DATA = ROOT / "tests" / "data"
-FAKE = str(ROOT / "tests" / "fake_nsys" / "nsys")
+torch = pytest.importorskip("torch")
 
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -266,7 +263,9 @@ def test_unbalanced_quote_in_nsys_args_is_refused_before_any_work(tmp_path, monk
 
     log = tmp_path / "nsys.log"
     monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
-    opts = NsysOptions(nsys_path=FAKE, profile_dir=str(tmp_path / "p"), extra_args='--sample="none')
+    opts = NsysOptions(
+        nsys_path=FAKE_NSYS, profile_dir=str(tmp_path / "p"), extra_args='--sample="none'
+    )
     with pytest.raises(InvalidOptionError, match="closing quotation"):
         nsys.capture("x = 1", "c", options=opts)
     assert not log.exists() and not (tmp_path / "p").exists()
@@ -274,7 +273,7 @@ def test_unbalanced_quote_in_nsys_args_is_refused_before_any_work(tmp_path, monk
 
 def test_unbalanced_quotes_in_the_magic_line_are_usage_errors(ip, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NSYS_LOG", str(tmp_path / "nsys.log"))
-    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'p')!r}")
     with pytest.raises(UsageError, match=r"--nsys-args.*closing quotation"):
         ip.run_cell_magic("gpuprofile", "--nsys --nsys-args '--sample=\"none'", "x = 1")
@@ -317,33 +316,7 @@ def test_the_report_is_kept_even_when_writing_the_trace_fails_late(ip, tmp_path,
     assert isinstance(ip.user_ns["rep"], ProfileReport)
 
 
-# --- 3. -h / --help
-# ------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("flag", ["-h", "--help"])
-def test_help_flags_print_the_magics_help_and_run_nothing(ip, flag):
-    ip.user_ns["runs"] = []
-    with capture_output() as cap:
-        assert ip.run_line_magic("gputime", flag) is None
-    assert "%gputime [-h]" in cap.stdout and "Calls per sample" in cap.stdout
-    with capture_output() as cap:
-        ip.run_cell_magic("gputime", flag, "runs.append(1)")
-    assert "%gputime [-h]" in cap.stdout
-    with capture_output() as cap:
-        ip.run_cell_magic("gpuprofile", f"-w 2 {flag}", "runs.append(1)")
-    assert "%gpuprofile [-h]" in cap.stdout and "--nsys" in cap.stdout and not cap.outputs
-    assert ip.user_ns["runs"] == []
-
-
-def test_a_statement_starting_with_minus_still_times_after_double_dash(ip):
-    ip.user_ns["h"] = 3
-    with capture_output() as cap:
-        r = ip.run_line_magic("gputime", "-q -o -r 3 -n 2 -- -h + 1")
-    assert r is not None and cap.stdout == ""
-
-
-# --- 4. the cell's last expression is shown
+# --- 3. the cell's last expression is shown
 # -------------------------------------------------------------------------
 
 
@@ -377,7 +350,7 @@ def test_the_last_expression_is_part_of_the_profiled_work(ip):
 
 def test_the_nsys_cell_value_is_shown_as_the_subprocess_printed_it(ip, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
-    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'p')!r}")
     ip.user_ns["A"] = torch.arange(4.0)
     with capture_output() as cap:
@@ -386,7 +359,7 @@ def test_the_nsys_cell_value_is_shown_as_the_subprocess_printed_it(ip, tmp_path,
     assert "tensor(12.)" in cap.stdout
 
 
-# --- 5. torch's C-level stderr chatter
+# --- 4. torch's C-level stderr chatter
 # ------------------------------------------------------------------------------
 
 
@@ -440,7 +413,7 @@ def test_the_real_profilers_usdt_lines_do_not_reach_stderr(capfd):
     assert "USDT" not in capfd.readouterr().err
 
 
-# --- 6. Ctrl-C
+# --- 5. Ctrl-C
 # --------------------------------------------------------------------------------------------------
 
 
@@ -519,7 +492,7 @@ def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
     work.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(work))
     monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
-    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'p')!r}")
     pidfile = tmp_path / "cell.pid"
     ip.user_ns["pidfile"] = str(pidfile)

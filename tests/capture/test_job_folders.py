@@ -25,14 +25,10 @@ from gpumagic.analysis.ranks import rank_figures
 from gpumagic.capture.reports import JobMismatchWarning, load_reports
 from gpumagic.errors import GpuMagicError
 
-PER_RANK = pathlib.Path(__file__).parent / "data" / "per_rank"
+from ..helpers import DATA
+
+PER_RANK = DATA / "per_rank"
 HOUR = 3600 * 10**9
-
-
-def nsys_copy(rank: int, dst: pathlib.Path) -> pathlib.Path:
-    with gzip.open(PER_RANK / "nsys" / f"rank{rank}.sqlite.gz") as src, open(dst, "wb") as out:
-        shutil.copyfileobj(src, out)
-    return dst
 
 
 def chrome_copy(rank: int, dst: pathlib.Path, change=None) -> pathlib.Path:
@@ -44,12 +40,12 @@ def chrome_copy(rank: int, dst: pathlib.Path, change=None) -> pathlib.Path:
 
 
 @pytest.fixture
-def mixed(tmp_path: pathlib.Path) -> pathlib.Path:
+def mixed(tmp_path: pathlib.Path, per_rank_nsys: pathlib.Path) -> pathlib.Path:
     """rank{0,1}.nsys-rep, rank{0,1}.sqlite and rank{0,1}.json in one folder."""
     folder = tmp_path / "job"
     folder.mkdir()
     for rank in (0, 1):
-        nsys_copy(rank, folder / f"rank{rank}.sqlite")
+        shutil.copy(per_rank_nsys / f"rank{rank}.sqlite", folder)
         (folder / f"rank{rank}.nsys-rep").write_bytes(b"")  # read from the .sqlite beside it
         chrome_copy(rank, folder / f"rank{rank}.json")
     return folder
@@ -89,33 +85,27 @@ def test_load_trace_of_a_mixed_folder_reads_the_traces_and_names_the_exports(mix
     assert f"gpumagic.load_nsys({str(mixed)!r})" in note
 
 
-def test_a_folder_of_the_other_kind_only_says_which_reader_reads_it(tmp_path):
-    for rank in (0, 1):
-        nsys_copy(rank, tmp_path / f"rank{rank}.sqlite")
+def test_a_folder_of_the_other_kind_only_says_which_reader_reads_it(per_rank_copy):
+    folder = per_rank_copy
     with pytest.raises(
         GpuMagicError, match=r"holds 2 nsys exports and no torch.profiler .* gpumagic.load_nsys"
     ):
-        load_trace(tmp_path)
+        load_trace(folder)
     with pytest.raises(GpuMagicError, match="both nsys exports and Chrome traces"):
-        chrome_copy(0, tmp_path / "rank0.json")
-        load_reports(tmp_path)
+        chrome_copy(0, folder / "rank0.json")
+        load_reports(folder)
 
 
-def test_one_job_gives_no_warning(tmp_path):
-    for rank in (0, 1):
-        nsys_copy(rank, tmp_path / f"rank{rank}.sqlite")
+def test_one_job_gives_no_warning(per_rank_nsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error", JobMismatchWarning)
-        t = load_nsys(tmp_path)
+        t = load_nsys(per_rank_nsys)
     assert t.meta["job_mismatch"] == [] and "job_mismatch" not in by_kind(t)
 
 
-def test_exports_of_two_runs_hours_apart_are_said_not_one_job(tmp_path):
-    for rank in (0, 1):
-        nsys_copy(rank, tmp_path / f"rank{rank}.sqlite")
-    con = sqlite3.connect(
-        tmp_path / "rank1.sqlite"
-    )  # another torchrun, 204 hours later, on the same host
+def test_exports_of_two_runs_hours_apart_are_said_not_one_job(per_rank_copy):
+    # another torchrun, 204 hours later, on the same host
+    con = sqlite3.connect(per_rank_copy / "rank1.sqlite")
     con.execute(f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {204 * HOUR}")
     con.execute(
         "UPDATE META_DATA_CAPTURE SET value = 'TORCHELASTIC_RUN_ID=\"0d1e2f\"' WHERE value "
@@ -124,7 +114,7 @@ def test_exports_of_two_runs_hours_apart_are_said_not_one_job(tmp_path):
     con.commit()
     con.close()
     with pytest.warns(JobMismatchWarning, match="may not be one job"):
-        t = load_nsys(tmp_path)
+        t = load_nsys(per_rank_copy)
     reasons = t.meta["job_mismatch"]
     assert any(
         r.startswith("their TORCHELASTIC_RUN_ID values differ (deb303e0-") for r in reasons

@@ -37,13 +37,13 @@ from gpumagic.errors import (
 )
 from gpumagic.render.ncu_view import NcuReport
 
-DATA = pathlib.Path(__file__).parent / "data" / "ncu"
-FAKES = pathlib.Path(__file__).parent / "fake_ncu"
-FAKE_NCU, FAKE_PYTHON = str(FAKES / "ncu"), str(FAKES / "python")
-RAW = (DATA / "tiny.raw.csv").read_text()
-DETAILS = (DATA / "tiny.details.csv").read_text()
-TENSOR_RAW = (DATA / "tensor.raw.csv").read_text()
-TENSOR_DETAILS = (DATA / "tensor.details.csv").read_text()
+from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON
+
+NCU = DATA / "ncu"
+RAW = (NCU / "tiny.raw.csv").read_text()
+DETAILS = (NCU / "tiny.details.csv").read_text()
+TENSOR_RAW = (NCU / "tensor.raw.csv").read_text()
+TENSOR_DETAILS = (NCU / "tensor.details.csv").read_text()
 N = 2048  # tensor.*: one N³ GEMM per math path (tests/data/capture/ncu_tensor_workload.py)
 
 
@@ -414,11 +414,7 @@ def test_load_ncu_reads_a_report_with_ncu_and_a_saved_csv(tmp_path, monkeypatch)
 def test_function_filter_matches_the_top_kernels_in_either_spelling():
     from gpumagic.capture.chrome_trace import load_trace
 
-    names = list(
-        load_trace(pathlib.Path(__file__).parent / "data" / "torch_block.json.gz").kernel_summary()[
-            "Name"
-        ]
-    )
+    names = list(load_trace(DATA / "torch_block.json.gz").kernel_summary()["Name"])
     flt = ncu.function_filter(names[:2])
     assert flt.startswith("regex:")
     pattern = re.compile(flt[len("regex:") :])
@@ -498,16 +494,14 @@ def test_first_pass_picks_the_top_kernels_by_time(fake):
     from dataclasses import replace
 
     got = ncu.capture(
-        "x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_PYTHON, top=3)
+        "x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_NCU_PYTHON, top=3)
     )
     profile = calls(tmp_path)[0]
     assert profile[profile.index("--kernel-name-base") + 1] == "function"
     flt = profile[profile.index("--kernel-name") + 1]
     from gpumagic.capture.chrome_trace import load_trace
 
-    table = load_trace(
-        pathlib.Path(__file__).parent / "data" / "torch_block.json.gz"
-    ).kernel_summary()
+    table = load_trace(DATA / "torch_block.json.gz").kernel_summary()
     top = table.sort_values("Total Time (ns)", ascending=False)["Name"].head(3)
     assert flt == ncu.function_filter(list(top))
     assert any(f"top 3 of {len(table)} kernel names" in n for n in got.notes)

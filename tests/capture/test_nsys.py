@@ -4,9 +4,7 @@ every error path."""
 
 from __future__ import annotations
 
-import gzip
 import os
-import pathlib
 import shutil
 import sqlite3
 
@@ -20,16 +18,10 @@ from gpumagic.capture.nsys import NsysNotFoundError, find_nsys
 from gpumagic.capture.nsys_sqlite import NoCudaDataError, NsysExportError
 from gpumagic.capture.shipping import ShippingError, free_names, restore, ship
 
-DATA = pathlib.Path(__file__).parent / "data" / "nsys"
-FAKE = str(pathlib.Path(__file__).parent / "fake_nsys" / "nsys")
+from ..helpers import DATA, FAKE_NSYS
+
+NSYS = DATA / "nsys"
 torch = pytest.importorskip("torch")
-
-
-def unzip(name: str, tmp_path: pathlib.Path) -> str:
-    out = tmp_path / f"{name}.sqlite"
-    with gzip.open(DATA / f"{name}.sqlite.gz") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return str(out)
 
 
 REPORTS = [
@@ -44,9 +36,9 @@ REPORTS = [
 
 @pytest.mark.parametrize("name", ["matmul", "block"])
 @pytest.mark.parametrize("report, method", REPORTS)
-def test_summaries_equal_nsys_stats_row_for_row(name, report, method, tmp_path):
-    got = getattr(load_nsys(unzip(name, tmp_path)), method)()
-    csv = DATA / f"{name}.stats_{report}.csv"
+def test_summaries_equal_nsys_stats_row_for_row(name, report, method, committed_nsys):
+    got = getattr(load_nsys(committed_nsys(name)), method)()
+    csv = NSYS / f"{name}.stats_{report}.csv"
     if csv.stat().st_size == 0:  # nsys stats: "SKIPPED: ... does not contain ... data"
         assert got.empty
         return
@@ -66,8 +58,8 @@ def test_summaries_equal_nsys_stats_row_for_row(name, report, method, tmp_path):
     assert got[got.columns[-1]].tolist() == ref[ref.columns[-1]].tolist() or report == "nvtx_sum"
 
 
-def test_block_export_contents(tmp_path):
-    t = load_nsys(unzip("block", tmp_path))
+def test_block_export_contents(committed_nsys):
+    t = load_nsys(committed_nsys("block"))
     assert t.meta["device"] == "NVIDIA H100 80GB HBM3" and t.meta["schema_version"] == "3.20.3"
     assert set(t.memops["kind"]) == {"HtoD", "DtoH", "memset"}
     assert {":warmup", ":cell:block", ":qkv", ":ffn"} <= set(t.nvtx["text"])
@@ -76,15 +68,15 @@ def test_block_export_contents(tmp_path):
     assert (inner["depth"] == 1).all()
 
 
-def test_matmul_capture_holds_only_the_cell(tmp_path):
-    t = load_nsys(unzip("matmul", tmp_path))
+def test_matmul_capture_holds_only_the_cell(committed_nsys):
+    t = load_nsys(committed_nsys("matmul"))
     assert (
         len(t.kernels) == 3
     )  # the three calls inside the range; the warm-up call is outside the capture
     assert t.nvtx["text"].tolist() == [":cell:matmul"]
 
 
-def test_unreadable_exports_are_explained(tmp_path):
+def test_unreadable_exports_are_explained(tmp_path, committed_nsys):
     zero = tmp_path / "zero.sqlite"
     zero.write_bytes(b"\x00" * 4096)
     with pytest.raises(NsysExportError, match="zeroed file"):
@@ -92,7 +84,7 @@ def test_unreadable_exports_are_explained(tmp_path):
     (tmp_path / "text.sqlite").write_text("hello")
     with pytest.raises(NsysExportError, match="not an SQLite file"):
         load_nsys(tmp_path / "text.sqlite")
-    old = unzip("matmul", tmp_path)
+    old = shutil.copy(committed_nsys("matmul"), tmp_path)
     con = sqlite3.connect(old)
     con.execute("UPDATE META_DATA_EXPORT SET value='2' WHERE name='EXPORT_SCHEMA_VERSION_MAJOR'")
     con.commit()
@@ -100,7 +92,7 @@ def test_unreadable_exports_are_explained(tmp_path):
     with pytest.raises(NsysExportError, match="export schema"):
         load_nsys(old)
     with pytest.raises(NoCudaDataError, match="outside its container"):
-        load_nsys(unzip("nocuda", tmp_path))
+        load_nsys(committed_nsys("nocuda"))
 
 
 # --- shipping
@@ -165,7 +157,7 @@ def test_find_nsys_says_where_it_looked(monkeypatch):
         find_nsys()
     with pytest.raises(NsysNotFoundError, match="configured path '/no/nsys'"):
         find_nsys("/no/nsys")
-    assert find_nsys(FAKE) == FAKE
+    assert find_nsys(FAKE_NSYS) == FAKE_NSYS
 
 
 # --- the magic with the stand-in nsys
@@ -177,7 +169,7 @@ def nsys_ip(ip, tmp_path, monkeypatch):
     log = tmp_path / "nsys.log"
     monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
     monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
-    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
     ip.log_path = log
     return ip

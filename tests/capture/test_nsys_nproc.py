@@ -26,8 +26,9 @@ from gpumagic.errors import (
     TorchrunMissingError,
 )
 
+from ..helpers import FAKE_NSYS
+
 torch = pytest.importorskip("torch")
-FAKE = str(pathlib.Path(__file__).parent / "fake_nsys" / "nsys")
 
 # A stand-in for the nvtx package: each rank's process logs its ranges and marks to a file of its
 # own.
@@ -59,7 +60,7 @@ def run_dir(tmp_path, monkeypatch):
 
 
 def options(tmp_path: pathlib.Path, **kw) -> NsysOptions:
-    return NsysOptions(nsys_path=FAKE, profile_dir=str(tmp_path / "profiles"), nproc=2, **kw)
+    return NsysOptions(nsys_path=FAKE_NSYS, profile_dir=str(tmp_path / "profiles"), nproc=2, **kw)
 
 
 def leftovers(tmp_path: pathlib.Path) -> list[str]:
@@ -261,7 +262,7 @@ def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
     from IPython.core.error import UsageError
     from IPython.utils.capture import capture_output
 
-    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE!r}")
+    ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(run_dir / 'profiles')!r}")
     with capture_output():
         value = ip.run_cell_magic(

@@ -17,7 +17,8 @@ import pytest
 from gpumagic import load_nsys
 from gpumagic.capture import nsys_columns
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from ..helpers import ROOT
+
 KERNELS, API = (
     43 * 50 + 7,
     1117 * 20 + 3,

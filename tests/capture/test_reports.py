@@ -14,7 +14,6 @@ import concurrent.futures as cf
 import gzip
 import json
 import pathlib
-import shutil
 import sqlite3
 
 import pandas as pd
@@ -26,30 +25,18 @@ from gpumagic.analysis.ranks import kernel_summary_by_rank, rank_figures
 from gpumagic.capture.reports import expand, is_many, rank_from_name
 from gpumagic.errors import GpuMagicError
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
+
 PER_RANK = DATA / "per_rank"
 
 
-def exports(tmp_path: pathlib.Path, sub: str = "job") -> pathlib.Path:
-    """The two per-rank nsys exports, unzipped into a folder of their own."""
-    out = tmp_path / sub
-    out.mkdir()
-    for rank in (0, 1):
-        with (
-            gzip.open(PER_RANK / "nsys" / f"rank{rank}.sqlite.gz") as src,
-            open(out / f"rank{rank}.sqlite", "wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst)
-    return out
-
-
 @pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    return load_nsys(exports(tmp_path_factory.mktemp("per_rank")))
+def job(per_rank_nsys):
+    return load_nsys(per_rank_nsys)
 
 
-def test_a_folder_a_glob_and_a_list_give_the_same_job(tmp_path, job):
-    folder = exports(tmp_path)
+def test_a_folder_a_glob_and_a_list_give_the_same_job(per_rank_nsys, job):
+    folder = per_rank_nsys
     files = sorted(str(p) for p in folder.glob("*.sqlite"))
     for given in (str(folder), str(folder / "rank*.sqlite"), files, tuple(reversed(files))):
         assert is_many(given)
@@ -74,13 +61,8 @@ def test_per_rank_kernel_totals_equal_nsys_stats_of_each_file(job):
             assert mine.loc[name, "Instances"] == row["Instances"], name
 
 
-def test_the_job_reads_like_the_nproc_capture_of_the_same_work(job, tmp_path):
-    with (
-        gzip.open(DATA / "nsys" / "straggler2.sqlite.gz") as src,
-        open(tmp_path / "s.sqlite", "wb") as dst,
-    ):
-        shutil.copyfileobj(src, dst)
-    nproc = load_nsys(tmp_path / "s.sqlite")
+def test_the_job_reads_like_the_nproc_capture_of_the_same_work(job, committed_nsys):
+    nproc = load_nsys(committed_nsys("straggler2"))
     cols = ["label", "device", "kernels", "nccl_kernels"]
     assert rank_figures(job)[cols].equals(rank_figures(nproc)[cols])  # the same table, row for row
     mine, theirs = rank_figures(job).set_index("label"), rank_figures(nproc).set_index("label")
@@ -135,8 +117,8 @@ def test_ranks_from_file_names_else_file_order(tmp_path):
     ]
 
 
-def test_an_unreadable_file_is_named_and_the_others_load(tmp_path):
-    folder = exports(tmp_path)
+def test_an_unreadable_file_is_named_and_the_others_load(per_rank_copy):
+    folder = per_rank_copy
     (folder / "rank2.sqlite").write_bytes(b"not a database at all" * 100)
     t = load_nsys(folder)
     assert [pathlib.Path(u["path"]).name for u in t.meta["unreadable"]] == ["rank2.sqlite"]
@@ -157,8 +139,8 @@ def test_an_empty_folder_or_pattern_says_what_it_looked_for(tmp_path):
         expand(str(tmp_path / "rank*.sqlite"))
 
 
-def test_reports_of_different_hosts_are_aligned_on_a_collective(tmp_path, job):
-    folder = exports(tmp_path)
+def test_reports_of_different_hosts_are_aligned_on_a_collective(per_rank_copy, job):
+    folder = per_rank_copy
     con = sqlite3.connect(folder / "rank1.sqlite")  # another host, its clock 5 s ahead
     con.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + 5000000000")
     con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = 'node-2' WHERE name = 'Hostname'")
@@ -184,9 +166,9 @@ def test_reports_of_different_hosts_are_aligned_on_a_collective(tmp_path, job):
     )
 
 
-def test_a_dask_cluster_reads_the_files_where_dask_is_installed(tmp_path, job):
+def test_a_dask_cluster_reads_the_files_where_dask_is_installed(per_rank_nsys, job):
     distributed = pytest.importorskip("dask.distributed")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False)
     with cluster, distributed.Client(cluster) as client:
-        t = load_nsys(exports(tmp_path), executor=client.get_executor())
+        t = load_nsys(per_rank_nsys, executor=client.get_executor())
     assert rank_figures(t)["kernels"].tolist() == rank_figures(job)["kernels"].tolist()

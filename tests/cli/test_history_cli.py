@@ -14,21 +14,15 @@ import pytest
 
 from gpumagic.__main__ import main
 from gpumagic.cli.history import EXIT_MISSING, EXIT_SLOWER, EXIT_UNREADABLE, percentage
-from gpumagic.history import saving as recorder_mod
 from gpumagic.history.baseline import FORMAT
 from gpumagic.history.saving import Recorder
 
-from .test_history import fake_result
+from ..helpers import fake_result
 
 
 @pytest.fixture
-def db(tmp_path):
-    recorder_mod._SAID.clear()
-    path = tmp_path / "h.sqlite"
-    yield path
-    for s in recorder_mod._STORES.values():
-        s.close()
-    recorder_mod._STORES.clear()
+def db(tmp_path, fresh_recorder):
+    return tmp_path / "h.sqlite"
 
 
 def save(path, statement, median, label=None, seed=0):

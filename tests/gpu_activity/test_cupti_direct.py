@@ -22,6 +22,8 @@ from gpumagic import gpu_activity
 from gpumagic.gpu_activity import cupti_direct
 from gpumagic.gpu_activity.cupti_direct import Activity, CuptiRefused, Recording
 
+from ..helpers import DATA
+
 
 class Kind(enum.IntEnum):
     KERNEL = 3
@@ -373,9 +375,8 @@ def test_kineto_events_become_the_same_activities():
 
 def test_every_mangled_name_captured_on_the_h100_demangles_to_torch_profiler_s_spelling():
     import json
-    import os
 
-    path = os.path.join(os.path.dirname(__file__), "data", "cupti_names_h100.json")
+    path = DATA / "cupti_names_h100.json"
     with open(path, encoding="utf-8") as f:
         pairs = json.load(f)["pairs"]
     assert len(pairs) >= 50 and sum(p["mangled"].startswith("_Z") for p in pairs) >= 40

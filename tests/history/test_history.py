@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import sqlite3
 import subprocess
@@ -22,26 +21,10 @@ from gpumagic.history.saving import Recorder
 from gpumagic.history.schema import CURRENT_VERSION, MIGRATIONS, migrate, version_of
 from gpumagic.history.store import Store, default_path, resolve_path
 from gpumagic.history.versus import differences, ratio_ci, versus
-from gpumagic.timing import TimingResult
 
+from ..helpers import fake_result
 
-def fake_result(
-    median: float = 1e-3, n: int = 60, seed: int = 0, spread: float = 0.01, **kw
-) -> TimingResult:
-    rng = random.Random(seed)
-    samples = [median * (1 + rng.gauss(0, spread)) for _ in range(n)]
-    return TimingResult(
-        samples=samples, calls_per_sample=10, device=kw.pop("device", "CPU"), backend="host", **kw
-    )
-
-
-@pytest.fixture(autouse=True)
-def _fresh_notes():
-    recorder_mod._SAID.clear()
-    yield
-    for s in recorder_mod._STORES.values():
-        s.close()
-    recorder_mod._STORES.clear()
+pytestmark = pytest.mark.usefixtures("fresh_recorder")
 
 
 # --- where the store lives

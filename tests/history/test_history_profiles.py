@@ -5,8 +5,6 @@ check, plot) never meet a profile."""
 
 from __future__ import annotations
 
-import pathlib
-import random
 import sqlite3
 from types import SimpleNamespace
 
@@ -26,18 +24,12 @@ from gpumagic.history.saving import Recorder, UnknownReferenceError
 from gpumagic.history.schema import CURRENT_VERSION, V1_SCHEMA, V2_STEP, migrate, version_of
 from gpumagic.history.store import Store
 from gpumagic.render.diff_view import ProfileDiff
-from gpumagic.timing.result import TimingResult
+
+from ..helpers import DATA, fake_result
 
 torch = pytest.importorskip("torch")
 
-DATA = pathlib.Path(__file__).parent / "data"
 TORCH = {"matmul": DATA / "torch_matmul_4096.json.gz", "block": DATA / "torch_block.json.gz"}
-
-
-def timing(median: float = 1e-3, n: int = 30) -> TimingResult:
-    rng = random.Random(0)
-    samples = [median * (1 + rng.gauss(0, 0.01)) for _ in range(n)]
-    return TimingResult(samples=samples, calls_per_sample=10, device="CPU", backend="host")
 
 
 def rows(path, **kw):
@@ -140,7 +132,7 @@ def test_the_saved_summary_is_the_profiles_and_the_diff_against_it_is_gpumagic_d
 
 def test_profiles_and_timings_never_answer_each_others_vs(tmp_path):
     path = str(tmp_path / "h.sqlite")
-    Recorder(path, label="t").record(timing(), "x + 1")
+    Recorder(path, label="t").record(fake_result(n=30), "x + 1")
     ProfileRecorder(path, label="p").record(
         SimpleNamespace(trace=load_trace(TORCH["block"])), "x + 1"
     )
@@ -153,7 +145,7 @@ def test_profiles_and_timings_never_answer_each_others_vs(tmp_path):
     with pytest.raises(UnknownReferenceError):
         Recorder(path, vs="2")  # a profile's id
     # %gputime --vs last of the same text finds the timing, not the later profile
-    again = Recorder(path, vs="last").record(timing(1.01e-3), "x + 1")
+    again = Recorder(path, vs="last").record(fake_result(1.01e-3, n=30), "x + 1")
     assert again.versus is not None and again.versus.ref["id"] == 1
 
 
@@ -176,7 +168,7 @@ def test_the_path_of_a_kept_trace_is_saved(tmp_path):
 # --------------------------------------------------------------------------------------------
 def test_history_lists_timings_and_profiles_with_their_kind(tmp_path):
     path = str(tmp_path / "h.sqlite")
-    Recorder(path, label="t").record(timing(), "x + 1")
+    Recorder(path, label="t").record(fake_result(n=30), "x + 1")
     ProfileRecorder(path, label="p").record(
         SimpleNamespace(trace=load_trace(TORCH["block"])), "y = f(x)"
     )

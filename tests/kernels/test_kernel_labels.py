@@ -4,12 +4,11 @@ know."""
 from __future__ import annotations
 
 import json
-import pathlib
 
 from gpumagic.kernels import decode
 from gpumagic.kernels.labels import distinct_labels
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
 
 
 def test_every_distinct_name_of_the_corpora_gets_its_own_label():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 import subprocess
 import sys
 import types
@@ -16,7 +15,8 @@ from hypothesis import strategies as st
 
 from gpumagic.kernels import FAMILIES, KernelName, decode, demangle, normalize
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
+
 CORPUS = json.loads((DATA / "kernel_names.json").read_text())
 
 

@@ -12,7 +12,6 @@ the KV-cache write); a library matches by prefix ("vLLM" is right for "vLLM (Mar
 from __future__ import annotations
 
 import json
-import pathlib
 from collections import Counter
 
 import pytest
@@ -20,9 +19,9 @@ import pytest
 from gpumagic.kernels import FAMILIES, KernelName, decode
 from gpumagic.render.timeline import FAMILY_COLORS, FAMILY_LABELS
 
-from .test_faults_decode import MB, decode_times
+from ..helpers import DATA
+from .conftest import MB, decode_times
 
-DATA = pathlib.Path(__file__).parent / "data"
 LLM = json.loads((DATA / "kernel_names_llm.json").read_text())
 LLM_FAMILIES = (
     "vllm",

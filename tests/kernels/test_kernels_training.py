@@ -15,7 +15,6 @@ either reading counts as right; a library matches by prefix ("cuBLAS" is right f
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 from collections import Counter
 
@@ -23,7 +22,8 @@ import pytest
 
 from gpumagic.kernels import FAMILIES, KernelName, decode
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
+
 TRAINING = json.loads((DATA / "kernel_names_training.json").read_text())
 WORKLOADS = {
     "batchnorm_train",

@@ -3,11 +3,12 @@ timeline that shows the straggler's and the fastest rank's lanes with the others
 Checked on a 64-rank trace built by hand, where every expected figure comes from how it was built
 (the numbers below), not from gpumagic."""
 
+# ruff: noqa: E501 (the JavaScript run in the page is carried as a string: its lines are its own)
+
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
 
@@ -20,7 +21,7 @@ from gpumagic.render.timeline import _stacked, timeline_figure
 from gpumagic.trace import Trace, frame
 from gpumagic.units import format_time
 
-from .test_report import CHROMIUM
+from ..helpers import headless_chromium, needs_chromium
 
 ALL_REDUCE = (
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)"
@@ -260,25 +261,13 @@ window.addEventListener('load', function () { setTimeout(function () {
 </script></body>"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+@needs_chromium
 def test_showing_a_rank_in_the_browser_stacks_its_lanes_under_the_shown_ones(ranks64, tmp_path):
     t, facts = ranks64
     page = tmp_path / "ranks.html"
     ProfileReport(t, label="step").save_html(page)
     page.write_text(page.read_text(encoding="utf-8").replace("</body>", _CLICK), encoding="utf-8")
-    cmd = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        f"--user-data-dir={tmp_path / 'p'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=8000",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    log = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stderr
+    log = headless_chromium(page, tmp_path / "p", "--dump-dom").stderr
     found = re.search(r'RESULT (\{.*?\})"', log)
     assert found, log[-3000:]
     got = json.loads(found.group(1).replace('\\"', '"'))

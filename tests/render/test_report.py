@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pathlib
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -13,11 +11,9 @@ from gpumagic import load_trace
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace, frame
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA, headless_chromium, needs_chromium
+
 EVIL = "void k<a&b></script><img src=x onerror=alert(1)>\"'"
-CHROMIUM = (
-    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-)
 
 
 def evil_trace() -> Trace:
@@ -61,24 +57,9 @@ def test_chrome_trace_export_loads_back(tmp_path):
 
 def render(page: pathlib.Path, png: pathlib.Path, tmp: pathlib.Path) -> str:
     """Render a page in headless Chromium (no network); return its console log."""
-    cmd = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--no-first-run",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=8000",
-        f"--screenshot={png}",
-        "--window-size=1300,1100",
-        page.as_uri(),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = headless_chromium(
+        page, tmp / "profile", f"--screenshot={png}", "--window-size=1300,1100"
+    )
     return "\n".join(line for line in proc.stderr.splitlines() if "CONSOLE" in line)
 
 
@@ -92,7 +73,7 @@ def timeline_drawn(png: pathlib.Path) -> float:
     return float(((px.max(axis=1) - px.min(axis=1)) > 60).mean())
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+@needs_chromium
 def test_saved_report_renders_in_a_browser_with_the_timeline(tmp_path):
     t = load_trace(DATA / "torch_block.json.gz")
     t.meta["label"] = "cell:block"
@@ -105,7 +86,7 @@ def test_saved_report_renders_in_a_browser_with_the_timeline(tmp_path):
     assert timeline_drawn(tmp_path / "r.png") > 0.01
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+@needs_chromium
 def test_the_browser_check_fails_when_bokeh_resources_are_missing(tmp_path, monkeypatch):
     # A page without BokehJS (what a CDN link is on an offline machine): the check above must catch
     # it.

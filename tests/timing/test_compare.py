@@ -16,15 +16,9 @@ from gpumagic.timing.compare_result import INTERLEAVED_NOTE, Comparison, parse_t
 from gpumagic.timing.statement import compile_statement
 from gpumagic.timing.work import Work
 
+from .conftest import FakeClock
+
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Lane(Sampler):

@@ -1,7 +1,7 @@
 """Faults a user found in %gputime's core, each pinned by the scripted sampler of
-tests/test_timing.py: options checked before any work, an interrupt that keeps its samples and still
-stops the queue, notes that say what is true on the host clock, and a launch-bound verdict that
-holds for a tiny op."""
+tests/timing/conftest.py: options checked before any work, an interrupt that keeps its samples and
+still stops the queue, notes that say what is true on the host clock, and a launch-bound verdict
+that holds for a tiny op."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from gpumagic.timing.result import (
 )
 from gpumagic.timing.stats import StopRule
 
-from .test_timing import FakeClock, ScriptedSampler, run
+from .conftest import FakeClock, ScriptedSampler, run
 
 # --- every numeric option is checked before the statement runs
 # ---------------------------------------------------
@@ -323,38 +323,8 @@ def test_no_host_figure_no_launch_verdict():
     assert any("idle 90%" in w for w in r.warnings())
 
 
-# --- torch.profiler's one-time start (the fallback's)
-# ---------------------------------------------------------------
-
-
-@pytest.fixture
-def fresh_warmup(monkeypatch):
-    from gpumagic.gpu_activity import profiler_start as warmup
-
-    monkeypatch.setattr(warmup, "_STATE", {"warm": False, "startup": None})
-    return warmup
-
-
-def test_the_start_runs_once_per_process_and_keeps_its_seconds(fresh_warmup):
-    warmup = fresh_warmup
-    ran = []
-    assert warmup.profiler_state() == "cold"
-    seconds = warmup.warm_profiler("cuda:0", capture=ran.append)
-    assert ran == ["cuda:0"] and seconds is not None and seconds >= 0
-    assert warmup.profiler_state() == "ready"
-    assert warmup.warm_profiler("cuda:0", capture=ran.append) is None  # paid once per process
-    assert ran == ["cuda:0"]
-
-
-def test_a_failed_start_propagates_and_leaves_the_process_unstarted(fresh_warmup):
-    warmup = fresh_warmup
-
-    def capture(device):
-        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
-
-    with pytest.raises(RuntimeError, match="MULTIPLE_SUBSCRIBERS"):
-        warmup.warm_profiler("cuda:0", capture=capture)
-    assert warmup.profiler_state() == "cold"
+# --- settings for torch.profiler's first use, removed
+# ------------------------------------------------------------------
 
 
 def test_the_removed_first_use_settings_are_gone_from_the_options_and_config():

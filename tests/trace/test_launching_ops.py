@@ -10,7 +10,7 @@ from gpumagic.render.tables import kernel_table_html
 from gpumagic.trace import Trace, frame
 from gpumagic.trace.launching_ops import kernel_op_precisions, launching_ops, precision_of_types
 
-from .two_ranks import DATA
+from ..helpers import DATA
 
 CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"  # noqa: E501 (a kernel name as it ran)
 HELPER = (
@@ -85,7 +85,7 @@ def test_precision_of_types_takes_the_first_typed_input():
 
 
 def test_a_real_torch_profiler_trace_links_every_kernel_to_an_op_with_its_dtypes():
-    t = load_trace(str(DATA.parent / "torch_block.json.gz"))
+    t = load_trace(str(DATA / "torch_block.json.gz"))
     assert t.ops["dtypes"].notna().any()
     rows = launching_ops(t)
     assert (rows >= 0).all()

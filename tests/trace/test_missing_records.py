@@ -10,7 +10,6 @@ import gzip
 import json
 import pathlib
 import re
-import shutil
 import sqlite3
 
 import pytest
@@ -20,7 +19,8 @@ from gpumagic.render.report import ProfileReport
 from gpumagic.trace import COLUMNS, Trace, summaries
 from gpumagic.trace.coverage import KINDS
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA, gunzip
+
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: A figure of GPU busy or idle time, or a utilisation share: none may be made from records that are
 #: not there.
@@ -30,9 +30,7 @@ BUSY_OR_IDLE = re.compile(r"\b(idle|busy)\b|\d%", re.IGNORECASE)
 def nsys_export(tmp_path: pathlib.Path, *sql: str, name: str = "block") -> str:
     """The committed export, unzipped, with ``sql`` run on it (a DROP TABLE: a capture that did not
     record it)."""
-    out = tmp_path / f"{name}.sqlite"
-    with gzip.open(DATA / "nsys" / f"{name}.sqlite.gz") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    out = gunzip(DATA / "nsys" / f"{name}.sqlite.gz", tmp_path / f"{name}.sqlite")
     con = sqlite3.connect(out)
     for statement in sql:
         con.execute(statement)
@@ -234,7 +232,7 @@ def test_chrome_trace_of_a_genuinely_idle_gpu_is_reported_as_such(tmp_path):
 def test_two_ranks_without_kernel_records_give_no_per_rank_busy_table(tmp_path):
     from gpumagic.render.ranks_view import rank_table_html
 
-    from .two_ranks import build
+    from ..analysis.two_ranks import build
 
     path = build(tmp_path / "two.sqlite")
     con = sqlite3.connect(path)

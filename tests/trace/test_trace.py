@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import pathlib
 import statistics
 from collections import defaultdict
 
@@ -16,7 +15,7 @@ from gpumagic import load_trace
 from gpumagic.analysis import findings
 from gpumagic.trace import COLUMNS, Trace, frame, nesting_depth, union_ns
 
-DATA = pathlib.Path(__file__).parent / "data"
+from ..helpers import DATA
 
 
 def raw_events(name):
@@ -243,23 +242,19 @@ def test_summaries_and_figures_are_computed_once_per_trace(monkeypatch):
     assert t.figures()["gpu_busy_ns"] == t.gpu_busy_ns() > 0
 
 
-def test_analysis_window_is_the_cells_range_else_its_cuda_activity_never_the_process(tmp_path):
-    import gzip
-    import shutil
-
+def test_analysis_window_is_the_cells_range_else_its_cuda_activity_never_the_process(
+    committed_nsys,
+):
     from gpumagic import load_nsys
 
-    path = tmp_path / "block.sqlite"
-    with gzip.open(DATA / "nsys" / "block.sqlite.gz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    t = load_nsys(path)  # a whole program: Python start-up, warm-up, the cell
+    t = load_nsys(committed_nsys("block"))  # a whole program: Python start-up, warm-up, the cell
     start, end = t.window()
     f = t.figures()
     assert f["window"] == "cuda" and f["window_text"] == "the span of its CUDA activity"
     assert f["wall_ns"] < (end - start) / 5  # 0.49 s of CUDA activity in a 4.45 s process
     gpu = t.gpu_intervals()
     assert f["wall_ns"] >= int(gpu["end"].max() - gpu["start"].min())
-    t2 = load_nsys(path)
+    t2 = load_nsys(committed_nsys("block"))
     t2.meta["label"] = "cell:block"
     f2 = t2.figures()
     assert f2["window"] == "nvtx" and f2["wall_ns"] < f["wall_ns"]
