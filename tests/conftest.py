@@ -1,11 +1,25 @@
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from .helpers import DATA, gunzip
+
+# One thread per process for torch's CPU kernels (set before torch is first imported, and inherited
+# by the kernels and interpreters the tests start): under pytest-xdist every core already runs a
+# worker, and intra-op threads on top only oversubscribe the CPU: on a loaded machine a 64×64 matmul
+# then waits milliseconds for a thread that another process holds.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+# Hypothesis's 200 ms deadline per example and its "too slow to generate" check measure the machine
+# as much as the code: a loaded one misses both with nothing wrong.
+settings.register_profile("loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loaded")
 
 
 @pytest.fixture(scope="session", autouse=True)

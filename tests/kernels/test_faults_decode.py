@@ -75,7 +75,7 @@ def test_names_just_under_the_parse_cap_are_parsed_in_linear_time():
 
 
 def test_names_under_the_cap_in_the_other_decoders_are_parsed_in_linear_time():
-    times = decode_times(OTHER_MODULE_SHAPES, MAX_PARSED, timeout=4)
+    times = decode_times(OTHER_MODULE_SHAPES, MAX_PARSED, timeout=60)
     slow = [(label, round(took, 3)) for label, _, took in times if took > 2.0]
     assert not slow, slow
 
