@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..trace import Trace, id_column
 from ..trace.coverage import LAUNCH_APIS
-from .finding import Finding, api_names
+from .finding import Finding, api_names, t
 
 __all__ = ["LAUNCH_APIS", "launches", "missing_kernels", "no_gpu_activity", "without_cuda"]
 
@@ -86,9 +86,10 @@ def no_gpu_activity(trace: Trace) -> list[Finding]:
         ]
     if not empty:
         return []
+    who = "The cell" if trace.meta.get("label") else "The trace"
     return [
         Finding(
-            "no_gpu_work", "info", "The cell launched no GPU work (its tensors may be on the CPU)."
+            "no_gpu_work", "info", f"{who} launched no GPU work (its tensors may be on the CPU)."
         )
     ]
 
@@ -140,20 +141,61 @@ def missing_kernels(trace: Trace) -> list[Finding]:
     launched_df = launches(trace)
     if launched_df.empty or trace.kernels.empty:
         return []
-    launched = _ids(launched_df)
-    missing = np.setdiff1d(launched, _ids(trace.kernels), assume_unique=True)
-    if not len(missing) or any("Graph" in str(name) for name in pd.unique(launched_df["name"])):
+    if any("Graph" in str(name) for name in pd.unique(launched_df["name"])):
         return []
+    keys = _row_ids(launched_df)
+    seen = np.isin(keys, _ids(trace.kernels)) & (keys >= 0)
+    missing = ~seen & (keys >= 0)
+    if not missing.any():
+        return []
+    after = missing & _after_last_kernel(launched_df, seen)
+    lost = np.unique(keys[missing & ~after])
+    n_after, total = len(np.unique(keys[after])), len(np.unique(keys[keys >= 0]))
+    tail = ""
+    if n_after:
+        starts = launched_df["start"].to_numpy(dtype="int64")[after]
+        span = int(launched_df["end"].to_numpy(dtype="int64")[after].max() - starts.min())
+        tail = (
+            f"{n_after} kernel launches in the last {t(span)} came after the capture: issued "
+            "after the last launch whose kernel it recorded, their kernels ran once it had ended "
+            "(not lost)"
+        )
+    numbers = {"missing": len(lost), "launches": total}
+    if n_after:
+        numbers["after_capture"] = n_after
+    if not len(lost):
+        return [
+            Finding("launches_after_capture", "info", tail[0].upper() + tail[1:] + ".", numbers)
+        ]
     return [
         Finding(
             "kernels_missing",
             "warn",
-            f"{len(missing)} of {len(launched)} kernel launches have no kernel in the "
+            f"{len(lost)} of {total} kernel launches have no kernel in the "
             f"capture: the profiler lost "
-            "them, so GPU time is under-reported.",
-            {"missing": len(missing), "launches": len(launched)},
+            "them, so GPU time is under-reported" + (f"; {tail}." if tail else "."),
+            numbers,
         )
     ]
+
+
+def _after_last_kernel(launched: pd.DataFrame, seen: np.ndarray) -> np.ndarray:
+    """Which launches came after the last launch (of their process) whose kernel the capture has:
+    the capture ended before their kernels ran, nothing was lost."""
+    pid = id_column(launched["pid"]) if "pid" in launched.columns else np.zeros(len(launched), int)
+    start = launched["start"].to_numpy(dtype="int64")
+    none = np.iinfo(np.int64).min
+    last = pd.Series(np.where(seen, start, none)).groupby(pid).transform("max").to_numpy()
+    last = np.where(last == none, np.iinfo(np.int64).max, last)  # none seen: dropped, not after
+    return start > last
+
+
+def _row_ids(df: pd.DataFrame) -> np.ndarray:
+    """Each row's correlation id with its process in the bits above 40 (:func:`_ids`); -1 where it
+    has none."""
+    corr = pd.to_numeric(df["correlation"], errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
+    pid = np.maximum(id_column(df["pid"]), 0) if "pid" in df.columns else 0
+    return np.where(corr >= 0, corr | (pid << 40), -1)
 
 
 def _ids(df: pd.DataFrame) -> np.ndarray:

@@ -194,23 +194,10 @@ def in_window(trace: Trace, choice: str | None = None) -> Trace:
     launched = _keys(api_in)
     every_launch = _keys(api)
     gpu = {}
-    for table in ("kernels", "memops"):
-        df = getattr(trace, table)
-        if df.empty:
-            gpu[table] = df
-            continue
-        if win.kind == "gpu":  # the GPU span holds every GPU operation, launched before it or not
-            gpu[table] = df
-            continue
-        keys = _keys(df)
-        mine = np.isin(keys, launched) & (keys >= 0)
-        unmatched = ~np.isin(keys, every_launch) | (keys < 0)
-        starts = df["start"].to_numpy()
-        keep = mine | (unmatched & (starts >= start) & (starts < end))
-        gpu[table] = df[keep].reset_index(drop=True)
-    if win.kind != "gpu":
-        ends = [int(df["end"].max()) for df in gpu.values() if not df.empty]
-        end = max([end, *ends])
+    if win.kind == "gpu":  # the GPU span holds every GPU operation, launched before it or not
+        gpu = {table: getattr(trace, table) for table in ("kernels", "memops")}
+    else:
+        gpu, end = _gpu_work(trace, launched, every_launch, start, end)
     host = {}
     for table in ("ops", "nvtx", "osrt"):
         df = getattr(trace, table)
@@ -221,6 +208,40 @@ def in_window(trace: Trace, choice: str | None = None) -> Trace:
         )
     meta["window"] = (start, end)
     return Trace(api=api_in.reset_index(drop=True), **gpu, **host, meta=meta)
+
+
+def _gpu_work(
+    trace: Trace, launched: np.ndarray, every_launch: np.ndarray, start: int, end: int
+) -> tuple[dict[str, pd.DataFrame], int]:
+    """The GPU work a window [start, end) of host events holds, and the window's end moved to the
+    end of that work: what its launches launched (wherever it ran), and the work with no launch
+    record that starts in the window, the window as it grows included: the printed window then
+    holds exactly the work its figures count (work that starts after the steps' host side but
+    before their last kernel ends lies inside the printed span, and is counted)."""
+    tables = {t: getattr(trace, t) for t in ("kernels", "memops") if not getattr(trace, t).empty}
+    keep, free = {}, []
+    for table, df in tables.items():
+        keys = _keys(df)
+        keep[table] = np.isin(keys, launched) & (keys >= 0)
+        if keep[table].any():
+            end = max(end, int(df["end"].to_numpy()[keep[table]].max()))
+        s, e = df["start"].to_numpy(), df["end"].to_numpy()
+        rows = np.flatnonzero((~np.isin(keys, every_launch) | (keys < 0)) & (s >= start))
+        free.append(pd.DataFrame({"table": table, "row": rows, "start": s[rows], "end": e[rows]}))
+    if free:
+        # Work without a launch, in start order, is in while it starts before the end the window
+        # has reached (the launched work's, or that of the unlaunched work before it)
+        cand = pd.concat(free, ignore_index=True).sort_values("start", kind="stable")
+        reach = np.maximum(end, np.r_[end, np.maximum.accumulate(cand["end"].to_numpy())[:-1]])
+        stop = np.flatnonzero(cand["start"].to_numpy() >= reach)
+        cand = cand.iloc[: stop[0] if len(stop) else len(cand)]
+        if len(cand):
+            end = max(end, int(cand["end"].max()))
+        for table, rows in cand.groupby("table")["row"]:
+            keep[str(table)][rows.to_numpy()] = True
+    out = {t: getattr(trace, t) for t in ("kernels", "memops")}
+    out.update({t: tables[t][k].reset_index(drop=True) for t, k in keep.items()})
+    return out, end
 
 
 def _keys(df: pd.DataFrame) -> np.ndarray:

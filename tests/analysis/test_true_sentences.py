@@ -258,3 +258,60 @@ def test_ampere_kernels_on_ada_are_not_called_compatibility_kernels():
     text = said(events, H100)["compat_kernel"]  # on Hopper, wgmma kernels exist for them
     assert "6 kernel(s) built for an older GPU's tensor-core instructions (sm80, sm86)" in text
     assert "sm90" in text and "Hopper's wgmma" in text
+
+
+# --- 6. windows and launch accounting
+# ------------------------------------------------------------------------------------
+
+
+def test_the_step_window_holds_exactly_the_work_it_counts():
+    """20 kernels launched in the step, the last running 5 ms past the step's host side; 9 kernels
+    without a launch record start after the host side but inside that span. The window printed ran
+    to the last kernel's end, and showed 20 kernels of the 29 in it."""
+    events = [x("user_annotation", "ProfilerStep#1", 0, 2_000)]
+    for i in range(20):
+        events += launched(i * 90, i + 1, dur=80)
+    events[-1]["dur"] = 5_000
+    for i in range(9):
+        events.append(
+            x(
+                "kernel",
+                "void unlaunched()",
+                2_100 + i * 300,
+                100,
+                tid=8,
+                stream=8,
+                device=0,
+                correlation=1_000 + i,
+            )
+        )
+    events.append(x("kernel", "void later()", 9_000, 100, tid=8, stream=8, device=0))  # outside
+    report = ProfileReport(load(events), timeline=False)
+    start, end = report.trace.meta["window"]
+    k = report.trace.kernels
+    assert len(k) == 29 and "29 kernels" in report.summary_line()
+    assert (k["start"] >= start).all() and (k["end"] <= end).all() and end == k["end"].max()
+
+
+def test_launches_after_the_last_recorded_kernel_are_after_the_capture_not_lost():
+    """66 launches issued in the last 3 ms, after the last kernel: read "lost by the profiler"."""
+    events = [x("user_annotation", "ProfilerStep#1", 0, 6_000)]
+    for i in range(30):
+        events += launched(i * 100, i + 1, dur=50)
+    for i in range(66):
+        events.append(x("cuda_runtime", "cudaLaunchKernel", 3_000 + i * 40, 5, correlation=100 + i))
+    text = said(events)
+    assert "kernels_missing" not in text
+    assert text["launches_after_capture"].startswith(
+        "66 kernel launches in the last 2.6 ms came after the capture"
+    )
+    lost = events[:]  # one lost in the middle is still lost, and said beside them
+    lost.remove(next(e for e in lost if e["cat"] == "kernel" and e["args"]["correlation"] == 5))
+    text = said(lost)
+    assert text["kernels_missing"].startswith("1 of 96 kernel launches have no kernel")
+    assert "66 kernel launches in the last 2.6 ms came after the capture" in text["kernels_missing"]
+
+
+def test_a_loaded_trace_is_not_called_the_cell():
+    events = [x("cpu_op", "aten::add", 0, 10), x("cuda_runtime", "cudaGetDevice", 2, 1)]
+    assert said(events)["no_gpu_work"].startswith("The trace launched no GPU work")
