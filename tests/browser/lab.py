@@ -18,13 +18,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-CHROMIUM = next(
-    (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
-    None,
-)
+from ..helpers import CHROMIUM
+
 # The width of a notebook's output area a user with a laptop-sized window sees (the layout the tests
 # check).
 OUTPUT_WIDTH = 950
@@ -49,6 +47,20 @@ def trust(path: pathlib.Path, root: pathlib.Path) -> None:
     notary_dir(root).mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(path, as_version=4)
     NotebookNotary(data_dir=str(notary_dir(root))).sign(nb)
+
+
+def write_notebook(path: pathlib.Path, cells: list[str]) -> None:
+    """A notebook of these code cells, for the Python 3 kernel."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
 
 
 @dataclass
@@ -104,7 +116,7 @@ def jupyter_lab(root: pathlib.Path, log: pathlib.Path) -> Iterator[Lab]:
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # a loaded machine starts it slowly
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
@@ -152,10 +164,47 @@ def chromium(width: int = 1400, height: int = 2400) -> Iterator[Browser]:
 
 
 def open_notebook(page, lab: Lab, name: str, workspace: str) -> None:
+    """Open a notebook in a fresh workspace and wait until its kernel is connected and idle."""
     page.goto(lab.notebook_url(name, workspace), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    wait_for_kernel(page, lab, name)
     fit_output_width(page)
+
+
+def kernel_state(lab: Lab, name: str) -> str | None:
+    """The execution state the server reports for the kernel of notebook ``name``'s session (None
+    while it has none)."""
+    url = f"{lab.url}/api/sessions?token={lab.token}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            sessions = json.load(r)
+    except OSError:
+        return None
+    for s in sessions:
+        if s.get("path") == name and s.get("kernel"):
+            return s["kernel"].get("execution_state")
+    return None
+
+
+#: The toolbar's kernel indicator: its data-status is the kernel's status as the page sees it
+#: ("connecting", "starting", "unknown" until the page's own connection to the kernel is up).
+KERNEL_IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+
+
+def wait_for_kernel(page, lab: Lab, name: str, timeout_s: float = 180) -> None:
+    """Until the server reports the notebook's kernel idle and the page's toolbar does too: a Run All
+    clicked while the page is still connecting to its kernel does nothing."""
+    deadline = time.monotonic() + timeout_s
+    state = None
+    while time.monotonic() < deadline:
+        state = kernel_state(lab, name)
+        if state == "idle" and page.query_selector(KERNEL_IDLE):
+            return
+        page.wait_for_timeout(250)
+    shown = page.eval_on_selector_all(
+        ".jp-Notebook-ExecutionIndicator", "els => els.map(e => e.dataset.status)"
+    )
+    raise TimeoutError(f"{name}'s kernel: {state} on the server, {shown} in the page")
 
 
 def fit_output_width(page) -> None:
@@ -176,42 +225,97 @@ def fit_output_width(page) -> None:
         page.wait_for_timeout(300)
 
 
-def run_all(page, n_code_cells: int, timeout_s: float = 240) -> None:
-    """Run > Run All Cells from the menu bar, then wait until every code cell has an execution
-    count."""
-    page.click(".jp-Notebook")
-    page.click("text=Run >> nth=0")
-    page.click("li.lm-Menu-item:has-text('Run All Cells')")
+#: Arms a watch on the notebook's prompts: ``window.__gmQueued`` turns true once a prompt shows
+#: ``[*]`` (a cell queued or running: JupyterLab shows it as it sends the cell, before any reply).
+WATCH_PROMPTS_JS = r"""() => {
+  window.__gmQueued = false;
+  if (window.__gmWatch) window.__gmWatch.disconnect();
+  const nb = document.querySelector('.jp-Notebook');
+  const look = () => {
+    if ([...nb.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('*')))
+      window.__gmQueued = true;
+  };
+  window.__gmWatch = new MutationObserver(look);
+  window.__gmWatch.observe(nb, {subtree: true, childList: true, characterData: true});
+}"""
+DONE = re.compile(r"\[\s*\d+\s*\]:?")
+
+
+def prompts(page) -> list[str]:
+    return page.eval_on_selector_all(
+        ".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.textContent.trim())"
+    )
+
+
+def queue(page, run: Callable[[], None], what: str, timeout_s: float = 60) -> None:
+    """Do ``run`` (a click or keys that run cells), and do it again every 2 s until a cell's prompt
+    shows it queued: JupyterLab drops a run asked for while the page has no kernel connection yet
+    (the prompts stay ``[ ]``). Fails after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
+    while True:
+        page.wait_for_selector(KERNEL_IDLE, timeout=int(timeout_s * 1000))
+        page.evaluate(WATCH_PROMPTS_JS)
+        run()
+        for _ in range(20):
+            page.wait_for_timeout(100)
+            if page.evaluate("() => window.__gmQueued"):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: no cell was queued in {timeout_s:g} s: {prompts(page)}")
+        if page.query_selector(".jp-Dialog"):  # e.g. a kernel chooser: not this run's answer
+            page.keyboard.press("Escape")
+
+
+def run_all(page, n_code_cells: int, timeout_s: float = 300) -> None:
+    """Run > Run All Cells from the menu bar (again until a cell is queued), then wait until every
+    code cell has an execution count."""
+
+    def click() -> None:
+        page.click(".jp-Notebook")
+        page.click("text=Run >> nth=0")
+        page.click("li.lm-Menu-item:has-text('Run All Cells')")
+
+    queue(page, click, "Run All Cells")
+    deadline = time.monotonic() + timeout_s
+    shown: list[str] = []
+    stopped = 0  # checks in a row with the kernel idle and no cell queued, yet cells not run
     while time.monotonic() < deadline:
-        prompts = page.eval_on_selector_all(
-            ".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.textContent.trim())"
-        )
-        done = [p for p in prompts if re.fullmatch(r"\[\s*\d+\s*\]:?", p)]
-        if len(done) >= n_code_cells and page.query_selector(
-            ".jp-Notebook-ExecutionIndicator[data-status='idle']"
-        ):
+        shown = prompts(page)
+        done = [p for p in shown if DONE.fullmatch(p)]
+        idle = page.query_selector(KERNEL_IDLE) is not None
+        if len(done) >= n_code_cells and idle:
             page.wait_for_timeout(1500)  # outputs (and their scripts) settle
             return
+        stopped = stopped + 1 if idle and not any("*" in p for p in shown) else 0
+        if stopped >= 10:  # a cell failed: the kernel dropped the cells queued after it
+            break
         page.wait_for_timeout(500)
-    raise TimeoutError(f"the notebook did not finish: prompts {prompts}")
+    outputs = page.eval_on_selector_all(
+        ".jp-CodeCell .jp-OutputArea-output", "els => els.map(e => e.innerText.slice(0, 800))"
+    )
+    raise TimeoutError(f"the notebook did not finish: prompts {shown}, outputs {outputs}")
 
 
-def run_cells(page, indices: list[int], timeout_s: float = 120) -> None:
-    """Run some cells, one by one (click into the cell, Shift+Enter), and wait for the kernel to be
-    idle."""
+def run_cells(page, indices: list[int], timeout_s: float = 180) -> None:
+    """Run some cells, one by one (click into the cell, Shift+Enter, again until it is queued), each
+    until it has an execution count and the kernel is idle."""
     for i in indices:
         cell = page.query_selector_all(".jp-Notebook .jp-CodeCell")[i]
-        cell.scroll_into_view_if_needed()
-        cell.query_selector(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        page.wait_for_timeout(500)
+
+        def press(cell=cell) -> None:
+            cell.scroll_into_view_if_needed()
+            cell.query_selector(".jp-InputArea-editor").click()
+            page.keyboard.press("Shift+Enter")
+
+        queue(page, press, f"cell {i}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             prompt = cell.query_selector(".jp-InputPrompt").text_content().strip()
-            if re.fullmatch(r"\[\s*\d+\s*\]:?", prompt):
+            if DONE.fullmatch(prompt) and page.query_selector(KERNEL_IDLE):
                 break
             page.wait_for_timeout(300)
+        else:
+            raise TimeoutError(f"cell {i} did not finish: prompts {prompts(page)}")
     page.wait_for_timeout(1500)
 
 

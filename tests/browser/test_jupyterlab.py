@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from ..helpers import DATA
 from .lab import (
     chromium,
     jupyter_lab,
@@ -26,9 +27,9 @@ from .lab import (
     save,
     shoot,
     trust,
+    write_notebook,
 )
 
-DATA = pathlib.Path(__file__).parents[1] / "data"
 LAST = "last expression: 256"
 CELLS = [
     "%load_ext gpumagic\nimport pathlib, torch, gpumagic\nfrom IPython.display import HTML\n"
@@ -48,19 +49,6 @@ WITH_TIMELINE = {1, 2, 3, 4, 6}  # the cells whose report draws a timeline
 WITH_KERNELS = {3, 4, 6}
 
 
-def write_notebook(path: pathlib.Path) -> None:
-    import nbformat
-    from nbformat.v4 import new_code_cell, new_notebook
-
-    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
-
-
 def open_all_details(page) -> None:
     page.evaluate(
         "() => document.querySelectorAll('.jp-Notebook .gm-report details').forEach(d => "
@@ -69,15 +57,37 @@ def open_all_details(page) -> None:
     page.wait_for_timeout(500)
 
 
-def wait_drawn(page, timeout_s: float = 30) -> dict:
-    """Measure until every timeline has drawn (or the time is up)."""
+def wait_measured(page, ready, timeout_s: float = 90) -> dict:
+    """Measure until ``ready(measurement)`` (or the time is up: the tests then say what is
+    missing)."""
     deadline = time.monotonic() + timeout_s
     while True:
         m = measure(page)
-        drawn = {r["cell"] for r in m["reports"] if r["timeline"] and r["timeline"]["painted"]}
-        if drawn >= WITH_TIMELINE or time.monotonic() > deadline:
+        if ready(m) or time.monotonic() > deadline:
             return m
         page.wait_for_timeout(500)
+
+
+def drawn(m: dict) -> bool:
+    """Every timeline has drawn."""
+    return {
+        r["cell"] for r in m["reports"] if (r["timeline"] or {}).get("painted")
+    } >= WITH_TIMELINE
+
+
+def noted(words: str, cells: set[int]):
+    """The reports of these cells show a note saying ``words`` (what else they show, the tests
+    say)."""
+
+    def ready(m: dict) -> bool:
+        notes = {r["cell"]: r["note"] for r in m["reports"]}
+        return all(words in notes.get(i, "") for i in cells)
+
+    return ready
+
+
+def wait_drawn(page) -> dict:
+    return wait_measured(page, drawn)
 
 
 def hover_a_kernel(page, out: pathlib.Path) -> dict | None:
@@ -115,7 +125,7 @@ def hover_a_kernel(page, out: pathlib.Path) -> dict | None:
 def lab_run(tmp_path_factory, browser_out):
     root = tmp_path_factory.mktemp("lab") / "root"
     root.mkdir()
-    write_notebook(root / "profile.ipynb")
+    write_notebook(root / "profile.ipynb", CELLS)
     res: dict = {"out": browser_out}
     t0 = time.monotonic()
     with jupyter_lab(root, root.parent / "lab.log") as lab, chromium() as b:
@@ -146,8 +156,7 @@ def lab_run(tmp_path_factory, browser_out):
         (root / "untrusted.ipynb").write_text(json.dumps(nb), encoding="utf-8")
         b.errors.clear()
         open_notebook(page, lab, "untrusted.ipynb", "untrusted")
-        page.wait_for_timeout(3000)
-        res["untrusted"] = measure(page)
+        res["untrusted"] = wait_measured(page, noted("not trusted", WITH_TIMELINE))
         res["untrusted_errors"] = list(b.errors)
         shoot(page, browser_out, "untrusted")
 
@@ -166,8 +175,7 @@ def lab_run(tmp_path_factory, browser_out):
         trust(root / "lost.ipynb", root)
         b.errors.clear()
         open_notebook(page, lab, "lost.ipynb", "lost")
-        page.wait_for_timeout(7000)
-        res["lost"] = measure(page)
+        res["lost"] = wait_measured(page, noted("waiting for BokehJS", WITH_TIMELINE - {6}))
         page.query_selector_all(".jp-Notebook .jp-CodeCell")[1].scroll_into_view_if_needed()
         page.screenshot(path=str(browser_out / "lost-window.png"))
         run_cells(page, [0, 4])

@@ -4,14 +4,21 @@ and a comparison and a sweep with their plots, at the output width users have.""
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import pytest
 
-from .lab import PAGE_HELPERS_JS, chromium, jupyter_lab, open_notebook, run_all, shoot
+from ..helpers import DATA
+from .lab import (
+    PAGE_HELPERS_JS,
+    chromium,
+    jupyter_lab,
+    open_notebook,
+    run_all,
+    shoot,
+    write_notebook,
+)
 
-DATA = pathlib.Path(__file__).parents[1] / "data"
 CELLS = [
     f"%load_ext gpumagic\nimport pathlib, torch, gpumagic\nDATA = pathlib.Path({str(DATA)!r})\n"
     "x = torch.randn(256, 256)\n%config GpuMagics.time_budget = 0.05",
@@ -48,23 +55,14 @@ MEASURE_JS = (
 
 @pytest.fixture(scope="module")
 def rates_run(tmp_path_factory, browser_out):
-    import nbformat
-    from nbformat.v4 import new_code_cell, new_notebook
-
     root = tmp_path_factory.mktemp("lab-rates") / "root"
     root.mkdir()
-    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / "rates.ipynb")
+    write_notebook(root / "rates.ipynb", CELLS)
     with jupyter_lab(root, root.parent / "lab.log") as lab, chromium() as b:
         page = b.page
         open_notebook(page, lab, "rates.ipynb", "rates")
         run_all(page, len(CELLS))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while True:  # until the roofline has drawn (or the time is up)
             cells = page.evaluate(MEASURE_JS)
             if all(cells[i]["painted"] > 100 for i in (2, 4, 5)) or time.monotonic() > deadline:
