@@ -3,6 +3,11 @@
 the name ``multi_tensor_apply_kernel`` with PyTorch's but outside ``at::native``
 (``multi_tensor_apply_kernel<TensorListMetadata <4>, AdamFunctor<float, float>, ...>``), Megatron's
 scaled (masked) softmax, and SyncBatchNorm's Welford kernels.
+
+Apex's contrib FastLayerNorm (``apex/contrib/csrc/layer_norm/ln_{fwd,bwd}_kernels.cuh``) names its
+kernels in namespace ``layer_norm``: ``layer_norm::ln_fwd_kernel<layer_norm::Kernel_traits<...>>``,
+``ln_bwd_kernel``, ``ln_bwd_finalize_kernel`` (seen in DeepSeek's published training profile,
+deepseek-ai/profile-data ``train.json``); the hidden size is the traits' first number.
 """
 
 from __future__ import annotations
@@ -45,8 +50,15 @@ _FUNCTOR = re.compile(r"(?<![\w:])(\w+?)Functor<")
 _OPTIMIZERS = ("Adam", "LAMB", "SGD", "Novo", "Adagrad", "Lion", "DistAdam", "DistOpt", "Lamb")
 
 
+_FAST_LN = ("ln_fwd_kernel", "ln_bwd_kernel", "ln_bwd_finalize_kernel")
+
+
 def decode_apex(k: Draft, sym: str, full: str) -> bool:
     path, leaf, args = signature(full)
+    if path.startswith("layer_norm::") and leaf in _FAST_LN:
+        claim(k, family="apex", library="Apex (FastLayerNorm)", full=full, op="norm", label=leaf)
+        k.details["direction"] = "forward" if "fwd" in leaf else "backward"
+        return True
     ns = "apex::" in path
     if leaf == "multi_tensor_apply_kernel" and path == leaf:  # PyTorch's own is at::native::...
         fm = _FUNCTOR.search(args)

@@ -90,6 +90,8 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
             add_layout(k, t, "AB")
         else:
             k.add(t, "raw", "not decoded")
+    if not k.op and "scudnn" in sym:
+        k.op = "conv"  # cuDNN's implicit-GEMM convolutions (scudnn: single-precision cuDNN)
     if k.tensor_cores is None:
         k.tensor_cores = False
     if (

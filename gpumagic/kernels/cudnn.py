@@ -43,11 +43,87 @@ _NORM = re.compile(
 )
 
 
+# cuDNN's legacy (pre-v8-engine) convolution kernels, named after their algorithm and not after
+# cuDNN (cuDNN's CUDNN_CONVOLUTION_FWD_ALGO_* / BWD_*_ALGO_* docs; they appear in TensorFlow and
+# PyTorch profiles of cuDNN 7/8): implicit / precomputed / explicit "convolve_sgemm" forward
+# kernels, and the wgrad / dgrad engines (``wgrad_alg0_engine``, ``wgrad_alg1_engine_NHWC``,
+# ``dgrad_engine``, ``dgrad2d_alg1_1``), fp32 unless their template arguments say otherwise
+_LEGACY_CONV = re.compile(
+    r"(?:implicit|precomputed|explicit)_convolve_[a-z]?gemm|(?:wgrad|dgrad)(?:2d)?(?:_alg\d+)?"
+    r"(?:_\d+)?_engine|[dw]grad2d_alg\d+(?:_\d+)?|conv2d_grouped_direct_kernel|fft2d_[rc]2[rc]_\w+"
+)
+_LEGACY_DIRECTION = (("wgrad", "conv_wgrad"), ("dgrad", "conv_dgrad"), ("convolve", "conv_fprop"))
+# cuDNN 8's inference / training sub-libraries prefix their copies of the arch-prefixed kernels:
+# cudnn_infer_ampere_scudnn_128x64_relu_interior_nn_v1 is ampere_scudnn_128x64_relu_interior_nn_v1
+# in libcudnn_cnn_infer
+_SUBLIBRARY = re.compile(r"^cudnn_(infer|train|ops_infer|ops_train|cnn_infer|cnn_train)_")
+
+
+def _legacy_conv(k: Draft, leaf: str, args: str) -> bool:
+    m = _LEGACY_CONV.match(leaf)
+    if not m:
+        return False
+    k.family = "cudnn"
+    k.library = "cuDNN"
+    # op "conv" as cuDNN's other fixed-function kernels; the direction goes to details
+    k.op = "conv"
+    direction = next(op for word, op in _LEGACY_DIRECTION if word in leaf or word == "convolve")
+    if not leaf.startswith(("fft2d", "conv2d_grouped")):
+        k.details["direction"] = direction[5:]
+    k.tensor_cores = False
+    k.math = "CUDA cores (legacy cuDNN algorithm, no tensor cores)"
+    algo = leaf.split("_convolve")[0] if "convolve" in leaf else leaf
+    k.details["algorithm"] = algo
+    k.add(leaf, "op", f"cuDNN legacy convolution ({algo}), {direction.replace('_', ' ')}")
+    set_element_type(k, args)
+    if k.precision is None and ("sgemm" in leaf or "engine" in leaf):
+        k.precision, k.dtypes = "fp32", ("fp32",)
+    if leaf.endswith("_NHWC"):
+        k.layout = "NHWC"
+    k.short = squash(f"cuDNN {upper(k.precision)} {direction.replace('_', ' ')} ({leaf})")
+    return True
+
+
+_CUT_CUTLASS = re.compile(r"cutlass__5x_cudnn::Kernel<(cutlass_\w*)")
+
+
+def _cut_cutlass(k: Draft, full: str) -> bool:
+    """``cutlass__5x_cudnn::Kernel<cutlass_tensorop_s16…>``: cuDNN's CUTLASS kernel whose name the
+    profiler cut off (its full form is read by the CUTLASS 2.x decoder)."""
+    m = _CUT_CUTLASS.match(full)
+    if not m:
+        return False
+    inner = m.group(1)
+    k.family = "cudnn"
+    k.library = "cuDNN"
+    direction = next((d for d in ("fprop", "dgrad", "wgrad") if d in inner), None)
+    k.op = f"conv_{direction}" if direction else "conv"
+    if "tensorop" in inner:
+        k.tensor_cores, k.math = True, "tensor cores (mma)"
+    elif "simt" in inner:
+        k.tensor_cores, k.math = False, "SIMT (CUDA cores)"
+    k.details["generator"] = "CUTLASS (cuDNN's copy)"
+    k.add(full, "op", "cuDNN's CUTLASS convolution kernel; the rest of the name was cut off")
+    k.short = squash(f"cuDNN CUTLASS {k.op.replace('_', ' ')}: {inner} (cut off)")
+    return True
+
+
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
-    named = "cudnn" in full.lower() or "DSE::" in full
+    path, leaf, args = signature(full)
+    if _LEGACY_CONV.match(leaf or full) and _legacy_conv(k, leaf or full.split("(")[0], args):
+        return True
+    sub = _SUBLIBRARY.match(sym)
+    if sub and "scudnn" in sym:
+        from .cublas_legacy import decode_arch_prefixed
+
+        if decode_arch_prefixed(k, sym[sub.end() :], full[sub.end() :]):
+            k.details["sublibrary"] = f"libcudnn_{sub.group(1)}"
+            return True
+    named = ("cudnn" in full.lower() or "DSE::" in full) and not full.startswith("_Z")
     if not named and not _RNN_WORDS.search(full):
         return False  # cheap test first: most names reaching here are neither
-    path, leaf, args = signature(full)
+    if full.startswith("cutlass__5x_cudnn::") and _cut_cutlass(k, full):
+        return True
     rnn = _RNN.fullmatch(leaf) is not None and (
         "<" in full or "(" in full
     )  # a bare name is too thin to claim
@@ -165,7 +241,19 @@ def _generated(k: Draft, name: str) -> None:
 
 _FLASH = re.compile(
     r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_"
+    r"|\bflash::compute_attn"
 )
+# FlashAttention-3 (Dao-AILab/flash-attention hopper/): the kernel is a CUTLASS 3 device kernel or
+# flash::compute_attn_ws, and what it does is in its template, capitalised: flash::FlashAttnFwdSm90,
+# flash::FlashAttnBwd (and FlashAttnBwdSm90), flash::FlashAttnBwdPreprocess (dO·O row sums),
+# flash::FlashAttnBwdPostprocessConvertdQ (dQ accumulator to the output type).
+_FA3_STEP = re.compile(r"flash::(FlashAttn(?:Fwd|Bwd)\w*|compute_attn\w*)")
+_FA3_STEPS = {
+    "Preprocess": "backward preprocessing (dO·O row sums)",
+    "Postprocess": "backward postprocessing (dQ conversion)",
+    "Combine": "split-KV combine",
+}
+_FA3_TILE = re.compile(r"cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)> >")
 _FMHA = re.compile(
     r"fmha_cutlass([FB])_([a-z0-9]+?)_(aligned|notaligned)_(\d+x\d+)((?:_[a-z0-9]+?)*)_(sm\d+)"
 )
@@ -185,10 +273,14 @@ def decode_flash(k: Draft, sym: str, full: str) -> bool:
         _mem_efficient(k, leaf)
     else:
         _flash(k, leaf, full)
-    k.math = "tensor cores (mma)"
+    if k.tensor_cores:
+        k.math = "tensor cores (mma)"
+    else:
+        k.math = "CUDA cores (a pre- or post-processing step)"
+    step = k.details.get("step", "")
     k.short = squash(
         f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) "
-        f"{upper(k.precision)}"
+        f"{upper(k.precision)}{' ' + step.split(' (')[0] if step else ''}"
     )
     return True
 
@@ -223,9 +315,33 @@ def _flash(k: Draft, leaf: str, full: str) -> None:
     """FlashAttention 2/3 and PyTorch's copy: direction from the kernel, head dim / tile / warps
     from the traits."""
     k.library = "FlashAttention (PyTorch)" if "pytorch_flash" in full else "FlashAttention"
-    direction = "backward" if "bwd" in leaf else "forward"
+    fa3 = _FA3_STEP.search(full[:4000])
+    step = ""
+    if fa3:
+        k.library = "FlashAttention-3"
+        leaf = fa3.group(1)
+        direction = "backward" if "Bwd" in leaf or "bwd" in leaf else "forward"
+        step = next((v for key, v in _FA3_STEPS.items() if key in leaf), "")
+        if step:
+            k.details["step"] = step
+            k.tensor_cores = False
+        if "Sm90" in full or "compute_attn_ws" in leaf or "arch::Sm90" in full:
+            k.set_arch("sm90")
+        tile = _FA3_TILE.search(full[:4000])
+        if tile and not step:
+            k.tile = "x".join(tile.groups())
+            k.details["head_dim"] = int(tile.group(3))
+            k.add(tile.group(0), "tile", f"block tile {dims(k.tile)} (head dim {tile.group(3)})")
+    else:
+        direction = "backward" if "bwd" in leaf else "forward"
     k.details["direction"] = direction
-    k.add(leaf, "op", f"flash attention {direction}" + (" (split-KV)" if "splitkv" in leaf else ""))
+    k.add(
+        leaf,
+        "op",
+        f"flash attention {direction}"
+        + (" (split-KV)" if "splitkv" in leaf else "")
+        + (f": {step}" if step else ""),
+    )
     tm = _TRAITS.search(full)
     if tm:
         hd, bm, bn, nw = tm.groups()

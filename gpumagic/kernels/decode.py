@@ -12,6 +12,17 @@ kernel inside cuBLAS is read as CUTLASS); ATen before the math libraries, whose 
 are the most generic and so are tried last, cuBLAS's before cuSOLVER's because cuSOLVER's routines
 launch cuBLAS kernels (TRSM, batched getrf) that must keep their owner's name.
 
+A trace also knows how each kernel was launched. ``decode(name, launch=...)`` takes that as a
+hint: a kernel launched through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKernel``) with
+a bare identifier for a name, that no decoder claims, is a user ``@triton.jit`` kernel (vLLM's,
+SGLang's, flash-linear-attention's own), named after its Python function; without the hint such a
+name stays ``other``, as a CUDA C++ kernel could have it too.
+
+Names no decoder recognises keep their full text (``name``, ``demangled``) and get a ``short`` of at
+most :data:`SHORT_MAX` characters: the function's name where the text parses as a signature, else
+the text cut with an ellipsis; a mangled name that cannot be demangled (a profiler cut it off) is
+read from its readable pieces (:func:`spelling.mangled_outline`) and decoded from those.
+
 Results are cached (a trace holds a few hundred distinct names many thousand times) and shared,
 hence frozen.
 
@@ -41,15 +52,31 @@ from .cutlass import decode_cutlass2, decode_cutlass3
 from .cutlass_device import decode_cutlass_device
 from .deepep import decode_deepep
 from .deepgemm import decode_deepgemm
+from .deepseek import decode_deepseek
 from .flashinfer import decode_flashinfer
 from .flashmla import decode_flashmla
-from .libraries import decode_memop, decode_nccl, decode_profiler_range, decode_triton
+from .libraries import (
+    decode_memop,
+    decode_nccl,
+    decode_profiler_range,
+    decode_triton,
+    decode_user_triton,
+    is_driver_launch,
+)
 from .liger import decode_liger
 from .magma import decode_magma
 from .mamba import decode_mamba
 from .name import Draft, KernelName
+from .rocm import (
+    decode_ck,
+    decode_miopen,
+    decode_rccl,
+    decode_rocblas,
+    decode_rocclr,
+    decode_tensile,
+)
 from .sglang import decode_sglang
-from .spelling import demangle, kernel_symbol, normalize, signature
+from .spelling import demangle, kernel_symbol, mangled_outline, normalize, signature
 from .torchao import decode_torchao
 from .transformer_engine import decode_transformer_engine
 from .trtllm import decode_trtllm
@@ -62,9 +89,13 @@ only then."""
 
 DECODERS: tuple[Decoder, ...] = (
     decode_memop,
+    decode_rocclr,
     decode_profiler_range,
     decode_nccl,
+    decode_rccl,
     decode_triton,
+    # AMD's GEMM names (Tensile) are unmistakable and cheap to test
+    decode_tensile,
     # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings
     # they would otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_*
     # and flash_*mla names)
@@ -73,6 +104,7 @@ DECODERS: tuple[Decoder, ...] = (
     decode_flashinfer,
     decode_deepgemm,
     decode_deepep,
+    decode_deepseek,
     decode_vllm,
     decode_sglang,
     decode_transformer_engine,
@@ -82,6 +114,7 @@ DECODERS: tuple[Decoder, ...] = (
     decode_bitsandbytes,
     decode_apex,
     decode_torchao,
+    decode_ck,
     decode_cutlass_device,
     decode_cutlass3,
     decode_xmma,
@@ -91,6 +124,8 @@ DECODERS: tuple[Decoder, ...] = (
     decode_flash,
     decode_cudnn,
     decode_aten,
+    decode_miopen,
+    decode_rocblas,
     decode_cufft,
     decode_helper,
     decode_cusolver,
@@ -101,6 +136,22 @@ DECODERS: tuple[Decoder, ...] = (
 
 #: Names longer than this many characters (raw, or once demangled) are kept whole but not parsed.
 MAX_PARSED = 32_768
+#: The longest ``short`` an undecoded (or cut-off) name gets; the full text stays in ``name``.
+SHORT_MAX = 80
+
+
+def bounded(text: str, limit: int = SHORT_MAX) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis where it was longer."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def _readable(full: str) -> str:
+    """A short, readable label for a name no decoder knows: the function's name (its template
+    arguments elided) where the text parses as a signature, else the text itself; bounded."""
+    path, leaf, args = signature(full)
+    if path and leaf:
+        return bounded(leaf + ("<\u2026>" if args and len(leaf) < SHORT_MAX - 3 else ""))
+    return bounded(full.strip())
 
 
 def _not_parsed(raw: str, demangled: str) -> KernelName:
@@ -114,29 +165,52 @@ def _not_parsed(raw: str, demangled: str) -> KernelName:
     )
 
 
+def _run(raw: str, full: str, launch: str | None) -> Draft:
+    """The decoders over one normalised name, first claim wins; the launch hint last."""
+    k = Draft(raw, full)
+    sym = kernel_symbol(full)
+    for dec in DECODERS:
+        if dec(k, sym, full):
+            break
+    else:
+        if not (is_driver_launch(launch) and decode_user_triton(k, full)):
+            k.short = _readable(full)
+    return k
+
+
 @lru_cache(maxsize=65536)
-def decode(name: str) -> KernelName:
+def decode(name: str, launch: str | None = None) -> KernelName:
     """Decode a kernel name as a profiler reports it. Never raises; unknown names get family
-    'other'."""
+    'other'.
+
+    ``launch``, optional: the API call that launched the kernel, as the trace records it
+    (``cudaLaunchKernel``, ``cuLaunchKernel``, ``hipModuleLaunchKernel``, ...; or ``"driver"``). A
+    driver-API launch of a name no decoder knows that is a bare identifier decodes as a user
+    ``@triton.jit`` kernel; any other launch changes nothing."""
     raw = name if isinstance(name, str) else str(name)
     if len(raw) > MAX_PARSED:
         return _not_parsed(raw, raw)
     try:
-        demangled = demangle(raw.strip())
+        stripped = raw.strip()
+        demangled = demangle(stripped)
         if len(demangled) > MAX_PARSED:  # a short mangled name can expand a great deal
             return _not_parsed(raw, demangled)
         full = normalize(demangled)
-        k = Draft(raw, full)
-        sym = kernel_symbol(full)
-        for dec in DECODERS:
-            if dec(k, sym, full):
-                break
-        else:
-            path, name, _ = signature(full)
-            k.short = name if path else full[:80]
-        k.short = re.sub(r"\s+", " ", k.short).strip() or full[:80]
+        k = _run(raw, full, launch)
+        if demangled == stripped and stripped.startswith("_Z") and not k.library:
+            # a mangled name no decoder read as it is: decode its readable pieces instead
+            outline = mangled_outline(stripped)
+            if outline:
+                k = _run(raw, normalize(outline), launch)
+                k.details["not_demangled"] = (
+                    "a mangled name that does not demangle (cut off by the profiler?): "
+                    "read from its readable pieces"
+                )
+                if not k.library:
+                    k.short = bounded(outline + " (cut off)")
+        k.short = re.sub(r"\s+", " ", k.short).strip() or bounded(full)
         return k.freeze()
     except Exception as exc:  # noqa: BLE001 - a decoder bug must never break a profile
         return KernelName(
-            name=raw, demangled=raw, short=raw[:80], details={"decode_error": repr(exc)}
+            name=raw, demangled=raw, short=bounded(raw), details={"decode_error": repr(exc)}
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, squash
 
 _TRITON = re.compile(
     r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$"
@@ -92,10 +92,114 @@ _MULTI_WORD_OPS = tuple(
             "ones_like",
             "full_like",
             "fused_moving_avg_obs_fq_helper",
+            # ATen ops Inductor's decompositions keep whole (torch/_decomp, native_functions.yaml)
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_functional",
+            "_native_batch_norm_legit_no_training",
+            "native_batch_norm_backward",
+            "native_layer_norm_backward",
+            "native_group_norm_backward",
+            "native_dropout_backward",
+            "_softmax_backward_data",
+            "_log_softmax_backward_data",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "_adaptive_avg_pool2d",
+            "_adaptive_avg_pool2d_backward",
+            "adaptive_avg_pool2d",
+            "avg_pool2d_backward",
+            "max_pool2d_with_indices_backward",
+            "upsample_nearest2d_backward",
+            "upsample_bilinear2d_backward",
+            "hardtanh_backward",
+            "leaky_relu_backward",
+            "hardswish_backward",
+            "hardsigmoid_backward",
+            "elu_backward",
+            "mse_loss",
+            "mse_loss_backward",
+            "nll_loss2d_forward",
+            "nll_loss2d_backward",
+            "binary_cross_entropy",
+            "binary_cross_entropy_with_logits",
+            "select_backward",
+            "slice_backward",
+            "slice_scatter",
+            "select_scatter",
+            "index_add",
+            "index_copy",
+            "index_fill",
+            "masked_scatter",
+            "scatter_reduce",
+            "embedding_dense_backward",
+            "as_strided",
+            "as_strided_scatter",
+            "_unsafe_index",
+            "_unsafe_index_put",
+            "_reshape_alias",
+            "unsafe_split",
+            "split_with_sizes",
+            "empty_like",
+            "rand_like",
+            "randn_like",
+            "inductor_lookup_seed",
+            "inductor_random",
+            "inductor_seeds",
+            "reflection_pad2d",
+            "replication_pad2d",
+            "addcmul",
+            "addcdiv",
+            "linalg_vector_norm",
+            "_foreach_add",
+            "_foreach_mul",
+            "max_pool2d",
+            "grid_sampler_2d",
+            "_fused_rms_norm",
         ],
         key=lambda s: -s.count("_"),
     )
 )
+
+
+#: Words that never name an op on their own in Inductor's fused-op lists: they finish the op before
+#: them (``gelu_backward``, ``_softmax_backward_data``) and, for ``with`` / ``no``, begin a phrase
+#: that joins the next word too (``max_pool2d_with_indices``, ``legit_no_training``).
+_SUFFIX_WORDS = frozenset(
+    (
+        "backward",
+        "forward",
+        "functional",
+        "legit",
+        "data",
+        "training",
+        "indices",
+        "like",
+        "nd",
+        "helper",
+    )
+)
+_JOINING_WORDS = frozenset(("with", "no"))
+
+
+def triton_signature_suffix(name: str) -> int:
+    """Where the Triton 2.x specialisation suffix starts in a kernel name, or -1.
+
+    Triton before 3.0 named a compiled kernel after its Python function plus its argument
+    specialisation: each argument's index, with ``d`` (divisible by 16), ``e`` (divisible by 8)
+    or ``c`` (constant) after it (``triton_(...)`` in ``triton/compiler/compiler.py``, the
+    ``instance_descriptor``): ``triton__0d1d2d3de4de``, ``rope_fw_bw_kernel_0d1d2d3d4d5d6d``,
+    ``triton_per_fused_layer_norm_0_0d1d2d3d4d``. The suffix begins with argument 0, so it reads
+    ``0d``, ``0e``, ``0c`` or ``01``: an Inductor kernel index (``_0``, ``_12``) never does.
+    """
+    at = name.rfind("_")
+    if at < 0:
+        return -1
+    tail = name[at + 1 :]
+    if len(tail) < 2 or tail[0] != "0" or tail[1] not in "cde1":
+        return -1
+    if any(ch not in "0123456789cde" for ch in tail):
+        return -1
+    return at
 
 
 def split_fused(rest: str) -> list[str]:
@@ -120,6 +224,12 @@ def split_fused(rest: str) -> list[str]:
             # the list
             ops.append("_" + parts[i + 1])
             i += 2
+        elif parts[i] in _SUFFIX_WORDS and ops and ops[-1] != "_":
+            ops[-1] += "_" + parts[i]
+            i += 1
+        elif parts[i] in _JOINING_WORDS and ops and i + 1 < len(parts):
+            ops[-1] += f"_{parts[i]}_{parts[i + 1]}"
+            i += 2
         else:
             if parts[i]:
                 ops.append(parts[i])
@@ -128,6 +238,20 @@ def split_fused(rest: str) -> list[str]:
 
 
 def decode_triton(k: Draft, sym: str, full: str) -> bool:
+    cut = triton_signature_suffix(sym) if sym[:1] in _IDENT_START else -1
+    if cut > 0 and not _IDENT.fullmatch(sym):
+        cut = -1
+    if not sym.startswith("triton_"):
+        # any other @triton.jit function compiled by Triton 2.x: the suffix names it as Triton's
+        # (a C++ kernel's name never ends in one), where it has a d / e / c letter, not just digits
+        if cut > 0 and any(ch in "cde" for ch in sym[cut:]):
+            return decode_user_triton(k, sym, launched=False)
+        return False
+    if cut > 0:
+        k.details["specialization"] = sym[cut + 1 :]
+        if sym[:cut] == "triton_":
+            return _triton_anonymous(k, sym[:cut])
+        sym = sym[:cut]
     m = _TRITON.match(sym)
     if not m:
         return False
@@ -143,11 +267,89 @@ def decode_triton(k: Draft, sym: str, full: str) -> bool:
         k.add(m.group("rest"), "fused ops", ", ".join(fused))
     if m.group("n"):
         k.add(m.group("n"), "index", "kernel number within the compiled graph")
+    _add_specialization(k)
     k.short = f"Triton {_TRITON_KIND[kind]}" + (f": {' + '.join(fused)}" if fused else "")
     return True
 
 
-_NCCL = re.compile(r"\bnccl(?:Dev)?Kernel_(\w+)")
+def _add_specialization(k: Draft) -> None:
+    spec = k.details.get("specialization")
+    if spec:
+        k.add(spec, "specialization", "Triton 2.x argument specialisation (index + d/e/c)")
+
+
+def _triton_anonymous(k: Draft, sym: str) -> bool:
+    """``triton__0d1d2de``: an Inductor kernel from before Inductor named its kernels (PyTorch
+    2.0), only Triton's specialisation suffix after ``triton_``."""
+    k.family = "triton"
+    k.library = "Triton (TorchInductor)"
+    k.op = "other"
+    k.details["kind"] = "unknown"
+    k.add(
+        "triton_", "kind", "Inductor-generated Triton kernel (PyTorch 2.0: no kind, no ops named)"
+    )
+    _add_specialization(k)
+    k.short = "Triton kernel (Inductor, unnamed)"
+    return True
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+#: launch APIs a profiler records, that launch a kernel from a module loaded at run time: the
+#: driver API (CUDA's cuLaunchKernel / cuLaunchKernelEx, which Triton's launcher calls) and HIP's
+#: module launches (hipModuleLaunchKernel, which Triton uses on ROCm)
+DRIVER_LAUNCHES = frozenset(
+    (
+        "driver",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+    )
+)
+
+
+def is_driver_launch(launch: str | None) -> bool:
+    """Whether a launch API name (as a trace records it, e.g. ``cuLaunchKernel``) is the driver
+    API's (or HIP's module launch), through which Triton's launcher starts every kernel."""
+    if not launch:
+        return False
+    launch = launch.strip()
+    return launch in DRIVER_LAUNCHES or launch.startswith(("cuLaunchKernel", "hipModuleLaunch"))
+
+
+def decode_user_triton(k: Draft, full: str, *, launched: bool = True) -> bool:
+    """A kernel launched through the driver API whose name is a bare identifier: a ``@triton.jit``
+    function (vLLM's, SGLang's, flash-linear-attention's, a user's own), named after its Python
+    function (``_fwd_kernel``, ``rotary_kernel``, ``chunk_gated_delta_rule_fwd_kernel_h``),
+    perhaps with Triton 2.x's specialisation suffix. CUDA C++ kernels launched that way (a
+    ``cuModuleLaunch`` of a cubin) have C++ signatures, so their names are not bare identifiers."""
+    name = full.strip()
+    if not _IDENT.fullmatch(name):
+        return False
+    cut = triton_signature_suffix(name)
+    if cut > 0:
+        k.details["specialization"] = name[cut + 1 :]
+        name = name[:cut]
+    from .stack import op_label, op_of, snake
+
+    k.family = "triton"
+    k.library = "Triton"
+    k.op = op_of(snake(name)) or "other"
+    k.details["kind"] = "user kernel (@triton.jit)"
+    how = "launched through the driver API" if launched else "named by Triton 2.x's compiler"
+    if launched:
+        k.details["launch"] = "driver API"
+    k.add(name, "op", f"@triton.jit kernel: {op_label(k.op)} ({how})")
+    _add_specialization(k)
+    if k.op in ("gemm", "attention"):
+        k.tensor_cores = None  # tl.dot may or may not run on tensor cores: the name cannot tell
+    k.short = f"Triton {name}"[:80]
+    return True
+
+
+_NCCL = re.compile(r"\bnccl(?:Symk)?(?:Dev)?Kernel_(\w+)")
 _NCCL_DT = {
     "i8": "int8",
     "u8": "uint8",
@@ -187,6 +389,12 @@ _NCCL_ALGO = (
 )  # longest first
 _NCCL_PROTO = ("LL", "LL128", "SIMPLE")
 _NCCL_REDUCTIONS = ("Sum", "Prod", "Max", "Min", "Avg", "PreMulSum", "SumPostDiv")
+#: NCCL 2.27's symmetric-memory kernels (``src/device/symmetric/generate.py``):
+#: ``ncclSymkDevKernel_{Collective}_{algorithm}_{reduction}_{type}``, e.g.
+#: ``ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f8e5m2``; the algorithm names its steps
+#: (RS / AG: reduce-scatter, all-gather; LL, LD / ST, LDMC / STMC: protocol, loads / stores and
+#: NVLink SHARP multimem ones) and each kernel serves one reduction and type.
+_SYMK_REDUCTIONS = ("sum", "prod", "max", "min", "avg", "premulsum", "sumpostdiv")
 #: What the name's tokens after the data type mean. NCCL compiles one entry kernel per collective
 #: and data type and runs every algorithm and protocol through it (``src/device/generate.py``,
 #: ``best_kernel``; NVIDIA/nccl #1246, #1595, #2196): the name ends in ``LL`` whatever protocol
@@ -213,6 +421,8 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
     k.op = "communication"
     k.add(m.group(0).split("_")[0] + "_" + coll, "collective", coll)
     rest = "_".join(toks[1:])
+    if m.group(0).startswith("ncclSymk"):
+        return _nccl_symmetric(k, coll, toks[1:])
     for algo in _NCCL_ALGO:
         if re.search(r"(?:^|_)" + algo + r"(?:_|$)", rest):
             k.details["algorithm"] = algo
@@ -238,6 +448,26 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "raw", "not decoded")
     tree = "tree" if "TREE" in k.details.get("algorithm", "") else ""
     k.short = "NCCL " + " ".join(p for p in (coll, k.precision or "", tree) if p)
+    return True
+
+
+def _nccl_symmetric(k: Draft, coll: str, toks: list[str]) -> bool:
+    k.details["symmetric"] = True
+    algo: list[str] = []
+    for t in toks:
+        if t in _SYMK_REDUCTIONS:
+            k.details["reduction"] = t
+            k.add(t, "reduction", f"{t} reduction")
+        elif t in _NCCL_DT:
+            k.precision = _NCCL_DT[t]
+            k.dtypes = (k.precision,)
+            k.add(t, "dtype", k.precision)
+        else:
+            algo.append(t)
+    if algo:
+        k.details["algorithm"] = "_".join(algo)
+        k.add("_".join(algo), "algorithm", "symmetric-memory algorithm (steps and transports)")
+    k.short = squash(f"NCCL {coll} {k.precision or ''} (symmetric memory)")
     return True
 
 

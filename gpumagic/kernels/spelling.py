@@ -299,3 +299,50 @@ def index_type(args: list[str], depth: int = 1) -> str | None:
             return CPP_TYPE.get(a, "int64")
     inner = next((a for a in args if "<" in a), None) if depth > 0 else None
     return index_type(split_top(template_args(inner)), depth - 1) if inner else None
+
+
+def mangled_outline(name: str, limit: int = 4) -> str | None:
+    """The readable pieces of an Itanium-mangled name that cannot be demangled, most often because
+    a profiler cut it off (torch.profiler's tables end a long name with ``...``):
+    ``_ZN17cutlass__5x_cudnn6KernelI66cutlass_tensorop_s16...`` ->
+    ``cutlass__5x_cudnn::Kernel<cutlass_tensorop_s16…>``. Reads the leading nested name's
+    length-prefixed identifiers, and the first ``limit`` identifiers of its template arguments;
+    None when there is nothing to read. One pass, left to right."""
+    if not name.startswith("_Z"):
+        return None
+    i = 3 if name.startswith("_ZN") else 2
+    outer: list[str] = []
+    inner: list[str] = []
+    depth = 0
+    n = len(name)
+    while i < n and len(inner) < limit:
+        ch = name[i]
+        if ch.isdigit():
+            j = i
+            while j < n and name[j].isdigit():
+                j += 1
+            if j - i > 5:  # no identifier is 100,000 characters long: not a name
+                break
+            length = int(name[i:j])
+            ident = name[j : j + length]
+            cut = len(ident) < length or ident.endswith("...")
+            ident = ident.rstrip(".")
+            if not ident:
+                break
+            (inner if depth else outer).append(ident + ("\u2026" if cut else ""))
+            if cut:
+                break
+            i = j + length
+        elif ch == "I":
+            depth += 1
+            i += 1
+        elif ch in "NEK" or (ch == "L" and depth):
+            i += 1
+        else:
+            break
+    if not outer:
+        return None
+    text = "::".join(outer)
+    if inner:
+        text += "<" + ", ".join(inner) + ">"
+    return text
