@@ -1,9 +1,15 @@
 """Decoding speed: 100,000 kernel names as a trace holds them (a few hundred distinct names, many
 repeats), and every distinct corpus name decoded cold (cache cleared); and the share of annotated
-fields decoded right in each corpus of real names (tests/data/kernel_names*.json). Prints tables and
-writes JSON.
+fields decoded right in each corpus of real names (tests/data/kernel_names*.json), and, with
+``--heldout PATH``, in a hand-labelled set kept outside the repository. Prints tables and writes JSON.
 
-    python benchmarks/kernel_decode.py [--json PATH]
+    python benchmarks/kernel_decode.py [--json PATH] [--heldout PATH]
+
+A held-out file is tab-separated, one name a line: ``name``, ``source``, then ``field=value`` labels
+(``family=other``, ``op=gemm``, ``precision=fp16``, ``tensor_cores=True``, ``library=MIOpen``;
+``a|b`` lists readings that each count as right, a library matches by prefix, ``None`` is an
+absent field) and optionally ``launch=cuLaunchKernel`` to decode the name with that launch hint.
+Lines starting with ``#`` are comments.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ ACCURACY = {
     "kernel_names.json": "exact",
     "kernel_names_heldout.json": "alternatives",
     "kernel_names_training.json": "alternatives",
+    "kernel_names_llm.json": "alternatives",
 }
 
 
@@ -42,7 +49,45 @@ def _right(k, name: str, want: object, how: str) -> bool:
     if how == "exact" or not isinstance(want, str):
         return got == want
     alternatives = tuple(want.split("|"))
-    return got.startswith(alternatives) if name == "library" else got in alternatives
+    if name == "library":
+        return isinstance(got, str) and got.startswith(alternatives)
+    return str(got) in alternatives if not isinstance(got, str) else got in alternatives
+
+
+def _label(value: str) -> object:
+    return {"True": True, "False": False, "None": None}.get(value, value)
+
+
+def heldout(path: pathlib.Path) -> dict:
+    """Fields right in a hand-labelled held-out file (see the module docstring), per field and per
+    source, and the names with a field wrong."""
+    total, right, by_source, wrong = Counter(), Counter(), {}, []
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, source, *labels = line.split("\t")
+        want = dict(label.split("=", 1) for label in labels)
+        launch = want.pop("launch", None)
+        k = decode(name, launch=launch) if launch else decode(name)
+        src = by_source.setdefault(source, Counter())
+        for field, value in want.items():
+            ok = _right(k, field, _label(value), "alternatives")
+            total[field] += 1
+            right[field] += ok
+            src["total"] += 1
+            src["right"] += ok
+            if not ok:
+                wrong.append((name[:90], field, value, _field(k, field)))
+    fields = {f: {"right": right[f], "total": total[f]} for f in total}
+    names = sum(1 for line in path.read_text().splitlines() if line.strip() and line[0] != "#")
+    return {
+        "names": names,
+        "right": sum(right.values()),
+        "total": sum(total.values()),
+        "fields": fields,
+        "sources": {s: dict(c) for s, c in by_source.items()},
+        "wrong": wrong,
+    }
 
 
 def accuracy(path: pathlib.Path, how: str) -> dict:
@@ -63,6 +108,7 @@ def main() -> None:
         "--json", default=os.path.join(os.environ.get("OUT", "."), "kernel_decode.json")
     )
     ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--heldout", type=pathlib.Path, help="a hand-labelled held-out TSV to score")
     args = ap.parse_args()
     names = [e["name"] for e in json.loads(CORPUS.read_text())]
     rng = random.Random(0)
@@ -94,9 +140,9 @@ def main() -> None:
     print(f"{'case':<44} {'names':>8} {'seconds':>9} {'µs/name':>9}")
     for case, count, secs in rows:
         print(f"{case:<44} {count:>8} {secs:>9.4f} {secs / count * 1e6:>9.2f}")
-    target = 1.0
+    target = 0.2
     verdict = "PASS" if trace_time < target else "FAIL"
-    print(f"target: {args.n:,} trace names in under {target:.0f} s -> {verdict}")
+    print(f"target: {args.n:,} trace names in under {target:g} s -> {verdict}")
 
     scores = {name: accuracy(DATA / name, how) for name, how in ACCURACY.items()}
     print(f"\n{'corpus':<28} {'fields right':>14} {'share':>7}  per field")
@@ -106,6 +152,21 @@ def main() -> None:
             f"{name:<28} {sc['right']:>6} / {sc['total']:<5} "
             f"{sc['right'] / sc['total']:>7.1%}  {per}"
         )
+    held = None
+    if args.heldout:
+        held = heldout(args.heldout)
+        print(
+            f"\nheld-out {args.heldout.name}: {held['names']} names, "
+            f"{held['right']} / {held['total']} fields right ({held['right'] / held['total']:.1%})"
+        )
+        print(
+            "  per field: "
+            + ", ".join(f"{f} {v['right']}/{v['total']}" for f, v in held["fields"].items())
+        )
+        for source, c in held["sources"].items():
+            print(f"  {c['right']:>4} / {c['total']:<4} {source}")
+        for name, field, want, got in held["wrong"]:
+            print(f"  wrong: {field}: want {want!r}, got {got!r}: {name}")
     with open(args.json, "w") as f:
         json.dump(
             {
@@ -113,6 +174,7 @@ def main() -> None:
                 "target_s": target,
                 "pass": trace_time < target,
                 "accuracy": scores,
+                "heldout": held,
             },
             f,
             indent=2,

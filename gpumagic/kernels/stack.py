@@ -412,6 +412,7 @@ def claim(
         # (c10::BFloat16*)
         types = element_types(args or template_args(full)) or element_types(full[len(path) :])
     set_types(k, types, k.op)
+    _categorise(k, words if words is not None else snake(leaf) + "_" + snake(args[:300]))
     if tensor_cores is None and k.op in MMA_OPS:
         tensor_cores = True
     if tensor_cores is not None:
@@ -428,6 +429,34 @@ def claim(
     if k.details.get("weight_only"):
         prec = f"W{upper(k.precision)}A{k.details['activation'][-2:]}"
     k.short = squash(f"{library.split(' (')[0]} {prec} {what}")[:110]
+
+
+#: words of a gated activation or activation kernel (SiLU / GELU and multiply, SwiGLU, ...)
+_ACTIVATION_WORDS = (
+    "and_mul",
+    "silu",
+    "gelu",
+    "swiglu",
+    "geglu",
+    "relu",
+    "activation",
+    "act_kernel",
+    "gated_act",
+    "sigmoid",
+    "swish",
+)
+
+
+def _categorise(k: Draft, words: str) -> None:
+    """What kind of a broad op a kernel is, where its words say: an elementwise kernel that applies
+    an activation (SiLU-and-mul, GELU-and-mul, SwiGLU) is ``details["category"] = "activation"``
+    (the op stays ``elementwise``, as the corpora and the op-level tallies count it); a GEMM over
+    MoE experts (``fused_moe_kernel``, grouped GEMMs) is ``details["grouped"]``."""
+    padded = f"_{words}_"
+    if k.op == "elementwise" and any(w in padded for w in _ACTIVATION_WORDS):
+        k.details["category"] = "activation"
+    elif k.op == "gemm" and ("moe" in padded or "grouped" in padded or "expert" in padded):
+        k.details.setdefault("grouped", "grouped (MoE experts)")
 
 
 def tile_from_numbers(
