@@ -146,6 +146,19 @@ def _rows(path: str) -> int:
     return sum(len(df) for df in read_one(path).tables.values())
 
 
+def _cpu_s(who: int = resource.RUSAGE_SELF) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def _worker_state() -> tuple[float, float]:
+    """A Dask worker's CPU seconds so far and its RSS now (MB), the reader's modules loaded."""
+    from gpumagic.capture import chrome_trace, nsys  # noqa: F401
+    from gpumagic.job import rank_summary  # noqa: F401
+
+    return _cpu_s(), _rss_now_mb()
+
+
 def child(mode: str, path: str) -> dict[str, Any]:
     from gpumagic.capture import chrome_trace, nsys  # noqa: F401 - imports are not what is timed
     from gpumagic.capture.reports import read_one
@@ -153,7 +166,7 @@ def child(mode: str, path: str) -> dict[str, Any]:
     from gpumagic.job.rank_summary import summarize, summary_bytes
 
     out: dict[str, Any] = {"rss_after_import_mb": _peak_mb()}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_s()
     if mode == "one":
         out["rows"] = sum(len(df) for df in read_one(path).tables.values())
     elif mode == "summary":
@@ -168,6 +181,7 @@ def child(mode: str, path: str) -> dict[str, Any]:
         with cf.ProcessPoolExecutor(2) as pool:
             out["rows"] = sum(pool.map(_rows, files, chunksize=1))
         out["read_s"] = time.perf_counter() - t0
+        out["cpu_s"] = _cpu_s() - cpu0 + _cpu_s(resource.RUSAGE_CHILDREN)
     elif mode == "full":
         from gpumagic import load_nsys
         from gpumagic.analysis.ranks import rank_figures
@@ -180,10 +194,16 @@ def child(mode: str, path: str) -> dict[str, Any]:
 
             cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True)
             client = Client(cluster)
-            t0 = time.perf_counter()  # the cluster's start is not the job's reading
+            before = client.run(_worker_state)
+            out["worker_idle_mb"] = max(rss for _, rss in before.values())
+            t0, cpu0 = time.perf_counter(), _cpu_s()  # the cluster's start is not the job's reading
         out["rss_before_read_mb"] = _rss_now_mb()
         job = read_job(path, client=client, progress=False)
         out["read_s"] = time.perf_counter() - t0
+        out["cpu_s"] = _cpu_s() - cpu0 + (_cpu_s(resource.RUSAGE_CHILDREN) if client is None else 0)
+        if client is not None:
+            after = client.run(_worker_state)
+            out["cpu_s"] += sum(after[w][0] - before[w][0] for w in after)
         out["peak_read_mb"] = _peak_mb()
         text = str(job)
         html = job._repr_html_()
@@ -267,7 +287,8 @@ def main() -> None:
         runs = {"reads": run_child("reads", str(tmp / "job"), cores)}
         runs.update({m: run_child(m, str(tmp / "job"), cores) for m in modes})
         again = run_child("reads", str(tmp / "job"), cores)  # the box's load may drift: twice
-        runs["reads"]["read_s"] = (runs["reads"]["read_s"] + again["read_s"]) / 2
+        for key in ("read_s", "cpu_s"):
+            runs["reads"][key] = (runs["reads"][key] + again[key]) / 2
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(args, built, one, summary, runs, len(cores))
@@ -307,6 +328,16 @@ def report(args: Any, built: dict, one: dict, summary: dict, runs: dict, workers
         checks[f"{mode}: workers <= 1.5 x one rank's read"] = (
             r["worker_peak_mb"] <= 1.5 * one["peak_mb"]
         )
+        if "worker_idle_mb" in r:  # a Dask worker's own RSS before any rank, then one rank's growth
+            grew = r["worker_peak_mb"] - r["worker_idle_mb"]
+            checks[f"{mode}: a worker grows <= 1.5 x one rank's read's growth"] = grew <= 1.5 * (
+                one["peak_mb"] - one["rss_after_import_mb"]
+            )
+            print(
+                f"  {mode}: a worker {r['worker_idle_mb']:.0f} MB before any rank (Dask, pandas, "
+                f"gpumagic loaded), {r['worker_peak_mb']:.0f} MB at its peak: +{grew:.0f} MB; one "
+                f"rank's read alone +{one['peak_mb'] - one['rss_after_import_mb']:.0f} MB"
+            )
         checks[f"{mode}: HTML <= 5 MB"] = r["html_mb"] <= 5.0
         checks[f"{mode}: straggler found (rank {built['straggler']})"] = (
             r["straggler"] == f"rank {built['straggler']}"
@@ -321,6 +352,11 @@ def report(args: Any, built: dict, one: dict, summary: dict, runs: dict, workers
             print(
                 f"  {mode}: {r['read_s'] / ideal:.2f} x the ranks' reads, {r['read_s'] / solo:.2f} x "
                 f"one rank alone; a rank read and summarised on a worker {r['mean_rank_read_s']:.2f} s"
+            )
+            print(
+                f"  {mode}: CPU {r['cpu_s']:.1f} s against the reads' {runs['reads']['cpu_s']:.1f} s "
+                f"({r['cpu_s'] / runs['reads']['cpu_s']:.2f} x: CPU time, unlike wall, is not the "
+                "other work's on this machine)"
             )
     ext = extrapolate(one, summary, {m: r for m, r in runs.items() if m in ("pool", "dask")}, n)
     for mode in ("pool", "dask"):
