@@ -115,8 +115,17 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     unread: dict[str, dict[str, int]] = {}
     profiled: dict[str, int] = {}
     counters: set[str] = set()
+    processes = _process_names(events)
+    uncategorised = 0
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        if not ev.get("cat"):
+            uncategorised += 1
+            npu = _npu_task(ev, processes)
+            if npu:
+                per = unread.setdefault("NPU", {})
+                per[npu] = per.get(npu, 0) + 1
             continue
         cat = str(ev.get("cat", "")).lower()
         cat = _OLD_CATEGORY.get(cat, cat)
@@ -213,6 +222,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     if not nvtx_df.empty:
         nvtx_df["depth"] = nesting_depth(nvtx_df)
     meta = _meta(data if isinstance(data, dict) else {}, events)
+    _not_cuda(meta, unread, uncategorised, cats, kernels, memops, api)
     if unread:
         meta["unread_devices"] = unread
     if profiled:
@@ -237,6 +247,60 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         nvtx=nvtx_df,
         meta=meta,
     )
+
+
+def _process_names(events: list[Any]) -> dict[Any, str]:
+    """Each process's name from the trace's ``process_name`` metadata events."""
+    return {
+        ev.get("pid"): str((ev.get("args") or {}).get("name", ""))
+        for ev in events
+        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "process_name"
+    }
+
+
+#: What Ascend's profiler (torch_npu) calls the processes of device tasks in its trace_view.json.
+_NPU_PROCESS = re.compile(r"Ascend Hardware|AI Core|NPU", re.IGNORECASE)
+
+
+def _npu_task(ev: dict[str, Any], processes: dict[Any, str]) -> str | None:
+    """What an event without a category is on an Ascend NPU (its process, "Ascend Hardware"), or
+    None: torch_npu's export writes its device tasks without one, their "Task Type" in args."""
+    process = processes.get(ev.get("pid"), "")
+    args = ev.get("args") or {}
+    if _NPU_PROCESS.search(process) or (isinstance(args, dict) and "Task Type" in args):
+        return process or "NPU task"
+    return None
+
+
+def _not_cuda(
+    meta: dict[str, Any],
+    unread: dict[str, dict[str, int]],
+    uncategorised: int,
+    cats: set[str],
+    kernels: list[dict[str, Any]],
+    memops: list[dict[str, Any]],
+    api: list[dict[str, Any]],
+) -> None:
+    """Say what a file that is not a CUDA torch.profiler trace is, in ``meta`` and ``unread``: an
+    Ascend NPU export (torch_npu; its backend says so, no CUDA advice); a bare event list without
+    categories (nothing in it can be told apart as GPU work: a Chrome trace, not Kineto's); an XPU
+    trace, whose kernels and copies ride Kineto's shared categories beside ``xpu_runtime`` calls
+    (they are XPU activity, left out with it, never read as a GPU that recorded no CUDA calls)."""
+    if "NPU" in unread:
+        meta["backend"] = "torch_npu profiler"
+        meta.setdefault("device", "Ascend NPU")
+        rest = uncategorised - sum(unread["NPU"].values())
+        if rest:
+            unread["NPU"]["other uncategorised"] = rest
+    elif uncategorised and not cats:
+        meta["backend"] = "Chrome trace"
+        unread["uncategorised"] = {"events without a category": uncategorised}
+    if "XPU" in unread and not api:
+        for table, cat in ((kernels, "kernel"), (memops, "gpu_memcpy/gpu_memset")):
+            if table:
+                unread["XPU"][cat] = len(table)
+                table.clear()
+        cats -= {"kernel", "gpu_memcpy", "gpu_memset"}  # not CUDA's: not recorded, but left out
 
 
 #: The categories whose events are each kind of record. Torch ops and record_function ranges are

@@ -183,6 +183,15 @@ def device_not_read(unread: dict[str, dict[str, int]], device: str | None = None
     """The sentence for a trace of a device gpumagic does not read (``meta["unread_devices"]``:
     device kind -> category -> events, e.g. MTIA): named and left out, and no CUDA advice, since
     CUDA is not what it ran."""
+    if "uncategorised" in unread:
+        n = sum(unread["uncategorised"].values())
+        return (
+            f"This file's {n:,} events have no category ('cat'): it is a Chrome trace, not a "
+            "torch.profiler (Kineto) one, whose events say what they are (kernel, gpu_memcpy, "
+            "cuda_runtime, cpu_op), so nothing in it can be told apart as GPU work: no kernel "
+            "table, GPU time or advice is made from it. Export the profile with torch.profiler "
+            "(prof.export_chrome_trace) to read it here."
+        )
     kinds = " and ".join(unread)
     counts = ", ".join(f"{n:,} {cat} events" for per in unread.values() for cat, n in per.items())
     named = f" ({device})" if device else ""

@@ -315,3 +315,63 @@ def test_launches_after_the_last_recorded_kernel_are_after_the_capture_not_lost(
 def test_a_loaded_trace_is_not_called_the_cell():
     events = [x("cpu_op", "aten::add", 0, 10), x("cuda_runtime", "cudaGetDevice", 2, 1)]
     assert said(events)["no_gpu_work"].startswith("The trace launched no GPU work")
+
+
+# --- 5. files that are not CUDA torch.profiler traces say what they are
+# -----------------------------------------------------------------
+
+
+def _summary_and_findings(data: dict | list) -> tuple[str, list[str]]:
+    trace = trace_from_chrome(data, path="synthetic.json")
+    report = ProfileReport(trace, timeline=False)
+    return report.summary_line(), [f.message for f in report.findings]
+
+
+def test_a_bare_event_list_without_categories_is_not_called_a_torch_profiler_trace():
+    """100 kernels and 200 copies as a bare list of events with no 'cat': read as "torch.profiler
+    ... did not record CUDA kernels — record them with ProfilerActivity.CUDA"."""
+    events = []
+    for i in range(100):
+        events.append({"ph": "X", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7,
+                       "ts": i * 100, "dur": 50})  # fmt: skip
+        for j in range(2):
+            events.append({"ph": "X", "name": "Memcpy HtoD", "pid": 0, "tid": 8,
+                           "ts": i * 100 + 60 + j * 10, "dur": 5})  # fmt: skip
+    line, said_ = _summary_and_findings(events)
+    text = " ".join(said_)
+    assert "torch.profiler" not in line and "Chrome trace" in line
+    assert "ProfilerActivity" not in text and "This file's 300 events have no category" in text
+
+
+def test_an_ascend_npu_export_names_its_device_and_gives_no_cuda_advice():
+    """torch_npu's trace_view.json: device tasks without a category in the "Ascend Hardware"
+    process. 276 of them read as a torch.profiler trace that did not record CUDA kernels."""
+    events = [
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": 5,
+            "tid": 0,
+            "args": {"name": "Ascend Hardware"},
+        },
+        {"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "CANN"}},
+    ]
+    for i in range(276):
+        events.append({"ph": "X", "name": "MatMulV2", "pid": 5, "tid": 2, "ts": i * 100, "dur": 30,
+                       "args": {"Task Type": "AI_CORE", "Task Id": i}})  # fmt: skip
+        events.append({"ph": "X", "name": "AscendCL@aclnnMatmul", "pid": 3, "tid": 9,
+                       "ts": i * 100 - 20, "dur": 10})  # fmt: skip
+        events.append(x("cpu_op", "aten::mm", i * 100 - 25, 20))
+    line, said_ = _summary_and_findings({"traceEvents": events})
+    text = " ".join(said_)
+    assert line.startswith("Ascend NPU · NPU device activity not read") and "torch_npu" in line
+    assert "276 Ascend Hardware events" in text and "ProfilerActivity" not in text
+
+
+def test_an_xpu_trace_is_named_once_and_its_kernels_are_not_cuda_kernels():
+    events = [x("cpu_op", "aten::mm", 0, 50), x("xpu_runtime", "urEnqueueKernelLaunch", 1, 5)]
+    events.append(x("kernel", "gemm_kernel", 10, 40, tid=7))
+    data = {"traceEvents": events, "deviceProperties": [{"name": "Intel(R) Data Center GPU Max"}]}
+    line, said_ = _summary_and_findings(data)
+    assert len(said_) == 1 and "XPU device activity (Intel(R) Data Center GPU Max)" in said_[0]
+    assert "1 kernel events" in said_[0] and "kernel" not in line.split("·")[-2]
