@@ -366,20 +366,34 @@ class TimingResult(Advised):
                 f"to call."
             )
         if self.launch_bound:
-            hint = (
-                ""
-                if self.backend == "cuda-graph"
-                else " --graph replays the calls without launch overhead;"
-            )
             out.append(
                 f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time: the host needs "
                 f"{self._t(self.host_per_call)} to launch what the GPU runs in "
-                f"{self._t(self.kernel_time)}."
-                f"{hint} larger batches or torch.compile cut the launches."
+                f"{self._t(self.kernel_time)}. {self._launch_advice()}"
             )
         elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD and not self.flush_l2:
             out.append(self._idle_note())
         return out
+
+    def _launch_advice(self) -> str:
+        """What cuts a launch-bound statement's launches, of what it does not do already: a
+        statement that runs torch.compile'd code (its work was counted at the compiled calls) is
+        not told to compile, nor to capture a graph with --graph (a model compiled with
+        mode="reduce-overhead" replays CUDA graphs already); a --graph run is not told to use
+        --graph."""
+        compiled = self.work is not None and self.work.counted_at == "compiled calls"
+        if compiled:
+            return (
+                "The statement runs torch.compile'd code already: larger batches cut the "
+                'launches; where it was compiled without mode="reduce-overhead", that mode '
+                "replays them as CUDA graphs."
+            )
+        if self.backend == "cuda-graph":
+            return "Larger batches or torch.compile cut the launches."
+        return (
+            "--graph replays the calls without launch overhead; larger batches or torch.compile "
+            "cut the launches."
+        )
 
     def _idle_note(self) -> str:
         """Why the GPU idles between the kernels of a statement that is not launch-bound, as far as
