@@ -51,6 +51,8 @@ def _right(k, name: str, want: object, how: str) -> bool:
     alternatives = tuple(want.split("|"))
     if name == "library":
         return isinstance(got, str) and got.startswith(alternatives)
+    if isinstance(got, (list, tuple)):  # fused ops: the labels list them joined by ','
+        got = ",".join(map(str, got))
     return str(got) in alternatives if not isinstance(got, str) else got in alternatives
 
 

@@ -25,6 +25,10 @@ One module per naming grammar:
   instantiates;
 - ``libraries``: NCCL, Triton (TorchInductor), memory operations, torch.optim's profiler ranges;
 - ``cufft``, ``cusolver``, ``cusparse``, ``magma``: the math libraries' kernels;
+- ``rocm``: AMD ROCm's kernels (Tensile / hipBLASLt / rocBLAS GEMMs, MIOpen, Composable Kernel,
+  RCCL, the HIP runtime's blit kernels);
+- ``deepseek``: DeepSeek's own builds (``dpsk::`` DeepEP and grouped FP8 GEMMs, ``cuda::``
+  helpers); ``stack`` and one module per library for the LLM stack;
 - ``decode``: the ordered decoder list and the cached ``decode()``.
 """
 

@@ -241,14 +241,15 @@ def _generated(k: Draft, name: str) -> None:
 
 _FLASH = re.compile(
     r"\bflash(?:::|_)\w*(?:fwd|bwd)|pytorch_flash::|flash_attn|fmha_cutlass[FB]|FlashAttn|fmha_"
-    r"|\bflash::compute_attn"
+    r"|\bflash::compute_attn|\bflash::prepare_varlen"
 )
 # FlashAttention-3 (Dao-AILab/flash-attention hopper/): the kernel is a CUTLASS 3 device kernel or
 # flash::compute_attn_ws, and what it does is in its template, capitalised: flash::FlashAttnFwdSm90,
 # flash::FlashAttnBwd (and FlashAttnBwdSm90), flash::FlashAttnBwdPreprocess (dO·O row sums),
 # flash::FlashAttnBwdPostprocessConvertdQ (dQ accumulator to the output type).
-_FA3_STEP = re.compile(r"flash::(FlashAttn(?:Fwd|Bwd)\w*|compute_attn\w*)")
+_FA3_STEP = re.compile(r"flash::(FlashAttn(?:Fwd|Bwd)\w*|compute_attn\w*|prepare_varlen\w*)")
 _FA3_STEPS = {
+    "prepare_varlen": "scheduling (blocks per sequence)",
     "Preprocess": "backward preprocessing (dO·O row sums)",
     "Postprocess": "backward postprocessing (dQ conversion)",
     "Combine": "split-KV combine",

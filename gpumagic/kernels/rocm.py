@@ -148,7 +148,7 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
     for i, t in enumerate(rest):
         m = _MT.fullmatch(t)
         if m:
-            k.tile = "x".join(m.groups())
+            k.tile = "x".join(str(int(g)) for g in m.groups())  # older names pad: MT032x016x08
             k.add(t, "tile", f"macro tile M×N×K = {dims(k.tile)} (one workgroup)")
             continue
         m = _MI.fullmatch(t)
@@ -198,7 +198,8 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
         k.tensor_cores = True
         k.math = f"matrix cores ({unit})"
         k.details["matrix_unit"] = unit
-    elif mi is not None:
+    elif mi is not None or k.tile:
+        # MI0, or no matrix-instruction parameter at all: Tensile's MAC kernel on the vector ALUs
         k.tensor_cores = False
         k.math = "vector ALUs (no matrix cores)"
     if epilogue:
@@ -482,7 +483,7 @@ def decode_ck(k: Draft, sym: str, full: str) -> bool:
     if "fmha" in words or "attention" in low_leaf:
         k.op = "attention"
         what = "attention " + ("backward" if "bwd" in words else "forward")
-    elif "conv" in low_leaf:
+    elif "conv" in low_leaf or "bwd_weight" in low_leaf or "bwd_data" in low_leaf:
         k.op = (
             "conv_wgrad"
             if "bwd_weight" in low_leaf
