@@ -48,6 +48,8 @@ FAMILIES = (
     "xformers",
     "bitsandbytes",
     "apex",
+    # AMD's ROCm libraries: Tensile (hipBLASLt, rocBLAS), MIOpen, Composable Kernel
+    "rocm",
     "torchao",
     "other",
 )

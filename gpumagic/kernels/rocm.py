@@ -43,8 +43,8 @@ AMD's matrix units are "matrix cores" (MFMA instructions on CDNA: MI100/MI200/MI
 multiply-accumulate units") with ``math`` saying which; there is no TF32 on them (MI300's xf32 is
 its own type), so the decoded precision is the data type the name states.
 
-Family: these libraries have no family (timeline colour) of their own yet; they decode to family
-``other`` with their library, op, precision and geometry filled in (:data:`FAMILY`).
+Family: one for AMD's libraries (:data:`FAMILY`, ``rocm``: one timeline colour), the library
+(Tensile, MIOpen, Composable Kernel, rocBLAS) named in ``library``.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from .name import Draft, dims, squash, upper
 from .spelling import signature, template_args
 from .stack import element_types, op_label, op_of, snake
 
-#: The family ROCm kernels decode to until the timeline has a colour for AMD's libraries.
-FAMILY = "other"
+#: The family of AMD's ROCm libraries (one timeline colour; ``library`` says which).
+FAMILY = "rocm"
 
 # --------------------------------------------------------------------------------------------------
 # Tensile (hipBLASLt / rocBLAS GEMMs)

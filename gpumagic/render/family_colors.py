@@ -38,6 +38,7 @@ FAMILY_COLORS = {
     "bitsandbytes": "#bd9e39",
     "apex": "#6baed6",
     "torchao": "#fdae6b",
+    "rocm": "#a6761d",
     "memop": "#7f7f7f",
     "other": "#c7c7c7",
 }
@@ -71,6 +72,7 @@ FAMILY_LABELS = {
     "bitsandbytes": "bitsandbytes",
     "apex": "Apex",
     "torchao": "torchao",
+    "rocm": "AMD ROCm (Tensile, MIOpen, CK)",
     "memop": "memory op",
     "other": "other kernel",
     "nvtx": "NVTX range",
