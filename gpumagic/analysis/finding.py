@@ -14,6 +14,7 @@ import pandas as pd
 from ..kernels import KernelName, decode
 from ..kernels.labels import distinct_labels
 from ..trace import Trace
+from ..trace.launching_ops import kernel_launch_apis
 from ..units import format_time
 
 __all__ = [
@@ -114,7 +115,8 @@ def kernel_labels(trace: Trace) -> dict[str, str]:
     """Each distinct kernel name's label (its decoded short form, told apart from siblings that
     share it), computed once per trace: the findings, the tables and the timeline all say the same
     name for the same kernel."""
-    return trace.memo("kernel_labels", lambda: distinct_labels(pd.unique(trace.kernels["name"])))
+    names = pd.unique(trace.kernels["name"])
+    return trace.memo("kernel_labels", lambda: distinct_labels(names, kernel_launch_apis(trace)))
 
 
 def map_distinct(values: pd.Series, fn: Callable[[Any], str]) -> pd.Series:

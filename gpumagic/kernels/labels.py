@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .decode import decode
 
@@ -50,24 +50,28 @@ _FILLER = {
 _MAX_DIFF = 32
 
 
-def distinct_labels(names: Iterable[str]) -> dict[str, str]:
+def distinct_labels(
+    names: Iterable[str], launches: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """A readable label for each distinct name: its ``short``, with what differs added where shorts
-    collide."""
+    collide. ``launches``: name -> the API call that launched it, where a trace says (the decoder's
+    ``launch`` hint)."""
+    launches = launches or {}
     groups: dict[str, list[str]] = defaultdict(list)
     for name in dict.fromkeys(names):
-        groups[decode(name).short or name].append(name)
+        groups[decode(name, launches.get(name)).short or name].append(name)
     labels: dict[str, str] = {}
     for short, members in groups.items():
         if len(members) == 1:
             labels[members[0]] = short
             continue
-        for name, extra in zip(members, _differences(members)):
+        for name, extra in zip(members, _differences(members, launches)):
             labels[name] = f"{short} [{extra}]"
     return labels
 
 
-def _differences(members: list[str]) -> list[str]:
-    decoded = [decode(n) for n in members]
+def _differences(members: list[str], launches: Mapping[str, str]) -> list[str]:
+    decoded = [decode(n, launches.get(n)) for n in members]
     differing = [f for f in _FIELDS if len({_text(getattr(d, f)) for d in decoded}) > 1]
     for n in range(1, len(differing) + 1):  # the fewest fields that tell every member apart
         extras = [

@@ -18,7 +18,7 @@ from ..analysis.selfcheck import launches, without_cuda
 from ..kernels import decode
 from ..trace import Trace
 from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
-from ..trace.launching_ops import kernel_op_precisions
+from ..trace.launching_ops import kernel_launch_apis, kernel_op_precisions
 from ..trace.window import in_window
 from ..units import format_ns, plural
 from .figure_page import FigurePage
@@ -299,6 +299,7 @@ class ProfileReport(FigurePage):
                         kernel_labels(self.trace),
                         kernel_op_precisions(self.trace),
                         self.trace.meta.get("fused"),
+                        kernel_launch_apis(self.trace),
                     )
                 )
         sections = [

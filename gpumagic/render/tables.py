@@ -117,11 +117,17 @@ _KERNEL_COLUMNS = [
 _DOT = " \u00b7 "
 
 
-def kernel_name_cell(r: pd.Series, label: str, stats: bool = True, fused: str | None = None) -> str:
+def kernel_name_cell(
+    r: pd.Series,
+    label: str,
+    stats: bool = True,
+    fused: str | None = None,
+    launch: str | None = None,
+) -> str:
     """A kernel table's name cell: the label, expanding to the other statistics (``stats``), the
     tile and layout, what a generated kernel fused (``fused``: its ATen ops and graph nodes, read
     from Inductor's output code), the raw name and each token explained."""
-    k = decode(r["Name"])
+    k = decode(r["Name"], launch)
     facts = [
         f"{label} {format_ns(r[col])}"
         for label, col in (
@@ -171,6 +177,7 @@ def kernel_table_html(
     labels: Mapping[str, str] | None = None,
     op_precisions: Mapping[str, str] | None = None,
     fused: Mapping[str, str] | None = None,
+    launches: Mapping[str, str] | None = None,
 ) -> str:
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded
     name (expand it for the raw name, the other statistics, what a generated kernel fused
@@ -186,15 +193,19 @@ def kernel_table_html(
     rows = []
     if labels is None:  # every distinct name reads differently, even where shorts collide
         labels = distinct_labels(summary["Name"])
+    launches = launches or {}
     for _, r in summary.head(top).iterrows():
-        k = decode(r["Name"])
+        launch = launches.get(r["Name"])
+        k = decode(r["Name"], launch)
         cells = [
             f"<td {style('num')}>{float(r['Time (%)']):.1f}%</td>",
             f"<td {style('num')}{ns_title(r['Total Time (ns)'])}>"
             f"{esc(format_ns(r['Total Time (ns)']))}</td>",
             f"<td {style('num')}>{int(r['Instances'])}</td>",
             f"<td {style('num')}{ns_title(r['Avg (ns)'])}>{esc(format_ns(r['Avg (ns)']))}</td>",
-            kernel_name_cell(r, labels[r["Name"]], fused=(fused or {}).get(r["Name"])),
+            kernel_name_cell(
+                r, labels[r["Name"]], fused=(fused or {}).get(r["Name"]), launch=launch
+            ),
         ]
         cells += [
             f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))

@@ -25,6 +25,7 @@ from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi, processes
 from ..kernels import decode
 from ..trace import Trace, id_column
+from ..trace.launching_ops import kernel_launch_apis
 from ..units import format_time
 from . import rank_timeline
 from .family_colors import FAMILY_COLORS, FAMILY_LABELS
@@ -172,7 +173,8 @@ def _gpu_lanes(
     both = pd.concat([df[["start", "end", "stream", "device"]] for df in parts], ignore_index=True)
     n_k = len(k)
     labels = kernel_labels(trace) if n_k else {}
-    families = {n: decode(n).family for n in labels}
+    launches = kernel_launch_apis(trace)
+    families = {n: decode(n, launches.get(n)).family for n in labels}
 
     def describe(idx: np.ndarray) -> pd.DataFrame:
         ki, mi = idx[idx < n_k], idx[idx >= n_k] - n_k
