@@ -66,17 +66,12 @@ from .libraries import (
 from .liger import decode_liger
 from .magma import decode_magma
 from .mamba import decode_mamba
+from .miopen import decode_miopen
 from .name import Draft, KernelName
-from .rocm import (
-    decode_ck,
-    decode_miopen,
-    decode_rccl,
-    decode_rocblas,
-    decode_rocclr,
-    decode_tensile,
-)
+from .rocm import decode_ck, decode_rccl, decode_rocblas, decode_rocclr
 from .sglang import decode_sglang
 from .spelling import demangle, kernel_symbol, mangled_outline, normalize, signature
+from .tensile import decode_tensile
 from .torchao import decode_torchao
 from .transformer_engine import decode_transformer_engine
 from .trtllm import decode_trtllm
