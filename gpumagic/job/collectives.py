@@ -15,28 +15,37 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["alignment", "nccl_frame", "waits_by_pid"]
 
 
-def nccl_frame(parts: Sequence[tuple[dict[str, np.ndarray], np.ndarray, int]]) -> pd.DataFrame:
-    """Every rank's NCCL kernels in one frame: ``parts`` holds each rank's arrays, the job's number
-    of each of its local NCCL names, and its pid offset. Columns: pid, code, nth_start, nth_end,
-    dur, end."""
-    cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("pid", "code", "nth_start", "nth_end", "dur", "end")
+def nccl_frame(
+    parts: Sequence[tuple[dict[str, np.ndarray], np.ndarray, int]],
+) -> dict[str, np.ndarray]:
+    """Every rank's NCCL kernels as one set of columns: ``parts`` holds each rank's arrays, the
+    job's number of each of its local NCCL names, and its pid offset. Columns: pid, code, nth_start,
+    nth_end (int32 where they fit), dur, end; filled in place, one copy of each rank's numbers."""
+    n = sum(len(a["pid"]) for a, _, _ in parts if a)
+    out = {
+        "pid": np.empty(n, np.int64),
+        "code": np.empty(n, np.int32),
+        "nth_start": np.empty(n, np.int32),
+        "nth_end": np.empty(n, np.int32),
+        "dur": np.empty(n, np.int64),
+        "end": np.empty(n, np.int64),
     }
+    at = 0
     for arrays, codes, offset in parts:
         if not arrays:
             continue
-        cols["pid"].append(arrays["pid"].astype(np.int64) + offset)
-        cols["code"].append(codes[arrays["name"]])
-        for k in ("nth_start", "nth_end", "dur", "end"):
-            cols[k].append(arrays[k])
-    if not cols["pid"]:
-        return pd.DataFrame({k: np.empty(0, np.int64) for k in cols})
-    return pd.DataFrame({k: np.concatenate(v).astype(np.int64) for k, v in cols.items()})
+        k = len(arrays["pid"])
+        out["pid"][at : at + k] = arrays["pid"]
+        out["pid"][at : at + k] += offset
+        out["code"][at : at + k] = codes[arrays["name"]]
+        for key in ("nth_start", "nth_end", "dur", "end"):
+            out[key][at : at + k] = arrays[key]
+        at += k
+    return out
 
 
 def _groups(code: np.ndarray, nth: np.ndarray) -> tuple[np.ndarray, int]:
@@ -46,26 +55,29 @@ def _groups(code: np.ndarray, nth: np.ndarray) -> tuple[np.ndarray, int]:
     return inverse.reshape(-1), len(uniq)
 
 
-def waits_by_pid(frame: pd.DataFrame) -> dict[int, int]:
+def waits_by_pid(frame: dict[str, np.ndarray]) -> dict[int, int]:
     """Per pid, the ns its NCCL kernels waited for the other ranks: each collective's duration less
     the shortest over the ranks that ran it (0 where one rank ran it). In numpy over the job's rows:
     a few arrays of one number per NCCL kernel, no grouped frame."""
-    if frame.empty:
+    if not len(frame["pid"]):
         return {}
-    dur = frame["dur"].to_numpy(np.int64)
-    group, n = _groups(frame["code"].to_numpy(np.int64), frame["nth_start"].to_numpy(np.int64))
+    dur = frame["dur"]
+    group, n = _groups(frame["code"].astype(np.int64), frame["nth_start"].astype(np.int64))
     least = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(least, group, dur)
     ranks = np.bincount(group, minlength=n)  # a process runs a collective once: rows are ranks
     wait = np.where(ranks[group] > 1, dur - least[group], 0)
-    pids, where = np.unique(frame["pid"].to_numpy(np.int64), return_inverse=True)
+    pids, where = np.unique(frame["pid"], return_inverse=True)
     total = np.zeros(len(pids), dtype=np.int64)
     np.add.at(total, where.reshape(-1), wait)
     return {int(p): int(w) for p, w in zip(pids, total)}
 
 
 def alignment(
-    frame: pd.DataFrame, pids: Sequence[int], rank_of: Mapping[int, int], names: Sequence[str]
+    frame: dict[str, np.ndarray],
+    pids: Sequence[int],
+    rank_of: Mapping[int, int],
+    names: Sequence[str],
 ) -> dict[str, object]:
     """``meta["clock_alignment"]`` for processes ``pids`` (every process that ran kernels): the
     shift of each so that the first NCCL collective every one ran ends when it ends on rank 0's
@@ -74,23 +86,23 @@ def alignment(
     pivot's are), so the shifts are the same to the ns."""
     pids = sorted({int(p) for p in pids})
     none = {"method": "none: no NCCL collective that every rank ran"}
-    if frame.empty or len(pids) < 2:
+    if not len(frame["pid"]) or len(pids) < 2:
         return none
-    pid = frame["pid"].to_numpy(np.int64)
+    pid = frame["pid"]
     if set(np.unique(pid).tolist()) != set(pids):
         return none
-    code = frame["code"].to_numpy(np.int64)
-    group, n = _groups(code, frame["nth_end"].to_numpy(np.int64))
+    code = frame["code"].astype(np.int64)
+    group, n = _groups(code, frame["nth_end"].astype(np.int64))
     col = np.searchsorted(np.asarray(pids), pid)
     ends = np.full((n, len(pids)), np.nan)
-    ends[group, col] = frame["end"].to_numpy(np.int64).astype(np.float64)
+    ends[group, col] = frame["end"].astype(np.float64)
     missing = np.isnan(ends).any(axis=1)
     common = np.flatnonzero(~missing)
     if not len(common):
         return none
     if not missing.any():  # a pivot with no gap keeps integer ns, as align_on_collective's does
         whole = np.zeros(ends.shape, dtype=np.int64)
-        whole[group, col] = frame["end"].to_numpy(np.int64)
+        whole[group, col] = frame["end"]
         ends = whole
     common = common[np.argsort(ends[common].min(axis=1), kind="stable")]  # in time order
     first = ends[common[0]]

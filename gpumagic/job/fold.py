@@ -112,7 +112,7 @@ class Fold:
     def _clock(
         self,
         summaries: list[RankSummary],
-        frame: pd.DataFrame,
+        frame: dict[str, np.ndarray],
         rank_of: dict[int, int],
         offsets: list[int],
         align: str,
@@ -131,25 +131,24 @@ class Fold:
 
     def _rank_kernels(self, kept: list[_Kept], ranks: list[int]) -> pd.DataFrame:
         names = np.asarray(list(self.tables["kernels"].index), dtype=object)
-        parts = [
-            pd.DataFrame(
-                {
-                    "rank": np.full(len(k.kernel_codes), r, dtype=np.int64),
-                    "code": k.kernel_codes,
-                    "Instances": k.kernel_arrays["count"].astype(np.int64),
-                    "Total Time (ns)": k.kernel_arrays["total"].astype(np.int64),
-                    "Min (ns)": k.kernel_arrays["min"].astype(np.int64),
-                    "Max (ns)": k.kernel_arrays["max"].astype(np.int64),
-                }
-            )
-            for k, r in zip(kept, ranks)
-        ]
-        df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-        if df.empty:
-            return pd.DataFrame(
-                columns=["rank", "Name", "Instances", "Total Time (ns)", "Min (ns)", "Max (ns)"]
-            )
-        df.insert(1, "Name", pd.Categorical.from_codes(df.pop("code"), categories=names))
+        cols = ["rank", "Name", "Instances", "Total Time (ns)", "Min (ns)", "Max (ns)"]
+        if not kept or not sum(len(k.kernel_codes) for k in kept):
+            return pd.DataFrame(columns=cols)
+
+        def joined(key: str) -> np.ndarray:
+            return np.concatenate([k.kernel_arrays[key] for k in kept]).astype(np.int64)
+
+        codes = np.concatenate([k.kernel_codes for k in kept])
+        df = pd.DataFrame(
+            {
+                "rank": np.repeat(np.asarray(ranks, np.int64), [len(k.kernel_codes) for k in kept]),
+                "Name": pd.Categorical.from_codes(codes, categories=names),
+                "Instances": joined("count"),
+                "Total Time (ns)": joined("total"),
+                "Min (ns)": joined("min"),
+                "Max (ns)": joined("max"),
+            }
+        )
         return df.sort_values(["rank", "Total Time (ns)"], ascending=[True, False]).reset_index(
             drop=True
         )
@@ -170,17 +169,22 @@ def _offsets(summaries: list[RankSummary]) -> list[int]:
 def _figures(
     summaries: list[RankSummary], ranks: list[int], offsets: list[int], shifts: dict[int, int]
 ) -> pd.DataFrame:
-    parts = []
+    """Every rank's per-GPU rows in one frame, built once from the ranks' lists (a frame per rank
+    costs tens of KB each)."""
+    cols: dict[str, list[Any]] = {c: [] for c in ("rank", "label", *summaries[0].units)}
     for s, r, off in zip(summaries, ranks, offsets):
-        u = pd.DataFrame(s.units)
-        u["pid"] = u["pid"] + off
-        move = u["pid"].map(lambda p: shifts.get(int(p), 0)).astype(np.int64)
-        u["start"], u["end"] = u["start"] + move, u["end"] + move
-        u["rank"], u["label"] = r, f"rank {r}"
-        parts.append(u)
-    if not parts:
-        return pd.DataFrame(columns=FIGURE_COLUMNS)
-    df = pd.concat(parts, ignore_index=True)
+        n = len(s.units["pid"])
+        for c, values in s.units.items():
+            if c == "pid":
+                values = [int(p) + off for p in values]
+            elif c in ("start", "end"):
+                values = [
+                    int(v) + shifts.get(int(p) + off, 0) for v, p in zip(values, s.units["pid"])
+                ]
+            cols[c].extend(values)
+        cols["rank"].extend([r] * n)
+        cols["label"].extend([f"rank {r}"] * n)
+    df = pd.DataFrame(cols)
     df = df.sort_values(["rank", "pid", "device"], kind="stable").reset_index(drop=True)
     df = with_skews(df, df["pid"].to_numpy())
     return df[FIGURE_COLUMNS]
