@@ -26,9 +26,11 @@ settings.load_profile("loaded")
 def _history_in_a_temporary_file(tmp_path_factory):
     """Results measured by the tests go to a file of the session's own, never to the user's history
     (``~/.local/share/gpumagic``); subprocesses the tests start inherit it. Tests of the history use
-    their own."""
+    their own. IPython's own history and profile go to the session's folder too (``IPYTHONDIR``):
+    not the user's, and not one SQLite file that the shells of parallel workers write at once."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPUMAGIC_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+        mp.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
         yield
 
 
