@@ -52,6 +52,7 @@ def gputime(
 ) -> Any:
     """:func:`gpumagic.timing.gputime`, the result saved to the history (``label``; ``history``: a
     path, or False not to save this one). Returns the :class:`~gpumagic.timing.TimingResult`."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     from ..timing import gputime as timed
 
     namespace = globals if globals is not None else sys._getframe(1).f_globals
@@ -72,6 +73,7 @@ def compare(
     **kwargs: Any,
 ) -> Any:
     """:func:`gpumagic.timing.compare.compare`, each statement's result saved to the history."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     from ..timing.compare import compare as timed
     from ..timing.compare import labelled
 
@@ -95,6 +97,7 @@ def sweep(
     **kwargs: Any,
 ) -> Any:
     """:func:`gpumagic.timing.sweep.sweep`, each point's result saved to the history."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     from ..timing.sweep import sweep as timed
 
     namespace = globals if globals is not None else sys._getframe(1).f_globals

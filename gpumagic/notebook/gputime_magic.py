@@ -52,6 +52,7 @@ def time_one(
     recorder: Recorder,
 ) -> TimingResult | None:
     """``%gputime STATEMENT``: measured, printed as one line, saved; returned with ``-o``."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     if args.baseline or args.zip:
         raise UsageError(
             "%gputime: "
@@ -88,6 +89,7 @@ def time_many(
 ) -> Comparison | Sweep | None:
     """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by
     the core, the table displayed and saved."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     from ..timing.compare import compare_compiled
     from ..timing.sweep import sweep
 

@@ -164,6 +164,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         Settings: ``%config GpuMagics`` (time_budget, warmup_time, min_samples, rel_ci, kernel_time,
         ...).
         """
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         opt_text, rest = split_options(line, self.gputime.parser)
         args = parse_argstring(self.gputime, opt_text)
         if args.help:

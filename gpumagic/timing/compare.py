@@ -114,6 +114,7 @@ def compare(
     Ctrl-C once samples exist raises :class:`ComparisonInterrupted` whose ``result`` is the partial
     comparison.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
     sources = labelled(stmts)
@@ -160,6 +161,7 @@ def compare_compiled(
 ) -> Comparison:
     """Time compiled statements interleaved. ``samplers`` overrides the clock per label (tests pass
     scripted ones)."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = options or TimingOptions()
     opts.validate()
     labels = list(statements)
@@ -206,6 +208,7 @@ def interleave(
     of the first rounds). On Ctrl-C the samples taken are kept and every lane is marked interrupted;
     with none at all it propagates. The garbage collector is off while sampling, as in
     :func:`~gpumagic.timing.measure.sample`."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     gc_was_enabled = gc.isenabled()
     gc.disable()
     progress: list[int] = [0]
@@ -243,6 +246,7 @@ def _rounds(
 ) -> None:
     """Rounds until every lane's stop rule is met at once, or the budget ends; ``progress[0]``
     counts them."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     budget = opts.time_budget * len(lanes)
     wall0 = wall_clock()
     n = len(lanes)
@@ -275,6 +279,7 @@ def _rounds(
 
 def _one_sample(lane: _Lane, opts: TimingOptions) -> None:
     """One sample of the lane's statement from a fresh boundary, then its stop rule's verdict."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     prep, out = lane.prep, lane.sampling
     sampler, cal = prep.sampler, prep.cal
     k = cal.calls_per_sample

@@ -87,6 +87,7 @@ def run_first_call(
     CPU statement), and options the clock cannot honour (``graph``, ``flush_l2`` on the host clock)
     are dropped with a note instead of failing.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     seconds, value = sampler.first_call(statement.once)
     sampler, why = confirm_clock(sampler, value, namespace_values, opts)
     notes.add(*why)
@@ -112,6 +113,7 @@ def warm_up(
     not pay a clock read per call; ``warmup_calls`` (``-w``) fixes the count instead, and 0 reuses
     the first call's time.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     if opts.warmup_calls == 0:
         return first_call, first_call
     per_call, host_per_call = first_call, first_call
@@ -161,6 +163,7 @@ def calibrate(
 ) -> Calibration:
     """Warm up, choose the calls per sample, and let the sampler prepare for them (flush buffer,
     graph capture)."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     per_call, host_per_call = warm_up(sampler, inner, opts, first_call)
     k = calls_per_sample(opts, per_call)
     notes.add(*sampler.prepare(inner, k))
@@ -177,6 +180,7 @@ def settle_clocks(
 ) -> Steadiness | None:
     """With ``steady``: run until the GPU's clock has settled
     (:func:`~gpumagic.timing.steady.settle`), else None."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     if not opts.steady:
         return None
     if not sampler.on_device:
@@ -244,6 +248,7 @@ def sample(
     device work already issued is waited for and the rounds that completed are kept; with nothing
     measured at all the interrupt propagates.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     out = Sampling()
     rounds: deque[Any] = deque()  # issued and not yet collected, the one being collected first
     k = cal.calls_per_sample
@@ -287,6 +292,7 @@ def _sample_rounds(
     good). A round leaves ``rounds`` only once collected, so that an interrupt inside
     :meth:`Sampler.collect` can salvage it.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     k = cal.calls_per_sample
     per_round = round_size(opts, cal)
     measured = 0.0

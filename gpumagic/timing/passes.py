@@ -59,6 +59,7 @@ def kernel_pass(
     (another CUPTI subscriber such as nsys or ncu, or a profiler already running) is a note, never
     an error: the samples stand on their own.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     unit = cal.calls_per_sample if sampler.replays_graph else 1  # a graph replay runs k calls
     units = max(1, math.ceil(opts.kernel_pass_time / max(unit * cal.per_call, TINY)))
     units = int(min(units, max(1, opts.max_kernel_pass_calls // unit)))
@@ -120,6 +121,7 @@ def host_pass(
     wait on the GPU, and the figure would be device time again), and few enough that the device work
     they queue drains quickly.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     issue_calls = math.ceil(opts.host_pass_time / max(cal.host_per_call, TINY))
     launch_cap = MAX_HOST_PASS_LAUNCHES // max(1, math.ceil(kernels_per_call or 1))
     device_cap = math.ceil(HOST_PASS_DEVICE_TIME / max(cal.per_call, TINY))

@@ -160,11 +160,13 @@ class HostSampler(Sampler):
         self.reason = reason
 
     def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         t0 = time.perf_counter()
         value = once()
         return time.perf_counter() - t0, value
 
     def batch(self, inner: Callable[[int], None], n: int) -> tuple[float, float]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         t0 = time.perf_counter()
         inner(n)
         dt = time.perf_counter() - t0
@@ -173,9 +175,11 @@ class HostSampler(Sampler):
     def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> dict[str, Any]:
         # The host clock has no queue to fill: the round runs when it is collected, sample by
         # sample, so an interrupt keeps the samples already taken.
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         return {"inner": inner, "k": k, "m": m, "done": []}
 
     def collect(self, handle: dict[str, Any]) -> list[float]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         inner, k, done = handle["inner"], handle["k"], handle["done"]
         clock = time.perf_counter
         for _ in range(handle["m"] - len(done)):
@@ -257,6 +261,7 @@ class CudaSampler(Sampler):
         return HostSampler(reason)
 
     def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         self._sync()
         t0 = time.perf_counter()
         value = once()
@@ -264,6 +269,7 @@ class CudaSampler(Sampler):
         return time.perf_counter() - t0, value
 
     def batch(self, inner: Callable[[int], None], n: int) -> tuple[float, float]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         start = self._event()
         t0 = time.perf_counter()
         inner(n)
@@ -273,6 +279,7 @@ class CudaSampler(Sampler):
         return start.elapsed_time(end) * 1e-3, host
 
     def prepare(self, inner: Callable[[int], None], k: int) -> list[str]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         notes: list[str] = []
         if self.flush_l2:
             # Twice the L2 size: a memset of exactly L2 bytes can leave lines of the working set
@@ -318,6 +325,7 @@ class CudaSampler(Sampler):
         increment outside graph capture"), so statements that would fail are screened out before
         capturing.
         """
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         torch = self.torch
         previous = torch.cuda.get_sync_debug_mode()
         with warnings.catch_warnings():
@@ -340,6 +348,7 @@ class CudaSampler(Sampler):
         self._boundary = self._event()
 
     def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> list[tuple[Any, Any]]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         pairs = []
         for _ in range(m):
             if self.flush_l2:
@@ -357,12 +366,14 @@ class CudaSampler(Sampler):
         return pairs
 
     def collect(self, handle: list[tuple[Any, Any]]) -> list[float]:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         handle[-1][1].synchronize()
         return [start.elapsed_time(end) * 1e-3 for start, end in handle]
 
     def kernel_pass(
         self, inner: Callable[[int], None], calls: int, preload: int = 0
     ) -> tuple[float, float] | None:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         exclude: frozenset[str] = frozenset()
         if self.graph is not None:
             graph = self.graph
@@ -414,6 +425,7 @@ class CudaSampler(Sampler):
         return list(self._kernel_pass_notes)
 
     def host_pass(self, inner: Callable[[int], None], calls: int) -> float:
+        __tracebackhide__ = True  # an error of the user's statement shows from their own code
         self._sync()
         t0 = time.perf_counter()
         inner(calls)

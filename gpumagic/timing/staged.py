@@ -52,6 +52,7 @@ def prepare(
 ) -> Prepared:
     """Choose the clock (unless ``sampler`` is given), run the first call, settle clocks
     (``steady``), warm up and calibrate: the steps of :func:`measure` before its samples."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     wall0 = wall_clock()
     values = [namespace[n] for n in statement.read_names if n in namespace]
     notes = Notes()
@@ -73,6 +74,7 @@ def conclude(
     An interrupt during these passes keeps the samples: ``sampling.interrupted`` is set and the
     result says so; the caller raises the interrupt again once every result is built.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     sampler, inner, opts, cal, notes = (
         prep.sampler,
         prep.statement.inner,
@@ -123,6 +125,7 @@ def measure(
     kept and the interrupt still stops the caller. Before the first sample it is the plain
     ``KeyboardInterrupt``.
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = options or TimingOptions()
     opts.validate()
     prep = prepare(statement, namespace or {}, opts, sampler=sampler, wall_clock=wall_clock)
@@ -157,6 +160,7 @@ def gputime(
     >>> print(r)                             # doctest: +SKIP
     1.02 µs ± 3.1 ns per call on CPU (median ± IQR of 120 samples × 1000 calls)
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
     # Like a statement typed at that point: the caller's module globals, unless a namespace is

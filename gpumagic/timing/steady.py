@@ -78,6 +78,7 @@ def settle(
     """Run batches of back-to-back calls until :func:`window_settled` holds (after
     ``steady_min_time``) or ``steady_time`` seconds have passed; ``per_call`` is the first estimate
     (from the first call)."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     n = max(1, math.ceil(STEADY_BATCH / max(per_call, 1e-9)))
     times: deque[float] = deque(maxlen=2 * STEADY_WINDOW)
     clocks: deque[int | None] = deque(maxlen=2 * STEADY_WINDOW)

@@ -176,6 +176,7 @@ def sweep(
     ``overrides`` are :class:`TimingOptions` fields; ``time_budget`` is the budget of a slow point
     (fast ones get less: :func:`point_budget`).
     """
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
     points = grid(params if params is not None else {}, zipped=zip)
@@ -207,6 +208,7 @@ def run_sweep(
 ) -> Sweep:
     """Time each statement at each point. ``sampler_for(point, label)`` overrides the clock
     (tests)."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     names = list(points[0]) if points else []
     out = Sweep(points=[], params=names, labels=list(stmts), planned=len(points) * len(stmts))
     for point in points:
@@ -235,6 +237,7 @@ def _time_point(
 ) -> SweepPoint:
     """One statement at one point; never raises but for a statement whose error is not an
     ``Exception``."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     entry = SweepPoint(params=point, label=label, result=None)
     out_of_memory = False
     try:
@@ -270,6 +273,7 @@ def _measure_point(
     """Compile in a copy of the namespace with the point's values, prepare, sample with the point's
     budget, conclude. An interrupt after the first sample raises :class:`TimingInterrupted` carrying
     the partial result."""
+    __tracebackhide__ = True  # an error of the user's statement shows from their own code
     ns = {**namespace, **point}
     compiled = compile_statement(src, setup, ns, ast_transform=ast_transform)
     prep = prepare(compiled, ns, opts, sampler=sampler, wall_clock=wall_clock)
