@@ -28,6 +28,7 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -83,16 +84,32 @@ def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace
     return trace
 
 
+def json_parser() -> tuple[str, Callable[[bytes], Any]]:
+    """(its name, a function from the file's bytes to the parsed JSON): ``orjson`` where it is
+    installed (the ``perf`` extra: parsing is most of a large trace's load;
+    ``benchmarks/large_trace.py`` measures both), else the standard library's.
+    ``GPUMAGIC_JSON=json`` forces the standard library's."""
+    if os.environ.get("GPUMAGIC_JSON", "") != "json":
+        try:
+            import orjson
+        except ImportError:
+            pass
+        else:
+            return "orjson", orjson.loads
+    return "json", json.loads
+
+
 def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
     """The parsed JSON of a Chrome trace (``.json`` or ``.json.gz``): the one opener of every
     reader, so a missing or unreadable file is said the same way whichever reader met it."""
     opener = gzip.open if path.endswith(".gz") else open
+    _, parse = json_parser()
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            return json.load(f)
+        with opener(path, "rb") as f:
+            return parse(f.read())
     except FileNotFoundError:
         raise FileMissingError(path=path, what="The trace") from None
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
         raise TraceFormatError(path=path, reason=str(exc)) from exc
 
 
