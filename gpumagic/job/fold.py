@@ -12,7 +12,6 @@ clock alignment, the skews, the NCCL waits, the heatmap's grid.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +21,6 @@ import pandas as pd
 from ..analysis.ranks import FIGURE_COLUMNS, with_skews
 from ..capture.job_identity import mismatch
 from ..capture.reports import PID_SPAN, rank_rule
-from ..kernels import decode
 from .busy_bins import job_grid, rebin
 from .collectives import alignment, nccl_frame, waits_by_pid
 from .rank_summary import RankSummary
@@ -270,11 +268,3 @@ def _meta(
         gpus=sorted({str(g.get("name")) for s in summaries for g in s.meta.get("gpus") or []}),
     )
     return meta
-
-
-def is_nccl(name: str) -> bool:
-    return decode(str(name)).family == "nccl"
-
-
-def short(path: str) -> str:
-    return os.path.basename(path)

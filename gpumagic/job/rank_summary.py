@@ -19,7 +19,7 @@ overlap, work per GPU) and keeps:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,7 +76,6 @@ class RankSummary:
     facts: dict[str, Any]
     bins: BusyBins | None
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:

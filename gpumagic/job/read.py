@@ -16,7 +16,7 @@ import itertools
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..capture.report_kinds import ReportKind, split_kinds
@@ -131,7 +131,7 @@ def _on_executor(
     limit = IN_FLIGHT_PER_WORKER * max(getattr(pool, "_max_workers", workers) or workers, 1)
     try:
         pending: dict[cf.Future[Any], int] = {}
-        todo = _queue(files)
+        todo = iter(range(len(files)))
         for index in todo:
             pending[pool.submit(_guarded, files[index])] = index
             if len(pending) >= limit:
@@ -150,10 +150,6 @@ def _on_executor(
             pool.shutdown()
 
 
-def _queue(files: list[str]) -> Iterator[int]:
-    yield from range(len(files))
-
-
 def _on_dask(client: Any, files: list[str], fold: Fold, report: Progress) -> None:
     """The map as Dask tasks, a bounded number in flight; each result folded as it completes, then
     released on the cluster."""
@@ -162,7 +158,7 @@ def _on_dask(client: Any, files: list[str], fold: Fold, report: Progress) -> Non
     workers = max(len(client.scheduler_info().get("workers", {})), 1)
     threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
     limit = IN_FLIGHT_PER_WORKER * max(threads, workers)
-    todo = _queue(files)
+    todo = iter(range(len(files)))
     index_of: dict[str, int] = {}
 
     def submit(index: int) -> Any:
