@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .device_caps import is_amd
+
 __all__ = [
     "KINDS",
     "LAUNCH_APIS",
@@ -169,7 +171,24 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
         return device_not_read(unread, meta.get("device"))
     if kind == "kernels" and meta.get("range_profiler"):
         return range_profiled(meta["range_profiler"])
-    return not_recorded(str(meta.get("backend", "")), kind, detail)
+    said = not_recorded(str(meta.get("backend", "")), kind, detail)
+    return on_rocm(said) if is_amd(meta) else said
+
+
+#: ROCm's names for what a CUDA capture records: PyTorch's ROCm build keeps the CUDA spellings in
+#: its API (``ProfilerActivity.CUDA``), but its kernels and calls are HIP's.
+_ROCM_NOUNS = {"CUDA kernels": "HIP kernels", "CUDA API calls": "HIP API calls"}
+
+
+def on_rocm(sentence: str) -> str:
+    """A not-recorded sentence said for an AMD GPU: HIP's nouns, and the advice's CUDA activity
+    said to be the one that records HIP on a ROCm build of PyTorch."""
+    for cuda, hip in _ROCM_NOUNS.items():
+        sentence = sentence.replace(cuda, hip)
+    if "ProfilerActivity.CUDA" in sentence:
+        sentence = sentence.rstrip(".") + ": on a ROCm build of PyTorch, ProfilerActivity.CUDA "
+        sentence += "records HIP's activity."
+    return sentence
 
 
 def recordable(backend: str, kind: str) -> bool:
