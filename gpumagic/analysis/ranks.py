@@ -31,6 +31,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..kernels import decode
 from ..trace import RANK_MARK, Trace, id_column, summaries
 from ..trace.intervals import clip, overlap_by_group, union_by_group
 from .finding import kernel_facts
@@ -157,6 +158,23 @@ def rank_figures(trace: Trace) -> pd.DataFrame:
     return trace.memo("ranks.figures", lambda: _rank_figures(trace)).copy()
 
 
+def nccl_names(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Each kernel's name code, the distinct names and whether each name is an NCCL kernel's, as
+    ``kernel_facts`` has them (its where on the decoded family), without its labels (which look up
+    every kernel's launch call): kept on the trace."""
+    if "analysis.kernel_facts" in trace._memo:
+        facts = kernel_facts(trace)
+        return facts.codes, facts.names, np.array([d.family == "nccl" for d in facts.decoded], bool)
+
+    def compute() -> tuple[np.ndarray, list[str], np.ndarray]:
+        codes, uniques = pd.factorize(trace.kernels["name"], use_na_sentinel=False)
+        names = [str(n) for n in uniques]
+        is_nccl = np.array([bool(decode(n).family == "nccl") for n in names], dtype=bool)
+        return np.asarray(codes, dtype=np.int64), names, is_nccl
+
+    return trace.memo("ranks.nccl_names", compute)
+
+
 def _rank_figures(trace: Trace) -> pd.DataFrame:
     procs = processes(trace)
     codes, units = trace.gpu_units()
@@ -170,7 +188,8 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
     n_units, n_k = len(units), len(trace.kernels)
     nccl = np.zeros(len(s), dtype=bool)
     if n_k:
-        nccl[:n_k] = kernel_facts(trace).where(lambda d: d.family == "nccl")
+        codes_k, _, is_nccl = nccl_names(trace)
+        nccl[:n_k] = is_nccl[codes_k]
     is_kernel = np.arange(len(s)) < n_k
     inside = (starts <= hi_row) & (ends >= lo_row)  # ran in the range, wholly or in part
     if len(

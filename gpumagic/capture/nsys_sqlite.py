@@ -262,6 +262,8 @@ _KERNEL_COLS = {
     "registers": "COALESCE(registersPerThread, -1)",
     "shared_memory": "COALESCE(staticSharedMemory, 0) + COALESCE(dynamicSharedMemory, 0)",
 }
+#: The kernels' launch shape: what a reader that never looks at it (a job's per-rank summary) skips.
+SHAPE_COLUMNS = ("grid", "block", "registers", "shared_memory")
 _API_COLS = {
     "start": "start",
     "end": "end",
@@ -327,7 +329,18 @@ class Export:
         self._pid = pid  # the one process with a CUDA context, where the export says there is one
         self._strings: dict[int, str] = {}
         self._given: set[str] = set()
+        #: Kernel columns not read (each None in every row), and whether NVTX depths are: see
+        #: :meth:`narrow`.
+        self._skipped: frozenset[str] = frozenset()
+        self._depth = True
         self._attach(con)
+
+    def narrow(self) -> None:
+        """Read the kernels without their launch shape (:data:`SHAPE_COLUMNS`) and the NVTX ranges
+        without their nesting depth (each None): for a reader that never looks at them (a job's
+        per-rank summary). Only before those tables are read."""
+        self._skipped = frozenset(SHAPE_COLUMNS)
+        self._depth = False
 
     def _attach(self, con: sqlite3.Connection) -> None:
         self._con = con
@@ -455,6 +468,13 @@ class Export:
     def _kernels(self) -> pd.DataFrame:
         if _KERNEL not in self._present:
             return frame("kernels", [])
+        if self._skipped:
+            c = self._frame(
+                _KERNEL, {k: v for k, v in _KERNEL_COLS.items() if k not in self._skipped}
+            )
+            c["name"] = self._named(c["name"])
+            c.update({k: np.full(len(c["start"]), None, dtype=object) for k in self._skipped})
+            return _table("kernels", c)
         c = self._frame(_KERNEL, _KERNEL_COLS)
         c.update(name=self._named(c["name"]), grid=dims(c["grid"]), block=dims(c["block"]))
         return _table("kernels", c)
@@ -535,5 +555,5 @@ class Export:
             }
         )
         out = frame("nvtx", out)
-        out["depth"] = nesting_depth(out)
+        out["depth"] = nesting_depth(out) if self._depth else None
         return out

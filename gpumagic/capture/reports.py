@@ -216,14 +216,19 @@ def rank_from_name(path: str) -> int | None:
     return None
 
 
-def read_one(path: str) -> FileReport:
+def read_one(path: str, narrow: bool = False) -> FileReport:
     """Read one report whole (every table), its times moved onto its host's clock. Runs in a worker
-    process."""
+    process. ``narrow``: an nsys export's kernels without their launch shape (grid, block,
+    registers, shared memory) and its NVTX ranges without their depth (None), for a reader that
+    never looks at them."""
     if path.endswith((".json", ".json.gz")):
         return _read_chrome(path)
     from .nsys import load_nsys as load_one
+    from .nsys_sqlite import Export
 
     trace = load_one(path)
+    if narrow and isinstance(trace.source, Export) and trace._unread >= {"kernels", "nvtx"}:
+        trace.source.narrow()
     sqlite = trace.meta.get("source") or path
     start, host, rank, identity = _nsys_identity(sqlite)
     tables = {name: _shifted(getattr(trace, name), start) for name in COLUMNS}

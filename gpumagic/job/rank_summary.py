@@ -2,8 +2,9 @@
 job's views and findings need. Only this crosses to the process that folds the job.
 
 :func:`summarize` reads a report whole (``capture.reports.read_one``: every table, on its host's
-clock), runs the single-rank analysis on it (``analysis.ranks.rank_figures``: busy, window, NCCL,
-overlap, work per GPU) and keeps:
+clock, less the columns no summary uses: the kernels' launch shapes and the NVTX depths), runs the
+single-rank analysis on it (``analysis.ranks.rank_figures``: busy, window, NCCL, overlap, work per
+GPU) and keeps:
 
 - what says which rank and which job it is (the rank marks, ``RANK``, the host, the launcher's ids);
 - its per-GPU figures (the skews need every rank: the fold computes them);
@@ -25,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis.finding import api_names, kernel_facts
-from ..analysis.ranks import rank_figures
+from ..analysis.finding import api_names
+from ..analysis.ranks import nccl_names, rank_figures
 from ..analysis.transfers import SYNC_APIS
 from ..trace import Trace, id_column
 from ..trace.coverage import LAUNCH_APIS
@@ -95,7 +96,7 @@ def summarize(path: str) -> RankSummary:
 
     t0 = time.perf_counter()
     with local_file(path) as local:
-        report = read_one(local)
+        report = read_one(local, narrow=True)  # no launch shapes, no NVTX depths: unused here
     trace = Trace(**report.tables, meta=dict(report.meta))
     units = rank_figures(trace)
     summary = RankSummary(
@@ -168,17 +169,16 @@ def _nccl(trace: Trace) -> tuple[list[str], dict[str, np.ndarray]]:
     k = trace.kernels
     if k.empty:
         return [], {}
-    facts = kernel_facts(trace)
-    nccl = facts.where(lambda d: d.family == "nccl")
-    rows = np.flatnonzero(nccl)
+    codes, all_names, is_nccl = nccl_names(trace)
+    rows = np.flatnonzero(is_nccl[codes])
     if not len(rows):
         return [], {}
-    names, local = np.unique(facts.codes[rows], return_inverse=True)
+    names, local = np.unique(codes[rows], return_inverse=True)
     pid = id_column(k["pid"])[rows]
     start = k["start"].to_numpy(dtype=np.int64)[rows]
     end = k["end"].to_numpy(dtype=np.int64)[rows]
     local = local.reshape(-1).astype(np.int64)
-    return [facts.names[i] for i in names], {
+    return [all_names[i] for i in names], {
         "pid": pid.astype(np.int32),  # pids are under 2**24 (nsys packs them so)
         "name": local.astype(np.int32),
         "nth_start": _nth(pid, local, start),
