@@ -459,7 +459,7 @@ def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypat
     )
 
 
-def _eventually(condition, timeout: float = 60.0) -> bool:
+def _eventually(condition, timeout: float = 10.0) -> bool:
     """True once ``condition()`` holds; a loaded machine may take a moment to reap a killed
     process."""
     deadline = time.monotonic() + timeout
@@ -498,23 +498,19 @@ def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
     ip.user_ns["pidfile"] = str(pidfile)
     cell = "import os, time\nopen(pidfile, 'w').write(str(os.getpid()))\ntime.sleep(600)"
 
-    sent: list[float] = []
-
     def interrupt_when_the_cell_runs() -> None:
-        # the cell starts inside nsys after an interpreter and torch load: on a loaded machine that
-        # takes minutes (the run's own limit, --timeout, is 300 s)
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 60
         while not pidfile.exists() or not pidfile.read_text():
             if time.monotonic() > deadline:
                 return
             time.sleep(0.05)
-        sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt_when_the_cell_runs, daemon=True).start()
+    t0 = time.monotonic()
     with capture_output() as cap, pytest.raises(KeyboardInterrupt):
         ip.run_cell_magic("gpuprofile", "--nsys -w 0", cell)
-    assert sent and time.monotonic() - sent[0] < 60  # stopped then, not after the cell's sleep
+    assert time.monotonic() - t0 < 60
     assert "interrupted" in cap.stderr and "nsys was stopped" in cap.stderr
     pid = int(pidfile.read_text())
     assert _eventually(lambda: not _alive(pid)), (

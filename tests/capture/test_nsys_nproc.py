@@ -83,9 +83,7 @@ def leftovers(tmp_path: pathlib.Path) -> list[str]:
     return found
 
 
-def settle(tmp_path: pathlib.Path, seconds: float = 30.0) -> list[str]:
-    """The processes of this run still alive once they have had ``seconds`` to go (a loaded machine
-    reaps slowly)."""
+def settle(tmp_path: pathlib.Path, seconds: float = 3.0) -> list[str]:
     deadline = time.monotonic() + seconds
     while (left := leftovers(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -174,9 +172,7 @@ def test_a_hung_rank_is_stopped_with_nsys_at_the_timeout(run_dir):
     assert "did not finish within 6 s" in str(err.value) and "All 2 ranks were stopped" in str(
         err.value
     )
-    # SIGINT, then SIGKILL after 10 s at the latest; the rest is slack for a loaded machine: what
-    # counts is that the sleeping rank did not keep the run going
-    assert time.monotonic() - started < 6 + 10 + 30
+    assert time.monotonic() - started < 6 + 12  # SIGINT, then SIGKILL after 10 s at the latest
     assert not settle(run_dir), "a rank outlived the timeout"
 
 
@@ -238,12 +234,12 @@ def test_stopping_the_run_reaches_processes_in_sessions_of_their_own(tmp_path):
         [sys.executable, "-c", "import time; time.sleep(600)", work], start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 5
         while not nsys_ranks.run_processes(work) and time.monotonic() < deadline:
             time.sleep(0.02)  # until the child has exec'd its own command line
         assert nsys_ranks.run_processes(work) == [child.pid]
-        assert nsys_ranks.stop_run_processes(work, signal.SIGKILL, wait=30) == [child.pid]
-        assert child.wait(timeout=60) == -signal.SIGKILL
+        assert nsys_ranks.stop_run_processes(work, signal.SIGKILL, wait=5) == [child.pid]
+        assert child.wait(timeout=5) == -signal.SIGKILL
         assert nsys_ranks.run_processes(work) == []
     finally:
         if child.poll() is None:
