@@ -434,7 +434,16 @@ def test_interrupt_in_the_cell_stops_the_profiler_pops_nvtx_says_so_and_reraises
     )
 
 
-def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypatch):
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler (KeyboardInterrupt), as in a notebook's kernel, whatever the run
+    inherited: started from a background job of a non-interactive shell, it ignores SIGINT."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypatch, ctrl_c):
     import torch.profiler as tp
 
     from gpumagic.capture.torch_profiler import capture
@@ -484,7 +493,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
-    ip, tmp_path, monkeypatch
+    ip, tmp_path, monkeypatch, ctrl_c
 ):
     import tempfile
 
