@@ -127,7 +127,7 @@ FIRST = textwrap.dedent(
     from IPython.core.interactiveshell import InteractiveShell
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "gpumagic")
-    ip.run_cell("import time\\ndef work(): time.sleep(0.002)")
+    ip.run_cell("import time\\ndef work(): time.sleep(0.001)")
     ip.run_line_magic("gputime", "-r 12 -n 1 -w 1 -l before work()")
     """
 )
@@ -136,7 +136,7 @@ SECOND = textwrap.dedent(
     from IPython.core.interactiveshell import InteractiveShell
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "gpumagic")
-    ip.run_cell("import time\\ndef work(): time.sleep(0.006)")
+    ip.run_cell("import time\\ndef work(): time.sleep(0.03)")
     ip.run_line_magic("gputime", "-r 12 -n 1 -w 1 --vs before work()")
     ip.run_cell("def work(): time.sleep(0.0005)")
     ip.run_line_magic("gputime", "-r 12 -n 1 -w 1 --vs last work()")
@@ -145,6 +145,8 @@ SECOND = textwrap.dedent(
 
 
 def test_vs_in_a_new_process_against_a_label_and_last(tmp_path):
+    # 1 ms, 30 ms, then 0.5 ms of sleep: far enough apart that 12 samples tell them apart even when
+    # a loaded machine wakes a sleeper late
     env = dict(os.environ, GPUMAGIC_HISTORY=str(tmp_path / "h.sqlite"))
     first = subprocess.run(
         [sys.executable, "-c", FIRST], env=env, capture_output=True, text=True, timeout=120
@@ -159,7 +161,7 @@ def test_vs_in_a_new_process_against_a_label_and_last(tmp_path):
     assert vs[0].startswith("vs before (#1, 'before',") and ": slower, time \u00d7" in vs[0]
     assert (
         vs[1].startswith("vs last (#2,") and ": faster, time \u00d7" in vs[1]
-    )  # last: the 6 ms run, this process
+    )  # last: the 30 ms run, this process
     assert "\u26a0" not in second.stdout  # same device, same versions: no warning
 
 
