@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import Trace
-from ..trace.device_caps import compute_capability, has_tensor_cores, has_tf32
+from ..trace.device_caps import compute_capability, has_tensor_cores, has_tf32, is_amd
 from .communication import LIST_RANKS
 from .finding import Finding, KernelFacts, kernel_facts, kernel_labels, pct, t
 from .rank_kernels import kernel_ranks, waits_by_rank, work_durations
@@ -31,6 +31,12 @@ _TF32_ADVICE = (
 )
 
 
+_AMD_ADVICE = (
+    "bf16 or fp16 autocast (torch.autocast('cuda', dtype=torch.bfloat16)) runs GEMMs on the "
+    "GPU's matrix cores (MFMA)."
+)
+
+
 def _fp32_advice(trace: Trace) -> str | None:
     """What to do about fp32 GEMMs on CUDA cores on this GPU: TF32 where it has TF32 (compute
     capability 8.0 and newer); fp16 autocast where it has tensor cores but no TF32 (a V100, 7.0; an
@@ -38,6 +44,8 @@ def _fp32_advice(trace: Trace) -> str | None:
     tensor cores, as a GP100's 6.0; an AMD GPU, where PyTorch's TF32 switches are not the ones that
     apply): there the finding is not made."""
     meta = trace.meta
+    if is_amd(meta):  # PyTorch's TF32 switches are NVIDIA's; AMD's matrix cores take bf16 and fp16
+        return _AMD_ADVICE
     tf32 = has_tf32(meta)
     if tf32:
         return _TF32_ADVICE
@@ -92,13 +100,18 @@ def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[F
     if len(parts) > LIST_RANKS:
         parts = [*parts[:3], f"… {len(parts) - 3} more ranks"]
     msg = (
-        f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores, on "
-        f"{len(numbers['ranks'])} of {len(labels)} "
-        "ranks: "
+        f"{_off_matrix_units(trace)}, on {len(numbers['ranks'])} of {len(labels)} ranks: "
         f"{'; '.join(parts)}{_waits_left_out(trace, numbers['ranks'][:LIST_RANKS])}. "
         f"{_fp32_advice(trace)}"
     )
     return [Finding("ffma_gemm", "warn", msg, numbers)]
+
+
+def _off_matrix_units(trace: Trace) -> str:
+    """Where the fp32 GEMMs ran, in the GPU maker's words."""
+    if is_amd(trace.meta):
+        return "fp32 GEMMs run on the vector ALUs, not matrix cores (no MFMA in their kernels)"
+    return "fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores"
 
 
 def ffma_gemms(trace: Trace) -> list[Finding]:
@@ -125,7 +138,7 @@ def ffma_gemms(trace: Trace) -> list[Finding]:
         Finding(
             "ffma_gemm",
             "warn",
-            f"fp32 GEMMs run on CUDA cores (FFMA/SIMT), not tensor cores: {t(t_ffma)}, "
+            f"{_off_matrix_units(trace)}: {t(t_ffma)}, "
             f"{pct(t_ffma / facts.total_ns)} of kernel time ({examples}). {_fp32_advice(trace)}",
             {"ffma_ns": t_ffma, "share": t_ffma / facts.total_ns},
         )
