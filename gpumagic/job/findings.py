@@ -69,19 +69,36 @@ def job_findings(job: Any) -> list[Finding]:
 
 def _missing(ranks: pd.DataFrame) -> list[Finding]:
     launched, missing = int(ranks["launches"].sum()), int(ranks["missing"].sum())
-    if not missing or ranks["graph"].any():
+    after = int(ranks["after_capture"].sum()) if "after_capture" in ranks else 0
+    if not (missing or after) or ranks["graph"].any():
         return []
-    hit = ranks["missing"] > 0
-    return [
-        Finding(
-            "kernels_missing",
-            "warn",
-            f"{missing} of {launched} kernel launches have no kernel in the capture "
-            f"({on_ranks(int(hit.sum()), len(ranks))}: {_by_group(hit, groups(ranks))}): the "
-            "profiler lost them, so GPU time is under-reported.",
-            {"missing": missing, "launches": launched},
+    out = []
+    if missing:
+        hit = ranks["missing"] > 0
+        out.append(
+            Finding(
+                "kernels_missing",
+                "warn",
+                f"{missing} of {launched} kernel launches have no kernel in the capture "
+                f"({on_ranks(int(hit.sum()), len(ranks))}: {_by_group(hit, groups(ranks))}): the "
+                "profiler lost them, so GPU time is under-reported.",
+                {"missing": missing, "launches": launched},
+            )
         )
-    ]
+    if after:
+        hit = ranks["after_capture"] > 0
+        out.append(
+            Finding(
+                "launches_after_capture",
+                "info",
+                f"{after} kernel launches came after the capture "
+                f"({on_ranks(int(hit.sum()), len(ranks))}: {_by_group(hit, groups(ranks))}): "
+                "issued after the last launch whose kernel it recorded, their kernels ran once it "
+                "had ended (not lost).",
+                {"after_capture": after, "launches": launched},
+            )
+        )
+    return out
 
 
 def _idle(fig: pd.DataFrame, ranks: pd.DataFrame) -> list[Finding]:

@@ -209,6 +209,7 @@ def _rank_rows(
                 ),
                 "launches": s.facts["launches"],
                 "missing": s.facts["missing"],
+                "after_capture": s.facts.get("after", 0),
                 "graph": bool(s.facts["graph"]),
                 "kernel_ns": s.facts["kernel_ns"],
                 "read_s": s.seconds,

@@ -206,7 +206,7 @@ def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
     ns, calls per API name; the closing device synchronisation aside, as ``host_syncs`` does); the
     kernel launches, those without a kernel, and whether any launch was a graph's."""
     api = trace.api
-    facts: dict[str, Any] = {"syncs": {}, "launches": 0, "missing": 0, "graph": False}
+    facts: dict[str, Any] = {"syncs": {}, "launches": 0, "missing": 0, "after": 0, "graph": False}
     k = trace.kernels
     facts["kernel_ns"] = int((k["end"] - k["start"]).sum())
     facts["kernel_pids"] = [int(p) for p in pd.unique(id_column(k["pid"]))] if len(k) else []
@@ -231,13 +231,32 @@ def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
         }
     launch = api[names.isin(LAUNCH_APIS).to_numpy()]
     if len(launch) and not trace.kernels.empty:
-        launched, seen = _ids(launch), _ids(trace.kernels)
-        facts["launches"] = len(launched)
-        at = np.minimum(np.searchsorted(seen, launched), max(len(seen) - 1, 0))
-        found = seen[at] == launched if len(seen) else np.zeros(len(launched), dtype=bool)
-        facts["missing"] = int((~found).sum())
+        keys, seen = _keys(launch), _ids(trace.kernels)
+        valid = keys >= 0
+        keys, starts = keys[valid], launch["start"].to_numpy(dtype=np.int64)[valid]
+        pids = keys >> 40
+        found = np.isin(keys, seen)
+        # as analysis.selfcheck: a launch after the last one (of its process) whose kernel the
+        # capture holds came after the capture, and its kernel was not lost
+        last = pd.Series(np.where(found, starts, np.iinfo(np.int64).min)).groupby(pids)
+        last_seen = last.transform("max").to_numpy()
+        none = last_seen == np.iinfo(np.int64).min
+        after = ~found & (starts > np.where(none, np.iinfo(np.int64).max, last_seen))
+        facts["launches"] = len(np.unique(keys))
+        facts["missing"] = len(np.unique(keys[~found & ~after]))
+        facts["after"] = len(np.unique(keys[after]))
         facts["graph"] = any("Graph" in str(n) for n in pd.unique(launch["name"]))
     return facts
+
+
+def _keys(df: pd.DataFrame) -> np.ndarray:
+    """Each row's correlation id with its process (``pid << 40``), -1 where it has none."""
+    corr = pd.to_numeric(df["correlation"], errors="coerce")
+    keep = corr.notna().to_numpy() & (corr != -1).to_numpy()
+    pid = np.maximum(id_column(df["pid"]), 0)
+    out = np.full(len(df), -1, dtype=np.int64)
+    out[keep] = corr.to_numpy()[keep].astype("int64") | (pid[keep] << 40)
+    return out
 
 
 def _ids(df: pd.DataFrame) -> np.ndarray:
