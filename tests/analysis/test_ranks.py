@@ -534,6 +534,7 @@ def test_grouped_unions_and_overlaps_equal_counting_covered_nanoseconds():
 # --- the real two-rank capture (tests/data/nsys/ddp2.*: a DDP step on two GPUs)
 # ------------------------------------
 
+
 @pytest.fixture(scope="module")
 def ddp2(committed_nsys) -> Trace:
     return load_nsys(committed_nsys("ddp2"))
