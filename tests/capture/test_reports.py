@@ -168,7 +168,9 @@ def test_reports_of_different_hosts_are_aligned_on_a_collective(per_rank_copy, j
 
 def test_a_dask_cluster_reads_the_files_where_dask_is_installed(per_rank_nsys, job):
     distributed = pytest.importorskip("dask.distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False)
+    cluster = distributed.LocalCluster(  # the dashboard on a free port: not 8787 in every worker
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+    )
     with cluster, distributed.Client(cluster) as client:
         t = load_nsys(per_rank_nsys, executor=client.get_executor())
     assert rank_figures(t)["kernels"].tolist() == rank_figures(job)["kernels"].tolist()
