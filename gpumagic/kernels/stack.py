@@ -449,11 +449,12 @@ _ACTIVATION_WORDS = (
 
 def _categorise(k: Draft, words: str) -> None:
     """What kind of a broad op a kernel is, where its words say: an elementwise kernel that applies
-    an activation (SiLU-and-mul, GELU-and-mul, SwiGLU) is ``details["category"] = "activation"``
-    (the op stays ``elementwise``, as the corpora and the op-level tallies count it); a GEMM over
-    MoE experts (``fused_moe_kernel``, grouped GEMMs) is ``details["grouped"]``."""
+    an activation (SiLU-and-mul, GELU-and-mul, SwiGLU) is op ``activation`` (an MLP's gate, not
+    generic elementwise work; ``details["category"]`` says so too); a GEMM over MoE experts
+    (``fused_moe_kernel``, grouped GEMMs) is ``details["grouped"]``."""
     padded = f"_{words}_"
     if k.op == "elementwise" and any(w in padded for w in _ACTIVATION_WORDS):
+        k.op = "activation"
         k.details["category"] = "activation"
     elif k.op == "gemm" and ("moe" in padded or "grouped" in padded or "expert" in padded):
         k.details.setdefault("grouped", "grouped (MoE experts)")

@@ -89,7 +89,7 @@ def test_llm_corpus_is_sourced_and_covers_every_library():
         "loss",
         "scan",
         "conv",
-        "elementwise",
+        "activation",
     }
     precisions = {e["expect"].get("precision") for e in LLM}
     assert precisions >= {"bf16", "fp16", "fp8e4m3", "int4", "nf4", "fp4e2m1", "fp6e3m2"}
@@ -134,7 +134,7 @@ def test_vllm_custom_ops():
     assert (act.family, act.library, act.op, act.precision) == (
         "vllm",
         "vLLM",
-        "elementwise",
+        "activation",
         "fp16",
     )
     rope = one(
@@ -347,7 +347,7 @@ def test_transformer_engine_liger_mamba():
         ("_fused_add_rms_norm_backward_kernel", "norm"),
         ("_kldiv_kernel_forward", "loss"),
         ("_triton_qwen2vl_mrope", "rope"),
-        ("_geglu_tanh_forward_kernel", "elementwise"),
+        ("_geglu_tanh_forward_kernel", "activation"),
     ):
         k = one(name)
         assert (k.family, k.library, k.op) == ("liger", "Liger (Triton)", op), name
@@ -406,7 +406,7 @@ def test_what_each_op_of_the_stack_reads_as_in_unseen_names():
     # names written from the libraries' conventions, not taken from the corpus
     cases = {
         "void vllm::silu_and_mul_quant_kernel<c10::BFloat16, "
-        "c10::Float8_e4m3fn>(c10::Float8_e4m3fn*)": "elementwise",
+        "c10::Float8_e4m3fn>(c10::Float8_e4m3fn*)": "activation",
         "void vllm::dynamic_scaled_int8_quant_kernel<c10::Half, float>(c10::Half const*)": "quantize",  # noqa: E501 (a kernel name as it ran)
         "void vllm::cp_gather_cache<__nv_bfloat16>(__nv_bfloat16 const*)": "copy",
         "void "

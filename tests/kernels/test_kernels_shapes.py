@@ -116,4 +116,4 @@ def test_undecoded_names_get_a_bounded_readable_short_and_keep_their_full_text()
 
 def test_gated_activations_are_an_activation_category():
     k = decode("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>>()")
-    assert k.op == "elementwise" and k.details["category"] == "activation"
+    assert k.op == "activation" and k.details["category"] == "activation"
