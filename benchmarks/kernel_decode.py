@@ -30,7 +30,7 @@ from gpumagic.kernels import decode
 DATA = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPUS = DATA / "kernel_names.json"
 #: corpus -> how its annotations are read, as its tests read them: "exact" (every listed field,
-#: details included, equal: tests/test_kernels.py), "alternatives" (a library matches by prefix, and
+#: details included, equal: tests/kernels/test_kernels.py), "alternatives" (a library matches by prefix, and
 #: '|' separates readings that each count as right: the held-out and training tests)
 ACCURACY = {
     "kernel_names.json": "exact",
