@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.finding import api_names
-from ..analysis.ranks import nccl_names, rank_figures
+from ..analysis.ranks import FIGURE_COLUMNS, nccl_names, rank_figures
 from ..analysis.transfers import SYNC_APIS
 from ..trace import Trace, id_column
 from ..trace.coverage import LAUNCH_APIS
@@ -39,23 +39,7 @@ from .stats import SEP, NameStats, name_stats
 __all__ = ["UNIT_COLUMNS", "RankSummary", "summarize"]
 
 #: The per-GPU figures a rank sends (``rank_figures``' columns less the rank's name and the skews).
-UNIT_COLUMNS = [
-    "pid",
-    "device",
-    "gpu",
-    "window",
-    "start",
-    "end",
-    "span_ns",
-    "busy_ns",
-    "nccl_ns",
-    "nccl_share",
-    "overlap_ns",
-    "overlap_share",
-    "work_ns",
-    "kernels",
-    "nccl_kernels",
-]
+UNIT_COLUMNS = [c for c in FIGURE_COLUMNS if c not in ("rank", "label") and "_skew" not in c]
 _META = ("backend", "device", "sm_count", "compute_capability", "nsys_version", "recorded")
 
 
