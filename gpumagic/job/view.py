@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..render.report import ROOT_STYLE
 from ..render.tables import esc, style
 from ..units import format_time
 
@@ -219,4 +220,4 @@ def html_report(job: Any, mode: str = "iframe") -> str:
         f"<p {style('muted')}>{esc(_APPROX)} A rank's timeline and kernel rows: "
         "job.report() (the featured ranks, read again from their files), job.rank(n).</p>"
     )
-    return "<div class='gm-job'>" + "".join(parts) + "</div>"
+    return f"<div class='gm-job' style='{ROOT_STYLE}'>" + "".join(parts) + "</div>"

@@ -30,7 +30,8 @@ __all__ = ["ProfileReport"]
 
 # Inline styles (see tables.py: an untrusted notebook keeps them, not a <style> block); icons as
 # text, not ::before.
-_ROOT_STYLE = (
+#: The report's font and size: the page reads as one document whatever the notebook's theme.
+ROOT_STYLE = (
     'font-family:system-ui,-apple-system,"Segoe '
     'UI",Roboto,sans-serif;font-size:13px;line-height:1.4'
 )
@@ -333,7 +334,7 @@ class ProfileReport(FigurePage):
             )
         if timeline and draw_timeline and self._has_timeline():
             parts.append(self._timeline_html(timeline))
-        return f"<div class='gm-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
+        return f"<div class='gm-report' style='{ROOT_STYLE}'>{''.join(parts)}</div>"
 
     def _finding_text(self, message: str) -> str:
         """A finding, escaped; in a report of many ranks, one longer than :data:`_LONG_FINDING` (a
