@@ -135,6 +135,21 @@ def snake(name: str) -> str:
 #: (op, words): the first op with a word in a kernel's snake-cased name wins, so fused kernels read
 #: as the operation their name puts first (rms_norm_static_fp8_quant -> norm, silu_and_mul_quant ->
 #: elementwise)
+#: words of a gated activation or activation kernel (SiLU / GELU and multiply, SwiGLU, ...)
+_ACTIVATION_WORDS = (
+    "and_mul",
+    "silu",
+    "gelu",
+    "swiglu",
+    "geglu",
+    "relu",
+    "activation",
+    "act_kernel",
+    "gated_act",
+    "sigmoid",
+    "swish",
+)
+
 OP_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "communication",
@@ -267,22 +282,7 @@ OP_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "linear",
         ),
     ),
-    (
-        "elementwise",
-        (
-            "and_mul",
-            "silu",
-            "gelu",
-            "swiglu",
-            "geglu",
-            "relu",
-            "activation",
-            "act_kernel",
-            "gated_act",
-            "sigmoid",
-            "swish",
-        ),
-    ),
+    ("elementwise", _ACTIVATION_WORDS),
     (
         "quantize",
         (
@@ -429,22 +429,6 @@ def claim(
     if k.details.get("weight_only"):
         prec = f"W{upper(k.precision)}A{k.details['activation'][-2:]}"
     k.short = squash(f"{library.split(' (')[0]} {prec} {what}")[:110]
-
-
-#: words of a gated activation or activation kernel (SiLU / GELU and multiply, SwiGLU, ...)
-_ACTIVATION_WORDS = (
-    "and_mul",
-    "silu",
-    "gelu",
-    "swiglu",
-    "geglu",
-    "relu",
-    "activation",
-    "act_kernel",
-    "gated_act",
-    "sigmoid",
-    "swish",
-)
 
 
 def _categorise(k: Draft, words: str) -> None:
