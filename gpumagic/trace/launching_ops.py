@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 
+from ..kernels.libraries import is_driver_launch
 from .model import Trace
 from .summaries import launching_op_rows
 
@@ -71,31 +73,25 @@ def kernel_op_precisions(trace: Trace) -> dict[str, str]:
     return trace.memo("launching_ops.precisions", compute)
 
 
-#: Launch calls of the driver API (CUDA's ``cuLaunch*``, HIP's module launches): how Triton (and
-#: other JIT-compiled code) launches its kernels, where the runtime API launches compiled CUDA.
-DRIVER_LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "hipModuleLaunchKernel")
-DRIVER_LAUNCHES += ("hipExtModuleLaunchKernel",)
-
-
 def kernel_launch_apis(trace: Trace) -> dict[str, str]:
     """Kernel name -> the driver-API call that launched it (by correlation id), for the kernels a
-    driver API launched: the decoder reads a bare name launched so as a user ``@triton.jit``
-    kernel (vLLM's, SGLang's, flash-linear-attention's own), which its name alone cannot say."""
+    driver API launched (the decoder's own test, ``kernels.libraries.is_driver_launch``): the
+    decoder reads a bare name launched so as a user ``@triton.jit`` kernel (vLLM's, SGLang's,
+    flash-linear-attention's own), which its name alone cannot say."""
 
     def compute() -> dict[str, str]:
         k, api = trace.kernels, trace.api
         if k.empty or api.empty or "correlation" not in k or "correlation" not in api:
             return {}
         names = api["name"].astype(str)
-        driver = api[names.str.startswith(DRIVER_LAUNCHES)]
+        driver = api[names.isin([n for n in pd.unique(names) if is_driver_launch(n)])]
         if driver.empty:
             return {}
         by_id = dict(zip(driver["correlation"], driver["name"].astype(str)))
-        out: dict[str, str] = {}
-        for name, cid in zip(k["name"], k["correlation"]):
-            call = by_id.get(cid)
-            if call is not None:
-                out.setdefault(str(name), call)
-        return out
+        calls = pd.Series(k["correlation"].to_numpy()).map(by_id)
+        hit = calls.notna().to_numpy()
+        first = pd.DataFrame({"name": k["name"].astype(str).to_numpy()[hit], "call": calls[hit]})
+        first = first.drop_duplicates("name")
+        return dict(zip(first["name"], first["call"]))
 
     return trace.memo("launching_ops.launch_apis", compute)
