@@ -15,7 +15,7 @@ from ..kernels import KernelName, decode
 from ..kernels.labels import distinct_labels
 from ..trace import Trace
 from ..trace.launching_ops import kernel_launch_apis
-from ..units import format_time
+from ..units import format_ns
 
 __all__ = [
     "Finding",
@@ -42,9 +42,8 @@ class Finding:
         return self.message
 
 
-def t(ns: float) -> str:
-    """A duration in nanoseconds, as the report writes it."""
-    return format_time(ns * 1e-9)
+#: A duration in nanoseconds, as the report writes it (one spelling: ``units.format_ns``).
+t = format_ns
 
 
 def pct(share: float) -> str:

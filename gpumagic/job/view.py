@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..render.report import ROOT_STYLE
 from ..render.tables import esc, style
-from ..units import format_time
+from ..units import format_ns
 
 __all__ = ["EDGE", "TOP_KERNELS", "html_report", "table", "text_report"]
 
@@ -28,12 +28,8 @@ _APPROX = (
 )
 
 
-def _t(ns: float) -> str:
-    return format_time(float(ns) * 1e-9)
-
-
 def _range(values: pd.Series) -> str:
-    lo, hi = _t(values.min()), _t(values.max())
+    lo, hi = format_ns(values.min()), format_ns(values.max())
     return lo if lo == hi else f"{lo} to {hi}"
 
 
@@ -98,11 +94,12 @@ def _rank_lines(job: Any) -> list[str]:
         f"{'overl.':>6}  Range skew"
     ]
     for _, r in shown.iterrows():
-        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{_t(r['span_skew_ns'])}"
+        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{format_ns(r['span_skew_ns'])}"
         overlap = "" if pd.isna(r["overlap_share"]) else f"{r['overlap_share']:.0%}"
         lines.append(
-            f"  {_label(r, roles):<22} {int(r['device']):>4} {_t(r['span_ns']):>9} "
-            f"{_t(r['busy_ns']):>9} {_t(r['nccl_ns']):>9} {_t(waits.get(r['label'], 0)):>9} "
+            f"  {_label(r, roles):<22} {int(r['device']):>4} {format_ns(r['span_ns']):>9} "
+            f"{format_ns(r['busy_ns']):>9} {format_ns(r['nccl_ns']):>9} "
+            f"{format_ns(waits.get(r['label'], 0)):>9} "
             f"{overlap:>6}  {skew}"
         )
     return lines + ([f"  ({said})"] if said else [])
@@ -116,9 +113,11 @@ def _kernel_lines(job: Any, top: int) -> list[str]:
     total = max(int(job.kernel_spread()["Total Time (ns)"].sum()), 1)
     lines = [f"  {'Share':>6} {'Total':>9} {'Calls':>9} {'Ranks':>6}  per rank min/med/max  Kernel"]
     for _, r in s.iterrows():
-        spread = f"{_t(r['Min rank (ns)'])}/{_t(r['Median rank (ns)'])}/{_t(r['Max rank (ns)'])}"
+        spread = "/".join(
+            format_ns(r[c]) for c in ("Min rank (ns)", "Median rank (ns)", "Max rank (ns)")
+        )
         lines.append(
-            f"  {r['Total Time (ns)'] / total:>6.1%} {_t(r['Total Time (ns)']):>9} "
+            f"  {r['Total Time (ns)'] / total:>6.1%} {format_ns(r['Total Time (ns)']):>9} "
             f"{int(r['Instances']):>9,} {int(r['Ranks']):>6}  {spread:<21} {labels[r['Name']]}"
         )
     return lines
@@ -150,13 +149,13 @@ def _rank_table_html(job: Any) -> str:
     ths = "".join(f"<th {style('th')}>{esc(h)}</th>" for h in heads)
     rows = []
     for _, r in shown.iterrows():
-        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{_t(r['span_skew_ns'])}"
+        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{format_ns(r['span_skew_ns'])}"
         overlap = "" if pd.isna(r["overlap_share"]) else f"{r['overlap_share']:.0%}"
         cells = [
             f"<td {word}>{esc(_label(r, roles))}</td>",
             f"<td {word}>{esc(r['gpu'])}</td>",
-            *(f"<td {num}>{esc(_t(r[c]))}</td>" for c in ("span_ns", "busy_ns", "nccl_ns")),
-            f"<td {num}>{esc(_t(waits.get(r['label'], 0)))}</td>",
+            *(f"<td {num}>{esc(format_ns(r[c]))}</td>" for c in ("span_ns", "busy_ns", "nccl_ns")),
+            f"<td {num}>{esc(format_ns(waits.get(r['label'], 0)))}</td>",
             f"<td {num}>{overlap}</td>",
             f"<td {num}>{esc(skew)}</td>",
         ]
@@ -183,11 +182,11 @@ def _kernel_table_html(job: Any, top: int) -> str:
         cells = [
             f"<td {word} title='{esc(r['Name'])}'>{esc(labels[r['Name']])}</td>",
             f"<td {num}>{r['Total Time (ns)'] / total:.1%}</td>",
-            f"<td {num}>{esc(_t(r['Total Time (ns)']))}</td>",
+            f"<td {num}>{esc(format_ns(r['Total Time (ns)']))}</td>",
             f"<td {num}>{int(r['Instances']):,}</td>",
             f"<td {num}>{int(r['Ranks'])}</td>",
             *(
-                f"<td {num}>{esc(_t(r[c]))}</td>"
+                f"<td {num}>{esc(format_ns(r[c]))}</td>"
                 for c in ("Min rank (ns)", "Median rank (ns)", "Max rank (ns)")
             ),
         ]

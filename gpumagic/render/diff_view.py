@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..analysis.diff import DiffData
 from ..analysis.diff_text import MEMOP_NOUN, row_labels
-from ..units import format_time
+from ..units import format_ns
 from .figure_page import FigurePage
 from .tables import esc, ns_title, style
 
@@ -33,8 +33,7 @@ _MATCH = {"same": "", "loose": "matched loosely", "new": "new in B", "vanished":
 STEPS = 10
 
 
-def t(ns: float) -> str:
-    return format_time(ns * 1e-9)
+t = format_ns  # a duration in ns as the page writes it
 
 
 def signed(ns: float) -> str:
