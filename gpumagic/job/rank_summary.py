@@ -188,7 +188,8 @@ def _nth(pid: np.ndarray, code: np.ndarray, order: np.ndarray) -> np.ndarray:
 def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
     """The per-rank findings' inputs: per process, the host's waits for the GPU in its range (calls,
     ns, calls per API name; the closing device synchronisation aside, as ``host_syncs`` does); the
-    kernel launches, those without a kernel, and whether any launch was a graph's."""
+    kernel launches, those without a kernel, and whether any launch was a graph's. In numpy on the
+    names' codes: which names are waits or launches is asked once per distinct name."""
     api = trace.api
     facts: dict[str, Any] = {"syncs": {}, "launches": 0, "missing": 0, "after": 0, "graph": False}
     k = trace.kernels
@@ -196,60 +197,97 @@ def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
     facts["kernel_pids"] = [int(p) for p in pd.unique(id_column(k["pid"]))] if len(k) else []
     if api.empty:
         return facts
-    names = api_names(trace)
+    codes, names = _coded(api_names(trace))
     pid = id_column(api["pid"])
+    start = api["start"].to_numpy(dtype=np.int64)
+    end = api["end"].to_numpy(dtype=np.int64)
+    syncs = np.flatnonzero(np.isin(names, SYNC_APIS)[codes])
+    device = names == "cudaDeviceSynchronize"
+    at = start[syncs]
     for _, r in units.drop_duplicates("pid").iterrows():
-        mine = pid == int(r["pid"])
-        start = api["start"].to_numpy(dtype=np.int64)
-        hit = mine & names.isin(SYNC_APIS).to_numpy()
-        hit &= (start >= int(r["start"])) & (start <= int(r["end"]))
-        inside = api[hit]
-        device = inside[names[inside.index] == "cudaDeviceSynchronize"]
-        if not device.empty:
-            inside = inside.drop(index=device["start"].idxmax())
-        counts = names[inside.index].astype(object).value_counts()
+        inside = (pid[syncs] == int(r["pid"])) & (at >= int(r["start"])) & (at <= int(r["end"]))
+        rows = syncs[inside]
+        closing = rows[device[codes[rows]]]
+        if len(closing):  # the last device synchronisation (the first of the latest start)
+            rows = rows[rows != closing[np.argmax(start[closing])]]
+        counts = pd.Series(names[codes[rows]], dtype=object).value_counts()
         facts["syncs"][int(r["pid"])] = {
-            "calls": len(inside),
-            "ns": int((inside["end"] - inside["start"]).sum()),
+            "calls": len(rows),
+            "ns": int((end[rows] - start[rows]).sum()),
             "by_name": {str(k): int(v) for k, v in counts.items()},
         }
-    launch = api[names.isin(LAUNCH_APIS).to_numpy()]
-    if len(launch) and not trace.kernels.empty:
-        keys, seen = _keys(launch), _ids(trace.kernels)
+    launch = np.flatnonzero(np.isin(names, LAUNCH_APIS)[codes])
+    if len(launch) and not k.empty:
+        keys = _keys(api["correlation"], pid)[launch]
         valid = keys >= 0
-        keys, starts = keys[valid], launch["start"].to_numpy(dtype=np.int64)[valid]
-        pids = keys >> 40
-        found = np.isin(keys, seen)
+        keys, starts = keys[valid], start[launch][valid]
+        found = _member(keys, _ids(k))
         # as analysis.selfcheck: a launch after the last one (of its process) whose kernel the
         # capture holds came after the capture, and its kernel was not lost
-        last = pd.Series(np.where(found, starts, np.iinfo(np.int64).min)).groupby(pids)
-        last_seen = last.transform("max").to_numpy()
-        none = last_seen == np.iinfo(np.int64).min
-        after = ~found & (starts > np.where(none, np.iinfo(np.int64).max, last_seen))
-        facts["launches"] = len(np.unique(keys))
-        facts["missing"] = len(np.unique(keys[~found & ~after]))
-        facts["after"] = len(np.unique(keys[after]))
-        facts["graph"] = any("Graph" in str(n) for n in pd.unique(launch["name"]))
+        after = ~found & (starts > _last_found(keys >> 40, starts, found))
+        order = np.argsort(keys, kind="stable")
+        keys, found, after = keys[order], found[order], after[order]
+        facts["launches"] = _distinct(keys)
+        facts["missing"] = _distinct(keys[~found & ~after])
+        facts["after"] = _distinct(keys[after])
+        facts["graph"] = any("Graph" in str(names[c]) for c in np.unique(codes[launch]))
     return facts
 
 
-def _keys(df: pd.DataFrame) -> np.ndarray:
+def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number and the distinct values (an object array): a categorical's own codes."""
+    if isinstance(col.dtype, pd.CategoricalDtype) and not (col.cat.codes.to_numpy() < 0).any():
+        return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories, object)
+    codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _keys(corr: pd.Series, pid: np.ndarray) -> np.ndarray:
     """Each row's correlation id with its process (``pid << 40``), -1 where it has none."""
-    corr = pd.to_numeric(df["correlation"], errors="coerce")
-    keep = corr.notna().to_numpy() & (corr != -1).to_numpy()
-    pid = np.maximum(id_column(df["pid"]), 0)
-    out = np.full(len(df), -1, dtype=np.int64)
-    out[keep] = corr.to_numpy()[keep].astype("int64") | (pid[keep] << 40)
+    c = pd.to_numeric(corr, errors="coerce")
+    keep = c.notna().to_numpy() & (c != -1).to_numpy()
+    out = np.full(len(c), -1, dtype=np.int64)
+    out[keep] = c.to_numpy()[keep].astype("int64") | (np.maximum(pid[keep], 0) << 40)
     return out
 
 
 def _ids(df: pd.DataFrame) -> np.ndarray:
-    """Distinct correlation ids with their process, as ``analysis.selfcheck`` counts them."""
-    corr = pd.to_numeric(df["correlation"], errors="coerce")
-    keep = corr.notna().to_numpy() & (corr != -1).to_numpy()
-    pid = id_column(df["pid"])[keep]
-    ids = np.sort(corr.to_numpy()[keep].astype("int64") | (np.maximum(pid, 0) << 40))
-    return ids[np.r_[True, ids[1:] != ids[:-1]]] if len(ids) else ids  # a sort, not a hash
+    """Distinct correlation ids with their process, sorted, as ``analysis.selfcheck`` counts them
+    (kernels come in start order, and so their ids: sorted already, as a rule)."""
+    ids = _keys(df["correlation"], id_column(df["pid"]))
+    ids = ids[ids >= 0]
+    if len(ids) and (ids[1:] < ids[:-1]).any():
+        ids = np.sort(ids)
+    return ids[np.r_[True, ids[1:] != ids[:-1]]] if len(ids) else ids
+
+
+def _member(keys: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Whether each key is among ``sorted_ids`` (a binary search: no hash table of every kernel)."""
+    if not len(sorted_ids):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, keys), len(sorted_ids) - 1)
+    return sorted_ids[at] == keys
+
+
+def _last_found(pids: np.ndarray, starts: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """Per launch, the latest start of a launch of its process whose kernel was found (the largest
+    int64 where none was)."""
+    never = np.iinfo(np.int64).min
+    if not len(pids):
+        return starts
+    if (pids == pids[0]).all():  # one process, as a rule: no sort
+        uniq, which = pids[:1], np.zeros(len(pids), dtype=np.int64)
+    else:
+        uniq, which = np.unique(pids, return_inverse=True)
+    last = np.full(len(uniq), never, dtype=np.int64)
+    np.maximum.at(last, which.reshape(-1), np.where(found, starts, never))
+    last[last == never] = np.iinfo(np.int64).max
+    return last[which.reshape(-1)]
+
+
+def _distinct(sorted_keys: np.ndarray) -> int:
+    """How many distinct values a sorted array holds."""
+    return int(len(sorted_keys) and 1 + np.count_nonzero(sorted_keys[1:] != sorted_keys[:-1]))
 
 
 def _bins(trace: Trace, units: pd.DataFrame) -> BusyBins | None:
