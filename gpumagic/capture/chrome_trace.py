@@ -38,6 +38,7 @@ from ..trace import Trace, frame, nesting_depth
 from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.coverage import made_by_api, recorded_kinds
 from ..trace.device_caps import is_amd
+from .chrome_code import code_events_of
 
 __all__ = [
     "check_writable",
@@ -256,6 +257,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
     meta["recorded"] = recorded_kinds(
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(a["name"]) for a in api}
     )
+    meta.update(code_events_of(events))
     return Trace(
         kernels=_ints(frame("kernels", kernels), ["correlation", "registers", "shared_memory"]),
         memops=_unknown_bytes(_ints(frame("memops", memops), ["correlation"])),

@@ -1,0 +1,83 @@
+"""What a torch.profiler trace says about the user's code, kept for the by-code view
+(``gpumagic.trace.by_code``): its Python frames and each op's autograd sequence number.
+
+Two kinds of events carry it, and the Trace's tables hold neither. ``python_function`` events
+(recorded ``with_stack`` or ``with_modules``) are the Python calls, named ``file.py(LINE): func``
+(LINE is the function's first line) or ``nn.Module: Block_1`` (a module's forward, one instance
+name per class in the order the profiler first met them). ``cpu_op`` events carry a "Sequence
+number" where autograd recorded a node: a forward op the number of the node it made, a backward op
+the number of the node it runs (and a "Fwd thread id" above 0), which is how a backward kernel finds
+the forward op, and so the module and line, that caused it. Built-in calls (``<built-in ...>``) are
+left out: they are neither a line of the user's nor a module.
+
+Kept in ``meta["code"]`` as plain lists (the meta stays JSON), read back as frames by
+``gpumagic.trace.by_code.code_frames``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["code_events", "code_events_of"]
+
+
+def code_events_of(events: list[Any]) -> dict[str, Any]:
+    """:func:`code_events` of a raw event list (one pass to pick out the two categories)."""
+    frames, ops = [], []
+    for ev in events:
+        if isinstance(ev, dict) and ev.get("ph") == "X":
+            cat = ev.get("cat")
+            if cat == "python_function":
+                frames.append(ev)
+            elif cat == "cpu_op":
+                ops.append(ev)
+    return code_events(frames, ops)
+
+
+def code_events(python_functions: list[Any], cpu_ops: list[Any]) -> dict[str, Any]:
+    """``{"code": {...}}`` for a trace's meta, or ``{}`` where it has neither Python frames nor
+    sequence numbers. ``frames``: name, start, end (ns), thread of each Python call but built-ins;
+    ``autograd``: name, start, end, thread, seq, fwd_thread of each op that has a sequence
+    number."""
+    frames = [
+        ev
+        for ev in python_functions
+        if isinstance(ev, dict) and not str(ev.get("name", "")).startswith("<built-in")
+    ]
+    seq_ops = [
+        ev
+        for ev in cpu_ops
+        if isinstance(ev, dict)
+        and isinstance(ev.get("args"), dict)
+        and ev["args"].get("Sequence number") is not None
+    ]
+    if not frames and not seq_ops:
+        return {}
+    out: dict[str, Any] = {"frames": _timed(frames), "autograd": _timed(seq_ops)}
+    out["autograd"]["seq"] = [int(ev["args"]["Sequence number"]) for ev in seq_ops]
+    out["autograd"]["fwd_thread"] = [int(ev["args"].get("Fwd thread id") or 0) for ev in seq_ops]
+    return {"code": out}
+
+
+def _timed(evs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Name, start, end (integer ns, rounded as the Trace's tables are) and thread of events; those
+    without a number ``ts`` left out."""
+    kept, start, dur = [], [], []
+    for ev in evs:
+        try:
+            s, d = float(ev["ts"]), float(ev.get("dur", 0) or 0)
+        except (KeyError, TypeError, ValueError):
+            continue
+        kept.append(ev)
+        start.append(s)
+        dur.append(d)
+    s_ns = np.rint(np.array(start, dtype=np.float64) * 1000.0).astype(np.int64)
+    d_ns = np.rint(np.array(dur, dtype=np.float64) * 1000.0).astype(np.int64)
+    return {
+        "name": [str(ev.get("name", "")) for ev in kept],
+        "start": s_ns.tolist(),
+        "end": (s_ns + d_ns).tolist(),
+        "thread": [ev.get("tid") for ev in kept],
+    }
