@@ -12,7 +12,7 @@ clock alignment, the skews, the NCCL waits, the heatmap's grid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -74,6 +74,19 @@ class Fold:
         summary.stats = {}
         summary.units = summary.units.to_dict("list")  # plain lists: a frame a rank costs KBs
         self.kept[index] = _Kept(summary, nccl, codes["kernels"], arrays)
+
+    def merge(self, other: Fold) -> Fold:
+        """Take in ``other`` (ranks of the same files folded elsewhere, none of them here): its
+        merged statistics as one part each, its kept ranks with their names renumbered into this
+        fold's. Folds merge in any order and grouping (a tree of merges on a cluster)."""
+        codes = {t: self.tables[t].merge(other.tables[t]) for t in TABLES}
+        nccl = self.nccl_names.codes(list(other.nccl_names.index))
+        for index, k in other.kept.items():  # ``other`` itself unchanged
+            self.kept[index] = replace(
+                k, nccl_codes=nccl[k.nccl_codes], kernel_codes=codes["kernels"][k.kernel_codes]
+            )
+        self.unreadable.extend(other.unreadable)
+        return self
 
     def fail(self, index: int, reason: str) -> None:
         self.unreadable.append((self.files[index], reason))

@@ -1,18 +1,17 @@
-"""Reading a job: the map on an executor or a Dask cluster, the reduce where the results arrive.
+"""Reading a job: the map on an executor or a Dask cluster, and the reduce.
 
 Each report is read and reduced where it is read (:func:`~.rank_summary.summarize`), at most a few
 ranks per worker in flight at a time (so a worker holds one rank's tables, not a queue of finished
-results), and each summary is folded here the moment it is done (``as_completed``) and then let go.
-``executor=`` is any ``concurrent.futures.Executor`` (a process pool on the local cores by
-default); ``client=`` is a ``dask.distributed.Client``: its workers read the files (local paths
-they share, or fsspec URLs), each result released on the cluster once folded. ``progress``: a
+results). ``executor=`` is any ``concurrent.futures.Executor`` (a process pool on the local cores
+by default): each summary is folded here the moment it is done and then let go. ``client=`` is a
+``dask.distributed.Client``: its workers read the files (local paths they share, or fsspec URLs)
+and fold the summaries too, in a tree of folds on the cluster (``on_dask.py``). ``progress``: a
 callable given ``(ranks done, ranks in all)`` as each finishes, or True for a line on stderr.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
 import os
 import sqlite3
 import sys
@@ -23,6 +22,7 @@ from ..capture.report_kinds import ReportKind, split_kinds
 from ..errors import GpuMagicError
 from .errors import JobReadError
 from .fold import Fold
+from .on_dask import read_on_dask
 from .paths import expand_urls
 from .rank_summary import RankSummary, summarize
 
@@ -56,17 +56,17 @@ def read_job(
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
     files, skipped = _files(paths, kind)
     report = _progress(progress)
-    fold = Fold(files)
-    if client is not None:
-        _on_dask(client, files, fold, report)
+    if client is not None:  # the reduce too on the cluster: a tree of folds
+        data = read_on_dask(client, files, _guarded, IN_FLIGHT_PER_WORKER, report, align)
     else:
+        fold = Fold(files)
         _on_executor(executor, files, fold, report)
-    if not fold.kept:
+        data = fold.finish(align) if fold.kept else fold
+    if isinstance(data, Fold):
         summarize(files[0])  # raises the first file's own error
         raise JobReadError(
-            detail=f"none of the {len(files)} reports could be read: {fold.unreadable[0][1]}"
+            detail=f"none of the {len(files)} reports could be read: {data.unreadable[0][1]}"
         )
-    data = fold.finish(align)
     data.meta["skipped"] = skipped
     return Job(data)
 
@@ -148,33 +148,3 @@ def _on_executor(
     finally:
         if own:
             pool.shutdown()
-
-
-def _on_dask(client: Any, files: list[str], fold: Fold, report: Progress) -> None:
-    """The map as Dask tasks, a bounded number in flight; each result folded as it completes, then
-    released on the cluster."""
-    from distributed import as_completed
-
-    workers = max(len(client.scheduler_info().get("workers", {})), 1)
-    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
-    limit = IN_FLIGHT_PER_WORKER * max(threads, workers)
-    todo = iter(range(len(files)))
-    index_of: dict[str, int] = {}
-
-    def submit(index: int) -> Any:
-        fut = client.submit(
-            _guarded, files[index], pure=False, key=f"gpumagic-rank-{index}-{id(fold)}"
-        )
-        index_of[fut.key] = index
-        return fut
-
-    first = [submit(i) for i in itertools.islice(todo, limit)]
-    queue = as_completed(first, with_results=False)
-    for fut in queue:
-        outcome = fut.result()
-        index = index_of.pop(fut.key)
-        fut.release()
-        _take(fold, index, outcome, report)
-        for i in todo:
-            queue.add(submit(i))
-            break

@@ -104,6 +104,18 @@ class NameTable:
             self.flush()
         return codes
 
+    def merge(self, other: NameTable) -> np.ndarray:
+        """Queue another table's merged statistics (a part of the job folded elsewhere: a tree of
+        folds on a cluster), as one more part; returns this table's number of each of its names."""
+        other.flush()
+        names = list(other.index)
+        codes = self.codes(names)
+        if names:
+            self._pending.append((codes, NameStats(names, other.arrays, other.sketch)))
+            if len(self._pending) >= 64:
+                self.flush()
+        return codes
+
     def flush(self) -> None:
         if not self._pending:
             return
