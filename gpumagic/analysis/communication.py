@@ -96,7 +96,15 @@ def comm_exposed_of(fig: pd.DataFrame, waits: Mapping[str, int]) -> list[Finding
     wait = fig["label"].map(waits).fillna(0).clip(upper=fig["nccl_ns"])
     moving = fig["nccl_ns"] - wait
     share = moving / (fig["busy_ns"] - wait).clip(lower=1)
-    hit = (moving >= COMM_MIN_NS) & (share >= COMM_SHARE) & (fig["overlap_share"] < OVERLAP_LOW)
+    # a GPU with no compute of its own (an NCCL-only trace, a rank that only waited) has nothing
+    # to hide its communication behind: nothing to say of it
+    computes = fig["work_ns"] > 0
+    hit = (
+        (moving >= COMM_MIN_NS)
+        & (share >= COMM_SHARE)
+        & (fig["overlap_share"] < OVERLAP_LOW)
+        & computes
+    )
     if not hit.any():
         return []
     parts = []

@@ -153,12 +153,20 @@ def load_trace(
     """``gpumagic.load_trace``: a Trace from a torch.profiler Chrome-trace JSON
     (``.json``/``.json.gz``), or from a directory, a glob or a list of them (one trace per rank) one
     Trace of every rank (:func:`load_reports`). Of many files it reads the Chrome traces only, and
-    names any nsys exports among them in ``meta["skipped"]``."""
+    names any nsys exports among them in ``meta["skipped"]``. One file that holds several ranks (a
+    merged trace: ``args.rank`` on its events) reads as those ranks (``merged_ranks.py``)."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="chrome")
-    from .chrome_trace import load_trace as load_one
+    from .chrome_trace import read_chrome_json, trace_from_chrome
+    from .merged_ranks import merged_trace
 
-    return load_one(path)  # type: ignore[arg-type]
+    path = os.fspath(path)  # type: ignore[arg-type]
+    data = read_chrome_json(path)
+    trace = merged_trace(data, path, chrome_report, stack)  # a file of several ranks, merged
+    if trace is None:
+        trace = trace_from_chrome(data, path=path)
+        trace.meta.setdefault("source", path)
+    return trace
 
 
 def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -269,16 +277,24 @@ def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, An
 
 
 def _read_chrome(path: str) -> FileReport:
-    from .chrome_trace import read_chrome_json, trace_from_chrome
+    from .chrome_trace import read_chrome_json
 
-    data = read_chrome_json(path)
+    return chrome_report(read_chrome_json(path), path)
+
+
+def chrome_report(data: dict[str, Any] | list[Any], path: str) -> FileReport:
+    """A parsed Chrome trace as one rank's report: its rows on the clock of ``baseTimeNanoseconds``
+    and marked with its process, its rank from ``distributedInfo``."""
+    from .chrome_trace import trace_from_chrome
+
     trace = trace_from_chrome(data, path=path)
     trace.meta.setdefault("source", path)
     info = data.get("distributedInfo") or {} if isinstance(data, dict) else {}
     base = int(data.get("baseTimeNanoseconds") or 0) if isinstance(data, dict) else 0
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    pid = next(
-        (ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("cat") == "cpu_op"), None
+    pid = next(  # the host process: its ops', else its launches' pid (a file of launches only)
+        (ev.get("pid") for ev in events if isinstance(ev, dict) and ev.get("cat") in _HOST_CATS),
+        None,
     )
     pid = int(pid) if isinstance(pid, (int, float)) else None
     tables = {}
@@ -293,6 +309,10 @@ def _read_chrome(path: str) -> FileReport:
     return FileReport(
         path, tables, dict(trace.meta), None, recorded, [pid] if pid else [], identity
     )
+
+
+#: The categories of a torch.profiler trace's host-process events.
+_HOST_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 
 
 def _shifted(df: pd.DataFrame, ns: int) -> pd.DataFrame:

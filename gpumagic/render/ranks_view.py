@@ -141,7 +141,13 @@ def rank_summary_line(trace: Trace) -> str:
     span = format_ns(low) if low == high else f"{format_ns(low)} to {format_ns(high)}"
     parts.append(f"{window} per {one}: {span}")
     b0, b1 = int(busy.min()), int(busy.max())
-    parts.append(f"GPU busy {format_ns(b0) if b0 == b1 else f'{format_ns(b0)} to {format_ns(b1)}'}")
+    gpus = int(fig.groupby("pid")["device"].nunique().max())
+    summed = ""
+    if gpus > 1:  # a process's busy time over its GPUs: a sum, said as one
+        summed = f" (summed over {'its' if len(per) == 1 else 'each ' + one + chr(39) + 's'} GPUs)"
+    parts.append(
+        f"GPU busy {format_ns(b0) if b0 == b1 else f'{format_ns(b0)} to {format_ns(b1)}'}{summed}"
+    )
     f = trace.figures()
     counts = f"{f['kernels']} kernel{'s' * (f['kernels'] != 1)}"
     parts.append(

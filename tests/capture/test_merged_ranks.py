@@ -1,0 +1,159 @@
+"""One Chrome-trace file holding several ranks, as trace-merging scripts write it (every event
+tagged ``args.rank``; pids and correlation ids offset per rank): read as those ranks, with the
+figures each rank's own file gives, never as one process on several GPUs. Built here from the two
+committed per-rank H100 traces (no merged public file is committed)."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+from gpumagic.analysis.ranks import processes, rank_figures
+from gpumagic.capture.merged_ranks import split_by_rank
+from gpumagic.capture.reports import load_trace
+from gpumagic.render.report import ProfileReport
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+RANKS = [DATA / "per_rank" / "torch" / f"rank{r}.json.gz" for r in (0, 1)]
+_PROCESS_META = ("process_name", "process_labels", "process_sort_index")
+
+
+def merged(tag: bool = True) -> dict[str, Any]:
+    """The two ranks in one file as a merging script leaves it: process metadata dropped, pids and
+    correlation ids offset by rank, ``args.rank`` on every event (``tag``), one header."""
+    out, head = [], None
+    for r, path in enumerate(RANKS):
+        with gzip.open(path) as f:
+            data = json.loads(f.read())
+        head = head or {
+            k: v for k, v in data.items() if k not in ("traceEvents", "distributedInfo")
+        }
+        for ev in data["traceEvents"]:
+            if ev.get("cat") == "Trace" or (
+                ev.get("ph") == "M" and ev.get("name") in _PROCESS_META
+            ):
+                continue
+            ev = copy.deepcopy(ev)
+            args = ev.setdefault("args", {})
+            if tag:
+                args["rank"] = r
+            if isinstance(ev.get("pid"), int):
+                ev["pid"] += r * 100_000
+            for key in ("correlation", "External id"):
+                if isinstance(args.get(key), int):
+                    args[key] += r * 1_000_000
+            out.append(ev)
+    return {**head, "traceEvents": out}
+
+
+@pytest.fixture(scope="module")
+def per_file():
+    return load_trace([str(p) for p in RANKS])
+
+
+def write(tmp_path: pathlib.Path, data: dict[str, Any]) -> str:
+    path = tmp_path / "merged.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_merged_file_reads_as_its_ranks_with_each_ranks_own_figures(tmp_path, per_file):
+    trace = load_trace(write(tmp_path, merged()))
+    assert trace.meta["merged_ranks"] == 2 and "args.rank" in trace.meta["rank_rule"]
+    assert processes(trace)["label"].tolist() == ["rank 0", "rank 1"]
+    ours, theirs = rank_figures(trace), rank_figures(per_file)
+    for col in ("label", "device", "busy_ns", "nccl_ns", "work_ns", "kernels", "nccl_kernels"):
+        assert ours[col].tolist() == theirs[col].tolist(), col
+    assert ours["span_ns"].tolist() == theirs["span_ns"].tolist()
+    text = str(ProfileReport(trace, timeline=False))
+    first = text.splitlines()[0]
+    assert first.startswith("2 ranks on 2 × NVIDIA H100"), first
+    assert "1 process" not in text and "process 0" not in text
+    assert "rank 1 is the straggler" in text  # as the per-rank files give it
+
+
+def test_every_launch_finds_its_own_ranks_kernel(tmp_path):
+    trace = load_trace(write(tmp_path, merged()))
+    k = trace.kernels
+    # each kernel carries the pid of the process that launched it (rank 1's pid is offset)
+    by_pid = k.groupby("pid")["name"].count().to_dict()
+    assert sorted(by_pid.values()) == [1, 21] and min(by_pid) < 100_000 <= max(by_pid)
+
+
+def test_untagged_processes_are_split_by_their_launches_and_called_processes(tmp_path, per_file):
+    trace = load_trace(write(tmp_path, merged(tag=False)))
+    assert trace.meta["merged_ranks"] == 2 and "no event names its rank" in trace.meta["rank_rule"]
+    labels = processes(trace)["label"].tolist()
+    assert labels == ["process 0", "process 1"]
+    busy = sorted(rank_figures(trace)["busy_ns"].tolist())
+    assert busy == sorted(rank_figures(per_file)["busy_ns"].tolist())
+
+
+def test_a_plain_file_is_not_split():
+    with gzip.open(RANKS[1]) as f:
+        data = json.loads(f.read())
+    assert split_by_rank(data["traceEvents"]) is None
+    assert "merged_ranks" not in load_trace(str(RANKS[1])).meta
+
+
+def x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: Any) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+def test_an_nccl_only_file_is_not_told_to_hide_communication_behind_compute(tmp_path):
+    events = []
+    for r in range(2):
+        for i in range(3):
+            corr = r * 1000 + i
+            ts = 1000.0 + i * 5000
+            events += [
+                x("cuda_runtime", "cudaLaunchKernel", ts, 5, 100 + r, 1, correlation=corr, rank=r),
+                x(
+                    "kernel",
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                    ts + 10,
+                    4000,
+                    r,
+                    7,
+                    device=r,
+                    stream=7,
+                    correlation=corr,
+                    rank=r,
+                ),
+            ]
+    trace = load_trace(write(tmp_path, {"schemaVersion": 1, "traceEvents": events}))
+    report = ProfileReport(trace, timeline=False)
+    kinds = {f.kind for f in report.findings}
+    assert "comm_exposed" not in kinds
+    assert str(report).splitlines()[0].startswith("2 ranks")
+
+
+def test_one_process_on_two_gpus_says_its_busy_time_is_a_sum(tmp_path):
+    events = []
+    for dev in range(2):
+        for i in range(2):
+            corr = dev * 10 + i
+            ts = 1000.0 + i * 2000
+            events += [
+                x("cuda_runtime", "cudaLaunchKernel", ts, 5, 1, 1, correlation=corr),
+                x(
+                    "kernel",
+                    "void gemm_kernel()",
+                    ts + 10,
+                    1500,
+                    dev,
+                    7,
+                    device=dev,
+                    stream=7,
+                    correlation=corr,
+                ),
+            ]
+    trace = load_trace(write(tmp_path, {"schemaVersion": 1, "traceEvents": events}))
+    first = str(ProfileReport(trace, timeline=False)).splitlines()[0]
+    assert "GPU busy 6 ms (summed over its GPUs)" in first, first
