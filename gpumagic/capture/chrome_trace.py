@@ -38,7 +38,18 @@ from ..trace import Trace, frame, nesting_depth
 from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.coverage import made_by_api, recorded_kinds
 from ..trace.device_caps import is_amd
-from .chrome_code import code_events_of
+from .chrome_code import code_events
+from .chrome_events import (
+    any_placed,
+    api_columns,
+    kernel_columns,
+    memop_columns,
+    op_columns,
+    paused_gc,
+    placed,
+    range_columns,
+    sort_events,
+)
 
 __all__ = [
     "check_writable",
@@ -48,17 +59,6 @@ __all__ = [
     "write_chrome_trace",
 ]
 
-_MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
-#: Kineto's earlier category names -> today's (traces of PyTorch 1.8-1.9 and the tutorials made with
-#: them).
-_OLD_CATEGORY = {
-    "runtime": "cuda_runtime",
-    "driver": "cuda_driver",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-    "operator": "cpu_op",
-    "kernel": "kernel",
-}
 #: Category prefixes of devices whose activity gpumagic does not read -> what the device is called.
 _UNREAD_DEVICE = {"mtia_": "MTIA", "xpu_": "XPU", "hpu_": "HPU", "privateuse1_": "PrivateUse1"}
 #: CUPTI's range profiler: one event per profiled kernel, its args the counters.
@@ -78,7 +78,8 @@ def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace
     name, a step range ("3-5"), "gpu", "capture". Kept in ``meta["window_choice"]``; the Trace
     itself holds every event."""
     path = os.fspath(path)
-    trace = trace_from_chrome(read_chrome_json(path), path=path)
+    with paused_gc():  # one pause over the parse and the tables (chrome_events.paused_gc)
+        trace = trace_from_chrome(read_chrome_json(path), path=path)
     trace.meta.setdefault("source", path)
     if window is not None:
         trace.meta["window_choice"] = str(window)
@@ -106,7 +107,7 @@ def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
     opener = gzip.open if path.endswith(".gz") else open
     _, parse = json_parser()
     try:
-        with opener(path, "rb") as f:
+        with opener(path, "rb") as f, paused_gc():
             return parse(f.read())
     except FileNotFoundError:
         raise FileMissingError(path=path, what="The trace") from None
@@ -128,119 +129,52 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         raise TraceFormatError(
             path=path, reason="its events are not event objects: not a Chrome trace"
         )
-    kernels, memops, api, ops, ranges = [], [], [], [], []
-    cats: set[str] = set()
+    with paused_gc():
+        return _build(data, events)
+
+
+def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
+    sorted_events = sort_events(events)
+    buckets = sorted_events.buckets
     unread: dict[str, dict[str, int]] = {}
+    processes = _process_names(sorted_events.processes)
+    uncategorised = len(sorted_events.uncategorised)
+    for ev in sorted_events.uncategorised:
+        npu = _npu_task(ev, processes)
+        if npu:
+            per = unread.setdefault("NPU", {})
+            per[npu] = per.get(npu, 0) + 1
     profiled: dict[str, int] = {}
     counters: set[str] = set()
-    processes = _process_names(events)
-    uncategorised = 0
-    for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
-            continue
-        if not ev.get("cat"):
-            uncategorised += 1
-            npu = _npu_task(ev, processes)
-            if npu:
-                per = unread.setdefault("NPU", {})
-                per[npu] = per.get(npu, 0) + 1
-            continue
-        cat = str(ev.get("cat", "")).lower()
-        cat = _OLD_CATEGORY.get(cat, cat)
-        args = ev.get("args") or {}
+    cats: set[str] = set()
+    for cat, evs in list(buckets.items()):
         device_kind = next(
             (d for prefix, d in _UNREAD_DEVICE.items() if cat.startswith(prefix)), None
         )
         if device_kind:
-            per = unread.setdefault(device_kind, {})
-            per[cat] = per.get(cat, 0) + 1
-            continue
-        if cat == _RANGE_PROFILER:
-            name = str(ev.get("name", ""))
-            profiled[name] = profiled.get(name, 0) + 1
-            counters.update(k for k, v in args.items() if isinstance(v, (int, float)))
-            continue
-        try:
-            start = _ns(ev["ts"])
-            end = start + _ns(ev.get("dur", 0))
-        except (KeyError, TypeError, ValueError):
-            continue
-        name = str(ev.get("name", ""))
-        cats.add(cat)
-        if cat == "kernel":
-            kernels.append(
-                dict(
-                    name=name,
-                    start=start,
-                    end=end,
-                    device=args.get("device"),
-                    stream=args.get("stream"),
-                    correlation=args.get("correlation"),
-                    grid=_dim(args.get("grid")),
-                    block=_dim(args.get("block")),
-                    registers=args.get("registers per thread"),
-                    shared_memory=args.get("shared memory"),
-                )
-            )
-        elif cat in ("gpu_memcpy", "gpu_memset"):
-            kind = (
-                "memset"
-                if cat == "gpu_memset"
-                else (_MEMCPY_KIND.search(name) or [None, "memcpy"])[1]
-            )
-            memops.append(
-                dict(
-                    kind=kind,
-                    name=name,
-                    bytes=args.get("bytes"),
-                    start=start,
-                    end=end,
-                    device=args.get("device"),
-                    stream=args.get("stream"),
-                    correlation=args.get("correlation"),
-                )
-            )
-        elif cat in ("cuda_runtime", "cuda_driver"):
-            api.append(
-                dict(
-                    name=name,
-                    start=start,
-                    end=end,
-                    thread=ev.get("tid"),
-                    correlation=args.get("correlation"),
-                )
-            )
-        elif cat == "cpu_op":
-            ops.append(
-                dict(
-                    name=name,
-                    start=start,
-                    end=end,
-                    thread=ev.get("tid"),
-                    shapes=_shapes(args),
-                    external_id=args.get("External id"),
-                    dtypes=_dtypes(args),
-                )
-            )
-        elif cat == "user_annotation":
-            ranges.append(
-                dict(
-                    text=name,
-                    start=start,
-                    end=end,
-                    thread=ev.get("tid"),
-                    domain="torch.profiler",
-                    style="PushPop",
-                )
-            )
-    ops_df = frame("ops", ops)
-    if not ops_df.empty:
-        ops_df["depth"] = nesting_depth(ops_df)
-    nvtx_df = frame("nvtx", ranges)
-    if not nvtx_df.empty:
-        nvtx_df["depth"] = nesting_depth(nvtx_df)
-    meta = _meta(data if isinstance(data, dict) else {}, events)
-    _not_cuda(meta, unread, uncategorised, cats, kernels, memops, api)
+            unread.setdefault(device_kind, {})[cat] = len(evs)
+            del buckets[cat]
+        elif cat == _RANGE_PROFILER:
+            for ev in evs:
+                name = str(ev.get("name", ""))
+                profiled[name] = profiled.get(name, 0) + 1
+                args = ev.get("args") or {}
+                counters.update(k for k, v in args.items() if isinstance(v, (int, float)))
+            del buckets[cat]
+        elif cat not in _TABLE_BUCKETS and any_placed(evs):
+            cats.add(cat)
+    placed_events = {}
+    for cat, table in _TABLE_BUCKETS.items():
+        evs, start, end = placed(buckets.get(cat, []))
+        if cat in _SHARED:  # gpu_memset's events are in gpu_memcpy's bucket, cuda_driver's in
+            spellings = sorted_events.spellings  # cuda_runtime's
+            cats.update({spellings.get(ev.get("cat"), cat) for ev in evs})
+        elif evs:
+            cats.add(cat)
+        placed_events[table] = (evs, start, end)
+    tables = {table: evs for table, (evs, _, _) in placed_events.items()}
+    meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
+    _not_cuda(meta, unread, uncategorised, cats, tables["kernels"], tables["memops"], tables["api"])
     if unread:
         meta["unread_devices"] = unread
     if profiled:
@@ -249,32 +183,64 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
             "names": len(profiled),
             "counters": sorted(counters),
         }
-    if any(str(a["name"]).startswith("hip") for a in api[:1000]) or is_amd(meta):
+    columns = {
+        table: columns_of(*placed_events[table]) if tables[table] else {}
+        for table, columns_of in _COLUMNS_OF.items()
+    }
+    api = frame("api", pd.DataFrame(columns["api"]))
+    names = api["name"].tolist()
+    if any(str(n).startswith("hip") for n in names[:1000]) or is_amd(meta):
         meta["vendor"] = (
             "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
         )
         meta.pop("compute_capability", None)
     meta["recorded"] = recorded_kinds(
-        {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(a["name"]) for a in api}
+        {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
     )
-    meta.update(code_events_of(events))
+    meta.update(code_events(buckets.get("python_function", []), buckets.get("cpu_op", [])))
+    ops_df = frame("ops", pd.DataFrame(columns["ops"]))
+    if not ops_df.empty:
+        ops_df["depth"] = nesting_depth(ops_df)
+    nvtx_df = frame("nvtx", pd.DataFrame(columns["nvtx"]))
+    if not nvtx_df.empty:
+        nvtx_df["depth"] = nesting_depth(nvtx_df)
+    memops = frame("memops", pd.DataFrame(columns["memops"]))
     return Trace(
-        kernels=_ints(frame("kernels", kernels), ["correlation", "registers", "shared_memory"]),
-        memops=_unknown_bytes(_ints(frame("memops", memops), ["correlation"])),
-        api=_ints(frame("api", api), ["correlation"]),
+        kernels=_ints(
+            frame("kernels", pd.DataFrame(columns["kernels"])),
+            ["correlation", "registers", "shared_memory"],
+        ),
+        memops=_unknown_bytes(_ints(memops, ["correlation"])),
+        api=_ints(api, ["correlation"]),
         ops=_ints(ops_df, ["external_id"]),
         nvtx=nvtx_df,
         meta=meta,
     )
 
 
-def _process_names(events: list[Any]) -> dict[Any, str]:
+#: The bucket of events (``chrome_events.sort_events``) each table is read from.
+_TABLE_BUCKETS = {
+    "kernel": "kernels",
+    "gpu_memcpy": "memops",
+    "cuda_runtime": "api",
+    "cpu_op": "ops",
+    "user_annotation": "nvtx",
+}
+#: The buckets that hold a second category's events too.
+_SHARED = {"gpu_memcpy", "cuda_runtime"}
+#: How each table's columns are taken from its placed events.
+_COLUMNS_OF = {
+    "kernels": kernel_columns,
+    "memops": memop_columns,
+    "api": api_columns,
+    "ops": op_columns,
+    "nvtx": range_columns,
+}
+
+
+def _process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
     """Each process's name from the trace's ``process_name`` metadata events."""
-    return {
-        ev.get("pid"): str((ev.get("args") or {}).get("name", ""))
-        for ev in events
-        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "process_name"
-    }
+    return {ev.get("pid"): str((ev.get("args") or {}).get("name", "")) for ev in events}
 
 
 #: What Ascend's profiler (torch_npu) calls the processes of device tasks in its trace_view.json.
@@ -348,33 +314,9 @@ def _unknown_bytes(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _dim(v: Any) -> str | None:
-    if isinstance(v, (list, tuple)):
-        return "x".join(str(int(x)) for x in v)
-    return None if v is None else str(v)
-
-
-def _shapes(args: dict[str, Any]) -> str | None:
-    dims = args.get("Input Dims")
-    if not dims:
-        return None
-    return ", ".join(
-        "[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list) else str(d) for d in dims
-    )
-
-
-def _dtypes(args: dict[str, Any]) -> str | None:
-    """The op's input types as kineto names them ("c10::BFloat16, float"), where shapes were
-    recorded."""
-    types = args.get("Input type")
-    if not types:
-        return None
-    return ", ".join(
-        str(x) for x in types if x not in ("", "Scalar", "ScalarList", "TensorList", "GenericList")
-    )
-
-
-def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
+def _meta(data: dict[str, Any], trace_events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The device, versions and capture window (the first ``Trace`` event's span) of a trace;
+    ``trace_events``: its complete events of category ``Trace`` (any case)."""
     meta: dict[str, Any] = {"backend": "torch.profiler"}
     props = data.get("deviceProperties") or []
     if props:
@@ -386,9 +328,7 @@ def _meta(data: dict[str, Any], events: list[Any]) -> dict[str, Any]:
     for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "schemaVersion"):
         if key in data:
             meta[key] = data[key]
-    spans = [
-        e for e in events if isinstance(e, dict) and e.get("cat") == "Trace" and e.get("ph") == "X"
-    ]
+    spans = [e for e in trace_events if e.get("cat") == "Trace"]
     if spans:
         s = _ns(spans[0]["ts"])
         meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
