@@ -43,9 +43,11 @@ import pandas as pd
 
 from .finding import Finding
 from .memory_findings import findings_of, format_bytes, repeated_allocations
+from .memory_owners import owners
 from .memory_sites import site_of
 
 if TYPE_CHECKING:
+    from ..capture.memory_names import MemoryNames
     from ..capture.memory_snapshot import SnapshotData
 
 __all__ = ["CATEGORIES", "MemoryAnalysis", "analyze_memory", "block_bytes", "format_bytes"]
@@ -78,10 +80,11 @@ class MemoryAnalysis:
 
     ``samples``: the drawn points (``time_ms``, ``allocated``, ``reserved``, one column per category
     summing to ``allocated``); ``peak_bytes``/``peak_time_ms``/``peak_reserved`` at the exact peak;
-    ``live_at_peak``: one row per allocation alive there (``bytes``, ``category``, ``line``, ``op``,
-    ``allocated_ms``, ``freed_ms``: NaN for "before the history" and "not freed"); ``oom``: the
-    failed request (``bytes``, ``device_free``, ``time_ms``, ``allocated``, ``reserved``) or None,
-    with ``live_at_oom``; ``at_end``: allocated and reserved at the snapshot, ``empty_cache_bytes``:
+    ``live_at_peak``: one row per allocation alive there (``bytes``, ``category``, ``module``,
+    ``name``, ``line``, ``op``, ``allocated_ms``, ``freed_ms``: NaN for "before the history" and
+    "not freed"); ``oom``: the failed request (``bytes``, ``device_free``, ``time_ms``,
+    ``allocated``, ``reserved``) or None, with ``live_at_oom``; ``live_at_end``: the same at the
+    history's last entry; ``at_end``: allocated and reserved at the snapshot, ``empty_cache_bytes``:
     what ``torch.cuda.empty_cache()`` would hand back then."""
 
     samples: pd.DataFrame
@@ -97,6 +100,7 @@ class MemoryAnalysis:
     category_at_peak: dict[str, int]
     oom: dict[str, Any] | None = None
     live_at_oom: pd.DataFrame | None = None
+    live_at_end: pd.DataFrame = field(default_factory=pd.DataFrame)
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)
     device_memory: int | None = None
     has_times: bool = True
@@ -107,11 +111,14 @@ class MemoryAnalysis:
     device: int = 0
 
     def by(self, column: str, at: str = "peak") -> pd.DataFrame:
-        """The live allocations at the peak (or ``at="oom"``) grouped by ``column`` ("line", "op",
-        "category"): ``bytes``, ``count``, ``share`` of the allocated total, largest first."""
-        live = (
-            self.live_at_oom if at == "oom" and self.live_at_oom is not None else self.live_at_peak
-        )
+        """The live allocations at the peak (or ``at="oom"``, ``at="end"``) grouped by ``column``
+        ("category", "module", "name", "line", "op"): ``bytes``, ``count``, ``share`` of the
+        allocated total, largest first. Each sums to the allocated bytes there; "line", "op" and
+        "module" hold the blocks nothing places in the same rows, ``(before the recording)`` and
+        ``(no Python stack)`` (:mod:`.memory_owners`; "module" keeps there only what no name
+        places)."""
+        live = {"oom": self.live_at_oom, "end": self.live_at_end}.get(at)
+        live = self.live_at_peak if live is None else live
         if live.empty:
             return pd.DataFrame(columns=[column, "bytes", "count", "share"])
         g = live.groupby(column, sort=False)["bytes"].agg(["sum", "count"]).reset_index()
@@ -194,13 +201,17 @@ def analyze_memory(
     known: Mapping[int, str] | None = None,
     max_points: int = MAX_POINTS,
     failed_request: int | None = None,
+    names: MemoryNames | None = None,
 ) -> MemoryAnalysis:
     """The :class:`MemoryAnalysis` of one snapshot. ``device_memory``: the device's total bytes (the
     snapshot does not say); ``known``: categories of blocks allocated before the history, by
     address; ``max_points``: samples; ``failed_request``: the bytes of an allocation that raised
     ``OutOfMemoryError`` where the history holds no ``oom`` entry for it (a request larger than the
     device is refused before the allocator records one): the failure is then placed at the history's
-    end, with what was alive there."""
+    end, with what was alive there. ``names``: what the user's names said at the recording's start
+    and end (``capture.memory_names``): blocks from before the recording take their category, name
+    and module from them, blocks still alive at the end their name, and the blocks a module's
+    forward made that module."""
     n = len(snap)
     notes = list(snap.notes)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]
@@ -247,9 +258,13 @@ def analyze_memory(
     pre_end = np.concatenate([orphans, np.full(int(before_end.sum()), n, np.int64)])
     pre_stack = np.concatenate([np.full(len(orphans), -1, np.int32), fb_stack[before_end]])
     known = known or {}
+    own = owners(snap, sites, stacks_recorded, allocs, live_end, pre_addr, pre_stack, names)
+    if not stacks_recorded:  # the names, where they know, say what the stacks cannot
+        named = own.hist_cat != ""
+        cats[named] = [_CAT[c] for c in own.hist_cat[named]]
     pre_cat = np.empty(len(pre_addr), np.int8)
     for i, (a, s) in enumerate(zip(pre_addr.tolist(), pre_stack.tolist(), strict=True)):
-        name = known.get(a)
+        name = known.get(a) or own.pre_cat[i] or None
         if name is None and s >= 0:
             kind = sites[s].kind
             name = {
@@ -305,23 +320,18 @@ def analyze_memory(
     def live_at(row: int) -> pd.DataFrame:
         in_hist = (allocs <= row) & (ends > row)
         in_pre = pre_end > row
-        st = np.concatenate([stacked[in_hist], pre_stack[in_pre]])
-        no_line = "(no Python stack)" if stacks_recorded else "(not recorded)"
-        before = "(allocated before the recording)"
+
+        def both(h: np.ndarray, p: np.ndarray) -> np.ndarray:
+            return np.concatenate([h[in_hist], p[in_pre]])
+
         return pd.DataFrame(
             {
-                "bytes": np.concatenate([sizes[in_hist], pre_size[in_pre]]),
-                "category": [
-                    CATEGORIES[c] for c in np.concatenate([cats[in_hist], pre_cat[in_pre]])
-                ],
-                "line": [
-                    sites[s].line or no_line if s >= 0 else no_line
-                    for s in st[: int(in_hist.sum())]
-                ]
-                + [
-                    sites[s].line or no_line if s >= 0 else before for s in st[int(in_hist.sum()) :]
-                ],
-                "op": [sites[s].op if s >= 0 else before for s in st],
+                "bytes": both(sizes, pre_size),
+                "category": [CATEGORIES[c] for c in both(cats, pre_cat)],
+                "module": both(own.hist_module, own.pre_module),
+                "name": both(own.hist_name, own.pre_name),
+                "line": both(own.hist_line, own.pre_line),
+                "op": both(own.hist_op, own.pre_op),
                 "allocated_ms": np.concatenate(
                     [t_ms[allocs[in_hist]], np.full(int(in_pre.sum()), np.nan)]
                 ),
@@ -332,6 +342,7 @@ def analyze_memory(
         ).sort_values("bytes", ascending=False, kind="stable", ignore_index=True)
 
     live_peak = live_at(peak) if n else live_at(-1)
+    live_last = live_at(n - 1) if n else live_peak
     oom_rows = np.flatnonzero(snap.action == _OOM)
     oom = live_oom = None
     if len(oom_rows):
@@ -397,6 +408,7 @@ def analyze_memory(
         category_at_peak=cat_peak,
         oom=oom,
         live_at_oom=live_oom,
+        live_at_end=live_last,
         device_memory=device_memory,
         has_times=snap.has_times,
         stacks_recorded=stacks_recorded,

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import GpuMagicError
 from .cell import Cell, namespace_or_new
+from .memory_names import MemoryNames, ModuleTree, NameTable, module_tree, name_storages
 from .memory_snapshot import ALLOC, FREE_REQUESTED, SnapshotData, read_snapshot
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "MemoryCapture",
     "MemoryRecordingError",
     "capture_memory",
-    "known_blocks",
 ]
 
 #: Most history entries kept while recording for a cell (each allocation and each free is one).
@@ -56,13 +56,14 @@ class MemoryRecordingError(GpuMagicError, RuntimeError):
 
 @dataclass
 class MemoryCapture:
-    """One cell's recording: the ``snapshot`` (the cell's entries only), ``known`` (categories of
-    blocks allocated before it, by address), ``device_memory``, ``notes``, the ``error`` the cell
-    raised (None if it finished) and its ``value``; ``peak_counter``: the allocator's own peak after
-    the cell when the cell raised it (else None)."""
+    """One cell's recording: the ``snapshot`` (the cell's entries only), ``names`` (what the
+    namespace's names said at its start and end: ``capture.memory_names``), ``device_memory``,
+    ``notes``, the ``error`` the cell raised (None if it finished) and its ``value``;
+    ``peak_counter``: the allocator's own peak after the cell when the cell raised it (else
+    None)."""
 
     snapshot: SnapshotData
-    known: dict[int, str] = field(default_factory=dict)
+    names: MemoryNames = field(default_factory=MemoryNames)
     device_memory: int | None = None
     notes: list[str] = field(default_factory=list)
     error: BaseException | None = None
@@ -92,37 +93,14 @@ def _cell_start(snap: SnapshotData, allocs: int, frees: int) -> int | None:
     return None
 
 
-def known_blocks(namespace: Mapping[str, Any], torch: Any, device: int) -> dict[int, str]:
-    """Categories of the tensors the namespace holds, by their storage's address: modules'
-    parameters (and their gradients), optimizers' state, other CUDA tensors as inputs; values
-    directly in the namespace or one level down in a list, tuple or dict."""
-    found: dict[int, str] = {}
-
-    def add(t: Any, name: str) -> None:
-        if isinstance(t, torch.Tensor) and t.is_cuda and t.device.index == device:
-            found.setdefault(t.untyped_storage().data_ptr(), name)
-
-    values = list(namespace.values())
-    for v in list(values):
-        if isinstance(v, (list, tuple)):
-            values += list(v)[:1000]
-        elif isinstance(v, dict):
-            values += list(v.values())[:1000]
-    for v in values:
-        if isinstance(v, torch.nn.Module):
-            for p in v.parameters():
-                add(p, "parameters")
-                if p.grad is not None:
-                    add(p.grad, "gradients")
-            for b in v.buffers():
-                add(b, "parameters")
-        elif isinstance(v, torch.optim.Optimizer):
-            for state in v.state.values():
-                for t in state.values():
-                    add(t, "optimizer state")
-    for v in values:
-        add(v, "inputs")
-    return found
+def _names(namespace: Mapping[str, Any], device: int, notes: list[str]) -> NameTable:
+    """The storages the namespace names on ``device``; an empty table (and a note) if walking it
+    fails: naming is for the view, never a reason to lose the recording."""
+    try:
+        return name_storages(namespace, device)
+    except Exception as exc:  # noqa: BLE001 - a user object whose attributes raise
+        notes.append(f"The namespace's tensors could not be named ({type(exc).__name__}: {exc}).")
+        return NameTable()
 
 
 class _Recording:
@@ -214,8 +192,13 @@ def capture_memory(
         runnable.run(ns)
     torch.cuda.synchronize()
     device = torch.cuda.current_device()
-    known = known_blocks(ns, torch, device)
     notes = list(recording.notes)
+    start_names = _names(ns, device, notes)
+    try:
+        modules = module_tree(ns)
+    except Exception as exc:  # noqa: BLE001 - as _names
+        notes.append(f"The namespace's modules could not be read ({type(exc).__name__}).")
+        modules = ModuleTree()
     value = error = None
     before = _counts(torch, device)
     recording.start()
@@ -253,7 +236,7 @@ def capture_memory(
         )
     return MemoryCapture(
         snapshot=snap,
-        known=known,
+        names=MemoryNames(start_names, _names(ns, device, notes), modules),
         device_memory=int(torch.cuda.get_device_properties(device).total_memory),
         notes=notes,
         error=error,

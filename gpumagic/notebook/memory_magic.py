@@ -48,7 +48,7 @@ def profile_cell_memory(
     analysis = analyze_memory(
         got.snapshot,
         device_memory=got.device_memory,
-        known=got.known,
+        names=got.names,
         failed_request=_failed_request(got.error),
     )
     notes = list(got.notes)

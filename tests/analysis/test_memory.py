@@ -88,7 +88,7 @@ def test_known_addresses_name_the_blocks_allocated_before_the_recording():
     assert m.samples["inputs"].iloc[0] == 3 << 20
     plain = analyze_memory(read_snapshot(a.snapshot()))
     assert plain.samples["unknown"].iloc[0] == 3 << 20
-    assert plain.live_at_peak["line"].iloc[0] == "(allocated before the recording)"
+    assert plain.live_at_peak["line"].iloc[0] == "(before the recording)"
 
 
 def test_live_set_by_line_and_op_largest_first():

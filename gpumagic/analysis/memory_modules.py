@@ -1,0 +1,182 @@
+"""Which module's forward made an allocation, read off its Python stack and the modules' names.
+
+A stack holds frames of ``forward`` methods (``GPT.forward`` -> ``Block.forward`` ->
+``Attention.forward`` -> ``Linear.forward``) but not which instance ran: the four ``Block``s of a
+``ModuleList`` share one code. The names (:class:`~gpumagic.capture.memory_names.ModuleTree`) say
+which modules have which ``forward``; the instance is then found, level by level from the outermost
+frame, by three rules, each used only when the one before leaves a choice:
+
+1. **the class**: the children (or, through containers without a forward of their own such as
+   ``ModuleList``, the nearest descendants) of the module found so far whose ``forward`` is this
+   frame's code (same file and function; the line inside its range where the file is the same, so a
+   different PyTorch's line numbers still match its modules);
+2. **the calling line**: of those, the ones whose attribute name the parent's calling line spells
+   (``self.ln1(x)`` picks ``ln1`` over ``ln2``), read from the module's source file;
+3. **the order of calls**: consecutive allocations belong to one call of a forward until the line
+   inside it goes backwards (a new call) or the code changes; when a parent's call made as many
+   calls from one line as there are candidates, the ``i``-th call is the ``i``-th candidate in the
+   module's order (``blocks.0`` ... ``blocks.3`` from one loop line).
+
+Where a choice is left the allocation goes to the deepest module found for sure (``model.blocks``),
+never to a guess.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..capture.memory_names import ModuleTree
+    from ..capture.memory_snapshot import SnapshotData
+
+__all__ = ["allocation_modules"]
+
+_ATTR = re.compile(r"self\.([A-Za-z_][A-Za-z0-9_]*)")
+#: (file tail, function, first line): one forward's code
+Code = tuple[str, str, int]
+
+
+def _tail(filename: str) -> str:
+    return "/".join(filename.replace("\\", "/").rsplit("/", 2)[-2:])
+
+
+class _Matcher:
+    """Frame -> the codes of the modules' forwards it is, and code -> modules."""
+
+    def __init__(self, tree: ModuleTree) -> None:
+        self.tree = tree
+        self.by_key: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
+        self.modules_of: dict[Code, list[str]] = {}
+        self.code_of: dict[str, Code] = {}
+        self.file_of: dict[Code, str] = {}
+        for name, info in tree.modules.items():
+            if not info.function:
+                continue
+            code = (_tail(info.filename), info.function, info.first)
+            self.code_of[name] = code
+            self.file_of[code] = info.filename
+            if code not in self.modules_of:
+                self.by_key.setdefault(code[:2], []).append((info.filename, info.first, info.last))
+            self.modules_of.setdefault(code, []).append(name)
+        self.parent: dict[str, str] = {
+            c: name for name, info in tree.modules.items() for c in info.children
+        }
+
+    def code(self, frame: tuple[str, int, str]) -> Code | None:
+        filename, line, function = frame
+        options = self.by_key.get((_tail(filename), function))
+        if not options:
+            return None
+        inside = [o for o in options if o[0] == filename and o[1] <= line <= o[2]]
+        if not inside:
+            inside = [o for o in options if o[1] <= line <= o[2]] or (
+                options if len(options) == 1 else []
+            )
+        return (_tail(filename), function, inside[0][1]) if len(inside) == 1 else None
+
+    def below(self, parent: str | None, code: Code) -> list[str]:
+        """The nearest descendants of ``parent`` (the roots first where None) running ``code``."""
+        mods = self.modules_of.get(code, [])
+        if parent is None:
+            roots = [m for m in mods if m in self.tree.roots]
+            return roots or mods
+        level = list(self.tree.modules[parent].children)
+        while level:
+            hit = [m for m in level if self.code_of.get(m) == code]
+            if hit:
+                return hit
+            level = [c for m in level for c in self.tree.modules[m].children]
+        return []
+
+    def spelled(self, parent: str, line: int, options: list[str]) -> list[str]:
+        """Of ``options``, those whose attribute under ``parent`` the calling line names."""
+        code = self.code_of.get(parent)
+        text = linecache.getline(self.file_of.get(code, ""), line) if code else ""
+        attrs = set(_ATTR.findall(text))
+        if not attrs:
+            return options
+        hit = [o for o in options if o[len(parent) + 1 :].split(".", 1)[0] in attrs]
+        return hit or options
+
+
+def _chains(snap: SnapshotData, m: _Matcher) -> list[tuple[tuple[Code, int], ...]]:
+    """Per distinct stack, its forward frames outermost first: (code, line in that frame)."""
+    out = []
+    for s in range(len(snap.stacks)):
+        chain = []
+        for frame in reversed(snap.stack_frames(s)):
+            code = m.code(frame)
+            if code is not None:
+                chain.append((code, frame[1]))
+        out.append(tuple(chain))
+    return out
+
+
+def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree) -> np.ndarray:
+    """For each allocation row in ``allocs`` (the history's rows, in order): the dotted name of the
+    module whose forward made it, "" where no module's forward is on its stack (see the module's
+    docstring)."""
+    out = np.full(len(allocs), "", dtype=object)
+    if not len(tree) or not len(allocs):
+        return out
+    m = _Matcher(tree)
+    chains = _chains(snap, m)
+    stacks = snap.stack[allocs].tolist()
+    # pass 1: call identities. calls[i]: per level (call id, ordinal among its siblings, group)
+    calls: list[list[tuple[int, int, tuple]]] = [[] for _ in allocs]
+    group_size: dict[tuple, int] = {}
+    prev: Sequence[tuple[Code, int]] = ()
+    prev_ids: list[tuple[int, int, tuple]] = []
+    next_id = 0
+    for i, s in enumerate(stacks):
+        if s < 0:
+            continue  # another thread (the autograd engine's): no forward of this one
+        chain = chains[s]
+        if not chain:
+            prev, prev_ids = (), []
+            continue
+        ids: list[tuple[int, int, tuple]] = []
+        same = True
+        for j, (code, line) in enumerate(chain):
+            if same and j < len(prev) and prev[j][0] == code and line >= prev[j][1]:
+                ids.append(prev_ids[j])
+                same = line == prev[j][1]
+                continue
+            same = False
+            parent = (ids[j - 1][0], chain[j - 1][1]) if j else (-1, 0)
+            group = (*parent, code)
+            ordinal = group_size.get(group, 0)
+            group_size[group] = ordinal + 1
+            ids.append((next_id, ordinal, group))
+            next_id += 1
+        calls[i] = ids
+        prev, prev_ids = chain, ids
+    # pass 2: names, level by level
+    cache: dict[tuple, str] = {}
+    for i, s in enumerate(stacks):
+        if s < 0 or not calls[i]:
+            continue
+        chain = chains[s]
+        key = (s, *(c[0] for c in calls[i]))
+        if key in cache:
+            out[i] = cache[key]
+            continue
+        found: str | None = None
+        for (code, _), (_, ordinal, group), parent_line in zip(
+            chain, calls[i], [0] + [ln for _, ln in chain[:-1]], strict=True
+        ):
+            options = m.below(found, code)
+            if found is not None and len(options) > 1:
+                options = m.spelled(found, parent_line, options)
+            if len(options) > 1 and group_size[group] == len(options):
+                options = [options[ordinal]]
+            if len(options) != 1:
+                break
+            found = options[0]
+        cache[key] = out[i] = found or ""
+    return out

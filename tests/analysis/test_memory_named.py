@@ -1,0 +1,144 @@
+"""Every byte named, on a real H100 recording (tests/data/memory/named_step.*: one AdamW step of a
+4-block transformer, warm-up outside; the names file lists every tensor the script's names reached
+at the recording's start and end, with the allocator's own figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from gpumagic.analysis.memory import analyze_memory, block_bytes
+from gpumagic.analysis.memory_owners import BEFORE, NO_STACK
+from gpumagic.capture.memory_names import MemoryNames, NameTable, module_tree
+from gpumagic.capture.memory_snapshot import read_snapshot
+
+torch = pytest.importorskip("torch")
+
+DATA = pathlib.Path(__file__).parents[1] / "data"
+FACTS = json.loads((DATA / "memory" / "named_step_names.json").read_text())
+COLUMNS = ("category", "module", "name", "line", "op")
+
+
+def _model():
+    """The recorded model's module tree, built on the meta device (no memory, no GPU)."""
+    spec = importlib.util.spec_from_file_location(
+        "module_traces", DATA / "capture" / "module_traces.py"
+    )
+    mt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mt)
+    with torch.device("meta"):
+        return mt.GPT(layers=4, d=1024, heads=16)
+
+
+@pytest.fixture(scope="module")
+def names():
+    return MemoryNames(
+        NameTable.from_records(FACTS["start"]),
+        NameTable.from_records(FACTS["end"]),
+        module_tree({"model": _model()}),
+    )
+
+
+@pytest.fixture(scope="module")
+def snap():
+    return read_snapshot(DATA / "memory" / "named_step.pickle")
+
+
+@pytest.fixture(scope="module")
+def named(snap, names):
+    return analyze_memory(snap, names=names)
+
+
+def _sum(rows, kind):
+    return int(block_bytes(np.array([r["bytes"] for r in rows if r["category"] == kind])).sum())
+
+
+def test_the_peak_and_the_start_are_the_allocators(named):
+    assert named.peak_bytes == FACTS["max_memory_allocated"]
+    assert named.start_allocated == FACTS["memory_allocated_before"]
+
+
+def test_parameters_gradients_and_optimizer_state_equal_the_names_sums(named):
+    at_peak, at_end = named.category_at_peak, named.by("category", at="end").set_index("category")
+    for category, kind, got in (
+        ("parameters", "parameter", at_peak["parameters"]),
+        ("optimizer state", "optimizer state", at_peak["optimizer state"]),
+        ("gradients", "gradient", int(at_end.loc["gradients", "bytes"])),
+    ):
+        want = _sum(FACTS["end"], kind)
+        assert want > 0 and abs(got - want) <= 0.01 * want, category
+    assert at_peak["inputs"] == _sum(FACTS["start"], "input")
+
+
+def test_blocks_from_before_the_recording_are_no_longer_unknown(snap, names, named):
+    live = named.live_at_peak
+    before = live[live["allocated_ms"].isna()]
+    plain = analyze_memory(snap)  # without names, what it was: all of it unknown
+    assert plain.category_at_peak["unknown"] == int(before["bytes"].sum()) > 0
+    named_before = before[before["name"] != ""]
+    assert int(named_before["bytes"].sum()) >= 0.9 * int(before["bytes"].sum())
+    assert set(named_before["category"]) <= {"parameters", "optimizer state", "inputs", "gradients"}
+    # what is left unknown is exactly what no name reaches (library workspaces)
+    assert named.category_at_peak["unknown"] == int(before.loc[before["name"] == "", "bytes"].sum())
+    assert named_before["name"].str.startswith(("model.", "opt.state[model.", "idx")).all()
+
+
+@pytest.mark.parametrize("at", ["peak", "end"])
+def test_every_breakdown_sums_to_the_allocated_bytes_to_the_byte(named, at):
+    total = named.peak_bytes if at == "peak" else named.at_end["allocated"]
+    tables = {c: named.by(c, at=at) for c in COLUMNS}
+    for column, table in tables.items():
+        assert int(table["bytes"].sum()) == total, column
+    counts = {c: int(t["count"].sum()) for c, t in tables.items()}
+    assert len(set(counts.values())) == 1  # every block in each breakdown, once
+
+    def special(column):
+        t = tables[column].set_index(column)["bytes"]
+        return {k: int(t.get(k, 0)) for k in (BEFORE, NO_STACK)}
+
+    assert special("line") == special("op")
+    assert special("line")[BEFORE] > 0 and special("line")[NO_STACK] >= 0
+    # the module breakdown keeps there only what no name places
+    for k, v in special("module").items():
+        assert v <= special("line")[k]
+
+
+def test_activations_go_to_the_module_whose_forward_made_them(named):
+    live = named.live_at_peak
+    act = live[live["category"] == "activations"]
+    in_modules = act[act["module"].str.startswith("model.")]
+    assert in_modules["bytes"].sum() >= 0.85 * act["bytes"].sum()  # the rest: the loss, in the step
+    # made inside a module (an nn op on the stack): never left to "outside any module"
+    nn_made = act[act["op"].str.startswith("torch.nn.modules.")]
+    assert nn_made["module"].str.startswith("model.").all()
+    # the four blocks told apart (one loop line calls them all): each holds the same bytes
+    per_block = {
+        i: int(act.loc[act["module"].str.startswith(f"model.blocks.{i}."), "bytes"].sum())
+        for i in range(4)
+    }
+    assert len(set(per_block.values())) == 1 and per_block[0] > 0
+    # the two Linears of one Sequential told apart by the order of calls, ln1/ln2 by the line
+    modules = set(act["module"])
+    assert {"model.blocks.0.mlp.0", "model.blocks.0.mlp.2", "model.blocks.0.ln1"} <= modules | set(
+        live["module"]
+    )
+
+
+def test_a_parameter_also_bound_to_a_name_is_counted_once(snap, names, named):
+    p = next(r for r in FACTS["start"] if r["name"] == "model.head.weight")
+    alias = {**p, "name": "w", "category": "input"}
+    twice = MemoryNames(
+        NameTable.from_records([alias, *FACTS["start"]]),
+        NameTable.from_records([alias, *FACTS["end"]]),
+        names.modules,
+    )
+    assert len(twice.start) == len(names.start)
+    m = analyze_memory(snap, names=twice)
+    assert m.peak_bytes == named.peak_bytes
+    assert m.category_at_peak == named.category_at_peak
+    assert "w" not in set(m.live_at_peak["name"])
+    assert "model.head.weight" in set(m.live_at_peak["name"])
