@@ -500,6 +500,19 @@ class Trace:
             return 0
         return int(iv["end"].max() - iv["start"].min())
 
+    def by_module(self, model: Any = None, memops: bool = True) -> pd.DataFrame:
+        """GPU time by ``nn.Module``, forward and backward, the outside row making the total
+        (``trace.code_rows``); ``model``, the live module, names the rows as the code does."""
+        from .code_rows import by_module
+
+        return by_module(self, model, memops)
+
+    def by_line(self, memops: bool = True) -> pd.DataFrame:
+        """GPU time by line of the cell (by function of the user's files in a loaded trace)."""
+        from .code_rows import by_line
+
+        return by_line(self, memops)
+
     # --- persistence
     # ------------------------------------------------------------------------------------------
     def to_json(self) -> str:

@@ -1,0 +1,256 @@
+"""Where the GPU time goes in the user's own code: every kernel and memory operation of a Trace put
+on one module and one line, forward or backward (``Trace.by_module()``, ``Trace.by_line()``).
+
+The chain, for each piece of GPU work:
+- the CUDA call that launched it, by correlation id, and the innermost torch op around that call on
+  its thread (:func:`gpumagic.trace.summaries.launching_op_rows`);
+- forward or backward: work launched inside an op autograd runs for a backward node
+  (``autograd::engine::evaluate_function: ...``, a "Sequence number" and a "Fwd thread id" above 0)
+  is backward. Its forward op is the op that recorded the same sequence number going forward, and
+  the backward work is put where that forward op ran: on its module and its line. So a layer's row
+  holds its forward and its backward, and ``loss.backward()`` is not one line that costs everything;
+- the module: the innermost ``nn.Module`` forward (a Python frame, recorded ``with_modules``) around
+  the launch, or around the forward op for backward work;
+- the line: the innermost ``gpumagic line N`` range around the launch (the ranges ``%%gpuprofile``
+  pushes around each statement of a cell), else the innermost Python frame of the user's own files
+  (recorded ``with_stack``; such a frame names its function's first line, so a loaded trace is told
+  by function). Backward work is launched on autograd's own thread, where no line range is open: it
+  goes to the line the cell's thread was running then (``loss.backward()``), and its forward work's
+  line gets it as ``bwd_ns``.
+
+Nothing is dropped: work no module or line holds is the "outside" row, which says what it was (the
+optimizer's step, the loss, gradients accumulated, work before the first module). Each table's
+rows sum exactly to the work's total. A capture on the CPU (no GPU) attributes its torch ops' CPU
+time the same way, so a cell's view can be read (and tested) without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..units import format_ns
+from .code_frames import (
+    LINE_RANGE,
+    MODULE_PREFIX,
+    Nest,
+    code_tables,
+    is_library_file,
+    parse_frame,
+)
+from .summaries import launching_op_rows
+
+__all__ = ["NO_LINES", "NO_MODULES", "Attribution", "attribution", "top_whats"]
+
+#: What a trace without module frames needs, said instead of a made-up split.
+NO_MODULES = (
+    "This trace has no module information, so its time is not split by module: record it with "
+    "torch.profiler.profile(with_modules=True, with_stack=True) (%%gpuprofile records both)."
+)
+#: What a trace without Python frames or cell-line ranges needs.
+NO_LINES = (
+    "This trace has no Python stacks, so its time is not split by line: record it with "
+    "torch.profiler.profile(with_stack=True) (%%gpuprofile marks each line of the cell)."
+)
+OUTSIDE_MODULES = "(outside every module)"
+OUTSIDE_LINES = "(outside the cell's lines)"
+
+
+@dataclass
+class Attribution:
+    """One row per piece of work (``items``): ``dur`` (ns), ``backward``, ``module`` (the path of
+    instance names, "GPT_0.Block_1.Attention_1"; None outside every module), ``line`` (the line
+    of the forward work, or the launching line for forward work), ``launch_line`` (the line
+    whose execution launched it), ``what`` (its forward op or range, for the outside rows); and
+    what the trace holds: ``unit`` ("GPU" or "CPU"), ``has_modules``, ``lines`` ("cell",
+    "stack" or "")."""
+
+    items: pd.DataFrame
+    unit: str
+    has_modules: bool
+    lines: str
+    #: line key -> its text (the cell's source, or "file(LINE): func" of a frame).
+    line_text: dict[Any, str]
+    #: Every module path, in the order their forwards first started.
+    module_paths: list[str]
+
+    @property
+    def total_ns(self) -> int:
+        return int(self.items["dur"].sum())
+
+
+def attribution(trace: Any, memops: bool = True) -> Attribution:
+    """The attribution of ``trace``'s GPU work (kernels, and memory operations with ``memops``); of
+    its torch ops' CPU time where it recorded no GPU work (a capture on the CPU). Kept per Trace."""
+    return trace.memo(f"by_code.attribution.{memops}", lambda: _attribute(trace, memops))
+
+
+def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
+    """The pieces of work: dur, thread and time of the launch, the launching op's row; and the
+    unit. GPU work where the trace recorded kernels; else the outermost torch ops (CPU time)."""
+    ops, api = trace.ops, trace.api
+    if trace.recorded("kernels") or not trace.kernels.empty:
+        tables = [trace.kernels] + ([trace.memops] if memops and not trace.memops.empty else [])
+        gpu = pd.concat(
+            [t[["name", "start", "end", "correlation"]] for t in tables], ignore_index=True
+        )
+        launch = (
+            api.dropna(subset=["correlation"])
+            .drop_duplicates("correlation")
+            .set_index("correlation")
+            if not api.empty
+            else pd.DataFrame(columns=["start", "thread"])
+        )
+        found = gpu["correlation"].map(launch["start"]) if len(launch) else None
+        return (
+            pd.DataFrame(
+                {
+                    "name": gpu["name"].astype(str),
+                    "dur": (gpu["end"] - gpu["start"]).astype("int64"),
+                    "at": found if found is not None else np.nan,
+                    "thread": gpu["correlation"].map(launch["thread"]) if len(launch) else None,
+                    "op": launching_op_rows(ops, gpu, api),
+                }
+            ),
+            "GPU",
+        )
+    top = ops[ops["depth"] == 0] if not ops.empty else ops
+    return (
+        pd.DataFrame(
+            {
+                "name": top["name"].astype(str).to_numpy(),
+                "dur": (top["end"] - top["start"]).astype("int64").to_numpy(),
+                "at": top["start"].to_numpy(),
+                "thread": top["thread"].to_numpy(),
+                "op": np.flatnonzero((ops["depth"] == 0).to_numpy()) if not ops.empty else [],
+            }
+        ),
+        "CPU",
+    )
+
+
+def _attribute(trace: Any, memops: bool) -> Attribution:
+    work, unit = _work(trace, memops)
+    frames, auto = code_tables(trace)
+    at = work["at"].to_numpy(dtype=np.float64)
+    threads = work["thread"].tolist()
+
+    # backward: inside an op autograd ran for a backward node; its forward op by sequence number
+    bwd = auto[auto["fwd_thread"] > 0].reset_index(drop=True)
+    fwd = auto[auto["fwd_thread"] <= 0].sort_values("start").drop_duplicates("seq")
+    inside = Nest(bwd["start"], bwd["end"], bwd["thread"]).innermost(threads, at)
+    seq = np.where(inside >= 0, bwd["seq"].to_numpy()[np.maximum(inside, 0)], -1)
+    fwd_at = dict(zip(fwd["seq"], zip(fwd["thread"], fwd["start"])))
+    fwd_name = dict(zip(fwd["seq"], fwd["name"]))
+    backward = inside >= 0
+    origin = [
+        fwd_at.get(s, (None, np.nan)) if b else (t, a)
+        for b, s, t, a in zip(backward.tolist(), seq.tolist(), threads, at.tolist())
+    ]
+    o_thread = [o[0] for o in origin]
+    o_at = [o[1] for o in origin]
+
+    # modules
+    is_module = frames["name"].str.startswith(MODULE_PREFIX)
+    mods = frames[is_module].reset_index(drop=True)
+    mod_nest = Nest(mods["start"], mods["end"], mods["thread"])
+    paths = _paths(mod_nest, [n[len(MODULE_PREFIX) :] for n in mods["name"]])
+    held = mod_nest.innermost(o_thread, o_at)
+    module = [paths[i] if i >= 0 else None for i in held.tolist()]
+
+    # lines: the cell's ranges, else the user's own frames
+    nvtx = trace.nvtx
+    ranges = nvtx[nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)] if len(nvtx) else nvtx
+    line_text: dict[Any, str] = {}
+    if len(ranges):
+        kind = "cell"
+        keys = [int(LINE_RANGE.match(t)[1]) for t in ranges["text"]]
+        source = str(trace.meta.get("cell_source") or "").splitlines()
+        for k in keys:
+            line_text[k] = source[k - 1].strip() if 0 < k <= len(source) else ""
+        line_nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
+    else:
+        parsed = [parse_frame(n) for n in frames["name"]]
+        user = [p is not None and not is_library_file(p[0]) for p in parsed]
+        user_frames = frames[np.asarray(user, dtype=bool)].reset_index(drop=True)
+        keys = [f"{f}({n}): {fn}" for f, n, fn in (p for p, u in zip(parsed, user) if u)]
+        line_text = {k: k for k in keys}
+        kind = "stack" if len(user_frames) else ""
+        line_nest = Nest(user_frames["start"], user_frames["end"], user_frames["thread"])
+    main = line_nest.threads()[:1]
+
+    def line_of(thread: list[Any], when: list[float]) -> list[Any]:
+        found = line_nest.innermost(thread, when)
+        if main:  # work on another thread (autograd's): the line the main thread was running
+            lost = np.flatnonzero(found < 0)
+            if len(lost):
+                found[lost] = line_nest.innermost(main * len(lost), [when[i] for i in lost])
+        return [keys[i] if i >= 0 else None for i in found.tolist()]
+
+    items = pd.DataFrame(
+        {
+            "name": work["name"],
+            "dur": work["dur"].astype("int64"),
+            "backward": backward,
+            "seq": seq,
+            "module": module,
+            "line": line_of(o_thread, o_at) if kind else None,
+            "launch_line": line_of(threads, at.tolist()) if kind else None,
+            "what": _what(trace, work, backward, seq, fwd_name),
+        }
+    )
+    first = pd.Series(mods["start"].to_numpy(), index=paths).groupby(level=0).min().sort_values()
+    return Attribution(items, unit, bool(len(mods)), kind, line_text, first.index.tolist())
+
+
+def _paths(nest: Nest, names: list[str]) -> list[str]:
+    """Each module frame's path of instance names, outermost first ("GPT_0.Block_1")."""
+    return [".".join(names[j] for j in reversed(nest.ancestors(i))) for i in range(len(names))]
+
+
+def _what(
+    trace: Any, work: pd.DataFrame, backward: np.ndarray, seq: np.ndarray, fwd_name: dict
+) -> list[str]:
+    """What each piece of work was, as the outside rows say it: the torch range around it (the
+    optimizer's ``Optimizer.step#AdamW.step``; not a range around a module's forward, such as the
+    cell's own, too coarse to say anything), else its forward op for backward work ("backward of
+    aten::nll_loss"), else the outermost op that launched it."""
+    ops, nvtx = trace.ops, trace.nvtx
+    named = nvtx[~nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)] if len(nvtx) else nvtx
+    named = named.reset_index(drop=True)
+    rng = Nest(named["start"], named["end"], named["thread"])
+    frames, _ = code_tables(trace)
+    mods = frames[frames["name"].str.startswith(MODULE_PREFIX)]
+    held = rng.innermost(mods["thread"].tolist(), mods["start"].tolist())
+    coarse = {a for j in set(held.tolist()) if j >= 0 for a in rng.ancestors(j)}
+    texts = [None if i in coarse else t for i, t in enumerate(named["text"].astype(str))]
+    inside = rng.innermost(work["thread"].tolist(), work["at"].tolist())
+    op_nest = Nest(ops["start"], ops["end"], ops["thread"])
+    names = ops["name"].astype(str).tolist()
+    out = []
+    for i, (b, s, r, o) in enumerate(zip(backward, seq, inside.tolist(), work["op"].tolist())):
+        while r >= 0 and texts[r] is None:
+            r = int(rng.parent[r])
+        if r >= 0:
+            out.append(texts[r])
+        elif b:
+            out.append(f"backward of {fwd_name.get(s, 'an op before the capture')}")
+        elif o >= 0:
+            out.append(names[op_nest.ancestors(int(o))[-1]])
+        else:
+            out.append(str(work["name"].iat[i])[:60] + " (no launching op)")
+    return out
+
+
+def top_whats(items: pd.DataFrame, n: int = 3) -> str:
+    """The largest things in ``items`` by time, as a phrase ("Optimizer.step#AdamW.step 4.1 ms,
+    ...")."""
+    if items.empty:
+        return ""
+    by = items.groupby("what")["dur"].sum().sort_values(ascending=False)
+    parts = [f"{w} {format_ns(ns)}" for w, ns in by.head(n).items()]
+    rest = len(by) - n
+    return ", ".join(parts) + (f" and {rest} more" if rest > 0 else "")

@@ -1,0 +1,296 @@
+"""The by-code tables: ``Trace.by_module()`` and ``Trace.by_line()`` as DataFrames, from the
+attribution of :mod:`.by_code`.
+
+Both sum exactly to the work's total: every piece of work is on one row, the "outside" row included
+(its ``why`` says what that work was). In the module table ``fwd_ns``/``bwd_ns`` include the
+module's children (a tree), ``self_fwd_ns``/``self_bwd_ns`` do not: the top-level rows' totals, or
+every row's self time, plus the outside row make the total. In the line table ``fwd_ns``/``bwd_ns``
+are the line's forward work and the backward of that work wherever it ran; ``launched_ns`` is what
+the line's own execution launched (``loss.backward()`` launches the backward), ``launched_bwd_ns``
+the backward part of it: each column sums to the total on its own.
+
+Module names: a trace names instances (``Block_1``: the profiler numbers each class's instances in
+the order it first met them). Given the live model, :func:`dotted_names` matches the trace's module
+tree to ``named_children()``: under each module, the k-th instance of a class that its forward
+called is the k-th child of that class (containers that are never called, such as a ModuleList,
+looked through), so the rows read as the code does (``blocks.1.attn``). It costs nothing at run
+time, which hooks on every module's forward would not (and a hook would change what torch.compile
+traces).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from .by_code import (
+    NO_LINES,
+    NO_MODULES,
+    OUTSIDE_LINES,
+    OUTSIDE_MODULES,
+    Attribution,
+    attribution,
+    top_whats,
+)
+
+__all__ = [
+    "LINE_COLUMNS",
+    "MODULE_COLUMNS",
+    "by_line",
+    "by_module",
+    "dotted_names",
+    "line_rows",
+    "module_rows",
+]
+
+MODULE_COLUMNS = [
+    "module",
+    "instance",
+    "depth",
+    "fwd_ns",
+    "bwd_ns",
+    "total_ns",
+    "self_fwd_ns",
+    "self_bwd_ns",
+    "kernels",
+    "share",
+    "why",
+]
+LINE_COLUMNS = [
+    "line",
+    "source",
+    "fwd_ns",
+    "bwd_ns",
+    "total_ns",
+    "launched_ns",
+    "launched_bwd_ns",
+    "kernels",
+    "share",
+    "why",
+]
+
+
+#: How a loaded trace's line rows read.
+STACK_LINES = (
+    "By function: a trace's Python frames name each function's first line, not the line that "
+    "ran (%%gpuprofile marks each line of a cell)."
+)
+
+
+def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFrame:
+    """``Trace.by_module``: the module table of ``trace`` (:func:`module_rows`), its rows named by
+    ``model`` (the live module, or name -> module: :func:`dotted_names`) where given, else by the
+    names the capture found (``meta["module_names"]``), else by instance."""
+    attr = attribution(trace, memops)
+    names = dotted_names(attr, model) if model is not None else trace.meta.get("module_names")
+    return module_rows(attr, names)
+
+
+def by_line(trace: Any, memops: bool = True) -> pd.DataFrame:
+    """``Trace.by_line``: the line table of ``trace`` (:func:`line_rows`)."""
+    return line_rows(attribution(trace, memops))
+
+
+def _empty(columns: list[str], note: str) -> pd.DataFrame:
+    df = pd.DataFrame({c: [] for c in columns})
+    df.attrs["note"] = note
+    return df
+
+
+def _share(ns: int, total: int) -> float:
+    return ns / total if total else 0.0
+
+
+def module_rows(attr: Attribution, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per module (tree order: each module before its children, children in the order
+    they first ran), then the outside row. ``names``: instance path -> the name to show
+    (:func:`dotted_names`); the instance path where it has none. A trace without module frames
+    gives no rows and says why in ``attrs["note"]``."""
+    if not attr.has_modules:
+        return _empty(MODULE_COLUMNS, NO_MODULES)
+    items, total = attr.items, attr.total_ns
+    names = names or {}
+    fwd: dict[str, int] = defaultdict(int)
+    bwd: dict[str, int] = defaultdict(int)
+    count: dict[str, int] = defaultdict(int)
+    held = items[items["module"].notna()]
+    own = held.groupby(["module", "backward"])["dur"].agg(["sum", "count"])
+    self_fwd: dict[str, int] = defaultdict(int)
+    self_bwd: dict[str, int] = defaultdict(int)
+    for (path, backward), row in own.iterrows():
+        (self_bwd if backward else self_fwd)[path] += int(row["sum"])
+        parts = path.split(".")
+        for i in range(1, len(parts) + 1):
+            p = ".".join(parts[:i])
+            (bwd if backward else fwd)[p] += int(row["sum"])
+            count[p] += int(row["count"])
+    rows = []
+    for path in _tree_order(attr.module_paths):
+        rows.append(
+            {
+                "module": names.get(path, path),
+                "instance": path,
+                "depth": path.count("."),
+                "fwd_ns": fwd[path],
+                "bwd_ns": bwd[path],
+                "total_ns": fwd[path] + bwd[path],
+                "self_fwd_ns": self_fwd[path],
+                "self_bwd_ns": self_bwd[path],
+                "kernels": count[path],
+                "share": _share(fwd[path] + bwd[path], total),
+                "why": "",
+            }
+        )
+    out = items[items["module"].isna()]
+    rows.append(_outside(OUTSIDE_MODULES, out, total, {"instance": "", "depth": 0}, "self_"))
+    return pd.DataFrame(rows, columns=MODULE_COLUMNS)
+
+
+def _outside(
+    label: str, out: pd.DataFrame, total: int, extra: dict[str, Any], self_prefix: str
+) -> dict[str, Any]:
+    f = int(out.loc[~out["backward"], "dur"].sum())
+    b = int(out.loc[out["backward"], "dur"].sum())
+    row = {
+        "fwd_ns": f,
+        "bwd_ns": b,
+        "total_ns": f + b,
+        "kernels": len(out),
+        "share": _share(f + b, total),
+        "why": top_whats(out),
+        **extra,
+    }
+    if self_prefix:
+        row |= {"module": label, "self_fwd_ns": f, "self_bwd_ns": b}
+    else:
+        row |= {"line": pd.NA, "source": label}
+    return row
+
+
+def _tree_order(paths: list[str]) -> list[str]:
+    """Each path before its children, siblings in ``paths``' order (first run first)."""
+    rank = {p: i for i, p in enumerate(paths)}
+    children: dict[str, list[str]] = defaultdict(list)
+    for p in paths:
+        children[p.rsplit(".", 1)[0] if "." in p else ""].append(p)
+    out: list[str] = []
+
+    def walk(p: str) -> None:
+        for c in sorted(children.get(p, []), key=rank.__getitem__):
+            out.append(c)
+            walk(c)
+
+    walk("")
+    return out
+
+
+def line_rows(attr: Attribution) -> pd.DataFrame:
+    """One row per line of the cell (in order; lines that ran and launched nothing show 0), or per
+    function of the user's files in a loaded trace (largest first), then the outside row. A trace
+    with neither cell-line ranges nor Python stacks gives no rows and says why in
+    ``attrs["note"]``."""
+    if not attr.lines:
+        return _empty(LINE_COLUMNS, NO_LINES)
+    items, total = attr.items, attr.total_ns
+    keys = list(dict.fromkeys(attr.line_text))
+    got = items[items["line"].notna()].groupby(["line", "backward"])["dur"].agg(["sum", "count"])
+    launched = items[items["launch_line"].notna()].groupby(["launch_line", "backward"])["dur"].sum()
+    rows = []
+    for key in keys:
+        f = int(got["sum"].get((key, False), 0))
+        b = int(got["sum"].get((key, True), 0))
+        lf = int(launched.get((key, False), 0))
+        lb = int(launched.get((key, True), 0))
+        n = int(got["count"].get((key, False), 0) + got["count"].get((key, True), 0))
+        rows.append(
+            {
+                "line": key if attr.lines == "cell" else _first_line(key),
+                "source": attr.line_text[key],
+                "fwd_ns": f,
+                "bwd_ns": b,
+                "total_ns": f + b,
+                "launched_ns": lf + lb,
+                "launched_bwd_ns": lb,
+                "kernels": n,
+                "share": _share(f + b, total),
+                "why": "",
+            }
+        )
+    df = pd.DataFrame(rows, columns=LINE_COLUMNS)
+    if attr.lines == "cell":
+        df = df.sort_values("line", kind="stable")
+    else:  # the functions that ran GPU work, largest first: the frames around them add nothing
+        df = df[(df["total_ns"] > 0) | (df["launched_ns"] > 0)]
+        df = df.sort_values("total_ns", ascending=False, kind="stable")
+    out = items[items["line"].isna()]
+    row = _outside(OUTSIDE_LINES, out, total, {}, "")
+    not_launched = items[items["launch_line"].isna()]
+    row["launched_ns"] = int(not_launched["dur"].sum())
+    row["launched_bwd_ns"] = int(not_launched.loc[not_launched["backward"], "dur"].sum())
+    df = pd.concat([df, pd.DataFrame([row], columns=LINE_COLUMNS)], ignore_index=True)
+    df["line"] = df["line"].astype("Int64")
+    if attr.lines == "stack":
+        df.attrs["note"] = STACK_LINES
+    return df
+
+
+def _first_line(key: str) -> int:
+    """The function's first line of a frame key ``file.py(LINE): func``."""
+    return int(key.rsplit("(", 1)[1].split(")", 1)[0])
+
+
+def dotted_names(attr: Attribution, roots: Mapping[str, Any] | Any) -> dict[str, str]:
+    """Instance path -> dotted name (``"GPT_0.Block_1.Attention_1"`` -> ``"blocks.1.attn"``), from
+    the live modules (``roots``: one module, or name -> module). A top-level module is named by its
+    key in ``roots`` where several are given (its class's instance name where one is), its
+    children by their dotted path under it. Paths that match nothing keep their instance name."""
+    if not isinstance(roots, Mapping):
+        roots = {"": roots}
+    children: dict[str, list[str]] = defaultdict(list)
+    for p in attr.module_paths:
+        children[p.rsplit(".", 1)[0] if "." in p else ""].append(p)
+    out: dict[str, str] = {}
+    used: set[int] = set()
+    for path in children[""]:
+        cls = _class(path)
+        for key, mod in roots.items():
+            if type(mod).__name__ == cls and id(mod) not in used:
+                used.add(id(mod))
+                out[path] = key or path
+                _match(path, mod, "", children, out, key)
+                break
+    return out
+
+
+def _match(
+    path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict, root: str
+) -> None:
+    kids = children.get(path, [])
+    classes = {_class(k) for k in kids}
+    found: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+
+    def look(m: Any, prefix: str) -> None:
+        for name, child in m.named_children():
+            full = f"{prefix}{name}"
+            if type(child).__name__ in classes:
+                found[type(child).__name__].append((full, child))
+            else:
+                look(child, full + ".")
+
+    look(mod, f"{dotted}." if dotted else "")
+    taken: dict[str, int] = defaultdict(int)
+    for k in kids:
+        cls = _class(k)
+        if taken[cls] < len(found[cls]):
+            name, child = found[cls][taken[cls]]
+            taken[cls] += 1
+            out[k] = f"{root}.{name}" if root else name
+            _match(k, child, name, children, out, root)
+
+
+def _class(path: str) -> str:
+    """The class of an instance path's last module ("GPT_0.Block_1" -> "Block")."""
+    return path.rsplit(".", 1)[-1].rsplit("_", 1)[0]
