@@ -43,6 +43,7 @@ import pandas as pd
 
 from .finding import Finding
 from .memory_findings import findings_of, format_bytes, repeated_allocations
+from .memory_levers import levers_of
 from .memory_owners import owners
 from .memory_sites import site_of
 
@@ -422,7 +423,7 @@ def analyze_memory(
     result.repeats = repeated_allocations(
         line_of[stacked][temp], op_of[stacked][temp], sizes[temp], allocs[temp], ends[temp]
     )
-    result.findings = findings_of(result)
+    result.findings = findings_of(result) + levers_of(result, names)
     return result
 
 

@@ -54,6 +54,16 @@ _CATEGORY = {
 #: Values looked at inside one list, tuple or dict of the namespace.
 CONTAINER_ITEMS = 1000
 _SKIP = {"In", "Out", "exit", "quit", "get_ipython"}
+_ITEMSIZE = {
+    f"torch.{name}": size
+    for size, names in (
+        (8, ("float64", "int64", "complex64")),
+        (4, ("float32", "int32")),
+        (2, ("float16", "bfloat16", "int16")),
+        (1, ("uint8", "int8", "bool", "float8_e4m3fn", "float8_e5m2")),
+    )
+    for name in names
+}
 
 
 @dataclass
@@ -61,11 +71,12 @@ class NameTable:
     """Storage address -> name, for one moment (the recording's start or end). ``rows``: a frame
     with ``addr``, ``name``, ``kind`` (one of :data:`PRECEDENCE`), ``category`` (the memory view's
     category), ``module`` (the dotted module that holds it: a parameter's, a gradient's and an
-    optimizer state's module; the name itself for other tensors) and ``bytes`` (the storage's)."""
+    optimizer state's module; the name itself for other tensors), ``bytes`` (the storage's) and
+    ``itemsize`` (bytes per element of the tensor that named it; 0 where unknown)."""
 
     rows: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(
-            columns=["addr", "name", "kind", "category", "module", "bytes"]
+            columns=["addr", "name", "kind", "category", "module", "bytes", "itemsize"]
         )
     )
 
@@ -90,9 +101,9 @@ class NameTable:
     def from_records(cls, records: Iterable[Mapping[str, Any]]) -> NameTable:
         """A table from plain records (``addr`` or ``data_ptr``, ``name``, ``kind`` or
         ``category`` in :data:`PRECEDENCE`'s words, ``bytes`` or ``storage_bytes``, optional
-        ``module``), e.g. a names file written on a GPU machine; the precedence applies as in a
-        live walk."""
-        found: dict[int, tuple[int, int, str, str, str, int]] = {}
+        ``module``, ``itemsize`` or a ``dtype`` such as "torch.float32"), e.g. a names file
+        written on a GPU machine; the precedence applies as in a live walk."""
+        found: dict[int, tuple[int, int, str, str, str, int, int]] = {}
         for order, rec in enumerate(records):
             kind = str(rec.get("kind", rec.get("category", "")))
             if kind not in _CATEGORY:
@@ -103,20 +114,18 @@ class NameTable:
             nbytes = int(rec.get("storage_bytes", rec.get("bytes", 0)))
             name = str(rec["name"])
             module = str(rec.get("module") or owner_module(name, kind))
+            itemsize = int(rec.get("itemsize") or _ITEMSIZE.get(str(rec.get("dtype", "")), 0))
             key = (PRECEDENCE.index(kind), order)
             if addr and (addr not in found or key < found[addr][:2]):
-                found[addr] = (*key, name, kind, module, nbytes)
-        return _table(
-            (a, name, kind, module, nbytes)
-            for a, (_, _, name, kind, module, nbytes) in found.items()
-        )
+                found[addr] = (*key, name, kind, module, nbytes, itemsize)
+        return _table((a, *row[2:]) for a, row in found.items())
 
 
-def _table(rows: Iterable[tuple[int, str, str, str, int]]) -> NameTable:
+def _table(rows: Iterable[tuple[int, str, str, str, int, int]]) -> NameTable:
     rows = list(rows)
-    df = pd.DataFrame(rows, columns=["addr", "name", "kind", "module", "bytes"])
+    df = pd.DataFrame(rows, columns=["addr", "name", "kind", "module", "bytes", "itemsize"])
     df.insert(3, "category", df["kind"].map(_CATEGORY))
-    return NameTable(df.astype({"addr": "int64", "bytes": "int64"}))
+    return NameTable(df.astype({"addr": "int64", "bytes": "int64", "itemsize": "int64"}))
 
 
 def owner_module(name: str, kind: str) -> str:
@@ -194,7 +203,7 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
         else torch.device(device if not isinstance(device, int) else f"cuda:{device}")
     )
     tensor_cls = torch.Tensor
-    found: dict[int, tuple[str, str, str, int]] = {}
+    found: dict[int, tuple[str, str, str, int, int]] = {}
 
     def add(t: Any, name: str, kind: str, module: str) -> None:
         if not isinstance(t, tensor_cls) or t.is_meta:
@@ -209,7 +218,7 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
         except (RuntimeError, NotImplementedError):  # sparse, nested, a tensor subclass
             return
         if addr and addr not in found:
-            found[addr] = (name, kind, module, int(s.nbytes()))
+            found[addr] = (name, kind, module, int(s.nbytes()), int(t.element_size()))
 
     modules, optimizers, others = _modules_and_optimizers(torch, namespace)
     param_names: dict[int, str] = {}
@@ -240,7 +249,7 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
                 add(value, f"{oname}.state[{pname}][{key!r}]", "optimizer state", module)
     for name, v in others:
         add(v, name, "input", name)
-    return _table((a, n, k, m, b) for a, (n, k, m, b) in found.items())
+    return _table((a, *row) for a, row in found.items())
 
 
 @dataclass(frozen=True)

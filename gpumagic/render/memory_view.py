@@ -103,6 +103,12 @@ class MemoryView(FigurePage):
             return "oom", "Alive when it ran out of memory"
         return "peak", "Alive at the peak"
 
+    def _columns(self) -> list[tuple[str, str]]:
+        """The breakdowns shown: by module where names placed any block, by line, by op."""
+        live = self.analysis.live_at_peak
+        named = "module" in live and (~live["module"].str.startswith("(")).any()
+        return [("module", "module")] * bool(named) + [("line", "source line"), ("op", "op")]
+
     def _same_live_sets(self) -> bool:
         m = self.analysis
         a, b = m.live_at_oom, m.live_at_peak
@@ -115,11 +121,11 @@ class MemoryView(FigurePage):
         lines = [self.summary_line()]
         lines += [f"  {f.message}" for f in m.findings]
         at, head = self._focus()
-        for column in ("line", "op"):
+        for column, word in self._columns():
             g = m.by(column, at).head(self.top)
             if g.empty:
                 continue
-            lines.append(f"  {head}, by {'source line' if column == 'line' else 'op'}:")
+            lines.append(f"  {head}, by {word}:")
             for _, r in g.iterrows():
                 lines.append(
                     f"    {format_bytes(r['bytes']):>10} {r['share']:>5.0%} {r['count']:>5}  "
@@ -193,7 +199,7 @@ class MemoryView(FigurePage):
     def _live_html(self, at: str, head: str) -> str:
         m = self.analysis
         blocks = []
-        for column, name in (("line", "your source line"), ("op", "op")):
+        for column, name in self._columns():
             g = m.by(column, at)
             if g.empty:
                 continue

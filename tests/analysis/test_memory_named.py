@@ -142,3 +142,46 @@ def test_a_parameter_also_bound_to_a_name_is_counted_once(snap, names, named):
     assert m.category_at_peak == named.category_at_peak
     assert "w" not in set(m.live_at_peak["name"])
     assert "model.head.weight" in set(m.live_at_peak["name"])
+
+
+def test_what_would_change_it_estimates_from_the_named_breakdown(snap, named):
+    est = {f.kind: f for f in named.findings if f.kind.startswith("memory_estimate_")}
+    assert set(est) == {
+        "memory_estimate_precision",
+        "memory_estimate_checkpointing",
+        "memory_estimate_batch",
+    }
+    assert all(f.message.startswith("Estimate: ") for f in est.values())
+    cats = named.category_at_peak
+    # every named parameter and optimizer state of this model is fp32: bf16 halves them
+    fixed = cats["parameters"] + cats["optimizer state"] + cats["gradients"]
+    assert est["memory_estimate_precision"].numbers["saved_bytes"] == fixed // 2
+    ck = est["memory_estimate_checkpointing"].numbers
+    assert sorted(ck["by_module"]) == [f"model.blocks.{i}" for i in range(4)]
+    assert ck["saved_bytes"] == ck["activation_bytes"] - max(ck["by_module"].values())
+    assert ck["activation_bytes"] <= cats["activations"]
+    grows = cats["activations"] + cats["temporaries"] + cats["inputs"]
+    assert est["memory_estimate_batch"].numbers["grows_bytes"] == grows
+    # without names the parts cannot be told apart: no estimates
+    plain = analyze_memory(snap)
+    assert not [f for f in plain.findings if f.kind.startswith("memory_estimate_")]
+
+
+def test_unit_of():
+    from gpumagic.analysis.memory_levers import unit_of
+
+    assert unit_of("model.blocks.3.mlp.0") == "model.blocks.3"
+    assert unit_of("model.head") == "model.head"
+    assert unit_of("net.0.conv1") == "net.0"
+    assert unit_of("(no Python stack)") == ""
+
+
+def test_the_view_shows_the_module_breakdown_and_the_estimates(named):
+    from gpumagic.render.memory_view import MemoryView
+
+    view = MemoryView(named, label="step")
+    text, html = str(view), view.html(figure=None)
+    assert "Alive at the peak, by module:" in text
+    assert "model.blocks.3.mlp.0" in text and "model.blocks.3.mlp.0" in html
+    assert text.count("Estimate: ") == 3
+    assert view.to_dataframe()["module"].str.startswith("model.").any()
