@@ -31,7 +31,7 @@ from typing import Any
 
 from .work_counters import _tensors, _traffic
 
-__all__ = ["CompiledCalls", "DynamoCannotStandAside", "outside_dynamo"]
+__all__ = ["CompiledCalls", "DynamoCannotStandAside", "compiled_objects", "outside_dynamo"]
 
 #: Where dynamo's wrapper of every compiled function and module call is defined: a closure over its
 #: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is
@@ -166,3 +166,28 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
         finally:
             if watching:
                 sys.setprofile(previous)
+
+
+def is_compiled(obj: Any) -> bool:
+    """Whether ``obj`` is what ``torch.compile`` returned: a compiled module (``OptimizedModule``)
+    or a compiled function (dynamo's wrapper keeps the original as ``_torchdynamo_orig_callable``).
+    Without ``torch._dynamo`` imported nothing can be compiled, and nothing is imported here."""
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    if dynamo is None:
+        return False
+    module_type = getattr(dynamo, "OptimizedModule", None)
+    if module_type is not None and isinstance(obj, module_type):
+        return True
+    try:
+        return getattr(obj, "_torchdynamo_orig_callable", None) is not None
+    except Exception:  # noqa: BLE001 - an object whose attribute lookup raises is not compiled code
+        return False
+
+
+def compiled_objects(names: Any, namespace: Any) -> list[str]:
+    """Which of the ``names`` a statement reads are bound in ``namespace`` to compiled code: a
+    statement that calls them runs compiled code, whether or not its work was counted (the work
+    count's own evidence, :class:`CompiledCalls`, needs ``work=True``)."""
+    if namespace is None or "torch._dynamo.eval_frame" not in sys.modules:
+        return []
+    return sorted(n for n in names if n in namespace and is_compiled(namespace[n]))

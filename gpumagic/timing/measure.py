@@ -363,6 +363,8 @@ def assemble(
             LONGER_RUN,
         )
     meta = {"compile_time": statement.compile_time, **sampler.meta()}
+    if statement.compiled_names:  # what the launch advice needs to know, work counted or not
+        meta["compiled_names"] = list(statement.compiled_names)
     clock_start, clock_end = sampling.sm_clock
     if not sampling.interrupted and clock_start and clock_end:
         meta["sm_clock_mhz"] = (clock_start, clock_end)

@@ -377,11 +377,13 @@ class TimingResult(Advised):
 
     def _launch_advice(self) -> str:
         """What cuts a launch-bound statement's launches, of what it does not do already: a
-        statement that runs torch.compile'd code (its work was counted at the compiled calls) is
-        not told to compile, nor to capture a graph with --graph (a model compiled with
-        mode="reduce-overhead" replays CUDA graphs already); a --graph run is not told to use
-        --graph."""
-        compiled = self.work is not None and self.work.counted_at == "compiled calls"
+        statement that runs torch.compile'd code (it reads a name bound to compiled code, or its
+        work was counted at the compiled calls) is not told to compile, nor to capture a graph
+        with --graph (a model compiled with mode="reduce-overhead" replays CUDA graphs already); a
+        --graph run is not told to use --graph."""
+        compiled = bool(self.meta.get("compiled_names")) or (
+            self.work is not None and self.work.counted_at == "compiled calls"
+        )
         if compiled:
             return (
                 "The statement runs torch.compile'd code already: larger batches cut the "

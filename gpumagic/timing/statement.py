@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .compiled_calls import compiled_objects, is_compiled
+
 __all__ = ["CompiledStatement", "compile_statement"]
 
 _counter = itertools.count(1)
@@ -48,6 +50,8 @@ class CompiledStatement:
     read_names: frozenset[str] = field(default_factory=frozenset)
     source: str = ""
     compile_time: float = 0.0
+    #: the names it reads that are bound to torch.compile'd code (``compiled_objects``)
+    compiled_names: tuple[str, ...] = ()
 
 
 class _ScopeBindings(ast.NodeVisitor):
@@ -119,7 +123,10 @@ def _from_callable(stmt: Callable[[], Any], setup: Callable[[], Any] | None) -> 
             stmt()
 
     return CompiledStatement(
-        inner=inner, once=stmt, source=getattr(stmt, "__qualname__", repr(stmt))
+        inner=inner,
+        once=stmt,
+        source=getattr(stmt, "__qualname__", repr(stmt)),
+        compiled_names=("<the callable>",) if is_compiled(stmt) else (),
     )
 
 
@@ -211,10 +218,12 @@ def compile_statement(
     namespace: dict[str, Any] = {}
     exec(code, globals if globals is not None else {}, namespace)  # noqa: S102 - running user code is the point
     inner_fn, once_fn = namespace["__gm_factory"]()  # runs setup
+    read = _read_names([stmt_tree, setup_tree])
     return CompiledStatement(
         inner=inner_fn,
         once=once_fn,
-        read_names=_read_names([stmt_tree, setup_tree]),
+        read_names=read,
         source=stmt,
         compile_time=compile_time,
+        compiled_names=tuple(compiled_objects(read, globals)),
     )

@@ -40,3 +40,28 @@ def test_eager_code_is_told_both_and_a_graph_run_not_graph():
     assert "--graph replays the calls" in eager and "torch.compile cut the launches" in eager
     graphed = advice(launch_bound(backend="cuda-graph"))
     assert "--graph" not in graphed and "torch.compile cut the launches" in graphed
+
+
+def test_compiled_code_is_known_without_counting_its_work():
+    # with work=False (no count), the statement's names still say it calls compiled code
+    result = launch_bound()
+    result.meta["compiled_names"] = ["model"]
+    said = advice(result)
+    assert "--graph" not in said and "runs torch.compile'd code already" in said
+
+
+def test_a_statement_that_reads_a_compiled_function_or_module_knows_it():
+    import torch
+
+    from gpumagic.timing.statement import compile_statement
+
+    def f(x):
+        return x * 2
+
+    compiled_f = torch.compile(f)
+    compiled_m = torch.compile(torch.nn.Linear(2, 2))
+    ns = {"f": f, "cf": compiled_f, "cm": compiled_m, "x": torch.ones(2)}
+    assert compile_statement("cf(x) + cm(x)", globals=ns).compiled_names == ("cf", "cm")
+    assert compile_statement("f(x)", globals=ns).compiled_names == ()
+    assert compile_statement(compiled_f).compiled_names == ("<the callable>",)
+    assert compile_statement(f).compiled_names == ()
