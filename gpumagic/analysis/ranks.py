@@ -183,25 +183,29 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
     lo_p, hi_p, kinds = _windows(trace, pids)
     place = {int(p): i for i, p in enumerate(pids.tolist())}
     unit_proc = np.array([place[int(p)] for p in units["pid"]], dtype=np.int64)
-    lo_row, hi_row = lo_p[unit_proc][codes], hi_p[unit_proc][codes]
-    s, e = clip(starts, ends, lo_row, hi_row)
     n_units, n_k = len(units), len(trace.kernels)
+    if n_units == 1:  # one process on one GPU (a rank's own report): one window for every row
+        lo_row, hi_row = lo_p[unit_proc[0]], hi_p[unit_proc[0]]
+    else:
+        lo_row, hi_row = lo_p[unit_proc][codes], hi_p[unit_proc][codes]
+    s, e = clip(starts, ends, lo_row, hi_row)
     nccl = np.zeros(len(s), dtype=bool)
     if n_k:
         codes_k, _, is_nccl = nccl_names(trace)
         nccl[:n_k] = is_nccl[codes_k]
-    is_kernel = np.arange(len(s)) < n_k
+    is_kernel = np.zeros(len(s), dtype=bool)
+    is_kernel[:n_k] = True
     inside = (starts <= hi_row) & (ends >= lo_row)  # ran in the range, wholly or in part
-    if len(
-        s
+    if len(s):
         # sorted by unit, then start, once: the unions below then take their rows in order, sorting
-        # nothing
-    ):
-        t0 = int(s.min())
-        order = np.argsort(codes * (int(e.max()) - t0 + 1) + (s - t0))
-        codes, s, e, nccl, is_kernel, inside = (
-            a[order] for a in (codes, s, e, nccl, is_kernel, inside)
-        )
+        # nothing (kernels, then memory operations: two sorted runs, merged by a stable sort)
+        if n_units == 1:
+            order = np.argsort(s, kind="stable")
+        else:
+            t0 = int(s.min())
+            order = np.argsort(codes * (int(e.max()) - t0 + 1) + (s - t0), kind="stable")
+            codes = codes[order]
+        s, e, nccl, is_kernel, inside = (a[order] for a in (s, e, nccl, is_kernel, inside))
     compute = is_kernel & ~nccl
     busy = union_by_group(codes, s, e, n_units)
     comm = union_by_group(codes[nccl], s[nccl], e[nccl], n_units)

@@ -24,7 +24,7 @@ def _stretches(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The disjoint stretches covered by intervals (starts, ends), as (first start, reach)
     arrays."""
     if (s[1:] < s[:-1]).any():  # kernels usually come in start order: then there is nothing to sort
-        order = np.argsort(s)
+        order = np.argsort(s, kind="stable")  # a merge, where sorted runs were joined
         s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     opens = np.empty(len(s), dtype=bool)
@@ -33,6 +33,18 @@ def _stretches(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.flatnonzero(opens)
     last = np.append(first[1:] - 1, len(s) - 1)
     return s[first], reach[last]
+
+
+def _union_length(s: np.ndarray, e: np.ndarray) -> int:
+    """The length covered by intervals (starts, ends; ends no earlier than starts), without listing
+    the stretches: in start order, each interval adds what it reaches past everything before it."""
+    if (s[1:] < s[:-1]).any():
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    past = np.maximum(s[1:], reach[:-1])
+    np.subtract(reach[1:], past, out=past)
+    return int(reach[0] - s[0]) + int(past.sum())
 
 
 def union_ns(starts: Iterable[int] | np.ndarray, ends: Iterable[int] | np.ndarray) -> int:
@@ -60,6 +72,9 @@ def union_by_group(
         return out
     s = np.asarray(starts, dtype=np.int64)
     e = np.maximum(np.asarray(ends, dtype=np.int64), s)
+    if groups == 1:  # one process on one GPU, the usual unit of a report: nothing to shift
+        out[0] = _union_length(s, e)
+        return out
     codes = np.asarray(codes, dtype=np.int64)
     t0 = int(s.min())
     span = int(e.max()) - t0 + 1
@@ -68,8 +83,11 @@ def union_by_group(
             mine = codes == g
             out[g] = union_ns(s[mine], e[mine])
         return out
-    shift = codes * span - t0
-    first, reach = _stretches(s + shift, e + shift)
+    shift = codes * span
+    shift -= t0
+    e += shift  # e is this function's own array (np.maximum's result)
+    shift += s
+    first, reach = _stretches(shift, e)
     np.add.at(out, first // span, reach - first)
     return out
 
