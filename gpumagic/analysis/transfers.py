@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace, id_column
-from ..units import format_rate
+from ..units import format_rate, plural
 from .finding import Finding, api_names, t
 from .host_work import covered, merged
 from .rank_lists import listed, on_ranks, others_range
@@ -189,7 +189,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
         Finding(
             "host_sync",
             "warn",
-            f"The host waited for the GPU {len(inside)} times {_inside(trace)} "
+            f"The host waited for the GPU {plural(len(inside), 'time')} {_inside(trace)} "
             f"({_counts(inside)}): {t(ns)}, "
             f"{ns / wall:.0%} of {trace.figures()['window_text']}. " + _advice(inside),
             {"ns": ns, "calls": len(inside), "share_of_window": ns / wall},
@@ -228,7 +228,7 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame) -> list[Finding]:
             below.append((ns / wall, r["label"]))
             continue
         parts.append(
-            f"{r['label']} {len(inside)} times ({_counts(inside)}), {t(ns)}, "
+            f"{r['label']} {plural(len(inside), 'time')} ({_counts(inside)}), {t(ns)}, "
             f"{ns / wall:.0%} of its range"
         )
         for key, value in zip(numbers, (r["label"], ns, len(inside), ns / wall)):

@@ -25,6 +25,7 @@ from ..analysis.finding import Finding, t
 from ..analysis.job_files import job_files_of
 from ..analysis.rank_lists import LIST_RANKS, on_ranks
 from ..analysis.transfers import SYNC_SHARE
+from ..units import plural
 
 __all__ = ["IDLE_SHARE", "groups", "job_findings"]
 
@@ -173,7 +174,7 @@ def _syncs(fig: pd.DataFrame, ranks: pd.DataFrame) -> list[Finding]:
             "warn",
             f"The host waited for the GPU inside the window {on_ranks(int(hit.sum()), len(r))} "
             f"({_by_group(mask, groups(ranks))}): most on rank {worst}, "
-            f"{int(r.loc[worst, 'sync_calls'])} times, {t(r.loc[worst, 'sync_ns'])}, "
+            f"{plural(int(r.loc[worst, 'sync_calls']), 'time')}, {t(r.loc[worst, 'sync_ns'])}, "
             f"{share[worst]:.0%} of its range. .item(), .cpu(), printing a tensor and "
             "data-dependent shapes each wait for the GPU; keep values on the GPU, or read them "
             "once at the end.",

@@ -191,7 +191,7 @@ def test_a_loaded_job_says_no_cell_and_names_every_rank_of_a_host_wait(per_rank_
     f = {x.kind: x for x in findings(t)}
     msg = f["host_sync"].message
     assert msg.startswith(
-        "The host waited for the GPU inside the window on 1 of 2 ranks: rank 0 1 times"
+        "The host waited for the GPU inside the window on 1 of 2 ranks: rank 0 1 time"
     ), msg
     assert "; the other: rank 1 waited 0% of its range." in msg
     for x in f.values():
