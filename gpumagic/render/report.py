@@ -21,6 +21,7 @@ from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.launching_ops import kernel_launch_apis, kernel_op_precisions
 from ..trace.window import in_window
 from ..units import format_ns, plural
+from .code_view import code_html, code_text_lines
 from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html, style
@@ -140,6 +141,17 @@ class ProfileReport(FigurePage):
     def to_dataframe(self) -> pd.DataFrame:
         return self.kernel_summary()
 
+    def by_module(self, model: Any = None) -> pd.DataFrame:
+        """GPU time by ``nn.Module``, forward and backward, with an outside row: the rows make the
+        report's kernel and memory-operation time exactly (``Trace.by_module``). ``model``: the
+        live module (or name -> module), to name rows as the code does (``blocks.1.attn``)."""
+        return self.trace.by_module(model)
+
+    def by_line(self) -> pd.DataFrame:
+        """GPU time by line of the cell, each line's forward work and that work's backward, and
+        what each line's run launched (``Trace.by_line``)."""
+        return self.trace.by_line()
+
     def summary_line(self) -> str:
         missing = self._missing_gpu_records()
         if missing:
@@ -234,6 +246,7 @@ class ProfileReport(FigurePage):
                     f"{int(r['Instances']):>5}  "
                     f"{format_ns(r['Avg (ns)']):>9}  {labels[r['Name']]}"
                 )
+        lines += code_text_lines(self.trace, self.top)
         return "\n".join(lines)
 
     def _rank_text(self) -> list[str]:
@@ -303,6 +316,8 @@ class ProfileReport(FigurePage):
                         kernel_launch_apis(self.trace),
                     )
                 )
+        if not self.multi:
+            parts.append(code_html(self.trace, self.top))
         sections = [
             ("Memory operations", "memops", lambda: _memops(self.trace, self.top)),
             ("Torch ops (Self CPU vs GPU)", "ops", lambda: _ops(self.trace, self.top)),

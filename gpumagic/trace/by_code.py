@@ -142,7 +142,7 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     bwd = auto[auto["fwd_thread"] > 0].reset_index(drop=True)
     fwd = auto[auto["fwd_thread"] <= 0].sort_values("start").drop_duplicates("seq")
     inside = Nest(bwd["start"], bwd["end"], bwd["thread"]).innermost(threads, at)
-    seq = np.where(inside >= 0, bwd["seq"].to_numpy()[np.maximum(inside, 0)], -1)
+    seq = np.append(bwd["seq"].to_numpy(dtype=np.int64), -1)[inside]  # -1 picks the -1
     fwd_at = dict(zip(fwd["seq"], zip(fwd["thread"], fwd["start"])))
     fwd_name = dict(zip(fwd["seq"], fwd["name"]))
     backward = inside >= 0
