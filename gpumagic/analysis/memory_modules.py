@@ -50,6 +50,8 @@ class _Matcher:
 
     def __init__(self, tree: ModuleTree) -> None:
         self.tree = tree
+        self._below: dict[tuple[str | None, Code], list[str]] = {}
+        self._spelled: dict[tuple[str, int, tuple[str, ...]], list[str]] = {}
         self.by_key: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
         self.modules_of: dict[Code, list[str]] = {}
         self.code_of: dict[str, Code] = {}
@@ -81,6 +83,12 @@ class _Matcher:
 
     def below(self, parent: str | None, code: Code) -> list[str]:
         """The nearest descendants of ``parent`` (the roots first where None) running ``code``."""
+        key = (parent, code)
+        if key not in self._below:
+            self._below[key] = self._search(parent, code)
+        return self._below[key]
+
+    def _search(self, parent: str | None, code: Code) -> list[str]:
         mods = self.modules_of.get(code, [])
         if parent is None:
             roots = [m for m in mods if m in self.tree.roots]
@@ -95,6 +103,12 @@ class _Matcher:
 
     def spelled(self, parent: str, line: int, options: list[str]) -> list[str]:
         """Of ``options``, those whose attribute under ``parent`` the calling line names."""
+        key = (parent, line, tuple(options))
+        if key not in self._spelled:
+            self._spelled[key] = self._spell(parent, line, options)
+        return self._spelled[key]
+
+    def _spell(self, parent: str, line: int, options: list[str]) -> list[str]:
         code = self.code_of.get(parent)
         text = linecache.getline(self.file_of.get(code, ""), line) if code else ""
         attrs = set(_ATTR.findall(text))
@@ -132,13 +146,16 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
     group_size: dict[tuple, int] = {}
     prev: Sequence[tuple[Code, int]] = ()
     prev_ids: list[tuple[int, int, tuple]] = []
-    next_id = 0
+    prev_s, next_id = -1, 0
     for i, s in enumerate(stacks):
         if s < 0:
             continue  # another thread (the autograd engine's): no forward of this one
         chain = chains[s]
         if not chain:
-            prev, prev_ids = (), []
+            prev, prev_ids, prev_s = (), [], -1
+            continue
+        if s == prev_s:  # the same lines at every level: the same calls
+            calls[i] = prev_ids
             continue
         ids: list[tuple[int, int, tuple]] = []
         same = True
@@ -155,17 +172,17 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
             ids.append((next_id, ordinal, group))
             next_id += 1
         calls[i] = ids
-        prev, prev_ids = chain, ids
-    # pass 2: names, level by level
-    cache: dict[tuple, str] = {}
+        prev, prev_ids, prev_s = chain, ids, s
+    # pass 2: names, level by level (an allocation in the same calls as the one before: its name)
+    last_ids, last = None, ""
     for i, s in enumerate(stacks):
         if s < 0 or not calls[i]:
             continue
-        chain = chains[s]
-        key = (s, *(c[0] for c in calls[i]))
-        if key in cache:
-            out[i] = cache[key]
+        if calls[i] is last_ids:
+            out[i] = last
             continue
+        last_ids = calls[i]
+        chain = chains[s]
         found: str | None = None
         for (code, _), (_, ordinal, group), parent_line in zip(
             chain, calls[i], [0] + [ln for _, ln in chain[:-1]], strict=True
@@ -178,5 +195,5 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
             if len(options) != 1:
                 break
             found = options[0]
-        cache[key] = out[i] = found or ""
+        out[i] = last = found or ""
     return out

@@ -104,18 +104,17 @@ def owners(
         else np.full(len(allocs), "", object)
     )
     n = len(allocs)
-    h_name, h_module, h_cat = (np.full(n, "", object) for _ in range(3))
+    h_name, h_cat = np.full(n, "", object), np.full(n, "", object)
     special = {BEFORE, NO_STACK, NOT_RECORDED}
-    fallback = [ln if ln in special else NO_MODULE for ln in h_line[h_stack].tolist()]
-    addrs = snap.addr[allocs].tolist()
-    for i in range(n):
-        got = end.get(addrs[i]) if alive_at_end[i] else None
+    fallback = np.array([ln if ln in special else NO_MODULE for ln in h_line.tolist()], object)
+    h_module = np.where(stack_module != "", stack_module, fallback[h_stack])
+    addrs = snap.addr[allocs]
+    for i in np.flatnonzero(alive_at_end).tolist() if end else ():  # named at the end
+        got = end.get(int(addrs[i]))
         if got is not None:
             h_name[i], h_cat[i] = got[0], got[1]
-        if got is not None and (got[1] in _OWNED or not stack_module[i]):
-            h_module[i] = got[2]
-        else:
-            h_module[i] = stack_module[i] or fallback[i]
+            if got[1] in _OWNED or not stack_module[i]:
+                h_module[i] = got[2]
     m = len(pre_addr)
     p_name, p_module, p_cat = (np.full(m, "", object) for _ in range(3))
     pre_lines = p_line[pre_stack].tolist()
