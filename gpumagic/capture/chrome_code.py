@@ -36,29 +36,35 @@ def code_events_of(events: list[Any]) -> dict[str, Any]:
     return code_events(frames, ops)
 
 
-def code_events(python_functions: list[Any], cpu_ops: list[Any]) -> dict[str, Any]:
+def code_events(
+    python_functions: list[Any],
+    cpu_ops: list[Any],
+    autograd: dict[str, list[Any]] | None = None,
+) -> dict[str, Any]:
     """``{"code": {...}}`` for a trace's meta, or ``{}`` where it has neither Python frames nor
     sequence numbers. ``frames``: name, start, end (ns), thread of each Python call but built-ins;
     ``autograd``: name, start, end, thread, seq, fwd_thread of each op that has a sequence
-    number."""
+    number: taken from ``cpu_ops``, or given (the reader of the ops table takes them in its own
+    pass over the ops, ``chrome_events.op_columns``; ``cpu_ops`` is then not read)."""
     frames = [
         ev
         for ev in python_functions
         if isinstance(ev, dict) and not str(ev.get("name", "")).startswith("<built-in")
     ]
-    seq_ops = [
-        ev
-        for ev in cpu_ops
-        if isinstance(ev, dict)
-        and isinstance(ev.get("args"), dict)
-        and ev["args"].get("Sequence number") is not None
-    ]
-    if not frames and not seq_ops:
+    if autograd is None:
+        seq_ops = [
+            ev
+            for ev in cpu_ops
+            if isinstance(ev, dict)
+            and isinstance(ev.get("args"), dict)
+            and ev["args"].get("Sequence number") is not None
+        ]
+        autograd = _timed(seq_ops)
+        autograd["seq"] = [int(ev["args"]["Sequence number"]) for ev in seq_ops]
+        autograd["fwd_thread"] = [int(ev["args"].get("Fwd thread id") or 0) for ev in seq_ops]
+    if not frames and not autograd["seq"]:
         return {}
-    out: dict[str, Any] = {"frames": _timed(frames), "autograd": _timed(seq_ops)}
-    out["autograd"]["seq"] = [int(ev["args"]["Sequence number"]) for ev in seq_ops]
-    out["autograd"]["fwd_thread"] = [int(ev["args"].get("Fwd thread id") or 0) for ev in seq_ops]
-    return {"code": out}
+    return {"code": {"frames": _timed(frames), "autograd": autograd}}
 
 
 def _timed(evs: list[dict[str, Any]]) -> dict[str, list[Any]]:

@@ -106,27 +106,15 @@ def sort_events(events: list[Any]) -> SortedEvents:
     return out
 
 
-def placed(evs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray]:
-    """The events that can be placed in time (a number ``ts``, and a number ``dur`` or none), with
-    their start and end in integer nanoseconds: Kineto writes microseconds with three decimals,
-    rounded here half to even as Python's ``round`` does."""
-    start, ok = _ns([ev.get("ts") for ev in evs])
-    dur, ok_dur = _ns([ev.get("dur", 0) for ev in evs])
-    ok &= ok_dur
-    if not ok.all():
-        evs = [ev for ev, keep in zip(evs, ok.tolist()) if keep]
-        start, dur = start[ok], dur[ok]
-    return evs, start, start + dur
-
-
 def any_placed(evs: list[dict[str, Any]]) -> bool:
-    """Whether any of ``evs`` can be placed in time (:func:`placed`), looking no further than the
-    first that can."""
+    """Whether any of ``evs`` can be placed in time (a number ``ts``, and a number ``dur`` or none),
+    looking no further than the first that can."""
     return any(_ns([ev.get("ts"), ev.get("dur", 0)])[1].all() for ev in evs)
 
 
 def _ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Microseconds -> (integer nanoseconds, whether each was a finite number)."""
+    """Microseconds -> (integer nanoseconds, whether each was a finite number). Kineto writes
+    microseconds with three decimals; rounded half to even, as Python's ``round`` does."""
     try:
         us = np.array(values, dtype=np.float64)  # None -> NaN, "1.5" -> 1.5
     except (TypeError, ValueError):
@@ -143,6 +131,20 @@ def _number(v: Any) -> float:
         return float("nan")
 
 
+def _placed(fields: dict[str, list[Any]]) -> dict[str, Any]:
+    """``fields`` with ``ts`` and ``dur`` (microseconds) turned into ``start`` and ``end`` (integer
+    nanoseconds), less the events that cannot be placed in time: a ``ts`` that is missing or not a
+    number, a ``dur`` that is not a number (a missing one is 0)."""
+    start, ok = _ns(fields.pop("ts"))
+    dur, ok_dur = _ns(fields.pop("dur"))
+    ok &= ok_dur
+    if not ok.all():
+        mask = ok.tolist()
+        fields = {k: [v for v, keep in zip(col, mask) if keep] for k, col in fields.items()}
+        start, dur = start[ok], dur[ok]
+    return {"start": start, "end": start + dur, **fields}
+
+
 def _ints(values: list[Any]) -> np.ndarray | list[Any]:
     """A column of Python ints as an int64 array (what pandas would infer, without its look at
     each value); any other column as it is, for pandas to infer."""
@@ -154,101 +156,207 @@ def _ints(values: list[Any]) -> np.ndarray | list[Any]:
     return values
 
 
-def _args(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = [ev.get("args") or {} for ev in evs]
-    if not all(type(a) is dict for a in out):
-        out = [a if isinstance(a, dict) else {} for a in out]
-    return out
+def _strs(values: list[Any]) -> list[str]:
+    return values if set(map(type, values)) <= {str} else [str(v) for v in values]
 
 
-def _names(evs: list[dict[str, Any]]) -> list[str]:
-    return [str(ev.get("name", "")) for ev in evs]
+def _spelling(evs: list[dict[str, Any]], columns: dict[str, Any]) -> set[Any]:
+    """The category of a bucket of one category, as its first event spells it, where any of its
+    events was placed."""
+    return {evs[0].get("cat")} if len(columns["start"]) else set()
 
 
-def kernel_columns(evs: list[dict[str, Any]], start: np.ndarray, end: np.ndarray) -> dict[str, Any]:
-    """The kernels table's columns from ``kernel`` events."""
-    args = _args(evs)
-    return {
-        "name": _names(evs),
-        "start": start,
-        "end": end,
-        "device": _ints([a.get("device") for a in args]),
-        "stream": _ints([a.get("stream") for a in args]),
-        "correlation": _ints([a.get("correlation") for a in args]),
-        "grid": _spelled([a.get("grid") for a in args], _dim),
-        "block": _spelled([a.get("block") for a in args], _dim),
-        "registers": _ints([a.get("registers per thread") for a in args]),
-        "shared_memory": _ints([a.get("shared memory") for a in args]),
-    }
+# Each table's fields are taken in one pass over its events: a pass per field reads every event
+# from memory again, and on a large trace that cost three times as much.
 
 
-def memop_columns(evs: list[dict[str, Any]], start: np.ndarray, end: np.ndarray) -> dict[str, Any]:
-    """The memory operations table's columns from ``gpu_memcpy`` and ``gpu_memset`` events: a
-    copy's kind (HtoD, DtoH, ...) from its name, "memcpy" where the name does not say."""
-    args = _args(evs)
-    names = _names(evs)
+def kernel_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
+    """The kernels table's columns from ``kernel`` events, and the categories (as spelled) of the
+    events placed."""
+    name, ts, dur, device, stream, corr, grid, block, regs, smem = ([] for _ in range(10))
+    for ev in evs:
+        get = ev.get
+        name.append(get("name", ""))
+        ts.append(get("ts"))
+        dur.append(get("dur", 0))
+        a = get("args")
+        if type(a) is not dict:
+            a = a if isinstance(a, dict) else {}
+        device.append(a.get("device"))
+        stream.append(a.get("stream"))
+        corr.append(a.get("correlation"))
+        grid.append(a.get("grid"))
+        block.append(a.get("block"))
+        regs.append(a.get("registers per thread"))
+        smem.append(a.get("shared memory"))
+    c = _placed(
+        dict(
+            ts=ts,
+            dur=dur,
+            name=name,
+            device=device,
+            stream=stream,
+            correlation=corr,
+            grid=grid,
+            block=block,
+            registers=regs,
+            shared_memory=smem,
+        )
+    )
+    for k in ("device", "stream", "correlation", "registers", "shared_memory"):
+        c[k] = _ints(c[k])
+    c["name"] = _strs(c["name"])
+    c["grid"] = _spelled(c["grid"], _dim)
+    c["block"] = _spelled(c["block"], _dim)
+    return c, _spelling(evs, c)
+
+
+def memop_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
+    """The memory operations table's columns from ``gpu_memcpy`` and ``gpu_memset`` events (a
+    copy's kind, HtoD, DtoH, ..., from its name; "memcpy" where the name does not say), and the
+    categories (as spelled) of the events placed."""
+    name, ts, dur, cat, nbytes, device, stream, corr = ([] for _ in range(8))
+    for ev in evs:
+        get = ev.get
+        name.append(get("name", ""))
+        ts.append(get("ts"))
+        dur.append(get("dur", 0))
+        cat.append(get("cat"))
+        a = get("args")
+        if type(a) is not dict:
+            a = a if isinstance(a, dict) else {}
+        nbytes.append(a.get("bytes"))
+        device.append(a.get("device"))
+        stream.append(a.get("stream"))
+        corr.append(a.get("correlation"))
+    c = _placed(
+        dict(
+            ts=ts,
+            dur=dur,
+            cat=cat,
+            name=name,
+            bytes=nbytes,
+            device=device,
+            stream=stream,
+            correlation=corr,
+        )
+    )
+    names = c["name"] = _strs(c["name"])
+    cats = c.pop("cat")
+    spelled = set(cats)
+    memset = {raw for raw in spelled if category(raw) == "gpu_memset"}
     kinds: dict[str, str] = {}
     kind = []
-    memset = {raw for raw in {ev.get("cat") for ev in evs} if category(raw) == "gpu_memset"}
-    for ev, name in zip(evs, names):
-        if ev.get("cat") in memset:
+    for raw, n in zip(cats, names):
+        if raw in memset:
             kind.append("memset")
             continue
-        k = kinds.get(name)
+        k = kinds.get(n)
         if k is None:
-            m = _MEMCPY_KIND.search(name)
-            k = kinds[name] = m[1] if m else "memcpy"
+            m = _MEMCPY_KIND.search(n)
+            k = kinds[n] = m[1] if m else "memcpy"
         kind.append(k)
-    return {
-        "kind": kind,
-        "name": names,
-        "bytes": _ints([a.get("bytes") for a in args]),
-        "start": start,
-        "end": end,
-        "device": _ints([a.get("device") for a in args]),
-        "stream": _ints([a.get("stream") for a in args]),
-        "correlation": _ints([a.get("correlation") for a in args]),
-    }
+    for k in ("bytes", "device", "stream", "correlation"):
+        c[k] = _ints(c[k])
+    return {"kind": kind, **c}, spelled
 
 
-def api_columns(evs: list[dict[str, Any]], start: np.ndarray, end: np.ndarray) -> dict[str, Any]:
-    """The API table's columns from ``cuda_runtime`` and ``cuda_driver`` events."""
-    return {
-        "name": _names(evs),
-        "start": start,
-        "end": end,
-        "thread": _ints([ev.get("tid") for ev in evs]),
-        "correlation": _ints([a.get("correlation") for a in _args(evs)]),
-    }
+def api_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
+    """The API table's columns from ``cuda_runtime`` and ``cuda_driver`` events, and the
+    categories (as spelled) of the events placed."""
+    name, ts, dur, tid, cat, corr = ([] for _ in range(6))
+    for ev in evs:
+        get = ev.get
+        name.append(get("name", ""))
+        ts.append(get("ts"))
+        dur.append(get("dur", 0))
+        tid.append(get("tid"))
+        cat.append(get("cat"))
+        a = get("args")
+        if type(a) is not dict:
+            a = a if isinstance(a, dict) else {}
+        corr.append(a.get("correlation"))
+    c = _placed(dict(ts=ts, dur=dur, name=name, thread=tid, correlation=corr, cat=cat))
+    spelled = set(c.pop("cat"))
+    c["name"] = _strs(c["name"])
+    c["thread"] = _ints(c["thread"])
+    c["correlation"] = _ints(c["correlation"])
+    return c, spelled
 
 
-def op_columns(evs: list[dict[str, Any]], start: np.ndarray, end: np.ndarray) -> dict[str, Any]:
+def op_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     """The ops table's columns (less ``depth``) from ``cpu_op`` events: shapes and input types as
-    text ("[16, 512], [512]"; "float, c10::BFloat16"), None where the trace did not record them."""
-    args = _args(evs)
+    text ("[16, 512], [512]"; "float, c10::BFloat16"), None where the trace did not record them;
+    and the categories (as spelled) of the events placed. Also ``autograd``, which is no column:
+    the rows of the ops with an autograd sequence number, for ``chrome_code`` (read in the same
+    pass: a second pass over every op cost as much as the table)."""
+    name, ts, dur, tid, dims, ext, types, seq, fwd = ([] for _ in range(9))
+    for ev in evs:
+        get = ev.get
+        name.append(get("name", ""))
+        ts.append(get("ts"))
+        dur.append(get("dur", 0))
+        tid.append(get("tid"))
+        a = get("args")
+        if type(a) is not dict:
+            a = a if isinstance(a, dict) else {}
+        dims.append(a.get("Input Dims"))
+        ext.append(a.get("External id"))
+        types.append(a.get("Input type"))
+        seq.append(a.get("Sequence number"))
+        fwd.append(a.get("Fwd thread id"))
+    c = _placed(
+        dict(ts=ts, dur=dur, name=name, thread=tid, shapes=dims, external_id=ext, dtypes=types,
+             seq=seq, fwd=fwd)
+    )  # fmt: skip
+    c["name"] = _strs(c["name"])
+    auto = _autograd(c, c.pop("seq"), c.pop("fwd"))
+    c["thread"] = _ints(c["thread"])
+    c["shapes"] = _spelled_by_json(c["shapes"], shapes)
+    c["external_id"] = _ints(c["external_id"])
+    c["dtypes"] = _spelled(c["dtypes"], dtypes)
+    c["autograd"] = auto
+    return c, _spelling(evs, c)
+
+
+def _autograd(c: dict[str, Any], seq: list[Any], fwd: list[Any]) -> dict[str, list[Any]]:
+    """The ops with a sequence number, as ``chrome_code.code_events`` keeps them: name, start, end,
+    thread, seq, fwd_thread."""
+    keep = [i for i, n in enumerate(seq) if n is not None]
+    if len(keep) == len(seq):
+        return {
+            "name": list(c["name"]),
+            "start": c["start"].tolist(),
+            "end": c["end"].tolist(),
+            "thread": list(c["thread"]),
+            "seq": [int(n) for n in seq],
+            "fwd_thread": [int(f or 0) for f in fwd],
+        }
     return {
-        "name": _names(evs),
-        "start": start,
-        "end": end,
-        "thread": _ints([ev.get("tid") for ev in evs]),
-        "shapes": _spelled_by_json([a.get("Input Dims") for a in args], shapes),
-        "external_id": _ints([a.get("External id") for a in args]),
-        "dtypes": _spelled([a.get("Input type") for a in args], dtypes),
+        "name": [c["name"][i] for i in keep],
+        "start": c["start"][keep].tolist(),
+        "end": c["end"][keep].tolist(),
+        "thread": [c["thread"][i] for i in keep],
+        "seq": [int(seq[i]) for i in keep],
+        "fwd_thread": [int(fwd[i] or 0) for i in keep],
     }
 
 
-def range_columns(evs: list[dict[str, Any]], start: np.ndarray, end: np.ndarray) -> dict[str, Any]:
+def range_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     """The NVTX table's columns (less ``depth``) from ``user_annotation`` events (record_function
-    ranges)."""
-    n = len(evs)
-    return {
-        "text": _names(evs),
-        "start": start,
-        "end": end,
-        "thread": _ints([ev.get("tid") for ev in evs]),
-        "domain": ["torch.profiler"] * n,
-        "style": ["PushPop"] * n,
-    }
+    ranges), and the categories (as spelled) of the events placed."""
+    c = _placed(
+        {
+            "ts": [ev.get("ts") for ev in evs],
+            "dur": [ev.get("dur", 0) for ev in evs],
+            "text": [ev.get("name", "") for ev in evs],
+            "thread": [ev.get("tid") for ev in evs],
+        }
+    )
+    n = len(c["start"])
+    c["text"] = _strs(c["text"])
+    c["thread"] = _ints(c["thread"])
+    return {**c, "domain": ["torch.profiler"] * n, "style": ["PushPop"] * n}, _spelling(evs, c)
 
 
 def _spelled(values: list[Any], spell: Any) -> list[str | None]:

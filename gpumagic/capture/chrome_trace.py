@@ -42,11 +42,11 @@ from .chrome_code import code_events
 from .chrome_events import (
     any_placed,
     api_columns,
+    category,
     kernel_columns,
     memop_columns,
     op_columns,
     paused_gc,
-    placed,
     range_columns,
     sort_events,
 )
@@ -163,18 +163,14 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             del buckets[cat]
         elif cat not in _TABLE_BUCKETS and any_placed(evs):
             cats.add(cat)
-    placed_events = {}
+    columns = {}
     for cat, table in _TABLE_BUCKETS.items():
-        evs, start, end = placed(buckets.get(cat, []))
-        if cat in _SHARED:  # gpu_memset's events are in gpu_memcpy's bucket, cuda_driver's in
-            spellings = sorted_events.spellings  # cuda_runtime's
-            cats.update({spellings.get(ev.get("cat"), cat) for ev in evs})
-        elif evs:
-            cats.add(cat)
-        placed_events[table] = (evs, start, end)
-    tables = {table: evs for table, (evs, _, _) in placed_events.items()}
+        columns[table], spelled = _COLUMNS_OF[table](buckets.get(cat, []))
+        cats.update(map(category, spelled))
     meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
-    _not_cuda(meta, unread, uncategorised, cats, tables["kernels"], tables["memops"], tables["api"])
+    rows = {table: len(c["start"]) for table, c in columns.items()}
+    for table in _not_cuda(meta, unread, uncategorised, cats, rows):
+        columns[table] = {}
     if unread:
         meta["unread_devices"] = unread
     if profiled:
@@ -183,12 +179,7 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             "names": len(profiled),
             "counters": sorted(counters),
         }
-    columns = {
-        table: columns_of(*placed_events[table]) if tables[table] else {}
-        for table, columns_of in _COLUMNS_OF.items()
-    }
-    api = frame("api", pd.DataFrame(columns["api"]))
-    names = api["name"].tolist()
+    names = columns["api"].get("name", [])
     if any(str(n).startswith("hip") for n in names[:1000]) or is_amd(meta):
         meta["vendor"] = (
             "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
@@ -197,7 +188,8 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
     meta["recorded"] = recorded_kinds(
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
     )
-    meta.update(code_events(buckets.get("python_function", []), buckets.get("cpu_op", [])))
+    autograd = columns["ops"].pop("autograd", None)
+    meta.update(code_events(buckets.get("python_function", []), [], autograd))
     ops_df = frame("ops", pd.DataFrame(columns["ops"]))
     if not ops_df.empty:
         ops_df["depth"] = nesting_depth(ops_df)
@@ -211,9 +203,9 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             ["correlation", "registers", "shared_memory"],
         ),
         memops=_unknown_bytes(_ints(memops, ["correlation"])),
-        api=_ints(api, ["correlation"]),
         ops=_ints(ops_df, ["external_id"]),
         nvtx=nvtx_df,
+        api=_ints(frame("api", pd.DataFrame(columns["api"])), ["correlation"]),
         meta=meta,
     )
 
@@ -226,8 +218,6 @@ _TABLE_BUCKETS = {
     "cpu_op": "ops",
     "user_annotation": "nvtx",
 }
-#: The buckets that hold a second category's events too.
-_SHARED = {"gpu_memcpy", "cuda_runtime"}
 #: How each table's columns are taken from its placed events.
 _COLUMNS_OF = {
     "kernels": kernel_columns,
@@ -262,15 +252,14 @@ def _not_cuda(
     unread: dict[str, dict[str, int]],
     uncategorised: int,
     cats: set[str],
-    kernels: list[dict[str, Any]],
-    memops: list[dict[str, Any]],
-    api: list[dict[str, Any]],
-) -> None:
+    rows: dict[str, int],
+) -> list[str]:
     """Say what a file that is not a CUDA torch.profiler trace is, in ``meta`` and ``unread``: an
     Ascend NPU export (torch_npu; its backend says so, no CUDA advice); a bare event list without
     categories (nothing in it can be told apart as GPU work: a Chrome trace, not Kineto's); an XPU
     trace, whose kernels and copies ride Kineto's shared categories beside ``xpu_runtime`` calls
-    (they are XPU activity, left out with it, never read as a GPU that recorded no CUDA calls)."""
+    (they are XPU activity, left out with it, never read as a GPU that recorded no CUDA calls).
+    ``rows``: each table's row count. Returns the tables to leave empty."""
     if "NPU" in unread:
         meta["backend"] = "torch_npu profiler"
         meta.setdefault("device", "Ascend NPU")
@@ -280,12 +269,13 @@ def _not_cuda(
     elif uncategorised and not cats:
         meta["backend"] = "Chrome trace"
         unread["uncategorised"] = {"events without a category": uncategorised}
-    if "XPU" in unread and not api:
-        for table, cat in ((kernels, "kernel"), (memops, "gpu_memcpy/gpu_memset")):
-            if table:
-                unread["XPU"][cat] = len(table)
-                table.clear()
-        cats -= {"kernel", "gpu_memcpy", "gpu_memset"}  # not CUDA's: not recorded, but left out
+    if "XPU" not in unread or rows["api"]:
+        return []
+    for table, cat in (("kernels", "kernel"), ("memops", "gpu_memcpy/gpu_memset")):
+        if rows[table]:
+            unread["XPU"][cat] = rows[table]
+    cats -= {"kernel", "gpu_memcpy", "gpu_memset"}  # not CUDA's: not recorded, but left out
+    return ["kernels", "memops"]
 
 
 #: The categories whose events are each kind of record. Torch ops and record_function ranges are
