@@ -28,12 +28,14 @@ class Capture:
     the ``files`` it kept, by role (``report``, ``sqlite``, ...), for the user to open with other
     tools, and ``value``: the cell's value (its trailing expression's) from the last captured run,
     as IPython would show it (None without one; a subprocess backend gives its printed form, a
-    :class:`Shown`)."""
+    :class:`Shown`); ``phases``: where the run's wall time went (a ``capture.phases.Phases``, for
+    the backends that time their phases; None otherwise)."""
 
     trace: Trace
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     value: Any = None
+    phases: Any = None
 
 
 class Shown:

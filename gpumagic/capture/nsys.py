@@ -13,6 +13,7 @@ ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range,
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -44,6 +45,7 @@ from .cell import loop_notes
 from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions
+from .phases import PHASES_FILE, Phases, read_marks
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
 
@@ -135,6 +137,12 @@ def capture(
     subprocess (warm-up outside the capture range, ``iters`` runs inside the NVTX range ``label``),
     export and read the SQLite.
 
+    With ``options.warm`` (the default; one process, not ranks) the subprocess is the kernel's warm
+    child, started under ``nsys launch`` by the first such cell and reused by the next ones
+    (``nsys_warm.py``); where it cannot run the cell, a new ``nsys profile`` does, and a note says
+    why. Every run's phases (shipping, child start, torch import, CUDA init, warm-up, capture, tool
+    stop/flush, export, reading) are timed: ``Capture.phases`` and ``trace.meta["phases"]``.
+
     The cell runs only in the subprocess: ``namespace`` is read, never written.
     """
     if not isinstance(cell, str):
@@ -148,50 +156,42 @@ def capture(
     if nproc > 1:
         ranks.check_before_launch(nproc, opts.python)
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
+    phases = Phases()
+    warm_notes: list[str] = []
     try:
-        ship(
-            free_names(cell) + (free_names(opts.setup) if opts.setup else []),
-            namespace or {},
-            workdir,
-        )
-        spec = {
-            "cell": cell,
-            "setup": opts.setup,
-            "warmup": warmup,
-            "iters": iters,
-            "label": label,
-            "nproc": nproc,
-        }
-        with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
-            json.dump(spec, f)
+        with phases.timed("shipping"):
+            ship(
+                free_names(cell) + (free_names(opts.setup) if opts.setup else []),
+                namespace or {},
+                workdir,
+            )
+            spec = {
+                "cell": cell,
+                "setup": opts.setup,
+                "warmup": warmup,
+                "iters": iters,
+                "label": label,
+                "nproc": nproc,
+            }
+            with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
+                json.dump(spec, f)
         os.makedirs(opts.profile_dir, exist_ok=True)
         stem = os.path.join(
             os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
         )
-        cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
-        output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
-        failed = (
-            ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable)
-            if nproc > 1
-            else None
-        )
-        if failed is not None:
-            raise failed
-        error_file = os.path.join(workdir, "error.txt")
-        if os.path.exists(error_file):
-            with open(error_file, encoding="utf-8") as f:
-                raise CellError(f.read())
-        err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")))
-        if err is not None:
-            raise err
-        report = stem + ".nsys-rep" if os.path.exists(stem + ".nsys-rep") else None
-        sqlite = stem + ".sqlite"
-        if not os.path.exists(sqlite):
-            if report is None:
-                raise NoReportError(output, stem=stem)
-            sqlite = export_sqlite(nsys, report)
-        trace = read_sqlite(sqlite)
-        trace.meta.update(label=label, nsys=nsys)
+        report: str | None = None
+        if opts.warm and nproc == 1:
+            report, warm_notes = _try_warm(nsys, opts, extra_args, workdir, stem, phases)
+        if report is not None:
+            with phases.timed("export"):
+                sqlite = export_sqlite(nsys, report)
+        else:
+            report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
+        with phases.timed("reading"):
+            trace = read_sqlite(sqlite)
+        trace.meta.update(label=label, nsys=nsys, phases=phases.rows)
+        if warm_notes and warm_notes[0].startswith("Warm child reused"):
+            trace.meta["child"] = "warm child reused"
         value = _shown_value(workdir)
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
@@ -204,7 +204,69 @@ def capture(
             f"{nproc} ranks (torch.distributed.run), one GPU each; the capture opened and "
             f"closed on all.",
         )
-    return Capture(trace, notes=loop_notes(warmup, iters) + notes, files=files, value=value)
+    return Capture(
+        trace,
+        notes=loop_notes(warmup, iters) + warm_notes + notes,
+        files=files,
+        value=value,
+        phases=phases,
+    )
+
+
+def _try_warm(
+    nsys: str, opts: NsysOptions, extra_args: list[str], workdir: str, stem: str, phases: Phases
+) -> tuple[str | None, list[str]]:
+    """The cell in the kernel's warm child (``nsys_warm.py``): its report and notes; (None, a note
+    saying why) where the warm child could not run it, the work dir then left as shipped for the
+    one-shot run."""
+    from .nsys_warm import WarmUnavailable, run_warm
+
+    try:
+        return run_warm(nsys, opts, extra_args, workdir, stem, phases)
+    except WarmUnavailable as exc:
+        for name in ("warm", "done", "error.txt", "value.txt", PHASES_FILE):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(workdir, name))
+        return None, [f"Warm child not used ({exc}); this run started nsys afresh."]
+
+
+def _one_shot(
+    nsys: str,
+    opts: NsysOptions,
+    label: str,
+    stem: str,
+    workdir: str,
+    extra_args: list[str],
+    phases: Phases,
+) -> tuple[str | None, str]:
+    """``nsys profile`` of a new child for this cell alone: (the report or None, the SQLite)."""
+    nproc = opts.nproc or 1
+    cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
+    started = time.time()
+    output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
+    phases.add_child(read_marks(workdir), started, time.time())
+    failed = (
+        ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable)
+        if nproc > 1
+        else None
+    )
+    if failed is not None:
+        raise failed
+    error_file = os.path.join(workdir, "error.txt")
+    if os.path.exists(error_file):
+        with open(error_file, encoding="utf-8") as f:
+            raise CellError(f.read())
+    err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")))
+    if err is not None:
+        raise err
+    report = stem + ".nsys-rep" if os.path.exists(stem + ".nsys-rep") else None
+    sqlite = stem + ".sqlite"
+    if not os.path.exists(sqlite):
+        if report is None:
+            raise NoReportError(output, stem=stem)
+        with phases.timed("export"):
+            sqlite = export_sqlite(nsys, report)
+    return report, sqlite
 
 
 def _shown_value(workdir: str) -> Shown | None:

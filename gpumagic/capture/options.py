@@ -93,6 +93,9 @@ class NsysOptions(SubprocessOptions):
     #: Ranks the cell runs as, one GPU each, under ``torch.distributed.run`` inside the one nsys run
     #: (``--nproc``); None or 1: one process, no torch.distributed.
     nproc: int | None = None
+    #: Keep one child under nsys per process and reuse it for later cells (``nsys_warm.py``);
+    #: False: every run starts nsys, Python and CUDA afresh. Ranks (``nproc`` > 1) always do.
+    warm: bool = True
 
     extra_args_option: ClassVar[str] = "--nsys-args"
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,28 +70,73 @@ def _cell_traceback(exc: BaseException) -> str:
 
 
 def main(workdir: str) -> int:
-    from gpumagic.capture.cell import Cell, compile_source, run_cell
-    from gpumagic.capture.shipping import restore
+    from gpumagic.capture.phases import PhaseMarks
 
+    marks = PhaseMarks()
     with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
         spec = json.load(f)
     if (spec.get("nproc") or 1) > 1:
         return rank_main(workdir, spec)
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    ns.update(restore(workdir))
+    start_cuda(marks)
+    return run_spec(workdir, spec, marks)
+
+
+def start_cuda(marks: Any) -> None:
+    """Import torch and start CUDA (a context on the current device) as phases of their own, so
+    that the breakdown says what the child's start costs; a failure here is left to the cell."""
+    with marks.mark("torch import"):
+        try:
+            import torch
+        except ImportError:
+            return
+    with marks.mark("CUDA init"):
+        try:
+            if torch.cuda.is_available():
+                torch.empty(1, device="cuda")  # the context: outside any capture range
+        except Exception:  # noqa: BLE001 - a broken CUDA is the cell's error to show, not ours
+            pass
+
+
+def run_spec(
+    workdir: str,
+    spec: dict[str, Any],
+    marks: Any,
+    before_capture: Callable[[], None] = lambda: None,
+) -> int:
+    """One cell as ``cell.json`` says, its names restored from ``workdir`` into a fresh
+    namespace: setup, warm-up, then the captured runs in the NVTX range ``label`` (entered after
+    ``before_capture()``, the warm child's hand-over to the parent). Writes ``value.txt``, or
+    ``error.txt`` and returns 3; the phases go to ``phases.json`` either way."""
+    from gpumagic.capture.cell import Cell, compile_source, run_cell
+    from gpumagic.capture.shipping import restore
+
     push, pop = _nvtx()
+    times: dict[str, float] = {}
+
+    @contextmanager
+    def warming() -> Iterator[None]:
+        times["warm-up"] = time.time()
+        yield
 
     @contextmanager
     def nvtx_range() -> Iterator[None]:
+        marks.add("warm-up", times.get("warm-up", time.time()), time.time())
+        before_capture()
+        times["capture"] = time.time()
         push(spec["label"])
         try:
             yield
         finally:
             pop()
+            marks.add("capture", times["capture"], time.time())
 
     try:
+        ns: dict[str, Any] = {"__name__": "__main__"}
+        with marks.mark("inputs"):
+            ns.update(restore(workdir))
         if spec.get("setup"):
-            exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
+            with marks.mark("setup"):
+                exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
         value = run_cell(
             Cell.of(spec["cell"]),
             ns,
@@ -98,6 +144,7 @@ def main(workdir: str) -> int:
             spec.get("iters", 1),
             nvtx_range,
             _sync(),
+            warming,
         )
         if value is not None:
             with open(os.path.join(workdir, "value.txt"), "w", encoding="utf-8") as f:
@@ -106,6 +153,8 @@ def main(workdir: str) -> int:
         with open(os.path.join(workdir, "error.txt"), "w", encoding="utf-8") as f:
             f.write(_cell_traceback(exc))
         return 3
+    finally:
+        marks.write(workdir)
     return 0
 
 

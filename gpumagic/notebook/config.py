@@ -139,6 +139,11 @@ class GpuMagicsConfig(Configurable):
     nsys_timeout = Float(
         NsysOptions.timeout, help="%%gpuprofile --nsys: seconds before the nsys run is stopped."
     ).tag(config=True)
+    nsys_warm_child = Bool(
+        NsysOptions.warm,
+        help="%%gpuprofile --nsys: keep one child under nsys per kernel and reuse it for later "
+        "--nsys cells (False: each cell starts nsys, Python and CUDA afresh).",
+    ).tag(config=True)
     ncu_path = Unicode(
         NcuOptions.ncu_path or "",
         help="%%gpuprofile --ncu: the ncu binary (default: PATH, then the usual install "
@@ -250,6 +255,7 @@ class GpuMagicsConfig(Configurable):
             profile_dir=self.profile_dir,
             trace=self.nsys_trace,
             timeout=self.nsys_timeout,
+            warm=self.nsys_warm_child,
         )
         return _with_overrides(base, overrides)
 

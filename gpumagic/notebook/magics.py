@@ -281,6 +281,11 @@ class GpuMagics(Magics, GpuMagicsConfig):
         help="--nsys, --ncu: run time limit in seconds.",
     )
     @argument(
+        "--phases",
+        action="store_true",
+        help="--nsys: show where the run's wall time went, phase by phase.",
+    )
+    @argument(
         "--nproc",
         type=int,
         default=None,

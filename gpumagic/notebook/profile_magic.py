@@ -6,6 +6,7 @@ captures, shows the report and returns the cell's value."""
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +83,10 @@ def profile_in_process_or_nsys(
     )
     if report_options.top < 1:
         raise UsageError("%%gpuprofile: --top must be at least 1")
-    if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None):
-        raise UsageError("%%gpuprofile: --setup, --nsys-args and --timeout go with --nsys")
+    if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None or args.phases):
+        raise UsageError(
+            "%%gpuprofile: --setup, --nsys-args, --timeout and --phases go with --nsys"
+        )
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -121,7 +124,12 @@ def profile_in_process_or_nsys(
             iters=run.iters,
             options=options,
         )
+    shown = time.perf_counter()
     show_report(shell, captured, run, report_options, trace_path=args.trace)
+    if captured.phases is not None:
+        captured.phases.add("report", time.perf_counter() - shown)
+        if args.phases:
+            display(captured.phases)
     outcome = saver.record(captured, run.source, args.trace)  # saved to the history
     outcome.print()
     versus = versus_saved(outcome)

@@ -182,6 +182,8 @@ class ProfileReport(FigurePage):
                 f"{format_ns(f['wall_ns'])}, {f.get('window_text', 'the capture')}; no GPU activity"
             )
         parts.append(f"{backend} {version}".strip())
+        if meta.get("child"):  # how the tool's process came: "warm child reused"
+            parts.append(str(meta["child"]))
         return " \u00b7 ".join(parts)
 
     def _missing_gpu_records(self) -> str:

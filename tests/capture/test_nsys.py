@@ -171,6 +171,8 @@ def nsys_ip(ip, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
     ip.run_line_magic("config", f"GpuMagics.nsys_path = {FAKE_NSYS!r}")
     ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
+    # the one-shot `nsys profile` run; the warm child has tests of its own (test_nsys_warm.py)
+    ip.run_line_magic("config", "GpuMagics.nsys_warm_child = False")
     ip.log_path = log
     return ip
 

@@ -1,0 +1,134 @@
+"""The long-lived ``--nsys`` child: ``python -m gpumagic.capture.warm_child CTRL PARENT_PID SESSION
+NSYS``, started once per kernel under ``nsys launch`` (``nsys_warm.py`` says why and how).
+
+It imports torch and starts CUDA once, writes ``CTRL/ready.json`` and then serves cells, one at a
+time, until told to exit or until its parent is gone. Commands come as one JSON line each through
+the FIFO ``CTRL/cmd`` (a blocking open and read: while the child waits it makes no call that a
+tracer would record as work): ``{"run": WORKDIR}`` runs the cell that ``WORKDIR/cell.json``
+describes, its names restored from ``WORKDIR`` into a fresh namespace (nothing of an earlier cell's
+names is left: each cell starts from ``{"__name__": "__main__"}`` plus its own shipped inputs),
+with the same loop as the one-shot runner (``runner.run_spec``). After the warm-up it writes
+``WORKDIR/warm`` and waits for ``{"go": true}`` (the parent has started the collection with ``nsys
+start``) or ``{"abort": ...}``; after the captured runs it writes ``WORKDIR/done``. ``{"tidy":
+true}``, sent once the collection has stopped, frees what the cell left (a garbage collection, the
+allocator's cache), so that a cell's allocations look as they would in a fresh process. What the
+process keeps from one cell to the next is what a warm process is for: imported modules, CUDA's
+context, cuBLAS/cuDNN handles and compiled kernels.
+
+A watcher thread ends the child when the parent process is gone (killed, crashed, a kernel restart)
+or when ``CTRL`` is removed: it asks nsys to shut the session down (``nsys shutdown --kill``) and
+exits, so that no Python process or nsys session outlives the kernel.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+#: The FIFO the parent writes commands to.
+CMD_FIFO = "cmd"
+#: Written once the child can take cells: ``{"pid": ..., "marks": [...]}``.
+READY_FILE = "ready.json"
+
+
+class Aborted(RuntimeError):
+    """The parent did not start the capture (``nsys start`` failed): the cell stops there."""
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def write_json(path: str, data: Any) -> None:
+    """Written whole or not at all: the other side polls for the file."""
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(path + ".part", path)
+
+
+def receive(ctrl: str) -> dict[str, Any]:
+    """The next command: blocks until the parent writes one."""
+    with open(os.path.join(ctrl, CMD_FIFO), encoding="utf-8") as f:
+        line = f.readline()
+    return json.loads(line) if line.strip() else {}
+
+
+def _watch(parent: int, ctrl: str, session: str, nsys: str) -> None:
+    while alive(parent) and os.path.isdir(ctrl):
+        time.sleep(0.25)
+    try:
+        # the session ends with its process: no nsys left collecting for a kernel that is gone
+        subprocess.run(
+            [nsys, "shutdown", f"--session={session}", "--kill=sigkill"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        pass
+    os._exit(0)
+
+
+def _empty_caches() -> None:
+    gc.collect()
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - a broken context is the next cell's error to show
+        pass
+
+
+def main(ctrl: str, parent: int, session: str, nsys: str) -> int:
+    from gpumagic.capture.phases import PhaseMarks
+    from gpumagic.capture.runner import run_spec, start_cuda
+
+    threading.Thread(target=_watch, args=(parent, ctrl, session, nsys), daemon=True).start()
+    marks = PhaseMarks()
+    start_cuda(marks)
+    write_json(
+        os.path.join(ctrl, READY_FILE),
+        {"pid": os.getpid(), "marks": marks.marks, "python": sys.executable},
+    )
+    while True:
+        command = receive(ctrl)
+        if command.get("tidy"):
+            _empty_caches()  # the previous cell's memory, freed once its collection has stopped
+            continue
+        if command.get("exit") or "run" not in command:
+            return 0
+        workdir = command["run"]
+        with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
+            spec = json.load(f)
+
+        def hand_over(workdir: str = workdir) -> None:
+            write_json(os.path.join(workdir, "warm"), {"at": time.time()})
+            answer = receive(ctrl)
+            if not answer.get("go"):
+                raise Aborted(str(answer.get("abort") or "the capture was not started"))
+
+        rc = run_spec(workdir, spec, PhaseMarks(), before_capture=hand_over)
+        write_json(os.path.join(workdir, "done"), {"rc": rc, "at": time.time()})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]))
