@@ -97,10 +97,10 @@ def summarize(path: str) -> RankSummary:
         pids=list(report.pids),
         first_ns=_first(report.tables),
         units=units[UNIT_COLUMNS].reset_index(drop=True),
-        stats=_stats(trace),
+        stats=(stats := _stats(trace)),
         nccl_names=[],
         nccl={},
-        facts=_facts(trace, units),
+        facts=_facts(trace, units, int(stats["kernels"].arrays["total"].sum())),
         bins=_bins(trace, units),
     )
     summary.nccl_names, summary.nccl = _nccl(trace)
@@ -185,16 +185,19 @@ def _nth(pid: np.ndarray, code: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
+def _facts(trace: Trace, units: pd.DataFrame, kernel_ns: int) -> dict[str, Any]:
     """The per-rank findings' inputs: per process, the host's waits for the GPU in its range (calls,
     ns, calls per API name; the closing device synchronisation aside, as ``host_syncs`` does); the
     kernel launches, those without a kernel, and whether any launch was a graph's. In numpy on the
-    names' codes: which names are waits or launches is asked once per distinct name."""
+    names' codes: which names are waits or launches is asked once per distinct name. ``kernel_ns``:
+    the kernels' time (their statistics' total)."""
     api = trace.api
     facts: dict[str, Any] = {"syncs": {}, "launches": 0, "missing": 0, "after": 0, "graph": False}
     k = trace.kernels
-    facts["kernel_ns"] = int((k["end"] - k["start"]).sum())
-    facts["kernel_pids"] = [int(p) for p in pd.unique(id_column(k["pid"]))] if len(k) else []
+    facts["kernel_ns"] = kernel_ns
+    kernel_pid = id_column(k["pid"])
+    one = len(k) and (kernel_pid == kernel_pid[0]).all()  # one process, as a rule: no hash table
+    facts["kernel_pids"] = [int(p) for p in (kernel_pid[:1] if one else pd.unique(kernel_pid))]
     if api.empty:
         return facts
     codes, names = _coded(api_names(trace))
@@ -218,7 +221,7 @@ def _facts(trace: Trace, units: pd.DataFrame) -> dict[str, Any]:
         }
     launch = np.flatnonzero(np.isin(names, LAUNCH_APIS)[codes])
     if len(launch) and not k.empty:
-        keys = _keys(api["correlation"], pid)[launch]
+        keys = _keys(api["correlation"].to_numpy()[launch], pid[launch])
         valid = keys >= 0
         keys, starts = keys[valid], start[launch][valid]
         found = _member(keys, _ids(k))
@@ -242,23 +245,27 @@ def _coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
-def _keys(corr: pd.Series, pid: np.ndarray) -> np.ndarray:
+def _keys(corr: np.ndarray, pid: np.ndarray) -> np.ndarray:
     """Each row's correlation id with its process (``pid << 40``), -1 where it has none."""
-    c = pd.to_numeric(corr, errors="coerce")
-    keep = c.notna().to_numpy() & (c != -1).to_numpy()
-    out = np.full(len(c), -1, dtype=np.int64)
-    out[keep] = c.to_numpy()[keep].astype("int64") | (np.maximum(pid[keep], 0) << 40)
+    if corr.dtype.kind not in "iu":
+        corr = pd.to_numeric(pd.Series(corr), errors="coerce").fillna(-1).to_numpy(np.int64)
+    p = np.maximum(pid, 0)
+    one = len(p) and (p == p[0]).all()
+    out = corr | (int(p[0]) << 40) if one else corr | (p << 40)  # a new array either way
+    out[corr == -1] = -1
     return out
 
 
 def _ids(df: pd.DataFrame) -> np.ndarray:
     """Distinct correlation ids with their process, sorted, as ``analysis.selfcheck`` counts them
     (kernels come in start order, and so their ids: sorted already, as a rule)."""
-    ids = _keys(df["correlation"], id_column(df["pid"]))
-    ids = ids[ids >= 0]
+    ids = _keys(df["correlation"].to_numpy(), id_column(df["pid"]))
+    if (ids < 0).any():
+        ids = ids[ids >= 0]
     if len(ids) and (ids[1:] < ids[:-1]).any():
-        ids = np.sort(ids)
-    return ids[np.r_[True, ids[1:] != ids[:-1]]] if len(ids) else ids
+        ids.sort()
+    repeat = ids[1:] == ids[:-1]
+    return ids[np.r_[True, ~repeat]] if repeat.any() else ids
 
 
 def _member(keys: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
@@ -295,7 +302,10 @@ def _bins(trace: Trace, units: pd.DataFrame) -> BusyBins | None:
     if not len(codes) or units.empty:
         return None
     starts, ends = trace._gpu_arrays()
-    per = [(starts[codes == i], ends[codes == i]) for i in range(len(gpu_units))]
+    if len(gpu_units) == 1:  # one process on one GPU: every row
+        per = [(starts, ends)]
+    else:
+        per = [(starts[codes == i], ends[codes == i]) for i in range(len(gpu_units))]
     return bin_busy(per, int(units["start"].min()), int(units["end"].max()))
 
 

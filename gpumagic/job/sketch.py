@@ -27,8 +27,14 @@ ZERO = -(1 << 20)
 def buckets(values: np.ndarray) -> np.ndarray:
     """Each value's bucket (int64)."""
     v = np.asarray(values, dtype=np.float64)
-    # the logarithm of every value at once: a masked assignment costs ten times the logarithm
-    out = np.ceil(np.log(np.maximum(v, 1.0)) / _LOG_GAMMA - 1e-12).astype(np.int64)
+    # the logarithm of every value at once (a masked assignment costs ten times the logarithm), in
+    # place: one temporary of the values' size
+    x = np.maximum(v, 1.0)
+    np.log(x, out=x)
+    x /= _LOG_GAMMA
+    x -= 1e-12
+    np.ceil(x, out=x)
+    out = x.astype(np.int64)
     out[~(v >= 1)] = ZERO  # values under 1, and NaN
     return out
 
@@ -48,14 +54,19 @@ def counts(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
     groups = np.asarray(groups, dtype=np.int64)
     b = buckets(values)
     zero = b == ZERO
-    real = b[~zero]
-    lo = int(real.min()) - 1 if len(real) else 0  # bucket lo stands in for ZERO
-    width = (int(real.max()) if len(real) else lo) - lo + 1
+    real = ~zero
+    any_real = bool(real.any())
+    # bucket lo stands in for ZERO (ZERO itself is below every other bucket)
+    lo = int(b.min(initial=np.iinfo(np.int64).max, where=real)) - 1 if any_real else 0
+    width = (int(b.max()) if any_real else lo) - lo + 1
     cells = (int(groups.max()) + 1) * width
     if cells <= max(4 * len(b), 1 << 16):
         # a count per (group, bucket) cell: a duration's buckets span a few thousand at most, so
         # the cells are few and counting them costs less than sorting the values
-        n = np.bincount(groups * width + np.where(zero, 0, b - lo), minlength=cells)
+        b -= lo  # in place: b is this function's own
+        b[zero] = 0
+        b += groups * width
+        n = np.bincount(b, minlength=cells)
         cell = np.flatnonzero(n)
         bucket = cell % width + lo
         bucket[bucket == lo] = ZERO

@@ -61,9 +61,18 @@ def name_stats(codes: np.ndarray, values: np.ndarray, names: list[Any]) -> NameS
     np.minimum.at(lo, codes, v)
     np.maximum.at(hi, codes, v)
     mean = total / np.maximum(count, 1)
-    dev = v - mean[codes]
-    m2 = np.bincount(codes, weights=dev * dev, minlength=n)
+    dev = mean[codes]  # each temporary of a row's size made once and worked on in place
+    np.subtract(v, dev, out=dev)
+    dev *= dev
+    m2 = np.bincount(codes, weights=dev, minlength=n)
+    del dev
     keep = count > 0
+    if keep.all():  # every name had rows (as group codes have it): numbered as they are
+        return NameStats(
+            [str(x) for x in names],
+            dict(zip(_FIELDS, (count, total, lo, hi, mean, m2))),
+            sketch.counts(codes, v),
+        )
     remap = np.cumsum(keep) - 1
     arrays = {
         "count": count[keep],
