@@ -43,7 +43,15 @@ from .code_frames import (
 )
 from .summaries import launching_op_rows
 
-__all__ = ["NO_LINES", "NO_MODULES", "Attribution", "attribution", "top_whats"]
+__all__ = [
+    "NO_LINES",
+    "NO_MODULES",
+    "Attribution",
+    "attribution",
+    "module_frames",
+    "module_paths",
+    "top_whats",
+]
 
 #: What a trace without module frames needs, said instead of a made-up split.
 NO_MODULES = (
@@ -154,10 +162,7 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     o_at = [o[1] for o in origin]
 
     # modules
-    is_module = frames["name"].str.startswith(MODULE_PREFIX)
-    mods = frames[is_module].reset_index(drop=True)
-    mod_nest = Nest(mods["start"], mods["end"], mods["thread"])
-    paths = _paths(mod_nest, [n[len(MODULE_PREFIX) :] for n in mods["name"]])
+    mods, mod_nest, paths = module_frames(trace)
     held = mod_nest.innermost(o_thread, o_at)
     module = [paths[i] if i >= 0 else None for i in held.tolist()]
 
@@ -202,8 +207,27 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
             "what": _what(trace, work, backward, seq, fwd_name),
         }
     )
-    first = pd.Series(mods["start"].to_numpy(), index=paths).groupby(level=0).min().sort_values()
-    return Attribution(items, unit, bool(len(mods)), kind, line_text, first.index.tolist())
+    return Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace))
+
+
+def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
+    """The trace's module forwards (frames), their nesting, and each one's path of instance names
+    ("GPT_0.Block_1"). Kept per Trace."""
+
+    def compute() -> tuple[pd.DataFrame, Nest, list[str]]:
+        frames, _ = code_tables(trace)
+        mods = frames[frames["name"].str.startswith(MODULE_PREFIX)].reset_index(drop=True)
+        nest = Nest(mods["start"], mods["end"], mods["thread"])
+        return mods, nest, _paths(nest, [n[len(MODULE_PREFIX) :] for n in mods["name"]])
+
+    return trace.memo("by_code.module_frames", compute)
+
+
+def module_paths(trace: Any) -> list[str]:
+    """Every module path of the trace, in the order their forwards first started."""
+    mods, _, paths = module_frames(trace)
+    first = pd.Series(mods["start"].to_numpy(), index=paths).groupby(level=0).min()
+    return first.sort_values(kind="stable").index.tolist()
 
 
 def _paths(nest: Nest, names: list[str]) -> list[str]:

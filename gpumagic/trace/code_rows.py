@@ -85,7 +85,11 @@ def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFram
     ``model`` (the live module, or name -> module: :func:`dotted_names`) where given, else by the
     names the capture found (``meta["module_names"]``), else by instance."""
     attr = attribution(trace, memops)
-    names = dotted_names(attr, model) if model is not None else trace.meta.get("module_names")
+    names = (
+        dotted_names(attr.module_paths, model)
+        if model is not None
+        else trace.meta.get("module_names")
+    )
     return module_rows(attr, names)
 
 
@@ -242,32 +246,39 @@ def _first_line(key: str) -> int:
     return int(key.rsplit("(", 1)[1].split(")", 1)[0])
 
 
-def dotted_names(attr: Attribution, roots: Mapping[str, Any] | Any) -> dict[str, str]:
-    """Instance path -> dotted name (``"GPT_0.Block_1.Attention_1"`` -> ``"blocks.1.attn"``), from
-    the live modules (``roots``: one module, or name -> module). A top-level module is named by its
-    key in ``roots`` where several are given (its class's instance name where one is), its
-    children by their dotted path under it. Paths that match nothing keep their instance name."""
+def dotted_names(paths: list[str], roots: Mapping[str, Any] | Any) -> dict[str, str]:
+    """Instance path -> dotted name (``"GPT_0.Block_1.Attention_1"`` -> ``"blocks.1.attn"``), for
+    the module ``paths`` of a trace (:func:`~gpumagic.trace.by_code.module_paths`), from the live
+    modules (``roots``: one module, or name -> module). A top-level module is named by its key in
+    ``roots`` (its instance name where it has none); where one top-level module matched, its
+    children are named as under it (``blocks.1.attn``), where several did, with their key first
+    (``model.blocks.1.attn``). A top-level module matches the first root of its class not matched
+    yet. Paths that match nothing keep their instance name."""
     if not isinstance(roots, Mapping):
         roots = {"": roots}
     children: dict[str, list[str]] = defaultdict(list)
-    for p in attr.module_paths:
+    for p in paths:
         children[p.rsplit(".", 1)[0] if "." in p else ""].append(p)
-    out: dict[str, str] = {}
+    found: dict[str, tuple[str, dict[str, str]]] = {}
     used: set[int] = set()
     for path in children[""]:
-        cls = _class(path)
         for key, mod in roots.items():
-            if type(mod).__name__ == cls and id(mod) not in used:
+            if type(mod).__name__ == _class(path) and id(mod) not in used:
                 used.add(id(mod))
-                out[path] = key or path
-                _match(path, mod, "", children, out, key)
+                below: dict[str, str] = {}
+                _match(path, mod, "", children, below)
+                found[path] = (key, below)
                 break
+    out: dict[str, str] = {}
+    for path, (key, below) in found.items():
+        out[path] = key or path
+        prefix = f"{key}." if key and len(found) > 1 else ""
+        out |= {p: prefix + name for p, name in below.items()}
     return out
 
 
-def _match(
-    path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict, root: str
-) -> None:
+def _match(path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict) -> None:
+    """Name the instance paths under ``path`` (the live ``mod``, named ``dotted``) in ``out``."""
     kids = children.get(path, [])
     classes = {_class(k) for k in kids}
     found: dict[str, list[tuple[str, Any]]] = defaultdict(list)
@@ -277,7 +288,7 @@ def _match(
             full = f"{prefix}{name}"
             if type(child).__name__ in classes:
                 found[type(child).__name__].append((full, child))
-            else:
+            else:  # a container never called (a ModuleList): looked through
                 look(child, full + ".")
 
     look(mod, f"{dotted}." if dotted else "")
@@ -287,8 +298,8 @@ def _match(
         if taken[cls] < len(found[cls]):
             name, child = found[cls][taken[cls]]
             taken[cls] += 1
-            out[k] = f"{root}.{name}" if root else name
-            _match(k, child, name, children, out, root)
+            out[k] = name
+            _match(k, child, name, children, out)
 
 
 def _class(path: str) -> str:

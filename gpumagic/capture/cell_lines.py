@@ -1,0 +1,113 @@
+"""Each line of a ``%%gpuprofile`` cell marked in the trace, so the by-line view can say which line
+launched which kernel.
+
+A trace's Python frames name functions, not lines (torch.profiler records calls), and a cell is
+one frame. So the cell's statements are wrapped, in its syntax tree, in a ``record_function``
+range named ``gpumagic line N`` (N: the statement's first line in the cell): the top-level
+statements and those of the bodies of top-level ``for``/``while``/``if``/``with``/``try`` (a
+training loop's lines), not deeper, so that a tight inner loop does not push a range per
+iteration. The trailing expression, whose value IPython shows, is evaluated inside its range and
+stays the cell's value. A range costs a couple of microseconds (``benchmarks/by_code_cost.py``).
+
+The wrapper names this module through ``__import__``, so the user's namespace gains no name.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+__all__ = ["LINE_RANGE_TEXT", "line_range", "mark_lines", "value_in_line"]
+
+#: The range's name; ``gpumagic.trace.code_frames.LINE_RANGE`` reads it back.
+LINE_RANGE_TEXT = "gpumagic line {}"
+_T = TypeVar("_T")
+#: How deep into compound statements lines are marked (1: the top level; 2: their bodies too).
+DEPTH = 2
+_BODIES = ("body", "orelse", "finalbody")
+
+
+@contextmanager
+def line_range(line: int) -> Iterator[None]:
+    """The range of one line of the cell (a torch ``record_function``)."""
+    from torch.autograd.profiler import record_function
+
+    with record_function(LINE_RANGE_TEXT.format(line)):
+        yield
+
+
+def value_in_line(line: int, value: Callable[[], _T]) -> _T:
+    """``value()`` evaluated inside the range of ``line``: the cell's trailing expression."""
+    with line_range(line):
+        return value()
+
+
+def _this(attr: str, node: ast.AST) -> ast.expr:
+    """``__import__("gpumagic.capture.cell_lines", fromlist=["x"]).attr`` at ``node``'s place."""
+    call = ast.Call(
+        func=ast.Name(id="__import__", ctx=ast.Load()),
+        args=[ast.Constant(__name__)],
+        keywords=[ast.keyword(arg="fromlist", value=ast.List([ast.Constant(attr)], ast.Load()))],
+    )
+    return ast.copy_location(ast.Attribute(value=call, attr=attr, ctx=ast.Load()), node)
+
+
+def _wrapped(stmt: ast.stmt) -> ast.stmt:
+    item = ast.withitem(
+        context_expr=ast.Call(
+            func=_this("line_range", stmt), args=[ast.Constant(stmt.lineno)], keywords=[]
+        )
+    )
+    return ast.copy_location(ast.With(items=[item], body=[stmt]), stmt)
+
+
+def _marked(body: list[ast.stmt], depth: int) -> list[ast.stmt]:
+    out = []
+    for stmt in body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+            out.append(stmt)  # must stay first, and costs nothing
+            continue
+        if depth < DEPTH and not isinstance(
+            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
+            for field in _BODIES:
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(stmt, field, _marked(inner, depth + 1))
+            for handler in getattr(stmt, "handlers", []) or []:
+                handler.body = _marked(handler.body, depth + 1)
+        out.append(_wrapped(stmt))
+    return out
+
+
+def _plain(expr: ast.expr) -> bool:
+    """Whether an expression can move into a lambda unchanged (no ``:=``, ``await``, ``yield``)."""
+    return not any(
+        isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(expr)
+    )
+
+
+def mark_lines(tree: ast.Module) -> ast.Module:
+    """A copy of a cell's tree with each line in its range (module doc). A trailing expression
+    statement stays one, its value taken inside its line's range."""
+    tree = copy.deepcopy(tree)
+    body = list(tree.body)
+    last: ast.Expr | None = None
+    if body and isinstance(body[-1], ast.Expr) and _plain(body[-1].value):
+        last = body.pop()
+    tree.body = _marked(body, 1)
+    if last is not None:
+        fn = ast.Lambda(
+            args=ast.arguments(
+                posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]
+            ),
+            body=last.value,
+        )
+        call = ast.Call(
+            func=_this("value_in_line", last), args=[ast.Constant(last.lineno), fn], keywords=[]
+        )
+        tree.body.append(ast.copy_location(ast.Expr(ast.copy_location(call, last)), last))
+    return ast.fix_missing_locations(tree)
