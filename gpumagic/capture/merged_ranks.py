@@ -126,7 +126,7 @@ def _split_by_process(events: list[Any]) -> dict[int, list[dict[str, Any]]] | No
 def _launching_pids(events: list[Any]) -> set[Any]:
     """The pids of every event in a launch category (launches or not): at least those that
     :func:`_split_by_process` counts, from a pass that reads one field of each event (its full pass
-    reads three and their arguments, a third of a 140 MB trace's load)."""
+    reads three and their arguments: 0.3 s of a 140 MB trace's load, this one 0.1 s)."""
     pids = set()
     for ev in events:
         try:
