@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from .finding import Finding
@@ -90,7 +91,7 @@ def _checkpointing(live: pd.DataFrame, peak: int) -> Finding | None:
     act = live[live["category"] == "activations"]
     units = act.assign(unit=[unit_of(m) for m in act["module"]])
     units = units[units["unit"] != ""]
-    repeated = units["unit"].str.contains(r"\.\d+$")
+    repeated = np.array([_INDEX.match(u.rsplit(".", 1)[-1]) is not None for u in units["unit"]])
     if repeated.any():  # the repeated units alone: the head or the embedding are one-offs
         units = units[repeated]
     by_unit = units.groupby("unit")["bytes"].sum().sort_values(ascending=False, kind="stable")

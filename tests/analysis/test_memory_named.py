@@ -4,6 +4,7 @@ at the recording's start and end, with the allocator's own figures)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -185,3 +186,13 @@ def test_the_view_shows_the_module_breakdown_and_the_estimates(named):
     assert "model.blocks.3.mlp.0" in text and "model.blocks.3.mlp.0" in html
     assert text.count("Estimate: ") == 3
     assert view.to_dataframe()["module"].str.startswith("model.").any()
+
+
+def test_no_estimate_from_parts_that_are_not_there(named, names):
+    from gpumagic.analysis.memory_levers import levers_of
+
+    live = named.live_at_peak
+    without = dataclasses.replace(named, live_at_peak=live[live["category"] != "activations"])
+    kinds = {f.kind for f in levers_of(without, names)}
+    assert "memory_estimate_checkpointing" not in kinds
+    assert levers_of(dataclasses.replace(named, live_at_peak=live.iloc[:0]), names) == []

@@ -3,6 +3,9 @@ left as found."""
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -120,3 +123,91 @@ def test_out_of_memory_is_shown_then_raised(shell):
     assert m.findings[0].kind == "memory_oom"
     assert not _history_enabled()
     shell.user_ns.pop("n", None)
+
+
+# --- every byte named: an AdamW step of a transformer ---------------------------------------------
+
+STEP = """
+opt.zero_grad(set_to_none=True)
+loss = model(idx).mean()
+loss.backward()
+opt.step()
+"""
+
+
+def _gpt(**kw):
+    """The 4-block transformer of the committed recordings (tests/data/capture/module_traces.py)."""
+    path = pathlib.Path(__file__).parents[1] / "data" / "capture" / "module_traces.py"
+    spec = importlib.util.spec_from_file_location("module_traces", path)
+    mt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mt)
+    return mt.GPT(**kw)
+
+
+def _blocks(tensors) -> int:
+    """What the allocator counts for these storages: each rounded up to its 512-byte blocks."""
+    import numpy as np
+
+    from gpumagic.analysis.memory import block_bytes
+
+    sizes = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return int(block_bytes(np.array(list(sizes.values()), np.int64)).sum())
+
+
+@pytest.fixture
+def transformer(shell):
+    ip = shell
+    # d 1024: a cached block handed out whole can be up to 1 MiB over its request, so a model too
+    # small makes a few such blocks more than the 1% allowed
+    model = _gpt(vocab=8192, d=1024, heads=16, layers=4).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, 8192, (8, 512), device="cuda")
+    ip.user_ns.update(torch=torch, model=model, opt=opt, idx=idx, w=model.head.weight)
+    ip.run_cell(STEP)  # warm: AdamW's state exists before the recording
+    torch.cuda.synchronize()
+    yield ip, model, opt
+    for name in ("model", "opt", "idx", "w", "loss", "mem"):
+        ip.user_ns.pop(name, None)
+    torch.cuda.synchronize()
+
+
+def test_a_training_step_every_byte_named(transformer):
+    shell, model, opt = transformer
+    hooks = torch.nn.modules.module
+    global_hooks = (len(hooks._global_forward_hooks), len(hooks._global_forward_pre_hooks))
+    ptrs = [p.data_ptr() for p in model.parameters()]
+    torch.cuda.reset_peak_memory_stats()  # the test's own reset (gpumagic never resets)
+    shell.run_cell_magic("gpuprofile", "-w 0 --memory -o mem", STEP)
+    peak_counter = torch.cuda.max_memory_allocated()
+    m = shell.user_ns["mem"].analysis
+    assert m.peak_bytes == peak_counter
+    cats = m.category_at_peak
+    params = list(model.parameters())
+    state = [t for s in opt.state.values() for t in s.values() if t.is_cuda]
+    for got, want in (
+        (cats["parameters"], _blocks(params)),
+        (cats["optimizer state"], _blocks(state)),
+        (
+            int(m.by("category", at="end").set_index("category").loc["gradients", "bytes"]),
+            _blocks([p.grad for p in params]),
+        ),
+    ):
+        assert abs(got - want) <= 0.01 * want, (got, want)
+    # a parameter also bound to a name (w = model.head.weight) is counted once, as the parameter
+    live = m.live_at_peak
+    assert "model.head.weight" in set(live["name"]) and "w" not in set(live["name"])
+    # activations: the module whose forward made them
+    act = live[live["category"] == "activations"]
+    assert act["bytes"].sum() > 0
+    in_module = act.loc[act["module"].str.startswith("model."), "bytes"].sum()
+    assert in_module >= 0.9 * act["bytes"].sum()
+    # every breakdown of the peak sums to it, to the byte
+    for column in ("category", "module", "name", "line", "op"):
+        assert int(m.by(column)["bytes"].sum()) == m.peak_bytes, column
+    # the estimates, labelled as such
+    assert any(f.kind == "memory_estimate_checkpointing" for f in m.findings)
+    # nothing left behind: no hooks, the parameters where they were, the recording off
+    assert (len(hooks._global_forward_hooks), len(hooks._global_forward_pre_hooks)) == global_hooks
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    assert [p.data_ptr() for p in model.parameters()] == ptrs
+    assert not _history_enabled()
