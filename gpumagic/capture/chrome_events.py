@@ -312,9 +312,8 @@ def op_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     c["name"] = _strs(c["name"])
     auto = _autograd(c, c.pop("seq"), c.pop("fwd"))
     c["thread"] = _ints(c["thread"])
-    c["shapes"] = _spelled_by_json(c["shapes"], shapes)
+    c["shapes"], c["dtypes"] = _shapes_and_dtypes(c["shapes"], c["dtypes"])
     c["external_id"] = _ints(c["external_id"])
-    c["dtypes"] = _spelled(c["dtypes"], dtypes)
     c["autograd"] = auto
     return c, _spelling(evs, c)
 
@@ -378,29 +377,27 @@ def _spelled(values: list[Any], spell: Any) -> list[str | None]:
     return out
 
 
-def _spelled_by_json(values: list[Any], spell: Any) -> list[str | None]:
-    """``spell(v)`` of each value, each distinct one (lists of lists: told apart by their JSON)
-    spelled once; each spelled anew where orjson is not installed."""
+def _shapes_and_dtypes(dims: list[Any], types: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Each op's :func:`shapes` and :func:`dtypes`, each distinct pair of "Input Dims" and "Input
+    type" (told apart by their JSON: they nest lists) spelled once; each op's spelled anew where
+    orjson is not installed."""
     try:
         from orjson import dumps
     except ImportError:
-        return [spell(v) for v in values]
-    seen: dict[bytes, str | None] = {}
+        return [shapes(d) for d in dims], _spelled(types, dtypes)
+    seen: dict[bytes, tuple[Any, Any]] = {}
     out = []
-    for v in values:
-        if v is None:
-            out.append(spell(v))
-            continue
+    for pair in zip(dims, types):
         try:
-            key = dumps(v)
+            key = dumps(pair)
         except TypeError:  # an int beyond 64 bits
-            out.append(spell(v))
+            out.append((shapes(pair[0]), dtypes(pair[1])))
             continue
-        s = seen.get(key, seen)
-        if s is seen:
-            s = seen[key] = spell(v)
-        out.append(s)
-    return out
+        spelled = seen.get(key)
+        if spelled is None:
+            spelled = seen[key] = (shapes(pair[0]), dtypes(pair[1]))
+        out.append(spelled)
+    return [p[0] for p in out], [p[1] for p in out]
 
 
 def _dim(v: Any) -> str | None:
