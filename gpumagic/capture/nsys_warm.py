@@ -197,7 +197,7 @@ def _send(child: WarmChild, command: dict[str, Any], deadline: float) -> None:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as exc:
-            if exc.errno != errno.ENXIO:  # ENXIO: nobody reads yet
+            if exc.errno != errno.ENXIO:  # ENXIO: nobody reads (not yet, or no more)
                 raise WarmUnavailable(f"the warm child's command pipe failed ({exc})") from None
             if not alive(child.pid):
                 raise WarmUnavailable("the warm child is gone") from None
@@ -273,6 +273,7 @@ def run_warm(
     launched = time.time()
     child, replaced = get_child(nsys, opts, extra_args)
     reused = child.cells > 0
+    child.cells += 1  # served, whatever the cell does
     if not reused:
         phases.add(
             "child start", (child.start_marks[0][1] if child.start_marks else launched) - launched
@@ -295,7 +296,6 @@ def run_warm(
         if "CUDA error" in str(exc.traceback) or "AcceleratorError" in str(exc.traceback):
             retire_current()  # a CUDA error leaves the context unusable: the next cell starts anew
         raise
-    child.cells += 1
     if reused:
         notes = [
             f"Warm child reused (cell {child.cells} of this nsys session): no new process, torch "

@@ -3,8 +3,8 @@ NSYS``, started once per kernel under ``nsys launch`` (``nsys_warm.py`` says why
 
 It imports torch and starts CUDA once, writes ``CTRL/ready.json`` and then serves cells, one at a
 time, until told to exit or until its parent is gone. Commands come as one JSON line each through
-the FIFO ``CTRL/cmd`` (a blocking open and read: while the child waits it makes no call that a
-tracer would record as work): ``{"run": WORKDIR}`` runs the cell that ``WORKDIR/cell.json``
+the FIFO ``CTRL/cmd`` (a blocking read: while the child waits it makes no call that a tracer would
+record as work): ``{"run": WORKDIR}`` runs the cell that ``WORKDIR/cell.json``
 describes, its names restored from ``WORKDIR`` into a fresh namespace (nothing of an earlier cell's
 names is left: each cell starts from ``{"__name__": "__main__"}`` plus its own shipped inputs),
 with the same loop as the one-shot runner (``runner.run_spec``). After the warm-up it writes
@@ -63,11 +63,23 @@ def write_json(path: str, data: Any) -> None:
     os.replace(path + ".part", path)
 
 
-def receive(ctrl: str) -> dict[str, Any]:
-    """The next command: blocks until the parent writes one."""
-    with open(os.path.join(ctrl, CMD_FIFO), encoding="utf-8") as f:
-        line = f.readline()
-    return json.loads(line) if line.strip() else {}
+class Commands:
+    """The parent's commands, one JSON line each, in order. The FIFO stays open (read and write)
+    for the child's life: a command written while the child is busy waits in the pipe, none is lost
+    between two reads, and the parent's open fails (ENXIO) only once the child is gone."""
+
+    def __init__(self, ctrl: str) -> None:
+        self.fd = os.open(os.path.join(ctrl, CMD_FIFO), os.O_RDWR)
+        self.buffer = b""
+
+    def next(self) -> dict[str, Any]:
+        """The next command: blocks until the parent writes one."""
+        while True:
+            while b"\n" not in self.buffer:
+                self.buffer += os.read(self.fd, 65536)
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            if line.strip():
+                return json.loads(line)
 
 
 def _watch(parent: int, ctrl: str, session: str, nsys: str) -> None:
@@ -105,12 +117,13 @@ def main(ctrl: str, parent: int, session: str, nsys: str) -> int:
     threading.Thread(target=_watch, args=(parent, ctrl, session, nsys), daemon=True).start()
     marks = PhaseMarks()
     start_cuda(marks)
+    commands = Commands(ctrl)
     write_json(
         os.path.join(ctrl, READY_FILE),
         {"pid": os.getpid(), "marks": marks.marks, "python": sys.executable},
     )
     while True:
-        command = receive(ctrl)
+        command = commands.next()
         if command.get("tidy"):
             _empty_caches()  # the previous cell's memory, freed once its collection has stopped
             continue
@@ -122,7 +135,7 @@ def main(ctrl: str, parent: int, session: str, nsys: str) -> int:
 
         def hand_over(workdir: str = workdir) -> None:
             write_json(os.path.join(workdir, "warm"), {"at": time.time()})
-            answer = receive(ctrl)
+            answer = commands.next()
             if not answer.get("go"):
                 raise Aborted(str(answer.get("abort") or "the capture was not started"))
 
