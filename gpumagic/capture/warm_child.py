@@ -16,8 +16,8 @@ process keeps from one cell to the next is what a warm process is for: imported 
 context, cuBLAS/cuDNN handles and compiled kernels.
 
 A watcher thread ends the child when the parent process is gone (killed, crashed, a kernel restart)
-or when ``CTRL`` is removed: it asks nsys to shut the session down (``nsys shutdown --kill``) and
-exits, so that no Python process or nsys session outlives the kernel.
+or when ``CTRL`` is removed: it asks nsys to shut the session down (``nsys shutdown --kill``),
+removes ``CTRL`` and exits, so that no Python process or nsys session outlives the kernel.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -85,6 +86,7 @@ class Commands:
 def _watch(parent: int, ctrl: str, session: str, nsys: str) -> None:
     while alive(parent) and os.path.isdir(ctrl):
         time.sleep(0.25)
+    shutil.rmtree(ctrl, ignore_errors=True)  # the parent that would have removed it is gone
     try:
         # the session ends with its process: no nsys left collecting for a kernel that is gone
         subprocess.run(

@@ -284,6 +284,7 @@ def test_no_orphan_after_the_parent_is_killed(warm_env, tmp_path):
     proc.wait()
     proc.stdout.close()
     assert _gone([pids["child"], pids["launcher"]]), "the warm child outlived its parent"
+    assert not os.path.exists(pids["ctrl"])
     assert not os.listdir(os.environ["FAKE_NSYS_STATE"])  # its nsys session ended with it
 
 
