@@ -97,7 +97,12 @@ def capture(
     @contextmanager
     def inside() -> Iterator[None]:
         nonlocal prof
-        prof = profile(activities=activities, record_shapes=opts.record_shapes)
+        prof = profile(
+            activities=activities,
+            record_shapes=opts.record_shapes,
+            with_modules=opts.with_modules,
+            with_stack=opts.with_stack,
+        )
         around = ExitStack()
         try:
             with (
@@ -160,10 +165,48 @@ def capture(
     if not cuda:
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
+    code_meta(trace, runnable, ns, opts)
     fused = fused_descriptions(fused_from_loaded_code(trace.kernels["name"].unique()))
     if fused:  # what each Inductor kernel fused, from the output code the compiled graphs run
         trace.meta["fused"] = fused
     return Capture(trace, notes=loop_notes(warmup, iters), value=value)
+
+
+def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -> None:
+    """What the by-code view needs beside the trace: the cell's source (its lines' text), whether
+    modules were recorded (a cell that ran none says so, not "record them"), and the dotted names
+    of the modules that ran, matched to the namespace's modules (``trace.code_rows``)."""
+    import torch
+
+    from ..trace import nesting_depth
+    from ..trace.by_code import module_paths
+    from ..trace.code_frames import LINE_RANGE
+    from ..trace.code_rows import dotted_names
+
+    trace.meta["with_modules"] = bool(opts.with_modules)
+    if cell.source:
+        trace.meta["cell_source"] = cell.source
+    nvtx = trace.nvtx
+    marks = nvtx["text"].astype(str).str.match(LINE_RANGE.pattern) if len(nvtx) else None
+    if marks is not None and marks.any():  # the line ranges are the view's, not the user's ranges
+        lines = nvtx[marks]
+        trace.meta.setdefault("code", {})["lines"] = {
+            "text": lines["text"].astype(str).tolist(),
+            "start": lines["start"].astype("int64").tolist(),
+            "end": lines["end"].astype("int64").tolist(),
+            "thread": lines["thread"].tolist(),
+        }
+        rest = nvtx[~marks].reset_index(drop=True)
+        rest["depth"] = nesting_depth(rest)
+        trace.nvtx = rest
+    paths = module_paths(trace)
+    if paths:
+        roots = {
+            k: v
+            for k, v in namespace.items()
+            if not k.startswith("_") and isinstance(v, torch.nn.Module)
+        }
+        trace.meta["module_names"] = dotted_names(paths, roots)
 
 
 def _stop(prof: Any) -> None:

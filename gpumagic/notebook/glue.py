@@ -91,12 +91,14 @@ def running_cell(shell: InteractiveShell) -> tuple[Any, Any] | None:
     return (cell_id, shell.execution_count) if cell_id else None
 
 
-def compile_cell(shell: InteractiveShell, source: str) -> Cell:
+def compile_cell(shell: InteractiveShell, source: str, lines: bool = False) -> Cell:
     """The cell compiled as IPython runs it: registered with linecache (tracebacks and allocation
-    stacks show its lines), IPython's AST transformers applied, its last expression kept apart."""
+    stacks show its lines), IPython's AST transformers applied, its last expression kept apart.
+    ``lines``: each line in its profiler range, for the by-line view (``capture/cell_lines.py``)."""
     from ..capture.cell import Cell, compile_tree
+    from ..capture.cell_lines import mark_lines
 
     filename = shell.compile.cache(source)
     tree = shell.transform_ast(shell.compile.ast_parse(source, filename))
-    code, last = compile_tree(tree, filename)
+    code, last = compile_tree(mark_lines(tree) if lines else tree, filename)
     return Cell(source=source, code=code, last=last)

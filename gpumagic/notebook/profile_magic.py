@@ -110,7 +110,8 @@ def profile_in_process_or_nsys(
     else:
         from ..capture import torch_profiler as backend
 
-        runnable, options, prefix = compile_cell(shell, run.source), None, "%%gpuprofile"
+        runnable, prefix = compile_cell(shell, run.source, lines=True), "%%gpuprofile"
+        options = None
     with capture_errors(prefix, said=bool(args.nsys), fallback=INTERRUPTED):
         if args.trace:
             check_writable(args.trace, "--trace")  # before the capture, not after it

@@ -39,6 +39,7 @@ from .code_frames import (
     Nest,
     code_tables,
     is_library_file,
+    line_ranges,
     parse_frame,
 )
 from .summaries import launching_op_rows
@@ -64,6 +65,8 @@ NO_LINES = (
     "torch.profiler.profile(with_stack=True) (%%gpuprofile marks each line of the cell)."
 )
 OUTSIDE_MODULES = "(outside every module)"
+#: The autograd engine's op around each backward node it runs.
+ENGINE = "autograd::engine::evaluate_function: "
 OUTSIDE_LINES = "(outside the cell's lines)"
 
 
@@ -153,7 +156,12 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     seq = np.append(bwd["seq"].to_numpy(dtype=np.int64), -1)[inside]  # -1 picks the -1
     fwd_at = dict(zip(fwd["seq"], zip(fwd["thread"], fwd["start"])))
     fwd_name = dict(zip(fwd["seq"], fwd["name"]))
-    backward = inside >= 0
+    # the engine's other work (AccumulateGrad: gradients summed into .grad) is backward too, of no
+    # forward op
+    ops = trace.ops
+    engine = ops[ops["name"].astype(str).str.startswith(ENGINE)] if len(ops) else ops
+    in_engine = Nest(engine["start"], engine["end"], engine["thread"]).innermost(threads, at)
+    backward = (inside >= 0) | (in_engine >= 0)
     origin = [
         fwd_at.get(s, (None, np.nan)) if b else (t, a)
         for b, s, t, a in zip(backward.tolist(), seq.tolist(), threads, at.tolist())
@@ -167,8 +175,7 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     module = [paths[i] if i >= 0 else None for i in held.tolist()]
 
     # lines: the cell's ranges, else the user's own frames
-    nvtx = trace.nvtx
-    ranges = nvtx[nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)] if len(nvtx) else nvtx
+    ranges = line_ranges(trace)
     line_text: dict[Any, str] = {}
     if len(ranges):
         kind = "cell"
@@ -261,12 +268,23 @@ def _what(
         if r >= 0:
             out.append(texts[r])
         elif b:
-            out.append(f"backward of {fwd_name.get(s, 'an op before the capture')}")
+            out.append(
+                f"backward of {fwd_name[s]}" if s in fwd_name else _engine_work(names, o, op_nest)
+            )
         elif o >= 0:
             out.append(names[op_nest.ancestors(int(o))[-1]])
         else:
             out.append(str(work["name"].iat[i])[:60] + " (no launching op)")
     return out
+
+
+def _engine_work(names: list[str], op: int, nest: Nest) -> str:
+    """Backward work of no forward op in the capture, named by the engine's op around it
+    ("backward: torch::autograd::AccumulateGrad")."""
+    for j in nest.ancestors(op) if op >= 0 else []:
+        if names[j].startswith(ENGINE):
+            return "backward: " + names[j].split(": ", 1)[-1]
+    return "backward of an op before the capture"
 
 
 def top_whats(items: pd.DataFrame, n: int = 3) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "Nest",
     "code_tables",
     "is_library_file",
+    "line_ranges",
     "parse_frame",
     "thread_key",
 ]
@@ -127,6 +128,20 @@ def code_tables(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
         return frames, auto
 
     return trace.memo("code_frames.tables", compute)
+
+
+def line_ranges(trace: Any) -> pd.DataFrame:
+    """The ranges of a cell's lines (text, start, end, thread): kept apart from the NVTX table by
+    the capture (``meta["code"]["lines"]``), or among the ranges of a trace read from a file."""
+    kept = (trace.meta.get("code") or {}).get("lines")
+    if kept:
+        return pd.DataFrame(kept)
+    nvtx = trace.nvtx
+    if nvtx.empty:
+        return pd.DataFrame({"text": [], "start": [], "end": [], "thread": []})
+    return nvtx[nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)][
+        ["text", "start", "end", "thread"]
+    ]
 
 
 class Nest:

@@ -39,6 +39,7 @@ from .by_code import (
 __all__ = [
     "LINE_COLUMNS",
     "MODULE_COLUMNS",
+    "NO_MODULE_RAN",
     "by_line",
     "by_module",
     "dotted_names",
@@ -73,6 +74,8 @@ LINE_COLUMNS = [
 ]
 
 
+#: A capture that recorded modules where none ran.
+NO_MODULE_RAN = "No nn.Module's forward ran here: the time is split by line only."
 #: How a loaded trace's line rows read.
 STACK_LINES = (
     "By function: a trace's Python frames name each function's first line, not the line that "
@@ -85,6 +88,8 @@ def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFram
     ``model`` (the live module, or name -> module: :func:`dotted_names`) where given, else by the
     names the capture found (``meta["module_names"]``), else by instance."""
     attr = attribution(trace, memops)
+    if not attr.has_modules and trace.meta.get("with_modules"):
+        return _empty(MODULE_COLUMNS, NO_MODULE_RAN)
     names = (
         dotted_names(attr.module_paths, model)
         if model is not None

@@ -1,0 +1,122 @@
+"""``%%gpuprofile``'s by-code view through a real IPython shell on the CPU. With no GPU, the view
+attributes the CPU time of the torch ops (the outermost op of each piece of work) as it would the
+kernels: every line of the cell that ran is a row, the rows make the total exactly, and the
+backward goes to the line and the module whose forward caused it."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.utils.capture import capture_output
+
+from gpumagic.trace.by_code import attribution
+from gpumagic.trace.code_rows import NO_MODULE_RAN
+
+torch = pytest.importorskip("torch")
+
+TRAINING = """\
+opt.zero_grad()
+y = model(x)
+loss = y.square().mean()
+loss.backward()
+opt.step()
+loss.item()"""
+
+
+@pytest.fixture
+def model_ns(ip):
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(32, 128), nn.GELU(), nn.Sequential(nn.Linear(128, 32), nn.LayerNorm(32))
+    )
+    ip.user_ns.update(
+        model=model, opt=torch.optim.SGD(model.parameters(), lr=0.1), x=torch.randn(16, 32)
+    )
+    return ip
+
+
+def profile(ip, cell: str, flags: str = "-w 1"):
+    with capture_output() as cap:
+        value = ip.run_cell_magic("gpuprofile", f"{flags} -o rep --no-timeline", cell)
+    return ip.user_ns["rep"], cap, value
+
+
+def cpu_total(trace) -> int:
+    """The independent total: the outermost torch ops' CPU time, each thread's."""
+    ops = trace.ops
+    return int((ops.loc[ops["depth"] == 0, "end"] - ops.loc[ops["depth"] == 0, "start"]).sum())
+
+
+def test_every_line_of_a_training_cell_is_a_row_and_the_rows_make_the_total(model_ns):
+    before = set(model_ns.user_ns)
+    rep, cap, value = profile(model_ns, TRAINING)
+    assert value == pytest.approx(model_ns.user_ns["loss"].item())  # the cell's value kept
+    # nothing of the marking lands in the namespace: only the cell's own names and -o's
+    assert set(model_ns.user_ns) - before == {"y", "loss", "rep"}
+    lines = rep.by_line()
+    body = lines[lines["line"].notna()]
+    assert body["line"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert body["source"].tolist() == TRAINING.splitlines()
+    total = cpu_total(rep.trace)
+    assert total > 0 and attribution(rep.trace).total_ns == total
+    assert int(lines["total_ns"].sum()) == total == int(lines["launched_ns"].sum())
+    by = lines.set_index("source")
+    # backward: launched by loss.backward(), put on the forward line that caused it
+    assert by.loc["loss.backward()", "launched_bwd_ns"] > 0 == by.loc["loss.backward()", "bwd_ns"]
+    assert by.loc["y = model(x)", "bwd_ns"] > 0 and by.loc["loss = y.square().mean()", "bwd_ns"] > 0
+    text = cap.outputs[0].data["text/plain"]
+    assert "By line, its forward work and that work's backward" in text
+    assert "y = model(x)" in text and "loss.backward()" in text
+
+
+def test_modules_are_named_as_the_code_names_them_with_their_backward(model_ns):
+    rep, cap, _ = profile(model_ns, TRAINING)
+    mods = rep.by_module()
+    named = mods[mods["instance"] != ""]
+    want = {n for n, _ in model_ns.user_ns["model"].named_modules() if n}
+    assert set(named.loc[named["depth"] > 0, "module"]) == want
+    assert named.loc[named["depth"] == 0, "module"].tolist() == ["model"]
+    top = mods[mods["depth"] == 0]
+    assert int(top["total_ns"].sum()) == cpu_total(rep.trace)
+    root = named[named["depth"] == 0].iloc[0]
+    outside = mods[mods["instance"] == ""].iloc[0]
+    assert root["bwd_ns"] > outside["bwd_ns"]  # the model's backward is the model's
+    for name in ("0", "2.0", "2.1"):  # each layer's forward and backward
+        row = mods[mods["module"] == name].iloc[0]
+        assert row["fwd_ns"] > 0 and row["bwd_ns"] > 0, name
+    html = cap.outputs[0].data["text/html"]
+    assert "By module: forward and backward" in html and "2.1" in html
+
+
+def test_a_cell_without_a_model_says_so_and_is_still_told_by_line(ip):
+    ip.user_ns["a"] = torch.randn(64, 64)
+    rep, cap, _ = profile(ip, "b = a @ a\nc = b.relu()\nfor _ in range(3):\n    c = c + 1")
+    assert rep.by_module().empty and rep.by_module().attrs["note"] == NO_MODULE_RAN
+    lines = rep.by_line()
+    body = lines[lines["line"].notna()]
+    assert body["line"].tolist() == [1, 2, 3, 4]  # the loop's body line is its own row
+    assert body.set_index("line").loc[4, "total_ns"] > 0
+    assert int(lines["total_ns"].sum()) == cpu_total(rep.trace)
+    assert NO_MODULE_RAN in cap.outputs[0].data["text/plain"]
+
+
+def test_the_line_ranges_stay_out_of_the_range_table(model_ns):
+    rep, _, _ = profile(model_ns, TRAINING, "-w 0 --label step")
+    assert not rep.trace.nvtx["text"].str.startswith("gpumagic line").any()
+    assert "step" in set(rep.trace.nvtx["text"])
+    assert len(rep.trace.meta["code"]["lines"]["text"]) == 6
+
+
+def test_a_compiled_model_is_one_module_its_backward_included(model_ns):
+    model_ns.user_ns["cmodel"] = torch.compile(model_ns.user_ns["model"], backend="aot_eager")
+    cell = "y = cmodel(x)\nloss = y.square().mean()\nloss.backward()"
+    rep, _, _ = profile(model_ns, cell, "-w 2")
+    mods = rep.by_module()
+    top = mods[mods["depth"] == 0]
+    assert int(top["total_ns"].sum()) == cpu_total(rep.trace)
+    compiled = mods[mods["module"] == "cmodel"]
+    assert len(compiled) == 1
+    assert compiled.iloc[0]["fwd_ns"] > 0 and compiled.iloc[0]["bwd_ns"] > 0
+    lines = rep.by_line().set_index("source")
+    assert lines.loc["y = cmodel(x)", "bwd_ns"] > 0
