@@ -45,6 +45,7 @@ from .finding import Finding
 from .memory_findings import findings_of, format_bytes, repeated_allocations
 from .memory_levers import levers_of
 from .memory_owners import owners
+from .memory_ranges import ranges_of, when
 from .memory_sites import site_of
 
 if TYPE_CHECKING:
@@ -85,8 +86,10 @@ class MemoryAnalysis:
     ``name``, ``line``, ``op``, ``allocated_ms``, ``freed_ms``: NaN for "before the history" and
     "not freed"); ``oom``: the failed request (``bytes``, ``device_free``, ``time_ms``,
     ``allocated``, ``reserved``) or None, with ``live_at_oom``; ``live_at_end``: the same at the
-    history's last entry; ``at_end``: allocated and reserved at the snapshot, ``empty_cache_bytes``:
-    what ``torch.cuda.empty_cache()`` would hand back then."""
+    history's last entry; ``ranges``: what the cell was doing along the time axis (``lane``,
+    ``label``, ``start_ms``, ``end_ms``: :mod:`.memory_ranges`); ``at_end``: allocated and reserved
+    at the snapshot, ``empty_cache_bytes``: what ``torch.cuda.empty_cache()`` would hand back
+    then."""
 
     samples: pd.DataFrame
     events: int
@@ -102,6 +105,7 @@ class MemoryAnalysis:
     oom: dict[str, Any] | None = None
     live_at_oom: pd.DataFrame | None = None
     live_at_end: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ranges: pd.DataFrame = field(default_factory=pd.DataFrame)
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)
     device_memory: int | None = None
     has_times: bool = True
@@ -423,8 +427,38 @@ def analyze_memory(
     result.repeats = repeated_allocations(
         line_of[stacked][temp], op_of[stacked][temp], sizes[temp], allocs[temp], ends[temp]
     )
-    result.findings = findings_of(result) + levers_of(result, names)
+    if n and snap.has_times:
+        notes_ms = [((a - t0) / 1000.0, (b - t0) / 1000.0) for _, a, b in snap.annotations]
+        result.ranges = ranges_of(
+            t_ms[allocs],
+            kinds if stacks_recorded else np.full(len(allocs), "", object),
+            own.stack_module,
+            own.grad_module,
+            [(name, a, b) for (name, _, _), (a, b) in zip(snap.annotations, notes_ms)],
+            float(t_ms[-1]),
+        )
+    result.findings = findings_of(result) + _when(result) + levers_of(result, names)
     return result
+
+
+def _when(m: MemoryAnalysis) -> list[Finding]:
+    """Where the peak falls on the time axis: the phase, the module, the innermost range."""
+    at = when(m.ranges, m.peak_time_ms)
+    if not at:
+        return []
+    parts = [f"in {at['phase']}"] if "phase" in at else []
+    parts += [f"in {at['module']}"] if "module" in at else []
+    parts += [f"inside {at['annotation']!r}"] if "annotation" in at else []
+    return [
+        Finding(
+            "memory_when",
+            "info",
+            f"The peak ({format_bytes(m.peak_bytes)} at {m.peak_time_ms:.1f} ms) falls "
+            + ", ".join(parts)
+            + ".",
+            dict(at),
+        )
+    ]
 
 
 def _time_or_nan(t_ms: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

@@ -43,7 +43,9 @@ _OWNED = {"parameters", "gradients", "optimizer state"}
 class Owners:
     """Labels for the history's allocations (``hist_*``, in allocation order) and the blocks from
     before it (``pre_*``): ``line``, ``op``, ``name`` ("" when unnamed) and ``module``; ``pre_cat``
-    and ``hist_cat``: the category the names give ("" when they give none)."""
+    and ``hist_cat``: the category the names give ("" when they give none); ``stack_module``: per
+    history allocation the module whose forward made it (""), ``grad_module``: the module of a
+    gradient the end's names give it ("")."""
 
     hist_line: np.ndarray
     hist_op: np.ndarray
@@ -55,6 +57,8 @@ class Owners:
     pre_name: np.ndarray
     pre_module: np.ndarray
     pre_cat: np.ndarray
+    stack_module: np.ndarray
+    grad_module: np.ndarray
 
 
 def _site_labels(
@@ -135,4 +139,6 @@ def owners(
         pre_name=p_name,
         pre_module=p_module,
         pre_cat=p_cat,
+        stack_module=stack_module,
+        grad_module=np.where(h_cat == "gradients", h_module, ""),
     )

@@ -95,6 +95,9 @@ class SnapshotData:
     The final state: ``blocks`` (every block in use when the snapshot was taken: ``addr``, ``size``
     as the allocator counts it, ``requested``, ``stack``, ``active`` for allocated vs awaiting free)
     and ``segments`` (``addr``, ``total``, ``allocated``, ``active``, ``expandable``).
+    ``annotations``: the ``record_function`` ranges the allocator noted while it recorded (its
+    ``external_annotations``: the optimizer's step and zero_grad, a user's own ranges), as (name,
+    start, end) on the entries' clock, in µs.
     """
 
     device: int
@@ -113,6 +116,7 @@ class SnapshotData:
     devices: tuple[int, ...] = ()
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    annotations: list[tuple[str, int, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -271,6 +275,7 @@ def _read(
     if not has_times:
         time_us = np.arange(n, dtype=np.int64)
     blocks, segments = _final_state(data, dev, stacks)
+    annotations = _annotations(data.get("external_annotations") or [], dev)
     snap = SnapshotData(
         device=dev,
         action=action,
@@ -287,6 +292,7 @@ def _read(
         has_times=has_times,
         devices=devices,
         source=name,
+        annotations=annotations,
     )
     if len(devices) > 1:
         snap.notes.append(
@@ -294,6 +300,25 @@ def _read(
             f"{dev}."
         )
     return snap
+
+
+def _annotations(entries: Sequence[Any], device: int) -> list[tuple[str, int, int]]:
+    """START/END pairs of one device's annotations (by name, innermost first), as (name, start,
+    end); a range left open ends where the last annotation does."""
+    open_: dict[str, list[int]] = {}
+    out: list[tuple[str, int, int]] = []
+    last = 0
+    for e in entries:
+        if not isinstance(e, Mapping) or int(e.get("device", device) or 0) != device:
+            continue
+        name, t = str(e.get("name", "")), int(e.get("time_us", 0) or 0)
+        last = max(last, t)
+        if e.get("stage") == "START":
+            open_.setdefault(name, []).append(t)
+        elif e.get("stage") == "END" and open_.get(name):
+            out.append((name, open_[name].pop(), t))
+    out += [(name, t, last) for name, starts in open_.items() for t in starts]
+    return sorted(out, key=lambda r: (r[1], -r[2]))
 
 
 def _final_state(

@@ -1,5 +1,6 @@
 """The memory timeline: allocated bytes stacked by category, reserved bytes as a line above them,
-the peak marked (and the out-of-memory failure, where there was one).
+the peak marked (and the out-of-memory failure, where there was one); below it, on the same time
+axis, what the cell was doing (the analysis' ``ranges``: phase, module, annotation lanes).
 
 Drawn from the analysis' samples (at most a few thousand, each an exact level at an entry of the
 history), as steps: the level holds from one entry to the next, so a short spike reads as the spike
@@ -42,8 +43,105 @@ def _steps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xs, ys
 
 
+#: Range colours by lane, and a darker one for the range holding the peak.
+LANE_COLORS = {"phase": "#9fb7d1", "module": "#c9b6d6", "annotation": "#d9c89e"}
+AT_PEAK = "#e39a8f"
+#: A label of 12 characters is written on a bar this share of the time axis wide (longer ones
+#: need proportionally more).
+LABEL_SHARE = 0.06
+
+
+def _short(label: str, lane: str) -> str:
+    """A module's name without its root (``blocks.3`` for ``model.blocks.3``) on the bar."""
+    if lane != "module" or "." not in label.split(" ", 1)[0]:
+        return label
+    return label.split(".", 1)[1]
+
+
+def ranges_figure(m: MemoryAnalysis, x_range: Any) -> Any:
+    """The lanes of ``m.ranges`` (one row each) on ``x_range``; None when there are none."""
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+    from bokeh.plotting import figure
+
+    r = m.ranges
+    if r is None or r.empty:
+        return None
+    lanes = [lane for lane in ("phase", "module", "annotation") if (r["lane"] == lane).any()]
+    at_peak = (r["start_ms"] <= m.peak_time_ms) & (m.peak_time_ms <= r["end_ms"])
+    width = (r["end_ms"] - r["start_ms"]).to_numpy(float)
+    span = max(float(r["end_ms"].max() - r["start_ms"].min()), 1e-9)
+    src = ColumnDataSource(
+        {
+            "lane": r["lane"].tolist(),
+            "label": r["label"].tolist(),
+            # written on the bar where it fits at the first zoom; the hover names every range
+            "text": [
+                _short(lab, lane) if w >= LABEL_SHARE * len(_short(lab, lane)) / 12 * span else ""
+                for lab, lane, w in zip(r["label"], r["lane"], width, strict=True)
+            ],
+            "start": r["start_ms"].to_numpy(float),
+            "end": r["end_ms"].to_numpy(float),
+            "mid": ((r["start_ms"] + r["end_ms"]) / 2).to_numpy(float),
+            "color": [
+                AT_PEAK if hit else LANE_COLORS.get(lane, "#cccccc")
+                for lane, hit in zip(r["lane"], at_peak, strict=True)
+            ],
+        }
+    )
+    p = figure(
+        height=40 + 26 * len(lanes),
+        sizing_mode="stretch_width",
+        x_range=x_range,
+        y_range=FactorRange(*reversed(lanes)),
+        tools="xpan,xwheel_zoom,reset",
+        active_scroll="xwheel_zoom",
+    )
+    p.toolbar.logo = None
+    bars = p.hbar(
+        y="lane",
+        left="start",
+        right="end",
+        height=0.8,
+        color="color",
+        line_color="white",
+        source=src,
+    )
+    p.text(
+        x="mid",
+        y="lane",
+        text="text",
+        source=src,
+        text_align="center",
+        text_baseline="middle",
+        text_font_size="10px",
+        text_color="#222222",
+    )
+    p.add_tools(
+        HoverTool(
+            renderers=[bars],
+            tooltips=[("", "@label"), ("from", "@start{0,0.000} ms"), ("to", "@end{0,0.000} ms")],
+        )
+    )
+    p.xgrid.grid_line_color = None
+    p.ygrid.grid_line_color = None
+    p.xaxis.visible = False
+    return p
+
+
 def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
-    """The Bokeh figure of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`."""
+    """The Bokeh figure of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`: the memory
+    over time, with the ranges' lanes below it on the same axis where the analysis has any."""
+    p = _memory_plot(m, title)
+    lanes = ranges_figure(m, p.x_range)
+    if lanes is None:
+        return p
+    from bokeh.layouts import column
+
+    # the page sizes its frame from the layout's height
+    return column(p, lanes, sizing_mode="stretch_width", height=p.height + lanes.height)
+
+
+def _memory_plot(m: MemoryAnalysis, title: str | None) -> Any:
     from bokeh.models import ColumnDataSource, HoverTool, Label, Legend, LegendItem, Span
     from bokeh.plotting import figure
 

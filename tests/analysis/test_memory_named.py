@@ -196,3 +196,43 @@ def test_no_estimate_from_parts_that_are_not_there(named, names):
     kinds = {f.kind for f in levers_of(without, names)}
     assert "memory_estimate_checkpointing" not in kinds
     assert levers_of(dataclasses.replace(named, live_at_peak=live.iloc[:0]), names) == []
+
+
+def test_the_time_axis_says_what_the_cell_was_doing(snap, named):
+    r = named.ranges
+    assert set(r["lane"]) == {"phase", "module", "annotation"}
+    end = float(named.samples["time_ms"].max())
+    assert (r["start_ms"] >= 0).all() and (r["end_ms"] <= end + 1e-9).all()
+    assert (r["start_ms"] <= r["end_ms"]).all()
+    phases = r[r["lane"] == "phase"].sort_values("start_ms")
+    assert phases["label"].tolist() == ["forward", "backward", "optimizer"]
+    mods = r[r["lane"] == "module"].set_index("label")
+    fwd = [mods.loc[f"model.blocks.{i}", "start_ms"] for i in range(4)]
+    bwd = [mods.loc[f"model.blocks.{i} (backward)", "start_ms"] for i in range(4)]
+    assert fwd == sorted(fwd) and bwd == sorted(bwd, reverse=True)  # backward runs the other way
+    back = phases.set_index("label").loc["backward"]
+    assert back["start_ms"] <= min(bwd) and max(bwd) <= back["end_ms"]
+    notes = r[r["lane"] == "annotation"].set_index("label")
+    assert "cell:step" in notes.index and "Optimizer.step#AdamW.step" in notes.index
+    # the optimizer's own range and the optimizer phase read from the stacks agree
+    opt = phases.set_index("label").loc["optimizer"]
+    assert abs(notes.loc["Optimizer.step#AdamW.step", "start_ms"] - opt["start_ms"]) < 1.0
+    when = next(f for f in named.findings if f.kind == "memory_when")
+    assert when.numbers["phase"] == "backward" and "(backward)" in when.numbers["module"]
+    assert when.message.startswith(f"The peak ({'1.95 GiB'} at ")
+    # without names: phases and the annotations, no modules
+    plain = analyze_memory(snap).ranges
+    assert set(plain["lane"]) == {"phase", "annotation"}
+
+
+def test_the_figure_draws_the_ranges_on_the_memory_axis(named):
+    pytest.importorskip("bokeh")
+    from gpumagic.render.memory_figure import memory_figure
+
+    fig = memory_figure(named)
+    plot, lanes = fig.children
+    assert lanes.x_range is plot.x_range  # one time axis: zooming one zooms the other
+    assert fig.height == plot.height + lanes.height
+    drawn = lanes.renderers[0].data_source.data
+    assert list(drawn["label"]) == named.ranges["label"].tolist()
+    assert "blocks.0" in drawn["text"]  # short names on the bars that fit
