@@ -1,0 +1,187 @@
+"""Where ``%%gpuprofile --nsys`` spends its wall time, phase by phase, in a fresh IPython kernel:
+the first ``--nsys`` cell and the next one, with the warm child (the default) and without it.
+
+    python benchmarks/nsys_phases.py [--nsys PATH] [--json PATH] [--repeat N]
+
+Each run is a fresh process holding a real IPython shell with gpumagic loaded: a setup cell, then
+the held-out-style five-op cell (a GEMM, an embedding bag, a convolution, a top-k and a host sync)
+under ``%%gpuprofile --nsys`` twice (its inputs changed in between, as a user tuning it would), in
+one of two modes: ``warm`` (``GpuMagics.nsys_warm_child = True``, the default: the second cell
+reuses the child) and ``one-shot`` (a new ``nsys profile`` per cell). Per cell: the wall time of
+the magic (capture, export, reading and the report), the phases the run recorded
+(``trace.meta["phases"]``), and whether the kernel table (names and counts) equals the one-shot
+run's of the same cell. Targets on an H100: first <= 8 s, second <= 4 s, tables equal.
+
+Without a GPU or a real nsys it runs too, with the stand-in ``tests/fake_nsys/nsys`` on the CPU,
+and says so: the figures then time gpumagic's own orchestration (Python start, torch import, the
+hand-over), not Nsight Systems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+FAKE = os.path.join(ROOT, "tests", "fake_nsys", "nsys")
+
+SETUP = """
+import torch
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+a = torch.randn(2048, 2048, device=dev); b = torch.randn(2048, 2048, device=dev)
+bag = torch.nn.EmbeddingBag(50000, 256, mode="sum").to(dev)
+idx = torch.randint(0, 50000, (8192,), device=dev); offsets = torch.arange(0, 8192, 64, device=dev)
+conv = torch.nn.Conv2d(64, 128, 3, padding=1).to(dev); x = torch.randn(16, 64, 56, 56, device=dev)
+s = torch.randn(64, 32768, device=dev)
+"""
+
+#: The five-op cell: GEMM, embedding bag, conv, top-k, a host sync.
+CELL = """c = a @ b
+e = bag(idx, offsets)
+y = conv(x)
+v, i = torch.topk(s, 64, dim=1)
+total = float(y.sum().item()) + float(c[0, 0]) + float(e[0, 0]) + float(v[0, 0])
+"""
+
+#: The phases in the order they happen (a warm child's first cell has them all but "hand-over").
+ORDER = (
+    "shipping",
+    "child start",
+    "torch import",
+    "CUDA init",
+    "hand-over",
+    "inputs",
+    "setup",
+    "warm-up",
+    "tool start",
+    "capture",
+    "tool stop/flush",
+    "export",
+    "reading",
+    "report",
+)
+
+CHILD = r"""
+import json, os, sys, time
+from IPython.core.interactiveshell import InteractiveShell
+nsys, mode, profiles, setup, cell = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "gpumagic")
+ip.run_line_magic("config", f"GpuMagics.nsys_path = {nsys!r}")
+ip.run_line_magic("config", f"GpuMagics.profile_dir = {profiles!r}")
+ip.run_line_magic("config", f"GpuMagics.nsys_warm_child = {mode == 'warm'}")
+ip.run_line_magic("config", "GpuMagics.history = ''")
+ip.run_cell(setup).raise_error()
+rows = []
+for n in (1, 2):
+    if n == 2:
+        ip.run_cell("a = torch.randn_like(a); x = torch.randn_like(x)").raise_error()
+    t = time.perf_counter()
+    ip.run_cell_magic("gpuprofile", f"--nsys -w 1 -n 1 --no-timeline -o rep{n}", cell)
+    wall = time.perf_counter() - t
+    rep = ip.user_ns[f"rep{n}"]
+    k = rep.trace.kernels
+    rows.append(dict(
+        cell=n, wall_s=wall, phases=dict(rep.trace.meta.get("phases") or {}),
+        kernels={str(name): int(c) for name, c in k["name"].value_counts().items()},
+        reused=any(x.startswith("Warm child reused") for x in rep.notes),
+        notes=[x for x in rep.notes if x.startswith("Warm child")],
+        summary=rep.summary_line(),
+    ))
+import torch
+print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(),
+    device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+    kernel_start_s=t0)))
+"""
+
+
+def run(nsys: str, mode: str) -> dict[str, Any]:
+    profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps([nsys, mode, profiles, SETUP, CELL])],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        shutil.rmtree(profiles, ignore_errors=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr or proc.stdout)[-3000:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nsys", default=None, help="the nsys binary (default: PATH, else stand-in)")
+    ap.add_argument("--repeat", type=int, default=1, help="fresh kernels per mode")
+    ap.add_argument("--json", default=None, help="where the figures go (default: results/)")
+    args = ap.parse_args()
+    nsys = args.nsys or shutil.which("nsys")
+    stand_in = nsys is None
+    if stand_in:
+        nsys = FAKE
+        os.environ.setdefault("FAKE_NSYS_MODE", "ok")
+        print(
+            "No nsys here: the stand-in tests/fake_nsys/nsys runs in its place. These figures "
+            "time gpumagic's orchestration only (no Nsight Systems, and no GPU unless one is "
+            "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
+        )
+    results: list[dict[str, Any]] = []
+    for rep in range(args.repeat):
+        for mode in ("one-shot", "warm"):
+            r = run(nsys, mode)
+            r.update(mode=mode, repeat=rep)
+            results.append(r)
+            if "error" in r:
+                print(f"{mode}: ERROR\n{r['error']}")
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        raise SystemExit(1)
+    device = ok[0]["device"]
+    # every phase any run recorded, in the order they happen
+    names = list(ORDER)
+    for r in ok:
+        for row in r["rows"]:
+            names += [n for n in row["phases"] if n not in names]
+    names = [n for n in names if any(n in row["phases"] for r in ok for row in r["rows"])]
+    cols = [(r, row) for r in ok for row in r["rows"]]
+    heads = [f"{r['mode'][:4]}#{row['cell']}" for r, row in cols]
+    print(f"\n{device}; nsys: {nsys}{' (stand-in)' if stand_in else ''}")
+    print(f"{'phase (s)':18}" + "".join(f"{h:>10}" for h in heads))
+    for name in names:
+        vals = [row["phases"].get(name) for _, row in cols]
+        print(f"{name:18}" + "".join(f"{v:10.3f}" if v is not None else f"{'':>10}" for v in vals))
+    print(
+        f"{'sum of phases':18}" + "".join(f"{sum(row['phases'].values()):10.3f}" for _, row in cols)
+    )
+    print(f"{'wall (magic)':18}" + "".join(f"{row['wall_s']:10.3f}" for _, row in cols))
+    reference = {
+        row["cell"]: row["kernels"] for r in ok if r["mode"] == "one-shot" for row in r["rows"]
+    }
+    equal = [row["kernels"] == reference.get(row["cell"]) if reference else None for _, row in cols]
+    print(f"{'kernels = 1-shot':18}" + "".join(f"{e!s:>10}" for e in equal))
+    print(f"{'child reused':18}" + "".join(f"{row['reused']!s:>10}" for _, row in cols))
+    tag = "stand-in" if stand_in else device.split()[1].lower() if " " in device else "gpu"
+    path = args.json or os.path.join(ROOT, "benchmarks", "results", f"nsys_phases_{tag}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(
+            {"device": device, "nsys": nsys, "stand_in": stand_in, "runs": results}, f, indent=1
+        )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
