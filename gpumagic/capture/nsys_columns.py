@@ -67,7 +67,7 @@ def int_columns(
         a = np.array(rows.fetchall(), dtype=np.int64).reshape(
             -1, len(exprs)
         )  # a NULL or a non-integer value
-        return [a[:, i] for i in range(len(exprs))]
+        return [np.ascontiguousarray(a[:, i]) for i in range(len(exprs))]
 
     starts = list(range(lo, hi + 1, CHUNK_ROWS))
     pool = _connections(con, path, min(READERS, len(starts)))
@@ -90,6 +90,8 @@ def int_columns(
             c = pool.get()
             if c is not con:
                 c.close()
+    if len(chunks) == 1:  # one chunk (up to CHUNK_ROWS rows): its arrays, not copies
+        return chunks[0]
     return [np.concatenate([ch[i] for ch in chunks]) for i in range(len(exprs))]
 
 
@@ -117,7 +119,9 @@ def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(ids) and ids.min() >= 0 and ids.max() < 4 * len(ids) + 1_000_000:
         present = np.bincount(ids)
         uniq = np.flatnonzero(present)
-        lut = np.zeros(len(present), dtype=np.int64)
+        # the indices in the smallest integer type that holds them (a name column's thousands of
+        # distinct names: int16, a quarter of int64's memory)
+        lut = np.zeros(len(present), dtype=np.min_scalar_type(-len(uniq)))
         lut[uniq] = np.arange(len(uniq))
         return uniq, lut[ids]
     uniq, inverse = np.unique(ids, return_inverse=True)
@@ -128,9 +132,8 @@ def categorical(labels: Sequence[str], inverse: np.ndarray) -> pd.Categorical:
     """Rows named ``labels[inverse[i]]`` as a categorical with sorted, distinct categories (labels
     may repeat)."""
     cats, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
-    return pd.Categorical.from_codes(
-        code_of.reshape(-1)[inverse], categories=pd.Index(cats, dtype=object)
-    )
+    code_of = code_of.reshape(-1).astype(np.min_scalar_type(-len(cats)))  # pandas' own code type
+    return pd.Categorical.from_codes(code_of[inverse], categories=pd.Index(cats, dtype=object))
 
 
 def dims(packed: np.ndarray) -> pd.Categorical:
