@@ -49,6 +49,17 @@ def _name(r: Any) -> str:
     return str(r["instance"]).rsplit(".", 1)[-1]
 
 
+def _bound(r: Any) -> str:
+    """A launch-bound module's mark: how little of its forward's span its kernels kept the GPU
+    busy."""
+    if not r.get("launch_bound"):
+        return ""
+    return (
+        f"  [launch-bound: GPU busy {r['fwd_busy_ns'] / r['fwd_span_ns']:.0%} of its forward's "
+        f"{format_ns(r['fwd_span_ns'])}]"
+    )
+
+
 def code_text_lines(trace: Any, top: int) -> list[str]:
     """The report's text lines for the by-code view: the module tree's top levels and the lines
     (``top`` rows each, largest first where there are more), or the sentence of what is missing."""
@@ -68,7 +79,8 @@ def code_text_lines(trace: Any, top: int) -> list[str]:
         keep = set(shown.nlargest(top, "total_ns").index)
         for i, r in modules.iterrows():
             if i in keep or r["instance"] == "":
-                name = _name(r) + (f": {r['why']}" if r["why"] else "")
+                name = _name(r) + (f": {r['why']}" if r["why"] and not r["instance"] else "")
+                name += _bound(r)
                 out.append(
                     f"    {r['share']:6.1%}  {format_ns(r['fwd_ns']):>9}  "
                     f"{format_ns(r['bwd_ns']):>9}  {'  ' * int(r['depth'])}{name}"
@@ -171,6 +183,8 @@ def _tree_html(modules: pd.DataFrame) -> str:
         nxt = rows[i + 1] if i + 1 < len(rows) else None
         has_kids = bool(nxt and nxt["instance"] and nxt["depth"] > r["depth"])
         label = f"<span title='{esc(r['instance'])}'>{esc(_name(r))}</span>"
+        if r["launch_bound"]:
+            label += f"<span style='color:#b36b00' title='{esc(r['why'])}'>{esc(_bound(r))}</span>"
         if has_kids:
             out.append(
                 f"<details{' open' if r['depth'] == 0 else ''}><summary style='{_ROW};"

@@ -26,7 +26,7 @@ time the same way, so a cell's view can be read (and tested) without a GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from .code_frames import (
     line_ranges,
     parse_frame,
 )
+from .intervals import union_ns
 from .summaries import launching_op_rows
 
 __all__ = [
@@ -72,10 +73,12 @@ OUTSIDE_LINES = "(outside the cell's lines)"
 
 @dataclass
 class Attribution:
-    """One row per piece of work (``items``): ``dur`` (ns), ``backward``, ``module`` (the path of
-    instance names, "GPT_0.Block_1.Attention_1"; None outside every module), ``line`` (the line
-    of the forward work, or the launching line for forward work), ``launch_line`` (the line
-    whose execution launched it), ``what`` (its forward op or range, for the outside rows); and
+    """One row per piece of work (``items``): ``start`` and ``dur`` (ns), ``backward``, ``module``
+    (the path of instance names, "GPT_0.Block_1.Attention_1"; None outside every module),
+    ``frame`` (the module frame: the forward call it ran in, or whose backward it is; -1),
+    ``line`` (the line of the forward work, or the launching line for forward work),
+    ``launch_line`` (the line whose execution launched it), ``what`` (its forward op or range,
+    for the outside rows); and
     what the trace holds: ``unit`` ("GPU" or "CPU"), ``has_modules``, ``lines`` ("cell",
     "stack" or "")."""
 
@@ -87,6 +90,11 @@ class Attribution:
     line_text: dict[Any, str]
     #: Every module path, in the order their forwards first started.
     module_paths: list[str]
+    #: Module path -> (span, busy) of its forward calls' GPU work, summed over the calls: each
+    #: call's span from its first kernel's start to its last one's end, and the time its kernels
+    #: kept the GPU busy in it. Where busy is a small part of the span, the GPU waited on the host
+    #: between the module's kernels: launch-bound.
+    forward_spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def total_ns(self) -> int:
@@ -120,6 +128,7 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
             pd.DataFrame(
                 {
                     "name": gpu["name"].astype(str),
+                    "start": gpu["start"].astype("int64"),
                     "dur": (gpu["end"] - gpu["start"]).astype("int64"),
                     "at": found if found is not None else np.nan,
                     "thread": gpu["correlation"].map(launch["thread"]) if len(launch) else None,
@@ -133,6 +142,7 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
         pd.DataFrame(
             {
                 "name": top["name"].astype(str).to_numpy(),
+                "start": top["start"].astype("int64").to_numpy(),
                 "dur": (top["end"] - top["start"]).astype("int64").to_numpy(),
                 "at": top["start"].to_numpy(),
                 "thread": top["thread"].to_numpy(),
@@ -205,16 +215,35 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     items = pd.DataFrame(
         {
             "name": work["name"],
+            "start": work["start"].astype("int64"),
             "dur": work["dur"].astype("int64"),
             "backward": backward,
             "seq": seq,
             "module": module,
+            "frame": held,
             "line": line_of(o_thread, o_at) if kind else None,
             "launch_line": line_of(threads, at.tolist()) if kind else None,
             "what": _what(trace, work, backward, seq, fwd_name),
         }
     )
-    return Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace))
+    spans = _forward_spans(items, mod_nest, paths)
+    return Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
+
+
+def _forward_spans(items: pd.DataFrame, nest: Nest, paths: list[str]) -> dict[str, tuple[int, int]]:
+    """Per module path, (span, busy) of its forward calls' work (``Attribution.forward_spans``)."""
+    fwd = items[~items["backward"].to_numpy() & (items["frame"].to_numpy() >= 0)]
+    calls: dict[int, list[tuple[int, int]]] = {}
+    for s, d, f in zip(fwd["start"].tolist(), fwd["dur"].tolist(), fwd["frame"].tolist()):
+        for a in nest.ancestors(int(f)):
+            calls.setdefault(a, []).append((s, s + d))
+    out: dict[str, tuple[int, int]] = {}
+    for f, work in calls.items():
+        starts = np.array([w[0] for w in work], dtype=np.int64)
+        ends = np.array([w[1] for w in work], dtype=np.int64)
+        span, busy = out.get(paths[f], (0, 0))
+        out[paths[f]] = (span + int(ends.max() - starts.min()), busy + union_ns(starts, ends))
+    return out
 
 
 def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..units import format_ns
 from .by_code import (
     NO_LINES,
     NO_MODULES,
@@ -58,8 +59,16 @@ MODULE_COLUMNS = [
     "self_bwd_ns",
     "kernels",
     "share",
+    "fwd_span_ns",
+    "fwd_busy_ns",
+    "launch_bound",
     "why",
 ]
+#: A module's forward is launch-bound where its kernels kept the GPU busy for less than this part
+#: of their span (the rest, the GPU waited for the host to launch the next one), over at least
+#: LAUNCH_BOUND_SPAN_NS.
+LAUNCH_BOUND_BUSY = 0.5
+LAUNCH_BOUND_SPAN_NS = 20_000
 LINE_COLUMNS = [
     "line",
     "source",
@@ -150,7 +159,7 @@ def module_rows(attr: Attribution, names: Mapping[str, str] | None = None) -> pd
                 "self_bwd_ns": self_bwd[path],
                 "kernels": count[path],
                 "share": _share(fwd[path] + bwd[path], total),
-                "why": "",
+                **_launch_bound(attr.forward_spans.get(path, (0, 0))),
             }
         )
     out = items[items["module"].isna()]
@@ -170,6 +179,9 @@ def _outside(
         "kernels": len(out),
         "share": _share(f + b, total),
         "why": top_whats(out),
+        "fwd_span_ns": 0,
+        "fwd_busy_ns": 0,
+        "launch_bound": False,
         **extra,
     }
     if self_prefix:
@@ -177,6 +189,19 @@ def _outside(
     else:
         row |= {"line": pd.NA, "source": label}
     return row
+
+
+def _launch_bound(span_busy: tuple[int, int]) -> dict[str, Any]:
+    """The launch-bound columns of a module row, and the words that say it in ``why``."""
+    span, busy = span_busy
+    bound = span >= LAUNCH_BOUND_SPAN_NS and busy < LAUNCH_BOUND_BUSY * span
+    why = (
+        f"launch-bound: its forward kept the GPU busy {format_ns(busy)} of {format_ns(span)} "
+        f"({busy / span:.0%}); the GPU waited on the host between its kernels"
+        if bound
+        else ""
+    )
+    return {"fwd_span_ns": span, "fwd_busy_ns": busy, "launch_bound": bound, "why": why}
 
 
 def _tree_order(paths: list[str]) -> list[str]:

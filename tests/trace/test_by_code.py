@@ -209,3 +209,22 @@ def test_a_plain_trace_says_what_to_record(name):
     # forward and backward are still told apart: the sequence numbers are always recorded
     items = attribution(t).items
     assert 0 < int(items.loc[items["backward"], "dur"].sum()) < gpu_total(t)
+
+
+def test_launch_bound_modules_are_flagged_with_their_numbers():
+    gpt = trace("gpt_modules").by_module().set_index("instance")
+    cnn = trace("cnn_modules").by_module().set_index("instance")
+    for rows in (gpt, cnn):
+        named = rows[rows.index != ""]
+        assert (named["fwd_busy_ns"] <= named["fwd_span_ns"]).all()
+        # one stream: the kernels of a forward never overlap, so busy is their time
+        assert (named["fwd_busy_ns"] == named["fwd_ns"]).all()
+        bound = (named["fwd_busy_ns"] < 0.5 * named["fwd_span_ns"]) & (
+            named["fwd_span_ns"] >= 20_000
+        )
+        assert (named["launch_bound"] == bound).all()
+        assert named.loc[named["launch_bound"], "why"].str.startswith("launch-bound").all()
+    # the profiled GPT step idles the GPU (81% of its span): its blocks wait on the host; the
+    # ResNet's convolutions keep it busy
+    assert all(gpt.loc[f"GPT_0.Block_{i}", "launch_bound"] for i in range(3))
+    assert not cnn.loc["Sequential_0.Residual_0.Conv2d_1", "launch_bound"]
