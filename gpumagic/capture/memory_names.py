@@ -12,7 +12,8 @@ file (a fixture recorded on a GPU) as from a live process:
   once, by :data:`PRECEDENCE`: a module's parameters, then their gradients, then buffers, then
   optimizer state, then other tensors; within one kind, the first name met in the namespace's order.
   Modules that are submodules of another module in the namespace are named from the outer one
-  (``model.blocks.2.mlp.0.weight``, not ``blk.mlp.0.weight``).
+  (``model.blocks.2.mlp.0.weight``, not ``blk.mlp.0.weight``); a ``torch.compile``d module is
+  named as the module it compiles (``compiled = torch.compile(model)``: one model, named once).
 - :class:`ModuleTree`: every module's dotted name, its class's ``forward`` code (file, function,
   first and last line) and its children in order, so that the analysis can read which module's
   forward was running from an allocation's Python stack.
@@ -170,6 +171,8 @@ def _modules_and_optimizers(
     module_cls, optim_cls = torch.nn.Module, torch.optim.Optimizer
     modules, optimizers, others, seen = [], [], [], set()
     for name, v in _values(namespace):
+        if isinstance(v, module_cls) and type(v).__name__ == "OptimizedModule":
+            v = getattr(v, "_orig_mod", v)  # torch.compile's wrapper: the model it compiles
         if id(v) in seen:
             continue
         seen.add(id(v))

@@ -132,3 +132,14 @@ def test_owner_module():
     assert owner_module("model.blocks.0.mlp.0.weight.grad", "gradient") == "model.blocks.0.mlp.0"
     assert owner_module("opt.state[model.fc.bias]['exp_avg']", "optimizer state") == "model.fc"
     assert owner_module("batch[0]", "input") == "batch[0]"
+
+
+def test_a_compiled_module_is_named_as_the_model_it_compiles():
+    model, opt = _trained()
+    compiled = torch.compile(model)  # not called: nothing is compiled, only wrapped
+    table = name_storages({"compiled": compiled, "model": model, "opt": opt})
+    names = set(table.rows["name"])
+    assert "compiled.0.mlp.0.weight" in names and not any("_orig_mod" in n for n in names)
+    assert table.rows["addr"].is_unique
+    tree = module_tree({"compiled": compiled})
+    assert tree.roots == ("compiled",) and "compiled.0.mlp.0" in tree.modules

@@ -206,8 +206,47 @@ def test_a_training_step_every_byte_named(transformer):
         assert int(m.by(column)["bytes"].sum()) == m.peak_bytes, column
     # the estimates, labelled as such
     assert any(f.kind == "memory_estimate_checkpointing" for f in m.findings)
+    # the time axis: phases and the modules that ran, in the figure below the memory
+    assert {"phase", "module"} <= set(m.ranges["lane"])
+    assert {"model.blocks.0", "model.blocks.3 (backward)"} <= set(m.ranges["label"])
+    assert next(f for f in m.findings if f.kind == "memory_when").numbers["phase"]
+    plot, lanes = shell.user_ns["mem"].figure().children
+    assert lanes.x_range is plot.x_range
     # nothing left behind: no hooks, the parameters where they were, the recording off
     assert (len(hooks._global_forward_hooks), len(hooks._global_forward_pre_hooks)) == global_hooks
     assert not model._forward_hooks and not model._forward_pre_hooks
     assert [p.data_ptr() for p in model.parameters()] == ptrs
     assert not _history_enabled()
+
+
+COMPILED_STEP = """
+opt.zero_grad(set_to_none=True)
+loss = compiled(idx).mean()
+loss.backward()
+opt.step()
+"""
+
+
+def test_a_compiled_model_is_named_and_stays_compiled(shell):
+    from torch._dynamo.utils import counters
+
+    model = _gpt(vocab=8192, d=1024, heads=16, layers=2).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, 8192, (8, 512), device="cuda")
+    shell.user_ns.update(model=model, compiled=torch.compile(model), opt=opt, idx=idx)
+    try:
+        shell.run_cell(COMPILED_STEP)  # compiles, and makes AdamW's state
+        graphs = counters["stats"]["unique_graphs"]
+        shell.run_cell_magic("gpuprofile", "--memory -o mem", COMPILED_STEP)
+        assert counters["stats"]["unique_graphs"] == graphs  # nothing compiled again
+        m = shell.user_ns["mem"].analysis
+        want = _blocks(list(model.parameters()))
+        assert abs(m.category_at_peak["parameters"] - want) <= 0.01 * want
+        named = set(m.live_at_peak["name"])
+        assert "model.head.weight" in named  # the model's own name, not compiled._orig_mod
+        assert not any("_orig_mod" in n for n in named)
+        for column in ("category", "module", "line", "op"):
+            assert int(m.by(column)["bytes"].sum()) == m.peak_bytes, column
+    finally:
+        for name in ("compiled", "mem", "loss"):
+            shell.user_ns.pop(name, None)
