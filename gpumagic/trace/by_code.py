@@ -195,10 +195,13 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
             line_text[k] = source[k - 1].strip() if 0 < k <= len(source) else ""
         line_nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
     else:
-        parsed = [parse_frame(n) for n in frames["name"]]
-        user = [p is not None and not is_library_file(p[0]) for p in parsed]
-        user_frames = frames[np.asarray(user, dtype=bool)].reset_index(drop=True)
-        keys = [f"{f}({n}): {fn}" for f, n, fn in (p for p, u in zip(parsed, user) if u)]
+        mine = {}  # each distinct frame name: is it a function of the user's own files
+        for name in pd.unique(frames["name"]):
+            p = parse_frame(name)
+            mine[name] = p is not None and not is_library_file(p[0])
+        user_frames = frames[frames["name"].map(mine).to_numpy(dtype=bool)]
+        user_frames = user_frames.reset_index(drop=True)
+        keys = user_frames["name"].tolist()  # "file.py(LINE): func"
         line_text = {k: k for k in keys}
         kind = "stack" if len(user_frames) else ""
         line_nest = Nest(user_frames["start"], user_frames["end"], user_frames["thread"])
@@ -288,32 +291,31 @@ def _what(
     coarse = {a for j in set(held.tolist()) if j >= 0 for a in rng.ancestors(j)}
     texts = [None if i in coarse else t for i, t in enumerate(named["text"].astype(str))]
     inside = rng.innermost(work["thread"].tolist(), work["at"].tolist())
-    op_nest = Nest(ops["start"], ops["end"], ops["thread"])
-    names = ops["name"].astype(str).tolist()
+    # the outermost op around each launch, and the engine's op around backward work
+    tops = ops[ops["depth"] == 0] if len(ops) else ops
+    top_names = tops["name"].astype(str).tolist() if len(tops) else []
+    threads, when = work["thread"].tolist(), work["at"].tolist()
+    top = Nest(tops["start"], tops["end"], tops["thread"]).innermost(threads, when)
+    engine = tops[tops["name"].astype(str).str.startswith(ENGINE)] if len(tops) else tops
+    engine_names = engine["name"].astype(str).tolist() if len(engine) else []
+    in_engine = Nest(engine["start"], engine["end"], engine["thread"]).innermost(threads, when)
     out = []
-    for i, (b, s, r, o) in enumerate(zip(backward, seq, inside.tolist(), work["op"].tolist())):
+    for i, (b, s, r) in enumerate(zip(backward, seq, inside.tolist())):
         while r >= 0 and texts[r] is None:
             r = int(rng.parent[r])
         if r >= 0:
             out.append(texts[r])
+        elif b and s in fwd_name:
+            out.append(f"backward of {fwd_name[s]}")
+        elif b and in_engine[i] >= 0:
+            out.append("backward: " + engine_names[in_engine[i]].split(": ", 1)[-1])
         elif b:
-            out.append(
-                f"backward of {fwd_name[s]}" if s in fwd_name else _engine_work(names, o, op_nest)
-            )
-        elif o >= 0:
-            out.append(names[op_nest.ancestors(int(o))[-1]])
+            out.append("backward of an op before the capture")
+        elif top[i] >= 0:
+            out.append(top_names[top[i]])
         else:
             out.append(str(work["name"].iat[i])[:60] + " (no launching op)")
     return out
-
-
-def _engine_work(names: list[str], op: int, nest: Nest) -> str:
-    """Backward work of no forward op in the capture, named by the engine's op around it
-    ("backward: torch::autograd::AccumulateGrad")."""
-    for j in nest.ancestors(op) if op >= 0 else []:
-        if names[j].startswith(ENGINE):
-            return "backward: " + names[j].split(": ", 1)[-1]
-    return "backward of an op before the capture"
 
 
 def top_whats(items: pd.DataFrame, n: int = 3) -> str:

@@ -177,21 +177,32 @@ class Nest:
         """The threads, those holding the most intervals first."""
         return sorted(self._by_thread, key=lambda t: -len(self._by_thread[t][1]))
 
-    def innermost(self, thread: Iterable[Any], at: Iterable[int]) -> np.ndarray:
-        """Per question (thread, instant), the innermost interval holding it, or -1."""
-        out = []
-        end, parent = self.end, self.parent
-        for t, when in zip(thread, at):
-            found = self._by_thread.get(thread_key(t))
-            j = -1
-            if found is not None and when == when:  # not NaN
-                starts, idx = found
-                pos = int(np.searchsorted(starts, when, side="right")) - 1
-                j = int(idx[pos]) if pos >= 0 else -1
-                while j >= 0 and end[j] <= when:
-                    j = int(parent[j])
-            out.append(j)
-        return np.asarray(out, dtype=np.int64)
+    def innermost(self, thread: Iterable[Any], at: Iterable[float]) -> np.ndarray:
+        """Per question (thread, instant), the innermost interval holding it, or -1. One binary
+        search per thread for all its questions, then the walk up taken a level at a time for all
+        the questions still walking."""
+        when_all = np.asarray(list(at), dtype=np.float64)
+        out = np.full(len(when_all), -1, dtype=np.int64)
+        groups: dict[Any, list[int]] = {}
+        for i, t in enumerate(thread):
+            groups.setdefault(thread_key(t), []).append(i)
+        for t, rows in groups.items():
+            found = self._by_thread.get(t)
+            if found is None:
+                continue
+            starts, idx = found
+            q = np.asarray(rows, dtype=np.int64)
+            q = q[~np.isnan(when_all[q])]
+            when = when_all[q]
+            pos = np.searchsorted(starts, when, side="right") - 1
+            j = np.where(pos >= 0, idx[np.maximum(pos, 0)], -1)
+            while True:
+                ended = (j >= 0) & (self.end[np.maximum(j, 0)] <= when)
+                if not ended.any():
+                    break
+                j[ended] = self.parent[j[ended]]
+            out[q] = j
+        return out
 
     def ancestors(self, i: int) -> list[int]:
         """``i`` and the intervals holding it, innermost first."""
