@@ -158,12 +158,18 @@ def capture(
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     phases = Phases()
     warm_notes: list[str] = []
+    warm = opts.warm and nproc == 1
+    if warm:
+        from .nsys_warm import launch_early
+
     try:
         with phases.timed("shipping"):
             ship(
                 free_names(cell) + (free_names(opts.setup) if opts.setup else []),
                 namespace or {},
                 workdir,
+                # a new warm child starts while the inputs are written
+                checked=(lambda: launch_early(nsys, opts, extra_args)) if warm else None,
             )
             spec = {
                 "cell": cell,
@@ -180,7 +186,7 @@ def capture(
             os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
         )
         report: str | None = None
-        if opts.warm and nproc == 1:
+        if warm:
             report, warm_notes = _try_warm(nsys, opts, extra_args, workdir, stem, phases)
         if report is not None:
             with phases.timed("export"):

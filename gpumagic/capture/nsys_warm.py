@@ -49,7 +49,14 @@ from .phases import Phases, read_marks
 from .tools import child_env
 from .warm_child import CMD_FIFO, READY_FILE, alive
 
-__all__ = ["WarmChild", "WarmUnavailable", "current_child", "retire_current", "run_warm"]
+__all__ = [
+    "WarmChild",
+    "WarmUnavailable",
+    "current_child",
+    "launch_early",
+    "retire_current",
+    "run_warm",
+]
 
 #: Seconds a warm child may take to start (Python, torch, CUDA, nsys' injection) at most.
 START_LIMIT = 120.0
@@ -76,6 +83,8 @@ class WarmChild:
     #: the child's start, for the first cell's breakdown: launch time and the child's own marks
     started: float = 0.0
     start_marks: list[tuple[str, float, float]] = field(default_factory=list)
+    #: why the child before this one was retired (None: this is the first)
+    replaced: str | None = None
 
 
 _current: WarmChild | None = None
@@ -138,47 +147,48 @@ def launch_command(
     ]
 
 
-def _start_child(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict) -> WarmChild:
+def _launch(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict) -> WarmChild:
+    """``nsys launch`` the child; it is not waited for (:func:`_await_ready`)."""
     ctrl = tempfile.mkdtemp(prefix="gpumagic-nsys-warm-")
     os.mkfifo(os.path.join(ctrl, CMD_FIFO))
     session = f"gpumagic-{os.getpid()}-{os.path.basename(ctrl).rsplit('-', 1)[-1]}"
-    log = open(os.path.join(ctrl, "launch.log"), "wb")  # noqa: SIM115 - the child's lifetime
     started = time.time()
     try:
-        launcher = subprocess.Popen(
-            launch_command(nsys, opts, extra_args, session, ctrl),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"),
-            start_new_session=True,  # a Ctrl-C in the kernel does not reach it
-        )
+        with open(os.path.join(ctrl, "launch.log"), "wb") as log:  # the child holds its own copy
+            launcher = subprocess.Popen(
+                launch_command(nsys, opts, extra_args, session, ctrl),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"),
+                start_new_session=True,  # a Ctrl-C in the kernel does not reach it
+            )
     except OSError as exc:
-        log.close()
         shutil.rmtree(ctrl, ignore_errors=True)
         raise WarmUnavailable(f"nsys launch could not start ({exc})") from None
-    finally:
-        log.close()  # the child holds its own copy
-    child = WarmChild(key, nsys, session, ctrl, launcher, started=started)
-    ready = os.path.join(ctrl, READY_FILE)
-    deadline = time.monotonic() + min(opts.timeout, START_LIMIT)
+    return WarmChild(key, nsys, session, ctrl, launcher, started=started)
+
+
+def _await_ready(child: WarmChild, opts: NsysOptions) -> None:
+    """Wait for the child's ``ready.json`` (its pid and start marks); WarmUnavailable with nsys'
+    own words where the launch failed or the child was not ready in time."""
+    ready = os.path.join(child.ctrl, READY_FILE)
+    limit = min(opts.timeout, START_LIMIT)
     while not os.path.exists(ready):
-        rc = launcher.poll()
-        if rc not in (None, 0) or time.monotonic() > deadline:
+        rc = child.launcher.poll()
+        if rc not in (None, 0) or time.time() - child.started > limit:
             why = (
                 f"nsys launch exited with status {rc}"
                 if rc is not None
-                else f"the child was not ready within {min(opts.timeout, START_LIMIT):g} s"
+                else f"the child was not ready within {limit:g} s"
             )
-            tail = _log_tail(ctrl)
-            retire(child)
+            tail = _log_tail(child.ctrl)
             raise WarmUnavailable(why + (f": {tail}" if tail else ""))
         time.sleep(0.01)
     with open(ready, encoding="utf-8") as f:
         info = json.load(f)
     child.pid = int(info["pid"])
     child.start_marks = [(str(n), float(a), float(b)) for n, a, b in info.get("marks", [])]
-    return child
 
 
 def _log_tail(ctrl: str, chars: int = 600) -> str:
@@ -240,23 +250,46 @@ def _cli(child: WarmChild, *args: str) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
-def get_child(nsys: str, opts: NsysOptions, extra_args: list[str]) -> tuple[WarmChild, str | None]:
-    """The kernel's warm child for these settings, started if need be; and why an earlier one was
-    replaced (None: reused or the first)."""
+def _ensure(nsys: str, opts: NsysOptions, extra_args: list[str]) -> WarmChild:
+    """The kernel's child for these settings: the current one if it was started with them and
+    still runs, else a new one, launched (not waited for); an earlier one is retired, and why is
+    kept in ``replaced``."""
     global _current
     key = child_key(nsys, opts, extra_args, child_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"))
     replaced = None
     if _current is not None:
-        if _current.key == key and alive(_current.pid) and _current.launcher.poll() in (None, 0):
-            return _current, None
+        runs = _current.launcher.poll() in (None, 0) and (not _current.pid or alive(_current.pid))
+        if _current.key == key and runs:
+            return _current
         replaced = (
             f"{_changed(_current.key, key)} changed"
             if _current.key != key
             else "the previous one had exited"
         )
         retire_current()
-    _current = _start_child(nsys, opts, extra_args, key)
-    return _current, replaced
+    _current = _launch(nsys, opts, extra_args, key)
+    _current.replaced = replaced
+    return _current
+
+
+def launch_early(nsys: str, opts: NsysOptions, extra_args: list[str]) -> None:
+    """Launch the child now if this cell needs a new one, without waiting: its Python start, torch
+    import and CUDA start overlap the shipping of the cell's inputs. A failure is left for
+    :func:`run_warm` to meet (and say)."""
+    with contextlib.suppress(WarmUnavailable):
+        _ensure(nsys, opts, extra_args)
+
+
+def get_child(nsys: str, opts: NsysOptions, extra_args: list[str]) -> WarmChild:
+    """The kernel's warm child for these settings, ready for a cell."""
+    child = _ensure(nsys, opts, extra_args)
+    if not child.pid:
+        try:
+            _await_ready(child, opts)
+        except WarmUnavailable:
+            retire_current()
+            raise
+    return child
 
 
 def run_warm(
@@ -270,16 +303,15 @@ def run_warm(
     """Run the cell shipped to ``workdir`` in the warm child, its capture written to
     ``STEM.nsys-rep``; the report's path and notes. Raises CellError (the cell's own),
     NsysTimeoutError, or WarmUnavailable (the caller runs the one-shot path)."""
-    launched = time.time()
-    child, replaced = get_child(nsys, opts, extra_args)
+    shipped = time.time()
+    child = get_child(nsys, opts, extra_args)
     reused = child.cells > 0
     child.cells += 1  # served, whatever the cell does
     if not reused:
-        phases.add(
-            "child start", (child.start_marks[0][1] if child.start_marks else launched) - launched
-        )
-        for name, a, b in child.start_marks:
-            phases.add(name, b - a)
+        # what the child's start cost this cell: its part after the shipping it overlapped
+        first = child.start_marks[0][1] if child.start_marks else time.time()
+        for name, a, b in [("child start", child.started, first), *child.start_marks]:
+            phases.add(name, b - max(a, shipped))
     try:
         report = _run_cell(child, opts, workdir, stem, phases)
     except KeyboardInterrupt:
@@ -304,7 +336,7 @@ def run_warm(
     else:
         notes = [
             "Warm child started"
-            + (f" ({replaced})" if replaced else "")
+            + (f" ({child.replaced})" if child.replaced else "")
             + ": later --nsys cells of this process reuse it (NsysOptions(warm=False), "
             "GpuMagics.nsys_warm_child in a notebook, turns this off)."
         ]

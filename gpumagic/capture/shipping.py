@@ -16,7 +16,7 @@ import io
 import os
 import pickle
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,9 +142,15 @@ def _is_notebook_defined(value: Any) -> bool:
     return mod in ("__main__", "builtins") and isinstance(value, (types.FunctionType, type))
 
 
-def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Manifest:
+def ship(
+    names: list[str],
+    namespace: Mapping[str, Any],
+    directory: str,
+    checked: Callable[[], None] | None = None,
+) -> Manifest:
     """Write the values of ``names`` found in ``namespace`` to ``directory``; raise ShippingError
-    listing every name that cannot travel (nothing is run then)."""
+    listing every name that cannot travel (nothing is run then). ``checked()``, if given, is
+    called once every name is known to travel, before the writing (a child may start meanwhile)."""
     manifest = Manifest()
     tensors: dict[str, Any] = {}
     values: dict[str, Any] = {}
@@ -183,6 +189,8 @@ def ship(names: list[str], namespace: Mapping[str, Any], directory: str) -> Mani
         values[name] = value
     if problems:
         raise ShippingError(problems)
+    if checked is not None:
+        checked()
     if tensors:
         torch.save(tensors, os.path.join(directory, "tensors.pt"))
         manifest.tensors = list(tensors)

@@ -340,3 +340,10 @@ def test_phases_are_shown_on_request_with_the_report_phase(warm_ip):
 def test_phases_go_with_nsys(ip):
     with pytest.raises(UsageError, match="--phases go with --nsys"):
         ip.run_cell_magic("gpuprofile", "--phases", "x = 1")
+
+
+def test_unshippable_names_stop_before_any_child_is_launched(warm_ip):
+    warm_ip.run_cell("def notebook_fn():\n    return 1")
+    with pytest.raises(UsageError, match="notebook_fn: a function defined in the notebook"):
+        warm_ip.run_cell_magic("gpuprofile", "--nsys", "notebook_fn()")
+    assert calls(warm_ip.log_path, "launch") == 0 and nsys_warm.current_child() is None
