@@ -347,3 +347,23 @@ def test_unshippable_names_stop_before_any_child_is_launched(warm_ip):
     with pytest.raises(UsageError, match="notebook_fn: a function defined in the notebook"):
         warm_ip.run_cell_magic("gpuprofile", "--nsys", "notebook_fn()")
     assert calls(warm_ip.log_path, "launch") == 0 and nsys_warm.current_child() is None
+
+
+def test_a_ctrl_c_during_a_warm_cell_stops_the_child_and_says_so(warm_env, tmp_path):
+    import threading
+
+    opts = options(tmp_path)
+    capture("x = 1", "c", options=opts, warmup=0)
+    child = nsys_warm.current_child()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt, match="the warm child and its session"):
+            capture("import time\ntime.sleep(60)", "c", options=opts, warmup=0)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert nsys_warm.current_child() is None
+    assert _gone([child.pid, child.launcher.pid], limit=5)
+    assert not os.path.exists(child.ctrl)
