@@ -60,7 +60,7 @@ class MemoryCapture:
     namespace's names said at its start and end: ``capture.memory_names``), ``device_memory``,
     ``notes``, the ``error`` the cell raised (None if it finished) and its ``value``;
     ``peak_counter``: the allocator's own peak after the cell when the cell raised it (else
-    None)."""
+    None); ``device_name`` and ``device_index``: where it ran."""
 
     snapshot: SnapshotData
     names: MemoryNames = field(default_factory=MemoryNames)
@@ -69,6 +69,8 @@ class MemoryCapture:
     error: BaseException | None = None
     value: Any = None
     peak_counter: int | None = None
+    device_name: str = ""
+    device_index: int | None = None
 
 
 def _counts(torch: Any, device: int) -> tuple[int, int, int]:
@@ -242,4 +244,6 @@ def capture_memory(
         error=error,
         value=value,
         peak_counter=after[2] if after[2] > before[2] else None,
+        device_name=str(torch.cuda.get_device_name(device)),
+        device_index=device,
     )

@@ -17,8 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..history.profiles import unpack_summary
 from ..history.query import COLUMNS, select
-from ..history.store import ENV, Store, default_path, resolve_path
+from ..history.store import ENV, MEMORY, PROFILE, Store, default_path, resolve_path
 from ..units import format_time
 
 __all__ = ["EXIT_MISSING", "EXIT_SLOWER", "EXIT_UNREADABLE", "main", "percentage"]
@@ -108,6 +109,15 @@ def _name(row: Any) -> str:
 
 
 def _median(row: Any) -> str:
+    """A timing's median ± IQR; a profile's GPU busy time; a memory run's peak."""
+    if row.get("kind") == MEMORY:
+        from ..analysis.memory_findings import format_bytes
+
+        summary = unpack_summary(row.get("summary")) or {}
+        peak = summary.get("peak_bytes")
+        return f"peak {format_bytes(peak)}" if peak is not None else "\u2014"
+    if row.get("kind") == PROFILE and row.get("gpu_busy") is not None:
+        return f"GPU busy {format_time(row['gpu_busy'])}"
     if row.get("median") is None:
         return "\u2014"
     return f"{format_time(row['median'])} \u00b1 {format_time(row.get('iqr') or 0)}"
@@ -116,10 +126,10 @@ def _median(row: Any) -> str:
 def _list(store: Store, args: argparse.Namespace) -> int:
     limit = args.limit if args.limit is not None else (None if args.csv else 50)
     which = {"label": args.label, "statement": args.statement, "device": args.device}
-    columns = [*COLUMNS, "variant", "params"]  # not the samples
-    rows = select(
-        store, **which, limit=limit + 1 if limit else None, columns=columns
-    )  # one more: are there more?
+    columns = [*COLUMNS, "variant", "params", "summary"]  # not the samples
+    rows = select(  # timings, profiles and memory runs; one more: are there more?
+        store, **which, limit=limit + 1 if limit else None, columns=columns, profiles=True
+    )
     more = bool(limit) and len(rows) > limit
     rows = rows[1:] if more else rows
     if args.csv:
@@ -131,7 +141,7 @@ def _list(store: Store, args: argparse.Namespace) -> int:
     if not rows:
         print(f"no saved results in {store.path}")
         return 0
-    head = ("id", "when", "label / statement", "median ± IQR", "n", "device", "commit")
+    head = ("id", "when", "label / statement", "median ± IQR / peak", "n", "device", "commit")
     table = [head]
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["created"]))
@@ -142,7 +152,7 @@ def _list(store: Store, args: argparse.Namespace) -> int:
                 when,
                 _name(row),
                 _median(row),
-                str(row["n_samples"]),
+                str(row["n_samples"]) if row.get("kind") not in (PROFILE, MEMORY) else row["kind"],
                 row["device"],
                 commit,
             )

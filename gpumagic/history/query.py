@@ -14,12 +14,12 @@ from typing import Any
 
 from .provenance import MEASURED_ON
 from .rows import statement_key, unpack_samples
-from .store import PROFILE, Store, of_kind, resolve_path
+from .store import MEMORY, PROFILE, Store, of_kind, resolve_path
 
 __all__ = ["COLUMNS", "KINDS", "history", "select"]
 
 #: The kinds of rows, as ``history(kind=...)`` takes them.
-KINDS = ("gputime", "compare", "sweep", PROFILE)
+KINDS = ("gputime", "compare", "sweep", PROFILE, MEMORY)
 
 #: The columns of :func:`history`, in order (``samples`` only where asked for).
 COLUMNS = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GpuMagicError
 from .provenance import provenance
 from .rows import result_row
-from .store import ENV, PROFILE, Store, resolve_path
+from .store import ENV, Store, is_kind, resolve_path
 
 if TYPE_CHECKING:
     from ..timing.compare_result import Comparison
@@ -111,9 +111,9 @@ class Recorder:
     under ``label``; with ``vs``, compares the new result with that reference (``last``, a label or
     a result id), looked up before the measurement."""
 
-    #: Which rows ``--vs`` finds: timings here (a profile has no samples to compare); profiles in a
-    #: subclass.
-    profiles = False
+    #: Which rows ``--vs`` finds: timings here (a profile has no samples to compare); profiles
+    #: (True) or a kind's name (``"memory"``) in a subclass.
+    profiles: bool | str = False
     unknown: type[UnknownReferenceError] = UnknownReferenceError
 
     def __init__(
@@ -154,7 +154,7 @@ class Recorder:
         assert store is not None
         try:
             found = store.get(int(ref)) if ref.strip().isdigit() else None
-            if found is not None and (found.get("kind") == PROFILE) != self.profiles:
+            if found is not None and not is_kind(found.get("kind"), self.profiles):
                 # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
                 found = None
             found = found or store.last_labelled(ref, profiles=self.profiles)

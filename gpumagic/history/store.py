@@ -25,11 +25,13 @@ from .schema import CURRENT_VERSION, migrate
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "ENV",
+    "MEMORY",
     "OFF",
     "PROFILE",
     "Store",
     "StoreTooNewError",
     "default_path",
+    "is_kind",
     "of_kind",
     "resolve_path",
 ]
@@ -44,11 +46,27 @@ BUSY_TIMEOUT_MS = 3000
 #: The kind of a ``%%gpuprofile`` row: its summaries, no samples. A timing's ``--vs`` never finds
 #: one, nor a profile's ``--vs`` a timing.
 PROFILE = "profile"
+#: The kind of a ``%%gpuprofile --memory`` row: the peak's breakdown, no samples. Neither a timing's
+#: nor a profile's ``--vs`` finds one, nor a memory run's ``--vs`` anything else.
+MEMORY = "memory"
+_NOT_TIMINGS = (PROFILE, MEMORY)
 
 
-def of_kind(profiles: bool) -> str:
-    """The SQL that keeps profile rows (``profiles``) or timing rows only."""
-    return f"kind = '{PROFILE}'" if profiles else f"kind IS NOT '{PROFILE}'"
+def of_kind(profiles: bool | str) -> str:
+    """The SQL that keeps profile rows (``profiles`` True), the rows of one kind (a kind's name:
+    ``MEMORY``) or timing rows only (False)."""
+    if isinstance(profiles, str):
+        return f"kind = '{profiles}'"
+    if profiles:
+        return f"kind = '{PROFILE}'"
+    return f"kind NOT IN ({', '.join(repr(k) for k in _NOT_TIMINGS)})"
+
+
+def is_kind(kind: str | None, profiles: bool | str) -> bool:
+    """Whether a row of ``kind`` is one :func:`of_kind` (``profiles``) keeps."""
+    if isinstance(profiles, str):
+        return kind == profiles
+    return kind == PROFILE if profiles else kind not in _NOT_TIMINGS
 
 
 class StoreTooNewError(sqlite3.DatabaseError):
@@ -252,20 +270,22 @@ class Store:
         found = self.query(where, params, order="id DESC", limit=1)
         return found[0] if found else None
 
-    def last_labelled(self, label: str, *, profiles: bool = False) -> dict[str, Any] | None:
-        """The latest timing (``profiles``: profile) saved under ``label``."""
+    def last_labelled(self, label: str, *, profiles: bool | str = False) -> dict[str, Any] | None:
+        """The latest timing (``profiles``: profile, or a kind's name) saved under ``label``."""
         found = self.query(f"label = ? AND {of_kind(profiles)}", [label], order="id DESC", limit=1)
         return found[0] if found else None
 
-    def last_profile(self, device_key: str | None) -> dict[str, Any] | None:
-        """The latest profile saved on a device: what ``%%gpuprofile --vs last`` compares with."""
+    def last_profile(self, device_key: str | None, kind: str = PROFILE) -> dict[str, Any] | None:
+        """The latest profile (or row of ``kind``) saved on a device: what ``%%gpuprofile --vs
+        last`` compares with."""
         found = self.query(
-            f"device_key IS ? AND {of_kind(True)}", [device_key], order="id DESC", limit=1
+            f"device_key IS ? AND {of_kind(kind)}", [device_key], order="id DESC", limit=1
         )
         return found[0] if found else None
 
-    def labels(self, limit: int = 20, *, profiles: bool = False) -> list[str]:
-        """The labels of timings (``profiles``: of profiles) in use, most recent first."""
+    def labels(self, limit: int = 20, *, profiles: bool | str = False) -> list[str]:
+        """The labels of timings (``profiles``: of profiles, or of a kind) in use, most recent
+        first."""
         if not self.exists():
             return []
         rows = self.connect().execute(

@@ -1,21 +1,25 @@
 """``%%gpuprofile --memory``: the caching allocator's history for one cell (recorded by
 ``capture.memory_cell``), analysed (``analysis.memory``) and shown (``render.memory_view``), with
-the checks every ``%%gpuprofile`` backend shares (:class:`~.profile_magic.CellRun`)."""
+the checks every ``%%gpuprofile`` backend shares (:class:`~.profile_magic.CellRun`); the peak's
+summary saved to the history (``-l NAME``) and compared with a saved run (``--vs``)."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.memory import analyze_memory, format_bytes
+from ..analysis.memory_diff import diff_memory, memory_summary
 from ..render.memory_view import MemoryView
 from .glue import compile_cell
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ..history.memory_runs import MemoryRecorder
     from .config import GpuMagicsConfig
 
 __all__ = ["memory_magic", "profile_cell_memory"]
@@ -31,11 +35,13 @@ def profile_cell_memory(
     top: int = 15,
     output: str | None = None,
     show: Callable[[Any], Any] = print,
+    saver: MemoryRecorder | None = None,
 ) -> Any:
     """``%%gpuprofile --memory``: record the cell's allocations (``capture.memory_cell``), show the
     view with ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's
     value. A cell that raised (an out-of-memory error among others) is shown with what was alive
-    when it failed, then its exception is raised again."""
+    when it failed, then its exception is raised again. ``saver``: where the run is saved, and
+    what it is compared with (``--vs``)."""
     from ..capture.memory_cell import capture_memory
 
     got = capture_memory(
@@ -70,6 +76,15 @@ def profile_cell_memory(
     if output:
         shell.user_ns[output] = view
     show(view)
+    if saver is not None:
+        summary = memory_summary(analysis)
+        outcome = saver.record(summary, cell, got.device_name or "cuda", got.device_index)
+        for line in outcome.lines:
+            print(line)
+        for note in outcome.notes:
+            print(note, file=sys.stderr)
+        if outcome.reference is not None:
+            show(diff_memory(outcome.reference, summary, outcome.names))
     if got.error is not None:
         raise got.error
     return got.value
@@ -92,7 +107,12 @@ def memory_magic(
             value=True,
             reason="records in this process: not with --nsys, --ncu or --trace",
         )
+    from ..history.memory_runs import MemoryRecorder
+    from .glue import unquote
+
     run = CellRun.from_args(config, shell, args, cell)
+    # an unknown --vs reference is said before the cell runs
+    saver = MemoryRecorder(config.history, label=args.label, vs=unquote(args.vs))
     return profile_cell_memory(
         shell,
         cell,
@@ -102,6 +122,7 @@ def memory_magic(
         top=config.report_options(top=args.top).top,
         output=run.output,
         show=show,
+        saver=saver,
     )
 
 

@@ -250,3 +250,20 @@ def test_a_compiled_model_is_named_and_stays_compiled(shell):
     finally:
         for name in ("compiled", "mem", "loss"):
             shell.user_ns.pop(name, None)
+
+
+def test_label_and_vs_compare_two_memory_runs(transformer, hist, capsys):
+    shell = transformer[0]
+    shell.run_cell_magic("gpuprofile", "--memory -l full -o mem", STEP)
+    shell.user_ns["idx"] = shell.user_ns["idx"][:4]  # half the batch
+    capsys.readouterr()
+    shell.run_cell_magic("gpuprofile", "--memory --vs full -o half", STEP)
+    out = capsys.readouterr().out
+    full, half = shell.user_ns["mem"].analysis, shell.user_ns["half"].analysis
+    assert half.peak_bytes < full.peak_bytes
+    assert "Memory vs #1 full: peak" in out and "By category: " in out
+    assert "activations -" in out  # half the batch, half the activations
+    import gpumagic
+
+    saved = gpumagic.history(kind="memory")
+    assert saved["label"].fillna("").tolist() == ["full", ""]
