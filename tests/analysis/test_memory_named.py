@@ -236,3 +236,11 @@ def test_the_figure_draws_the_ranges_on_the_memory_axis(named):
     drawn = lanes.renderers[0].data_source.data
     assert list(drawn["label"]) == named.ranges["label"].tolist()
     assert "blocks.0" in drawn["text"]  # short names on the bars that fit
+
+
+def test_a_saved_snapshot_is_named_as_the_magic_names_it(names, named):
+    import gpumagic
+
+    view = gpumagic.load_memory_snapshot(DATA / "memory" / "named_step.pickle", names=names)
+    assert view.analysis.category_at_peak == named.category_at_peak
+    assert view.analysis.by("module").equals(named.by("module"))
