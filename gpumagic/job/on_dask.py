@@ -1,33 +1,33 @@
-"""A job on a Dask cluster: the map and the reduce both as tasks of the cluster.
+"""A job on a Dask cluster: the map and most of the reduce as tasks of the cluster.
 
 Each rank is read and reduced to its summary by a task (``read._guarded``), a bounded number in
 flight (so a worker holds one rank's tables, not a queue of them). The summaries are folded where
-they are, not in the client: every :data:`FOLD_RANKS` finished ranks are folded by one task into a
-:class:`~.fold.Fold` of those ranks, and every :data:`MERGE_FAN` folds of one level of the tree are
-merged by another (:meth:`Fold.merge`), so each rank's few KB cross between workers about
-``log(ranks / FOLD_RANKS) / log(MERGE_FAN)`` times. The root merge also makes the cross-rank
-facts (:meth:`Fold.finish`: the rank rule, the clock alignment, the skews, the NCCL waits) on the
-cluster; the client receives the job's folded tables alone. The client holds futures, counts the
-ranks done for the progress, and lets each summary go the moment the fold that takes it is
-submitted (the cluster drops it once that fold has run).
+they are: every :data:`FOLD_RANKS` finished ranks are folded by one task into a :class:`~.fold.Fold`
+of those ranks (their per-name statistics merged), and every :data:`MERGE_FAN` such folds merged by
+another (:meth:`Fold.merge`): a tree of fold tasks of two levels. The client takes each merged fold
+as it is done (one for every ``FOLD_RANKS * MERGE_FAN`` ranks), merges it into the job's fold and
+lets it go on the cluster, then makes the cross-rank facts (:meth:`Fold.finish`: they need what the
+folds keep of every rank, the NCCL kernels above all). A worker thus never holds more than one
+merge's ranks (a few MB) beside one rank's tables, and the client folds a part per 128 ranks, not a
+summary per rank. The client lets each summary go the moment the fold that takes it is submitted
+(the cluster drops it once that fold has run).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .fold import Fold, JobData
+from .fold import Fold
 from .rank_summary import RankSummary
 
 __all__ = ["FOLD_RANKS", "MERGE_FAN", "read_on_dask"]
 
 #: Ranks folded by one task (the leaves of the tree of folds).
 FOLD_RANKS = 16
-#: Folds merged by one task (the fan-in of each level above the leaves).
+#: Leaf folds merged by one task (the level above the leaves, the last on the cluster).
 MERGE_FAN = 8
 
 
@@ -37,11 +37,9 @@ def read_on_dask(
     read: Callable[[str], RankSummary | str],
     in_flight: int,
     report: Callable[[int, int], None],
-    align: str,
-) -> JobData | Fold:
-    """The job's :class:`JobData`, read by ``read`` (a path to its summary, or why it could not be
-    read) on the cluster of ``client`` with ``in_flight`` reads per worker thread; the root fold
-    itself where no rank could be read (its ``unreadable`` says why)."""
+) -> Fold:
+    """The job's :class:`~.fold.Fold` of ``files``, read by ``read`` (a path to its summary, or why
+    it could not be read) on the cluster of ``client``, ``in_flight`` reads per worker thread."""
     from distributed import as_completed
 
     info = client.scheduler_info()
@@ -51,12 +49,22 @@ def read_on_dask(
     tag = uuid.uuid4().hex[:12]
     todo = iter(range(len(files)))
     index_of: dict[str, int] = {}
-    tree = _Tree(client, tag)
+    fold = Fold(files)
+    parts = as_completed([], with_results=False)  # the merged folds, taken here as they are done
+    leaves: list[Any] = []
+    count = itertools.count()
+
+    def task(fn: Callable[..., Any], *args: Any) -> Any:
+        return client.submit(fn, *args, pure=False, key=f"gpumagic-fold-{next(count)}-{tag}")
 
     def submit(index: int) -> Any:
         fut = client.submit(read, files[index], pure=False, key=f"gpumagic-rank-{index}-{tag}")
         index_of[fut.key] = index
         return fut
+
+    def take(part: Any) -> None:
+        fold.merge(part.result())
+        part.release()
 
     queue = as_completed([submit(i) for i in itertools.islice(todo, limit)], with_results=False)
     batch: list[tuple[int, Any]] = []
@@ -65,48 +73,21 @@ def read_on_dask(
             queue.add(submit(i))
             break
         batch.append((index_of.pop(fut.key), fut))
-        if len(batch) >= FOLD_RANKS or done == len(files):
-            tree.leaf([files[i] for i, _ in batch], [i for i, _ in batch], [f for _, f in batch])
+        last = done == len(files)
+        if len(batch) >= FOLD_RANKS or last:
+            paths, indices = [files[i] for i, _ in batch], [i for i, _ in batch]
+            leaves.append(task(_fold_ranks, paths, indices, *[f for _, f in batch]))
             batch = []
+        if len(leaves) >= MERGE_FAN or (last and leaves):
+            parts.add(task(_merge, *leaves))
+            leaves = []
+        while parts.has_ready():
+            for part in parts.next_batch(block=False):
+                take(part)
         report(done, len(files))
-    del fut
-    root = tree.root(files, align)
-    try:
-        return root.result()
-    finally:
-        root.release()
-
-
-@dataclasses.dataclass
-class _Tree:
-    """The folds submitted so far, by level (0: folds of ranks); a level's :data:`MERGE_FAN` folds
-    are merged into one of the next level as soon as they are submitted."""
-
-    client: Any
-    tag: str
-    levels: list[list[Any]] = dataclasses.field(default_factory=list)
-    count: int = 0
-
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        self.count += 1
-        key = f"gpumagic-fold-{self.count}-{self.tag}"
-        return self.client.submit(fn, *args, pure=False, key=key)
-
-    def leaf(self, paths: list[str], indices: list[int], outcomes: list[Any]) -> None:
-        self._add(0, self._submit(_fold_ranks, paths, indices, *outcomes))
-
-    def _add(self, level: int, fold: Any) -> None:
-        if len(self.levels) <= level:
-            self.levels.append([])
-        self.levels[level].append(fold)
-        if len(self.levels[level]) >= MERGE_FAN:
-            parts, self.levels[level] = self.levels[level], []
-            self._add(level + 1, self._submit(_merge, *parts))
-
-    def root(self, files: list[str], align: str) -> Any:
-        parts = [f for level in self.levels for f in level]
-        self.levels = []
-        return self._submit(_finish, files, align, *parts)
+    for part in parts:
+        take(part)
+    return fold
 
 
 def _fold_ranks(paths: list[str], indices: list[int], *outcomes: RankSummary | str) -> Fold:
@@ -126,11 +107,3 @@ def _merge(*folds: Fold) -> Fold:
     for fold in folds:
         merged.merge(fold)
     return merged
-
-
-def _finish(files: list[str], align: str, *folds: Fold) -> JobData | Fold:
-    """The root: the last folds merged and the job's cross-rank facts made (runs on a worker); the
-    fold itself where no rank was read."""
-    fold = _merge(*folds)
-    fold.files = files
-    return fold.finish(align) if fold.kept else fold

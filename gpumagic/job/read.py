@@ -5,8 +5,9 @@ ranks per worker in flight at a time (so a worker holds one rank's tables, not a
 results). ``executor=`` is any ``concurrent.futures.Executor`` (a process pool on the local cores
 by default): each summary is folded here the moment it is done and then let go. ``client=`` is a
 ``dask.distributed.Client``: its workers read the files (local paths they share, or fsspec URLs)
-and fold the summaries too, in a tree of folds on the cluster (``on_dask.py``). ``progress``: a
-callable given ``(ranks done, ranks in all)`` as each finishes, or True for a line on stderr.
+and fold the summaries too, in a tree of fold tasks whose merged parts the client merges
+(``on_dask.py``). ``progress``: a callable given ``(ranks done, ranks in all)`` as each finishes,
+or True for a line on stderr.
 """
 
 from __future__ import annotations
@@ -57,16 +58,16 @@ def read_job(
     files, skipped = _files(paths, kind)
     report = _progress(progress)
     if client is not None:  # the reduce too on the cluster: a tree of folds
-        data = read_on_dask(client, files, _guarded, IN_FLIGHT_PER_WORKER, report, align)
+        fold = read_on_dask(client, files, _guarded, IN_FLIGHT_PER_WORKER, report)
     else:
         fold = Fold(files)
         _on_executor(executor, files, fold, report)
-        data = fold.finish(align) if fold.kept else fold
-    if isinstance(data, Fold):
+    if not fold.kept:
         summarize(files[0])  # raises the first file's own error
         raise JobReadError(
-            detail=f"none of the {len(files)} reports could be read: {data.unreadable[0][1]}"
+            detail=f"none of the {len(files)} reports could be read: {fold.unreadable[0][1]}"
         )
+    data = fold.finish(align)
     data.meta["skipped"] = skipped
     return Job(data)
 
