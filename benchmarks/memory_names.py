@@ -3,8 +3,8 @@ recording's start and end) and reads the module tree once; the analysis then rea
 forward made each allocation.
 
 A GPT-shaped model of about 1.04 billion parameters (``--d`` 2048, ``--layers`` 18, vocabulary
-32,000, untied head) is built on the meta device and moved to uninitialised CPU memory
-(``to_empty``: pages never touched, so no 16 GB is really used), with a gradient per parameter and
+32,000, untied head) is built on the meta device and moved to uninitialised memory (``to_empty``;
+on the CPU, pages never touched, so no 16 GB is really used; ``--device cuda``: real GPU memory), with a gradient per parameter and
 AdamW's state (``step``, ``exp_avg``, ``exp_avg_sq``) per parameter set by hand, as after a first
 step. On a GPU the walk is the same Python over the same objects (``untyped_storage().data_ptr()``
 costs the same): only the number of tensors matters, not their bytes.
@@ -18,7 +18,8 @@ repeated ``--tile`` times (a long cell: many steps).
 
 Target: ``naming`` <= 0.5 s for the 1B-parameter model on 2 cores.
 
-    python benchmarks/memory_names.py [--d 2048] [--layers 18] [--repeat 5] [--json PATH]
+    python benchmarks/memory_names.py [--d 2048] [--layers 18] [--repeat 5] [--device cuda]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -53,12 +54,12 @@ def _module_traces() -> Any:
     return mod
 
 
-def build(d: int, layers: int, vocab: int = 32000) -> dict[str, Any]:
+def build(d: int, layers: int, vocab: int = 32000, device: str = "cpu") -> dict[str, Any]:
     """The namespace of a trained-once model: model, optimizer, a batch, some other values."""
     mt = _module_traces()
     with torch.device("meta"):
         model = mt.GPT(vocab=vocab, d=d, heads=16, layers=layers)
-    model = model.to_empty(device="cpu")
+    model = model.to_empty(device=device)
     opt = torch.optim.AdamW(model.parameters())
     for p in model.parameters():
         p.grad = torch.empty_like(p)
@@ -67,7 +68,7 @@ def build(d: int, layers: int, vocab: int = 32000) -> dict[str, Any]:
             "exp_avg": torch.empty_like(p),
             "exp_avg_sq": torch.empty_like(p),
         }
-    idx = torch.zeros(8, 1024, dtype=torch.long)
+    idx = torch.zeros(8, 1024, dtype=torch.long, device=device)
     ns: dict[str, Any] = {"model": model, "opt": opt, "idx": idx, "batch": [idx, idx[:4]]}
     ns.update({f"value_{i}": i for i in range(200)})  # the rest of a notebook's namespace
     return ns
@@ -88,12 +89,11 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=18)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tile", type=int, default=300, help="copies of the step's history")
-    ap.add_argument(
-        "--json", default=str(ROOT / "benchmarks" / "results" / "memory_names_cpu.json")
-    )
+    ap.add_argument("--device", default="cpu", help="where the model's tensors live (cuda: real)")
+    ap.add_argument("--json", default=None, help="default: results/memory_names_<device>.json")
     args = ap.parse_args()
 
-    ns = build(args.d, args.layers)
+    ns = build(args.d, args.layers, device=args.device)
     params = sum(p.numel() for p in ns["model"].parameters())
     t_names, table = _median(lambda: name_storages(ns), args.repeat)
     t_tree, tree = _median(lambda: module_tree(ns), args.repeat)
@@ -148,8 +148,12 @@ def main() -> None:
         "modules_s": t_modules,
         "repeat": args.repeat,
         "torch": torch.__version__,
+        "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
     }
-    path = pathlib.Path(args.json)
+    where = args.device.split(":")[0]
+    if where == "cuda":
+        where = torch.cuda.get_device_name().split()[1].lower()  # "NVIDIA H100 80GB HBM3": h100
+    path = pathlib.Path(args.json or ROOT / "benchmarks" / "results" / f"memory_names_{where}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
