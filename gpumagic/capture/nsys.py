@@ -195,6 +195,15 @@ def capture(
             report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
         with phases.timed("reading"):
             trace = read_sqlite(sqlite)
+        if warm_notes and report is not None and _warm_missed(trace, label, opts):
+            warm_notes = [
+                "Warm child not used: its report lacked the cell's NVTX range (the collection "
+                "began late); this run started nsys afresh."
+            ]
+            _clear_outputs(workdir)
+            report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
+            with phases.timed("reading"):
+                trace = read_sqlite(sqlite)
         trace.meta.update(label=label, nsys=nsys, phases=phases.rows)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"
@@ -230,10 +239,26 @@ def _try_warm(
     try:
         return run_warm(nsys, opts, extra_args, workdir, stem, phases)
     except WarmUnavailable as exc:
-        for name in ("warm", "done", "error.txt", "value.txt", PHASES_FILE):
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(workdir, name))
+        _clear_outputs(workdir)
         return None, [f"Warm child not used ({exc}); this run started nsys afresh."]
+
+
+def _warm_missed(trace: Trace, label: str, opts: NsysOptions) -> bool:
+    """A warm report without the cell's range: the child is retired (``nsys_warm.missed_range``).
+    Where nsys does not trace NVTX (``-t`` without it), there is no range to look for."""
+    from .nsys_warm import missed_range, retire_current
+
+    if "nvtx" not in opts.trace.split(",") or not missed_range(trace, label):
+        return False
+    retire_current()
+    return True
+
+
+def _clear_outputs(workdir: str) -> None:
+    """What a run wrote to the work dir, so that another run of the cell starts from its inputs."""
+    for name in ("warm", "done", "error.txt", "value.txt", PHASES_FILE):
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(workdir, name))
 
 
 def _one_shot(

@@ -14,7 +14,10 @@ nsys 2025.3). Here:
 * per cell: ``nsys start --session=NAME -o STEM --force-overwrite=true`` once the child's warm-up is
   over and it waits (the warm-up stays out of the report, as with the one-shot run's NVTX capture
   range), ``nsys stop --session=NAME`` once its captured runs are over (it writes
-  ``STEM.nsys-rep``), then ``nsys export`` of that report alone;
+  ``STEM.nsys-rep``), then ``nsys export`` of that report alone. ``nsys start`` answers before the
+  target records (seen in practice, not documented): the captured runs begin :data:`SETTLE` s
+  later, and a report without the cell's NVTX range is not used (:func:`missed_range`: the cell
+  runs the one-shot way and the next child waits longer);
 * ``nsys shutdown --session=NAME --kill=sigkill`` when the child is retired: at the kernel's exit
   (atexit), when the key changes (another nsys, ``-t``, ``--nsys-args``, Python, torch version or
   environment), after a timeout, an interrupt or a CUDA error in a cell. The child also watches this
@@ -33,6 +36,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -62,6 +66,35 @@ __all__ = [
 START_LIMIT = 120.0
 #: Seconds an nsys start, stop or shutdown may take.
 CLI_LIMIT = 60.0
+#: Tries of ``nsys start`` before the warm child is given up for this cell.
+START_TRIES = 3
+#: Seconds waited after ``nsys start`` answers before the cell's captured runs begin: the CLI
+#: answers before the target's collection is recording, and a short cell run at once can be
+#: missed. Doubled (up to 4 s) each time a report is found without the cell's range
+#: (:func:`missed_range`).
+SETTLE = 0.5
+_settle = SETTLE
+
+
+def settle_seconds() -> float:
+    return _settle
+
+
+def missed_range(trace: Any, label: str) -> bool:
+    """Whether a warm report lacks the cell's NVTX range (``label``): its collection began after
+    the cell had run, so some of the cell's work may be missing. The next child waits longer
+    after ``nsys start``; the caller retires this one and runs the cell the one-shot way."""
+    global _settle
+    texts = trace.nvtx["text"].astype(str) if len(trace.nvtx) else []
+    want = _slug(label)
+    if any(_slug(t.lstrip(":")) == want for t in texts):
+        return False
+    _settle = min(_settle * 2, 4.0)
+    return True
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60] or "cell"
 
 
 class WarmUnavailable(Exception):
@@ -352,7 +385,13 @@ def _run_cell(child: WarmChild, opts: NsysOptions, workdir: str, stem: str, phas
     tool_start = 0.0
     if first == warm:
         t = time.perf_counter()
-        rc, out = _cli(child, "start", "-o", stem, "--force-overwrite=true")
+        for attempt in range(START_TRIES):  # a session just launched may not be registered yet
+            rc, out = _cli(child, "start", "-o", stem, "--force-overwrite=true")
+            if rc == 0 or attempt == START_TRIES - 1:
+                break
+            time.sleep(0.3 * (attempt + 1))
+        if rc == 0:
+            time.sleep(settle_seconds())  # `nsys start` answers before its collection records
         tool_start = time.perf_counter() - t
         if rc != 0:
             _send(child, {"abort": f"nsys start failed: {out[-300:]}"}, deadline)

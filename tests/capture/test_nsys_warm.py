@@ -216,7 +216,7 @@ def test_a_cell_past_the_timeout_stops_the_child(warm_ip):
         warm_ip.run_cell_magic(
             "gpuprofile", "--nsys -w 0 --timeout 2", "import time; time.sleep(60)"
         )
-    assert time.monotonic() - t < 20
+    assert time.monotonic() - t < 40  # 2 s, then the child stopped (a loaded machine is slow)
     assert nsys_warm.current_child() is None
     assert not alive(child.pid) and child.launcher.poll() is not None
 
@@ -367,3 +367,27 @@ def test_a_ctrl_c_during_a_warm_cell_stops_the_child_and_says_so(warm_env, tmp_p
     assert nsys_warm.current_child() is None
     assert _gone([child.pid, child.launcher.pid], limit=5)
     assert not os.path.exists(child.ctrl)
+
+
+def test_a_report_without_the_cells_range_is_not_used(warm_ip, monkeypatch):
+    """nsys start answers before the collection records: a report that lacks the cell's NVTX range
+    began late. The cell runs the one-shot way, the child is retired and the next one waits
+    longer after nsys start."""
+    monkeypatch.setattr(nsys_warm, "_settle", 0.1)
+    monkeypatch.setenv("FAKE_NSYS_NVTX", "something else")
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep", "x = 1")
+    log = warm_ip.log_path
+    assert calls(log, "launch") == 1 and calls(log, "stop") == 1 and calls(log, "profile") == 1
+    notes = warm_ip.user_ns["rep"].notes
+    assert any("lacked the cell's NVTX range" in n for n in notes)
+    assert nsys_warm.current_child() is None and nsys_warm.settle_seconds() == 0.2
+    monkeypatch.delenv("FAKE_NSYS_NVTX")
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep", "x = 1")
+    assert calls(log, "launch") == 2 and calls(log, "profile") == 1  # warm again
+    assert not any(n.startswith("Warm child not used") for n in warm_ip.user_ns["rep"].notes)
+
+
+def test_the_captured_runs_wait_for_the_collection_to_settle(warm_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(nsys_warm, "_settle", 0.4)
+    got = capture("x = 1", "c", options=options(tmp_path), warmup=0)
+    assert got.phases.rows["tool start"] >= 0.4
