@@ -26,10 +26,15 @@ state:
   *temporaries*; forward code makes *activations* if the block is still alive when the next backward
   allocates (saved for backward) or, with no backward after it, at the end (a result kept), else
   *temporaries*; module construction makes *parameters*; the data loader makes *inputs*. Blocks
-  allocated before the history take the category a caller knows for their address (``known``:
-  %%gpuprofile --memory reads the parameters, optimizer state, gradients and input tensors of the
-  user's namespace), else the one their recorded stack gives, else *unknown*. A history recorded
-  without stacks makes every category *unknown*.
+  allocated before the history take the category the names give their address (``names``:
+  %%gpuprofile --memory names the parameters, gradients, buffers, optimizer state and tensors of
+  the user's namespace, :mod:`gpumagic.capture.memory_names`; or ``known``, a plain address ->
+  category map), else the one their recorded stack gives, else *unknown*. A history recorded
+  without stacks makes every category *unknown* but what the names say.
+- **Owners** (:mod:`.memory_owners`): each block's tensor name, module, source line and op, with the
+  same rows in every breakdown for what nothing places; the **time axis** (:mod:`.memory_ranges`):
+  phases, modules and ``record_function`` ranges from the history itself; the **estimates** of
+  what would change the peak (:mod:`.memory_levers`).
 """
 
 from __future__ import annotations

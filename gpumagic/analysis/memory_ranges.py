@@ -61,7 +61,8 @@ def ranges_of(
     def after(i: int) -> float:
         return float(t_ms[i + 1]) if i + 1 < n else end_ms
 
-    phases = [_PHASE.get(k, "forward") for k in kinds.tolist()]
+    # no kind (a history without stacks): no phase
+    phases = [_PHASE.get(k, "forward") if k else "" for k in kinds.tolist()]
     runs = _runs(phases)
     starts = [float(t_ms[a]) for a, _, _ in runs]
     for r, (_, _, lab) in enumerate(runs):

@@ -244,3 +244,20 @@ def test_a_saved_snapshot_is_named_as_the_magic_names_it(names, named):
     view = gpumagic.load_memory_snapshot(DATA / "memory" / "named_step.pickle", names=names)
     assert view.analysis.category_at_peak == named.category_at_peak
     assert view.analysis.by("module").equals(named.by("module"))
+
+
+def test_without_stacks_the_names_still_name_and_no_phase_is_made_up(snap, names, named):
+    bare = dataclasses.replace(snap, stack=np.full(len(snap), -1, np.int32))
+    bare.blocks = {**snap.blocks, "stack": np.full(len(snap.blocks["stack"]), -1, np.int32)}
+    m = analyze_memory(bare, names=names)
+    assert not m.stacks_recorded and m.peak_bytes == named.peak_bytes
+    # what the names know they still say: parameters, optimizer state, new gradients at the end
+    for c in ("parameters", "optimizer state"):
+        assert m.category_at_peak[c] == named.category_at_peak[c]
+    end = m.by("category", at="end").set_index("category")["bytes"]
+    assert (
+        end["gradients"]
+        == named.by("category", at="end").set_index("category").loc["gradients", "bytes"]
+    )
+    assert "phase" not in set(m.ranges["lane"]) and "module" not in set(m.ranges["lane"])
+    assert set(m.live_at_peak["line"]) <= {"(stacks not recorded)", "(before the recording)"}
