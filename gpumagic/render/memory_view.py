@@ -3,9 +3,12 @@ the notebook output draws the timeline (BokehJS once per kernel session, through
 carrier), ``to_dataframe()`` gives the allocations alive at the peak, ``timeline()`` the drawn
 samples.
 
-Top to bottom: one line (peak, reserved, device memory, the recording); the findings; the timeline;
-what was alive at the peak by the user's line and by op, largest first; after an out-of-memory
-failure, what was alive when it failed first of all, since that is what the user came for.
+Top to bottom: one line (peak, reserved, device memory, the recording); the findings (where the
+peak falls on the time axis, and the estimates of what would change it where the blocks were
+named); the timeline, with what the cell was doing below it on the same axis; what was alive at the
+peak by module (where names placed any block), by the user's line and by op, largest first; after
+an out-of-memory failure, what was alive when it failed first of all, since that is what the user
+came for.
 """
 
 from __future__ import annotations
