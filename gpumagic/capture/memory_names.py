@@ -133,8 +133,12 @@ def owner_module(name: str, kind: str) -> str:
     """The module a named tensor belongs to: ``model.blocks.0.mlp.0`` for its ``.weight``, its
     ``.weight.grad`` and ``opt.state[model.blocks.0.mlp.0.weight]['exp_avg']``; the name itself
     for other tensors."""
-    if kind == "optimizer state" and "[" in name and "]" in name:
-        name, kind = name[name.index("[") + 1 : name.index("]")], "parameter"
+    if kind == "optimizer state" and ".state[" in name:
+        optimizer, inner = name.split(".state[", 1)
+        inner = inner.rsplit("][", 1)[0]
+        if inner.startswith("param_groups["):  # a parameter no module in the namespace holds
+            return optimizer
+        name, kind = inner, "parameter"
     if kind == "gradient":
         name, kind = name.removesuffix(".grad"), "parameter"
     if kind in ("parameter", "buffer") and "." in name:

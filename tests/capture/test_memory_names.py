@@ -132,6 +132,19 @@ def test_owner_module():
     assert owner_module("model.blocks.0.mlp.0.weight.grad", "gradient") == "model.blocks.0.mlp.0"
     assert owner_module("opt.state[model.fc.bias]['exp_avg']", "optimizer state") == "model.fc"
     assert owner_module("batch[0]", "input") == "batch[0]"
+    unowned = "opt.state[param_groups[0]['params'][3]]['exp_avg']"
+    assert owner_module(unowned, "optimizer state") == "opt"
+
+
+def test_optimizer_state_of_a_parameter_no_module_holds():
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    opt = torch.optim.AdamW([w])
+    w.sum().backward()
+    opt.step()
+    table = name_storages({"opt": opt})  # w itself is not in the namespace
+    rows = table.rows.set_index("name")
+    name = "opt.state[param_groups[0]['params'][0]]['exp_avg']"
+    assert rows.loc[name, "module"] == "opt" and rows.loc[name, "category"] == "optimizer state"
 
 
 def test_a_compiled_module_is_named_as_the_model_it_compiles():
