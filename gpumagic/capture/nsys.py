@@ -161,6 +161,9 @@ def capture(
     warm = opts.warm and nproc == 1
     if warm:
         from .nsys_warm import launch_early
+    elif "gpumagic.capture.nsys_warm" in sys.modules:
+        # turned off, or ranks that want every GPU: the warm child's context and memory go now
+        sys.modules["gpumagic.capture.nsys_warm"].retire_current()
 
     try:
         with phases.timed("shipping"):
@@ -270,7 +273,9 @@ def _one_shot(
     extra_args: list[str],
     phases: Phases,
 ) -> tuple[str | None, str]:
-    """``nsys profile`` of a new child for this cell alone: (the report or None, the SQLite)."""
+    """``nsys profile`` of a new child for this cell alone: (the report or None, the SQLite).
+    nsys exports the SQLite itself before it exits (``--export=sqlite``): that export is part of
+    the "tool stop/flush" phase here."""
     nproc = opts.nproc or 1
     cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
     started = time.time()

@@ -391,3 +391,11 @@ def test_the_captured_runs_wait_for_the_collection_to_settle(warm_env, tmp_path,
     monkeypatch.setattr(nsys_warm, "_settle", 0.4)
     got = capture("x = 1", "c", options=options(tmp_path), warmup=0)
     assert got.phases.rows["tool start"] >= 0.4
+
+
+def test_turning_the_warm_child_off_ends_it(warm_ip):
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
+    child = nsys_warm.current_child()
+    warm_ip.run_line_magic("config", "GpuMagics.nsys_warm_child = False")
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
+    assert nsys_warm.current_child() is None and _gone([child.pid], limit=5)
