@@ -399,3 +399,32 @@ def test_turning_the_warm_child_off_ends_it(warm_ip):
     warm_ip.run_line_magic("config", "GpuMagics.nsys_warm_child = False")
     warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
     assert nsys_warm.current_child() is None and _gone([child.pid], limit=5)
+
+
+def test_the_childs_key_names_what_changed(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    env = {"A": "1"}
+    opts = options(tmp_path)
+    key = nsys_warm.child_key(FAKE_NSYS, opts, [], env)
+    assert nsys_warm.child_key(FAKE_NSYS, opts, [], dict(env)) == key
+    other_python = nsys_warm.child_key(
+        FAKE_NSYS, options(tmp_path, python="/other/python"), [], env
+    )
+    assert nsys_warm._changed(key, other_python) == "python"
+    traced = nsys_warm.child_key(FAKE_NSYS, options(tmp_path, trace="cuda,nvtx"), [], env)
+    assert nsys_warm._changed(key, traced) == "trace (-t)"
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
+    assert nsys_warm._changed(key, nsys_warm.child_key(FAKE_NSYS, opts, [], env)) == "torch"
+    monkeypatch.undo()
+    changed = nsys_warm.child_key(FAKE_NSYS, opts, ["--sample=none"], {"A": "2"})
+    assert nsys_warm._changed(key, changed) == "--nsys-args, environment"
+
+
+def test_no_session_is_left_listed(warm_env, tmp_path):
+    capture("x = 1", "c", options=options(tmp_path), warmup=0)
+    listed = subprocess.run([FAKE_NSYS, "sessions", "list"], capture_output=True, text=True)
+    assert "gpumagic-" in listed.stdout
+    nsys_warm.retire_current()
+    listed = subprocess.run([FAKE_NSYS, "sessions", "list"], capture_output=True, text=True)
+    assert "gpumagic-" not in listed.stdout
