@@ -1,8 +1,8 @@
 """What recording the user's code costs a training step under torch.profiler: the step's time with
 the profiler as ``%%gpuprofile`` ran it before (shapes only), and with each addition the by-code
 view can use: ``with_stack`` (every Python call, and with it each ``nn.Module``'s forward:
-``with_modules`` alone records nothing of an eager model), ``with_modules``, and the per-line
-ranges ``%%gpuprofile`` pushes around a cell's statements (``capture/cell_lines.py``).
+``with_modules`` alone records nothing of an eager model), the module ranges ``%%gpuprofile``
+opens itself (``capture/module_ranges.py``), and the per-line ranges ``%%gpuprofile`` pushes around a cell's statements (``capture/cell_lines.py``).
 Also the export + load of each trace (the magic's work after the cell) and the trace's size.
 
 Target: the default's additions cost a training step at most 10%. The variants run interleaved,
@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpumagic import load_trace  # noqa: E402
 from gpumagic.capture.cell_lines import mark_lines  # noqa: E402
+from gpumagic.capture.module_ranges import module_ranges  # noqa: E402
 
 TARGET = 0.10
 
@@ -81,14 +83,18 @@ class GPT(nn.Module):
 
 #: ``with_modules`` alone records nothing of an eager model (torch.profiler's own doc: TorchScript
 #: only); the ``nn.Module: Name_k`` frames come from the Python tracer that ``with_stack`` starts.
-DEFAULT = "+ stack + modules + line ranges"
+#: ``%%gpuprofile``'s default marks the modules with ranges of its own instead
+#: (``capture/module_ranges.py``) and each line of the cell (``capture/cell_lines.py``).
+DEFAULT = "+ module ranges + line ranges"
 VARIANTS = {
     "shapes (before)": dict(record_shapes=True),
-    "+ modules": dict(record_shapes=True, with_modules=True),
     "+ line ranges": dict(record_shapes=True, lines=True),
+    "+ module ranges": dict(record_shapes=True, modules=True),
+    DEFAULT: dict(record_shapes=True, lines=True, modules=True),
     "+ stack": dict(record_shapes=True, with_stack=True),
-    "+ stack + modules": dict(record_shapes=True, with_modules=True, with_stack=True),
-    DEFAULT: dict(record_shapes=True, with_modules=True, with_stack=True, lines=True),
+    "+ stack + modules + line ranges": dict(
+        record_shapes=True, with_modules=True, with_stack=True, lines=True
+    ),
 }
 
 
@@ -138,8 +144,9 @@ def main() -> None:
         order = order[r % len(order) :] + order[: r % len(order)]  # each variant first in turn
         for name, opts in order:
             opts = dict(opts)
-            lines = opts.pop("lines", False)
-            with profile(activities=activities, **opts) as prof:
+            lines, modules = opts.pop("lines", False), opts.pop("modules", False)
+            ranges = module_ranges(ns) if modules else nullcontext()
+            with profile(activities=activities, **opts) as prof, ranges:
                 step(marked if lines else plain)  # the profiler's own start, not timed
                 times[name].append(step(marked if lines else plain))
             if r == 0:

@@ -35,13 +35,16 @@ class TorchProfilerOptions:
 
     #: Record input shapes of torch ops (the op table's "Input shapes").
     record_shapes: bool = True
-    #: Record the Python calls, each ``nn.Module``'s forward among them (the by-module view: torch
-    #: records an eager module's forward only through this; ``with_modules`` alone is TorchScript's).
-    #: With the cell's line ranges, a training step's cost is +4.3% on the CPU
-    #: (``benchmarks/by_code_cost.py``), under the 10% it may cost.
-    with_stack: bool = True
-    #: Record TorchScript modules' hierarchy too.
-    with_modules: bool = True
+    #: Mark each forward of the namespace's models with a range named as the code names it (the
+    #: by-module view; ``capture/module_ranges.py``).
+    module_ranges: bool = True
+    #: Record every Python call (torch's Python tracer, which also records each module's forward):
+    #: on an H100 training step that the host paces it costs +12% (``benchmarks/by_code_cost.py``),
+    #: more than the 10% the view may cost, so off: the module ranges and the cell's line ranges
+    #: give the view without it.
+    with_stack: bool = False
+    #: Record TorchScript modules' hierarchy (torch's ``with_modules``: nothing of eager modules).
+    with_modules: bool = False
     #: Profile CUDA activity too; None: where CUDA is available.
     cuda: bool | None = None
 

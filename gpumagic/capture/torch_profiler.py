@@ -19,6 +19,8 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
+import numpy as np
+
 from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
 from ..trace.coverage import recorded_kinds
 from . import Capture
@@ -34,6 +36,7 @@ from .guards import (
     watch_for_profilers,
 )
 from .inductor_kernels import fused_descriptions, fused_from_loaded_code
+from .module_ranges import module_ranges
 from .options import ITERS, WARMUP, TorchProfilerOptions
 
 __all__ = ["capture", "nvtx_range"]
@@ -123,6 +126,8 @@ def capture(
                 around.enter_context(refuse_nested_profilers())
                 around.enter_context(nvtx_range(label))
                 around.enter_context(record_function(label))
+                if opts.module_ranges:
+                    around.enter_context(module_ranges(ns))
             yield
         finally:
             with deferred_interrupts():  # a Ctrl-C while it stops waits until it has stopped
@@ -174,39 +179,56 @@ def capture(
 
 def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -> None:
     """What the by-code view needs beside the trace: the cell's source (its lines' text), whether
-    modules were recorded (a cell that ran none says so, not "record them"), and the dotted names
-    of the modules that ran, matched to the namespace's modules (``trace.code_rows``)."""
-    import torch
-
-    from ..trace import nesting_depth
+    modules were marked (a cell that ran none says so, not "record them"), and the ranges of the
+    cell's lines and modules, moved out of the range table (they are the view's, not the user's
+    ranges) into ``meta["code"]``. Where the Python tracer gave module frames instead
+    (``with_stack``), their dotted names matched to the namespace's models."""
     from ..trace.by_code import module_paths
-    from ..trace.code_frames import LINE_RANGE
     from ..trace.code_rows import dotted_names
+    from .module_ranges import roots_of
 
-    trace.meta["with_modules"] = bool(opts.with_modules)
+    trace.meta["with_modules"] = bool(opts.module_ranges or opts.with_stack)
     if cell.source:
         trace.meta["cell_source"] = cell.source
-    nvtx = trace.nvtx
-    marks = nvtx["text"].astype(str).str.match(LINE_RANGE.pattern) if len(nvtx) else None
-    if marks is not None and marks.any():  # the line ranges are the view's, not the user's ranges
-        lines = nvtx[marks]
-        trace.meta.setdefault("code", {})["lines"] = {
-            "text": lines["text"].astype(str).tolist(),
-            "start": lines["start"].astype("int64").tolist(),
-            "end": lines["end"].astype("int64").tolist(),
-            "thread": lines["thread"].tolist(),
-        }
-        rest = nvtx[~marks].reset_index(drop=True)
-        rest["depth"] = nesting_depth(rest)
-        trace.nvtx = rest
-    paths = module_paths(trace)
-    if paths:
-        roots = {
-            k: v
-            for k, v in namespace.items()
-            if not k.startswith("_") and isinstance(v, torch.nn.Module)
-        }
-        trace.meta["module_names"] = dotted_names(paths, roots)
+    # the ranges are ops (_RecordFunctionFast) or, with an older torch, record_function ranges
+    code = trace.meta.setdefault("code", {})
+    trace.nvtx = _moved(trace.nvtx, "text", code)
+    trace.ops = _moved(trace.ops, "name", code)
+    if "modules" not in (trace.meta.get("code") or {}):
+        paths = module_paths(trace)
+        if paths:
+            trace.meta["module_names"] = dotted_names(paths, roots_of(namespace))
+
+
+def _moved(table: Any, column: str, code: dict[str, Any]) -> Any:
+    """``table`` without the rows of the view's ranges (a cell's lines, the models' forwards), which
+    go to ``code["lines"]`` and ``code["modules"]``; the rest's depth less the ranges that held
+    them."""
+    from ..trace.code_frames import LINE_RANGE, MODULE_RANGE, Nest
+
+    if table.empty:
+        return table
+    text = table[column].astype(str)
+    moved = np.zeros(len(table), dtype=bool)
+    for key, pattern in (("lines", LINE_RANGE), ("modules", MODULE_RANGE)):
+        marks = text.str.match(pattern.pattern).to_numpy()
+        if marks.any():
+            part = table[marks]
+            kept = code.get(key) or {"text": [], "start": [], "end": [], "thread": []}
+            kept["text"] += part[column].astype(str).tolist()
+            kept["start"] += part["start"].astype("int64").tolist()
+            kept["end"] += part["end"].astype("int64").tolist()
+            kept["thread"] += part["thread"].tolist()
+            code[key] = kept
+            moved |= marks
+    if not moved.any():
+        return table
+    ranges, rest = table[moved], table[~moved].reset_index(drop=True)
+    nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
+    held = nest.innermost(rest["thread"].tolist(), rest["start"].tolist())
+    levels = np.array([len(nest.ancestors(j)) for j in range(len(nest))] + [0], dtype=np.int64)
+    rest["depth"] = (rest["depth"].to_numpy() - levels[held]).clip(min=0)
+    return rest
 
 
 def _stop(prof: Any) -> None:

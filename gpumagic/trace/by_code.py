@@ -36,6 +36,7 @@ from ..units import format_ns
 from .code_frames import (
     LINE_RANGE,
     MODULE_PREFIX,
+    MODULE_RANGE,
     Nest,
     code_tables,
     is_library_file,
@@ -52,6 +53,7 @@ __all__ = [
     "attribution",
     "module_frames",
     "module_paths",
+    "range_names",
     "top_whats",
 ]
 
@@ -254,12 +256,26 @@ def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
     ("GPT_0.Block_1"). Kept per Trace."""
 
     def compute() -> tuple[pd.DataFrame, Nest, list[str]]:
-        frames, _ = code_tables(trace)
-        mods = frames[frames["name"].str.startswith(MODULE_PREFIX)].reset_index(drop=True)
+        marked = (trace.meta.get("code") or {}).get("modules")
+        if marked:  # the ranges %%gpuprofile opened around the forwards
+            mods = pd.DataFrame(marked)
+            tokens = [MODULE_RANGE.match(t)[1] for t in mods["text"]]
+        else:  # the Python tracer's frames
+            frames, _ = code_tables(trace)
+            mods = frames[frames["name"].str.startswith(MODULE_PREFIX)].reset_index(drop=True)
+            tokens = [n[len(MODULE_PREFIX) :] for n in mods["name"]]
         nest = Nest(mods["start"], mods["end"], mods["thread"])
-        return mods, nest, _paths(nest, [n[len(MODULE_PREFIX) :] for n in mods["name"]])
+        return mods, nest, _paths(nest, tokens)
 
     return trace.memo("by_code.module_frames", compute)
+
+
+def range_names(trace: Any) -> dict[str, str]:
+    """Module path -> the dotted name its range gave (a capture's module ranges); {} otherwise."""
+    mods, _, paths = module_frames(trace)
+    if "text" not in mods:
+        return {}
+    return {p: MODULE_RANGE.match(t)[2] for p, t in zip(paths, mods["text"])}
 
 
 def module_paths(trace: Any) -> list[str]:
@@ -285,8 +301,7 @@ def _what(
     named = nvtx[~nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)] if len(nvtx) else nvtx
     named = named.reset_index(drop=True)
     rng = Nest(named["start"], named["end"], named["thread"])
-    frames, _ = code_tables(trace)
-    mods = frames[frames["name"].str.startswith(MODULE_PREFIX)]
+    mods, _, _ = module_frames(trace)
     held = rng.innermost(mods["thread"].tolist(), mods["start"].tolist())
     coarse = {a for j in set(held.tolist()) if j >= 0 for a in rng.ancestors(j)}
     texts = [None if i in coarse else t for i, t in enumerate(named["text"].astype(str))]

@@ -25,6 +25,7 @@ import pandas as pd
 __all__ = [
     "LINE_RANGE",
     "MODULE_PREFIX",
+    "MODULE_RANGE",
     "Nest",
     "code_tables",
     "is_library_file",
@@ -37,6 +38,9 @@ __all__ = [
 MODULE_PREFIX = "nn.Module: "
 #: The record_function range the magic pushes around each statement of a cell (capture/cell_lines).
 LINE_RANGE = re.compile(r"^gpumagic line (\d+)$")
+#: The range the magic opens around each forward of the cell's models (capture/module_ranges):
+#: a token unique in the capture ("Block_1") and the module's dotted name.
+MODULE_RANGE = re.compile(r"^gpumagic module (\S+) (.+)$")
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
 #: Packages whose files are never the user's own code, beside the standard library's.
 _LIBRARIES = {

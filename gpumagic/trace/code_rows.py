@@ -34,6 +34,7 @@ from .by_code import (
     OUTSIDE_MODULES,
     Attribution,
     attribution,
+    range_names,
     top_whats,
 )
 
@@ -99,11 +100,10 @@ def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFram
     attr = attribution(trace, memops)
     if not attr.has_modules and trace.meta.get("with_modules"):
         return _empty(MODULE_COLUMNS, NO_MODULE_RAN)
-    names = (
-        dotted_names(attr.module_paths, model)
-        if model is not None
-        else trace.meta.get("module_names")
-    )
+    if model is not None:
+        names = dotted_names(attr.module_paths, model)
+    else:
+        names = range_names(trace) or trace.meta.get("module_names")
     return module_rows(attr, names)
 
 

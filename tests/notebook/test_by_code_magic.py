@@ -103,15 +103,30 @@ def test_a_cell_without_a_model_says_so_and_is_still_told_by_line(ip):
 
 def test_the_line_ranges_stay_out_of_the_range_table(model_ns):
     rep, _, _ = profile(model_ns, TRAINING, "-w 0 --label step")
-    assert not rep.trace.nvtx["text"].str.startswith("gpumagic line").any()
+    assert not rep.trace.nvtx["text"].str.startswith("gpumagic").any()
+    assert not rep.trace.ops["name"].str.startswith("gpumagic").any()  # nor in the op table
     assert "step" in set(rep.trace.nvtx["text"])
     assert len(rep.trace.meta["code"]["lines"]["text"]) == 6
+    # one range per module forward: the six modules of the model, once each
+    assert len(rep.trace.meta["code"]["modules"]["text"]) == 6
+    # the ops' nesting is theirs again: the model's Linear is an outermost op, as without ranges
+    ops = rep.trace.ops
+    assert (ops["depth"] >= 0).all()
+    assert "aten::linear" in set(ops.loc[ops["depth"] == 0, "name"])
 
 
 def test_a_compiled_model_is_one_module_its_backward_included(model_ns):
-    model_ns.user_ns["cmodel"] = torch.compile(model_ns.user_ns["model"], backend="aot_eager")
+    from torch._dynamo.utils import counters
+
+    cmodel = torch.compile(model_ns.user_ns["model"], backend="aot_eager")
+    model_ns.user_ns["cmodel"] = cmodel
+    cmodel(model_ns.user_ns["x"]).sum().backward()  # compiled here, before the capture
+    graphs = counters["stats"]["unique_graphs"]
     cell = "y = cmodel(x)\nloss = y.square().mean()\nloss.backward()"
     rep, _, _ = profile(model_ns, cell, "-w 2")
+    # no hook reached the compiled graph: nothing was compiled again
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert not any(m._forward_pre_hooks for m in model_ns.user_ns["model"].modules())
     mods = rep.by_module()
     top = mods[mods["depth"] == 0]
     assert int(top["total_ns"].sum()) == cpu_total(rep.trace)
