@@ -11,7 +11,9 @@ frame, by three rules, each used only when the one before leaves a choice:
    frame's code (same file and function; the line inside its range where the file is the same, so a
    different PyTorch's line numbers still match its modules);
 2. **the calling line**: of those, the ones whose attribute name the parent's calling line spells
-   (``self.ln1(x)`` picks ``ln1`` over ``ln2``), read from the module's source file;
+   (``self.ln1(x)`` picks ``ln1`` over ``ln2``), read from the module's source file; for the
+   outermost module, the one whose name the user's calling line spells (``net(images)`` picks
+   ``net`` over another ``Sequential`` in the namespace), read from the file or the notebook cell;
 3. **the order of calls**: consecutive allocations belong to one call of a forward until the line
    inside it goes backwards (a new call) or the code changes; when a parent's call made as many
    calls from one line as there are candidates, the ``i``-th call is the ``i``-th candidate in the
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["allocation_modules"]
 
 _ATTR = re.compile(r"self\.([A-Za-z_][A-Za-z0-9_]*)")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: (file tail, function, first line): one forward's code
 Code = tuple[str, str, int]
 
@@ -65,6 +68,7 @@ class _Matcher:
             if code not in self.modules_of:
                 self.by_key.setdefault(code[:2], []).append((info.filename, info.first, info.last))
             self.modules_of.setdefault(code, []).append(name)
+        self.local_files = {_tail(i.filename): i.filename for i in tree.modules.values()}
         self.parent: dict[str, str] = {
             c: name for name, info in tree.modules.items() for c in info.children
         }
@@ -118,17 +122,45 @@ class _Matcher:
         return hit or options
 
 
-def _chains(snap: SnapshotData, m: _Matcher) -> list[tuple[tuple[Code, int], ...]]:
-    """Per distinct stack, its forward frames outermost first: (code, line in that frame)."""
-    out = []
+def _chains(
+    snap: SnapshotData, m: _Matcher
+) -> tuple[list[tuple[tuple[Code, int], ...]], list[tuple[str, int] | None]]:
+    """Per distinct stack, its forward frames outermost first: (code, line in that frame); and
+    the line that called the outermost (the innermost frame before it outside ``torch/``)."""
+    out, callers = [], []
     for s in range(len(snap.stacks)):
-        chain = []
+        chain: list[tuple[Code, int]] = []
+        caller = None
         for frame in reversed(snap.stack_frames(s)):
             code = m.code(frame)
             if code is not None:
                 chain.append((code, frame[1]))
+            elif not chain and _user_python(frame[0], frame[1]):
+                caller = (frame[0], frame[1])
         out.append(tuple(chain))
-    return out
+        callers.append(caller)
+    return out, callers
+
+
+def _user_python(filename: str, line: int) -> bool:
+    """A Python frame (not one of the C++ frames ``stacks="all"`` mixes in) outside PyTorch."""
+    python = filename.endswith(".py") or (filename.startswith("<") and line > 0)
+    return python and "/torch/" not in filename.replace("\\", "/")
+
+
+def _called(m: _Matcher, caller: tuple[str, int] | None, roots: list[str]) -> list[str]:
+    """Of the outermost modules ``roots``, those whose name the calling line spells (``net`` in
+    ``loss = f(net(x))``); all of them where it spells none, or cannot be read. A file recorded
+    elsewhere is read here where one of the modules' own files has its name."""
+    text = ""
+    if caller:
+        filename, line = caller
+        text = linecache.getline(filename, line) or linecache.getline(
+            m.local_files.get(_tail(filename), ""), line
+        )
+    words = set(_WORD.findall(text))
+    hit = [r for r in roots if r.split("[", 1)[0] in words]
+    return hit or roots
 
 
 def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree) -> np.ndarray:
@@ -139,7 +171,7 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
     if not len(tree) or not len(allocs):
         return out
     m = _Matcher(tree)
-    chains = _chains(snap, m)
+    chains, callers = _chains(snap, m)
     stacks = snap.stack[allocs].tolist()
     # pass 1: call identities. calls[i]: per level (call id, ordinal among its siblings, group)
     calls: list[list[tuple[int, int, tuple]]] = [[] for _ in allocs]
@@ -188,8 +220,12 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
             chain, calls[i], [0] + [ln for _, ln in chain[:-1]], strict=True
         ):
             options = m.below(found, code)
-            if found is not None and len(options) > 1:
-                options = m.spelled(found, parent_line, options)
+            if len(options) > 1:
+                options = (
+                    m.spelled(found, parent_line, options)
+                    if found is not None
+                    else _called(m, callers[s], options)
+                )
             if len(options) > 1 and group_size[group] == len(options):
                 options = [options[ordinal]]
             if len(options) != 1:

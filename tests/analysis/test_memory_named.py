@@ -261,3 +261,15 @@ def test_without_stacks_the_names_still_name_and_no_phase_is_made_up(snap, names
     )
     assert "phase" not in set(m.ranges["lane"]) and "module" not in set(m.ranges["lane"])
     assert set(m.live_at_peak["line"]) <= {"(stacks not recorded)", "(before the recording)"}
+
+
+def test_the_outermost_module_is_the_one_the_calling_line_names(snap, names):
+    # another model of the same class in the namespace: the step's line `logits = model(idx)` says
+    # which one ran
+    with torch.device("meta"):
+        other = _model()
+    tree = module_tree({"other": other, "model": _model()})
+    m = analyze_memory(snap, names=MemoryNames(names.start, names.end, tree))
+    act = m.live_at_peak[m.live_at_peak["category"] == "activations"]
+    made = act.loc[act["op"].str.startswith("torch.nn.modules."), "module"]
+    assert made.str.startswith("model.").all() and len(made)

@@ -135,13 +135,18 @@ opt.step()
 """
 
 
-def _gpt(**kw):
-    """The 4-block transformer of the committed recordings (tests/data/capture/module_traces.py)."""
+def _models():
+    """The models of the committed recordings (tests/data/capture/module_traces.py)."""
     path = pathlib.Path(__file__).parents[1] / "data" / "capture" / "module_traces.py"
     spec = importlib.util.spec_from_file_location("module_traces", path)
     mt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mt)
-    return mt.GPT(**kw)
+    return mt
+
+
+def _gpt(**kw):
+    """The 4-block transformer of the committed recordings."""
+    return _models().GPT(**kw)
 
 
 def _blocks(tensors) -> int:
@@ -267,3 +272,38 @@ def test_label_and_vs_compare_two_memory_runs(transformer, hist, capsys):
 
     saved = gpumagic.history(kind="memory")
     assert saved["label"].fillna("").tolist() == ["full", ""]
+
+
+CNN_STEP = """
+opt.zero_grad(set_to_none=True)
+torch.nn.functional.cross_entropy(net(images), labels).backward()
+opt.step()
+"""
+
+
+def test_a_convolutional_network_s_activations_go_to_its_blocks(shell):
+    net = _models().resnet().cuda()
+    shell.user_ns.update(
+        net=net,
+        opt=torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9),
+        images=torch.randn(64, 3, 64, 64, device="cuda"),
+        labels=torch.randint(0, 100, (64,), device="cuda"),
+    )
+    try:
+        shell.run_cell(CNN_STEP)  # the momentum buffers exist
+        shell.run_cell_magic("gpuprofile", "--memory -o mem", CNN_STEP)
+        m = shell.user_ns["mem"].analysis
+        live = m.live_at_peak
+        act = live[live["category"] == "activations"]
+        in_module = act.loc[act["module"].str.startswith("net."), "bytes"].sum()
+        assert in_module >= 0.9 * act["bytes"].sum()
+        # the three residual blocks of one Sequential told apart, and conv1 from conv2 in each
+        modules = set(act["module"])
+        for i in (3, 4, 5):
+            assert {f"net.{i}.conv1", f"net.{i}.conv2"} <= modules
+        state = [t for s in shell.user_ns["opt"].state.values() for t in s.values()]
+        want = _blocks([t for t in state if torch.is_tensor(t) and t.is_cuda])
+        assert abs(m.category_at_peak["optimizer state"] - want) <= 0.01 * want + 512 * len(state)
+    finally:
+        for name in ("net", "opt", "images", "labels", "mem"):
+            shell.user_ns.pop(name, None)
