@@ -258,6 +258,7 @@ def _send(child: WarmChild, command: dict[str, Any], deadline: float) -> None:
 def _wait_for(child: WarmChild, paths: list[str], deadline: float, timeout: float) -> str:
     """The first of ``paths`` to appear; a gone child is WarmUnavailable, the deadline a
     timeout."""
+    pause = 0.001  # short waits answered at once, long ones polled gently
     while True:
         for p in paths:
             if os.path.exists(p):
@@ -266,7 +267,8 @@ def _wait_for(child: WarmChild, paths: list[str], deadline: float, timeout: floa
             raise WarmUnavailable("the warm child exited while it ran the cell")
         if time.monotonic() > deadline:
             raise NsysTimeoutError(timeout, [])
-        time.sleep(0.002)
+        time.sleep(pause)
+        pause = min(pause * 1.25, 0.02)
 
 
 def _cli(child: WarmChild, *args: str) -> tuple[int, str]:
@@ -439,6 +441,9 @@ def retire(child: WarmChild) -> None:
     with contextlib.suppress(Exception):
         if child.pid and alive(child.pid):
             os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while child.pid and alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # gone before this returns: a new child may want its GPU memory
     shutil.rmtree(child.ctrl, ignore_errors=True)
 
 
