@@ -2,12 +2,13 @@
 for the by-module view.
 
 torch.profiler records an eager module's forward only through its Python tracer (``with_stack``:
-``with_modules`` alone is TorchScript's), which traces every Python call: on an H100 training step
-that the host paces, +12% (``benchmarks/by_code_cost.py``). Marking the forwards costs a range per
-module call instead (about 1.5 µs, ``cell_lines.fast_range``): a forward pre-hook opens a range
-named ``gpumagic module <Class>_<k> <dotted name>`` and a forward hook closes it, on the modules
-that the namespace's models hold. The hooks are put on for the capture only and removed after it
-(the modules are left as found); a range left open by a forward that raised is closed then too.
+``with_modules`` alone is TorchScript's), which traces every Python call: +12% on an H100 training
+step that the host paces, +5.7% and +11.8% on two such steps on an H200, where these ranges and the
+cell's line ranges cost +1.3% and +7.0% (``benchmarks/by_code_cost.py``). A range per module call
+(about 1.5 µs, ``cell_lines.fast_range``): a forward pre-hook opens a range named
+``gpumagic module <Class>_<k> <dotted name>`` and a forward hook closes it, on the modules that
+the namespace's models hold. The hooks are put on for the capture only and removed after it (the
+modules are left as found); a range left open by a forward that raised is closed then too.
 
 A ``torch.compile``d model (an ``OptimizedModule``, or a module compiled in place) gets one range,
 around its call, and no hooks on the modules inside it, also where the namespace holds the eager

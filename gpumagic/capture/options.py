@@ -35,13 +35,13 @@ class TorchProfilerOptions:
 
     #: Record input shapes of torch ops (the op table's "Input shapes").
     record_shapes: bool = True
-    #: Mark each forward of the namespace's models with a range named as the code names it (the
-    #: by-module view; ``capture/module_ranges.py``).
+    #: Mark each forward of the namespace's models, and each line of the cell, with a range named
+    #: as the code names it (the by-module and by-line views; ``capture/module_ranges.py``): on a
+    #: training step the host paces, +1.3% (d 128) and +7.0% (d 512) on an H200, +0.1% on this CPU
+    #: (``benchmarks/by_code_cost.py``; the view may cost 10%).
     module_ranges: bool = True
     #: Record every Python call (torch's Python tracer, which also records each module's forward):
-    #: on an H100 training step that the host paces it costs +12% (``benchmarks/by_code_cost.py``),
-    #: more than the 10% the view may cost, so off: the module ranges and the cell's line ranges
-    #: give the view without it.
+    #: +5.7% and +11.8% on the same H200 steps, so off: the ranges give the view without it.
     with_stack: bool = False
     #: Record TorchScript modules' hierarchy (torch's ``with_modules``: nothing of eager modules).
     with_modules: bool = False
