@@ -2,10 +2,12 @@
 ``chrome_trace.trace_from_chrome`` builds a Trace's tables from.
 
 A large torch.profiler trace holds hundreds of thousands of events, most of them torch ops. They are
-sorted in one pass over the list (each spelling of a category normalised once, not once per event),
-then each table is taken a field at a time: a list comprehension per field and the times as one
-numpy array, not a dict per row and a DataFrame inferred from half a million dicts. Launch shapes,
-input shapes and input types repeat from event to event, so each distinct one is spelled once.
+sorted in one pass over the list (each spelling of a category normalised once, not once per event).
+Each table's fields are then taken in one pass over its events, into a list per field: the parsed
+events lie all over memory, and a pass per field, reading every event again, cost three times as
+much. Times become numpy arrays, integer fields int64 arrays, and launch shapes, input shapes and
+input types, which repeat from op to op, are spelled once per distinct value: no dict per row, no
+DataFrame inferred from half a million dicts.
 
 A field is read the same way whichever path reads it: a time that is missing or not a number drops
 its event (it cannot be placed), a field that is missing is None.
@@ -72,8 +74,6 @@ class SortedEvents:
     buckets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     uncategorised: list[dict[str, Any]] = field(default_factory=list)
     processes: list[dict[str, Any]] = field(default_factory=list)
-    #: Each spelling of a category met -> :func:`category` of it.
-    spellings: dict[Any, str] = field(default_factory=dict)
 
 
 def sort_events(events: list[Any]) -> SortedEvents:
@@ -95,7 +95,7 @@ def sort_events(events: list[Any]) -> SortedEvents:
             try:
                 route[raw].append(ev)
             except KeyError:
-                cat = out.spellings[raw] = category(raw)
+                cat = category(raw)
                 route[raw] = by_key[_SHARED_BUCKET.get(cat, cat)]
                 route[raw].append(ev)
             except TypeError:  # a category that is not a string (a list): none gpumagic reads

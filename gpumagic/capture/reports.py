@@ -162,15 +162,12 @@ def load_trace(
     from .merged_ranks import merged_trace
 
     path = os.fspath(path)  # type: ignore[arg-type]
-    # One pause of the collector from the parse to the tables (chrome_events.paused_gc): back on in
-    # between, it walked every parsed event, about a second of a 140 MB trace's load.
-    with paused_gc():
+    with paused_gc():  # one pause, parse to tables: on between them, it walks every parsed event
         data = read_chrome_json(path)
         trace = merged_trace(data, path, chrome_report, stack)  # a file of several ranks, merged
         if trace is None:
             trace = trace_from_chrome(data, path=path)
             trace.meta.setdefault("source", path)
-        del data  # freed while the collector is still off
     return trace
 
 
