@@ -17,7 +17,7 @@ fresh child process pinned to ``--cores`` (2):
 - ``pool``: ``gpumagic.read_job(folder)`` on a process pool of 2 workers, then the text report and
   the HTML; ``dask``: the same with ``client=`` a ``LocalCluster(n_workers=2, processes=True)``
   (the workers' statistical profiler off: it keeps every task's samples, 37 MB a worker over 300
-  ranks), the summaries folded on the cluster too (a tree of fold tasks: ``job/on_dask.py``);
+  ranks), the summaries folded on the cluster too, 16 ranks a task (``job/on_dask.py``);
 - ``full`` (with ``--full``): ``gpumagic.load_nsys(folder)`` and its per-rank figures, today's path.
 
 Targets: parent peak <= 300 MB (<= 500 MB past 512 ranks), wall <= 1.2 x (one rank's read x ranks /
@@ -178,7 +178,9 @@ def child(mode: str, path: str) -> dict[str, Any]:
 
         s = summarize(path)
         out["summary_bytes"] = summary_bytes(s)
-        kept = Fold([])  # what a fold keeps of a rank (the root of Dask's tree holds every rank's)
+        kept = Fold(
+            []
+        )  # what a fold keeps of a rank (a fold task on a Dask worker holds 16 ranks')
         kept.add(0, s)
         out["kept_bytes"] = len(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
     elif mode == "reads":  # today's per-rank work on the same pool, nothing stacked: the baseline
@@ -268,8 +270,6 @@ def extrapolate(one: dict[str, Any], summary: dict[str, Any], runs: dict[str, An
             "overhead_vs_ideal": overhead,
         }
     out["worker_peak_mb"] = summary["peak_mb"]
-    # on Dask the root of the tree of folds holds what the folds keep of every rank, on one worker
-    out["root_worker_mb"] = summary["peak_mb"] + summary.get("kept_bytes", 0) * ranks / 1e6
     return out
 
 
@@ -378,17 +378,10 @@ def report(args: Any, built: dict, one: dict, summary: dict, runs: dict, workers
     for mode in ("pool", "dask"):
         if mode in ext:
             e = ext[mode]
-            root = (
-                f"; the worker of the root fold ~{ext['root_worker_mb']:.0f} MB"
-                f" ({summary.get('kept_bytes', 0) / 1e3:.0f} KB kept a rank)"
-                if mode == "dask"
-                else ""
-            )
             print(
                 f"extrapolated, 16,384 ranks on 64 workers ({mode} overhead {e['overhead_vs_ideal']:.2f}"
                 f" x ideal): parent {e['parent_peak_mb']:.0f} MB ({e['parent_mb_per_rank'] * 1e3:.0f}"
                 f" KB a rank), wall {e['wall_s'] / 60:.1f} min, workers {ext['worker_peak_mb']:.0f} MB"
-                f"{root}"
             )
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")

@@ -1,15 +1,17 @@
-"""A job on a Dask cluster: the map and most of the reduce as tasks of the cluster.
+"""A job on a Dask cluster: the map and the first level of the reduce as tasks of the cluster.
 
 Each rank is read and reduced to its summary by a task (``read._guarded``), a bounded number in
 flight (so a worker holds one rank's tables, not a queue of them). The summaries are folded where
-they are: every :data:`FOLD_RANKS` finished ranks are folded by one task into a :class:`~.fold.Fold`
-of those ranks (their per-name statistics merged), and every :data:`MERGE_FAN` such folds merged by
-another (:meth:`Fold.merge`): a tree of fold tasks of two levels. The client takes each merged fold
-as it is done (one for every ``FOLD_RANKS * MERGE_FAN`` ranks), merges it into the job's fold and
-lets it go on the cluster, then makes the cross-rank facts (:meth:`Fold.finish`: they need what the
-folds keep of every rank, the NCCL kernels above all). A worker thus never holds more than one
-merge's ranks (a few MB) beside one rank's tables, and the client folds a part per 128 ranks, not a
-summary per rank. The client lets each summary go the moment the fold that takes it is submitted
+they are: every :data:`FOLD_RANKS` finished ranks are folded by one task into a
+:class:`~.fold.Fold` of those ranks (their per-name statistics merged, the rest kept in a few
+arrays). The client takes each such fold as it is done, merges it into the job's fold
+(:meth:`Fold.merge`) and lets it go on the cluster, then makes the cross-rank facts
+(:meth:`Fold.finish`: they need what the folds keep of every rank, the NCCL kernels above all).
+A reduction of two levels, the wide one on the cluster: the client merges one part per
+``FOLD_RANKS`` ranks, not a summary per rank. A level of merges between them on the cluster was
+tried and left out: it holds its ranks' folds twice (its parts and its result) on one worker,
++17 MB at 8 parts of 16 ranks against +22 MB for a rank's read, and spares the client only
+merges, not bytes. The client lets each summary go the moment the fold that takes it is submitted
 (the cluster drops it once that fold has run).
 """
 
@@ -23,12 +25,10 @@ from typing import Any
 from .fold import Fold
 from .rank_summary import RankSummary
 
-__all__ = ["FOLD_RANKS", "MERGE_FAN", "read_on_dask"]
+__all__ = ["FOLD_RANKS", "read_on_dask"]
 
-#: Ranks folded by one task (the leaves of the tree of folds).
+#: Ranks folded by one task on the cluster.
 FOLD_RANKS = 16
-#: Leaf folds merged by one task (the level above the leaves, the last on the cluster).
-MERGE_FAN = 8
 
 
 def read_on_dask(
@@ -50,12 +50,7 @@ def read_on_dask(
     todo = iter(range(len(files)))
     index_of: dict[str, int] = {}
     fold = Fold(files)
-    parts = as_completed([], with_results=False)  # the merged folds, taken here as they are done
-    leaves: list[Any] = []
-    count = itertools.count()
-
-    def task(fn: Callable[..., Any], *args: Any) -> Any:
-        return client.submit(fn, *args, pure=False, key=f"gpumagic-fold-{next(count)}-{tag}")
+    parts = as_completed([], with_results=False)  # the folds of ranks, taken here as they are done
 
     def submit(index: int) -> Any:
         fut = client.submit(read, files[index], pure=False, key=f"gpumagic-rank-{index}-{tag}")
@@ -73,14 +68,15 @@ def read_on_dask(
             queue.add(submit(i))
             break
         batch.append((index_of.pop(fut.key), fut))
-        last = done == len(files)
-        if len(batch) >= FOLD_RANKS or last:
+        if len(batch) >= FOLD_RANKS or done == len(files):
             paths, indices = [files[i] for i, _ in batch], [i for i, _ in batch]
-            leaves.append(task(_fold_ranks, paths, indices, *[f for _, f in batch]))
+            key = f"gpumagic-fold-{done}-{tag}"
+            parts.add(
+                client.submit(
+                    _fold_ranks, paths, indices, *[f for _, f in batch], pure=False, key=key
+                )
+            )
             batch = []
-        if len(leaves) >= MERGE_FAN or (last and leaves):
-            parts.add(task(_merge, *leaves))
-            leaves = []
         while parts.has_ready():
             for part in parts.next_batch(block=False):
                 take(part)
@@ -91,7 +87,7 @@ def read_on_dask(
 
 
 def _fold_ranks(paths: list[str], indices: list[int], *outcomes: RankSummary | str) -> Fold:
-    """A fold of some ranks' summaries (a leaf of the tree; runs on a worker)."""
+    """A fold of some ranks' summaries (runs on a worker)."""
     fold = Fold([])
     for path, index, outcome in zip(paths, indices, outcomes):
         if isinstance(outcome, str):
@@ -99,11 +95,3 @@ def _fold_ranks(paths: list[str], indices: list[int], *outcomes: RankSummary | s
         else:
             fold.add(index, outcome)
     return fold
-
-
-def _merge(*folds: Fold) -> Fold:
-    """One fold of several (a node of the tree; runs on a worker)."""
-    merged = Fold([])
-    for fold in folds:
-        merged.merge(fold)
-    return merged

@@ -5,9 +5,9 @@ ranks per worker in flight at a time (so a worker holds one rank's tables, not a
 results). ``executor=`` is any ``concurrent.futures.Executor`` (a process pool on the local cores
 by default): each summary is folded here the moment it is done and then let go. ``client=`` is a
 ``dask.distributed.Client``: its workers read the files (local paths they share, or fsspec URLs)
-and fold the summaries too, in a tree of fold tasks whose merged parts the client merges
-(``on_dask.py``). ``progress``: a callable given ``(ranks done, ranks in all)`` as each finishes,
-or True for a line on stderr.
+and fold the summaries too, 16 ranks a task, whose folds the client merges (``on_dask.py``).
+``progress``: a callable given ``(ranks done, ranks in all)`` as each finishes, or True for a line
+on stderr.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def read_job(
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
     files, skipped = _files(paths, kind)
     report = _progress(progress)
-    if client is not None:  # the reduce too on the cluster: a tree of folds
+    if client is not None:  # the reduce's first level too on the cluster
         fold = read_on_dask(client, files, _guarded, IN_FLIGHT_PER_WORKER, report)
     else:
         fold = Fold(files)
