@@ -91,7 +91,8 @@ class MemoryAnalysis:
     ``name``, ``line``, ``op``, ``allocated_ms``, ``freed_ms``: NaN for "before the history" and
     "not freed"); ``oom``: the failed request (``bytes``, ``device_free``, ``time_ms``,
     ``allocated``, ``reserved``) or None, with ``live_at_oom``; ``live_at_end``: the same at the
-    history's last entry; ``ranges``: what the cell was doing along the time axis (``lane``,
+    history's last entry; ``start_named``: how much of ``start_allocated`` the names placed;
+    ``ranges``: what the cell was doing along the time axis (``lane``,
     ``label``, ``start_ms``, ``end_ms``: :mod:`.memory_ranges`); ``at_end``: allocated and reserved
     at the snapshot, ``empty_cache_bytes``: what ``torch.cuda.empty_cache()`` would hand back
     then."""
@@ -111,6 +112,7 @@ class MemoryAnalysis:
     live_at_oom: pd.DataFrame | None = None
     live_at_end: pd.DataFrame = field(default_factory=pd.DataFrame)
     ranges: pd.DataFrame = field(default_factory=pd.DataFrame)
+    start_named: int = 0
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)
     device_memory: int | None = None
     has_times: bool = True
@@ -419,6 +421,7 @@ def analyze_memory(
         oom=oom,
         live_at_oom=live_oom,
         live_at_end=live_last,
+        start_named=int(pre_size[own.pre_name != ""].sum()),
         device_memory=device_memory,
         has_times=snap.has_times,
         stacks_recorded=stacks_recorded,

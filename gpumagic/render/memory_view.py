@@ -95,8 +95,10 @@ class MemoryView(FigurePage):
             parts.append(f"device {format_bytes(m.device_memory)}")
         parts.append(f"{m.events:,} allocator events on device {m.device}")
         if m.start_allocated:
+            named = f" ({format_bytes(m.start_named)} of it named)" if m.start_named else ""
             parts.append(
-                f"{format_bytes(m.start_allocated)} already allocated when the recording began"
+                f"{format_bytes(m.start_allocated)} already allocated when the recording "
+                f"began{named}"
             )
         return "; ".join(parts)
 

@@ -12,10 +12,11 @@ import pathlib
 import numpy as np
 import pytest
 
-from gpumagic.analysis.memory import analyze_memory, block_bytes
+from gpumagic.analysis.memory import analyze_memory, block_bytes, format_bytes
 from gpumagic.analysis.memory_owners import BEFORE, NO_STACK
 from gpumagic.capture.memory_names import MemoryNames, NameTable, module_tree
 from gpumagic.capture.memory_snapshot import read_snapshot
+from gpumagic.render.memory_view import MemoryView
 
 torch = pytest.importorskip("torch")
 
@@ -83,6 +84,8 @@ def test_blocks_from_before_the_recording_are_no_longer_unknown(snap, names, nam
     named_before = before[before["name"] != ""]
     assert int(named_before["bytes"].sum()) >= 0.9 * int(before["bytes"].sum())
     assert set(named_before["category"]) <= {"parameters", "optimizer state", "inputs", "gradients"}
+    assert 0.9 * named.start_allocated <= named.start_named < named.start_allocated
+    assert f"({format_bytes(named.start_named)} of it named)" in str(MemoryView(named))
     # what is left unknown is exactly what no name reaches (library workspaces)
     assert named.category_at_peak["unknown"] == int(before.loc[before["name"] == "", "bytes"].sum())
     assert named_before["name"].str.startswith(("model.", "opt.state[model.", "idx")).all()
