@@ -31,7 +31,7 @@ from .diff_match import match_kernels
 from .diff_text import change_sentences, environment
 from .profile_summary import ProfileSummary
 
-__all__ = ["DiffData", "diff_summaries"]
+__all__ = ["DiffData", "diff_summaries", "module_diff"]
 
 _ROW_COLS = [
     "rank",
@@ -68,6 +68,9 @@ class DiffData:
     ranks: list[tuple[str, str | None, str | None]]
     environment: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
+    #: Per module (:func:`module_diff`): ``module``, ``depth``, ``fwd_ns_a``, ``bwd_ns_a``,
+    #: ``fwd_ns_b``, ``bwd_ns_b``, ``delta_ns``; empty where a run has no module rows.
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def busy_a(self) -> int:
@@ -126,7 +129,34 @@ def diff_summaries(a: ProfileSummary, b: ProfileSummary) -> DiffData:
     data = DiffData(a, b, rows, op_rows, _figures(a, b, ranks), ranks)
     data.environment = environment(a, b, len(ranks))
     data.changes = change_sentences(data.rows, multi=len(ranks) > 1)
+    data.modules = module_diff(a, b)
     return data
+
+
+def module_diff(a: ProfileSummary, b: ProfileSummary) -> pd.DataFrame:
+    """The two runs' module rows side by side, by module name (B's tree order, then A's modules
+    that B lacks): forward and backward GPU time in each, and ``delta_ns`` (B - A of both). A
+    module one run did not run shows 0 there. Empty unless both runs have module rows (a trace
+    recorded without module information has none: it is not a module that vanished)."""
+    ma, mb = a.modules, b.modules
+    if ma.empty or mb.empty:
+        return pd.DataFrame()
+    left = ma[["module", "depth", "fwd_ns", "bwd_ns"]].rename(
+        columns={"fwd_ns": "fwd_ns_a", "bwd_ns": "bwd_ns_a", "depth": "depth_a"}
+    )
+    right = mb[["module", "depth", "fwd_ns", "bwd_ns"]].rename(
+        columns={"fwd_ns": "fwd_ns_b", "bwd_ns": "bwd_ns_b"}
+    )
+    rows = pd.concat(
+        [right.merge(left, on="module", how="left"), left[~left["module"].isin(right["module"])]],
+        ignore_index=True,
+    )
+    rows["depth"] = rows["depth"].fillna(rows["depth_a"]).astype(np.int64)
+    for c in ("fwd_ns_a", "bwd_ns_a", "fwd_ns_b", "bwd_ns_b"):
+        rows[c] = pd.to_numeric(rows[c], errors="coerce").fillna(0).astype(np.int64)
+    rows["delta_ns"] = rows["fwd_ns_b"] + rows["bwd_ns_b"] - rows["fwd_ns_a"] - rows["bwd_ns_a"]
+    cols = ["module", "depth", "fwd_ns_a", "bwd_ns_a", "fwd_ns_b", "bwd_ns_b", "delta_ns"]
+    return rows[cols].reset_index(drop=True)
 
 
 def _finish(rows: pd.DataFrame) -> pd.DataFrame:

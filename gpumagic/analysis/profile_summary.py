@@ -48,6 +48,9 @@ ENV_KEYS = {
 _KERNEL_COLS = ["rank", "name", "calls", "ns", "first", "op", "shapes"]
 _OP_COLS = ["rank", "op", "calls", "kernels", "ns"]
 _MEMOP_COLS = ["rank", "kind", "count", "bytes", "ns"]
+#: One row per module (``Trace.by_module``, tree order, the outside row last) of a run of one
+#: process: its GPU time forward and backward, its children included.
+_MODULE_COLS = ["rank", "module", "depth", "fwd_ns", "bwd_ns"]
 _RANK_COLS = [
     "rank",
     "busy_ns",
@@ -96,6 +99,9 @@ class ProfileSummary:
     #: What the capture recorded (kernels, memops, api, ops, ...); ops absent: launching ops are not
     #: known.
     recorded: list[str] = field(default_factory=list)
+    #: rank, module, depth, fwd_ns, bwd_ns: the by-module view's rows (empty where the trace has no
+    #: module information, and for several processes).
+    modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_MODULE_COLS))
 
     @property
     def busy_ns(self) -> int:
@@ -109,7 +115,7 @@ class ProfileSummary:
         """A JSON-able form (:meth:`from_dict` reads it back)."""
         tables = {
             k: getattr(self, k).to_dict(orient="list")
-            for k in ("ranks", "kernels", "ops", "memops")
+            for k in ("ranks", "kernels", "ops", "memops", "modules")
         }
         return {"version": 1, "env": _plain(self.env), "recorded": list(self.recorded), **tables}
 
@@ -120,6 +126,7 @@ class ProfileSummary:
             "kernels": _KERNEL_COLS,
             "ops": _OP_COLS,
             "memops": _MEMOP_COLS,
+            "modules": _MODULE_COLS,
         }
         tables = {
             k: pd.DataFrame(data.get(k) or {c: [] for c in c_}, columns=c_)
@@ -207,8 +214,26 @@ def _from_trace(trace: Trace) -> ProfileSummary:
     ranks["nccl_wait_ns"] = _nccl_waits(trace, krank, order) if multi else -1
     ops = _op_rows(context, facts.durations, krank, order)
     return ProfileSummary(
-        _env(trace), ranks[_RANK_COLS], kernels, ops, memops, sorted(_recorded(trace))
+        _env(trace),
+        ranks[_RANK_COLS],
+        kernels,
+        ops,
+        memops,
+        sorted(_recorded(trace)),
+        _module_rows(trace) if not multi else pd.DataFrame(columns=_MODULE_COLS),
     )
+
+
+def _module_rows(trace: Trace) -> pd.DataFrame:
+    """The by-module rows of a run of one process (``Trace.by_module``), named as its view names
+    them; none where the trace cannot tell modules apart."""
+    if trace.ops.empty:
+        return pd.DataFrame(columns=_MODULE_COLS)
+    rows = trace.by_module()
+    if rows.empty:
+        return pd.DataFrame(columns=_MODULE_COLS)
+    out = rows[["module", "depth", "fwd_ns", "bwd_ns"]].assign(rank="")
+    return out[_MODULE_COLS].reset_index(drop=True)
 
 
 def _recorded(trace: Trace) -> set[str]:

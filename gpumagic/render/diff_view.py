@@ -123,6 +123,11 @@ class ProfileDiff(FigurePage):
         rows.insert(2, "label", [self.label(r) for _, r in rows.iterrows()])
         return rows
 
+    def by_module(self) -> pd.DataFrame:
+        """Per module, A's and B's forward and backward GPU time and the change (``delta_ns``, B -
+        A): empty unless both runs have module rows (``Trace.by_module``)."""
+        return self.data.modules.copy()
+
     def summary_line(self) -> str:
         d = self.data
         ratio = f", {d.ratio:.2f}\u00d7" if d.busy_a else ""
@@ -204,7 +209,20 @@ class ProfileDiff(FigurePage):
                 f"  rows sum to {signed(int(self.data.rows['delta_ns'].sum()))} = the change "
                 f"in GPU busy" + (f" ({more} more rows in to_dataframe())" if more > 0 else "")
             )
-        return "\n".join(lines)
+        return "\n".join(lines + self._module_lines())
+
+    def _module_lines(self) -> list[str]:
+        """The modules whose GPU time changed most (``top`` of them), forward + backward each."""
+        mods = self.data.modules
+        if mods.empty:
+            return []
+        shown = mods.assign(_s=-mods["delta_ns"].abs()).sort_values("_s", kind="stable")
+        lines = [f"  {'delta':>10} {'A fwd+bwd':>19} {'B fwd+bwd':>19}  module"]
+        for _, r in shown.head(self.top).iterrows():
+            a = f"{t(r['fwd_ns_a'])}+{t(r['bwd_ns_a'])}"
+            b = f"{t(r['fwd_ns_b'])}+{t(r['bwd_ns_b'])}"
+            lines.append(f"  {signed(r['delta_ns']):>10} {a:>19} {b:>19}  {r['module']}")
+        return lines
 
     def _top_rows(self) -> pd.DataFrame:
         rows = self.data.rows
@@ -246,7 +264,41 @@ class ProfileDiff(FigurePage):
                 parts.append(self._figure_html(figure))
         parts.append(self._rows_html())
         parts.append(self._ops_html())
+        parts.append(self._modules_html())
         return f"<div class='gm-diff' style='{_ROOT}'>{''.join(parts)}</div>"
+
+    def _modules_html(self) -> str:
+        """The module rows, in B's tree order (indented by depth), forward and backward in each
+        run and the change; collapsed."""
+        mods = self.data.modules
+        if mods.empty:
+            return ""
+        heads = ["module", f"{self.name_a} fwd", f"{self.name_a} bwd"]
+        heads += [f"{self.name_b} fwd", f"{self.name_b} bwd", "delta"]
+        th = "".join(
+            f"<th {style('th-name' if i == 0 else 'th')}>{esc(h)}</th>" for i, h in enumerate(heads)
+        )
+        body = []
+        for _, r in mods.iterrows():
+            pad = f"padding-left:{0.5 + int(r['depth']) * 1.1:.1f}em"
+            cells = "".join(
+                f"<td {style('num')}>{esc(v)}</td>"
+                for v in (
+                    t(r["fwd_ns_a"]),
+                    t(r["bwd_ns_a"]),
+                    t(r["fwd_ns_b"]),
+                    t(r["bwd_ns_b"]),
+                    signed(r["delta_ns"]),
+                )
+            )
+            body.append(
+                f"<tr><td style='{pad};white-space:nowrap'>{esc(r['module'])}</td>{cells}</tr>"
+            )
+        return (
+            "<details style='margin:2px 0'><summary style='cursor:pointer'>GPU time by module, "
+            f"forward and backward</summary><table {style('table')}><tr>{th}</tr>"
+            f"{''.join(body)}</table></details>"
+        )
 
     def _figure_html(self, mode: str) -> str:
         from .figure_modes import figure_html
