@@ -460,11 +460,11 @@ class Export:
         return out
 
     def _read(self, table: str, cols: dict[str, str], name: str) -> dict[str, np.ndarray]:
-        """:meth:`_frame` less the columns a narrow read skips (shapes None, ids -1)."""
+        """:meth:`_frame` less the columns a narrow read skips: one value repeated, no memory."""
         skipped = self._skipped.get(name, ())
         c = self._frame(table, {k: v for k, v in cols.items() if k not in skipped})
-        none = np.full(len(c["start"]), None, dtype=object) if name == "kernels" else None
-        c.update({k: none if k in SHAPE_COLUMNS else np.full_like(c["start"], -1) for k in skipped})
+        fill = {k: np.array(None if k in SHAPE_COLUMNS else -1) for k in skipped}  # None, or -1
+        c.update({k: np.broadcast_to(v, len(c["start"])) for k, v in fill.items()})
         return c
 
     def _named(self, ids: np.ndarray, clean: Callable[[str], str] = str) -> pd.Categorical:
