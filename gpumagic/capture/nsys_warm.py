@@ -121,6 +121,8 @@ class WarmChild:
 
 
 _current: WarmChild | None = None
+#: Settings (a key, as JSON) a child could not start with in this process, and why.
+_failed: dict[str, str] = {}
 
 
 def current_child() -> WarmChild | None:
@@ -291,6 +293,9 @@ def _ensure(nsys: str, opts: NsysOptions, extra_args: list[str]) -> WarmChild:
     kept in ``replaced``."""
     global _current
     key = child_key(nsys, opts, extra_args, child_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"))
+    failed = _failed.get(json.dumps(key, sort_keys=True))
+    if failed is not None:
+        raise WarmUnavailable(f"it could not start earlier with these settings: {failed}")
     replaced = None
     if _current is not None:
         runs = _current.launcher.poll() in (None, 0) and (not _current.pid or alive(_current.pid))
@@ -321,7 +326,9 @@ def get_child(nsys: str, opts: NsysOptions, extra_args: list[str]) -> WarmChild:
     if not child.pid:
         try:
             _await_ready(child, opts)
-        except WarmUnavailable:
+        except WarmUnavailable as exc:
+            # not tried again with the same settings: each try would cost its wait again
+            _failed[json.dumps(child.key, sort_keys=True)] = str(exc)
             retire_current()
             raise
     return child

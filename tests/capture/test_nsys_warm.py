@@ -42,6 +42,7 @@ def warm_env(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
     monkeypatch.setenv("FAKE_NSYS_MODE", "ok")
     monkeypatch.setenv("FAKE_NSYS_STATE", str(tmp_path / "sessions"))
+    monkeypatch.setattr(nsys_warm, "_failed", {})
     nsys_warm.retire_current()  # one started under another environment
     yield log
     nsys_warm.retire_current()
@@ -198,6 +199,10 @@ def test_a_failing_launch_falls_back_to_the_one_shot_run_saying_why(warm_ip, mon
     assert "launch command is not available" in why[0]  # nsys' own words
     assert len(warm_ip.user_ns["rep"].trace.kernels) == 3
     assert nsys_warm.current_child() is None
+    # not tried again with the same settings (each try would cost its wait again), and said so
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep", "x = 1")
+    assert calls(log, "launch") == 1 and calls(log, "profile") == 2
+    assert any("could not start earlier" in n for n in warm_ip.user_ns["rep"].notes)
 
 
 def test_no_report_from_stop_falls_back(warm_ip, monkeypatch):
