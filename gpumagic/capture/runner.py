@@ -5,7 +5,9 @@ backend (``capture/cell.py``) with the NVTX range named in ``cell.json`` as the 
 that range is nsys' capture range. It never starts torch.profiler: CUPTI allows one subscriber, and
 nsys is it (pytorch #117935). An exception in the cell is written to ``error.txt`` (its traceback,
 shown as the cell's error) and the exit code is 3; the cell's value (its trailing expression's, last
-captured run) is written, as its repr, to ``value.txt``.
+captured run) is written, as its repr, to ``value.txt``. Its phases (torch import, CUDA init,
+inputs, setup, warm-up, capture) go to ``phases.json`` (``capture/phases.py``); the warm child
+(``warm_child.py``) runs each of its cells through the same :func:`run_spec`.
 
 With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``torch.distributed.run`` launch
 (``--nproc``; why the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank reads RANK,
