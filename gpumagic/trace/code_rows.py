@@ -85,7 +85,11 @@ LINE_COLUMNS = [
 
 
 #: A capture that recorded modules where none ran.
-NO_MODULE_RAN = "No nn.Module's forward ran here: the time is split by line only."
+NO_MODULE_RAN = (
+    "No forward of a model that the namespace held when the cell started ran, so the time is "
+    "split by line only (a model the cell itself creates is not marked: create it in an earlier "
+    "cell)."
+)
 #: How a loaded trace's line rows read.
 STACK_LINES = (
     "By function: a trace's Python frames name each function's first line, not the line that "
