@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,20 +67,27 @@ def paused_gc() -> Iterator[None]:
 @dataclass
 class SortedEvents:
     """A trace's events by what they are: complete ("X") events with a category in ``buckets``
-    (by :func:`category`, except that ``gpu_memset`` shares ``gpu_memcpy``'s bucket and
-    ``cuda_driver`` ``cuda_runtime``'s, each in the trace's order), complete events without one in
-    ``uncategorised``, and the ``process_name`` metadata events in ``processes``."""
+    (by :func:`category`, except that ``gpu_memset`` shares ``gpu_memcpy``'s bucket, each in the
+    trace's order), complete events without one in ``uncategorised``, and the ``process_name``
+    metadata events in ``processes``. The fields of the three tables that hold most events, kernels
+    (``kernel``), API calls (``cuda_runtime`` and ``cuda_driver``) and ops (``cpu_op``), are taken
+    as the events are sorted, into ``taken`` under those keys, and their events kept nowhere: the
+    event is read while it is at hand, not found in memory a second time."""
 
     buckets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     uncategorised: list[dict[str, Any]] = field(default_factory=list)
     processes: list[dict[str, Any]] = field(default_factory=list)
+    taken: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 def sort_events(events: list[Any]) -> SortedEvents:
     """One pass over ``events`` (anything not an object is passed over)."""
     out = SortedEvents()
     by_key: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
-    route: dict[Any, list[dict[str, Any]]] = {}  # a spelling -> its bucket
+    takers = {}
+    for key, make in _TAKERS.items():
+        takers[key], out.taken[key] = make()
+    route: dict[Any, Callable[[dict[str, Any]], None]] = {}  # a spelling -> what takes its events
     uncategorised, processes = out.uncategorised, out.processes
     for ev in events:
         try:
@@ -93,11 +100,12 @@ def sort_events(events: list[Any]) -> SortedEvents:
                 uncategorised.append(ev)
                 continue
             try:
-                route[raw].append(ev)
+                route[raw](ev)
             except KeyError:
                 cat = category(raw)
-                route[raw] = by_key[_SHARED_BUCKET.get(cat, cat)]
-                route[raw].append(ev)
+                key = _SHARED_BUCKET.get(cat, cat)
+                route[raw] = takers.get(key) or by_key[key].append
+                route[raw](ev)
             except TypeError:  # a category that is not a string (a list): none gpumagic reads
                 by_key[category(raw)].append(ev)
         elif ph == "M" and ev.get("name") == "process_name":
@@ -170,11 +178,11 @@ def _spelling(evs: list[dict[str, Any]], columns: dict[str, Any]) -> set[Any]:
 # from memory again, and on a large trace that cost three times as much.
 
 
-def kernel_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
-    """The kernels table's columns from ``kernel`` events, and the categories (as spelled) of the
-    events placed."""
-    name, ts, dur, device, stream, corr, grid, block, regs, smem = ([] for _ in range(10))
-    for ev in evs:
+def _kernel_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
+    fields: dict[str, list[Any]] = {k: [] for k in _KERNEL_FIELDS}
+    name, ts, dur, device, stream, corr, grid, block, regs, smem = fields.values()
+
+    def take(ev: dict[str, Any]) -> None:
         get = ev.get
         name.append(get("name", ""))
         ts.append(get("ts"))
@@ -189,26 +197,24 @@ def kernel_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]
         block.append(a.get("block"))
         regs.append(a.get("registers per thread"))
         smem.append(a.get("shared memory"))
-    c = _placed(
-        dict(
-            ts=ts,
-            dur=dur,
-            name=name,
-            device=device,
-            stream=stream,
-            correlation=corr,
-            grid=grid,
-            block=block,
-            registers=regs,
-            shared_memory=smem,
-        )
-    )
+
+    return take, fields
+
+
+_KERNEL_FIELDS = ("name", "ts", "dur", "device", "stream", "correlation", "grid", "block")
+_KERNEL_FIELDS += ("registers", "shared_memory")
+
+
+def kernel_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:
+    """The kernels table's columns from the fields taken of ``kernel`` events, and the categories
+    of the events placed."""
+    c = _placed(dict(fields))
     for k in ("device", "stream", "correlation", "registers", "shared_memory"):
         c[k] = _ints(c[k])
     c["name"] = _strs(c["name"])
     c["grid"] = _spelled(c["grid"], _dim)
     c["block"] = _spelled(c["block"], _dim)
-    return c, _spelling(evs, c)
+    return c, {"kernel"} if len(c["start"]) else set()
 
 
 def memop_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
@@ -261,11 +267,11 @@ def memop_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     return {"kind": kind, **c}, spelled
 
 
-def api_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
-    """The API table's columns from ``cuda_runtime`` and ``cuda_driver`` events, and the
-    categories (as spelled) of the events placed."""
-    name, ts, dur, tid, cat, corr = ([] for _ in range(6))
-    for ev in evs:
+def _api_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
+    fields: dict[str, list[Any]] = {k: [] for k in ("name", "ts", "dur", "thread", "cat", "corr")}
+    name, ts, dur, tid, cat, corr = fields.values()
+
+    def take(ev: dict[str, Any]) -> None:
         get = ev.get
         name.append(get("name", ""))
         ts.append(get("ts"))
@@ -276,22 +282,26 @@ def api_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
         if type(a) is not dict:
             a = a if isinstance(a, dict) else {}
         corr.append(a.get("correlation"))
-    c = _placed(dict(ts=ts, dur=dur, name=name, thread=tid, correlation=corr, cat=cat))
-    spelled = set(c.pop("cat"))
+
+    return take, fields
+
+
+def api_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:
+    """The API table's columns from the fields taken of ``cuda_runtime`` and ``cuda_driver``
+    events, and the categories of the events placed."""
+    c = _placed(dict(fields))
+    spelled = {category(raw) for raw in set(c.pop("cat"))}
+    c["correlation"] = _ints(c.pop("corr"))
     c["name"] = _strs(c["name"])
     c["thread"] = _ints(c["thread"])
-    c["correlation"] = _ints(c["correlation"])
     return c, spelled
 
 
-def op_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
-    """The ops table's columns (less ``depth``) from ``cpu_op`` events: shapes and input types as
-    text ("[16, 512], [512]"; "float, c10::BFloat16"), None where the trace did not record them;
-    and the categories (as spelled) of the events placed. Also ``autograd``, which is no column:
-    the rows of the ops with an autograd sequence number, for ``chrome_code`` (read in the same
-    pass: a second pass over every op cost as much as the table)."""
-    name, ts, dur, tid, dims, ext, types, seq, fwd = ([] for _ in range(9))
-    for ev in evs:
+def _op_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
+    fields: dict[str, list[Any]] = {k: [] for k in _OP_FIELDS}
+    name, ts, dur, tid, dims, ext, types, seq, fwd = fields.values()
+
+    def take(ev: dict[str, Any]) -> None:
         get = ev.get
         name.append(get("name", ""))
         ts.append(get("ts"))
@@ -305,17 +315,31 @@ def op_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
         types.append(a.get("Input type"))
         seq.append(a.get("Sequence number"))
         fwd.append(a.get("Fwd thread id"))
-    c = _placed(
-        dict(ts=ts, dur=dur, name=name, thread=tid, shapes=dims, external_id=ext, dtypes=types,
-             seq=seq, fwd=fwd)
-    )  # fmt: skip
+
+    return take, fields
+
+
+_OP_FIELDS = ("name", "ts", "dur", "thread", "shapes", "external_id", "dtypes", "seq", "fwd")
+
+
+def op_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:
+    """The ops table's columns (less ``depth``) from the fields taken of ``cpu_op`` events: shapes
+    and input types as text ("[16, 512], [512]"; "float, c10::BFloat16"), None where the trace did
+    not record them; and the categories of the events placed. Also ``autograd``, which is no
+    column: the rows of the ops with an autograd sequence number, for ``chrome_code`` (taken in the
+    same pass: a second pass over every op cost as much as the table)."""
+    c = _placed(dict(fields))
     c["name"] = _strs(c["name"])
     auto = _autograd(c, c.pop("seq"), c.pop("fwd"))
     c["thread"] = _ints(c["thread"])
     c["shapes"], c["dtypes"] = _shapes_and_dtypes(c["shapes"], c["dtypes"])
     c["external_id"] = _ints(c["external_id"])
     c["autograd"] = auto
-    return c, _spelling(evs, c)
+    return c, {"cpu_op"} if len(c["start"]) else set()
+
+
+#: The buckets whose fields are taken as the events are sorted (``SortedEvents.taken``).
+_TAKERS = {"kernel": _kernel_taker, "cuda_runtime": _api_taker, "cpu_op": _op_taker}
 
 
 def _autograd(c: dict[str, Any], seq: list[Any], fwd: list[Any]) -> dict[str, list[Any]]:

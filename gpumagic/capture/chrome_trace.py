@@ -165,7 +165,10 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             cats.add(cat)
     columns = {}
     for cat, table in _TABLE_BUCKETS.items():
-        columns[table], spelled = _COLUMNS_OF[table](buckets.get(cat, []))
+        taken = sorted_events.taken.get(cat)  # kernels, API calls, ops: their fields, not events
+        columns[table], spelled = _COLUMNS_OF[table](
+            buckets.get(cat, []) if taken is None else taken
+        )
         cats.update(map(category, spelled))
     meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
     rows = {table: len(c["start"]) for table, c in columns.items()}
