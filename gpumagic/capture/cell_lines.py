@@ -20,7 +20,14 @@ import copy
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["LINE_RANGE_TEXT", "fast_range", "line_range", "mark_lines", "value_in_line"]
+__all__ = [
+    "LINE_RANGE_TEXT",
+    "fast_range",
+    "line_range",
+    "mark_lines",
+    "marked_cell",
+    "value_in_line",
+]
 
 #: The range's name; ``gpumagic.trace.code_frames.LINE_RANGE`` reads it back.
 LINE_RANGE_TEXT = "gpumagic line {}"
@@ -102,13 +109,18 @@ def _plain(expr: ast.expr) -> bool:
 
 def mark_lines(tree: ast.Module) -> ast.Module:
     """A copy of a cell's tree with each line in its range (module doc). A trailing expression
-    statement stays one, its value taken inside its line's range."""
+    statement stays one, its value taken inside its line's range (one with ``:=``, ``await`` or
+    ``yield`` is left unmarked: a lambda would change what it means)."""
     tree = copy.deepcopy(tree)
     body = list(tree.body)
     last: ast.Expr | None = None
-    if body and isinstance(body[-1], ast.Expr) and _plain(body[-1].value):
-        last = body.pop()
-    tree.body = _marked(body, 1)
+    tail: list[ast.stmt] = []  # a trailing expression a lambda cannot hold: left as it is
+    if body and isinstance(body[-1], ast.Expr):
+        if _plain(body[-1].value):
+            last = body.pop()
+        else:
+            tail = [body.pop()]
+    tree.body = _marked(body, 1) + tail
     if last is not None:
         fn = ast.Lambda(
             args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
@@ -119,3 +131,13 @@ def mark_lines(tree: ast.Module) -> ast.Module:
         )
         tree.body.append(ast.copy_location(ast.Expr(ast.copy_location(call, last)), last))
     return ast.fix_missing_locations(tree)
+
+
+def marked_cell(source: str) -> Any:
+    """A :class:`~gpumagic.capture.cell.Cell` of ``source`` with each line in its range (what
+    ``capture()`` runs for source text; the magic marks IPython's own compile of the cell)."""
+    from .cell import CELL_FILENAME, Cell, compile_cell, compile_tree
+
+    compile_cell(source)  # its lines registered for tracebacks, its syntax checked
+    code, last = compile_tree(mark_lines(ast.parse(source, CELL_FILENAME)), CELL_FILENAME)
+    return Cell(source=source, code=code, last=last)

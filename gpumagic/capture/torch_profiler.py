@@ -25,6 +25,7 @@ from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
 from ..trace.coverage import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
+from .cell_lines import marked_cell
 from .chrome_trace import load_trace
 from .guards import (
     deferred_interrupts,
@@ -85,7 +86,7 @@ def capture(
     cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ns = namespace_or_new(namespace)
-    runnable = Cell.of(cell)
+    runnable = marked_cell(cell) if isinstance(cell, str) and opts.module_ranges else Cell.of(cell)
     refuse_if_running()
     refuse_profiler_calls(runnable.source, ns)
     prof: Any = None
