@@ -127,16 +127,19 @@ def _chains(
 ) -> tuple[list[tuple[tuple[Code, int], ...]], list[tuple[str, int] | None]]:
     """Per distinct stack, its forward frames outermost first: (code, line in that frame); and
     the line that called the outermost (the innermost frame before it outside ``torch/``)."""
+    # each distinct frame read once: stacks share their frames
+    codes = [m.code(f) for f in snap.frames]
+    user = [_user_python(f[0], f[1]) for f in snap.frames]
     out, callers = [], []
-    for s in range(len(snap.stacks)):
+    for frames in snap.stacks:
         chain: list[tuple[Code, int]] = []
         caller = None
-        for frame in reversed(snap.stack_frames(s)):
-            code = m.code(frame)
+        for f in reversed(frames):
+            code = codes[f]
             if code is not None:
-                chain.append((code, frame[1]))
-            elif not chain and _user_python(frame[0], frame[1]):
-                caller = (frame[0], frame[1])
+                chain.append((code, snap.frames[f][1]))
+            elif not chain and user[f]:
+                caller = snap.frames[f][:2]
         out.append(tuple(chain))
         callers.append(caller)
     return out, callers
