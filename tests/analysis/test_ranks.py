@@ -512,9 +512,10 @@ def test_a_trace_keeps_its_processes_through_json(two):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_grouped_unions_and_overlaps_equal_counting_covered_nanoseconds():
+@pytest.mark.parametrize("groups", [1, 5])  # one group: a rank's own report, its own path
+def test_grouped_unions_and_overlaps_equal_counting_covered_nanoseconds(groups):
     rng = np.random.default_rng(7)
-    n, groups = 400, 5
+    n = 400
     s = rng.integers(0, 2_000, n)
     e = s + rng.integers(0, 60, n)
     codes = rng.integers(0, groups, n)

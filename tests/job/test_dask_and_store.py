@@ -35,6 +35,20 @@ def test_a_cluster_of_processes_reads_file_urls(synthetic, client):
     assert not [k for k in client.who_has() if str(k).startswith("gpumagic-rank-")]
 
 
+def test_folds_of_a_few_ranks_on_the_cluster_merged_by_the_client(synthetic, client, monkeypatch):
+    from gpumagic.job import on_dask
+
+    monkeypatch.setattr(on_dask, "FOLD_RANKS", 4)  # 6 ranks: a fold of 4, a fold of 2
+    on_dask_job = read_job(synthetic, client=client)
+    here = read_job(synthetic)
+    pd.testing.assert_frame_equal(on_dask_job.rank_figures(), here.rank_figures())
+    pd.testing.assert_frame_equal(on_dask_job.api_summary(), here.api_summary())
+    assert on_dask_job.waits() == here.waits()
+    assert on_dask_job.meta["clock_alignment"] == here.meta["clock_alignment"]
+    # the summaries and the folds alike released on the cluster once taken
+    assert not [k for k in client.who_has() if str(k).startswith("gpumagic-")]
+
+
 def test_a_folder_url_on_the_cluster(synthetic, client):
     job = read_job(f"file://{synthetic}", client=client)
     assert len(job.rank_figures()) == 6
