@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..trace.by_code import attribution
 from ..units import format_ns
 from .tables import esc, style
 
@@ -30,8 +31,9 @@ def _unit(trace: Any) -> str:
 
 
 def _sections(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """The two tables, or None where the trace has no torch ops to tie work to (an nsys capture)."""
-    if trace.ops.empty:
+    """The two tables, or None where there is nothing to place: no torch ops to tie work to (an
+    nsys capture), or no work (an idle GPU)."""
+    if trace.ops.empty or not attribution(trace).total_ns:
         return None
     return trace.by_module(), trace.by_line()
 
@@ -116,7 +118,7 @@ def code_html(trace: Any, top: int) -> str:
     parts = []
     if modules.empty:
         body = f"<p {style('muted')}>{esc(modules.attrs.get('note', ''))}</p>"
-        title = "By module (not recorded)"
+        title = "By module (no module information)"
     else:
         title = f"By module: forward and backward, of {format_ns(_total(modules))} of {unit}"
         body = _tree_html(modules)
@@ -124,7 +126,7 @@ def code_html(trace: Any, top: int) -> str:
     if lines.empty:
         parts.append(
             _details(
-                "By line (not recorded)",
+                "By line (no line information)",
                 f"<p {style('muted')}>{esc(lines.attrs.get('note', ''))}</p>",
             )
         )

@@ -257,6 +257,10 @@ def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
 
     def compute() -> tuple[pd.DataFrame, Nest, list[str]]:
         marked = (trace.meta.get("code") or {}).get("modules")
+        nvtx = trace.nvtx
+        in_nvtx = nvtx["text"].astype(str).str.match(MODULE_RANGE.pattern) if len(nvtx) else None
+        if not marked and in_nvtx is not None and in_nvtx.any():  # a written capture, read back
+            marked = nvtx.loc[in_nvtx, ["text", "start", "end", "thread"]].to_dict("list")
         if marked:  # the ranges %%gpuprofile opened around the forwards
             mods = pd.DataFrame(marked)
             tokens = [MODULE_RANGE.match(t)[1] for t in mods["text"]]

@@ -60,6 +60,8 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
     """The Chrome/Perfetto JSON object of ``trace``: complete ('X') events with microsecond times
     and the args the reader takes back (stream, correlation, bytes, launch geometry)."""
     events: list[dict[str, Any]] = []
+    code = trace.meta.get("code") or {}
+    seq = _sequence_args(code.get("autograd") or {})
     for table, cat, name_col, pid, tid_col, arg_keys in _WRITE:
         df = getattr(trace, table)
         if df.empty:
@@ -74,6 +76,8 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
                 for c, v in zip(columns, values)
                 if _json_value(v) is not None
             }
+            if table == "ops" and seq:  # autograd's link from a backward op to its forward op
+                args.update(seq.get((str(name), int(start), int(end)), {}))
             events.append(
                 {
                     "ph": "X",
@@ -86,11 +90,48 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
                     **({"args": args} if args else {}),
                 }
             )
+    events += _code_events(code)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "metadata": {k: str(v) for k, v in trace.meta.items()},
+        "metadata": {k: str(v) for k, v in trace.meta.items() if k != "code"},
     }
+
+
+def _sequence_args(autograd: dict[str, list[Any]]) -> dict[tuple[str, int, int], dict[str, int]]:
+    """(op name, start, end) -> the "Sequence number" and "Fwd thread id" args torch.profiler gave
+    the op (``meta["code"]["autograd"]``), so that a written trace reads back with them."""
+    keys = zip(autograd.get("name", []), autograd.get("start", []), autograd.get("end", []))
+    values = zip(autograd.get("seq", []), autograd.get("fwd_thread", []))
+    return {
+        (str(n), int(s), int(e)): {"Sequence number": int(q), "Fwd thread id": int(f)}
+        for (n, s, e), (q, f) in zip(keys, values)
+    }
+
+
+def _code_events(code: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a trace held of the user's code, as the reader takes it back: Python frames as
+    ``python_function`` events, the ranges of a cell's lines and modules as ``user_annotation``
+    ones."""
+    out = []
+    kinds = (("frames", "python_function"), ("lines", "user_annotation"))
+    for key, cat in (*kinds, ("modules", "user_annotation")):
+        kept = code.get(key) or {}
+        names = kept.get("name") or kept.get("text") or []
+        rows = zip(names, kept.get("thread", []), kept.get("start", []), kept.get("end", []))
+        for name, tid, start, end in rows:
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": str(name),
+                    "pid": "CPU",
+                    "tid": _json_tid(tid),
+                    "ts": start / 1000.0,
+                    "dur": (end - start) / 1000.0,
+                }
+            )
+    return out
 
 
 def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:

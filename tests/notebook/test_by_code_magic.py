@@ -135,3 +135,21 @@ def test_a_compiled_model_is_one_module_its_backward_included(model_ns):
     assert compiled.iloc[0]["fwd_ns"] > 0 and compiled.iloc[0]["bwd_ns"] > 0
     lines = rep.by_line().set_index("source")
     assert lines.loc["y = cmodel(x)", "bwd_ns"] > 0
+
+
+def test_a_trace_written_with_trace_reads_back_with_its_modules_lines_and_backward(
+    model_ns, tmp_path
+):
+    from gpumagic import load_trace
+
+    path = tmp_path / "step.json"
+    rep, _, _ = profile(model_ns, TRAINING, f"-w 1 --trace {path}")
+    back = load_trace(path)
+    for view in ("by_module", "by_line"):
+        mine, theirs = getattr(rep, view)(), getattr(back, view)()
+        key = "module" if view == "by_module" else "line"
+        cols = [key, "fwd_ns", "bwd_ns"]
+        assert mine[cols].equals(theirs[cols]), view
+    import json
+
+    assert "code" not in json.loads(path.read_text())["metadata"]  # its lists are events instead

@@ -77,7 +77,9 @@ def test_a_plain_trace_says_what_to_record_and_splits_nothing(name):
     rep = report(name)
     text, page = str(rep), rep.html(timeline=None)
     assert f"By module: {NO_MODULES}" in text and f"By line: {NO_LINES}" in text
-    assert "By module (not recorded)" in page and "Forward" not in text.split("By module")[1]
+    assert (
+        "By module (no module information)" in page and "Forward" not in text.split("By module")[1]
+    )
 
 
 def test_a_trace_without_torch_ops_has_no_section():
