@@ -191,14 +191,15 @@ def capture(
         report: str | None = None
         if warm:
             report, warm_notes = _try_warm(nsys, opts, extra_args, workdir, stem, phases)
-        if report is not None:
+        from_warm = report is not None
+        if from_warm:
             with phases.timed("export"):
                 sqlite = export_sqlite(nsys, report)
         else:
             report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
         with phases.timed("reading"):
             trace = read_sqlite(sqlite)
-        if warm_notes and report is not None and _warm_missed(trace, label, opts):
+        if from_warm and _warm_missed(trace, label, opts):
             warm_notes = [
                 "Warm child not used: its report lacked the cell's NVTX range (the collection "
                 "began late); this run started nsys afresh."

@@ -433,3 +433,11 @@ def test_no_session_is_left_listed(warm_env, tmp_path):
     nsys_warm.retire_current()
     listed = subprocess.run([FAKE_NSYS, "sessions", "list"], capture_output=True, text=True)
     assert "gpumagic-" not in listed.stdout
+
+
+def test_a_one_shot_fallback_is_not_checked_for_the_warm_range(warm_ip, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_MODE", "nolaunch")
+    monkeypatch.setenv("FAKE_NSYS_NVTX", "something else")  # ignored: the one-shot run's export
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 --label other -o rep", "x = 1")
+    assert calls(warm_ip.log_path, "profile") == 1
+    assert nsys_warm.settle_seconds() == nsys_warm.SETTLE
