@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..kernels import decode
 from ..trace import RANK_MARK, Trace, id_column, summaries
-from ..trace.intervals import clip, overlap_by_group, union_by_group
+from ..trace.intervals import clip, union_by_group
 from .finding import kernel_facts
 
 __all__ = [
@@ -207,12 +207,17 @@ def _rank_figures(trace: Trace) -> pd.DataFrame:
             codes = codes[order]
         s, e, nccl, is_kernel, inside = (a[order] for a in (s, e, nccl, is_kernel, inside))
     compute = is_kernel & ~nccl
+
+    def union(rows: np.ndarray) -> np.ndarray:  # of the rows picked (one unit: no codes to pick)
+        picked = codes[rows] if n_units > 1 else np.zeros(np.count_nonzero(rows), np.int64)
+        return union_by_group(picked, s[rows], e[rows], n_units)
+
     busy = union_by_group(codes, s, e, n_units)
-    comm = union_by_group(codes[nccl], s[nccl], e[nccl], n_units)
-    overlap = overlap_by_group(
-        codes[nccl], (s[nccl], e[nccl]), codes[compute], (s[compute], e[compute]), n_units
-    )
-    work = union_by_group(codes[~nccl], s[~nccl], e[~nccl], n_units)
+    comm = union(nccl)
+    # NCCL kernels against the others: |A ∩ B| = |A| + |B| - |A ∪ B|, A ∪ B being every kernel
+    kernels = busy if is_kernel.all() else union(is_kernel)
+    overlap = comm + union(compute) - kernels
+    work = union(~nccl)
     df = units.assign(
         proc=unit_proc,
         busy_ns=busy,

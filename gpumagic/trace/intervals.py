@@ -71,7 +71,9 @@ def union_by_group(
     if not len(starts):
         return out
     s = np.asarray(starts, dtype=np.int64)
-    e = np.maximum(np.asarray(ends, dtype=np.int64), s)
+    e = np.asarray(ends, dtype=np.int64)
+    if (e < s).any():  # an end before its start counts as empty
+        e = np.maximum(e, s)
     if groups == 1:  # one process on one GPU, the usual unit of a report: nothing to shift
         out[0] = _union_length(s, e)
         return out
@@ -85,7 +87,7 @@ def union_by_group(
         return out
     shift = codes * span
     shift -= t0
-    e += shift  # e is this function's own array (np.maximum's result)
+    e = e + shift  # (the caller's array is left as it was)
     shift += s
     first, reach = _stretches(shift, e)
     np.add.at(out, first // span, reach - first)
