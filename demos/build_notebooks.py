@@ -246,6 +246,58 @@ NOTEBOOKS = {
             "    get_ipython().run_line_magic('gputime', 'clayer(*small)')\n"
             "else:\n    print('torch.compile comparison skipped on CPU')",
         ),
+        (
+            "md",
+            "## Where the time goes in your code\n\nA training step reads as one line that costs "
+            "everything if the backward is put on `loss.backward()`. `%%gpuprofile` puts each kernel "
+            "on the module and the line of the cell that caused it, the backward on the forward line "
+            "and module whose autograd node produced it. The model is created in an earlier cell: "
+            "the magic marks the models the namespace holds when the cell starts.",
+        ),
+        (
+            "code",
+            "torch.manual_seed(0)\n"
+            "width = 1024 if device == 'cuda' else 128\n"
+            "model = torch.nn.Sequential(\n"
+            "    torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width),\n"
+            "    torch.nn.LayerNorm(width), torch.nn.Linear(width, 10),\n"
+            ").to(device)\n"
+            "opt = torch.optim.AdamW(model.parameters())\n"
+            "xb = torch.randn(256, width, device=device)\n"
+            "yb = torch.randint(0, 10, (256,), device=device)",
+        ),
+        (
+            "code",
+            "%%gpuprofile -o r_train --no-timeline\n"
+            "opt.zero_grad(set_to_none=True)\n"
+            "loss = torch.nn.functional.cross_entropy(model(xb), yb)\n"
+            "loss.backward()\n"
+            "opt.step()",
+        ),
+        (
+            "md",
+            "**Look at:** the by-module rows (forward and backward per layer, the optimizer outside "
+            "every module) and the by-line rows: line 2's forward carries its own backward, and "
+            "`loss.backward()` itself costs next to nothing. Both are DataFrames too:",
+        ),
+        ("code", "r_train.by_module()[['module', 'fwd_ns', 'bwd_ns', 'share']]"),
+        ("code", "r_train.by_line()[['line', 'source', 'fwd_ns', 'bwd_ns', 'share']]"),
+        (
+            "md",
+            "**What fills the memory** (CUDA only: the caching allocator's history): every block "
+            "named, parameters, gradients and AdamW's state by their names, activations by the "
+            "module whose forward made them, and what would change the peak, as estimates.",
+        ),
+        (
+            "code",
+            "if device == 'cuda':\n"
+            "    get_ipython().run_cell_magic('gpuprofile', '--memory',\n"
+            "        'opt.zero_grad(set_to_none=True)\\n'\n"
+            "        'torch.nn.functional.cross_entropy(model(xb), yb).backward()\\n'\n"
+            "        'opt.step()')\n"
+            "else:\n"
+            "    print('--memory reads the CUDA caching allocator: skipped on CPU')",
+        ),
     ],
     "05_tensor_cores": [
         (
