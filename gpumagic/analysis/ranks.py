@@ -270,7 +270,18 @@ def with_skews(fig: pd.DataFrame, proc: pd.Series | np.ndarray) -> pd.DataFrame:
     row's process). One definition for a Trace's figures and for a job's read rank by rank
     (``gpumagic.job``)."""
     df = fig.copy()
-    proc = pd.Series(np.asarray(proc), index=df.index)
+    procs = np.asarray(proc)
+    if len(df) and (procs == procs[0]).all():  # one process (a rank's own report): no groupby
+        for name, per in (
+            ("span", int(df["span_ns"].iloc[0])),
+            ("busy", int(df["busy_ns"].sum())),
+            ("work", int(df["work_ns"].sum())),
+        ):
+            fastest = max(per, 0)
+            df[f"{name}_skew_ns"] = np.full(len(df), per - fastest, dtype=np.int64)
+            df[f"{name}_skew"] = (per - fastest) / fastest if fastest else 0.0
+        return df
+    proc = pd.Series(procs, index=df.index)
     span = df.groupby(proc)["span_ns"].first()  # a process's range: the same on each of its GPUs
     per_proc_busy = df.groupby(proc)["busy_ns"].sum()
     per_proc_work = df.groupby(proc)["work_ns"].sum()  # a process's work over all its GPUs
