@@ -211,7 +211,8 @@ def _lines_html(lines: pd.DataFrame, top: int) -> str:
         src = r["source"] + (f": {r['why']}" if r["why"] else "")
         num = "" if pd.isna(r["line"]) else str(int(r["line"]))
         trs.append(
-            f"<tr><td {style('num')}>{num}</td><td {style('name')}><code>{esc(src)}</code></td>"
+            f"<tr><td {style('num')}>{num}</td>"
+            f"<td class='gm-name' {style('name')}><code>{esc(src)}</code></td>"
             + "".join(
                 f"<td {style('num')}>{esc(v)}</td>"
                 for v in (
