@@ -13,8 +13,8 @@ modules are left as found); a range left open by a forward that raised is closed
 A ``torch.compile``d model (an ``OptimizedModule``, or a module compiled in place) gets one range,
 around its call, and no hooks on the modules inside it, also where the namespace holds the eager
 model too: hooks there would be traced into its graph (a recompile inside the capture). Its
-kernels go to it as one module. (An eager model that only a compiled function calls is not told
-apart: its hooks would be traced.)
+kernels go to it as one module. Where the namespace holds a compiled function, no eager model is
+marked: the function may call any of them, and their hooks would be traced into its graph.
 """
 
 from __future__ import annotations
@@ -89,6 +89,28 @@ def _compiled(module: Any) -> bool:
     )
 
 
+def _compiled_function_in(namespace: Mapping[str, Any]) -> bool:
+    """Whether the namespace holds a ``torch.compile``d function (dynamo's wrapper keeps the
+    original as ``_torchdynamo_orig_callable``): the eager models it calls are traced into its
+    graph, hooks and all, so a hook put on them would recompile it inside the capture and leave a
+    second cache entry behind."""
+    import sys
+
+    if "torch._dynamo" not in sys.modules:
+        return False
+    import torch
+
+    for key, value in namespace.items():
+        if key.startswith("_") or isinstance(value, torch.nn.Module):
+            continue
+        try:
+            if getattr(value, "_torchdynamo_orig_callable", None) is not None:
+                return True
+        except Exception:  # noqa: BLE001 - a lookup that raises: not compiled code
+            continue
+    return False
+
+
 @contextmanager
 def module_ranges(namespace: Mapping[str, Any]) -> Iterator[None]:
     """Inside the block, each forward of the namespace's models runs in its range (module doc);
@@ -108,8 +130,11 @@ def module_ranges(namespace: Mapping[str, Any]) -> Iterator[None]:
 
         return pre, post
 
+    roots = roots_of(namespace)
+    if _compiled_function_in(namespace):  # it may call any eager model: leave them all alone
+        roots = {k: m for k, m in roots.items() if _compiled(m)}
     try:
-        for mod, token, dotted in _named(roots_of(namespace)):
+        for mod, token, dotted in _named(roots):
             pre, post = hooks(MODULE_RANGE_TEXT.format(token, dotted))
             handles.append(mod.register_forward_pre_hook(pre))
             handles.append(mod.register_forward_hook(post, always_call=True))
