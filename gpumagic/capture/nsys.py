@@ -44,7 +44,7 @@ from . import nsys_ranks as ranks
 from .cell import loop_notes
 from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
-from .options import ITERS, WARMUP, NsysOptions
+from .options import ITERS, WARMUP, NsysOptions, graph_trace_args
 from .phases import PHASES_FILE, Phases, read_marks
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
@@ -329,14 +329,6 @@ def _profile_command(
         )
     else:
         capture_range, program = ["--capture-range=nvtx", f"--nvtx-capture={label}"], [python]
-    # nsys traces a CUDA graph replay as one range by default: node by node, its kernels are listed
-    # as kernels
-    graphs = (
-        ["--cuda-graph-trace=node"]
-        if "cuda" in opts.trace.split(",")
-        and not any(a.startswith("--cuda-graph-trace") for a in extra_args)
-        else []
-    )
     return [
         nsys,
         "profile",
@@ -345,7 +337,7 @@ def _profile_command(
         *capture_range,
         "--capture-range-end=stop",
         "--force-overwrite=true",
-        *graphs,
+        *graph_trace_args(opts, extra_args),
         "--export=sqlite",
         "-o",
         stem,

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..errors import CellError, NsysTimeoutError
 from .guards import deferred_interrupts
-from .options import NsysOptions
+from .options import NsysOptions, graph_trace_args
 from .phases import Phases, read_marks
 from .tools import child_env
 from .warm_child import CMD_FIFO, READY_FILE, alive
@@ -158,19 +158,13 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> str:
 def launch_command(
     nsys: str, opts: NsysOptions, extra_args: list[str], session: str, ctrl: str
 ) -> list[str]:
-    graphs = (
-        ["--cuda-graph-trace=node"]
-        if "cuda" in opts.trace.split(",")
-        and not any(a.startswith("--cuda-graph-trace") for a in extra_args)
-        else []
-    )
     return [
         nsys,
         "launch",
         f"--session-new={session}",
         "-t",
         opts.trace,
-        *graphs,
+        *graph_trace_args(opts, extra_args),
         *extra_args,
         opts.python or sys.executable,
         "-m",

@@ -170,3 +170,13 @@ class NcuOptions(SubprocessOptions):
             raise InvalidOptionError(
                 option="sections", reason="name at least one section, or a set", value=self.sections
             )
+
+
+def graph_trace_args(opts: NsysOptions, extra_args: list[str]) -> list[str]:
+    """nsys traces a CUDA graph replay as one range by default: node by node, its kernels are
+    listed as kernels (unless the user's own arguments say how)."""
+    if "cuda" in opts.trace.split(",") and not any(
+        a.startswith("--cuda-graph-trace") for a in extra_args
+    ):
+        return ["--cuda-graph-trace=node"]
+    return []

@@ -29,14 +29,7 @@ class UnknownMemoryRunError(UnknownReferenceError):
     """``%%gpuprofile --memory --vs REF``: no memory run with that label or id."""
 
     template = "--vs {ref}: no memory run with that label or id in {path}{known}"
-
-    def extra_fields(self) -> dict[str, Any]:
-        labels = self.__dict__.get("labels") or []
-        return {
-            "known": f" (labels: {', '.join(labels)})"
-            if labels
-            else " (no labelled memory runs yet: %%gpuprofile --memory -l NAME)"
-        }
+    none_yet = "no labelled memory runs yet: %%gpuprofile --memory -l NAME"
 
 
 def memory_row(

@@ -57,14 +57,7 @@ class UnknownProfileError(UnknownReferenceError):
     """``%%gpuprofile --vs REF``: no profile with that label or id."""
 
     template = "--vs {ref}: no profile with that label or id in {path}{known}"
-
-    def extra_fields(self) -> dict[str, Any]:
-        labels = self.__dict__.get("labels") or []
-        return {
-            "known": f" (labels: {', '.join(labels)})"
-            if labels
-            else " (no labelled profiles yet: -l NAME)"
-        }
+    none_yet = "no labelled profiles yet: -l NAME"
 
 
 def pack_summary(summary: Mapping[str, Any]) -> bytes:

@@ -56,14 +56,12 @@ class UnknownReferenceError(GpuMagicError, LookupError):
     """``--vs REF``: no result with that label or id."""
 
     template = "--vs {ref}: no result with that label or id in {path}{known}"
+    #: what the history holds none of, and how one is saved: each kind of saved run says its own
+    none_yet = "no labelled results yet: -l NAME"
 
     def extra_fields(self) -> dict[str, Any]:
         labels = self.__dict__.get("labels") or []
-        return {
-            "known": f" (labels: {', '.join(labels)})"
-            if labels
-            else " (no labelled results yet: -l NAME)"
-        }
+        return {"known": f" (labels: {', '.join(labels)})" if labels else f" ({self.none_yet})"}
 
 
 def store_for(path: Path) -> Store:
