@@ -248,18 +248,20 @@ NOTEBOOKS = {
         ),
         (
             "md",
-            "## Where the time goes in your code\n\nA training step reads as one line that costs "
-            "everything if the backward is put on `loss.backward()`. `%%gpuprofile` puts each kernel "
-            "on the module and the line of the cell that caused it, the backward on the forward line "
-            "and module whose autograd node produced it. The model is created in an earlier cell: "
-            "the magic marks the models the namespace holds when the cell starts.",
+            "## Where the time goes in your code\n\nA training step reads as one line that "
+            "costs everything if the backward is put on `loss.backward()`. `%%gpuprofile` puts "
+            "each kernel on the module and the line of the cell that caused it, the backward on "
+            "the forward line and module whose autograd node produced it. The model is created "
+            "in an earlier cell: the magic marks the models the namespace holds when the cell "
+            "starts.",
         ),
         (
             "code",
             "torch.manual_seed(0)\n"
             "width = 1024 if device == 'cuda' else 128\n"
             "model = torch.nn.Sequential(\n"
-            "    torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width),\n"
+            "    torch.nn.Linear(width, 4 * width), torch.nn.GELU(),\n"
+            "    torch.nn.Linear(4 * width, width),\n"
             "    torch.nn.LayerNorm(width), torch.nn.Linear(width, 10),\n"
             ").to(device)\n"
             "opt = torch.optim.AdamW(model.parameters())\n"
@@ -276,9 +278,10 @@ NOTEBOOKS = {
         ),
         (
             "md",
-            "**Look at:** the by-module rows (forward and backward per layer, the optimizer outside "
-            "every module) and the by-line rows: line 2's forward carries its own backward, and "
-            "`loss.backward()` itself costs next to nothing. Both are DataFrames too:",
+            "**Look at:** the by-module rows (forward and backward per layer, the optimizer "
+            "outside every module) and the by-line rows: line 2's forward carries its own "
+            "backward, and `loss.backward()` itself costs next to nothing. Both are DataFrames "
+            "too:",
         ),
         ("code", "r_train.by_module()[['module', 'fwd_ns', 'bwd_ns', 'share']]"),
         ("code", "r_train.by_line()[['line', 'source', 'fwd_ns', 'bwd_ns', 'share']]"),

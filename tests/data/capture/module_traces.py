@@ -118,7 +118,9 @@ def gpt_step(model: nn.Module, opt: torch.optim.Optimizer, idx: torch.Tensor) ->
     opt.step()
 
 
-def cnn_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:
+def cnn_step(
+    model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> None:
     opt.zero_grad(set_to_none=True)
     loss = F.cross_entropy(model(x), y)
     loss.backward()
