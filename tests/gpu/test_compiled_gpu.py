@@ -93,7 +93,8 @@ def test_gpuprofile_of_compiled_code_equals_a_plain_capture(ip, compiled_fn):
     # benchmarks/timing_accuracy.py takes its truths). 200 runs each: on an H100 the median of 20
     # runs of this 46 µs kernel moved by up to 0.78 µs (1.7%) from capture to capture of the same
     # input, and by 0.13 µs (0.3%) at most with 200 (3 inputs × 3 captures each; the input's
-    # address made no difference), so 20 failed the 1% bound one time in two
+    # address made no difference: benchmarks/kernel_median_noise.py), so 20 failed the 1% bound
+    # one time in two
     plain, before, _ = plain_capture(lambda: f(t), iters=200)
     ip.run_cell_magic("gpuprofile", "-w 2 -n 200 -o rep --no-timeline", "f(t)")
     _, after, _ = plain_capture(lambda: f(t), iters=200)
