@@ -42,6 +42,9 @@ class CellRun:
     warmup: int
     iters: int
     output: str | None
+    #: the cell as the user wrote it (``source`` is IPython's transform: ``%time x`` becomes
+    #: ``get_ipython().run_line_magic(...)``), for the by-line view's source column
+    written: str = ""
 
     @classmethod
     def from_args(
@@ -62,7 +65,7 @@ class CellRun:
             raise UsageError("%%gpuprofile needs code in the cell body")
         embed.ONCE.current_cell = lambda: running_cell(shell)
         label = args.label or f"cell:{shell.execution_count}"
-        return cls(label, shell.transform_cell(cell), warmup, args.iters, args.output)
+        return cls(label, shell.transform_cell(cell), warmup, args.iters, args.output, cell)
 
     def value(self, value: Any) -> Any:
         """The cell's value as IPython would show it: hidden by a trailing ';'."""
@@ -126,6 +129,10 @@ def profile_in_process_or_nsys(
             options=options,
         )
     shown = time.perf_counter()
+    meta = captured.trace.meta
+    written = run.written.splitlines()
+    if "cell_source" in meta and len(written) == len(str(meta["cell_source"]).splitlines()):
+        meta["cell_source"] = run.written  # line for line: the by-line view shows them as written
     show_report(shell, captured, run, report_options, trace_path=args.trace)
     if captured.phases is not None:
         captured.phases.add("report", time.perf_counter() - shown)

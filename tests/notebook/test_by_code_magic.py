@@ -153,3 +153,10 @@ def test_a_trace_written_with_trace_reads_back_with_its_modules_lines_and_backwa
     import json
 
     assert "code" not in json.loads(path.read_text())["metadata"]  # its lists are events instead
+
+
+def test_lines_are_shown_as_written_not_as_ipython_transforms_them(model_ns):
+    cell = "y = model(x)\n%time z = model(x)\nw = y + 1"
+    rep, _, _ = profile(model_ns, cell, flags="-w 0 -n 1")
+    lines = rep.by_line()
+    assert lines.loc[lines["line"].notna(), "source"].tolist() == cell.splitlines()
