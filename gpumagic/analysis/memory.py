@@ -207,6 +207,15 @@ def _sample_rows(level: np.ndarray, must: list[int], max_points: int) -> np.ndar
     return np.unique(rows[(rows >= 0) & (rows < n)])
 
 
+#: Said where names come without the models' module tree (a snapshot named after the fact).
+NO_MODULE_TREE = (
+    "The names came without the models' module tree: the blocks a module's forward made are not "
+    "put on modules and show as '(outside any module)' unless a name places them "
+    "(%%gpuprofile --memory takes it from the live models; "
+    "MemoryNames(..., modules=module_tree(ns)) carries it)."
+)
+
+
 def analyze_memory(
     snap: SnapshotData,
     device_memory: int | None = None,
@@ -226,6 +235,8 @@ def analyze_memory(
     forward made that module."""
     n = len(snap)
     notes = list(snap.notes)
+    if names is not None and not len(names.modules) and (len(names.start) or len(names.end)):
+        notes.append(NO_MODULE_TREE)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]
     # index -1: an allocation with no Python frames, made by the autograd engine's thread
     site_kind = np.array([s.kind for s in sites] + ["backward"], dtype=object)

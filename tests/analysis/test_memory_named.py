@@ -276,3 +276,11 @@ def test_the_outermost_module_is_the_one_the_calling_line_names(snap, names):
     act = m.live_at_peak[m.live_at_peak["category"] == "activations"]
     made = act.loc[act["op"].str.startswith("torch.nn.modules."), "module"]
     assert made.str.startswith("model.").all() and len(made)
+
+
+def test_names_without_the_module_tree_say_why_activations_sit_outside_modules(snap, names, named):
+    from gpumagic.analysis.memory import NO_MODULE_TREE
+
+    bare = analyze_memory(snap, names=MemoryNames(names.start, names.end))
+    assert NO_MODULE_TREE in bare.notes and NO_MODULE_TREE in str(MemoryView(bare))
+    assert NO_MODULE_TREE not in named.notes  # with the tree, activations are on modules
