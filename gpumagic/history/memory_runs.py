@@ -10,16 +10,15 @@ stderr, never the view.
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .profiles import pack_summary, unpack_summary
+from .profiles import SummaryRecorder, pack_summary, unpack_summary
 from .provenance import provenance
 from .rows import pack_samples, statement_key
-from .saving import Recorder, UnknownReferenceError
+from .saving import UnknownReferenceError
 from .store import MEMORY
 
 __all__ = ["MemoryOutcome", "MemoryRecorder", "UnknownMemoryRunError", "memory_row"]
@@ -50,10 +49,6 @@ def memory_row(
     }
 
 
-def _name(row: Mapping[str, Any]) -> str:
-    return f"#{row.get('id')} {row['label']}" if row.get("label") else f"#{row.get('id')}"
-
-
 @dataclass
 class MemoryOutcome:
     """What saving a memory run gave: its row id; with ``--vs``, the saved reference's summary and
@@ -66,11 +61,12 @@ class MemoryOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-class MemoryRecorder(Recorder):
+class MemoryRecorder(SummaryRecorder):
     """Saves one ``%%gpuprofile --memory``'s summary to the history at ``setting`` under ``label``
     and, with ``vs`` (``last``, a label or a memory run's id), hands back that run's summary."""
 
-    profiles = MEMORY
+    profiles = kind = MEMORY
+    noun = "memory run"
     unknown = UnknownMemoryRunError
 
     def record(  # type: ignore[override]
@@ -82,20 +78,9 @@ class MemoryRecorder(Recorder):
             return out
         context = provenance(device, "allocator", {"device_index": device_index})
         row = memory_row(summary, cell, context, label=self.label)
-        ref = self.ref
-        if self.vs == "last":
-            try:
-                ref = self.store.last_profile(row["device_key"], kind=MEMORY)
-            except (sqlite3.Error, OSError) as exc:
-                self._note(exc, "--vs last could not read the history")
-        out.ids = self._save([row])
-        row["id"] = out.ids[0] if out.ids else None
-        if self.vs is None:
-            return out
+        ref = self._saved_with_reference(row, out)
         if ref is None:
-            if self.vs == "last" and not self.notes:
-                out.lines.append("vs last: no earlier memory run on this device; this one is saved")
             return out
         out.reference = unpack_summary(ref.get("summary"))
-        out.names = (_name(ref), _name(row) if row["id"] else (self.label or "now"))
+        out.names = self._names(ref, row)
         return out

@@ -107,7 +107,8 @@ def _kept_trace(capture: Any, trace_path: str | None) -> str | None:
     return files.get("report") or files.get("sqlite")
 
 
-def _name(row: Mapping[str, Any]) -> str:
+def row_name(row: Mapping[str, Any]) -> str:
+    """How a saved row is named in ``--vs``'s output: ``#12 base``, or ``#12`` without a label."""
     return f"#{row.get('id')} {row['label']}" if row.get("label") else f"#{row.get('id')}"
 
 
@@ -132,7 +133,39 @@ class ProfileOutcome:
             print(note, file=sys.stderr)
 
 
-class ProfileRecorder(Recorder):
+class SummaryRecorder(Recorder):
+    """A recorder of one summary row per run (a profile, a memory run) with ``--vs``: the one
+    order of saving and finding the reference both kinds follow."""
+
+    #: the rows' kind in the store, and what one is called in ``--vs``'s lines
+    kind = PROFILE
+    noun = "profile"
+
+    def _saved_with_reference(self, row: dict[str, Any], out: Any) -> dict[str, Any] | None:
+        """Save ``row`` (its id into ``out.ids`` and the row) and return ``--vs``'s saved
+        reference: for ``last`` the latest row of this kind on the row's device, read before the
+        save so that it is never the row itself; else the one looked up before the cell ran. None
+        without ``--vs`` or without a reference (``last`` then says so in ``out.lines``)."""
+        ref = self.ref
+        if self.vs == "last":
+            try:
+                ref = self.store.last_profile(row["device_key"], kind=self.kind)
+            except (sqlite3.Error, OSError) as exc:
+                self._note(exc, "--vs last could not read the history")
+        out.ids = self._save([row])
+        row["id"] = out.ids[0] if out.ids else None
+        if self.vs is None:
+            return None
+        if ref is None and self.vs == "last" and not self.notes:
+            out.lines.append(f"vs last: no earlier {self.noun} on this device; this one is saved")
+        return ref
+
+    def _names(self, ref: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str]:
+        """The reference's name and this run's (its label where it could not be saved)."""
+        return row_name(ref), row_name(row) if row["id"] else (self.label or "now")
+
+
+class ProfileRecorder(SummaryRecorder):
     """Saves one ``%%gpuprofile``'s summaries to the history at ``setting`` under ``label`` and,
     with ``vs`` (``last``, a label or a profile id), diffs it against that saved profile."""
 
@@ -160,26 +193,14 @@ class ProfileRecorder(Recorder):
         row = profile_row(
             summary, cell, context, label=self.label, trace_path=_kept_trace(capture, trace_path)
         )
-        ref = self.ref
-        if self.vs == "last":
-            try:
-                ref = self.store.last_profile(row["device_key"])
-            except (sqlite3.Error, OSError) as exc:
-                self._note(exc, "--vs last could not read the history")
-        out.ids = self._save([row])
-        row["id"] = out.ids[0] if out.ids else None
-        if self.vs is None:
-            return out
+        ref = self._saved_with_reference(row, out)
         if ref is None:
-            if self.vs == "last" and not self.notes:
-                out.lines.append("vs last: no earlier profile on this device; this one is saved")
             return out
         saved = unpack_summary(ref.get("summary"))
         if saved is None:
             out.lines.append(
-                f"vs {_name(ref)}: that profile's summaries were not saved; nothing to compare"
+                f"vs {row_name(ref)}: that profile's summaries were not saved; nothing to compare"
             )
             return out
-        name_b = _name(row) if row["id"] else (self.label or "now")
-        out.reference, out.summary, out.names = saved, summary, (_name(ref), name_b)
+        out.reference, out.summary, out.names = saved, summary, self._names(ref, row)
         return out
