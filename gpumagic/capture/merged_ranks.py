@@ -48,13 +48,22 @@ def rank_of(ev: Any) -> int | None:
     return int(r) if isinstance(r, int) and not isinstance(r, bool) else None
 
 
-def split_by_rank(events: list[Any]) -> dict[int, list[dict[str, Any]]] | None:
+def is_tagged(events: Iterable[Any]) -> bool:
+    """Whether a merge tagged the events with their rank: told from the first :data:`_SAMPLE`
+    events that have arguments."""
+    sampled = (ev for ev in events if isinstance(ev, dict) and ev.get("args"))
+    return any(rank_of(ev) is not None for _, ev in zip(range(_SAMPLE), sampled))
+
+
+def split_by_rank(
+    events: list[Any], tagged: bool | None = None
+) -> dict[int, list[dict[str, Any]]] | None:
     """The events of each rank of a merged file, ranks in order; None unless it holds two or more.
+    ``tagged``: :func:`is_tagged`'s answer where the caller has it already.
 
     Events without a tag (metadata, a merge's own spans) go with the rank of their pid where a
-    tagged event has that pid, else to every rank."""
-    sampled = (ev for ev in events if isinstance(ev, dict) and ev.get("args"))
-    if not any(rank_of(ev) is not None for _, ev in zip(range(_SAMPLE), sampled)):
+    tagged event has that pid, else to every rank. Untagged files: :func:`_split_by_process`."""
+    if not (is_tagged(events) if tagged is None else tagged):
         return _split_by_process(events)
     pid_rank: dict[Any, int] = {}
     groups: dict[int, list[dict[str, Any]]] = {}
@@ -150,10 +159,10 @@ def merged_trace(
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         return None
-    groups = split_by_rank(events)
+    tagged = is_tagged(events)
+    groups = split_by_rank(events, tagged)
     if groups is None:
         return None
-    tagged = any(rank_of(ev) is not None for ev in _first(events))
     head = {k: v for k, v in data.items() if k != "traceEvents"} if isinstance(data, dict) else {}
     reports = []
     for rank, evs in groups.items():
@@ -172,9 +181,4 @@ def merged_trace(
     trace.meta.update(source=path, merged_ranks=len(groups), rank_rule=how)
     if not tagged:  # processes, not ranks: the views say "process N"
         trace.meta.pop("rank_marks", None)
-    return align_on_collective(trace) if len(groups) > 1 else trace
-
-
-def _first(events: Iterable[Any]) -> Iterable[Any]:
-    sampled = (ev for ev in events if isinstance(ev, dict) and ev.get("args"))
-    return (ev for _, ev in zip(range(_SAMPLE), sampled))
+    return align_on_collective(trace)  # two or more ranks: split_by_rank returns no fewer
