@@ -19,12 +19,14 @@ marked: the function may call any of them, and their hooks would be traced into 
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from .cell_lines import fast_range
+from .compiled_functions import is_compiled_function
 
 __all__ = ["MODULE_RANGE_TEXT", "module_ranges", "roots_of"]
 
@@ -94,21 +96,15 @@ def _compiled_function_in(namespace: Mapping[str, Any]) -> bool:
     original as ``_torchdynamo_orig_callable``): the eager models it calls are traced into its
     graph, hooks and all, so a hook put on them would recompile it inside the capture and leave a
     second cache entry behind."""
-    import sys
-
-    if "torch._dynamo" not in sys.modules:
+    if "torch._dynamo.eval_frame" not in sys.modules:
         return False
     import torch
 
-    for key, value in namespace.items():
-        if key.startswith("_") or isinstance(value, torch.nn.Module):
-            continue
-        try:
-            if getattr(value, "_torchdynamo_orig_callable", None) is not None:
-                return True
-        except Exception:  # noqa: BLE001 - a lookup that raises: not compiled code
-            continue
-    return False
+    return any(
+        is_compiled_function(value)
+        for key, value in namespace.items()
+        if not key.startswith("_") and not isinstance(value, torch.nn.Module)
+    )
 
 
 @contextmanager

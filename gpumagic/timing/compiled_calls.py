@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from ..capture.compiled_functions import is_compiled_function
 from .work_counters import _tensors, _traffic
 
 __all__ = ["CompiledCalls", "DynamoCannotStandAside", "compiled_objects", "outside_dynamo"]
@@ -178,10 +179,7 @@ def is_compiled(obj: Any) -> bool:
     module_type = getattr(dynamo, "OptimizedModule", None)
     if module_type is not None and isinstance(obj, module_type):
         return True
-    try:
-        return getattr(obj, "_torchdynamo_orig_callable", None) is not None
-    except Exception:  # noqa: BLE001 - an object whose attribute lookup raises is not compiled code
-        return False
+    return is_compiled_function(obj)
 
 
 def compiled_objects(names: Any, namespace: Any) -> list[str]:
