@@ -144,7 +144,8 @@ def rank_summary_line(trace: Trace) -> str:
     gpus = int(fig.groupby("pid")["device"].nunique().max())
     summed = ""
     if gpus > 1:  # a process's busy time over its GPUs: a sum, said as one
-        summed = f" (summed over {'its' if len(per) == 1 else 'each ' + one + chr(39) + 's'} GPUs)"
+        whose = "its" if len(per) == 1 else f"each {one}'s"
+        summed = f" (summed over {whose} GPUs)"
     parts.append(
         f"GPU busy {format_ns(b0) if b0 == b1 else f'{format_ns(b0)} to {format_ns(b1)}'}{summed}"
     )
