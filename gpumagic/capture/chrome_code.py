@@ -20,48 +20,24 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["code_events", "code_events_of"]
-
-
-def code_events_of(events: list[Any]) -> dict[str, Any]:
-    """:func:`code_events` of a raw event list (one pass to pick out the two categories)."""
-    frames, ops = [], []
-    for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") == "X":
-            cat = ev.get("cat")
-            if cat == "python_function":
-                frames.append(ev)
-            elif cat == "cpu_op":
-                ops.append(ev)
-    return code_events(frames, ops)
+__all__ = ["code_events"]
 
 
 def code_events(
-    python_functions: list[Any],
-    cpu_ops: list[Any],
-    autograd: dict[str, list[Any]] | None = None,
+    python_functions: list[Any], autograd: dict[str, list[Any]] | None = None
 ) -> dict[str, Any]:
     """``{"code": {...}}`` for a trace's meta, or ``{}`` where it has neither Python frames nor
     sequence numbers. ``frames``: name, start, end (ns), thread of each Python call but built-ins;
     ``autograd``: name, start, end, thread, seq, fwd_thread of each op that has a sequence
-    number: taken from ``cpu_ops``, or given (the reader of the ops table takes them in its own
-    pass over the ops, ``chrome_events.op_columns``; ``cpu_ops`` is then not read)."""
+    number, as the reader of the ops table takes them in its own pass over the ops
+    (``chrome_events.op_columns``); None where the trace has no ops."""
     frames = [
         ev
         for ev in python_functions
         if isinstance(ev, dict) and not str(ev.get("name", "")).startswith("<built-in")
     ]
     if autograd is None:
-        seq_ops = [
-            ev
-            for ev in cpu_ops
-            if isinstance(ev, dict)
-            and isinstance(ev.get("args"), dict)
-            and ev["args"].get("Sequence number") is not None
-        ]
-        autograd = _timed(seq_ops)
-        autograd["seq"] = [int(ev["args"]["Sequence number"]) for ev in seq_ops]
-        autograd["fwd_thread"] = [int(ev["args"].get("Fwd thread id") or 0) for ev in seq_ops]
+        autograd = {**_timed([]), "seq": [], "fwd_thread": []}
     if not frames and not autograd["seq"]:
         return {}
     return {"code": {"frames": _timed(frames), "autograd": autograd}}

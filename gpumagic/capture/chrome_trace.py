@@ -192,7 +192,7 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
     )
     autograd = columns["ops"].pop("autograd", None)
-    meta.update(code_events(buckets.get("python_function", []), [], autograd))
+    meta.update(code_events(buckets.get("python_function", []), autograd))
     ops_df = frame("ops", pd.DataFrame(columns["ops"]))
     if not ops_df.empty:
         ops_df["depth"] = nesting_depth(ops_df)

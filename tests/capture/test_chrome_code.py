@@ -10,7 +10,8 @@ import json
 import pytest
 
 from gpumagic import load_trace
-from gpumagic.capture.chrome_code import code_events, code_events_of
+from gpumagic.capture.chrome_code import code_events
+from gpumagic.capture.chrome_trace import trace_from_chrome
 
 from ..helpers import ROOT
 
@@ -55,6 +56,8 @@ def test_built_ins_and_untimed_events_are_left_out_and_nothing_is_no_code():
         {"ph": "X", "cat": "python_function", "name": "a.py(3): f", "ts": "x", "dur": 1},
         {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "ts": 2, "dur": 1.5},
     ]
-    got = code_events_of(frames)["code"]["frames"]
+    got = trace_from_chrome({"traceEvents": frames}).meta["code"]["frames"]
     assert got["name"] == ["nn.Module: Linear_0"] and got["end"] == [3500]
-    assert code_events([], [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {}}]) == {}
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "args": {}}
+    assert "code" not in trace_from_chrome({"traceEvents": [op]}).meta
+    assert code_events([]) == {}
