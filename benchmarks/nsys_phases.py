@@ -70,7 +70,7 @@ ORDER = (
 CHILD = r"""
 import json, os, sys, time
 from IPython.core.interactiveshell import InteractiveShell
-nsys, mode, profiles, setup, cell = json.loads(sys.argv[1])
+nsys, mode, profiles, setup, cell, flags = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
@@ -84,7 +84,7 @@ for n in (1, 2):
     if n == 2:
         ip.run_cell("a = torch.randn_like(a); x = torch.randn_like(x)").raise_error()
     t = time.perf_counter()
-    ip.run_cell_magic("gpuprofile", f"--nsys -w 1 -n 1 --no-timeline -o rep{n}", cell)
+    ip.run_cell_magic("gpuprofile", f"--nsys -w 1 -n 1 --no-timeline -o rep{n} {flags}", cell)
     wall = time.perf_counter() - t
     rep = ip.user_ns[f"rep{n}"]
     k = rep.trace.kernels
@@ -102,12 +102,12 @@ print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(),
 """
 
 
-def run(nsys: str, mode: str) -> dict[str, Any]:
+def run(nsys: str, mode: str, flags: str = "") -> dict[str, Any]:
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, json.dumps([nsys, mode, profiles, SETUP, CELL])],
+            [sys.executable, "-c", CHILD, json.dumps([nsys, mode, profiles, SETUP, CELL, flags])],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -127,6 +127,9 @@ def main() -> None:
     ap.add_argument("--nsys", default=None, help="the nsys binary (default: PATH, else stand-in)")
     ap.add_argument("--repeat", type=int, default=1, help="fresh kernels per mode")
     ap.add_argument("--json", default=None, help="where the figures go (default: results/)")
+    ap.add_argument("--modes", default="one-shot,warm", help="which modes run (comma-separated)")
+    ap.add_argument("--trace", default=None, help="the magic's --trace (default: its own)")
+    ap.add_argument("--nsys-args", default=None, help="the magic's --nsys-args")
     args = ap.parse_args()
     nsys = args.nsys or shutil.which("nsys")
     stand_in = nsys is None
@@ -138,10 +141,13 @@ def main() -> None:
             "time gpumagic's orchestration only (no Nsight Systems, and no GPU unless one is "
             "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
         )
+    flags = (f"--trace {args.trace} " if args.trace else "") + (
+        f"--nsys-args \"{args.nsys_args}\"" if args.nsys_args else ""
+    )
     results: list[dict[str, Any]] = []
     for rep in range(args.repeat):
-        for mode in ("one-shot", "warm"):
-            r = run(nsys, mode)
+        for mode in args.modes.split(","):
+            r = run(nsys, mode, flags)
             r.update(mode=mode, repeat=rep)
             results.append(r)
             if "error" in r:
@@ -178,7 +184,9 @@ def main() -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(
-            {"device": device, "nsys": nsys, "stand_in": stand_in, "runs": results}, f, indent=1
+            {"device": device, "nsys": nsys, "stand_in": stand_in, "flags": flags, "runs": results},
+            f,
+            indent=1,
         )
     print(f"wrote {path}")
 

@@ -52,6 +52,7 @@ from .ncu_read import NcuData, read_details_csv, read_raw_csv
 from .ncu_tensor import TENSOR_METRICS
 from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
+from .phases import Phases, read_marks
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
 
@@ -79,7 +80,8 @@ class NcuCapture:
     """What an ncu run measured: ``data`` (per-launch metrics and rule messages), ``notes`` that
     qualify it, ``files`` kept (``report``: the ``.ncu-rep``), the cell's ``value`` as the
     subprocess printed it, ``seconds``: the wall time of the whole capture, and ``phases``: where it
-    went (shipping, first pass, ncu, reading)."""
+    went (shipping, first pass, child start, torch import, CUDA init, inputs, warm-up, capture,
+    tool stop/flush, reading)."""
 
     data: NcuData
     notes: list[str] = field(default_factory=list)
@@ -129,13 +131,8 @@ def capture(
     opts = options or NcuOptions()
     extra_args = _checked(opts, label)
     ncu = find_ncu(opts.ncu_path)
-    clock = [time.perf_counter()]
-    phases: dict[str, float] = {}
-
-    def lap(phase: str) -> None:
-        clock.append(time.perf_counter())
-        phases[phase] = clock[-1] - clock[-2]
-
+    begun = time.perf_counter()
+    phases = Phases()
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
     ranking = None
@@ -155,22 +152,23 @@ def capture(
         os.replace(
             os.path.join(workdir, "cell.json.part"), os.path.join(workdir, "cell.json")
         )  # "go", whole
-        lap("shipping")
+        phases.add("shipping", time.perf_counter() - begun)
         kernel_filter, base = opts.kernel_filter, None
         if ranking is not None:
-            ranked = ranking.result(opts.timeout)
+            with phases.timed("first pass"):  # what is left of it once the names have shipped
+                ranked = ranking.result(opts.timeout)
             _raise_cell_error(workdir)
             kernel_filter, note = _top_filter(ranked, opts, label)
             base = "function"
             notes.append(note)
-            lap("first pass")
         os.makedirs(opts.profile_dir, exist_ok=True)
         stem = os.path.join(
             os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
         )
         cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
+        started = time.time()
         output, returncode = _run(cmd, opts.timeout, stem)
-        lap("ncu")
+        _child_phases(phases, read_marks(workdir), started, time.time())
         _raise_cell_error(workdir)
         report = stem + ".ncu-rep"
         err = _classify(
@@ -180,21 +178,36 @@ def capture(
             raise err
         if not os.path.exists(report):
             raise NcuFailedError(cmd, returncode, f"ncu finished but wrote no {report}.\n{output}")
-        data = read_report(report, ncu)
+        with phases.timed("reading"):
+            data = read_report(report, ncu)
         value = _shown_value(workdir)
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
             if ranking is not None:
                 ranking.close()
             shutil.rmtree(workdir, ignore_errors=True)
-    lap("reading")
-    seconds = clock[-1] - clock[0]
+    seconds = time.perf_counter() - begun
     notes.append(_clock_note(opts.clock_control))
     notes.append(
-        f"Took {seconds:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + "."
+        f"Took {seconds:.1f} s: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in phases.rows.items() if v >= 0.05)
+        + "."
     )
     notes.append(f"report: {report} (opens in ncu-ui)")
-    return NcuCapture(data, notes, {"report": report}, value, seconds, phases)
+    return NcuCapture(data, notes, {"report": report}, value, seconds, phases.rows)
+
+
+def _child_phases(
+    phases: Phases, marks: list[tuple[str, float, float]], started: float, ended: float
+) -> None:
+    """ncu's run split by the child's own marks: "child start" (ncu's start and its injection
+    into Python), torch import, CUDA init, inputs, warm-up, "capture" (the profiled runs: ncu's
+    replay passes happen inside them) and "tool stop/flush" (ncu writing its report); one "ncu"
+    phase where the child wrote no marks."""
+    if marks:
+        phases.add_child(marks, started, ended)
+    else:
+        phases.add("ncu", ended - started)
 
 
 def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> tuple[str, str]:

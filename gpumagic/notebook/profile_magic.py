@@ -185,7 +185,9 @@ def profile_ncu(
             iters=run.iters,
             options=options,
         )
-    report = NcuReport(got.data, label=run.label, notes=got.notes, seconds=got.seconds)
+    report = NcuReport(
+        got.data, label=run.label, notes=got.notes, seconds=got.seconds, phases=got.phases
+    )
     if run.output:
         shell.user_ns[run.output] = report
     display(report)

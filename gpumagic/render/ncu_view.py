@@ -81,8 +81,8 @@ def _pct(value: float) -> str:
 class NcuReport(FigurePage):
     """Nsight Compute's measurements of the profiled kernels. ``kernels()`` (one row per profiled
     launch, longest first), ``rules`` (ncu's messages), ``ceilings`` (the device's peaks at ncu's
-    clocks), ``path`` (the report), ``figure()`` (the Bokeh roofline), ``to_dataframe()``,
-    ``save_html(path)``."""
+    clocks), ``path`` (the report), ``phases`` (where the run's wall time went, seconds by phase),
+    ``figure()`` (the Bokeh roofline), ``to_dataframe()``, ``save_html(path)``."""
 
     def __init__(
         self,
@@ -91,11 +91,13 @@ class NcuReport(FigurePage):
         label: str | None = None,
         notes: Iterable[str] = (),
         seconds: float | None = None,
+        phases: dict[str, float] | None = None,
     ) -> None:
         self.data = data
         self.label = label
         self.notes = list(notes)
         self.seconds = seconds
+        self.phases = dict(phases or {})
         self._kernels: pd.DataFrame | None = None
 
     @property
