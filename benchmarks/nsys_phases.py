@@ -70,7 +70,10 @@ ORDER = (
 CHILD = r"""
 import json, os, sys, time
 from IPython.core.interactiveshell import InteractiveShell
-nsys, mode, profiles, setup, cell, flags = json.loads(sys.argv[1])
+nsys, mode, profiles, setup, cell, flags, trace, cells, settle = json.loads(sys.argv[1])
+if settle is not None:
+    import gpumagic.capture.nsys_warm as warm
+    warm._settle = settle  # the wait after `nsys start` under test
 t0 = time.perf_counter()
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
@@ -78,10 +81,12 @@ ip.run_line_magic("config", f"GpuMagics.nsys_path = {nsys!r}")
 ip.run_line_magic("config", f"GpuMagics.profile_dir = {profiles!r}")
 ip.run_line_magic("config", f"GpuMagics.nsys_warm_child = {mode == 'warm'}")
 ip.run_line_magic("config", "GpuMagics.history = ''")
+if trace:
+    ip.run_line_magic("config", f"GpuMagics.nsys_trace = {trace!r}")
 ip.run_cell(setup).raise_error()
 rows = []
-for n in (1, 2):
-    if n == 2:
+for n in range(1, cells + 1):
+    if n > 1:
         ip.run_cell("a = torch.randn_like(a); x = torch.randn_like(x)").raise_error()
     t = time.perf_counter()
     ip.run_cell_magic("gpuprofile", f"--nsys -w 1 -n 1 --no-timeline -o rep{n} {flags}", cell)
@@ -102,12 +107,24 @@ print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(),
 """
 
 
-def run(nsys: str, mode: str, flags: str = "") -> dict[str, Any]:
+def run(
+    nsys: str,
+    mode: str,
+    flags: str = "",
+    trace: str | None = None,
+    cells: int = 2,
+    settle: float | None = None,
+) -> dict[str, Any]:
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, json.dumps([nsys, mode, profiles, SETUP, CELL, flags])],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                json.dumps([nsys, mode, profiles, SETUP, CELL, flags, trace, cells, settle]),
+            ],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -128,7 +145,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="fresh kernels per mode")
     ap.add_argument("--json", default=None, help="where the figures go (default: results/)")
     ap.add_argument("--modes", default="one-shot,warm", help="which modes run (comma-separated)")
-    ap.add_argument("--trace", default=None, help="the magic's --trace (default: its own)")
+    ap.add_argument("--nsys-trace", default=None, help="GpuMagics.nsys_trace (nsys -t)")
+    ap.add_argument("--cells", type=int, default=2, help="--nsys cells per kernel (default 2)")
+    ap.add_argument(
+        "--settle", type=float, default=None, help="seconds waited after nsys start (warm)"
+    )
     ap.add_argument("--nsys-args", default=None, help="the magic's --nsys-args")
     args = ap.parse_args()
     nsys = args.nsys or shutil.which("nsys")
@@ -141,13 +162,11 @@ def main() -> None:
             "time gpumagic's orchestration only (no Nsight Systems, and no GPU unless one is "
             "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
         )
-    flags = (f"--trace {args.trace} " if args.trace else "") + (
-        f"--nsys-args \"{args.nsys_args}\"" if args.nsys_args else ""
-    )
+    flags = f'--nsys-args "{args.nsys_args}"' if args.nsys_args else ""
     results: list[dict[str, Any]] = []
     for rep in range(args.repeat):
         for mode in args.modes.split(","):
-            r = run(nsys, mode, flags)
+            r = run(nsys, mode, flags, args.nsys_trace, args.cells, args.settle)
             r.update(mode=mode, repeat=rep)
             results.append(r)
             if "error" in r:
@@ -184,7 +203,15 @@ def main() -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(
-            {"device": device, "nsys": nsys, "stand_in": stand_in, "flags": flags, "runs": results},
+            {
+                "device": device,
+                "nsys": nsys,
+                "stand_in": stand_in,
+                "flags": flags,
+                "nsys_trace": args.nsys_trace,
+                "settle": args.settle,
+                "runs": results,
+            },
             f,
             indent=1,
         )

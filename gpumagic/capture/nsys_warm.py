@@ -72,7 +72,7 @@ START_TRIES = 3
 #: answers before the target's collection is recording, and a short cell run at once can be
 #: missed. Doubled (up to 4 s) each time a report is found without the cell's range
 #: (:func:`missed_range`).
-SETTLE = 0.5
+SETTLE = 0.15
 _settle = SETTLE
 
 

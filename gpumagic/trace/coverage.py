@@ -83,7 +83,8 @@ RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
         "osrt": (
             "OS runtime calls",
             "the export has no OSRT_API table",
-            f"osrt in nsys' trace list: {_NSYS}",
+            f"osrt in nsys' trace list: {_NSYS} (gpumagic's --nsys leaves it out unless its "
+            "nsys_trace setting names it: it adds ~3 s to each capture)",
         ),
     },
     "torch.profiler": {

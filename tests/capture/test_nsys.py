@@ -195,7 +195,7 @@ def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tm
     assert len(rep.trace.kernels) == 3 and rep.trace.meta["backend"] == "nsys"
     log = nsys_ip.log_path.read_text()
     for piece in (
-        "profile -t cuda,nvtx,osrt",
+        "profile -t cuda,nvtx ",
         "--capture-range=nvtx",
         "--nvtx-capture=cell:t",
         "--capture-range-end=stop",

@@ -93,7 +93,7 @@ def settle(tmp_path: pathlib.Path, seconds: float = 3.0) -> list[str]:
 def test_command_for_two_ranks_and_for_one(tmp_path):
     opts = NsysOptions(nproc=2, python="/opt/py/bin/python3")
     cmd = nsys._profile_command("/x/nsys", opts, "cell:t", "/p/stem", "/w/d", ["--sample=none"])
-    assert cmd[:4] == ["/x/nsys", "profile", "-t", "cuda,nvtx,osrt"]
+    assert cmd[:4] == ["/x/nsys", "profile", "-t", "cuda,nvtx"]
     assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
     assert not any(a.startswith(("--nvtx-capture", "--capture-range=nvtx")) for a in cmd)
     assert cmd[cmd.index("--sample=none") + 1 :] == [

@@ -417,7 +417,7 @@ def test_the_childs_key_names_what_changed(tmp_path, monkeypatch):
         FAKE_NSYS, options(tmp_path, python="/other/python"), [], env
     )
     assert nsys_warm._changed(key, other_python) == "python"
-    traced = nsys_warm.child_key(FAKE_NSYS, options(tmp_path, trace="cuda,nvtx"), [], env)
+    traced = nsys_warm.child_key(FAKE_NSYS, options(tmp_path, trace="cuda,nvtx,osrt"), [], env)
     assert nsys_warm._changed(key, traced) == "trace (-t)"
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
     assert nsys_warm._changed(key, nsys_warm.child_key(FAKE_NSYS, opts, [], env)) == "torch"
