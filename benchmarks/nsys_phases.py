@@ -49,6 +49,16 @@ v, i = torch.topk(s, 64, dim=1)
 total = float(y.sum().item()) + float(c[0, 0]) + float(e[0, 0]) + float(v[0, 0])
 """
 
+#: ``--nproc N``: a DDP step on every rank (the rank runner gives ``device``, ``local_rank`` and
+#: ``dist``), its model built by ``--setup`` in each rank; one line, as the magic's option takes it.
+RANKS_SETUP = (
+    "import torch; from torch.nn.parallel import DistributedDataParallel as DDP; "
+    "model = DDP(torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), "
+    "torch.nn.Linear(1024, 256)).to(device), device_ids=[local_rank]); "
+    "x = torch.randn(256, 1024, device=device); buf = torch.ones(1 << 18, device=device)"
+)
+RANKS_CELL = "model(x).square().mean().backward()\ndist.all_reduce(buf)\n"
+
 #: The phases in the order they happen (a warm child's first cell has them all but "hand-over").
 ORDER = (
     "shipping",
@@ -86,7 +96,7 @@ if trace:
 ip.run_cell(setup).raise_error()
 rows = []
 for n in range(1, cells + 1):
-    if n > 1:
+    if n > 1 and "a" in ip.user_ns:  # new inputs, as a user tuning the cell would
         ip.run_cell("a = torch.randn_like(a); x = torch.randn_like(x)").raise_error()
     t = time.perf_counter()
     ip.run_cell_magic("gpuprofile", f"--nsys -w 1 -n 1 --no-timeline -o rep{n} {flags}", cell)
@@ -114,6 +124,8 @@ def run(
     trace: str | None = None,
     cells: int = 2,
     settle: float | None = None,
+    setup: str = SETUP,
+    cell: str = CELL,
 ) -> dict[str, Any]:
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -123,7 +135,7 @@ def run(
                 sys.executable,
                 "-c",
                 CHILD,
-                json.dumps([nsys, mode, profiles, SETUP, CELL, flags, trace, cells, settle]),
+                json.dumps([nsys, mode, profiles, setup, cell, flags, trace, cells, settle]),
             ],
             env=env,
             cwd=ROOT,
@@ -146,6 +158,9 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="where the figures go (default: results/)")
     ap.add_argument("--modes", default="one-shot,warm", help="which modes run (comma-separated)")
     ap.add_argument("--nsys-trace", default=None, help="GpuMagics.nsys_trace (nsys -t)")
+    ap.add_argument(
+        "--nproc", type=int, default=None, help="ranks (--nproc N): a DDP step, one-shot runs"
+    )
     ap.add_argument("--cells", type=int, default=2, help="--nsys cells per kernel (default 2)")
     ap.add_argument(
         "--settle", type=float, default=None, help="seconds waited after nsys start (warm)"
@@ -163,10 +178,14 @@ def main() -> None:
             "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
         )
     flags = f'--nsys-args "{args.nsys_args}"' if args.nsys_args else ""
+    setup, cell, modes = SETUP, CELL, args.modes
+    if args.nproc:
+        flags += f' --nproc {args.nproc} --setup "{RANKS_SETUP}"'
+        setup, cell, modes = "import torch", RANKS_CELL, "one-shot"  # ranks always start afresh
     results: list[dict[str, Any]] = []
     for rep in range(args.repeat):
-        for mode in args.modes.split(","):
-            r = run(nsys, mode, flags, args.nsys_trace, args.cells, args.settle)
+        for mode in modes.split(","):
+            r = run(nsys, mode, flags, args.nsys_trace, args.cells, args.settle, setup, cell)
             r.update(mode=mode, repeat=rep)
             results.append(r)
             if "error" in r:
