@@ -174,15 +174,7 @@ def capture(
             cmd = [ncu, *profile_args, *_program(opts, workdir)]
         started = time.time()
         output, returncode = _run(cmd, opts.timeout, stem)
-        if launched is not None and returncode != 0 and "==PROF== Connected" not in output:
-            # an ncu that would not attach: the plain way, saying why
-            launched.close()
-            launched = None
-            notes.append(_attach_failed(output))
-            cmd = [ncu, *profile_args, *_program(opts, workdir)]
-            started = time.time()
-            output, returncode = _run(cmd, opts.timeout, stem)
-        elif launched is not None:  # the attach returns as the cell's process disconnects
+        if launched is not None:  # the attach returns as the cell's process disconnects
             cell_output, cell_rc = launched.finish(timeout=60)
             output = cell_output + output
             returncode = returncode or cell_rc or 0
@@ -215,15 +207,6 @@ def capture(
     )
     notes.append(f"report: {report} (opens in ncu-ui)")
     return NcuCapture(data, notes, {"report": report}, value, seconds, phases.rows)
-
-
-def _attach_failed(output: str) -> str:
-    said = next((ln for ln in output.splitlines() if "==ERROR==" in ln), "").strip()
-    return (
-        "ncu's attach to the cell's process launched beside the first pass failed"
-        + (f" ({said})" if said else "")
-        + "; it was profiled by a plain ncu run instead."
-    )
 
 
 def _child_phases(

@@ -19,12 +19,7 @@ import os
 import socket
 import subprocess
 
-__all__ = ["LAUNCH_ONLY", "LaunchedCell", "free_port"]
-
-#: ncu's options that belong to the launch, not the attach (ncu 2025.3 refuses ``--nvtx`` on an
-#: attach: "Invalid option --nvtx specified for --mode attach"); the attach gets the rest.
-LAUNCH_ONLY = ("--nvtx",)
-
+__all__ = ["LaunchedCell", "free_port"]
 
 def free_port() -> int:
     """A TCP port free on loopback now (the kernel's choice, so two cells never pick the same)."""
@@ -45,7 +40,6 @@ class LaunchedCell:
             ncu,
             "--mode=launch",
             *self._port_args(),
-            *LAUNCH_ONLY,
             python,
             "-m",
             "gpumagic.capture.runner",
@@ -62,8 +56,7 @@ class LaunchedCell:
     def attach_command(self, ncu: str, profile_args: list[str]) -> list[str]:
         """``ncu --mode=attach`` to this launch, with the profile options (filters, sections,
         export)."""
-        kept = [a for a in profile_args if a not in LAUNCH_ONLY]
-        return [ncu, "--mode=attach", "--hostname", "127.0.0.1", *self._port_args(), *kept]
+        return [ncu, "--mode=attach", "--hostname", "127.0.0.1", *self._port_args(), *profile_args]
 
     def finish(self, timeout: float) -> tuple[str, int | None]:
         """Wait for the launched process (the attach returns as it disconnects); (its output, its
