@@ -47,7 +47,6 @@ from ..errors import (
 from . import Shown
 from .cell import loop_notes
 from .guards import deferred_interrupts
-from .ncu_launch import LaunchedCell
 from .ncu_rank import FirstPass, function_filter, function_name
 from .ncu_read import NcuData, read_details_csv, read_raw_csv
 from .ncu_tensor import TENSOR_METRICS
@@ -136,13 +135,12 @@ def capture(
     phases = Phases()
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
-    ranking = launched = None
+    ranking = None
     try:
-        if opts.kernel_filter is None and opts.top > 0:
-            # both start while the names ship: the first pass, and the cell's process under ncu,
-            # held at its first CUDA call until the first pass has chosen the kernels
+        if (
+            opts.kernel_filter is None and opts.top > 0
+        ):  # its Python, torch and CUDA start while the names ship
             ranking = FirstPass(workdir, opts.python or sys.executable, child_env())
-            launched = LaunchedCell(ncu, opts.python or sys.executable, workdir, child_env())
         ship(
             free_names(cell) + (free_names(opts.setup) if opts.setup else []),
             namespace or {},
@@ -167,18 +165,10 @@ def capture(
         stem = os.path.join(
             os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
         )
-        profile_args = _profile_args(opts, label, stem, extra_args, kernel_filter, base)
-        if launched is not None:
-            cmd = launched.attach_command(ncu, profile_args)
-        else:
-            cmd = [ncu, *profile_args, *_program(opts, workdir)]
+        cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
         started = time.time()
         output, returncode = _run(cmd, opts.timeout, stem)
-        if launched is not None:  # the attach returns as the cell's process disconnects
-            cell_output, cell_rc = launched.finish(timeout=60)
-            output = cell_output + output
-            returncode = returncode or cell_rc or 0
-        _child_phases(phases, read_marks(workdir), started, time.time(), launched is not None)
+        _child_phases(phases, read_marks(workdir), started, time.time())
         _raise_cell_error(workdir)
         report = stem + ".ncu-rep"
         err = _classify(
@@ -195,8 +185,6 @@ def capture(
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
             if ranking is not None:
                 ranking.close()
-            if launched is not None:
-                launched.close()
             shutil.rmtree(workdir, ignore_errors=True)
     seconds = time.perf_counter() - begun
     notes.append(_clock_note(opts.clock_control))
@@ -210,30 +198,14 @@ def capture(
 
 
 def _child_phases(
-    phases: Phases,
-    marks: list[tuple[str, float, float]],
-    started: float,
-    ended: float,
-    attached: bool = False,
+    phases: Phases, marks: list[tuple[str, float, float]], started: float, ended: float
 ) -> None:
     """ncu's run split by the child's own marks: "child start" (ncu's start and its injection
     into Python), torch import, CUDA init, inputs, warm-up, "capture" (the profiled runs: ncu's
     replay passes happen inside them) and "tool stop/flush" (ncu writing its report); one "ncu"
-    phase where the child wrote no marks. ``attached``: the child was launched beside the first
-    pass and ``started`` is the attach; what it did before (its start, the torch import) was
-    hidden behind the first pass and is not counted again."""
-    if not marks:
-        phases.add("ncu", ended - started)
-        return
-    if not attached:
+    phase where the child wrote no marks."""
+    if marks:
         phases.add_child(marks, started, ended)
-        return
-    after = [(n, max(a, started), b) for n, a, b in marks if b > started]
-    if after:
-        phases.add("attach", after[0][1] - started)
-        for name, a, b in after:
-            phases.add(name, b - a)
-        phases.add("tool stop/flush", ended - after[-1][2])
     else:
         phases.add("ncu", ended - started)
 
@@ -270,17 +242,17 @@ def _clock_note(clock_control: str) -> str:
     )
 
 
-def _profile_args(
+def _profile_command(
+    ncu: str,
     opts: NcuOptions,
     label: str,
     stem: str,
+    workdir: str,
     extra_args: list[str],
     kernel_filter: str | None,
     base: str | None,
 ) -> list[str]:
-    """ncu's profile options: the NVTX range, the filters, the sections and metrics, the clocks,
-    the report (the same for a plain run and for an attach)."""
-    cmd = ["--nvtx", "--nvtx-include", f"{label}/", "--filter-mode", "per-launch-config"]
+    cmd = [ncu, "--nvtx", "--nvtx-include", f"{label}/", "--filter-mode", "per-launch-config"]
     cmd += ["--launch-count", str(opts.launch_count)]
     if kernel_filter:
         cmd += (["--kernel-name-base", base] if base else []) + ["--kernel-name", kernel_filter]
@@ -302,11 +274,7 @@ def _profile_args(
         stem,
         *extra_args,
     ]
-    return cmd
-
-
-def _program(opts: NcuOptions, workdir: str) -> list[str]:
-    return [opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
+    return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
 
 
 def _classify(

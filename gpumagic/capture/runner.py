@@ -26,7 +26,6 @@ others (torchrun stops them); the process group is destroyed after a run that we
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -76,29 +75,12 @@ def main(workdir: str) -> int:
     from gpumagic.capture.phases import PhaseMarks
 
     marks = PhaseMarks()
-    if not os.path.exists(os.path.join(workdir, "cell.json")):
-        # launched ahead of the names (ncu_launch.py): the torch import happens while they ship
-        with marks.mark("torch import"), contextlib.suppress(ImportError):
-            import torch  # noqa: F401
-        _await_spec(workdir)
     with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
         spec = json.load(f)
     if (spec.get("nproc") or 1) > 1:
         return rank_main(workdir, spec)
     start_cuda(marks)
     return run_spec(workdir, spec, marks)
-
-
-def _await_spec(workdir: str, limit: float = 3600.0) -> None:
-    """Wait for ``cell.json`` (written whole, last, by the parent): a process ncu launched beside
-    the first pass starts before the names have shipped (``ncu_launch.py``). Gone with its work
-    dir: the parent gave up, and so does this."""
-    path = os.path.join(workdir, "cell.json")
-    deadline = time.monotonic() + limit
-    while not os.path.exists(path):
-        if not os.path.isdir(workdir) or time.monotonic() > deadline:
-            raise SystemExit(f"gpumagic runner: no {path} arrived")
-        time.sleep(0.005)
 
 
 def start_cuda(marks: Any) -> None:
