@@ -132,6 +132,13 @@ def _split_by_process(events: list[Any]) -> dict[int, list[dict[str, Any]]] | No
     return groups
 
 
+def launching_processes(trace: Trace) -> int:
+    """How many processes of a Chrome trace read as one made calls that launch GPU work (taken as
+    its API table was: ``meta["launching_processes"]``): two or more, and an untagged file may hold
+    several ranks (:func:`merged_trace` then tells), without a pass over the events of its own."""
+    return int(trace.meta.get("launching_processes", 0))
+
+
 def _launching_pids(events: list[Any]) -> set[Any]:
     """The pids of every event in a launch category (launches or not): at least those that
     :func:`_split_by_process` counts, from a pass that reads one field of each event (its full pass
@@ -151,15 +158,17 @@ def merged_trace(
     path: str,
     read: Callable[[dict[str, Any], str], Any],
     stack: Callable[[list[Any], list[int] | None], Trace],
+    tagged: bool | None = None,
 ) -> Trace | None:
     """A Trace of the ranks a merged Chrome trace holds, stacked as a job's files are, or None
     where the file holds one process. ``read`` makes one rank's report of its part of the file and
     ``stack`` stacks the reports (``reports.chrome_report`` and ``reports.stack``: passed in, as
-    the reader of many files is the one that calls this)."""
+    the reader of many files is the one that calls this). ``tagged``: :func:`is_tagged`'s answer
+    where the caller has it already."""
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         return None
-    tagged = is_tagged(events)
+    tagged = is_tagged(events) if tagged is None else tagged
     groups = split_by_rank(events, tagged)
     if groups is None:
         return None
