@@ -101,7 +101,7 @@ def main() -> None:
     variants = args.ncu_args or [""]
     results = []
     for extra in variants:
-        flags = f"--ncu-args \"{extra}\"" if extra else ""
+        flags = f'--ncu-args "{extra}"' if extra else ""
         r = run(args.ncu, flags)
         r["ncu_args"] = extra
         results.append(r)

@@ -157,27 +157,9 @@ def load_trace(
     merged trace: ``args.rank`` on its events) reads as those ranks (``merged_ranks.py``)."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="chrome")
-    from .chrome_events import paused_gc
-    from .chrome_trace import read_chrome_json, trace_from_chrome
-    from .merged_ranks import is_tagged, launching_processes, merged_trace
+    from .merged_ranks import chrome_file_trace
 
-    path = os.fspath(path)  # type: ignore[arg-type]
-    with paused_gc():  # one pause, parse to tables: on between them, it walks every parsed event
-        data = read_chrome_json(path)
-        events = data.get("traceEvents") if isinstance(data, dict) else data
-        tagged = isinstance(events, list) and is_tagged(events)
-        # a file of several ranks, merged: told by its rank tags, or (untagged) by the launching
-        # processes of its one-process read, so that the usual file costs no pass of its own
-        trace = merged_trace(data, path, chrome_report, stack, tagged=True) if tagged else None
-        if trace is None:
-            trace = trace_from_chrome(data, path=path)
-            if not tagged and launching_processes(trace) > 1:
-                trace = merged_trace(data, path, chrome_report, stack, tagged=False) or trace
-            trace.meta.setdefault("source", path)
-        # freed while the collector is still off: switched back on with the parsed events alive,
-        # its first collection walks every one of them (0.35 s of a 140 MB trace's load)
-        del data, events
-    return trace
+    return chrome_file_trace(os.fspath(path), chrome_report, stack)  # type: ignore[arg-type]
 
 
 def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
