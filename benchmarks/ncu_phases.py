@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from typing import Any
+
+from nsys_phases import fresh_kernel  # the same fresh-kernel run (this folder is on the path)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -59,23 +57,7 @@ print("RESULT " + json.dumps(dict(
 
 
 def run(ncu: str | None, flags: str) -> dict[str, Any]:
-    profiles = tempfile.mkdtemp(prefix="gpumagic-bench-ncu-")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, json.dumps([ncu, profiles, SETUP, CELL, flags])],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    finally:
-        shutil.rmtree(profiles, ignore_errors=True)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (proc.stderr or proc.stdout)[-3000:]}
+    return fresh_kernel(CHILD, lambda profiles: [ncu, profiles, SETUP, CELL, flags], timeout=600)
 
 
 def main() -> None:

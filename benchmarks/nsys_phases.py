@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -127,21 +128,27 @@ def run(
     setup: str = SETUP,
     cell: str = CELL,
 ) -> dict[str, Any]:
+    return fresh_kernel(
+        CHILD, lambda profiles: [nsys, mode, profiles, setup, cell, flags, trace, cells, settle]
+    )
+
+
+def fresh_kernel(
+    child: str, payload: Callable[[str], list[Any]], timeout: float = 900
+) -> dict[str, Any]:
+    """``child`` (Python source printing one ``RESULT {json}`` line) in a fresh process, given
+    ``payload(profiles)`` as JSON, ``profiles`` a scratch folder removed afterwards; its result, or
+    ``{"error": ...}`` with the end of its output."""
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                CHILD,
-                json.dumps([nsys, mode, profiles, setup, cell, flags, trace, cells, settle]),
-            ],
+            [sys.executable, "-c", child, json.dumps(payload(profiles))],
             env=env,
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=timeout,
         )
     finally:
         shutil.rmtree(profiles, ignore_errors=True)
