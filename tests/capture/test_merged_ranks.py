@@ -101,6 +101,23 @@ def test_a_plain_file_is_not_split():
     assert "merged_ranks" not in load_trace(str(RANKS[1])).meta
 
 
+def test_a_one_process_file_costs_no_pass_of_its_own(tmp_path, monkeypatch):
+    """Whether an untagged file holds several processes is read off its one-process read (the
+    launching processes counted as its API table was taken); the events' own pass runs only for a
+    file that launched from two or more processes."""
+    from gpumagic.capture import merged_ranks
+
+    passes = []
+    real = merged_ranks._launching_pids
+    monkeypatch.setattr(
+        merged_ranks, "_launching_pids", lambda evs: passes.append(1) or real(evs)
+    )
+    one = load_trace(str(RANKS[1]))
+    assert one.meta["launching_processes"] == 1 and not passes
+    two = load_trace(write(tmp_path, merged(tag=False)))
+    assert two.meta["merged_ranks"] == 2 and passes  # the split's own pass, for a file of two
+
+
 def x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: Any) -> dict:
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
             "args": args}  # fmt: skip

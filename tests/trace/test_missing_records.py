@@ -160,6 +160,22 @@ def test_nsys_export_without_nvtx_says_so_and_nvtx_traced_without_ranges_is_reco
     assert "NVTX ranges (not recorded)" not in shown(ProfileReport(traced, timeline=False))[1]
 
 
+def test_an_nsys_capture_without_osrt_says_how_to_bring_it_back(tmp_path):
+    """--nsys leaves osrt out of its trace by default (~3 s of nsys' stop); the report's OS runtime
+    section says so and names the setting that brings it back."""
+    from gpumagic.capture.options import NsysOptions
+
+    assert "osrt" not in NsysOptions().trace.split(",")
+    untraced = (
+        "DROP TABLE OSRT_API",
+        "DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' AND value = 'OSRuntime'",
+    )
+    trace = load_nsys(nsys_export(tmp_path, *untraced))
+    _, html = shown(ProfileReport(trace, timeline=False))
+    assert "OS runtime calls (not recorded)" in html and "nsys_trace setting" in html
+    assert not trace.recorded("osrt") and "~3 s" in summaries.not_recorded(trace.osrt_summary())
+
+
 def test_empty_kernel_table_after_launches_is_an_error_not_an_idle_gpu(tmp_path):
     trace = load_nsys(
         nsys_export(tmp_path, f"DELETE FROM {KERNEL_TABLE}")
