@@ -109,9 +109,7 @@ def test_a_one_process_file_costs_no_pass_of_its_own(tmp_path, monkeypatch):
 
     passes = []
     real = merged_ranks._launching_pids
-    monkeypatch.setattr(
-        merged_ranks, "_launching_pids", lambda evs: passes.append(1) or real(evs)
-    )
+    monkeypatch.setattr(merged_ranks, "_launching_pids", lambda evs: passes.append(1) or real(evs))
     one = load_trace(str(RANKS[1]))
     assert one.meta["launching_processes"] == 1 and not passes
     two = load_trace(write(tmp_path, merged(tag=False)))
