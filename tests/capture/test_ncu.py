@@ -489,6 +489,21 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
     assert os.listdir(tempfile.tempdir) == []  # the shipped names are gone
 
 
+def test_the_runs_phases_are_split_by_the_childs_own_marks(fake):
+    """ncu's run is not one lump: the child's marks split it (its start under ncu, the torch
+    import, CUDA, the warm-up, the profiled runs) and the parent's side adds shipping and reading;
+    together they are the capture's wall time, and the note and the report carry them."""
+    opts, _ = fake
+    got = ncu.capture("x = 1", "cell:2", options=opts)
+    names = list(got.phases)
+    assert names[:2] == ["shipping", "child start"] and names[-1] == "reading"
+    assert {"torch import", "inputs", "warm-up", "capture", "tool stop/flush"} <= set(names)
+    assert "ncu" not in names  # the one-lump phase, only where the child wrote no marks
+    assert sum(got.phases.values()) == pytest.approx(got.seconds, rel=0.1, abs=0.3)
+    took = next(n for n in got.notes if n.startswith("Took "))
+    assert "child start" in took and "torch import" in took  # phases under 0.05 s left out
+
+
 def test_first_pass_picks_the_top_kernels_by_time(fake):
     opts, tmp_path = fake
     from dataclasses import replace
