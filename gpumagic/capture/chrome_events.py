@@ -268,10 +268,8 @@ def memop_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
 
 
 def _api_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
-    fields: dict[str, list[Any]] = {
-        k: [] for k in ("name", "ts", "dur", "thread", "cat", "corr", "launch_pid")
-    }
-    name, ts, dur, tid, cat, corr, pid = fields.values()
+    fields: dict[str, list[Any]] = {k: [] for k in ("name", "ts", "dur", "thread", "cat", "corr")}
+    name, ts, dur, tid, cat, corr = fields.values()
 
     def take(ev: dict[str, Any]) -> None:
         get = ev.get
@@ -280,7 +278,6 @@ def _api_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]
         dur.append(get("dur", 0))
         tid.append(get("tid"))
         cat.append(get("cat"))
-        pid.append(get("pid"))
         a = get("args")
         if type(a) is not dict:
             a = a if isinstance(a, dict) else {}
@@ -291,9 +288,7 @@ def _api_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]
 
 def api_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:
     """The API table's columns from the fields taken of ``cuda_runtime`` and ``cuda_driver``
-    events, and the categories of the events placed. ``launch_pid`` (the calling process) is no
-    column (a Chrome trace's processes are not a job's ranks): it says how many processes launched
-    work (``chrome_trace._build``: ``meta["launching_processes"]``)."""
+    events, and the categories of the events placed."""
     c = _placed(dict(fields))
     spelled = {category(raw) for raw in set(c.pop("cat"))}
     c["correlation"] = _ints(c.pop("corr"))

@@ -182,7 +182,6 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             "names": len(profiled),
             "counters": sorted(counters),
         }
-    meta["launching_processes"] = len(set(columns["api"].pop("launch_pid", ())))
     names = columns["api"].get("name", [])
     if any(str(n).startswith("hip") for n in names[:1000]) or is_amd(meta):
         meta["vendor"] = (

@@ -132,13 +132,6 @@ def _split_by_process(events: list[Any]) -> dict[int, list[dict[str, Any]]] | No
     return groups
 
 
-def launching_processes(trace: Trace) -> int:
-    """How many processes of a Chrome trace read as one made calls that launch GPU work (taken as
-    its API table was: ``meta["launching_processes"]``): two or more, and an untagged file may hold
-    several ranks (:func:`merged_trace` then tells), without a pass over the events of its own."""
-    return int(trace.meta.get("launching_processes", 0))
-
-
 def _launching_pids(events: list[Any]) -> set[Any]:
     """The pids of every event in a launch category (launches or not): at least those that
     :func:`_split_by_process` counts, from a pass that reads one field of each event (its full pass
@@ -158,26 +151,21 @@ def chrome_file_trace(
     read: Callable[[dict[str, Any], str], Any],
     stack: Callable[[list[Any], list[int] | None], Trace],
 ) -> Trace:
-    """One Chrome-trace file as a Trace: its ranks stacked where it holds several (told by its
-    rank tags, or, untagged, by the launching processes of its one-process read, so that the usual
-    file costs no pass of its own), else the file as one process. ``read`` and ``stack`` as for
+    """One Chrome-trace file as a Trace: its ranks stacked where it holds several
+    (:func:`merged_trace`), else the file as one process. ``read`` and ``stack`` as for
     :func:`merged_trace`."""
     from .chrome_events import paused_gc
     from .chrome_trace import read_chrome_json, trace_from_chrome
 
     with paused_gc():  # one pause, parse to tables: on between them, it walks every parsed event
         data = read_chrome_json(path)
-        events = data.get("traceEvents") if isinstance(data, dict) else data
-        tagged = isinstance(events, list) and is_tagged(events)
-        trace = merged_trace(data, path, read, stack, tagged=True) if tagged else None
+        trace = merged_trace(data, path, read, stack)
         if trace is None:
             trace = trace_from_chrome(data, path=path)
-            if not tagged and launching_processes(trace) > 1:
-                trace = merged_trace(data, path, read, stack, tagged=False) or trace
             trace.meta.setdefault("source", path)
         # freed while the collector is still off: switched back on with the parsed events alive,
         # its first collection walks every one of them (0.35 s of a 140 MB trace's load)
-        del data, events
+        del data
     return trace
 
 
@@ -186,17 +174,15 @@ def merged_trace(
     path: str,
     read: Callable[[dict[str, Any], str], Any],
     stack: Callable[[list[Any], list[int] | None], Trace],
-    tagged: bool | None = None,
 ) -> Trace | None:
     """A Trace of the ranks a merged Chrome trace holds, stacked as a job's files are, or None
     where the file holds one process. ``read`` makes one rank's report of its part of the file and
     ``stack`` stacks the reports (``reports.chrome_report`` and ``reports.stack``: passed in, as
-    the reader of many files is the one that calls this). ``tagged``: :func:`is_tagged`'s answer
-    where the caller has it already."""
+    the reader of many files is the one that calls this)."""
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         return None
-    tagged = is_tagged(events) if tagged is None else tagged
+    tagged = is_tagged(events)
     groups = split_by_rank(events, tagged)
     if groups is None:
         return None
