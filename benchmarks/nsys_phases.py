@@ -1,7 +1,8 @@
 """Where ``%%gpuprofile --nsys`` spends its wall time, phase by phase, in a fresh IPython kernel:
 the first ``--nsys`` cell and the next one, with the warm child (the default) and without it.
 
-    python benchmarks/nsys_phases.py [--nsys PATH] [--json PATH] [--repeat N]
+    python benchmarks/nsys_phases.py [--nsys PATH] [--json PATH] [--repeat N] [--modes one-shot,warm]
+        [--nsys-trace cuda,nvtx] [--nsys-args "..."] [--cells N] [--settle S] [--nproc N]
 
 Each run is a fresh process holding a real IPython shell with gpumagic loaded: a setup cell, then
 the held-out-style five-op cell (a GEMM, an embedding bag, a convolution, a top-k and a host sync)
@@ -166,7 +167,10 @@ def main() -> None:
     ap.add_argument("--modes", default="one-shot,warm", help="which modes run (comma-separated)")
     ap.add_argument("--nsys-trace", default=None, help="GpuMagics.nsys_trace (nsys -t)")
     ap.add_argument(
-        "--nproc", type=int, default=None, help="ranks (--nproc N): a DDP step, one-shot runs"
+        "--nproc",
+        type=int,
+        default=None,
+        help="ranks (--nproc N): a DDP step, one-shot runs only (--modes and --settle unused)",
     )
     ap.add_argument("--cells", type=int, default=2, help="--nsys cells per kernel (default 2)")
     ap.add_argument(
