@@ -520,6 +520,7 @@ def test_first_pass_picks_the_top_kernels_by_time(fake):
     top = table.sort_values("Total Time (ns)", ascending=False)["Name"].head(3)
     assert flt == ncu.function_filter(list(top))
     assert any(f"top 3 of {len(table)} kernel names" in n for n in got.notes)
+    assert list(got.phases)[:3] == ["shipping", "first pass", "child start"]  # its wait counted
 
 
 def test_options_and_clock_control(fake):
