@@ -132,14 +132,12 @@ def test_the_parsed_events_are_freed_before_the_collector_is_back_on(tmp_path, m
 
 def test_untagged_hip_launches_from_two_processes_are_split(tmp_path):
     """ROCm's launch category (hip_runtime) counts as a launching process, as CUDA's does."""
-    events = []
-    for r in range(2):
-        for i in range(3):
-            corr, ts = r * 1000 + i, 1000.0 + i * 5000
-            events += [
-                x("hip_runtime", "hipLaunchKernel", ts, 5, 100 + r, 1, correlation=corr),
-                x("kernel", "k", ts + 10, 50, r, 7, correlation=corr, device=r, stream=7),
-            ]
+    events = [
+        ev
+        for r in range(2)
+        for i in range(3)
+        for ev in launched("k", 1000.0 + i * 5000, 50, 100 + r, r, r * 1000 + i, "hipLaunchKernel")
+    ]
     path = tmp_path / "hip2.json"
     path.write_text(json.dumps({"traceEvents": events}))
     trace = load_trace(str(path))
@@ -151,27 +149,34 @@ def x(cat: str, name: str, ts: float, dur: float, pid: int, tid: int, **args: An
             "args": args}  # fmt: skip
 
 
+def launched(
+    kernel: str,
+    ts: float,
+    dur: float,
+    pid: int,
+    device: int,
+    corr: int,
+    api: str = "cudaLaunchKernel",
+    **args: Any,
+) -> list[dict]:
+    """A launch call of process ``pid`` (``hip*``: ROCm's category) and the kernel it launched on
+    ``device``, stream 7, 10 µs later, linked by ``corr``; ``args`` on both."""
+    cat = "hip_runtime" if api.startswith("hip") else "cuda_runtime"
+    return [
+        x(cat, api, ts, 5, pid, 1, correlation=corr, **args),
+        x("kernel", kernel, ts + 10, dur, device, 7, device=device, stream=7, correlation=corr,
+          **args),
+    ]  # fmt: skip
+
+
 def test_an_nccl_only_file_is_not_told_to_hide_communication_behind_compute(tmp_path):
-    events = []
-    for r in range(2):
-        for i in range(3):
-            corr = r * 1000 + i
-            ts = 1000.0 + i * 5000
-            events += [
-                x("cuda_runtime", "cudaLaunchKernel", ts, 5, 100 + r, 1, correlation=corr, rank=r),
-                x(
-                    "kernel",
-                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-                    ts + 10,
-                    4000,
-                    r,
-                    7,
-                    device=r,
-                    stream=7,
-                    correlation=corr,
-                    rank=r,
-                ),
-            ]
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    events = [
+        ev
+        for r in range(2)
+        for i in range(3)
+        for ev in launched(nccl, 1000.0 + i * 5000, 4000, 100 + r, r, r * 1000 + i, rank=r)
+    ]
     trace = load_trace(write(tmp_path, {"schemaVersion": 1, "traceEvents": events}))
     report = ProfileReport(trace, timeline=False)
     kinds = {f.kind for f in report.findings}
@@ -180,25 +185,12 @@ def test_an_nccl_only_file_is_not_told_to_hide_communication_behind_compute(tmp_
 
 
 def test_one_process_on_two_gpus_says_its_busy_time_is_a_sum(tmp_path):
-    events = []
-    for dev in range(2):
-        for i in range(2):
-            corr = dev * 10 + i
-            ts = 1000.0 + i * 2000
-            events += [
-                x("cuda_runtime", "cudaLaunchKernel", ts, 5, 1, 1, correlation=corr),
-                x(
-                    "kernel",
-                    "void gemm_kernel()",
-                    ts + 10,
-                    1500,
-                    dev,
-                    7,
-                    device=dev,
-                    stream=7,
-                    correlation=corr,
-                ),
-            ]
+    events = [
+        ev
+        for dev in range(2)
+        for i in range(2)
+        for ev in launched("void gemm_kernel()", 1000.0 + i * 2000, 1500, 1, dev, dev * 10 + i)
+    ]
     trace = load_trace(write(tmp_path, {"schemaVersion": 1, "traceEvents": events}))
     first = str(ProfileReport(trace, timeline=False)).splitlines()[0]
     assert "GPU busy 6 ms (summed over its GPUs)" in first, first
