@@ -404,17 +404,16 @@ def _spelled(values: list[Any], spell: Any) -> list[str | None]:
 def _shapes_and_dtypes(dims: list[Any], types: list[Any]) -> tuple[list[Any], list[Any]]:
     """Each op's :func:`shapes` and :func:`dtypes`, each distinct pair of "Input Dims" and "Input
     type" (told apart by their JSON: they nest lists) spelled once; each op's spelled anew where
-    orjson is not installed."""
-    try:
-        from orjson import dumps
-    except ImportError:
+    neither msgspec nor orjson is installed."""
+    dumps = _fast_dumps()
+    if dumps is None:
         return [shapes(d) for d in dims], _spelled(types, dtypes)
     seen: dict[bytes, tuple[Any, Any]] = {}
     out = []
     for pair in zip(dims, types):
         try:
             key = dumps(pair)
-        except TypeError:  # an int beyond 64 bits
+        except (TypeError, OverflowError):  # an int orjson cannot write (beyond 64 bits)
             out.append((shapes(pair[0]), dtypes(pair[1])))
             continue
         spelled = seen.get(key)
@@ -422,6 +421,22 @@ def _shapes_and_dtypes(dims: list[Any], types: list[Any]) -> tuple[list[Any], li
             spelled = seen[key] = (shapes(pair[0]), dtypes(pair[1]))
         out.append(spelled)
     return [p[0] for p in out], [p[1] for p in out]
+
+
+def _fast_dumps() -> Callable[[Any], bytes] | None:
+    """A fast JSON writer (msgspec's or orjson's), or None where neither is installed."""
+    try:
+        from msgspec.json import encode
+
+        return encode
+    except ImportError:
+        pass
+    try:
+        from orjson import dumps
+
+        return dumps
+    except ImportError:
+        return None
 
 
 def _dim(v: Any) -> str | None:

@@ -1,10 +1,12 @@
-"""A Chrome trace reads the same through either JSON parser: orjson (the ``perf`` extra) where it
-is installed, the standard library's otherwise (or with ``GPUMAGIC_JSON=json``); a broken file is
-the same clear error through both."""
+"""A Chrome trace reads the same through every JSON parser: msgspec or orjson (the ``perf`` extra)
+where installed, the standard library's otherwise (or with ``GPUMAGIC_JSON=json``); a broken file is
+the same clear error through each, and what only the standard library reads (NaN, a byte-order
+mark) is read."""
 
 from __future__ import annotations
 
 import gzip
+import json
 
 import pandas as pd
 import pytest
@@ -18,9 +20,25 @@ from ..conftest import DATA
 BLOCK = str(DATA / "torch_block.json.gz")
 
 
-def test_both_parsers_give_the_same_trace(monkeypatch):
-    pytest.importorskip("orjson")
-    assert json_parser()[0] == "orjson"
+def test_the_fastest_installed_parser_is_the_default(monkeypatch):
+    monkeypatch.delenv("GPUMAGIC_JSON", raising=False)
+    installed = [m for m in ("msgspec", "orjson") if _installed(m)]
+    assert json_parser()[0] == (installed[0] if installed else "json")
+
+
+def _installed(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("parser", ["msgspec", "orjson"])
+def test_every_parser_gives_the_same_trace(monkeypatch, parser):
+    pytest.importorskip(parser)
+    monkeypatch.setenv("GPUMAGIC_JSON", parser)
+    assert json_parser()[0] == parser
     fast = load_trace(BLOCK)
     monkeypatch.setenv("GPUMAGIC_JSON", "json")
     assert json_parser()[0] == "json"
@@ -30,10 +48,24 @@ def test_both_parsers_give_the_same_trace(monkeypatch):
     assert fast.meta["device"] == plain.meta["device"]
 
 
-@pytest.mark.parametrize("parser", ["json", "default"])
+@pytest.mark.parametrize("parser", ["msgspec", "orjson"])
+def test_what_only_the_standard_library_reads_is_read(tmp_path, monkeypatch, parser):
+    """Python's own ``json.dump`` writes NaN for a float that is none; the fast parsers refuse it,
+    and the file is read all the same, its other kernels counted."""
+    pytest.importorskip(parser)
+    monkeypatch.setenv("GPUMAGIC_JSON", parser)
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 2.0}
+    events = [{**kernel, "ts": 10.0}, {**kernel, "ts": 20.0, "args": {"queued": float("nan")}}]
+    path = tmp_path / "nan.json"
+    path.write_text("\ufeff" + json.dumps({"traceEvents": events}), encoding="utf-8")
+    with pytest.raises(ValueError):
+        json_parser()[1](path.read_bytes())  # the fast parser alone refuses it
+    assert len(load_trace(str(path)).kernels) == 2
+
+
+@pytest.mark.parametrize("parser", ["json", "msgspec", "orjson"])
 def test_a_cut_off_trace_is_a_clear_error_through_either_parser(tmp_path, monkeypatch, parser):
-    if parser == "json":
-        monkeypatch.setenv("GPUMAGIC_JSON", "json")
+    monkeypatch.setenv("GPUMAGIC_JSON", parser)
     path = tmp_path / "cut.json.gz"
     with gzip.open(BLOCK, "rb") as f:
         whole = f.read()
