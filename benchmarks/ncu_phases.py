@@ -1,6 +1,7 @@
 """Where ``%%gpuprofile --ncu`` spends its wall time, phase by phase, in a fresh IPython kernel.
 
     python benchmarks/ncu_phases.py [--ncu PATH] [--json PATH] [--ncu-args ARGS ...]
+                                    [--early on,off] [--repeat N]
 
 The cell is a ``torch.nn.TransformerEncoderLayer`` forward (d_model 1024, 16 heads, batch 8 x 512
 tokens, fp32), the held-out case of the ``--ncu`` target (<= 12 s on an H100). Each variant runs in
@@ -8,7 +9,9 @@ a fresh process holding a real IPython shell with gpumagic loaded; per variant: 
 time, the phases the run recorded (``NcuCapture.phases``: shipping, the first pass's remainder,
 child start, torch import, CUDA init, inputs, warm-up, capture with ncu's replay passes, tool
 stop/flush, reading), the launches profiled and the kernel names, so that variants can be compared
-side by side in one run. Needs a GPU and ncu; without them it says so and exits 0.
+side by side in one run. ``--early on,off`` compares the profiled process started beside the first
+pass (``ncu_early_start``, the default) with one started after it, interleaved ``--repeat`` times.
+Needs a GPU and ncu; without them it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ CELL = """with torch.no_grad():
 CHILD = r"""
 import json, sys, time
 from IPython.core.interactiveshell import InteractiveShell
-ncu, profiles, setup, cell, flags = json.loads(sys.argv[1])
+ncu, profiles, setup, cell, flags, early = json.loads(sys.argv[1])
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 ip.run_line_magic("config", f"GpuMagics.profile_dir = {profiles!r}")
 ip.run_line_magic("config", "GpuMagics.history = ''")
+ip.run_line_magic("config", f"GpuMagics.ncu_early_start = {early}")
 if ncu:
     ip.run_line_magic("config", f"GpuMagics.ncu_path = {ncu!r}")
 ip.run_cell(setup).raise_error()
@@ -56,8 +60,10 @@ print("RESULT " + json.dumps(dict(
 """
 
 
-def run(ncu: str | None, flags: str) -> dict[str, Any]:
-    return fresh_kernel(CHILD, lambda profiles: [ncu, profiles, SETUP, CELL, flags], timeout=600)
+def run(ncu: str | None, flags: str, early: bool) -> dict[str, Any]:
+    return fresh_kernel(
+        CHILD, lambda profiles: [ncu, profiles, SETUP, CELL, flags, early], timeout=600
+    )
 
 
 def main() -> None:
@@ -70,6 +76,8 @@ def main() -> None:
         default=None,
         help="a variant's extra ncu arguments; repeat for several (default: one, none)",
     )
+    ap.add_argument("--early", default="on", help="on, off or on,off (compared side by side)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each variant, interleaved")
     args = ap.parse_args()
     try:
         import torch
@@ -80,22 +88,27 @@ def main() -> None:
     if not gpu:
         print("No CUDA GPU here: --ncu needs one; nothing measured.")
         return
-    variants = args.ncu_args or [""]
+    variants = [
+        (extra, early)
+        for extra in (args.ncu_args or [""])
+        for early in [e.strip() == "on" for e in args.early.split(",")]
+    ]
     results = []
-    for extra in variants:
-        flags = f'--ncu-args "{extra}"' if extra else ""
-        r = run(args.ncu, flags)
-        r["ncu_args"] = extra
-        results.append(r)
-        if "error" in r:
-            print(f"[{extra or 'default'}] ERROR\n{r['error']}")
+    for _ in range(args.repeat):
+        for extra, early in variants:
+            flags = f'--ncu-args "{extra}"' if extra else ""
+            r = run(args.ncu, flags, early)
+            r["ncu_args"], r["early_start"] = extra, early
+            results.append(r)
+            if "error" in r:
+                print(f"[{extra or 'default'}] ERROR\n{r['error']}")
     ok = [r for r in results if "error" not in r]
     if not ok:
         raise SystemExit(1)
     names: list[str] = []
     for r in ok:
         names += [n for n in r["phases"] if n not in names]
-    heads = [r["ncu_args"] or "default" for r in ok]
+    heads = [(r["ncu_args"] or "default") + ("" if r["early_start"] else " late") for r in ok]
     width = max(12, *(len(h) + 2 for h in heads))
     print(f"\n{ok[0]['device']}")
     print(f"{'phase (s)':18}" + "".join(f"{h:>{width}}" for h in heads))

@@ -47,6 +47,7 @@ from ..errors import (
 from . import Shown
 from .cell import loop_notes
 from .guards import deferred_interrupts
+from .ncu_early import EarlyRun, fits
 from .ncu_rank import FirstPass, function_filter, function_name
 from .ncu_read import NcuData, read_details_csv, read_raw_csv
 from .ncu_tensor import TENSOR_METRICS
@@ -133,14 +134,21 @@ def capture(
     ncu = find_ncu(opts.ncu_path)
     begun = time.perf_counter()
     phases = Phases()
+    os.makedirs(opts.profile_dir, exist_ok=True)
+    stem = os.path.join(
+        os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
+    )
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
-    ranking = None
+    ranking = early = None
+    env = child_env(GPUMAGIC_PARENT_PID=str(os.getpid()))
     try:
-        if (
-            opts.kernel_filter is None and opts.top > 0
-        ):  # its Python, torch and CUDA start while the names ship
-            ranking = FirstPass(workdir, opts.python or sys.executable, child_env())
+        if opts.kernel_filter is None and opts.top > 0:
+            # its Python, torch and CUDA start while the names ship
+            ranking = FirstPass(workdir, opts.python or sys.executable, env)
+            if opts.early_start:  # ncu_early.py: the profiled process starts beside it
+                cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, None, None)
+                early = EarlyRun(cmd, workdir, env)
         ship(
             free_names(cell) + (free_names(opts.setup) if opts.setup else []),
             namespace or {},
@@ -157,18 +165,28 @@ def capture(
         if ranking is not None:
             with phases.timed("first pass"):  # what is left of it once the names have shipped
                 ranked = ranking.result(opts.timeout)
-            _raise_cell_error(workdir)
-            kernel_filter, note = _top_filter(ranked, opts, label)
-            base = "function"
-            notes.append(note)
-        os.makedirs(opts.profile_dir, exist_ok=True)
-        stem = os.path.join(
-            os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
-        )
-        cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
-        started = time.time()
-        output, returncode = _run(cmd, opts.timeout, stem)
-        _child_phases(phases, read_marks(workdir), started, time.time())
+            if early is not None and fits(ranked, opts.top):
+                early.go()
+                notes.append(_all_note(ranked, opts))
+            else:
+                if early is not None:
+                    with phases.timed("early process stop"):
+                        early.stop(_kill, stem)
+                    early = None
+                _raise_cell_error(workdir)
+                kernel_filter, note = _top_filter(ranked, opts, label)
+                base = "function"
+                notes.append(note)
+        if early is not None:
+            cmd = early.command
+            output, returncode = early.wait(opts.timeout, stem, _kill, _timed_out(opts.timeout))
+            started_note = early.phases(phases, time.time())
+        else:
+            cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
+            started = time.time()
+            output, returncode = _run(cmd, opts.timeout, stem)
+            _child_phases(phases, read_marks(workdir), started, time.time())
+            started_note = ""
         _raise_cell_error(workdir)
         report = stem + ".ncu-rep"
         err = _classify(
@@ -183,6 +201,8 @@ def capture(
         value = _shown_value(workdir)
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
+            if early is not None:
+                early.close(_kill)
             if ranking is not None:
                 ranking.close()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -193,6 +213,8 @@ def capture(
         + ", ".join(f"{k} {v:.1f} s" for k, v in phases.rows.items() if v >= 0.05)
         + "."
     )
+    if started_note:
+        notes.append(started_note)
     notes.append(f"report: {report} (opens in ncu-ui)")
     return NcuCapture(data, notes, {"report": report}, value, seconds, phases.rows)
 
@@ -210,6 +232,14 @@ def _child_phases(
         phases.add("ncu", ended - started)
 
 
+def _all_note(ranked: list[dict[str, Any]], opts: NcuOptions) -> str:
+    return (
+        f"Profiled: every kernel of the cell's range, {opts.launch_count} launch(es) per kernel "
+        f"and launch configuration (the first pass saw {len(ranked)} kernel name"
+        f"{'s' if len(ranked) != 1 else ''}, no more than the top {opts.top} asked for)."
+    )
+
+
 def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> tuple[str, str]:
     """The ncu filter for the top ``opts.top`` kernel names of the first pass, and a note that says
     what it means."""
@@ -222,8 +252,7 @@ def _top_filter(ranked: list[dict[str, Any]], opts: NcuOptions, label: str) -> t
     share = sum(r["total_ns"] for r in top) / total
     note = (
         f"Profiled: the top {len(top)} of {len(ranked)} kernel names by GPU time in a first "
-        f"pass (torch.profiler, "
-        f"{share:.0%} of the cell's kernel time), {opts.launch_count} launch(es) per kernel "
+        f"pass ({share:.0%} of the cell's kernel time), {opts.launch_count} launch(es) per kernel "
         f"and launch "
         "configuration; ncu matches them by function name, so a kernel that shares one may "
         "be profiled too."
@@ -323,14 +352,12 @@ def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
     say so. On Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which
     files were kept."""
     return run_in_session(
-        cmd,
-        timeout,
-        stem,
-        tool="ncu",
-        env=child_env(),
-        stop=_kill,
-        timed_out=lambda partial: NcuTimeoutError(timeout, partial),
+        cmd, timeout, stem, tool="ncu", env=child_env(), stop=_kill, timed_out=_timed_out(timeout)
     )
+
+
+def _timed_out(timeout: float) -> Any:
+    return lambda partial: NcuTimeoutError(timeout, partial)
 
 
 def _import(ncu: str, report: str, pages: Sequence[str], timeout: float) -> dict[str, str]:

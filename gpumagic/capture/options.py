@@ -138,6 +138,9 @@ class NcuOptions(SubprocessOptions):
     kernel_filter: str | None = None
     #: Launches profiled per kernel and launch configuration (``--filter-mode per-launch-config``).
     launch_count: int = 1
+    #: Start the profiled process beside the first pass (``ncu_early.py``): it profiles every
+    #: kernel where the first pass saw no more than ``top`` names, else ends unused.
+    early_start: bool = True
     #: ``--section`` identifiers collected, unless ``section_set`` is given.
     sections: tuple[str, ...] = ("SpeedOfLight", "SpeedOfLight_RooflineChart")
     #: An ncu section set (``--set``: basic, roofline, full, ...) instead of ``sections``.

@@ -47,18 +47,18 @@ class PhaseMarks:
     def add(self, name: str, start: float, end: float) -> None:
         self.marks.append((name, start, end))
 
-    def write(self, directory: str) -> None:
-        path = os.path.join(directory, PHASES_FILE)
+    def write(self, directory: str, name: str = PHASES_FILE) -> None:
+        path = os.path.join(directory, name)
         with open(path + ".part", "w", encoding="utf-8") as f:
             json.dump(self.marks, f)
         os.replace(path + ".part", path)
 
 
-def read_marks(directory: str) -> list[tuple[str, float, float]]:
-    """The child's marks from ``directory``; [] where it wrote none (it failed before, or an older
-    runner)."""
+def read_marks(directory: str, name: str = PHASES_FILE) -> list[tuple[str, float, float]]:
+    """The child's marks from ``directory`` (file ``name``); [] where it wrote none (it failed
+    before, or an older runner)."""
     try:
-        with open(os.path.join(directory, PHASES_FILE), encoding="utf-8") as f:
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
             return [(str(n), float(a), float(b)) for n, a, b in json.load(f)]
     except (OSError, ValueError, TypeError):
         return []

@@ -71,16 +71,73 @@ def _cell_traceback(exc: BaseException) -> str:
     return "".join(te.format())
 
 
-def main(workdir: str) -> int:
+#: ``--gated``: the file the parent writes "go" or "stop" to (``ncu.py``), and the file the marks of
+#: the process's start, before the gate, go to.
+GATE_FILE, EARLY_PHASES_FILE = "gate", "phases-early.json"
+#: Seconds between looks for the files the parent hands over.
+POLL = 0.005
+
+
+def main(workdir: str, gated: bool = False) -> int:
     from gpumagic.capture.phases import PhaseMarks
 
     marks = PhaseMarks()
+    if gated:
+        return gated_main(workdir, marks)
     with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
         spec = json.load(f)
     if (spec.get("nproc") or 1) > 1:
         return rank_main(workdir, spec)
     start_cuda(marks)
     return run_spec(workdir, spec, marks)
+
+
+def gated_main(workdir: str, early: Any) -> int:
+    """``--gated``: started before the parent has decided to use it (``ncu.py`` starts it beside
+    the first pass), this process imports torch and starts CUDA at once, then waits for
+    ``cell.json`` and for the gate: "go" runs the cell as :func:`main` would, "stop" ends it with
+    nothing run. It also ends where the work dir goes away or the notebook's process
+    (``GPUMAGIC_PARENT_PID``) is gone: no orphan waits for a gate nobody will open."""
+    from gpumagic.capture.phases import PhaseMarks
+
+    start_cuda(early)
+    with early.mark("waiting for the first pass"):
+        go = _await(workdir, "cell.json") and _await(workdir, GATE_FILE)
+        if go:
+            with open(os.path.join(workdir, GATE_FILE), encoding="utf-8") as f:
+                go = f.read().strip() == "go"
+    early.write(workdir, EARLY_PHASES_FILE)
+    if not go:
+        return 0
+    with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    return run_spec(workdir, spec, PhaseMarks())
+
+
+def _await(workdir: str, name: str) -> bool:
+    """Whether file ``name`` arrived in ``workdir`` (each is written whole, by a rename), or the
+    wait was given up: the work dir gone, the parent gone."""
+    path = os.path.join(workdir, name)
+    parent = int(os.environ.get("GPUMAGIC_PARENT_PID") or 0)
+    looks = 0
+    while not os.path.exists(path):
+        looks += 1
+        if looks % 100 == 0 and (not os.path.isdir(workdir) or not _alive(parent)):
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that number: the parent's is gone
+        return False
+    return True
 
 
 def start_cuda(marks: Any) -> None:
@@ -255,4 +312,4 @@ def _write(workdir: str, name: str, text: str) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1]))
+    raise SystemExit(main(sys.argv[1], gated="--gated" in sys.argv[2:]))

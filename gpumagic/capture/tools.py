@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
-__all__ = ["child_env", "find_tool", "run_in_session"]
+__all__ = ["child_env", "find_tool", "run_in_session", "start_in_session", "wait_in_session"]
 
 
 def find_tool(
@@ -66,7 +66,14 @@ def run_in_session(
     """Run ``cmd`` in its own session; (its output, exit status). On timeout: ``stop`` it, then
     raise ``timed_out(partial files)``. On Ctrl-C: ``stop`` it, then KeyboardInterrupt again, saying
     what was stopped and which files (``stem*``) were kept."""
-    proc = subprocess.Popen(
+    proc = start_in_session(cmd, env)
+    return wait_in_session(proc, timeout, stem, tool=tool, stop=stop, timed_out=timed_out)
+
+
+def start_in_session(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``cmd`` started in a session of its own (a stop reaches every process it starts), its
+    output and errors in one pipe: :func:`wait_in_session` collects it."""
+    return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -74,6 +81,18 @@ def run_in_session(
         env=env,
         start_new_session=True,
     )
+
+
+def wait_in_session(
+    proc: subprocess.Popen[str],
+    timeout: float,
+    stem: str,
+    *,
+    tool: str,
+    stop: Callable[[subprocess.Popen[str]], None],
+    timed_out: Callable[[list[str]], Exception],
+) -> tuple[str, int]:
+    """The end of a run :func:`start_in_session` began, as :func:`run_in_session` says."""
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

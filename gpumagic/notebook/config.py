@@ -156,6 +156,11 @@ class GpuMagicsConfig(Configurable):
     ncu_timeout = Float(
         NcuOptions.timeout, help="%%gpuprofile --ncu: seconds before the ncu run is stopped."
     ).tag(config=True)
+    ncu_early_start = Bool(
+        NcuOptions.early_start,
+        help="%%gpuprofile --ncu: start the profiled process beside the first pass (it profiles "
+        "every kernel where the first pass saw no more than ncu_top names; False: start it after).",
+    ).tag(config=True)
     ncu_clock_control = Unicode(
         NcuOptions.clock_control,
         help="%%gpuprofile --ncu: 'base' (ncu locks clocks to base) or 'none'.",
@@ -268,6 +273,7 @@ class GpuMagicsConfig(Configurable):
             top=self.ncu_top,
             timeout=self.ncu_timeout,
             clock_control=self.ncu_clock_control,
+            early_start=self.ncu_early_start,
         )
         return _with_overrides(base, overrides)
 

@@ -13,6 +13,7 @@ import re
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -37,7 +38,7 @@ from gpumagic.errors import (
 )
 from gpumagic.render.ncu_view import NcuReport
 
-from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON
+from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON, ROOT
 
 NCU = DATA / "ncu"
 RAW = (NCU / "tiny.raw.csv").read_text()
@@ -453,6 +454,11 @@ def calls(tmp_path: pathlib.Path) -> list[list[str]]:
     return [json.loads(x) for x in (tmp_path / "ncu.log").read_text().splitlines()]
 
 
+def runs(tmp_path: pathlib.Path) -> list[list[str]]:
+    """The profiling runs among the stand-in's calls (not the report's imports)."""
+    return [c for c in calls(tmp_path) if "--nvtx" in c]
+
+
 def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
     opts, tmp_path = fake
     marker = tmp_path / "ran.txt"
@@ -504,23 +510,142 @@ def test_the_runs_phases_are_split_by_the_childs_own_marks(fake):
     assert "child start" in took and "torch import" in took  # phases under 0.05 s left out
 
 
-def test_first_pass_picks_the_top_kernels_by_time(fake):
-    opts, tmp_path = fake
-    from dataclasses import replace
-
-    got = ncu.capture(
-        "x = 1", "cell:1", options=replace(opts, kernel_filter=None, python=FAKE_NCU_PYTHON, top=3)
-    )
-    profile = calls(tmp_path)[0]
-    assert profile[profile.index("--kernel-name-base") + 1] == "function"
-    flt = profile[profile.index("--kernel-name") + 1]
+def _block_names() -> list[str]:
+    """The kernel names of the committed trace the stand-in first pass ranks, longest first."""
     from gpumagic.capture.chrome_trace import load_trace
 
     table = load_trace(DATA / "torch_block.json.gz").kernel_summary()
-    top = table.sort_values("Total Time (ns)", ascending=False)["Name"].head(3)
-    assert flt == ncu.function_filter(list(top))
-    assert any(f"top 3 of {len(table)} kernel names" in n for n in got.notes)
-    assert list(got.phases)[:3] == ["shipping", "first pass", "child start"]  # its wait counted
+    return list(table.sort_values("Total Time (ns)", ascending=False)["Name"])
+
+
+def _counting_cell(tmp_path: pathlib.Path) -> tuple[str, dict[str, Any], pathlib.Path]:
+    marker = tmp_path / "ran.txt"
+    return "open(marker, 'a').write('run\\n')", {"marker": str(marker)}, marker
+
+
+def _left_processes(workdir_prefix: str = "gpumagic-ncu-") -> list[str]:
+    """Command lines of live processes that still name an ncu work dir."""
+    left = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if workdir_prefix in line and "gpumagic.capture" in line:
+            left.append(line)
+    return left
+
+
+def test_first_pass_picks_the_top_kernels_by_time(fake):
+    """More kernel names than ``top``: the process started beside the first pass ends without
+    running the cell, and ncu runs again with the top names as its filter."""
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    cell, ns, marker = _counting_cell(tmp_path)
+    got = ncu.capture(
+        cell,
+        "cell:1",
+        namespace=ns,
+        options=replace(opts, kernel_filter=None, python=FAKE_NCU_PYTHON, top=3),
+    )
+    early, profile = runs(tmp_path)
+    assert early[-1] == "--gated" and "--kernel-name" not in early
+    assert profile[profile.index("--kernel-name-base") + 1] == "function"
+    flt = profile[profile.index("--kernel-name") + 1]
+    names = _block_names()
+    assert flt == ncu.function_filter(names[:3])
+    assert marker.read_text().count("run") == 2  # warm-up and the run: the early process ran none
+    assert any(f"top 3 of {len(names)} kernel names" in n for n in got.notes)
+    assert list(got.phases)[:4] == ["shipping", "first pass", "early process stop", "child start"]
+    assert _left_processes() == []
+
+
+def test_a_cell_of_few_kernel_names_is_profiled_by_the_process_started_beside_the_first_pass(
+    fake,
+):
+    """No more names than ``top``: one ncu run, started before the ranking was known, with no
+    name filter (every kernel of the range, which is what the filter would select); the cell runs
+    in it once per loop, its start is said to have been hidden, and the phases still add up."""
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    cell, ns, marker = _counting_cell(tmp_path)
+    names = _block_names()
+    got = ncu.capture(
+        cell,
+        "cell:4",
+        namespace=ns,
+        options=replace(opts, kernel_filter=None, python=FAKE_NCU_PYTHON, top=len(names)),
+    )
+    (only,) = runs(tmp_path)
+    assert only[-1] == "--gated" and "--kernel-name" not in only
+    assert "--nvtx-include" in only  # still only the cell's range
+    assert marker.read_text().count("run") == 2
+    assert any(
+        n.startswith("Profiled: every kernel") and f"saw {len(names)} kernel names" in n
+        for n in got.notes
+    )
+    assert any(
+        n.startswith("The profiled process started beside the first pass") for n in got.notes
+    )
+    rows = list(got.phases)
+    assert rows[:3] == ["shipping", "first pass", "child start"] and rows[-1] == "reading"
+    assert {"inputs", "warm-up", "capture", "tool stop/flush"} <= set(rows)
+    assert "torch import" not in rows  # hidden behind the first pass: in the note, not the sum
+    assert sum(got.phases.values()) == pytest.approx(got.seconds, rel=0.1, abs=0.3)
+    assert len(got.data.kernels()) == 2
+    assert os.listdir(tempfile.tempdir) == [] and _left_processes() == []
+
+
+def test_early_start_off_runs_ncu_once_after_the_first_pass(fake):
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    ncu.capture(
+        "x = 1",
+        "cell:5",
+        options=replace(
+            opts, kernel_filter=None, python=FAKE_NCU_PYTHON, top=99, early_start=False
+        ),
+    )
+    (only,) = runs(tmp_path)
+    assert "--gated" not in only and "--kernel-name" in only
+
+
+def test_a_cell_error_stops_the_process_started_beside_the_first_pass(fake, monkeypatch):
+    """The first pass (the real one here, on the CPU) meets the cell's error: the held process is
+    stopped before the error is raised, and nothing of the run is left."""
+    opts, tmp_path = fake
+    from dataclasses import replace
+
+    with pytest.raises(NcuCellError, match="ZeroDivisionError"):
+        ncu.capture("1 / 0", "cell:6", options=replace(opts, kernel_filter=None, top=5))
+    (early,) = runs(tmp_path)
+    assert early[-1] == "--gated"
+    assert os.listdir(tempfile.tempdir) == [] and _left_processes() == []
+
+
+def test_the_held_process_ends_when_its_parent_is_gone(tmp_path):
+    """A process held at the gate whose notebook died (its parent's pid gone) ends by itself,
+    having run nothing: no orphan waits for a gate nobody will open."""
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    env = dict(os.environ, GPUMAGIC_PARENT_PID=str(gone.pid))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumagic.capture.runner", str(tmp_path), "--gated"],
+        env=env,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "value.txt").exists() and not (tmp_path / "error.txt").exists()
+    assert (tmp_path / "phases-early.json").exists()
 
 
 def test_options_and_clock_control(fake):
@@ -654,8 +779,10 @@ def test_first_pass_without_cuda_kernels_stops_before_ncu(fake):
         ncu.capture(
             "import torch\ny = torch.ones(3) + 1", "c", options=replace(opts, kernel_filter=None)
         )
-    assert not (tmp_path / "ncu.log").exists()  # ncu never ran
-    assert os.listdir(tempfile.tempdir) == []
+    # ncu profiled nothing: the one run is the process held beside the first pass, stopped there
+    assert [r[-1] for r in runs(tmp_path)] == ["--gated"]
+    assert not list((tmp_path / "profiles").glob("*.ncu-rep"))
+    assert os.listdir(tempfile.tempdir) == [] and _left_processes() == []
 
 
 def test_first_pass_cell_error_and_unshippable_names(fake):
@@ -667,12 +794,15 @@ def test_first_pass_cell_error_and_unshippable_names(fake):
     ranked = replace(opts, kernel_filter=None)
     with pytest.raises(
         NcuCellError, match="ZeroDivisionError"
-    ):  # raised in the first pass: ncu never runs
+    ):  # raised in the first pass: ncu profiles nothing
         ncu.capture("1 / 0", "c", options=ranked)
-    with pytest.raises(ShippingError, match="f:"):  # the first pass, already started, is stopped
+    # the first pass and the process held beside it, both already started, are stopped
+    with pytest.raises(ShippingError, match="f:"):
         ncu.capture("f()", "c", namespace={"f": lambda: 1}, options=ranked)
-    assert not (tmp_path / "ncu.log").exists()
-    assert os.listdir(tempfile.tempdir) == []
+    # held, never let through (the second may be stopped before the stand-in wrote its log)
+    assert [r[-1] for r in runs(tmp_path)] in (["--gated"], ["--gated", "--gated"])
+    assert not list((tmp_path / "profiles").glob("*.ncu-rep"))
+    assert os.listdir(tempfile.tempdir) == [] and _left_processes() == []
 
 
 def test_an_int8_gemm_is_a_point_under_the_int8_tensor_roof_in_op_per_second():
