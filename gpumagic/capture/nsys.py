@@ -46,6 +46,7 @@ from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions, graph_trace_args
 from .phases import PHASES_FILE, Phases, read_marks
+from .runner import rank_phases_file
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
 
@@ -281,7 +282,10 @@ def _one_shot(
     cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
     started = time.time()
     output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
-    phases.add_child(read_marks(workdir), started, time.time())
+    # ranks: rank 0's marks stand for the run ("child start" then holds nsys', torchrun's and
+    # the rank's own start)
+    marks = read_marks(workdir, rank_phases_file(0)) if nproc > 1 else read_marks(workdir)
+    phases.add_child(marks, started, time.time())
     failed = (
         ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable)
         if nproc > 1

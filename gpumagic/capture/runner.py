@@ -87,7 +87,7 @@ def main(workdir: str, gated: bool = False) -> int:
     with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
         spec = json.load(f)
     if (spec.get("nproc") or 1) > 1:
-        return rank_main(workdir, spec)
+        return rank_main(workdir, spec, marks)
     start_cuda(marks)
     return run_spec(workdir, spec, marks)
 
@@ -217,32 +217,40 @@ def run_spec(
     return 0
 
 
-def rank_main(workdir: str, spec: dict[str, Any]) -> int:
-    """One rank of a ``--nproc`` run (see the module's docstring)."""
+def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
+    """One rank of a ``--nproc`` run (see the module's docstring). Its phases (torch import, CUDA
+    init, process group, inputs, setup, warm-up, capture) go to ``phases-rankR.json``
+    (:func:`rank_phases_file`)."""
     from gpumagic.capture.cell import Cell, compile_source, run_cell
     from gpumagic.capture.shipping import restore
 
     rank, local_rank, world_size = (
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     )
+    times: dict[str, float] = {}
     try:
-        import torch
-        import torch.distributed as dist
+        with marks.mark("torch import"):
+            import torch
+            import torch.distributed as dist
 
-        cuda = torch.cuda.is_available()
-        if cuda and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", world_size)):
-            _write(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
-            return 4
-        if cuda:
-            torch.cuda.set_device(
-                local_rank
-            )  # before the names come back: their CUDA tensors land here
+        with marks.mark("CUDA init"):
+            cuda = torch.cuda.is_available()
+            if cuda and torch.cuda.device_count() < int(
+                os.environ.get("LOCAL_WORLD_SIZE", world_size)
+            ):
+                _write(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
+                return 4
+            if cuda:
+                # before the names come back: their CUDA tensors land here
+                torch.cuda.set_device(local_rank)
+                torch.empty(1, device="cuda")  # the context: outside the capture
         device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
-        dist.init_process_group(backend="nccl" if cuda else "gloo")
-        control = dist.new_group(
-            backend="gloo"
-        )  # gpumagic's own barriers: no kernel of theirs in the capture
-        ns: dict[str, Any] = {"__name__": "__main__", **restore(workdir, device=device)}
+        with marks.mark("process group"):
+            dist.init_process_group(backend="nccl" if cuda else "gloo")
+            # gpumagic's own barriers: no kernel of theirs in the capture
+            control = dist.new_group(backend="gloo")
+        with marks.mark("inputs"):
+            ns: dict[str, Any] = {"__name__": "__main__", **restore(workdir, device=device)}
         ns.update(dist=dist, rank=rank, world_size=world_size, local_rank=local_rank, device=device)
         push, pop = _nvtx()
         mark = _mark(cuda)
@@ -253,28 +261,38 @@ def rank_main(workdir: str, spec: dict[str, Any]) -> int:
         )
 
         @contextmanager
+        def warming() -> Iterator[None]:
+            times["warm-up"] = time.time()
+            yield
+
+        @contextmanager
         def captured() -> Iterator[None]:
-            dist.barrier(
-                group=control
-            )  # every rank's warm-up is over (each synchronized its device first)
+            marks.add("warm-up", times.get("warm-up", time.time()), time.time())
+            start = time.time()
+            # every rank's warm-up is over (each synchronized its device first)
+            dist.barrier(group=control)
             if profiler is not None:
                 # nsys --capture-range=cudaProfilerApi: the first rank's call starts it
                 profiler.start()
             dist.barrier(group=control)  # every rank is being recorded before any runs the cell
+            marks.add("tool start", start, time.time())
+            start = time.time()
             push(label)
             mark(text)
             try:
                 yield
             finally:
                 pop()
-            dist.barrier(
-                group=control
-            )  # not reached after an error: that rank leaves, torchrun stops the rest
+            # not reached after an error: that rank leaves, torchrun stops the rest
+            dist.barrier(group=control)
+            marks.add("capture", start, time.time())
             if profiler is not None:
-                profiler.stop()
+                with marks.mark("tool stop"):
+                    profiler.stop()
 
         if spec.get("setup"):
-            exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
+            with marks.mark("setup"):
+                exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
         value = run_cell(
             Cell.of(spec["cell"]),
             ns,
@@ -282,14 +300,23 @@ def rank_main(workdir: str, spec: dict[str, Any]) -> int:
             spec.get("iters", 1),
             captured,
             _sync(),
+            warming,
         )
         if rank == 0 and value is not None:
             _write(workdir, "value.txt", repr(value))
-        dist.destroy_process_group()
+        with marks.mark("process group end"):
+            dist.destroy_process_group()
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped this rank, then exit non-zero
         _write(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
         return 3
+    finally:
+        marks.write(workdir, rank_phases_file(rank))
     return 0
+
+
+def rank_phases_file(rank: int) -> str:
+    """The file rank ``rank`` of a ``--nproc`` run writes its phase marks to."""
+    return f"phases-rank{rank}.json"
 
 
 def _mark(cuda: bool) -> Callable[[str], Any]:

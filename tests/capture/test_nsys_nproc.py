@@ -147,6 +147,29 @@ def test_two_ranks_run_the_cell_with_dist_and_rank_0_gives_the_value(run_dir):
     assert not settle(run_dir)
 
 
+def test_a_ranks_run_is_split_into_phases_by_rank_0s_marks(run_dir):
+    """Where the seconds of ``--nproc`` go: nsys', torchrun's and the rank's start, the rank's
+    torch import, CUDA, the process group, the inputs, the warm-up, opening the capture together,
+    the cell, nsys' stop; every rank writes its marks, rank 0's stand for the run, and the phases
+    add up to the capture's wall time."""
+    t0 = time.perf_counter()
+    cap = nsys.capture(
+        "t = torch.ones(2)\ndist.all_reduce(t)",
+        "cell:ph",
+        namespace={"torch": torch},
+        warmup=1,
+        options=options(run_dir),
+    )
+    wall = time.perf_counter() - t0
+    rows = list(cap.phases.rows)
+    assert rows[:3] == ["shipping", "child start", "torch import"]
+    expected = ["CUDA init", "process group", "inputs", "warm-up", "tool start", "capture"]
+    assert [r for r in rows if r in expected] == expected  # in the order they happened
+    assert rows[-1] == "reading" and "tool stop/flush" in rows
+    assert cap.phases.total == pytest.approx(wall, rel=0.15, abs=0.5)
+    assert cap.trace.meta["phases"] == cap.phases.rows
+
+
 def test_a_failing_rank_is_named_with_its_traceback_and_the_others_stop(run_dir):
     cell = "if rank == 1:\n    raise ValueError('rank one fails')\ndist.barrier()"
     with pytest.raises(RankError) as err:
