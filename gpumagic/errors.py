@@ -301,17 +301,17 @@ class NoCudaDataError(NsysExportError):
     )
 
 
-# --- several ranks (--nproc N: torchrun inside nsys)
+# --- several ranks (--nproc N inside nsys)
 # -------------------------------------------------------------
 
 
 class TorchrunMissingError(NsysError):
-    """``python -m torch.distributed.run`` cannot start the ranks in ``python``: ``reason`` (what it
-    said)."""
+    """The ranks cannot run in ``python``: torch or torch.distributed is missing there
+    (``reason``: what the rank said)."""
 
     template = (
-        "--nproc runs the cell's ranks with `{python} -m torch.distributed.run`, which is "
-        "missing there ({reason}). "
+        "--nproc runs the cell's ranks in `{python}`, which has no torch.distributed "
+        "({reason}). "
         "Install a PyTorch with torch.distributed in that Python (the pytorch.org wheels have it)."
     )
 
@@ -327,8 +327,8 @@ class NotEnoughGpusError(NsysError):
 
 
 class RankError(CellError):
-    """Rank ``rank`` of ``world_size`` raised (torchrun stopped the others); ``traceback`` is its
-    traceback."""
+    """Rank ``rank`` of ``world_size`` raised (the launcher stopped the others); ``traceback`` is
+    its traceback."""
 
     template = "Rank {rank} of {world_size} raised in the nsys subprocess: {last}\n\n{traceback}"
 

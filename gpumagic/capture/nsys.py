@@ -7,7 +7,7 @@ own output), "No reports were generated" (the capture range never opened), a rep
 local nsys, a report without CUDA data (nsys outside the CUDA process's container), a timeout (the
 partial files kept and named), a cell that raises (its traceback). The same nsys binary profiles and
 exports, to a fresh path, so versions never cross and no stale ``.sqlite`` is reused. No shell is
-involved: the command is a list. With ``nproc`` of 2 or more the cell runs as that many torchrun
+involved: the command is a list. With ``nproc`` of 2 or more the cell runs as that many ranks
 ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
 """
 
@@ -221,7 +221,7 @@ def capture(
     if nproc > 1:
         notes.insert(
             0,
-            f"{nproc} ranks (torch.distributed.run), one GPU each; the capture opened and "
+            f"{nproc} ranks (env:// rendezvous on this host), one GPU each; the capture opened and "
             f"closed on all.",
         )
     return Capture(
@@ -282,7 +282,7 @@ def _one_shot(
     cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
     started = time.time()
     output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
-    # ranks: rank 0's marks stand for the run ("child start" then holds nsys', torchrun's and
+    # ranks: rank 0's marks stand for the run ("child start" then holds nsys', the launcher's and
     # the rank's own start)
     marks = read_marks(workdir, rank_phases_file(0)) if nproc > 1 else read_marks(workdir)
     phases.add_child(marks, started, time.time())
@@ -324,15 +324,16 @@ def _profile_command(
     nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str, extra_args: list[str]
 ) -> list[str]:
     """One process: the capture range is the cell's NVTX range. Ranks: they open and close it
-    together through cudaProfilerStart/Stop (``nsys_ranks.py`` says why)."""
+    together through cudaProfilerStart/Stop (``nsys_ranks.py`` says why), launched by
+    ``rank_launch.py``, and nsys samples no CPU (:func:`nsys_ranks.lean_args`)."""
     python = opts.python or sys.executable
-    if (opts.nproc or 1) > 1:
-        capture_range, program = (
-            ["--capture-range=cudaProfilerApi"],
-            ranks.torchrun_command(python, opts.nproc or 1),
-        )
+    nproc = opts.nproc or 1
+    if nproc > 1:
+        capture_range = ["--capture-range=cudaProfilerApi", *ranks.lean_args(extra_args)]
+        program = ranks.launch_command(python, nproc, workdir)
     else:
-        capture_range, program = ["--capture-range=nvtx", f"--nvtx-capture={label}"], [python]
+        capture_range = ["--capture-range=nvtx", f"--nvtx-capture={label}"]
+        program = [python, "-m", "gpumagic.capture.runner", workdir]
     return [
         nsys,
         "profile",
@@ -347,9 +348,6 @@ def _profile_command(
         stem,
         *extra_args,
         *program,
-        "-m",
-        "gpumagic.capture.runner",
-        workdir,
     ]
 
 
@@ -376,7 +374,7 @@ def _run(
         timed_out=timed_out,
     )
     if workdir is not None:
-        ranks.stop_run_processes(workdir)  # a rank that outlived torchrun (none, normally)
+        ranks.stop_run_processes(workdir)  # a rank that outlived the launcher (none, normally)
     return output, returncode
 
 

@@ -1,12 +1,12 @@
-"""``%%gpuprofile --nsys --nproc N``: the cell as N torchrun ranks inside one ``nsys profile``, and
-what that run leaves behind (this module is the parent's side; the ranks' side is ``runner.py``).
+"""``%%gpuprofile --nsys --nproc N``: the cell as N ranks inside one ``nsys profile``, and what that
+run leaves behind (this module is the parent's side; the ranks' side is ``runner.py``).
 
-**Launch.** ``nsys profile ... PYTHON -m torch.distributed.run --standalone --nproc_per_node N -m
-gpumagic.capture.runner WORKDIR``. The module rather than a ``torchrun`` script found on PATH or
-beside the interpreter: ``-m`` runs in the interpreter gpumagic was told to use
-(``NsysOptions.python``, else this one), so the ranks import the torch and gpumagic that the checks
-here looked at, where a ``torchrun`` on PATH may belong to another environment. ``--standalone``
-gives a private rendezvous on this host; one rank per GPU.
+**Launch.** ``nsys profile ... PYTHON rank_launch.py N WORKDIR`` (run by path): a launcher that
+imports no torch starts the N ranks at once with the environment a ``torchrun --standalone`` rank
+has (``rank_launch.py``; torchrun's own start cost 2.5 s before a rank's first line ran). It runs in
+the interpreter gpumagic was told to use (``NsysOptions.python``, else this one), so the ranks
+import the torch and gpumagic that the checks here looked at; one rank per GPU. nsys samples no CPU
+and records no context switches (:data:`LEAN`, unless the user's ``--nsys-args`` set them).
 
 **Capture range.** nsys keeps one collection per session, not one per process. If each rank opened
 and closed an NVTX capture range on its own (``--capture-range=nvtx --capture-range-end=stop``), the
@@ -22,17 +22,17 @@ GPU work and both ends of its NVTX range lie inside the collection. The barriers
 group (CPU sockets): an NCCL barrier would put an all-reduce kernel of gpumagic's own into the
 capture.
 
-**Processes.** torchrun starts each rank in a session of its own (``start_new_session``), so the
-signal that stops nsys' process group never reaches the ranks, and a torchrun killed outright leaves
-them running (a rank waiting in NCCL waits for ever). Every process of the run carries the run's
-private directory on its command line (nsys, torchrun, each rank), so on a timeout, a Ctrl-C or
-after a finished run, :func:`stop_run_processes` finds them by that argument in ``/proc`` and stops
-them: no process outlives the run.
+**Processes.** The ranks stay in the launcher's process group, under nsys'; the first rank that
+fails takes the others down, and a launcher that is stopped stops them. Every process of the run
+carries the run's private directory on its command line (nsys, the launcher, each rank), so on a
+timeout, a Ctrl-C or after a finished run, :func:`stop_run_processes` also finds them by that
+argument in ``/proc`` and stops them: no process outlives the run, even one that left its group.
 
-**Outcomes.** A rank that raises writes ``error-rankR.txt`` (its traceback) and exits; torchrun then
-stops the others. A rank that runs out of GPUs writes ``gpus-rankR.txt``. :func:`rank_failure` turns
-those files (the earliest, when several ranks failed: the first failure is the cause, the rest its
-echo) and torchrun's own output into the error to raise.
+**Outcomes.** A rank that raises writes ``error-rankR.txt`` (its traceback) and exits; the launcher
+then stops the others. A rank that runs out of GPUs writes ``gpus-rankR.txt``; one that cannot
+import torch says so in the run's output. :func:`rank_failure` turns those files (the earliest,
+when several ranks failed: the first failure is the cause, the rest its echo) and the output into
+the error to raise.
 """
 
 from __future__ import annotations
@@ -56,10 +56,11 @@ from ..errors import (
 __all__ = [
     "RanksTimeoutError",
     "check_before_launch",
+    "launch_command",
+    "lean_args",
     "rank_failure",
     "run_processes",
     "stop_run_processes",
-    "torchrun_command",
 ]
 
 
@@ -82,9 +83,26 @@ class RanksTimeoutError(NsysTimeoutError):
         return {**super().extra_fields(), "advice": advice}
 
 
-def torchrun_command(python: str, nproc: int) -> list[str]:
-    """The launcher of ``nproc`` ranks on this host, in ``python``."""
-    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+def launch_command(python: str, nproc: int, workdir: str) -> list[str]:
+    """The launcher of ``nproc`` ranks on this host, in ``python`` (``rank_launch.py``)."""
+    from .rank_launch import command
+
+    return command(python, nproc, workdir)
+
+
+#: What ``--nproc`` leaves out of nsys' collection unless the user's arguments say otherwise: CPU
+#: sampling and context switches, which gpumagic's views do not read. With two ranks they cost
+#: 4-5 s of every run in nsys' processing (an H100 pair: a DDP step under torchrun 14.3-15.5 s
+#: without them, 18.2-20.0 s with them, no capture range either way).
+LEAN = {"--sample": "none", "--cpuctxsw": "none"}
+
+
+def lean_args(extra_args: Sequence[str]) -> list[str]:
+    """:data:`LEAN`'s flags that the user's ``extra_args`` do not set themselves."""
+    given = {a.split("=", 1)[0] for a in extra_args}
+    if "-s" in given:
+        given.add("--sample")
+    return [f"{flag}={value}" for flag, value in LEAN.items() if flag not in given]
 
 
 def check_before_launch(nproc: int, python: str | None) -> None:
@@ -144,8 +162,8 @@ def _rank_of(path: str) -> int:
 
 
 def run_processes(workdir: str) -> list[int]:
-    """Every process (other than this one) with ``workdir`` as an argument: nsys, torchrun and the
-    ranks of the run that uses it. Empty where there is no ``/proc``."""
+    """Every process (other than this one) with ``workdir`` as an argument: nsys, the launcher and
+    the ranks of the run that uses it. Empty where there is no ``/proc``."""
     found = []
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]

@@ -9,9 +9,9 @@ captured run) is written, as its repr, to ``value.txt``. Its phases (torch impor
 inputs, setup, warm-up, capture) go to ``phases.json`` (``capture/phases.py``); the warm child
 (``warm_child.py``) runs each of its cells through the same :func:`run_spec`.
 
-With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``torch.distributed.run`` launch
-(``--nproc``; why the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank reads RANK,
-LOCAL_RANK and WORLD_SIZE; with CUDA it checks there is a GPU per local rank (else
+With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``--nproc`` launch
+(``rank_launch.py``; why the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank
+reads RANK, LOCAL_RANK and WORLD_SIZE; with CUDA it checks there is a GPU per local rank (else
 ``gpus-rankR.txt``, the count, exit 4) and calls ``torch.cuda.set_device(local_rank)`` before
 anything else touches CUDA; it joins the process group itself (NCCL with CUDA, gloo without), so the
 cell may use ``dist`` as a training script would; the shipped names come back with every CUDA tensor
@@ -21,7 +21,7 @@ name (the notebook's ``rank`` is not this rank's). The capture opens on every ra
 NVTX mark ``gpumagic rank=R local_rank=L world=W`` (:data:`RANK_MARK`) is emitted inside the cell's
 range, first thing, so a reader can tell which process is which rank. Only rank 0 writes
 ``value.txt``; a rank that raises writes ``error-rankR.txt`` and exits 3 without waiting for the
-others (torchrun stops them); the process group is destroyed after a run that went well.
+others (the launcher stops them); the process group is destroyed after a run that went well.
 """
 
 from __future__ import annotations
@@ -228,11 +228,14 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     )
     times: dict[str, float] = {}
-    try:
-        with marks.mark("torch import"):
+    with marks.mark("torch import"):
+        try:
             import torch
             import torch.distributed as dist
-
+        except ImportError as exc:  # the run's output names what is missing (nsys_ranks.py)
+            print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
+            return 5
+    try:
         with marks.mark("CUDA init"):
             cuda = torch.cuda.is_available()
             if cuda and torch.cuda.device_count() < int(

@@ -1,5 +1,5 @@
-"""``--nproc N`` on the nsys backend: the command, and the ranks run for real (two CPU ranks under
-torch.distributed.run with gloo, inside the stand-in nsys): the value from rank 0, the rank mark
+"""``--nproc N`` on the nsys backend: the command, and the ranks run for real (two CPU ranks of
+gpumagic's launcher with gloo, inside the stand-in nsys): the value from rank 0, the rank mark
 inside every rank's range, a failing rank's traceback, no process left after a hang, too few GPUs,
 no torch.distributed."""
 
@@ -16,6 +16,7 @@ import pytest
 
 from gpumagic.capture import nsys, nsys_ranks
 from gpumagic.capture.options import NsysOptions
+from gpumagic.capture.rank_launch import RUN_BY_PATH
 from gpumagic.capture.runner import RANK_MARK
 from gpumagic.errors import (
     CellError,
@@ -98,9 +99,18 @@ def test_command_for_two_ranks_and_for_one(tmp_path):
     assert not any(a.startswith(("--nvtx-capture", "--capture-range=nvtx")) for a in cmd)
     assert cmd[cmd.index("--sample=none") + 1 :] == [
         "/opt/py/bin/python3",
-        *("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"),
-        *("-m", "gpumagic.capture.runner", "/w/d"),
+        "-c",
+        RUN_BY_PATH,
+        str(pathlib.Path(nsys_ranks.__file__).with_name("rank_launch.py")),
+        *("2", "/w/d"),
     ]
+    # the user's --sample wins; the context switches are still left out
+    assert cmd.count("--sample=none") == 1 and "--cpuctxsw=none" in cmd
+    lean = nsys._profile_command("/x/nsys", opts, "cell:t", "/p/stem", "/w/d", [])
+    assert "--sample=none" in lean and "--cpuctxsw=none" in lean
+    asked = ["-s", "process-tree", "--cpuctxsw=process-tree"]
+    mine = nsys._profile_command("/x/nsys", opts, "cell:t", "/p/stem", "/w/d", asked)
+    assert not any(a.endswith("=none") for a in mine)
     for one in (None, 1):
         single = nsys._profile_command(
             "/x/nsys", NsysOptions(nproc=one), "cell:t", "/p/stem", "/w/d", []
@@ -148,7 +158,7 @@ def test_two_ranks_run_the_cell_with_dist_and_rank_0_gives_the_value(run_dir):
 
 
 def test_a_ranks_run_is_split_into_phases_by_rank_0s_marks(run_dir):
-    """Where the seconds of ``--nproc`` go: nsys', torchrun's and the rank's start, the rank's
+    """Where the seconds of ``--nproc`` go: nsys', the launcher's and the rank's start, the rank's
     torch import, CUDA, the process group, the inputs, the warm-up, opening the capture together,
     the cell, nsys' stop; every rank writes its marks, rank 0's stand for the run, and the phases
     add up to the capture's wall time."""
@@ -249,7 +259,8 @@ def test_a_python_without_torch_distributed_is_explained(run_dir, monkeypatch):
 
 
 def test_stopping_the_run_reaches_processes_in_sessions_of_their_own(tmp_path):
-    """What torchrun does to its ranks (start_new_session), done here to a sleeping child."""
+    """A rank that left the run's process group (start_new_session, as torchrun's ranks did) is
+    still found and stopped: done here to a sleeping child."""
     import subprocess
 
     work = str(tmp_path / "work")
