@@ -6,9 +6,10 @@ a rank's first line ran, every ``--nproc`` cell. Here the ranks start at once, e
 ``python -m gpumagic.capture.runner WORKDIR`` with the environment a torchrun rank has (``RANK``,
 ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free
 port on this host, ``OMP_NUM_THREADS=1`` unless set), so ``init_process_group`` meets them through
-its default ``env://``. As with torchrun, the first rank that fails takes the others down (SIGTERM,
-then SIGKILL after :data:`GRACE` seconds: a rank waiting in a collective for the failed one would
-wait for ever) and its exit status is the launcher's. The ranks stay in the launcher's process
+its default ``env://``. As with torchrun, the first rank that fails (it exits, or writes its error
+file: a failing rank's exit can itself wait on NCCL) takes the others down (SIGTERM, then SIGKILL
+after :data:`GRACE` seconds: a rank waiting in a collective for the failed one would wait for ever)
+and its exit status is the launcher's. The ranks stay in the launcher's process
 group, so a stop that reaches nsys' group reaches them too; each carries WORKDIR on its command
 line as before (``nsys_ranks.stop_run_processes``).
 
@@ -82,9 +83,13 @@ def launch(nproc: int, workdir: str, python: str = sys.executable) -> int:
         for rank in range(nproc)
     ]
     failed = 0
+    looks = 0
     try:
         while any(p.poll() is None for p in procs):
             bad = next((p.returncode for p in procs if p.returncode not in (None, 0)), None)
+            looks += 1
+            if bad is None and looks % 10 == 0 and _reported(workdir):
+                bad = 3  # a rank said it failed and has not ended yet
             if bad is not None:
                 failed = bad
                 break
@@ -94,6 +99,15 @@ def launch(nproc: int, workdir: str, python: str = sys.executable) -> int:
     if not failed:
         failed = next((p.returncode for p in procs if p.returncode), 0)
     return 128 - failed if failed < 0 else failed
+
+
+def _reported(workdir: str) -> bool:
+    """Whether a rank wrote its failure (``error-rankR.txt``, ``gpus-rankR.txt``) to ``workdir``."""
+    try:
+        names = os.listdir(workdir)
+    except OSError:
+        return False
+    return any(n.startswith(("error-rank", "gpus-rank")) and n.endswith(".txt") for n in names)
 
 
 def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:

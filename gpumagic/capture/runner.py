@@ -311,10 +311,18 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
             dist.destroy_process_group()
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped this rank, then exit non-zero
         _write(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
-        return 3
-    finally:
         marks.write(workdir, rank_phases_file(rank))
+        _leave(3)
+    marks.write(workdir, rank_phases_file(rank))
     return 0
+
+
+def _leave(status: int) -> None:
+    """End this rank now, its error written: a normal exit runs the process group's teardown,
+    which can wait for ever on a peer that is itself waiting in a collective for this rank."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def rank_phases_file(rank: int) -> str:

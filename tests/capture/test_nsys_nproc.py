@@ -310,3 +310,43 @@ def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
         ip.run_cell_magic("gpuprofile", "--nsys --nproc 2 -w 0", "y = 2\n1 / (rank - 1)")
     assert "Traceback" in cap.stderr and "1 / (rank - 1)" in cap.stderr
     assert not settle(run_dir)
+
+
+def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
+    """A failing rank whose own exit hangs (a process group's teardown waiting on NCCL) has written
+    its error file: the launcher takes that as the failure and stops both ranks, the hung one and
+    the one that would wait for it for ever, rather than wait for an exit that never comes."""
+    from gpumagic.capture import rank_launch
+
+    rank = tmp_path / "rank.py"
+    rank.write_text(
+        "import os, sys, time\n"
+        "work = sys.argv[-1]\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    open(os.path.join(work, 'error-rank1.txt'), 'w').write('boom')\n"
+        "time.sleep(600)\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {rank} "$@"\n')
+    python.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    assert rank_launch.launch(2, str(work), python=str(python)) == 3
+    assert time.monotonic() - started < rank_launch.GRACE + 5
+    assert not settle(tmp_path, 1.0)
+
+
+def test_each_rank_gets_what_a_torchrun_rank_gets():
+    from gpumagic.capture import rank_launch
+
+    env = rank_launch.rank_env(1, 4, 29511, {"PATH": "/bin", "OMP_NUM_THREADS": "8"})
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == (
+        "1",
+        "1",
+        "4",
+        "4",
+    )
+    assert env["MASTER_ADDR"] == "127.0.0.1" and env["MASTER_PORT"] == "29511"
+    assert env["OMP_NUM_THREADS"] == "8" and env["PATH"] == "/bin"  # the user's own kept
+    assert rank_launch.rank_env(0, 2, 1, {})["OMP_NUM_THREADS"] == "1"
