@@ -141,7 +141,7 @@ def capture(
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
     ranking = early = None
-    env = child_env(GPUMAGIC_PARENT_PID=str(os.getpid()))
+    env = child_env(GPUMAGIC_PARENT_PID=str(os.getpid()), GPUMAGIC_GATE_LIMIT=str(opts.timeout))
     try:
         if opts.kernel_filter is None and opts.top > 0:
             # its Python, torch and CUDA start while the names ship
@@ -171,7 +171,7 @@ def capture(
             else:
                 if early is not None:
                     with phases.timed("early process stop"):
-                        early.stop(_kill, stem)
+                        early.stop(stem)
                     early = None
                 _raise_cell_error(workdir)
                 kernel_filter, note = _top_filter(ranked, opts, label)

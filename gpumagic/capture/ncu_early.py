@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -54,17 +55,15 @@ class EarlyRun:
         self._gate("go")
         self.opened = time.time()
 
-    def stop(
-        self, stop: Callable[[subprocess.Popen[str]], None], stem: str, grace: float = 10.0
-    ) -> None:
-        """End the held process without a run: the gate says "stop", then ``stop`` (the session's
-        kill) where it has not ended within ``grace`` seconds; a report of the run that never was
-        (``stem``) is not left."""
+    def stop(self, stem: str) -> None:
+        """End the held process without a run, at once: it has profiled nothing, so ncu and the
+        process are killed (SIGKILL to the session) rather than let ncu's own exit take its
+        seconds before the filtered run may start; a report of the run that never was (``stem``)
+        is not left. The gate says "stop" too, for a process that outlived its session."""
         self._gate("stop")
-        try:
-            self.proc.communicate(timeout=grace)
-        except subprocess.TimeoutExpired:
-            stop(self.proc)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.communicate()
         with contextlib.suppress(OSError):
             os.remove(stem + ".ncu-rep")
 

@@ -8,7 +8,7 @@ local nsys, a report without CUDA data (nsys outside the CUDA process's containe
 partial files kept and named), a cell that raises (its traceback). The same nsys binary profiles and
 exports, to a fresh path, so versions never cross and no stale ``.sqlite`` is reused. No shell is
 involved: the command is a list. With ``nproc`` of 2 or more the cell runs as that many ranks
-ranks inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
+inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
 """
 
 from __future__ import annotations

@@ -103,8 +103,8 @@ class NsysOptions(SubprocessOptions):
     setup: str | None = None
     #: The Python that runs the cell; None: this one.
     python: str | None = None
-    #: Ranks the cell runs as, one GPU each, under ``torch.distributed.run`` inside the one nsys run
-    #: (``--nproc``); None or 1: one process, no torch.distributed.
+    #: Ranks the cell runs as, one GPU each, inside the one nsys run (``--nproc``; launched by
+    #: ``rank_launch.py``); None or 1: one process, no torch.distributed.
     nproc: int | None = None
     #: Keep one child under nsys per process and reuse it for later cells (``nsys_warm.py``);
     #: False: every run starts nsys, Python and CUDA afresh. Ranks (``nproc`` > 1) always do.

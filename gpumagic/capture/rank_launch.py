@@ -3,10 +3,11 @@
 It does what ``torch.distributed.run --standalone`` did for gpumagic, without importing torch: on
 an H100 pair torchrun's own start (its Python, its torch import, its rendezvous) took 2.5 s before
 a rank's first line ran, every ``--nproc`` cell. Here the ranks start at once, each
-``python -m gpumagic.capture.runner WORKDIR`` with the environment a torchrun rank has (``RANK``,
-``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free
-port on this host, ``OMP_NUM_THREADS=1`` unless set), so ``init_process_group`` meets them through
-its default ``env://``. As with torchrun, the first rank that fails (it exits, or writes its error
+``python -m gpumagic.capture.runner WORKDIR`` with the variables ``init_process_group``'s default ``env://``
+reads and a local rank needs (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free port on this host, ``OMP_NUM_THREADS=1``
+unless set); torchrun's elastic ones (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_WORLD_SIZE``) are not
+set. As with torchrun, the first rank that fails (it exits, or writes its error
 file: a failing rank's exit can itself wait on NCCL) takes the others down (SIGTERM, then SIGKILL
 after :data:`GRACE` seconds: a rank waiting in a collective for the failed one would wait for ever)
 and its exit status is the launcher's. The ranks stay in the launcher's process
@@ -85,8 +86,11 @@ def launch(nproc: int, workdir: str, python: str = sys.executable) -> int:
     failed = 0
     looks = 0
     try:
-        while any(p.poll() is None for p in procs):
-            bad = next((p.returncode for p in procs if p.returncode not in (None, 0)), None)
+        while True:
+            codes = [p.poll() for p in procs]  # every rank, each look
+            if all(c is not None for c in codes):
+                break
+            bad = next((c for c in codes if c not in (None, 0)), None)
             looks += 1
             if bad is None and looks % 10 == 0 and _reported(workdir):
                 bad = 3  # a rank said it failed and has not ended yet

@@ -116,13 +116,17 @@ def gated_main(workdir: str, early: Any) -> int:
 
 def _await(workdir: str, name: str) -> bool:
     """Whether file ``name`` arrived in ``workdir`` (each is written whole, by a rename), or the
-    wait was given up: the work dir gone, the parent gone."""
+    wait was given up: the work dir gone, the parent gone, ``GPUMAGIC_GATE_LIMIT`` seconds (the
+    run's time limit) past."""
     path = os.path.join(workdir, name)
     parent = int(os.environ.get("GPUMAGIC_PARENT_PID") or 0)
+    deadline = time.monotonic() + float(os.environ.get("GPUMAGIC_GATE_LIMIT") or 3600)
     looks = 0
     while not os.path.exists(path):
         looks += 1
-        if looks % 100 == 0 and (not os.path.isdir(workdir) or not _alive(parent)):
+        if looks % 100 == 0 and (
+            not os.path.isdir(workdir) or not _alive(parent) or time.monotonic() > deadline
+        ):
             return False
         time.sleep(POLL)
     return True
@@ -135,8 +139,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process of that number: the parent's is gone
-        return False
+    except PermissionError:  # alive, another user's: the parent's, or one of its number
+        return True
     return True
 
 
@@ -228,14 +232,16 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     )
     times: dict[str, float] = {}
-    with marks.mark("torch import"):
-        try:
-            import torch
-            import torch.distributed as dist
-        except ImportError as exc:  # the run's output names what is missing (nsys_ranks.py)
-            print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
-            return 5
     try:
+        with marks.mark("torch import"):
+            try:
+                import torch
+                import torch.distributed as dist
+            except ModuleNotFoundError as exc:
+                if (exc.name or "").split(".")[0] == "torch":  # nsys_ranks names the Python
+                    print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
+                    return 5
+                raise
         with marks.mark("CUDA init"):
             cuda = torch.cuda.is_available()
             if cuda and torch.cuda.device_count() < int(
@@ -286,7 +292,7 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
                 yield
             finally:
                 pop()
-            # not reached after an error: that rank leaves, torchrun stops the rest
+            # not reached after an error: that rank leaves, the launcher stops the rest
             dist.barrier(group=control)
             marks.add("capture", start, time.time())
             if profiler is not None:
@@ -310,9 +316,11 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
         with marks.mark("process group end"):
             dist.destroy_process_group()
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped this rank, then exit non-zero
-        _write(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
-        marks.write(workdir, rank_phases_file(rank))
-        _leave(3)
+        try:
+            _write(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
+            marks.write(workdir, rank_phases_file(rank))
+        finally:
+            _leave(3)
     marks.write(workdir, rank_phases_file(rank))
     return 0
 

@@ -290,7 +290,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         type=int,
         default=None,
         metavar="N",
-        help="--nsys: the cell as N torchrun ranks, 1 GPU each.",
+        help="--nsys: the cell as N ranks (torch.distributed, env://), 1 GPU each.",
     )
     @argument(
         "--ncu",
@@ -344,7 +344,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         calls, NVTX ranges and a Bokeh timeline. Without CUDA it still runs and shows the CPU ops.
         With ``--nsys`` the cell runs in a subprocess under Nsight Systems instead (the names it
         reads are shipped there; the namespace is not changed; the value is shown as the subprocess
-        printed it); with ``--nproc N`` it runs as N ranks under torchrun inside the one nsys run
+        printed it); with ``--nproc N`` it runs as N ranks inside the one nsys run
         (``dist``, ``rank``, ``world_size``, ``local_rank`` and ``device`` are set in the cell; rank
         0's value is shown). One profiler at a time: a cell that opens its own profiler, or
         %%gpuprofile while one runs, is refused before the cell runs. With ``--ncu`` the cell runs
@@ -369,9 +369,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
             print(self.gpuprofile.parser.format_help())
             return None
         if args.nproc is not None and not args.nsys:
-            raise UsageError(
-                "%%gpuprofile: --nproc goes with --nsys (the ranks run under torchrun inside nsys)"
-            )
+            raise UsageError("%%gpuprofile: --nproc goes with --nsys (the ranks run inside nsys)")
         if args.memory:  # the allocator's history for the cell, not the kernel capture
             from .memory_magic import memory_magic
 

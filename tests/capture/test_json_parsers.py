@@ -26,6 +26,28 @@ def test_the_fastest_installed_parser_is_the_default(monkeypatch):
     assert json_parser()[0] == (installed[0] if installed else "json")
 
 
+def test_an_unknown_parser_name_is_the_default(monkeypatch):
+    monkeypatch.delenv("GPUMAGIC_JSON", raising=False)
+    default = json_parser()[0]
+    monkeypatch.setenv("GPUMAGIC_JSON", "simdjson")
+    assert json_parser()[0] == default
+
+
+def test_a_cut_off_file_is_not_parsed_twice(tmp_path, monkeypatch):
+    """The standard library's second reading is kept for what only it reads: a cut-off file's
+    error comes from the fast parser, without a second parse."""
+    pytest.importorskip("msgspec")
+    monkeypatch.setenv("GPUMAGIC_JSON", "msgspec")
+    calls = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda *a, **k: calls.append(1) or real(*a, **k))
+    path = tmp_path / "cut.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel"', encoding="utf-8")
+    with pytest.raises(TraceFormatError):
+        load_trace(str(path))
+    assert calls == []
+
+
 def _installed(module: str) -> bool:
     try:
         __import__(module)

@@ -337,6 +337,26 @@ def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
     assert not settle(tmp_path, 1.0)
 
 
+def test_the_launcher_stops_every_rank_when_one_dies_without_a_word(tmp_path):
+    """A rank killed outright (a crash, the OOM killer) writes no error file: its exit status is
+    the failure, seen at once whichever rank it is, and the rank left waiting is stopped."""
+    from gpumagic.capture import rank_launch
+
+    rank = tmp_path / "rank.py"
+    rank.write_text(
+        "import os, sys, time\nif os.environ['RANK'] == '1':\n    os._exit(7)\ntime.sleep(600)\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {rank} "$@"\n')
+    python.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    assert rank_launch.launch(2, str(work), python=str(python)) == 7
+    assert time.monotonic() - started < rank_launch.GRACE + 5
+    assert not settle(tmp_path, 1.0)
+
+
 def test_each_rank_gets_what_a_torchrun_rank_gets():
     from gpumagic.capture import rank_launch
 
