@@ -312,48 +312,47 @@ def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
     assert not settle(run_dir)
 
 
-def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
-    """A failing rank whose own exit hangs (a process group's teardown waiting on NCCL) has written
-    its error file: the launcher takes that as the failure and stops both ranks, the hung one and
-    the one that would wait for it for ever, rather than wait for an exit that never comes."""
+def _launched(tmp_path: pathlib.Path, rank_1: str) -> tuple[int, float]:
+    """Two ranks through gpumagic's launcher, each a Python script that sleeps 600 s, rank 1 first
+    doing ``rank_1`` (``work``: the run's folder): (the launcher's status, its seconds)."""
     from gpumagic.capture import rank_launch
 
     rank = tmp_path / "rank.py"
+    body = "\n".join("    " + line for line in rank_1.splitlines())
     rank.write_text(
-        "import os, sys, time\n"
-        "work = sys.argv[-1]\n"
-        "if os.environ['RANK'] == '1':\n"
-        "    open(os.path.join(work, 'error-rank1.txt'), 'w').write('boom')\n"
-        "time.sleep(600)\n"
+        "import os, sys, time\nwork = sys.argv[-1]\n"
+        f"if os.environ['RANK'] == '1':\n{body}\ntime.sleep(600)\n"
     )
-    python = tmp_path / "python"
+    python = tmp_path / "python"  # what the launcher runs "-m gpumagic.capture.runner" with
     python.write_text(f'#!/bin/sh\nexec {sys.executable} {rank} "$@"\n')
     python.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    assert rank_launch.launch(2, str(work), python=str(python)) == 3
-    assert time.monotonic() - started < rank_launch.GRACE + 5
+    status = rank_launch.launch(2, str(work), python=str(python))
+    return status, time.monotonic() - started
+
+
+def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
+    """A failing rank whose own exit hangs (a process group's teardown waiting on NCCL) has written
+    its error file: the launcher takes that as the failure and stops both ranks, the hung one and
+    the one that would wait for it for ever, rather than wait for an exit that never comes."""
+    from gpumagic.capture.rank_launch import GRACE
+
+    status, seconds = _launched(
+        tmp_path, "open(os.path.join(work, 'error-rank1.txt'), 'w').write('boom')"
+    )
+    assert status == 3 and seconds < GRACE + 5
     assert not settle(tmp_path, 1.0)
 
 
 def test_the_launcher_stops_every_rank_when_one_dies_without_a_word(tmp_path):
     """A rank killed outright (a crash, the OOM killer) writes no error file: its exit status is
     the failure, seen at once whichever rank it is, and the rank left waiting is stopped."""
-    from gpumagic.capture import rank_launch
+    from gpumagic.capture.rank_launch import GRACE
 
-    rank = tmp_path / "rank.py"
-    rank.write_text(
-        "import os, sys, time\nif os.environ['RANK'] == '1':\n    os._exit(7)\ntime.sleep(600)\n"
-    )
-    python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\nexec {sys.executable} {rank} "$@"\n')
-    python.chmod(0o755)
-    work = tmp_path / "work"
-    work.mkdir()
-    started = time.monotonic()
-    assert rank_launch.launch(2, str(work), python=str(python)) == 7
-    assert time.monotonic() - started < rank_launch.GRACE + 5
+    status, seconds = _launched(tmp_path, "os._exit(7)")
+    assert status == 7 and seconds < GRACE + 5
     assert not settle(tmp_path, 1.0)
 
 
