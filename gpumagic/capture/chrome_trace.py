@@ -144,9 +144,10 @@ def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
 
 
 def _only_json_reads(raw: bytes) -> bool:
-    """Whether ``raw`` holds what the standard library reads and the fast parsers refuse: a
-    byte-order mark, ``NaN`` or ``Infinity`` (a cut-off file is not parsed a second time)."""
-    return raw.startswith(b"\xef\xbb\xbf") or b"NaN" in raw or b"Infinity" in raw
+    """Whether ``raw`` may hold what the standard library reads and the fast parsers refuse
+    (``NaN``, ``Infinity``, a number beyond a double, a lone surrogate escape, a byte-order mark):
+    a file that ends as a JSON document ends. A cut-off file does not, and is not parsed twice."""
+    return raw.rstrip().endswith((b"}", b"]")) or raw.startswith(b"\xef\xbb\xbf")
 
 
 def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") -> Trace:

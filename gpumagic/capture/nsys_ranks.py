@@ -92,7 +92,7 @@ def launch_command(python: str, nproc: int, workdir: str) -> list[str]:
 
 #: What ``--nproc`` leaves out of nsys' collection unless the user's arguments say otherwise: CPU
 #: sampling and context switches, which gpumagic's views do not read. With two ranks they cost
-#: 4-5 s of every run in nsys' processing (an H100 pair: a DDP step under torchrun 14.3-15.5 s
+#: 3.8-4.5 s of every run in nsys' processing (an H100 pair: a DDP step under torchrun 14.3-15.5 s
 #: without them, 18.2-20.0 s with them, no capture range either way;
 #: ``benchmarks/nproc_launch_probe.py``).
 LEAN = {"--sample": "none", "--cpuctxsw": "none"}

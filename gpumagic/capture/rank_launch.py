@@ -3,16 +3,16 @@
 It does what ``torch.distributed.run --standalone`` did for gpumagic, without importing torch: on
 an H100 pair torchrun's own start (its Python, its torch import, its rendezvous) took 2.5 s before
 a rank's first line ran, every ``--nproc`` cell. Here the ranks start at once, each
-``python -m gpumagic.capture.runner WORKDIR`` with the variables ``init_process_group``'s default ``env://``
-reads and a local rank needs (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
-``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free port on this host, ``OMP_NUM_THREADS=1``
-unless set); torchrun's elastic ones (``TORCHELASTIC_*``, ``ROLE_*``, ``GROUP_WORLD_SIZE``) are not
-set. As with torchrun, the first rank that fails (it exits, or writes its error
-file: a failing rank's exit can itself wait on NCCL) takes the others down (SIGTERM, then SIGKILL
-after :data:`GRACE` seconds: a rank waiting in a collective for the failed one would wait for ever)
-and its exit status is the launcher's. The ranks stay in the launcher's process
-group, so a stop that reaches nsys' group reaches them too; each carries WORKDIR on its command
-line as before (``nsys_ranks.stop_run_processes``).
+``python -m gpumagic.capture.runner WORKDIR`` with the variables that ``init_process_group``'s
+default ``env://`` reads and a local rank needs (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free port on this host,
+``OMP_NUM_THREADS=1`` unless set); torchrun's elastic ones (``TORCHELASTIC_*``, ``ROLE_*``,
+``GROUP_WORLD_SIZE``) are not set. As with torchrun, the first rank that fails (it exits, or writes
+its error file: a failing rank's exit can itself wait on NCCL) takes the others down (SIGTERM, then
+SIGKILL after :data:`GRACE` seconds: a rank waiting in a collective for the failed one would wait
+for ever) and its exit status is the launcher's. The ranks stay in the launcher's process group, so
+a stop that reaches nsys' group reaches them too; each carries WORKDIR on its command line as
+before (``nsys_ranks.stop_run_processes``).
 
 It is run as a file, not as ``-m gpumagic.capture.rank_launch``: that would import the gpumagic
 package first (pandas, numpy: 0.4 s on a laptop core) for a launcher that needs the standard library

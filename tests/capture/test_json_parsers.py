@@ -71,15 +71,23 @@ def test_every_parser_gives_the_same_trace(monkeypatch, parser):
 
 
 @pytest.mark.parametrize("parser", ["msgspec", "orjson"])
-def test_what_only_the_standard_library_reads_is_read(tmp_path, monkeypatch, parser):
-    """Python's own ``json.dump`` writes NaN for a float that is none; the fast parsers refuse it,
-    and the file is read all the same, its other kernels counted."""
+@pytest.mark.parametrize(
+    "odd",
+    ["NaN", "1e999", '"\\ud800"', "BOM"],
+    ids=["nan", "overflow", "lone-surrogate", "bom"],
+)
+def test_what_only_the_standard_library_reads_is_read(tmp_path, monkeypatch, parser, odd):
+    """Python's own ``json.dump`` writes NaN for a float that is none, a number beyond a double
+    or a lone surrogate escape passes through it, some tools write a byte-order mark; the fast
+    parsers refuse each, and the file is read all the same, its kernels counted."""
     pytest.importorskip(parser)
     monkeypatch.setenv("GPUMAGIC_JSON", parser)
     kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 2.0}
-    events = [{**kernel, "ts": 10.0}, {**kernel, "ts": 20.0, "args": {"queued": float("nan")}}]
-    path = tmp_path / "nan.json"
-    path.write_text("\ufeff" + json.dumps({"traceEvents": events}), encoding="utf-8")
+    events = [{**kernel, "ts": 10.0}, {**kernel, "ts": 20.0, "args": {"queued": "ODD"}}]
+    text = json.dumps({"traceEvents": events})
+    text = "\ufeff" + text if odd == "BOM" else text.replace('"ODD"', odd)
+    path = tmp_path / "odd.json"
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError):
         json_parser()[1](path.read_bytes())  # the fast parser alone refuses it
     assert len(load_trace(str(path)).kernels) == 2
