@@ -8,10 +8,12 @@ so that a test module can move between folders without its paths changing meanin
 from __future__ import annotations
 
 import gzip
+import os
 import pathlib
 import random
 import shutil
 import subprocess
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -79,3 +81,32 @@ def fake_result(
     return TimingResult(
         samples=samples, calls_per_sample=10, device=kw.pop("device", "CPU"), backend="host", **kw
     )
+
+
+def leftovers(tmp_path: pathlib.Path) -> list[str]:
+    """Live processes whose command line names a path under ``tmp_path`` (a test's own run: the
+    tool, a launcher, ranks, the cell's processes), each as "pid: command line"."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = (
+                pathlib.Path(f"/proc/{pid}/cmdline")
+                .read_bytes()
+                .decode(errors="replace")
+                .split("\0")
+            )
+            state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if state != "Z" and any(str(tmp_path) in a for a in args):
+            found.append(f"{pid}: {' '.join(args)}")
+    return found
+
+
+def settle(tmp_path: pathlib.Path, seconds: float = 3.0) -> list[str]:
+    """:func:`leftovers` once they are gone, or after ``seconds`` (a stopped process takes a
+    moment to be reaped)."""
+    deadline = time.monotonic() + seconds
+    while (left := leftovers(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left

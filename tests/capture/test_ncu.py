@@ -13,7 +13,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from typing import Any
 
 import pandas as pd
@@ -39,7 +38,7 @@ from gpumagic.errors import (
 )
 from gpumagic.render.ncu_view import NcuReport
 
-from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON, ROOT
+from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON, ROOT, settle
 
 NCU = DATA / "ncu"
 RAW = (NCU / "tiny.raw.csv").read_text()
@@ -524,27 +523,6 @@ def _counting_cell(tmp_path: pathlib.Path) -> tuple[str, dict[str, Any], pathlib
     return "open(marker, 'a').write('run\\n')", {"marker": str(marker)}, marker
 
 
-def _left_processes(under: pathlib.Path, settle: float = 3.0) -> list[str]:
-    """Command lines of live processes that still name an ncu work dir under ``under`` (this
-    test's own: other tests run beside it), after up to ``settle`` seconds for them to go."""
-    deadline = time.monotonic() + settle
-    while True:
-        left = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    line = f.read().replace(b"\0", b" ").decode(errors="replace")
-                with open(f"/proc/{pid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state != "Z" and str(under) in line and "gpumagic.capture" in line:
-                left.append(line)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
 def test_first_pass_picks_the_top_kernels_by_time(fake):
     """More kernel names than ``top``: the process started beside the first pass ends without
     running the cell, and ncu runs again with the top names as its filter."""
@@ -567,7 +545,7 @@ def test_first_pass_picks_the_top_kernels_by_time(fake):
     assert marker.read_text().count("run") == 2  # warm-up and the run: the early process ran none
     assert any(f"top 3 of {len(names)} kernel names" in n for n in got.notes)
     assert list(got.phases)[:4] == ["shipping", "first pass", "early process stop", "child start"]
-    assert _left_processes(tmp_path) == []
+    assert settle(tmp_path) == []
 
 
 def test_a_cell_of_few_kernel_names_is_profiled_by_the_process_started_beside_the_first_pass(
@@ -604,7 +582,7 @@ def test_a_cell_of_few_kernel_names_is_profiled_by_the_process_started_beside_th
     assert "torch import" not in rows  # hidden behind the first pass: in the note, not the sum
     assert sum(got.phases.values()) == pytest.approx(got.seconds, rel=0.1, abs=0.3)
     assert len(got.data.kernels()) == 2
-    assert os.listdir(tempfile.tempdir) == [] and _left_processes(tmp_path) == []
+    assert os.listdir(tempfile.tempdir) == [] and settle(tmp_path) == []
 
 
 def test_early_start_off_runs_ncu_once_after_the_first_pass(fake):
@@ -632,7 +610,7 @@ def test_a_cell_error_stops_the_process_started_beside_the_first_pass(fake, monk
         ncu.capture("1 / 0", "cell:6", options=replace(opts, kernel_filter=None, top=5))
     (early,) = runs(tmp_path)
     assert early[-1] == "--gated"
-    assert os.listdir(tempfile.tempdir) == [] and _left_processes(tmp_path) == []
+    assert os.listdir(tempfile.tempdir) == [] and settle(tmp_path) == []
 
 
 def test_the_held_process_ends_when_its_parent_is_gone(tmp_path):
@@ -790,7 +768,7 @@ def test_first_pass_without_cuda_kernels_stops_before_ncu(fake):
     # ncu profiled nothing: the one run is the process held beside the first pass, stopped there
     assert [r[-1] for r in runs(tmp_path)] == ["--gated"]
     assert not list((tmp_path / "profiles").glob("*.ncu-rep"))
-    assert os.listdir(tempfile.tempdir) == [] and _left_processes(tmp_path) == []
+    assert os.listdir(tempfile.tempdir) == [] and settle(tmp_path) == []
 
 
 def test_first_pass_cell_error_and_unshippable_names(fake):
@@ -810,7 +788,7 @@ def test_first_pass_cell_error_and_unshippable_names(fake):
     # held, never let through (the second may be stopped before the stand-in wrote its log)
     assert [r[-1] for r in runs(tmp_path)] in (["--gated"], ["--gated", "--gated"])
     assert not list((tmp_path / "profiles").glob("*.ncu-rep"))
-    assert os.listdir(tempfile.tempdir) == [] and _left_processes(tmp_path) == []
+    assert os.listdir(tempfile.tempdir) == [] and settle(tmp_path) == []
 
 
 def test_an_int8_gemm_is_a_point_under_the_int8_tensor_roof_in_op_per_second():

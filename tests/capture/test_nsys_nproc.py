@@ -27,7 +27,7 @@ from gpumagic.errors import (
     TorchrunMissingError,
 )
 
-from ..helpers import FAKE_NSYS
+from ..helpers import FAKE_NSYS, settle
 
 torch = pytest.importorskip("torch")
 
@@ -62,33 +62,6 @@ def run_dir(tmp_path, monkeypatch):
 
 def options(tmp_path: pathlib.Path, **kw) -> NsysOptions:
     return NsysOptions(nsys_path=FAKE_NSYS, profile_dir=str(tmp_path / "profiles"), nproc=2, **kw)
-
-
-def leftovers(tmp_path: pathlib.Path) -> list[str]:
-    """Live processes whose command line names a path under ``tmp_path`` (this run's nsys, torchrun,
-    ranks)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            args = (
-                pathlib.Path(f"/proc/{pid}/cmdline")
-                .read_bytes()
-                .decode(errors="replace")
-                .split("\0")
-            )
-            state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and any(str(tmp_path) in a for a in args):
-            found.append(f"{pid}: {' '.join(args)}")
-    return found
-
-
-def settle(tmp_path: pathlib.Path, seconds: float = 3.0) -> list[str]:
-    deadline = time.monotonic() + seconds
-    while (left := leftovers(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
 
 
 def test_command_for_two_ranks_and_for_one(tmp_path):

@@ -144,12 +144,18 @@ def test_nsys_export_without_memory_operations_gives_no_gpu_time(tmp_path):
     assert not trace.recorded("memops") and trace.recorded("kernels")
 
 
-def test_nsys_export_without_nvtx_says_so_and_nvtx_traced_without_ranges_is_recorded(tmp_path):
-    untraced = (
-        "DROP TABLE NVTX_EVENTS",
-        "DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' AND value = 'NvtxEvents'",
+def untraced(table: str, event_type: str) -> tuple[str, str]:
+    """The SQL that makes an export look as if nsys had not traced ``event_type``: no ``table``,
+    and no capture record of that event type."""
+    return (
+        f"DROP TABLE {table}",
+        "DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' "
+        f"AND value = '{event_type}'",
     )
-    trace = load_nsys(nsys_export(tmp_path, *untraced))
+
+
+def test_nsys_export_without_nvtx_says_so_and_nvtx_traced_without_ranges_is_recorded(tmp_path):
+    trace = load_nsys(nsys_export(tmp_path, *untraced("NVTX_EVENTS", "NvtxEvents")))
     _, html = shown(ProfileReport(trace, timeline=False))
     assert "NVTX ranges (not recorded)" in html and "nsys profile -t cuda,nvtx" in html
     assert not trace.recorded("nvtx")
@@ -166,11 +172,7 @@ def test_an_nsys_capture_without_osrt_says_how_to_bring_it_back(tmp_path):
     from gpumagic.capture.options import NsysOptions
 
     assert "osrt" not in NsysOptions().trace.split(",")
-    untraced = (
-        "DROP TABLE OSRT_API",
-        "DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' AND value = 'OSRuntime'",
-    )
-    trace = load_nsys(nsys_export(tmp_path, *untraced))
+    trace = load_nsys(nsys_export(tmp_path, *untraced("OSRT_API", "OSRuntime")))
     _, html = shown(ProfileReport(trace, timeline=False))
     assert "OS runtime calls (not recorded)" in html and "nsys_trace setting" in html
     assert not trace.recorded("osrt") and "~3 s" in summaries.not_recorded(trace.osrt_summary())
