@@ -3,6 +3,7 @@ the first ``--nsys`` cell and the next one, with the warm child (the default) an
 
     python benchmarks/nsys_phases.py [--nsys PATH] [--json PATH] [--repeat N] [--modes one-shot,warm]
         [--nsys-trace cuda,nvtx] [--nsys-args "..."] [--cells N] [--settle S] [--nproc N]
+        [--variants now,sampling,late-cuda,before]
 
 Each run is a fresh process holding a real IPython shell with gpumagic loaded: a setup cell, then
 the held-out-style five-op cell (a GEMM, an embedding bag, a convolution, a top-k and a host sync)
@@ -12,6 +13,11 @@ reuses the child) and ``one-shot`` (a new ``nsys profile`` per cell). Per cell: 
 the magic (capture, export, reading and the report), the phases the run recorded
 (``trace.meta["phases"]``), and whether the kernel table (names and counts) equals the one-shot
 run's of the same cell. Targets on an H100: first <= 8 s, second <= 4 s, tables equal.
+
+``--variants`` runs each mode as gpumagic runs it now and as it ran before each of the first cell's
+savings, interleaved, in fresh kernels: ``sampling`` turns nsys' CPU sampling and context switches
+back on (``--nsys-args "--sample=process-tree --cpuctxsw=process-tree"``, nsys' defaults),
+``late-cuda`` starts CUDA after the torch import (``GPUMAGIC_CUDA_EARLY=0``), ``before`` both.
 
 Without a GPU or a real nsys it runs too, with the stand-in ``tests/fake_nsys/nsys`` on the CPU,
 and says so: the figures then time gpumagic's own orchestration (Python start, torch import, the
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -119,6 +126,16 @@ print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(),
 """
 
 
+#: ``--variants``: (the ``--nsys-args`` added, the environment added) of each.
+SAMPLING = "--sample=process-tree --cpuctxsw=process-tree"
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "now": ("", {}),
+    "sampling": (SAMPLING, {}),
+    "late-cuda": ("", {"GPUMAGIC_CUDA_EARLY": "0"}),
+    "before": (SAMPLING, {"GPUMAGIC_CUDA_EARLY": "0"}),
+}
+
+
 def run(
     nsys: str,
     mode: str,
@@ -128,20 +145,28 @@ def run(
     settle: float | None = None,
     setup: str = SETUP,
     cell: str = CELL,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return fresh_kernel(
-        CHILD, lambda profiles: [nsys, mode, profiles, setup, cell, flags, trace, cells, settle]
+        CHILD,
+        lambda profiles: [nsys, mode, profiles, setup, cell, flags, trace, cells, settle],
+        env=env,
     )
 
 
 def fresh_kernel(
-    child: str, payload: Callable[[str], list[Any]], timeout: float = 900
+    child: str,
+    payload: Callable[[str], list[Any]],
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``child`` (Python source printing one ``RESULT {json}`` line) in a fresh process, given
-    ``payload(profiles)`` as JSON, ``profiles`` a scratch folder removed afterwards; its result, or
-    ``{"error": ...}`` with the end of its output."""
+    ``payload(profiles)`` as JSON, ``profiles`` a scratch folder removed afterwards, ``env`` added
+    to its environment; its result, or ``{"error": ...}`` with the end of its output."""
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ, **(env or {}), PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     try:
         proc = subprocess.run(
             [sys.executable, "-c", child, json.dumps(payload(profiles))],
@@ -157,6 +182,24 @@ def fresh_kernel(
         if line.startswith("RESULT "):
             return json.loads(line[7:])
     return {"error": (proc.stderr or proc.stdout)[-3000:]}
+
+
+def summarize(ok: list[dict[str, Any]]) -> None:
+    """Per mode, variant and cell: the walls in order, their median, and how many met the target
+    (first cell <= 8 s, later ones <= 4 s)."""
+    groups: dict[tuple[str, str, int], list[float]] = {}
+    for r in ok:
+        for row in r["rows"]:
+            key = (r["mode"], r.get("variant", "now"), row["cell"])
+            groups.setdefault(key, []).append(row["wall_s"])
+    print(f"\n{'mode':9}{'variant':11}{'cell':>5}{'median s':>10}{'<= target':>11}  walls")
+    for (mode, variant, cell), walls in groups.items():
+        target = 8.0 if cell == 1 else 4.0
+        met = sum(w <= target for w in walls)
+        print(
+            f"{mode:9}{variant:11}{cell:5d}{statistics.median(walls):10.2f}{f'{met}/{len(walls)}':>11}  "
+            + ", ".join(f"{x:.2f}" for x in walls)
+        )
 
 
 def main() -> None:
@@ -177,7 +220,16 @@ def main() -> None:
         "--settle", type=float, default=None, help="seconds waited after nsys start (warm)"
     )
     ap.add_argument("--nsys-args", default=None, help="the magic's --nsys-args")
+    ap.add_argument(
+        "--variants",
+        default="now",
+        help=f"comma-separated, interleaved in each repeat: {', '.join(VARIANTS)} (module doc)",
+    )
     args = ap.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}: choose from {', '.join(VARIANTS)}")
     nsys = args.nsys or shutil.which("nsys")
     stand_in = nsys is None
     if stand_in:
@@ -188,19 +240,25 @@ def main() -> None:
             "time gpumagic's orchestration only (no Nsight Systems, and no GPU unless one is "
             "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
         )
-    flags = f'--nsys-args "{args.nsys_args}"' if args.nsys_args else ""
     setup, cell, modes = SETUP, CELL, args.modes
+    ranks = ""
     if args.nproc:
-        flags += f' --nproc {args.nproc} --setup "{RANKS_SETUP}"'
+        ranks = f' --nproc {args.nproc} --setup "{RANKS_SETUP}"'
         setup, cell, modes = "import torch", RANKS_CELL, "one-shot"  # ranks always start afresh
     results: list[dict[str, Any]] = []
     for rep in range(args.repeat):
         for mode in modes.split(","):
-            r = run(nsys, mode, flags, args.nsys_trace, args.cells, args.settle, setup, cell)
-            r.update(mode=mode, repeat=rep)
-            results.append(r)
-            if "error" in r:
-                print(f"{mode}: ERROR\n{r['error']}")
+            for variant in variants:
+                added, env = VARIANTS[variant]
+                nsys_args = " ".join(a for a in (args.nsys_args, added) if a)
+                flags = (f'--nsys-args "{nsys_args}"' if nsys_args else "") + ranks
+                r = run(
+                    nsys, mode, flags, args.nsys_trace, args.cells, args.settle, setup, cell, env
+                )
+                r.update(mode=mode, repeat=rep, variant=variant, flags=flags, env=env)
+                results.append(r)
+                if "error" in r:
+                    print(f"{mode} {variant}: ERROR\n{r['error']}")
     ok = [r for r in results if "error" not in r]
     if not ok:
         raise SystemExit(1)
@@ -212,22 +270,28 @@ def main() -> None:
             names += [n for n in row["phases"] if n not in names]
     names = [n for n in names if any(n in row["phases"] for r in ok for row in r["rows"])]
     cols = [(r, row) for r in ok for row in r["rows"]]
-    heads = [f"{r['mode'][:4]}#{row['cell']}" for r, row in cols]
+    heads = [
+        f"{r['mode'][:4]}{'' if r['variant'] == 'now' else ' ' + r['variant'][:6]}#{row['cell']}"
+        for r, row in cols
+    ]
     print(f"\n{device}; nsys: {nsys}{' (stand-in)' if stand_in else ''}")
-    print(f"{'phase (s)':18}" + "".join(f"{h:>10}" for h in heads))
+    w = max(10, *(len(h) + 2 for h in heads))
+    print(f"{'phase (s)':18}" + "".join(f"{h:>{w}}" for h in heads))
     for name in names:
         vals = [row["phases"].get(name) for _, row in cols]
-        print(f"{name:18}" + "".join(f"{v:10.3f}" if v is not None else f"{'':>10}" for v in vals))
+        print(f"{name:18}" + "".join(f"{v:{w}.3f}" if v is not None else " " * w for v in vals))
     print(
-        f"{'sum of phases':18}" + "".join(f"{sum(row['phases'].values()):10.3f}" for _, row in cols)
+        f"{'sum of phases':18}"
+        + "".join(f"{sum(row['phases'].values()):{w}.3f}" for _, row in cols)
     )
-    print(f"{'wall (magic)':18}" + "".join(f"{row['wall_s']:10.3f}" for _, row in cols))
+    print(f"{'wall (magic)':18}" + "".join(f"{row['wall_s']:{w}.3f}" for _, row in cols))
     reference = {
         row["cell"]: row["kernels"] for r in ok if r["mode"] == "one-shot" for row in r["rows"]
     }
     equal = [row["kernels"] == reference.get(row["cell"]) if reference else None for _, row in cols]
-    print(f"{'kernels = 1-shot':18}" + "".join(f"{e!s:>10}" for e in equal))
-    print(f"{'child reused':18}" + "".join(f"{row['reused']!s:>10}" for _, row in cols))
+    print(f"{'kernels = 1-shot':18}" + "".join(f"{e!s:>{w}}" for e in equal))
+    print(f"{'child reused':18}" + "".join(f"{row['reused']!s:>{w}}" for _, row in cols))
+    summarize(ok)
     tag = "stand-in" if stand_in else device.split()[1].lower() if " " in device else "gpu"
     path = args.json or os.path.join(ROOT, "benchmarks", "results", f"nsys_phases_{tag}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -237,7 +301,7 @@ def main() -> None:
                 "device": device,
                 "nsys": nsys,
                 "stand_in": stand_in,
-                "flags": flags,
+                "variants": variants,
                 "nsys_trace": args.nsys_trace,
                 "settle": args.settle,
                 "runs": results,

@@ -184,7 +184,7 @@ def capture(
         else:
             cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
             started = time.time()
-            output, returncode = _run(cmd, opts.timeout, stem)
+            output, returncode = _run(cmd, opts.timeout, stem, env)
             _child_phases(phases, read_marks(workdir), started, time.time())
             started_note = ""
         _raise_cell_error(workdir)
@@ -347,12 +347,12 @@ def _shown_value(workdir: str) -> Shown | None:
         return Shown(f.read())
 
 
-def _run(cmd: list[str], timeout: float, stem: str) -> tuple[str, int]:
-    """Run ncu in its own session; (output, exit status). On timeout: stop it, keep what it wrote,
-    say so. On Ctrl-C: the same, then KeyboardInterrupt again, saying what was stopped and which
-    files were kept."""
+def _run(cmd: list[str], timeout: float, stem: str, env: dict[str, str]) -> tuple[str, int]:
+    """Run ncu in its own session, with the environment every process of this capture gets;
+    (output, exit status). On timeout: stop it, keep what it wrote, say so. On Ctrl-C: the same,
+    then KeyboardInterrupt again, saying what was stopped and which files were kept."""
     return run_in_session(
-        cmd, timeout, stem, tool="ncu", env=child_env(), stop=_kill, timed_out=_timed_out(timeout)
+        cmd, timeout, stem, tool="ncu", env=env, stop=_kill, timed_out=_timed_out(timeout)
     )
 
 

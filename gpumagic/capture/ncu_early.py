@@ -20,11 +20,16 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from .nsys_ranks import stop_run_processes
 from .phases import Phases, read_marks
-from .runner import EARLY_PHASES_FILE, GATE_FILE
+from .runner import EARLY_PHASES_FILE, GATE_FILE, write_whole
 from .tools import start_in_session, wait_in_session
 
 __all__ = ["EarlyRun", "fits"]
+
+#: Seconds the held process's session may take to end once killed, before its processes are
+#: looked for by work dir.
+STOP_GRACE = 10.0
 
 
 def fits(ranked: list[dict[str, object]], top: int) -> bool:
@@ -44,26 +49,26 @@ class EarlyRun:
         self.opened: float | None = None
         self.proc = start_in_session(self.command, env)
 
-    def _gate(self, word: str) -> None:
-        path = os.path.join(self.workdir, GATE_FILE)
-        with open(path + ".part", "w", encoding="utf-8") as f:
-            f.write(word)
-        os.replace(path + ".part", path)
-
     def go(self) -> None:
         """Let the held process run the cell under ncu."""
-        self._gate("go")
+        write_whole(self.workdir, GATE_FILE, "go")
         self.opened = time.time()
 
     def stop(self, stem: str) -> None:
         """End the held process without a run, at once: it has profiled nothing, so ncu and the
         process are killed (SIGKILL to the session) rather than let ncu's own exit take its
         seconds before the filtered run may start; a report of the run that never was (``stem``)
-        is not left. The gate says "stop" too, for a process that outlived its session."""
-        self._gate("stop")
+        is not left. The gate says "stop" too, for a process that outlived its session, and one
+        that did and does not end within :data:`STOP_GRACE` s is stopped by its work dir."""
+        write_whole(self.workdir, GATE_FILE, "stop")
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.communicate()
+        try:
+            self.proc.communicate(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            stop_run_processes(self.workdir)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.communicate(timeout=STOP_GRACE)
         with contextlib.suppress(OSError):
             os.remove(stem + ".ncu-rep")
 

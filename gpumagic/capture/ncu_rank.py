@@ -167,16 +167,13 @@ def _start_early() -> None:
 
 def main(workdir: str) -> int:
     from gpumagic.capture.cell import Cell, compile_source
-    from gpumagic.capture.runner import _cell_traceback
+    from gpumagic.capture.runner import _cell_traceback, await_file, write_whole
     from gpumagic.capture.shipping import restore
 
     _start_early()
-    spec_path = os.path.join(workdir, "cell.json")
-    while not os.path.exists(spec_path):  # the names are still being shipped
-        if not os.path.isdir(workdir):
-            return 4  # the capture was given up
-        time.sleep(POLL)
-    with open(spec_path, encoding="utf-8") as f:
+    if not await_file(workdir, "cell.json"):  # the names are still being shipped
+        return 4  # the capture was given up
+    with open(os.path.join(workdir, "cell.json"), encoding="utf-8") as f:
         spec = json.load(f)
     ns: dict[str, Any] = {"__name__": "__main__"}
     ns.update(restore(workdir))
@@ -188,9 +185,7 @@ def main(workdir: str) -> int:
         with open(os.path.join(workdir, "error.txt"), "w", encoding="utf-8") as f:
             f.write(_cell_traceback(exc))
         return 3
-    with open(os.path.join(workdir, "kernels.json.part"), "w", encoding="utf-8") as f:
-        json.dump(rows, f)
-    os.replace(os.path.join(workdir, "kernels.json.part"), os.path.join(workdir, "kernels.json"))
+    write_whole(workdir, "kernels.json", json.dumps(rows))
     return 0
 
 

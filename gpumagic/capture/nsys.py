@@ -44,7 +44,7 @@ from . import nsys_ranks as ranks
 from .cell import loop_notes
 from .guards import deferred_interrupts
 from .nsys_sqlite import read_sqlite
-from .options import ITERS, WARMUP, NsysOptions, graph_trace_args
+from .options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
 from .phases import PHASES_FILE, Phases, read_marks
 from .runner import rank_phases_file
 from .shipping import free_names, ship
@@ -325,11 +325,12 @@ def _profile_command(
 ) -> list[str]:
     """One process: the capture range is the cell's NVTX range. Ranks: they open and close it
     together through cudaProfilerStart/Stop (``nsys_ranks.py`` says why), launched by
-    ``rank_launch.py``, and nsys samples no CPU (:func:`nsys_ranks.lean_args`)."""
+    ``rank_launch.py``. Either way nsys samples no CPU unless the user asks
+    (:func:`options.lean_args`)."""
     python = opts.python or sys.executable
     nproc = opts.nproc or 1
     if nproc > 1:
-        capture_range = ["--capture-range=cudaProfilerApi", *ranks.lean_args(extra_args)]
+        capture_range = ["--capture-range=cudaProfilerApi"]
         program = ranks.launch_command(python, nproc, workdir)
     else:
         capture_range = ["--capture-range=nvtx", f"--nvtx-capture={label}"]
@@ -346,6 +347,7 @@ def _profile_command(
         "--export=sqlite",
         "-o",
         stem,
+        *lean_args(extra_args),
         *extra_args,
         *program,
     ]

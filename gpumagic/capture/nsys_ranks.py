@@ -6,7 +6,8 @@ imports no torch starts the N ranks at once with the environment a ``torchrun --
 has (``rank_launch.py``; torchrun's own start cost 2.5 s before a rank's first line ran). It runs in
 the interpreter gpumagic was told to use (``NsysOptions.python``, else this one), so the ranks
 import the torch and gpumagic that the checks here looked at; one rank per GPU. nsys samples no CPU
-and records no context switches (:data:`LEAN`, unless the user's ``--nsys-args`` set them).
+and records no context switches (``options.LEAN``, as every nsys run of gpumagic's, unless the
+user's ``--nsys-args`` set them).
 
 **Capture range.** nsys keeps one collection per session, not one per process. If each rank opened
 and closed an NVTX capture range on its own (``--capture-range=nvtx --capture-range-end=stop``), the
@@ -52,12 +53,12 @@ from ..errors import (
     RankError,
     TorchrunMissingError,
 )
+from .runner import alive
 
 __all__ = [
     "RanksTimeoutError",
     "check_before_launch",
     "launch_command",
-    "lean_args",
     "rank_failure",
     "run_processes",
     "stop_run_processes",
@@ -88,22 +89,6 @@ def launch_command(python: str, nproc: int, workdir: str) -> list[str]:
     from .rank_launch import command
 
     return command(python, nproc, workdir)
-
-
-#: What ``--nproc`` leaves out of nsys' collection unless the user's arguments say otherwise: CPU
-#: sampling and context switches, which gpumagic's views do not read. With two ranks they cost
-#: 3.8-4.5 s of every run in nsys' processing (an H100 pair: a DDP step under torchrun 14.3-15.5 s
-#: without them, 18.2-20.0 s with them, no capture range either way;
-#: ``benchmarks/nproc_launch_probe.py``).
-LEAN = {"--sample": "none", "--cpuctxsw": "none"}
-
-
-def lean_args(extra_args: Sequence[str]) -> list[str]:
-    """:data:`LEAN`'s flags that the user's ``extra_args`` do not set themselves."""
-    given = {a.split("=", 1)[0] for a in extra_args}
-    if "-s" in given:
-        given.add("--sample")
-    return [f"{flag}={value}" for flag, value in LEAN.items() if flag not in given]
 
 
 def check_before_launch(nproc: int, python: str | None) -> None:
@@ -205,16 +190,6 @@ def stop_run_processes(
         except (ProcessLookupError, PermissionError):
             pass
     deadline = time.monotonic() + wait
-    while wait and time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while wait and time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     return pids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return (
-                f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-            )  # a zombie is gone, its parent not yet told
-    except (OSError, IndexError):
-        return False

@@ -11,9 +11,11 @@ nsys 2025.3). Here:
 * ``nsys launch --session-new=NAME -t TRACE [--cuda-graph-trace=node] [--nsys-args] python -m
   gpumagic.capture.warm_child CTRL PID NAME NSYS`` starts the child in a session of its own name
   (trace options belong to ``launch``; nothing is collected until ``start``);
-* per cell: ``nsys start --session=NAME -o STEM --force-overwrite=true`` once the child's warm-up is
-  over and it waits (the warm-up stays out of the report, as with the one-shot run's NVTX capture
-  range), ``nsys stop --session=NAME`` once its captured runs are over (it writes
+* per cell: ``nsys start --session=NAME -o STEM --force-overwrite=true [--sample=none
+  --cpuctxsw=none]`` (sampling's switches are ``start``'s: those of ``--nsys-args`` go there, and
+  where they say nothing of sampling, none is collected: ``options.LEAN``) once the child's
+  warm-up is over and it waits (the warm-up stays out of the report, as with the one-shot run's
+  NVTX capture range), ``nsys stop --session=NAME`` once its captured runs are over (it writes
   ``STEM.nsys-rep``), then ``nsys export`` of that report alone. ``nsys start`` answers before the
   target records (seen in practice, not documented): the captured runs begin :data:`SETTLE` s
   later, and a report without the cell's NVTX range is not used (:func:`missed_range`: the cell
@@ -48,10 +50,11 @@ from typing import Any
 
 from ..errors import CellError, NsysTimeoutError
 from .guards import deferred_interrupts
-from .options import NsysOptions, graph_trace_args
+from .options import NsysOptions, graph_trace_args, lean_args, split_start_args
 from .phases import Phases, read_marks
+from .runner import alive
 from .tools import child_env
-from .warm_child import CMD_FIFO, READY_FILE, alive
+from .warm_child import CMD_FIFO, READY_FILE
 
 __all__ = [
     "WarmChild",
@@ -118,6 +121,8 @@ class WarmChild:
     start_marks: list[tuple[str, float, float]] = field(default_factory=list)
     #: why the child before this one was retired (None: this is the first)
     replaced: str | None = None
+    #: what each cell's ``nsys start`` adds to its command (sampling's switches)
+    start_args: list[str] = field(default_factory=list)
 
 
 _current: WarmChild | None = None
@@ -158,14 +163,16 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> str:
 def launch_command(
     nsys: str, opts: NsysOptions, extra_args: list[str], session: str, ctrl: str
 ) -> list[str]:
+    """``nsys launch`` of the child, with the user's arguments that are not ``nsys start``'s."""
+    launch_args = split_start_args(extra_args)[0]
     return [
         nsys,
         "launch",
         f"--session-new={session}",
         "-t",
         opts.trace,
-        *graph_trace_args(opts, extra_args),
-        *extra_args,
+        *graph_trace_args(opts, launch_args),
+        *launch_args,
         opts.python or sys.executable,
         "-m",
         "gpumagic.capture.warm_child",
@@ -174,6 +181,12 @@ def launch_command(
         session,
         nsys,
     ]
+
+
+def start_args(extra_args: list[str]) -> list[str]:
+    """What each cell's ``nsys start`` adds: the user's sampling switches, else none sampled."""
+    given = split_start_args(extra_args)[1]
+    return [*lean_args(given), *given]
 
 
 def _launch(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict) -> WarmChild:
@@ -195,7 +208,9 @@ def _launch(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict) -> W
     except OSError as exc:
         shutil.rmtree(ctrl, ignore_errors=True)
         raise WarmUnavailable(f"nsys launch could not start ({exc})") from None
-    return WarmChild(key, nsys, session, ctrl, launcher, started=started)
+    return WarmChild(
+        key, nsys, session, ctrl, launcher, started=started, start_args=start_args(extra_args)
+    )
 
 
 def _await_ready(child: WarmChild, opts: NsysOptions) -> None:
@@ -389,7 +404,7 @@ def _run_cell(child: WarmChild, opts: NsysOptions, workdir: str, stem: str, phas
     if first == warm:
         t = time.perf_counter()
         for attempt in range(START_TRIES):  # a session just launched may not be registered yet
-            rc, out = _cli(child, "start", "-o", stem, "--force-overwrite=true")
+            rc, out = _cli(child, "start", "-o", stem, "--force-overwrite=true", *child.start_args)
             if rc == 0 or attempt == START_TRIES - 1:
                 break
             time.sleep(0.3 * (attempt + 1))

@@ -8,6 +8,7 @@ Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -186,3 +187,74 @@ def graph_trace_args(opts: NsysOptions, extra_args: list[str]) -> list[str]:
     ):
         return ["--cuda-graph-trace=node"]
     return []
+
+
+#: What nsys leaves out of a collection unless the user's ``--nsys-args`` say otherwise: CPU
+#: sampling and context switches, which gpumagic's views do not read and which cost seconds of
+#: nsys' processing at every capture's end (an H100 pair under ``--nproc 2``: a DDP step 14.3-15.5 s
+#: without them, 18.2-20.0 s with them, ``benchmarks/nproc_launch_probe.py``; one process:
+#: ``benchmarks/nsys_phases.py --variants``). ``--nsys-args "--sample=process-tree"`` brings them
+#: back.
+LEAN = {"--sample": "none", "--cpuctxsw": "none"}
+
+#: The switches among ``--nsys-args`` that belong to ``nsys start``, not ``nsys launch`` (CPU
+#: sampling's: nsys 2025.3, ``nsys start --help``), each with its short form: a warm child passes
+#: them to each cell's ``nsys start`` (``nsys_warm.py``).
+START_SWITCHES = {
+    "--sample": "-s",
+    "--cpuctxsw": None,
+    "--backtrace": "-b",
+    "--sampling-period": None,
+    "--samples-per-backtrace": None,
+}
+
+
+def lean_args(extra_args: Sequence[str]) -> list[str]:
+    """:data:`LEAN`'s flags that the user's ``extra_args`` do not set themselves. Where the user
+    turns sampling on and says nothing of context switches, nsys' own default for them stands
+    (it follows ``--sample``)."""
+    given = _given(extra_args)
+    sampling = given.get("--sample", "none") != "none"
+    return [
+        f"{flag}={value}"
+        for flag, value in LEAN.items()
+        if flag not in given and not (flag == "--cpuctxsw" and sampling)
+    ]
+
+
+def split_start_args(extra_args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``extra_args`` as (``nsys launch``'s, ``nsys start``'s): the :data:`START_SWITCHES` and
+    their values (``--sample=none``, ``--sample none``, ``-s none``) go to the second."""
+    launch: list[str] = []
+    start: list[str] = []
+    args = list(extra_args)
+    i = 0
+    while i < len(args):
+        name = args[i].split("=", 1)[0]
+        if _long(name) in START_SWITCHES:
+            start.append(args[i])
+            if "=" not in args[i] and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                i += 1
+                start.append(args[i])
+        else:
+            launch.append(args[i])
+        i += 1
+    return launch, start
+
+
+def _long(name: str) -> str:
+    return next((long for long, short in START_SWITCHES.items() if short == name), name)
+
+
+def _given(extra_args: Sequence[str]) -> dict[str, str]:
+    """The switches ``extra_args`` set, by long name, with their values ("" where none)."""
+    given: dict[str, str] = {}
+    args = list(extra_args)
+    for i, arg in enumerate(args):
+        if not arg.startswith("-"):
+            continue
+        name, _, value = arg.partition("=")
+        if not value and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value = args[i + 1]
+        given[_long(name)] = value
+    return given

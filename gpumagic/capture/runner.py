@@ -26,9 +26,11 @@ others (the launcher stops them); the process group is destroyed after a run tha
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -102,7 +104,7 @@ def gated_main(workdir: str, early: Any) -> int:
 
     start_cuda(early)
     with early.mark("waiting for the first pass"):
-        go = _await(workdir, "cell.json") and _await(workdir, GATE_FILE)
+        go = await_file(workdir, "cell.json") and await_file(workdir, GATE_FILE)
         if go:
             with open(os.path.join(workdir, GATE_FILE), encoding="utf-8") as f:
                 go = f.read().strip() == "go"
@@ -114,7 +116,7 @@ def gated_main(workdir: str, early: Any) -> int:
     return run_spec(workdir, spec, PhaseMarks())
 
 
-def _await(workdir: str, name: str) -> bool:
+def await_file(workdir: str, name: str) -> bool:
     """Whether file ``name`` arrived in ``workdir`` (each is written whole, by a rename), or the
     wait was given up: the work dir gone, the parent gone, ``GPUMAGIC_GATE_LIMIT`` seconds (the
     run's time limit) past."""
@@ -125,39 +127,106 @@ def _await(workdir: str, name: str) -> bool:
     while not os.path.exists(path):
         looks += 1
         if looks % 100 == 0 and (
-            not os.path.isdir(workdir) or not _alive(parent) or time.monotonic() > deadline
+            not os.path.isdir(workdir)
+            or (parent > 0 and not alive(parent))
+            or time.monotonic() > deadline
         ):
             return False
         time.sleep(POLL)
     return True
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return True
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's: the parent's, or one of its number
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def start_cuda(marks: Any) -> None:
     """Import torch and start CUDA (a context on the current device) as phases of their own, so
-    that the breakdown says what the child's start costs; a failure here is left to the cell."""
-    with marks.mark("torch import"):
+    that the breakdown says what the child's start costs; a failure here is left to the cell.
+
+    The driver's start (``cuInit`` and the device's primary context, the one the CUDA runtime and
+    so torch use) runs in a thread while torch imports (:func:`start_driver`): under a tool that
+    injects itself at ``cuInit`` it is most of "CUDA init", and the import leaves the GIL often
+    enough for the two to overlap. ``GPUMAGIC_CUDA_EARLY=0`` starts CUDA after the import, as
+    torch alone would."""
+    driver = start_driver() if os.environ.get("GPUMAGIC_CUDA_EARLY", "1") != "0" else None
+    try:
+        with marks.mark("torch import"):
+            try:
+                import torch
+            except ImportError:
+                return
+        with marks.mark("CUDA init"):
+            if driver is not None:
+                driver.join()
+            try:
+                if torch.cuda.is_available():
+                    torch.empty(1, device="cuda")  # the context: outside any capture range
+            except Exception:  # noqa: BLE001 - a broken CUDA is the cell's error to show, not ours
+                pass
+    finally:
+        if driver is not None:  # torch holds the context now (or never will: no torch)
+            driver.join()
+            driver.release()
+
+
+class _Driver(threading.Thread):
+    """``cuInit(0)`` and a hold on device 0's primary context, through the driver library alone
+    (ctypes releases the GIL for each call). The hold is given back once torch holds the context
+    itself (:meth:`release`), so the context's use count ends as torch alone would leave it."""
+
+    def __init__(self) -> None:
+        super().__init__(name="gpumagic-cuda-start", daemon=True)
+        self.lib: Any = None
+        self.device = ctypes.c_int(0)
+        self.held = False
+
+    def run(self) -> None:
         try:
-            import torch
-        except ImportError:
+            lib = driver_library()
+        except OSError:
+            return  # no driver: torch finds no GPU either
+        ctx = ctypes.c_void_p()
+        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(self.device), 0) != 0:
             return
-    with marks.mark("CUDA init"):
-        try:
-            if torch.cuda.is_available():
-                torch.empty(1, device="cuda")  # the context: outside any capture range
-        except Exception:  # noqa: BLE001 - a broken CUDA is the cell's error to show, not ours
-            pass
+        self.lib = lib
+        self.held = lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.device) == 0
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            # the _v2 entry point is the one cuda.h names since CUDA 11
+            release = getattr(self.lib, "cuDevicePrimaryCtxRelease_v2", None)
+            (release or self.lib.cuDevicePrimaryCtxRelease)(self.device)
+
+
+def driver_library() -> Any:
+    """The CUDA driver's library, as ctypes loads it (OSError where there is none)."""
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def start_driver() -> _Driver | None:
+    """Start CUDA's driver in a thread (:class:`_Driver`); None where there is no GPU to start
+    (no visible device) or threads cannot start."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return None
+    driver = _Driver()
+    try:
+        driver.start()
+    except RuntimeError:
+        return None
+    return driver
 
 
 def run_spec(
@@ -174,24 +243,19 @@ def run_spec(
     from gpumagic.capture.shipping import restore
 
     push, pop = _nvtx()
-    times: dict[str, float] = {}
-
-    @contextmanager
-    def warming() -> Iterator[None]:
-        times["warm-up"] = time.time()
-        yield
+    warm_up = WarmUp(marks)
 
     @contextmanager
     def nvtx_range() -> Iterator[None]:
-        marks.add("warm-up", times.get("warm-up", time.time()), time.time())
+        warm_up.over()
         before_capture()
-        times["capture"] = time.time()
+        start = time.time()
         push(spec["label"])
         try:
             yield
         finally:
             pop()
-            marks.add("capture", times["capture"], time.time())
+            marks.add("capture", start, time.time())
 
     try:
         ns: dict[str, Any] = {"__name__": "__main__"}
@@ -207,7 +271,7 @@ def run_spec(
             spec.get("iters", 1),
             nvtx_range,
             _sync(),
-            warming,
+            warm_up.watch,
         )
         if value is not None:
             with open(os.path.join(workdir, "value.txt"), "w", encoding="utf-8") as f:
@@ -221,6 +285,24 @@ def run_spec(
     return 0
 
 
+class WarmUp:
+    """The "warm-up" phase of a run: from the loop's warm-up (:meth:`watch`, the watch
+    ``cell.run_cell`` keeps over it) to the capture's start (:meth:`over`)."""
+
+    def __init__(self, marks: Any) -> None:
+        self.marks = marks
+        self.began: float | None = None
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        self.began = time.time()
+        yield
+
+    def over(self) -> None:
+        now = time.time()
+        self.marks.add("warm-up", self.began if self.began is not None else now, now)
+
+
 def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
     """One rank of a ``--nproc`` run (see the module's docstring). Its phases (torch import, CUDA
     init, process group, inputs, setup, warm-up, capture) go to ``phases-rankR.json``
@@ -231,14 +313,16 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
     rank, local_rank, world_size = (
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     )
-    times: dict[str, float] = {}
+    warm_up = WarmUp(marks)
     try:
         with marks.mark("torch import"):
             try:
                 import torch
                 import torch.distributed as dist
             except ModuleNotFoundError as exc:
-                if (exc.name or "").split(".")[0] == "torch":  # nsys_ranks names the Python
+                # torch itself missing (nsys_ranks names the Python); a broken torch (no
+                # torch._C) is an error with its traceback
+                if exc.name in ("torch", "torch.distributed"):
                     print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
                     return 5
                 raise
@@ -247,7 +331,7 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
             if cuda and torch.cuda.device_count() < int(
                 os.environ.get("LOCAL_WORLD_SIZE", world_size)
             ):
-                _write(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
+                write_whole(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
                 return 4
             if cuda:
                 # before the names come back: their CUDA tensors land here
@@ -270,13 +354,8 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
         )
 
         @contextmanager
-        def warming() -> Iterator[None]:
-            times["warm-up"] = time.time()
-            yield
-
-        @contextmanager
         def captured() -> Iterator[None]:
-            marks.add("warm-up", times.get("warm-up", time.time()), time.time())
+            warm_up.over()
             start = time.time()
             # every rank's warm-up is over (each synchronized its device first)
             dist.barrier(group=control)
@@ -309,15 +388,15 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
             spec.get("iters", 1),
             captured,
             _sync(),
-            warming,
+            warm_up.watch,
         )
         if rank == 0 and value is not None:
-            _write(workdir, "value.txt", repr(value))
+            write_whole(workdir, "value.txt", repr(value))
         with marks.mark("process group end"):
             dist.destroy_process_group()
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped this rank, then exit non-zero
         try:
-            _write(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
+            write_whole(workdir, f"error-rank{rank}.txt", _cell_traceback(exc))
             marks.write(workdir, rank_phases_file(rank))
         finally:
             _leave(3)
@@ -328,9 +407,11 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
 def _leave(status: int) -> None:
     """End this rank now, its error written: a normal exit runs the process group's teardown,
     which can wait for ever on a peer that is itself waiting in a collective for this rank."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
 
 
 def rank_phases_file(rank: int) -> str:
@@ -348,7 +429,7 @@ def _mark(cuda: bool) -> Callable[[str], Any]:
     return lambda text: nvtx.mark(message=text)
 
 
-def _write(workdir: str, name: str, text: str) -> None:
+def write_whole(workdir: str, name: str, text: str) -> None:
     """Write whole or not at all: the parent may read the file while this process is being
     stopped."""
     path = os.path.join(workdir, name)

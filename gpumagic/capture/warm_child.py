@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any
 
+from gpumagic.capture.runner import alive, write_whole
+
 #: The FIFO the parent writes commands to.
 CMD_FIFO = "cmd"
 #: Written once the child can take cells: ``{"pid": ..., "marks": [...]}``.
@@ -42,26 +44,9 @@ class Aborted(RuntimeError):
     """The parent did not start the capture (``nsys start`` failed): the cell stops there."""
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def write_json(path: str, data: Any) -> None:
     """Written whole or not at all: the other side polls for the file."""
-    with open(path + ".part", "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(path + ".part", path)
+    write_whole(os.path.dirname(path), os.path.basename(path), json.dumps(data))
 
 
 class Commands:

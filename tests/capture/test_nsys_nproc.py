@@ -90,6 +90,7 @@ def test_command_for_two_ranks_and_for_one(tmp_path):
         )
         assert "--capture-range=nvtx" in single and "--nvtx-capture=cell:t" in single
         assert single[-4:] == [sys.executable, "-m", "gpumagic.capture.runner", "/w/d"]
+        assert "--sample=none" in single and "--cpuctxsw=none" in single  # one process too
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])

@@ -21,7 +21,7 @@ from IPython.utils.capture import capture_output
 from gpumagic.capture import nsys_warm
 from gpumagic.capture.nsys import capture
 from gpumagic.capture.options import NsysOptions
-from gpumagic.capture.warm_child import alive
+from gpumagic.capture.runner import alive
 
 from ..helpers import FAKE_NSYS, ROOT
 
@@ -147,15 +147,36 @@ def test_an_error_in_the_warm_up_starts_no_collection(warm_ip):
 def test_changed_nsys_args_start_a_new_child(warm_ip):
     warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
     old = nsys_warm.current_child()
-    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep --nsys-args '--sample=none'", "x = 1")
+    args = "--nsys-args '--cuda-memory-usage=true'"
+    warm_ip.run_cell_magic("gpuprofile", f"--nsys -w 0 -o rep {args}", "x = 1")
     assert calls(warm_ip.log_path, "launch") == 2
-    launches = [ln for ln in warm_ip.log_path.read_text().splitlines() if ln.startswith("launch")]
-    assert "--sample=none" not in launches[0] and "--sample=none" in launches[1]
+    launches = lines(warm_ip.log_path, "launch")
+    assert "--cuda-memory-usage" not in launches[0] and "--cuda-memory-usage=true" in launches[1]
     assert any("--nsys-args changed" in n for n in warm_ip.user_ns["rep"].notes)
     assert not alive(old.pid) and not os.path.exists(old.ctrl)  # the old one is gone
     # the same arguments again: reused
-    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0 --nsys-args '--sample=none'", "x = 1")
+    warm_ip.run_cell_magic("gpuprofile", f"--nsys -w 0 {args}", "x = 1")
     assert calls(warm_ip.log_path, "launch") == 2
+
+
+def lines(log, command: str) -> list[str]:
+    """The stand-in's command lines for ``nsys COMMAND``, in order."""
+    return [ln for ln in log.read_text().splitlines() if ln.split(" ", 1)[0] == command]
+
+
+def test_cells_are_collected_without_cpu_sampling_unless_asked(warm_ip):
+    warm_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "x = 1")
+    (launch,), (start,) = lines(warm_ip.log_path, "launch"), lines(warm_ip.log_path, "start")
+    assert "--sample=none" in start.split() and "--cpuctxsw=none" in start.split()
+    assert "--sample" not in launch and "--cpuctxsw" not in launch  # start's switches only
+    # the user's sampling switches go to each cell's `nsys start`, not to `nsys launch`, and
+    # nsys' own default for context switches then follows --sample
+    warm_ip.run_cell_magic(
+        "gpuprofile", "--nsys -w 0 --nsys-args '-s process-tree --cuda-memory-usage=true'", "x = 1"
+    )
+    launch, start = lines(warm_ip.log_path, "launch")[1], lines(warm_ip.log_path, "start")[1]
+    assert "-s process-tree" in start and "=none" not in start
+    assert "process-tree" not in launch and "--cuda-memory-usage=true" in launch
 
 
 def test_a_changed_environment_starts_a_new_child(warm_ip, monkeypatch):
