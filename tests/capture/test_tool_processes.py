@@ -140,6 +140,18 @@ def test_the_drivers_hold_is_given_back_where_torch_does_not_import(monkeypatch)
     assert lib.calls[-1] == "cuDevicePrimaryCtxRelease_v2"
 
 
+def python(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh Python that imports this checkout's gpumagic."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
+
+
 def test_a_rank_leaves_with_its_status_even_when_a_flush_fails(tmp_path):
     script = textwrap.dedent(
         """
@@ -157,14 +169,7 @@ def test_a_rank_leaves_with_its_status_even_when_a_flush_fails(tmp_path):
         _leave(3)
         """
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=ROOT),
-    )
+    proc = python(script)
     assert proc.returncode == 3, proc.stderr
 
 
@@ -208,14 +213,7 @@ def test_the_tools_child_processes_import_neither_pandas_nor_the_timing_core():
         "print(sorted(m for m in ('pandas', 'IPython', 'bokeh', 'gpumagic.timing', "
         "'gpumagic.trace', 'torch') if m in sys.modules))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=ROOT),
-    )
+    proc = python(script)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     import gpumagic  # the names the package promises are still there, loaded on first use
