@@ -3,7 +3,7 @@
 capture range, with and without CPU sampling and context switches, with and without the SQLite
 export; two rounds, each variant's wall time and rank 0's own marks (seconds from the launch: its
 Python's start, torch import, CUDA, process group, warm-up, the capture's opening, the cell, its
-close, the end). It measured what ``nsys_ranks.LEAN`` leaves out.
+close, the end). It measured what ``options.LEAN`` leaves out.
 
     python benchmarks/nproc_launch_probe.py      (2 GPUs, nsys on PATH; else it says so)
 

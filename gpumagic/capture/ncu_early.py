@@ -66,9 +66,15 @@ class EarlyRun:
         try:
             self.proc.communicate(timeout=STOP_GRACE)
         except subprocess.TimeoutExpired:
+            # a process of the run outside the killed session holds the output open
             stop_run_processes(self.workdir)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 self.proc.communicate(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                if self.proc.stdout is not None:
+                    self.proc.stdout.close()  # not read any more: ncu itself is gone
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=STOP_GRACE)
         with contextlib.suppress(OSError):
             os.remove(stem + ".ncu-rep")
 

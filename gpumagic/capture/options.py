@@ -197,29 +197,55 @@ def graph_trace_args(opts: NsysOptions, extra_args: list[str]) -> list[str]:
 #: back.
 LEAN = {"--sample": "none", "--cpuctxsw": "none"}
 
-#: The switches among ``--nsys-args`` that belong to ``nsys start``, not ``nsys launch`` (CPU
-#: sampling's: nsys 2025.3, ``nsys start --help``), each with its short form: a warm child passes
-#: them to each cell's ``nsys start`` (``nsys_warm.py``).
-START_SWITCHES = {
+#: The switches among ``--nsys-args`` that belong to ``nsys start``, not ``nsys launch`` (nsys
+#: 2025.3: those ``nsys start --help`` lists and ``nsys launch --help`` does not, or calls
+#: deprecated there), each with its short form: a warm child passes them to each cell's ``nsys
+#: start`` (``nsys_warm.py``). Left out: what gpumagic sets itself (``-o``, ``--force-overwrite``,
+#: ``--capture-range``, ``--export``, ``--stats``, ``--stop-on-exit``).
+START_SWITCHES: dict[str, str | None] = {
+    # CPU sampling and context switches (deprecated on `nsys launch`)
     "--sample": "-s",
     "--cpuctxsw": None,
     "--backtrace": "-b",
     "--sampling-period": None,
     "--samples-per-backtrace": None,
+    # the collection's other sources
+    **dict.fromkeys(
+        (
+            "--cpu-core-events",
+            "--debug-symbols",
+            "--event-sample",
+            "--event-sampling-frequency",
+            "--event-sampling-interval",
+            "--flush-on-cudaprofilerstop",
+            "--ftrace",
+            "--ftrace-keep-user-config",
+            "--gpu-metrics-devices",
+            "--gpu-metrics-frequency",
+            "--gpu-metrics-set",
+            "--gpu-video-device",
+            "--gpuctxsw",
+            "--ib-net-info-devices",
+            "--ib-net-info-files",
+            "--ib-net-info-output",
+            "--nic-metrics",
+            "--os-events",
+        )
+    ),
 }
+#: The switches that ask for CPU sampling besides ``--sample`` itself.
+_SAMPLING = ("--backtrace", "--sampling-period", "--samples-per-backtrace")
 
 
 def lean_args(extra_args: Sequence[str]) -> list[str]:
     """:data:`LEAN`'s flags that the user's ``extra_args`` do not set themselves. Where the user
-    turns sampling on and says nothing of context switches, nsys' own default for them stands
-    (it follows ``--sample``)."""
+    asks for sampling (``--sample`` other than none, or a sampling switch such as
+    ``--backtrace``), neither is added: nsys' own defaults stand (context switches follow
+    ``--sample``)."""
     given = _given(extra_args)
-    sampling = given.get("--sample", "none") != "none"
-    return [
-        f"{flag}={value}"
-        for flag, value in LEAN.items()
-        if flag not in given and not (flag == "--cpuctxsw" and sampling)
-    ]
+    if given.get("--sample", "none") != "none" or any(s in given for s in _SAMPLING):
+        return []
+    return [f"{flag}={value}" for flag, value in LEAN.items() if flag not in given]
 
 
 def split_start_args(extra_args: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -221,6 +221,10 @@ def start_driver() -> _Driver | None:
     (no visible device) or threads cannot start."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return None
+    # the driver reads it at cuInit, which now comes before torch's own start sets it (where
+    # unset) to load each kernel on first use: with an older driver's eager default, the
+    # context would load every kernel of torch's libraries
+    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
     driver = _Driver()
     try:
         driver.start()

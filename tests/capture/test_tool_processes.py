@@ -37,6 +37,12 @@ from ..helpers import ROOT, settle
         ),
         # a switch without a value keeps the next switch where it belongs
         (["--sample", "--cuda-memory-usage=true"], ["--cuda-memory-usage=true"], ["--sample"]),
+        # the collection's other sources are start's too (GPU metrics), trace options launch's
+        (
+            ["--gpu-metrics-devices=all", "-t", "cuda"],
+            ["-t", "cuda"],
+            ["--gpu-metrics-devices=all"],
+        ),
     ],
 )
 def test_sampling_switches_are_split_off_for_nsys_start(args, launch, start):
@@ -55,6 +61,11 @@ def test_sampling_switches_are_split_off_for_nsys_start(args, launch, start):
         (["--sample", "cpu"], []),
         (["--cpuctxsw=process-tree"], ["--sample=none"]),
         (["--sample=process-tree", "--cpuctxsw=none"], []),
+        # any sampling switch asks for sampling: --sample=none is not added against it
+        (["--backtrace=dwarf"], []),
+        (["-b", "fp"], []),
+        (["--sampling-period", "100000"], []),
+        (["--samples-per-backtrace=4"], []),
     ],
 )
 def test_nsys_samples_no_cpu_unless_the_user_says(args, lean):
@@ -116,17 +127,40 @@ def test_no_driver_or_a_failing_one_holds_nothing(monkeypatch):
 
 @pytest.mark.parametrize("early", ["1", "0"])
 def test_start_cuda_marks_its_phases_either_way(monkeypatch, early):
+    torch = pytest.importorskip("torch")
     lib = FakeDriver()
     monkeypatch.setattr(runner, "driver_library", lambda: lib)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("GPUMAGIC_CUDA_EARLY", early)
+    # torch's own CUDA start, recorded where the driver's calls are
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: lib.calls.append("torch's start"))
     marks = PhaseMarks()
     runner.start_cuda(marks)
     assert [m[0] for m in marks.marks] == ["torch import", "CUDA init"]
-    if early == "1":  # started, and given back after torch's own start
-        assert lib.calls[-1] == "cuDevicePrimaryCtxRelease_v2"
+    if early == "1":  # started before torch's own start; the hold given back only after it
+        assert lib.calls == [
+            "cuInit",
+            "cuDeviceGet",
+            "cuDevicePrimaryCtxRetain",
+            "torch's start",
+            "cuDevicePrimaryCtxRelease_v2",
+        ]
     else:
-        assert lib.calls == []
+        assert lib.calls == ["torch's start"]
+
+
+def test_the_early_driver_loads_kernels_lazily_as_torch_would(monkeypatch):
+    """cuInit reads CUDA_MODULE_LOADING; torch sets it to LAZY (where unset) only in its own
+    start, which now comes after: the early start sets it first, a user's choice stands."""
+    monkeypatch.setattr(runner, "driver_library", lambda: FakeDriver())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    runner.start_driver().join(5)
+    assert os.environ["CUDA_MODULE_LOADING"] == "LAZY"
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
+    runner.start_driver().join(5)
+    assert os.environ["CUDA_MODULE_LOADING"] == "EAGER"
 
 
 def test_the_drivers_hold_is_given_back_where_torch_does_not_import(monkeypatch):
@@ -182,14 +216,21 @@ def test_the_held_process_stops_in_bounded_time_even_outside_its_session(tmp_pat
         """
         import os, subprocess, sys, time
         # a process of the run in a session of its own, holding the output pipe open
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", sys.argv[1]],
-                         start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys, time; open(sys.argv[1] + '/holding', 'w').close(); time.sleep(120)",
+             sys.argv[1]],
+            start_new_session=True,
+        )
         time.sleep(120)
         """
     )
     monkeypatch.setattr(ncu_early, "STOP_GRACE", 0.5)
     run = ncu_early.EarlyRun([sys.executable, "-c", holder, str(workdir)], str(workdir), {})
-    time.sleep(1.0)  # the holder has started
+    deadline = time.monotonic() + 30
+    while not (workdir / "holding").exists():  # the process outside the session runs
+        assert time.monotonic() < deadline and run.proc.poll() is None
+        time.sleep(0.02)
     began = time.monotonic()
     run.stop(str(tmp_path / "stem"))
     assert time.monotonic() - began < 10
