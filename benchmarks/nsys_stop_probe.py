@@ -47,6 +47,7 @@ while True:
 VARIANTS: list[tuple[str, list[str], bool]] = [
     ("default", [], True),
     ("no sampling", ["--sample=none", "--cpuctxsw=none"], True),
+    ("sampling", ["--sample=process-tree", "--cpuctxsw=process-tree"], True),
     ("idle", [], False),
     ("export sqlite", ["--export=sqlite"], True),
 ]
