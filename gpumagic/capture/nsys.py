@@ -209,7 +209,7 @@ def capture(
             report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
             with phases.timed("reading"):
                 trace = read_sqlite(sqlite)
-        trace.meta.update(label=label, nsys=nsys, phases=phases.rows)
+        trace.meta.update(label=label, nsys=nsys, phases=phases.rows, nsys_trace=opts.trace)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"
         value = _shown_value(workdir)

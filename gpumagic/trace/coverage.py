@@ -83,8 +83,7 @@ RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
         "osrt": (
             "OS runtime calls",
             "the export has no OSRT_API table",
-            f"osrt in nsys' trace list: {_NSYS} (gpumagic's --nsys leaves it out unless its "
-            "nsys_trace setting names it: it adds ~3 s to each capture)",
+            f"osrt in nsys' trace list: {_NSYS}",
         ),
     },
     "torch.profiler": {
@@ -165,13 +164,21 @@ def not_recorded(backend: str, kind: str, detail: str = "") -> str:
 def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
     """The sentence for the capture ``meta`` describes, which did not record ``kind``: for a device
     gpumagic does not read (MTIA), that it is named and left out, with no CUDA advice; for CUPTI's
-    range profiler's kernels, that they hold counters and no times; else :func:`not_recorded` of its
-    backend."""
+    range profiler's kernels, that they hold counters and no times; for gpumagic's own ``--nsys``
+    capture (``meta["nsys_trace"]``: what it traced) without OS runtime calls, the setting that
+    records them; else :func:`not_recorded` of its backend."""
     unread = meta.get("unread_devices")
     if unread and kind in ("kernels", "memops", "api"):
         return device_not_read(unread, meta.get("device"))
     if kind == "kernels" and meta.get("range_profiler"):
         return range_profiled(meta["range_profiler"])
+    if kind == "osrt" and meta.get("nsys_trace"):  # gpumagic's own --nsys made it
+        return (
+            f"This capture did not record OS runtime calls (--nsys traced "
+            f"{meta['nsys_trace']}){detail}. gpumagic's --nsys leaves osrt out, since nsys' "
+            "processing of it adds ~3 s to each capture: %config GpuMagics.nsys_trace = "
+            f'"{meta["nsys_trace"]},osrt" records them.'
+        )
     said = not_recorded(str(meta.get("backend", "")), kind, detail)
     return on_rocm(said) if is_amd(meta) else said
 

@@ -193,6 +193,7 @@ def test_nsys_run_ships_variables_runs_the_cell_and_shows_the_report(nsys_ip, tm
     ]  # 2 warm-up + 1 captured
     rep = nsys_ip.user_ns["rep"]
     assert len(rep.trace.kernels) == 3 and rep.trace.meta["backend"] == "nsys"
+    assert rep.trace.meta["nsys_trace"] == "cuda,nvtx"  # what the OS-runtime sentence names
     log = nsys_ip.log_path.read_text()
     for piece in (
         "profile -t cuda,nvtx ",

@@ -167,15 +167,22 @@ def test_nsys_export_without_nvtx_says_so_and_nvtx_traced_without_ranges_is_reco
 
 
 def test_an_nsys_capture_without_osrt_says_how_to_bring_it_back(tmp_path):
-    """--nsys leaves osrt out of its trace by default (~3 s of nsys' stop); the report's OS runtime
-    section says so and names the setting that brings it back."""
+    """--nsys leaves osrt out of its trace by default (~3 s of nsys' stop): its report's OS
+    runtime section says so and names the setting that brings it back; an export made outside
+    gpumagic gets nsys' own advice, not gpumagic's setting."""
     from gpumagic.capture.options import NsysOptions
 
     assert "osrt" not in NsysOptions().trace.split(",")
     trace = load_nsys(nsys_export(tmp_path, *untraced("OSRT_API", "OSRuntime")))
     _, html = shown(ProfileReport(trace, timeline=False))
-    assert "OS runtime calls (not recorded)" in html and "nsys_trace setting" in html
-    assert not trace.recorded("osrt") and "~3 s" in summaries.not_recorded(trace.osrt_summary())
+    assert "OS runtime calls (not recorded)" in html and "nsys profile -t cuda,nvtx,osrt" in html
+    assert "GpuMagics" not in html and "~3 s" not in summaries.not_recorded(trace.osrt_summary())
+    mine = load_nsys(nsys_export(tmp_path, *untraced("OSRT_API", "OSRuntime")))
+    mine.meta["nsys_trace"] = "cuda,nvtx"  # what gpumagic's --nsys capture records
+    said = summaries.not_recorded(mine.osrt_summary())
+    assert "--nsys traced cuda,nvtx" in said and "~3 s" in said
+    assert '%config GpuMagics.nsys_trace = "cuda,nvtx,osrt"' in said
+    assert not trace.recorded("osrt")
 
 
 def test_empty_kernel_table_after_launches_is_an_error_not_an_idle_gpu(tmp_path):
