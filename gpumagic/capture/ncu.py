@@ -200,12 +200,14 @@ def capture(
             data = read_report(report, ncu)
         value = _shown_value(workdir)
     finally:
+        tidied = time.perf_counter()
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
             if early is not None:
                 early.close(_kill)
             if ranking is not None:
-                ranking.close()
+                ranking.close()  # the first pass's exit, where it has not ended yet
             shutil.rmtree(workdir, ignore_errors=True)
+        phases.add("cleanup", time.perf_counter() - tidied)
     seconds = time.perf_counter() - begun
     notes.append(_clock_note(opts.clock_control))
     notes.append(
