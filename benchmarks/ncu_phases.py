@@ -1,7 +1,7 @@
 """Where ``%%gpuprofile --ncu`` spends its wall time, phase by phase, in a fresh IPython kernel.
 
     python benchmarks/ncu_phases.py [--ncu PATH] [--json PATH] [--ncu-args ARGS ...]
-                                    [--early on,off] [--repeat N]
+                                    [--early on,off] [--repeat N] [--top N]
 
 The cell is a ``torch.nn.TransformerEncoderLayer`` forward (d_model 1024, 16 heads, batch 8 x 512
 tokens, fp32), the held-out case of the ``--ncu`` target (<= 12 s on an H100). Each variant runs in
@@ -11,6 +11,8 @@ child start, torch import, CUDA init, inputs, warm-up, capture with ncu's replay
 stop/flush, reading), the launches profiled and the kernel names, so that variants can be compared
 side by side in one run. ``--early on,off`` compares the profiled process started beside the first
 pass (``ncu_early_start``, the default) with one started after it, interleaved ``--repeat`` times.
+``--top N`` passes the magic's ``--top``: below the cell's 4 kernel names (``--top 2``) the first
+pass ranks more names than asked for, and the held process is stopped unused (its stop path).
 Needs a GPU and ncu; without them it says so and exits 0.
 """
 
@@ -78,6 +80,7 @@ def main() -> None:
     )
     ap.add_argument("--early", default="on", help="on, off or on,off (compared side by side)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each variant, interleaved")
+    ap.add_argument("--top", type=int, default=None, help="the magic's --top (default: its own)")
     args = ap.parse_args()
     try:
         import torch
@@ -96,7 +99,9 @@ def main() -> None:
     results = []
     for _ in range(args.repeat):
         for extra, early in variants:
-            flags = f'--ncu-args "{extra}"' if extra else ""
+            flags = (f'--ncu-args "{extra}"' if extra else "") + (
+                f" --top {args.top}" if args.top is not None else ""
+            )
             r = run(args.ncu, flags, early)
             r["ncu_args"], r["early_start"] = extra, early
             results.append(r)
@@ -124,7 +129,7 @@ def main() -> None:
     path = args.json or os.path.join(ROOT, "benchmarks", "results", f"ncu_phases_{tag}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"device": ok[0]["device"], "runs": results}, f, indent=1)
+        json.dump({"device": ok[0]["device"], "top": args.top, "runs": results}, f, indent=1)
     print(f"wrote {path}")
 
 
