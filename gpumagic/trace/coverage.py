@@ -176,8 +176,8 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
         return (
             f"This capture did not record OS runtime calls (--nsys traced "
             f"{meta['nsys_trace']}){detail}. gpumagic's --nsys leaves osrt out, since nsys' "
-            "processing of it adds ~3 s to each capture: %config GpuMagics.nsys_trace = "
-            f'"{meta["nsys_trace"]},osrt" records them.'
+            "processing of it adds ~3 s to each capture: GpuMagics.nsys_trace (NsysOptions.trace "
+            f'in a script) = "{meta["nsys_trace"]},osrt" records them.'
         )
     said = not_recorded(str(meta.get("backend", "")), kind, detail)
     return on_rocm(said) if is_amd(meta) else said

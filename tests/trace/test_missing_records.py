@@ -181,7 +181,7 @@ def test_an_nsys_capture_without_osrt_says_how_to_bring_it_back(tmp_path):
     mine.meta["nsys_trace"] = "cuda,nvtx"  # what gpumagic's --nsys capture records
     said = summaries.not_recorded(mine.osrt_summary())
     assert "--nsys traced cuda,nvtx" in said and "~3 s" in said
-    assert '%config GpuMagics.nsys_trace = "cuda,nvtx,osrt"' in said
+    assert 'GpuMagics.nsys_trace (NsysOptions.trace in a script) = "cuda,nvtx,osrt"' in said
     assert not trace.recorded("osrt")
 
 
