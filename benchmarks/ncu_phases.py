@@ -8,7 +8,7 @@ tokens, fp32), the held-out case of the ``--ncu`` target (<= 12 s on an H100). E
 a fresh process holding a real IPython shell with gpumagic loaded; per variant: the magic's wall
 time, the phases the run recorded (``NcuCapture.phases``: shipping, the first pass's remainder,
 child start, torch import, CUDA init, inputs, warm-up, capture with ncu's replay passes, tool
-stop/flush, reading), the launches profiled and the kernel names, so that variants can be compared
+stop/flush, reading, cleanup), the launches profiled and the kernel names, so that variants can be compared
 side by side in one run. ``--early on,off`` compares the profiled process started beside the first
 pass (``ncu_early_start``, the default) with one started after it, interleaved ``--repeat`` times.
 ``--top N`` passes the magic's ``--top``: below the cell's 4 kernel names (``--top 2``) the first

@@ -172,7 +172,8 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
         return device_not_read(unread, meta.get("device"))
     if kind == "kernels" and meta.get("range_profiler"):
         return range_profiled(meta["range_profiler"])
-    if kind == "osrt" and meta.get("nsys_trace"):  # gpumagic's own --nsys made it
+    traced = str(meta.get("nsys_trace") or "")  # what gpumagic's own --nsys asked nsys for
+    if kind == "osrt" and traced and "osrt" not in traced.split(","):
         return (
             f"This capture did not record OS runtime calls (--nsys traced "
             f"{meta['nsys_trace']}){detail}. gpumagic's --nsys leaves osrt out, since nsys' "

@@ -72,6 +72,13 @@ def test_nsys_samples_no_cpu_unless_the_user_says(args, lean):
     assert lean_args(args) == lean
 
 
+@pytest.fixture(autouse=True)
+def _module_loading(monkeypatch):
+    """The early driver start sets CUDA_MODULE_LOADING where unset: restored after each test."""
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "as before")
+    monkeypatch.delenv("CUDA_MODULE_LOADING")
+
+
 class FakeDriver:
     """libcuda as ctypes would load it: each call recorded, each answering ``status``."""
 
@@ -236,6 +243,41 @@ def test_the_held_process_stops_in_bounded_time_even_outside_its_session(tmp_pat
     assert time.monotonic() - began < 10
     assert (workdir / runner.GATE_FILE).read_text() == "stop"
     assert settle(tmp_path) == []
+
+
+def test_the_held_process_stop_lets_go_of_a_pipe_nothing_of_the_run_releases(tmp_path, monkeypatch):
+    """A process outside the killed session, holding the output, that the work dir does not name:
+    the stop closes its end of the pipe and returns, bounded, rather than wait for it."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    pid_file = tmp_path / "outsider.pid"
+    holder = textwrap.dedent(
+        """
+        import os, subprocess, sys, time
+        outsider = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        )
+        open(sys.argv[2], "w").write(str(outsider.pid))
+        time.sleep(120)
+        """
+    )
+    monkeypatch.setattr(ncu_early, "STOP_GRACE", 0.5)
+    run = ncu_early.EarlyRun(
+        [sys.executable, "-c", holder, str(workdir), str(pid_file)], str(workdir), {}
+    )
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and run.proc.poll() is None
+        time.sleep(0.02)
+    outsider = int(pid_file.read_text())
+    try:
+        began = time.monotonic()
+        run.stop(str(tmp_path / "stem"))
+        assert time.monotonic() - began < 5  # three waits of STOP_GRACE at most
+        assert run.proc.stdout.closed and run.proc.poll() is not None
+        assert runner.alive(outsider)  # not the run's: left alone
+    finally:
+        os.kill(outsider, 9)
 
 
 def test_the_tools_child_processes_import_neither_pandas_nor_the_timing_core():

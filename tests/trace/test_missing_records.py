@@ -182,6 +182,11 @@ def test_an_nsys_capture_without_osrt_says_how_to_bring_it_back(tmp_path):
     said = summaries.not_recorded(mine.osrt_summary())
     assert "--nsys traced cuda,nvtx" in said and "~3 s" in said
     assert 'GpuMagics.nsys_trace (NsysOptions.trace in a script) = "cuda,nvtx,osrt"' in said
+    # osrt was asked for and still not recorded: not told to ask for it again
+    asked = load_nsys(nsys_export(tmp_path, *untraced("OSRT_API", "OSRuntime")))
+    asked.meta["nsys_trace"] = "cuda,nvtx,osrt"
+    said = summaries.not_recorded(asked.osrt_summary())
+    assert "GpuMagics" not in said and "osrt,osrt" not in said and "OSRT_API" in said
     assert not trace.recorded("osrt")
 
 
