@@ -97,6 +97,11 @@ def __getattr__(name: str) -> Any:
     return found if attribute is None else getattr(found, attribute)
 
 
+def __dir__() -> list[str]:
+    # the names loaded on first use are the package's too: tab completion offers them
+    return sorted(set(globals()) | set(__all__))
+
+
 _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}
 
 

@@ -303,3 +303,4 @@ def test_the_tools_child_processes_import_neither_pandas_nor_the_timing_core():
 
     assert gpumagic.gputime.__module__ == "gpumagic.api.gputime"
     assert gpumagic.TimingResult.__name__ == "TimingResult" and gpumagic.TimingOptions
+    assert {"gputime", "TimingResult", "load_nsys"} <= set(dir(gpumagic))  # tab completion
