@@ -54,6 +54,7 @@ from .ncu_tensor import TENSOR_METRICS
 from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
 from .phases import Phases, read_marks
+from .runner import write_whole
 from .shipping import free_names, ship
 from .tools import child_env, find_tool, run_in_session
 
@@ -155,11 +156,7 @@ def capture(
             workdir,
         )
         spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
-        with open(os.path.join(workdir, "cell.json.part"), "w", encoding="utf-8") as f:
-            json.dump(spec, f)
-        os.replace(
-            os.path.join(workdir, "cell.json.part"), os.path.join(workdir, "cell.json")
-        )  # "go", whole
+        write_whole(workdir, "cell.json", json.dumps(spec))  # "go", whole
         phases.add("shipping", time.perf_counter() - begun)
         kernel_filter, base = opts.kernel_filter, None
         if ranking is not None:

@@ -253,18 +253,8 @@ def split_start_args(extra_args: Sequence[str]) -> tuple[list[str], list[str]]:
     their values (``--sample=none``, ``--sample none``, ``-s none``) go to the second."""
     launch: list[str] = []
     start: list[str] = []
-    args = list(extra_args)
-    i = 0
-    while i < len(args):
-        name = args[i].split("=", 1)[0]
-        if _long(name) in START_SWITCHES:
-            start.append(args[i])
-            if "=" not in args[i] and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                i += 1
-                start.append(args[i])
-        else:
-            launch.append(args[i])
-        i += 1
+    for name, _, tokens in _switches(extra_args):
+        (start if name in START_SWITCHES else launch).extend(tokens)
     return launch, start
 
 
@@ -272,15 +262,27 @@ def _long(name: str) -> str:
     return next((long for long, short in START_SWITCHES.items() if short == name), name)
 
 
+def _switches(extra_args: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """``extra_args`` read as nsys reads them: each switch (by its long name) with its value
+    (``--name=VALUE``, or the next argument where that is no switch; "" where none) and the
+    arguments it took; an argument that is no switch stands alone, named ""."""
+    out: list[tuple[str, str, list[str]]] = []
+    args = list(extra_args)
+    i = 0
+    while i < len(args):
+        tokens = [args[i]]
+        name, value = "", ""
+        if args[i].startswith("-"):
+            name, _, value = args[i].partition("=")
+            if "=" not in args[i] and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                i += 1
+                value = args[i]
+                tokens.append(value)
+        out.append((_long(name), value, tokens))
+        i += 1
+    return out
+
+
 def _given(extra_args: Sequence[str]) -> dict[str, str]:
     """The switches ``extra_args`` set, by long name, with their values ("" where none)."""
-    given: dict[str, str] = {}
-    args = list(extra_args)
-    for i, arg in enumerate(args):
-        if not arg.startswith("-"):
-            continue
-        name, _, value = arg.partition("=")
-        if not value and i + 1 < len(args) and not args[i + 1].startswith("-"):
-            value = args[i + 1]
-        given[_long(name)] = value
-    return given
+    return {name: value for name, value, _ in _switches(extra_args) if name}

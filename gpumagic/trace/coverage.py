@@ -175,10 +175,10 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
     traced = str(meta.get("nsys_trace") or "")  # what gpumagic's own --nsys asked nsys for
     if kind == "osrt" and traced and "osrt" not in traced.split(","):
         return (
-            f"This capture did not record OS runtime calls (--nsys traced "
-            f"{meta['nsys_trace']}){detail}. gpumagic's --nsys leaves osrt out, since nsys' "
+            f"This capture did not record OS runtime calls (--nsys traced {traced}){detail}. "
+            "gpumagic's --nsys leaves osrt out, since nsys' "
             "processing of it adds ~3 s to each capture: GpuMagics.nsys_trace (NsysOptions.trace "
-            f'in a script) = "{meta["nsys_trace"]},osrt" records them.'
+            f'in a script) = "{traced},osrt" records them.'
         )
     said = not_recorded(str(meta.get("backend", "")), kind, detail)
     return on_rocm(said) if is_amd(meta) else said

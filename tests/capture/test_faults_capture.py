@@ -19,6 +19,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic import load_nsys, load_trace
+from gpumagic.capture.runner import alive  # a zombie, dead but not reaped, counts as gone
 from gpumagic.errors import (
     FileMissingError,
     GpuMagicError,
@@ -479,19 +480,6 @@ def _eventually(condition, timeout: float = 10.0) -> bool:
     return True
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers: read its state
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
     ip, tmp_path, monkeypatch, ctrl_c
 ):
@@ -522,7 +510,7 @@ def test_interrupt_during_an_nsys_run_kills_its_process_group_and_cleans_up(
     assert time.monotonic() - t0 < 60
     assert "interrupted" in cap.stderr and "nsys was stopped" in cap.stderr
     pid = int(pidfile.read_text())
-    assert _eventually(lambda: not _alive(pid)), (
+    assert _eventually(lambda: not alive(pid)), (
         "the cell's process (in nsys' process group) outlived the interrupt"
     )
     assert _eventually(lambda: not any(work.iterdir())), list(
