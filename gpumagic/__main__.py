@@ -4,7 +4,8 @@ where there is one.
 A quick check that the install works, and a first look at the output. ``python -m gpumagic history``
 lists the saved results and ``python -m gpumagic check BASELINE`` compares the latest with a
 baseline (:mod:`gpumagic.cli.history`); ``python -m gpumagic diff A B`` compares two profiles
-(:mod:`gpumagic.cli.diff`).
+(:mod:`gpumagic.cli.diff`); ``python -m gpumagic kernel install --nsys`` installs a Jupyter kernel
+that runs under Nsight Systems (:mod:`gpumagic.notebook.nsys_kernel`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
         "[--export FILE]; "
         "python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: python "
         "-m gpumagic diff A B "
-        "[--fail-above 5%] (each with -h).",
+        "[--fail-above 5%]; a Jupyter kernel under Nsight Systems: python -m gpumagic kernel "
+        "install --nsys (each with -h).",
     )
     ap.add_argument(
         "size",
@@ -62,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         from .cli.diff import main as diff_main
 
         return diff_main(args[1:])
+    if args and args[0] == "kernel":
+        if args[1:2] != ["install"]:
+            print("usage: python -m gpumagic kernel install --nsys [-h for more]", file=sys.stderr)
+            return 2
+        from .notebook.nsys_kernel import install_main
+
+        return install_main(args[2:])
     if args and args[0] in HISTORY_COMMANDS:
         from .cli.history import main as history_main
 

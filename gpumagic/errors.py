@@ -463,10 +463,9 @@ class ShippingError(GpuMagicError, ValueError):
     why."""
 
     template = (
-        "These names cannot be sent to the nsys subprocess:\n{lines}\n"
-        'Recreate them in the cell, or pass code that makes them with --setup "..." '
-        "(it runs in the subprocess before the capture); functions and classes can live in a "
-        "module you import."
+        "These names cannot be sent to the subprocess that runs the cell:\n{lines}\n"
+        'Each says what to do instead; --setup "..." runs code in the subprocess before the '
+        "capture, and nothing has run yet."
     )
 
     def __init__(self, problems: dict[str, str]) -> None:

@@ -55,7 +55,7 @@ from .nsys import _kill, _slug
 from .options import ITERS, WARMUP, NcuOptions
 from .phases import Phases, read_marks
 from .runner import write_whole
-from .shipping import free_names, ship
+from .shipping import free_names, release, ship
 from .tools import child_env, find_tool, run_in_session
 
 __all__ = [
@@ -141,7 +141,7 @@ def capture(
     )
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)
-    ranking = early = None
+    ranking = early = shipped = None
     env = child_env(GPUMAGIC_PARENT_PID=str(os.getpid()), GPUMAGIC_GATE_LIMIT=str(opts.timeout))
     try:
         if opts.kernel_filter is None and opts.top > 0:
@@ -150,11 +150,12 @@ def capture(
             if opts.early_start:  # ncu_early.py: the profiled process starts beside it
                 cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, None, None)
                 early = EarlyRun(cmd, workdir, env)
-        ship(
+        shipped = ship(
             free_names(cell) + (free_names(opts.setup) if opts.setup else []),
             namespace or {},
             workdir,
         )
+        notes.append(shipped.note())
         spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
         write_whole(workdir, "cell.json", json.dumps(spec))  # "go", whole
         phases.add("shipping", time.perf_counter() - begun)
@@ -204,6 +205,7 @@ def capture(
             if ranking is not None:
                 ranking.close()  # the first pass's exit, where it has not ended yet
             shutil.rmtree(workdir, ignore_errors=True)
+            release(shipped)
         phases.add("cleanup", time.perf_counter() - tidied)
     seconds = time.perf_counter() - begun
     notes.append(_clock_note(opts.clock_control))

@@ -47,7 +47,7 @@ from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
 from .phases import PHASES_FILE, Phases, read_marks
 from .runner import rank_phases_file
-from .shipping import free_names, ship
+from .shipping import free_names, release, ship
 from .tools import child_env, find_tool, run_in_session
 
 __all__ = [
@@ -75,8 +75,12 @@ _SEARCH = (
 
 
 def find_nsys(configured: str | None = None) -> str:
-    """The nsys to use: the configured path, else PATH, else the usual install locations."""
-    return find_tool("nsys", configured, _SEARCH, NsysNotFoundError)
+    """The nsys to use: the configured path, else the one that launched this kernel (a kernel of
+    ``python -m gpumagic kernel install --nsys``: one nsys for its session and its subprocesses),
+    else PATH, else the usual install locations."""
+    return find_tool(
+        "nsys", configured or os.environ.get("GPUMAGIC_NSYS"), _SEARCH, NsysNotFoundError
+    )
 
 
 def _classify(command: list[str], output: str, rc: int, files: list[str]) -> NsysError | None:
@@ -159,6 +163,7 @@ def capture(
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     phases = Phases()
     warm_notes: list[str] = []
+    shipped = None
     warm = opts.warm and nproc == 1
     if warm:
         from .nsys_warm import launch_early
@@ -168,12 +173,13 @@ def capture(
 
     try:
         with phases.timed("shipping"):
-            ship(
+            shipped = ship(
                 free_names(cell) + (free_names(opts.setup) if opts.setup else []),
                 namespace or {},
                 workdir,
                 # a new warm child starts while the inputs are written
                 checked=(lambda: launch_early(nsys, opts, extra_args)) if warm else None,
+                for_ranks=nproc > 1,
             )
             spec = {
                 "cell": cell,
@@ -216,8 +222,13 @@ def capture(
     finally:
         with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
             shutil.rmtree(workdir, ignore_errors=True)
+            release(shipped)
     files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
-    notes = [f"report: {report}" if report else "report: (not kept)", f"SQLite export: {sqlite}"]
+    notes = [
+        shipped.note(),
+        f"report: {report}" if report else "report: (not kept)",
+        f"SQLite export: {sqlite}",
+    ]
     if nproc > 1:
         notes.insert(
             0,

@@ -101,6 +101,7 @@ def profile_in_process_or_nsys(
 
     if args.nsys:
         from ..capture import nsys as backend
+        from ..capture import nsys_inplace
 
         runnable: Any = run.source
         options: Any = config.nsys_options(
@@ -110,11 +111,20 @@ def profile_in_process_or_nsys(
             nproc=args.nproc,
         )
         prefix = "%%gpuprofile --nsys"
+        if nsys_inplace.session() is None:
+            where = (
+                "Ran in a subprocess: this kernel is not under Nsight Systems (`python -m "
+                "gpumagic kernel install --nsys` installs one that profiles cells in place)."
+            )
+        elif (why_not := in_place_refusal(args)) is not None:
+            where = f"Ran in a subprocess, not in place: {why_not}."
+        else:
+            backend, runnable, where = nsys_inplace, compile_cell(shell, run.source), ""
     else:
         from ..capture import torch_profiler as backend
 
         runnable, prefix = compile_cell(shell, run.source, lines=True), "%%gpuprofile"
-        options = None
+        options, where = None, ""
     with capture_errors(prefix, said=bool(args.nsys), fallback=INTERRUPTED):
         if args.trace:
             check_writable(args.trace, "--trace")  # before the capture, not after it
@@ -128,6 +138,8 @@ def profile_in_process_or_nsys(
             iters=run.iters,
             options=options,
         )
+    if args.nsys and where:
+        captured.notes.insert(0, where)
     shown = time.perf_counter()
     meta = captured.trace.meta
     written = run.written.splitlines()
@@ -192,6 +204,16 @@ def profile_ncu(
         shell.user_ns[run.output] = report
     display(report)
     return run.value(got.value)
+
+
+def in_place_refusal(args: argparse.Namespace) -> str | None:
+    """Why a cell in a kernel under nsys runs in a subprocess after all; None where it runs in
+    place."""
+    if args.nproc and args.nproc > 1:
+        return "--nproc runs its ranks as processes of their own"
+    if args.setup:
+        return "--setup is code for a subprocess (here it would change the notebook's namespace)"
+    return None
 
 
 def show_report(

@@ -788,8 +788,8 @@ def test_first_pass_cell_error_and_unshippable_names(fake):
     ):  # raised in the first pass: ncu profiles nothing
         ncu.capture("1 / 0", "c", options=ranked)
     # the first pass and the process held beside it, both already started, are stopped
-    with pytest.raises(ShippingError, match="f:"):
-        ncu.capture("f()", "c", namespace={"f": lambda: 1}, options=ranked)
+    with pytest.raises(ShippingError, match="g: a generator"):
+        ncu.capture("next(g)", "c", namespace={"g": (i for i in "ab")}, options=ranked)
     # held, never let through (the second may be stopped before the stand-in wrote its log)
     assert [r[-1] for r in runs(tmp_path)] in (["--gated"], ["--gated", "--gated"])
     assert not list((tmp_path / "profiles").glob("*.ncu-rep"))

@@ -16,7 +16,6 @@ from IPython.utils.capture import capture_output
 from gpumagic import load_nsys
 from gpumagic.capture.nsys import NsysNotFoundError, find_nsys
 from gpumagic.capture.nsys_sqlite import NoCudaDataError, NsysExportError
-from gpumagic.capture.shipping import ShippingError, free_names, restore, ship
 
 from ..helpers import DATA, FAKE_NSYS
 
@@ -93,59 +92,6 @@ def test_unreadable_exports_are_explained(tmp_path, committed_nsys):
         load_nsys(old)
     with pytest.raises(NoCudaDataError, match="outside its container"):
         load_nsys(committed_nsys("nocuda"))
-
-
-# --- shipping
-# --------------------------------------------------------------------------------------------------
-
-
-def test_free_names():
-    assert free_names("y = torch.matmul(A, B) + x\nz = y * 2\nprint(len(z))") == [
-        "torch",
-        "A",
-        "B",
-        "x",
-    ]
-    assert free_names("for i in range(3): pass") == []
-    assert free_names("x = x + 1") == ["x"] and free_names("n += 1") == ["n"]
-    assert free_names("import numpy as np\nnp.ones(3)") == []
-    assert free_names("def f(a):\n    return a * W\nf(v)") == ["W", "v"]
-    assert free_names("[w * q for w in ws]") == ["ws", "q"]
-
-
-def test_ship_and_restore_round_trip(tmp_path):
-    import json as json_module
-
-    a = torch.arange(6.0).reshape(2, 3)
-    ns = {
-        "a": a,
-        "cfg": {"k": [1, 2]},
-        "jm": json_module,
-        "lin": torch.nn.Linear(2, 2),
-        "unused": object(),
-    }
-    ship(["a", "cfg", "jm", "lin", "missing"], ns, str(tmp_path))
-    back = restore(str(tmp_path))
-    assert torch.equal(back["a"], a) and back["cfg"] == {"k": [1, 2]}
-    assert back["jm"] is json_module and isinstance(back["lin"], torch.nn.Linear)
-    assert "unused" not in back and "missing" not in back
-
-
-def test_unshippable_names_are_listed_with_the_fix(tmp_path):
-    def helper():  # defined in a test module, but pretend it is the notebook's
-        return 1
-
-    helper.__module__ = "__main__"
-    gen = (i for i in range(3))
-    with pytest.raises(ShippingError) as exc:
-        ship(["helper", "gen"], {"helper": helper, "gen": gen}, str(tmp_path))
-    msg = str(exc.value)
-    assert (
-        "helper: a function defined in the notebook" in msg
-        and "gen: generator cannot be pickled" in msg
-    )
-    assert "--setup" in msg
-    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_find_nsys_says_where_it_looked(monkeypatch):
@@ -239,13 +185,6 @@ def test_timeout_stops_nsys_and_says_so(nsys_ip, monkeypatch):
     monkeypatch.setenv("FAKE_NSYS_MODE", "hang")
     with pytest.raises(UsageError, match="did not finish within 2 s"):
         nsys_ip.run_cell_magic("gpuprofile", "--nsys --timeout 2", "x = 1")
-
-
-def test_unshippable_names_stop_before_nsys_runs(nsys_ip):
-    nsys_ip.run_cell("def notebook_fn():\n    return 1")
-    with pytest.raises(UsageError, match="notebook_fn: a function defined in the notebook"):
-        nsys_ip.run_cell_magic("gpuprofile", "--nsys", "notebook_fn()")
-    assert not nsys_ip.log_path.exists()
 
 
 def test_setup_code_runs_in_the_subprocess(nsys_ip, tmp_path):

@@ -369,9 +369,9 @@ def test_phases_go_with_nsys(ip):
 
 
 def test_unshippable_names_stop_before_any_child_is_launched(warm_ip):
-    warm_ip.run_cell("def notebook_fn():\n    return 1")
-    with pytest.raises(UsageError, match="notebook_fn: a function defined in the notebook"):
-        warm_ip.run_cell_magic("gpuprofile", "--nsys", "notebook_fn()")
+    warm_ip.run_cell("numbers = (i for i in range(3))")
+    with pytest.raises(UsageError, match="numbers: a generator"):
+        warm_ip.run_cell_magic("gpuprofile", "--nsys", "next(numbers)")
     assert calls(warm_ip.log_path, "launch") == 0 and nsys_warm.current_child() is None
 
 
