@@ -3,7 +3,7 @@ the first ``--nsys`` cell and the next one, with the warm child (the default) an
 
     python benchmarks/nsys_phases.py [--nsys PATH] [--json PATH] [--repeat N] [--modes one-shot,warm]
         [--nsys-trace cuda,nvtx] [--nsys-args "..."] [--cells N] [--settle S] [--nproc N]
-        [--variants now,sampling,late-cuda,before]
+        [--variants now,sampling,late-cuda,before] [--workload five-ops|train] [--compare-torch]
 
 Each run is a fresh process holding a real IPython shell with gpumagic loaded: a setup cell, then
 the held-out-style five-op cell (a GEMM, an embedding bag, a convolution, a top-k and a host sync)
@@ -13,6 +13,14 @@ reuses the child) and ``one-shot`` (a new ``nsys profile`` per cell). Per cell: 
 the magic (capture, export, reading and the report), the phases the run recorded
 (``trace.meta["phases"]``), and whether the kernel table (names and counts) equals the one-shot
 run's of the same cell. Targets on an H100: first <= 8 s, second <= 4 s, tables equal.
+
+``--workload train``: a training step of a Llama-style model whose classes are defined in the
+notebook (``train_step.py``: tied head, fused AdamW, bf16 autocast, two micro-steps) in place of
+the five ops. ``--modes in-place``: the kernel itself runs under ``nsys launch`` as the spec of
+``python -m gpumagic kernel install --nsys`` starts it, and each cell is profiled in place (no
+child; target: every cell <= 4 s). ``--compare-torch``: after the ``--nsys`` cells, the same cell
+under ``%%gpuprofile`` (torch.profiler) in the same kernel, its kernel multiset and its optimizer
+kernels set beside each nsys cell's (not in-place: nsys holds CUPTI there).
 
 ``--variants`` runs each mode as gpumagic runs it now and as it ran before each of the first cell's
 savings, interleaved, in fresh kernels: ``sampling`` turns nsys' CPU sampling and context switches
@@ -36,6 +44,9 @@ import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
+
+from train_step import STEP as TRAIN_CELL  # this folder is on the path
+from train_step import notebook, optimizer_kernels
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 FAKE = os.path.join(ROOT, "tests", "fake_nsys", "nsys")
@@ -89,7 +100,7 @@ ORDER = (
 CHILD = r"""
 import json, os, sys, time
 from IPython.core.interactiveshell import InteractiveShell
-nsys, mode, profiles, setup, cell, flags, trace, cells, settle = json.loads(sys.argv[1])
+nsys, mode, profiles, setup, cell, flags, trace, cells, settle, compare = json.loads(sys.argv[1])
 if settle is not None:
     import gpumagic.capture.nsys_warm as warm
     warm._settle = settle  # the wait after `nsys start` under test
@@ -119,8 +130,13 @@ for n in range(1, cells + 1):
         notes=[x for x in rep.notes if x.startswith("Warm child")],
         summary=rep.summary_line(),
     ))
+torch_kernels = None
+if compare:
+    ip.run_cell_magic("gpuprofile", "-w 1 -n 1 --no-timeline -o tp", cell)
+    k = ip.user_ns["tp"].trace.kernels
+    torch_kernels = {str(name): int(c) for name, c in k["name"].value_counts().items()}
 import torch
-print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(),
+print("RESULT " + json.dumps(dict(rows=rows, cuda=torch.cuda.is_available(), torch_kernels=torch_kernels,
     device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
     kernel_start_s=t0)))
 """
@@ -146,11 +162,23 @@ def run(
     setup: str = SETUP,
     cell: str = CELL,
     env: dict[str, str] | None = None,
+    compare: bool = False,
 ) -> dict[str, Any]:
+    prefix: list[str] = []
+    if mode == "in-place":  # the kernel as gpumagic's kernel spec starts it
+        sys.path.insert(0, ROOT)
+        from gpumagic.capture.nsys_inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
+
+        session = f"gpumagic-bench-{os.getpid()}-{len(os.listdir(tempfile.gettempdir()))}"
+        traced = trace or "cuda,nvtx"
+        prefix = [nsys, "launch", f"--session-new={session}", "-t", traced]
+        prefix += ["--cuda-graph-trace=node"] if "cuda" in traced else []
+        env = dict(env or {}, **{SESSION_ENV: session, NSYS_ENV: nsys, TRACE_ENV: traced})
     return fresh_kernel(
         CHILD,
-        lambda profiles: [nsys, mode, profiles, setup, cell, flags, trace, cells, settle],
+        lambda profiles: [nsys, mode, profiles, setup, cell, flags, trace, cells, settle, compare],
         env=env,
+        prefix=prefix,
     )
 
 
@@ -159,17 +187,30 @@ def fresh_kernel(
     payload: Callable[[str], list[Any]],
     timeout: float = 900,
     env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> dict[str, Any]:
     """``child`` (Python source printing one ``RESULT {json}`` line) in a fresh process, given
     ``payload(profiles)`` as JSON, ``profiles`` a scratch folder removed afterwards, ``env`` added
-    to its environment; its result, or ``{"error": ...}`` with the end of its output."""
+    to its environment, ``prefix`` the command it runs under (``nsys launch ...``); its result, or
+    ``{"error": ...}`` with the end of its output. The child runs as a module (``python -m``), as
+    a kernel does."""
     profiles = tempfile.mkdtemp(prefix="gpumagic-bench-profiles-")
+    with open(os.path.join(profiles, "gpumagic_bench_child.py"), "w", encoding="utf-8") as f:
+        f.write(child)
     env = dict(
-        os.environ, **(env or {}), PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+        os.environ,
+        **(env or {}),
+        PYTHONPATH=os.pathsep.join([ROOT, profiles, os.environ.get("PYTHONPATH", "")]),
     )
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", child, json.dumps(payload(profiles))],
+            [
+                *(prefix or []),
+                sys.executable,
+                "-m",
+                "gpumagic_bench_child",
+                json.dumps(payload(profiles)),
+            ],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -220,6 +261,10 @@ def main() -> None:
         "--settle", type=float, default=None, help="seconds waited after nsys start (warm)"
     )
     ap.add_argument("--nsys-args", default=None, help="the magic's --nsys-args")
+    ap.add_argument("--workload", default="five-ops", choices=("five-ops", "train"))
+    ap.add_argument(
+        "--compare-torch", action="store_true", help="the cell under torch.profiler too"
+    )
     ap.add_argument(
         "--variants",
         default="now",
@@ -241,6 +286,8 @@ def main() -> None:
             "visible); its kernel tables are a committed fixture's, so 'equal' says nothing."
         )
     setup, cell, modes = SETUP, CELL, args.modes
+    if args.workload == "train":
+        setup, cell = notebook("step"), TRAIN_CELL
     ranks = ""
     if args.nproc:
         ranks = f' --nproc {args.nproc} --setup "{RANKS_SETUP}"'
@@ -253,7 +300,16 @@ def main() -> None:
                 nsys_args = " ".join(a for a in (args.nsys_args, added) if a)
                 flags = (f'--nsys-args "{nsys_args}"' if nsys_args else "") + ranks
                 r = run(
-                    nsys, mode, flags, args.nsys_trace, args.cells, args.settle, setup, cell, env
+                    nsys,
+                    mode,
+                    flags,
+                    args.nsys_trace,
+                    args.cells,
+                    args.settle,
+                    setup,
+                    cell,
+                    env,
+                    args.compare_torch and mode != "in-place",
                 )
                 r.update(mode=mode, repeat=rep, variant=variant, flags=flags, env=env)
                 results.append(r)
@@ -291,6 +347,34 @@ def main() -> None:
     equal = [row["kernels"] == reference.get(row["cell"]) if reference else None for _, row in cols]
     print(f"{'kernels = 1-shot':18}" + "".join(f"{e!s:>{w}}" for e in equal))
     print(f"{'child reused':18}" + "".join(f"{row['reused']!s:>{w}}" for _, row in cols))
+    if args.compare_torch:
+        same = [
+            row["kernels"] == r["torch_kernels"] if r.get("torch_kernels") else None
+            for r, row in cols
+        ]
+        print(f"{'kernels = torch':18}" + "".join(f"{e!s:>{w}}" for e in same))
+        print(
+            f"{'optimizer kernels':18}"
+            + "".join(
+                f"{sum(row['kernels'][n] for n in optimizer_kernels(list(row['kernels']))):>{w}}"
+                for _, row in cols
+            )
+        )
+        for r in ok:
+            tk = r.get("torch_kernels")
+            if tk:
+                print(
+                    f"torch.profiler ({r['mode']} #{r['repeat']}): {sum(tk.values())} kernels, "
+                    f"{sum(tk[n] for n in optimizer_kernels(list(tk)))} optimizer kernels"
+                )
+                for _, row in [(r, row) for row in r["rows"]]:
+                    diff = {
+                        n: (row["kernels"].get(n, 0), tk.get(n, 0))
+                        for n in set(row["kernels"]) | set(tk)
+                        if row["kernels"].get(n, 0) != tk.get(n, 0)
+                    }
+                    if diff:
+                        print(f"  cell {row['cell']} differs (nsys, torch): {diff}")
     summarize(ok, ranks=bool(args.nproc))
     tag = "stand-in" if stand_in else device.split()[1].lower() if " " in device else "gpu"
     path = args.json or os.path.join(ROOT, "benchmarks", "results", f"nsys_phases_{tag}.json")

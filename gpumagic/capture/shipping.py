@@ -356,6 +356,8 @@ def _load_storages(directory: str, device: Any, torch: Any) -> dict[int, Any]:
     blob_path = os.path.join(directory, BLOB)
     size = os.path.getsize(blob_path)
     blob = torch.from_file(blob_path, shared=False, size=size, dtype=torch.uint8) if size else None
+    if any(d["way"] == IPC for d in descriptors):
+        torch.cuda.init()  # opening a CUDA IPC handle before CUDA's start crashes the process
     built: dict[int, Any] = {}
     for d in descriptors:
         target = d["device"]
