@@ -197,6 +197,14 @@ def profile_ncu(
             iters=run.iters,
             options=options,
         )
+    from ..capture.nsys_inplace import session
+
+    if session() is not None:
+        got.notes.insert(
+            0,
+            "Ran in a subprocess, not in place: Nsight Compute profiles only a process it starts "
+            "itself (ncu's launch modes), and this kernel was started by nsys.",
+        )
     report = NcuReport(
         got.data, label=run.label, notes=got.notes, seconds=got.seconds, phases=got.phases
     )

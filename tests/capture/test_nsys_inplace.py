@@ -193,3 +193,21 @@ def test_the_installed_kernel_profiles_in_place_end_to_end(tmp_path, monkeypatch
         km.shutdown_kernel(now=True)
     text = (tmp_path / "nsys.log").read_text()
     assert "launch --session-new=gpumagic-kernel-" in text and "start --session=" in text
+
+
+def test_ncu_in_a_kernel_under_nsys_says_why_it_runs_in_a_subprocess(ip, tmp_path, monkeypatch):
+    from ..helpers import FAKE_NCU
+
+    monkeypatch.setenv(SESSION_ENV, "gpumagic-kernel-1")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    monkeypatch.setenv("FAKE_NCU_MODE", "ok")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    ip.run_line_magic("config", f"GpuMagics.ncu_path = {FAKE_NCU!r}")
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
+    with capture_output():
+        ip.run_cell_magic("gpuprofile", "--ncu -w 0 --kernels regex:gemm -o rep", "y = 2")
+    assert (
+        ip.user_ns["rep"].notes[0].startswith("Ran in a subprocess, not in place: Nsight Compute")
+    )
+    assert "y" not in ip.user_ns
