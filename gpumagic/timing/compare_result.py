@@ -36,13 +36,14 @@ _HEAD = [
     "Kernels",
     "Rate",
     "% of peak",
+    "Energy",
     "Launch-bound",
     "Speed-up",
 ]
 _ALWAYS = (
     0,
     1,
-    6,
+    7,
 )  # the statement, its median and its speed-up: shown whatever the other columns hold
 _ROOT_STYLE = (
     "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:100%;overflow-x:auto"
@@ -158,7 +159,11 @@ class Comparison(Advised, FigurePage):
                 if r.launch_bound
                 else "no"
             )
-            out.append([label, spread, kernels, rate, share, bound, self._speedup_text(label)])
+            energy = r.energy
+            joules = "\u2014" if energy is None else energy.segment(getattr(r.work, "flops", None))
+            out.append(
+                [label, spread, kernels, rate, share, joules, bound, self._speedup_text(label)]
+            )
         return out
 
     def summary_line(self) -> str:
@@ -237,6 +242,8 @@ class Comparison(Advised, FigurePage):
                     "flop_rate": figures.get("flop_rate"),
                     "byte_rate": figures.get("byte_rate"),
                     "flop_share": figures.get("flop_share"),
+                    "energy_per_call": r.energy.joules_per_call if r.energy else None,
+                    "power_w": r.energy.watts if r.energy else None,
                     "byte_share": figures.get("byte_share"),
                     "precision": figures.get("precision"),
                     "launch_bound": r.launch_bound,
@@ -262,7 +269,7 @@ class Comparison(Advised, FigurePage):
                 "label": label,
                 "median": r.median,
                 "text": row[1],
-                "speedup": row[6],
+                "speedup": row[7],
                 "rate": row[3] if row[3] != "\u2014" else "",
                 "baseline": label == self.baseline,
             }

@@ -41,6 +41,7 @@ from typing import Any
 
 from ..errors import Hint
 from .clocks import confirm_clock
+from .energy import pieces_of
 from .options import TimingOptions
 from .passes import SKIP_KERNEL_PASS, TINY, host_pass, kernel_pass
 from .result import TimingResult
@@ -300,6 +301,9 @@ def _sample_rounds(
     sampler.start(backlog=min(MAX_BACKLOG, 2 * per_round * k * cal.host_per_call))
     sample_wall0 = wall_clock()
     rounds.append(sampler.enqueue(inner, k, per_round))
+    out.energy_counter = sampler.energy_counter()
+    last_energy: tuple[float, int | None] | None = None  # from the first collect on: the
+    # stretch before it holds the backlog's sleep, not the statement
     issued = per_round
     stopping = False
     while rounds:
@@ -313,6 +317,11 @@ def _sample_rounds(
         out.clocks.extend(
             [sampler.sm_clock()] * len(durations)
         )  # the clock as this round ends: NVML, ~10 µs
+        if out.energy_counter:
+            reading = (wall_clock(), sampler.energy_mj())
+            if last_energy is not None and reading[1] is not None:
+                out.energy.extend(pieces_of([last_energy, reading]))
+            last_energy = reading if reading[1] is not None else last_energy
         measured += sum(durations)
         if stopping:
             continue
@@ -391,6 +400,8 @@ def assemble(
         hints=notes.hints,
         sample_clocks=sampling.clocks,
         clock_reasons=sampling.clock_reasons,
+        energy_pieces=sampling.energy,
+        energy_counter=sampling.energy_counter,
         steadiness=steadiness,
         kernel_clock=kernels.clock,
         work=work,

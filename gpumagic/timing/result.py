@@ -11,7 +11,6 @@ never restated here.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from ..errors import Hint
 from ..units import format_time
 from . import stats
 from .advice import Advised
+from .energy import EnergySummary, summarize_energy
 from .options import TimingOptions
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
 from .steps import Steadiness
@@ -101,6 +101,11 @@ class TimingResult(Advised):
     sample_clocks: list[int | None] = field(default_factory=list)
     #: NVML clock-event reason bits at the end of sampling (power cap, thermal, ...), where reported
     clock_reasons: int | None = None
+    #: (seconds, joules) of the stretches the samples ran in back to back, from NVML's energy
+    #: counter (``energy.py``)
+    energy_pieces: list[tuple[float, float]] = field(default_factory=list)
+    #: whether the device has an energy counter (None: NVML does not see it, e.g. a CPU)
+    energy_counter: bool | None = None
     #: what ``steady`` warm-up did (None without it)
     steadiness: Steadiness | None = None
     #: SM clock (MHz) while the kernel pass ran, where reported
@@ -186,6 +191,14 @@ class TimingResult(Advised):
         return summarize_clocks(self.samples, self.sample_clocks)
 
     @property
+    def energy(self) -> EnergySummary | None:
+        """Board energy per call and mean power while the samples ran (None where NVML gave no
+        energy counter, or it did not move)."""
+        if not self.samples or not self.on_gpu:
+            return None
+        return summarize_energy(self.energy_pieces, self.median)
+
+    @property
     def prevailing_median(self) -> float | None:
         """The median of the samples taken at the prevailing SM clock, where the clock moved and
         enough were."""
@@ -215,6 +228,7 @@ class TimingResult(Advised):
             self._mode_segment,
             self._kernel_segment,
             self._work_segment,
+            self._energy_segment,
             self._clock_segment,
             self._steady_segment,
             self._first_call_segment,
@@ -287,6 +301,14 @@ class TimingResult(Advised):
         """The achieved rate nearer its ceiling, e.g. '51.9 TFLOP/s fp32 = 77% of FFMA peak'."""
         found = self.achieved
         return found.segment() if found is not None else None
+
+    def _energy_segment(self) -> str | None:
+        """'1.14 J/call ± 1.2% at 668 W' (FLOP/J where the work was counted)."""
+        found = self.energy
+        if found is None:
+            return None
+        flops = getattr(self.work, "flops", None) if self.work is not None else None
+        return found.segment(flops)
 
     def _clock_segment(self) -> str | None:
         """Where the SM clock moved: how far, and the median at the clock that prevailed."""
@@ -433,46 +455,9 @@ class TimingResult(Advised):
         p.text(self._advised(f"<TimingResult : {self}>"))
 
     def _repr_html_(self) -> str:
-        rows = [
-            ("median", self._t(self.median) if self.samples else "—"),
-            ("IQR", self._t(self.iqr) if self.samples else "—"),
-            ("min", self._t(self.min) if self.samples else "—"),
-            ("samples × calls", f"{len(self.samples)} × {self.calls_per_sample}"),
-            (
-                "GPU kernel time per call",
-                self._t(self.kernel_time) if self.kernel_time is not None else "—",
-            ),
-            (
-                "host time per call",
-                self._t(self.host_per_call) if self.host_per_call is not None else "—",
-            ),
-            ("first call", self._t(self.first_call) if self.first_call is not None else "—"),
-            ("achieved", "; ".join(self.achieved.segments()) if self.achieved is not None else "—"),
-            (
-                "peak memory per call",
-                f"{self.work.peak_memory / 1e6:,.1f} MB" if self._peak_memory else "—",
-            ),
-            ("SM clock", self._clock_cell()),
-            ("timer", self.backend),
-        ]
-        cell = "style='text-align:left'"
-        body = "".join(
-            f"<tr><th {cell}>{html.escape(k)}</th><td {cell}>{html.escape(v)}</td></tr>"
-            for k, v in rows
-        )
-        warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings())
-        return self._advised(
-            f"<div class='gpumagic-timing'><div><code>{html.escape(self.line())}</code></div>{warn}"
-            f"<details><summary>details</summary><table>{body}</table></details></div>"
-        )
+        from .result_html import timing_html
 
-    def _clock_cell(self) -> str:
-        clocks = self.clock_summary
-        if clocks is None:
-            return "—"
-        if clocks.low == clocks.high:
-            return f"{clocks.low} MHz"
-        return f"{clocks.low}-{clocks.high} MHz, prevailing {clocks.prevailing} MHz"
+        return self._advised(timing_html(self))
 
     # --- data
     # ----------------------------------------------------------------------------------------------
@@ -500,9 +485,18 @@ class TimingResult(Advised):
             "interrupted": self.interrupted,
             "wall_time": self.wall_time,
             "kernel_clock": self.kernel_clock,
+            **self._energy_figures(),
             **self._clock_figures(),
             **self._work_figures(),
             **{f"meta.{k}": v for k, v in self.meta.items()},
+        }
+
+    def _energy_figures(self) -> dict[str, Any]:
+        found = self.energy
+        return {
+            "energy_per_call": found.joules_per_call if found else None,
+            "power_w": found.watts if found else None,
+            "energy_rel_ci": found.rel_ci if found else None,
         }
 
     def _clock_figures(self) -> dict[str, Any]:

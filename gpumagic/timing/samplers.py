@@ -143,6 +143,15 @@ class Sampler:
         them."""
         return None
 
+    def energy_mj(self) -> int | None:
+        """The device's total-energy counter now (mJ, NVML), where it has one."""
+        return None
+
+    def energy_counter(self) -> bool | None:
+        """Whether the device has an energy counter: None where NVML does not see the device at
+        all (a CPU), False where it sees it without one."""
+        return None
+
     def finish(self) -> None:
         """Wait for everything issued (errors from asynchronous work surface here)."""
 
@@ -452,6 +461,14 @@ class CudaSampler(Sampler):
     def clock_reasons(self) -> int | None:
         reader = self._clocks()
         return reader.reasons() if reader is not None else None
+
+    def energy_mj(self) -> int | None:
+        reader = self._clocks()
+        return reader.energy_mj() if reader is not None else None
+
+    def energy_counter(self) -> bool | None:
+        reader = self._clocks()
+        return None if reader is None else reader.energy_mj() is not None
 
     def meta(self) -> dict[str, Any]:
         torch = self.torch

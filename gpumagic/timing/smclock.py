@@ -1,4 +1,5 @@
-"""The SM clock of a GPU, read through NVML, and what a series of readings says about it.
+"""The SM clock of a GPU (and its energy counter), read through NVML, and what a series of clock
+readings says about it.
 
 Why: under sustained fp16/bf16 GEMMs an H100 at its 700 W cap drops its SM clock from 1980 MHz to
 1065-1470 MHz, and the same matmul reads 1.69 ms and 1.64 ms a second apart. A figure that is to be
@@ -44,10 +45,14 @@ class ClockReader:
     raises."""
 
     def __init__(
-        self, read_mhz: Callable[[], int | None], read_reasons: Callable[[], int | None]
+        self,
+        read_mhz: Callable[[], int | None],
+        read_reasons: Callable[[], int | None],
+        read_energy: Callable[[], int | None] = lambda: None,
     ) -> None:
         self._read_mhz = read_mhz
         self._read_reasons = read_reasons
+        self._read_energy = read_energy
 
     def mhz(self) -> int | None:
         try:
@@ -60,6 +65,14 @@ class ClockReader:
         try:
             return self._read_reasons()
         except Exception:  # noqa: BLE001
+            return None
+
+    def energy_mj(self) -> int | None:
+        """The board's total energy since the driver loaded (mJ, NVML), or None where the GPU
+        has no such counter (older GPUs, some unified-memory devices)."""
+        try:
+            return self._read_energy()
+        except Exception:  # noqa: BLE001 - an unread counter is not reported
             return None
 
 
@@ -130,7 +143,14 @@ def open_reader(uuid: str | None, index: int) -> ClockReader | None:
             return None
         return value.value if get(handle, ctypes.byref(value)) == 0 else None
 
-    reader = ClockReader(read_mhz, read_reasons)
+    def read_energy() -> int | None:
+        value = ctypes.c_ulonglong()
+        get = getattr(lib, "nvmlDeviceGetTotalEnergyConsumption", None)
+        if get is None:
+            return None
+        return value.value if get(handle, ctypes.byref(value)) == 0 else None
+
+    reader = ClockReader(read_mhz, read_reasons, read_energy)
     return reader if reader.mhz() is not None else None
 
 

@@ -63,6 +63,11 @@ class Sampling:
     clocks: list[int | None] = field(default_factory=list)
     #: NVML clock-event reason bits read at the end of sampling (power cap, thermal), where reported
     clock_reasons: int | None = None
+    #: (seconds, joules) of each stretch the statement ran in back to back, from NVML's energy
+    #: counter read as rounds were collected (``energy.py``)
+    energy: list[tuple[float, float]] = field(default_factory=list)
+    #: whether the device has an energy counter (None: NVML does not see it)
+    energy_counter: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def test_baseline_option_and_a_label_that_is_not_there():
     result, _, _ = scripted({"a": lambda t: 2e-3, "b": lambda t: 1e-3}, baseline="b")
     assert result.baseline == "b"
     assert result.speedup("a") == pytest.approx(0.5)
-    assert "1× (baseline)" in next(row[6] for row in result.rows() if row[0] == "b")
+    assert "1× (baseline)" in next(row[7] for row in result.rows() if row[0] == "b")
     ran = []
     with pytest.raises(InvalidOptionError) as err:
         compare(
@@ -260,8 +260,8 @@ def test_rates_shares_of_peak_and_launch_bound_on_a_known_device():
         rows["fp32"][3] == "33.5 TFLOP/s fp32" and rows["fp32"][4] == "50%"
     )  # 67 TFLOP/s FFMA peak
     assert rows["bf16"][3].endswith("bf16") and rows["bf16"][4] == "69%"
-    assert rows["tiny"][5] == "yes" and rows["bf16"][5] == "no"
-    assert rows["bf16"][6] == "20.5×"
+    assert rows["tiny"][6] == "yes" and rows["bf16"][6] == "no" and rows["bf16"][5] == "\u2014"
+    assert rows["bf16"][7] == "20.5×"
     df = c.to_dataframe()
     assert df.loc[1, "flop_share"] == pytest.approx(flops / 2e-4 / 989.5e12)
     assert df["launch_bound"].tolist() == [False, False, True]

@@ -1,0 +1,179 @@
+"""Energy per call from NVML's total-energy counter (``timing/energy.py``): the summary of a
+counter's readings, what ``%gputime``'s line and ``--compare``'s table say with it, and the NVML
+reader faked at the ctypes boundary."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumagic.timing import TimingOptions, measure, smclock
+from gpumagic.timing.compare import compare_compiled
+from gpumagic.timing.energy import BLOCK_SECONDS, pieces_of, summarize_energy
+from gpumagic.timing.statement import compile_statement
+from gpumagic.timing.work import Work
+
+from .conftest import FakeClock, ScriptedSampler
+from .test_compare import Lane
+
+
+def test_a_steady_board_gives_its_power_and_power_times_the_call():
+    pieces = pieces_of([(0.05 * i, 25_000 * i) for i in range(41)])  # 500 W for 2 s, in mJ
+    found = summarize_energy(pieces, 2e-3)
+    assert found.watts == pytest.approx(500.0) and found.joules_per_call == pytest.approx(1.0)
+    assert found.blocks == int(2.0 / BLOCK_SECONDS) and found.rel_ci == pytest.approx(0.0)
+    assert found.segment() == "1 J/call \u00b1 0.0% at 500 W"
+    assert found.segment(flops_per_call=1.1e12) == "1 J/call \u00b1 0.0% at 500 W, 1.1 TFLOP/J"
+
+
+def test_a_counter_that_steps_is_read_over_blocks_and_its_spread_is_the_interval():
+    # the driver refreshes the counter every 0.1 s and readings come every 0.03 s, so each reading
+    # sees it step; the board alternates 400 W and 600 W by half-seconds (mean 500 W)
+    energy, last, out = 0.0, 0.0, []
+    for i in range(200):
+        t = 0.03 * i
+        while last + 0.1 <= t:  # each refresh adds the energy of its 0.1 s
+            mid = last + 0.05
+            energy += (600 if int(mid / 0.5) % 2 else 400) * 0.1 * 1000
+            last += 0.1
+        out.append((t, int(energy)))
+    found = summarize_energy(pieces_of(out), 1e-3)
+    assert 450 < found.watts < 550 and found.blocks >= 20
+    assert found.rel_ci is not None and 0.01 < found.rel_ci < 0.15
+    low, high = found.watts * (1 - found.rel_ci), found.watts * (1 + found.rel_ci)
+    assert low < 500 < high
+
+
+def test_no_reading_a_counter_that_never_moved_or_a_short_window_gives_no_figure():
+    assert summarize_energy([], 1e-3) is None
+    assert summarize_energy(pieces_of([(0.0, 1000), (1.0, 1000)]), 1e-3) is None
+    assert summarize_energy(pieces_of([(0.0, None), (1.0, 5000)]), 1e-3) is None
+    short = summarize_energy(pieces_of([(0.0, 0), (0.3, 150_000)]), 1e-3)
+    assert short.watts == pytest.approx(500.0) and short.rel_ci is None  # one block: no interval
+
+
+class Board:
+    """One GPU board's energy counter (mJ), advanced by each lane's watts as its work runs."""
+
+    def __init__(self) -> None:
+        self.mj = 0.0
+
+
+class EnergySampler(ScriptedSampler):
+    def __init__(self, clock, per_call, board, watts, **kw) -> None:
+        super().__init__(clock, per_call, **kw)
+        self.board, self.watts = board, watts
+
+    def collect(self, handle):
+        self.board.mj += self.watts * sum(handle) * 1000
+        return super().collect(handle)
+
+    def energy_counter(self):
+        return True
+
+    def energy_mj(self):
+        return int(self.board.mj)
+
+
+def test_gputime_says_joules_per_call_and_power_and_flop_per_joule():
+    clock = FakeClock()
+    sampler = EnergySampler(clock, lambda i: 2e-3, Board(), 450.0)
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=sampler,
+        wall_clock=clock,
+    )
+    assert r.energy.watts == pytest.approx(450.0, rel=1e-3)
+    assert r.energy.joules_per_call == pytest.approx(0.9, rel=1e-3)
+    assert "; 900 mJ/call at 450 W;" in r.line()  # 0.12 s of samples: one block, no interval
+    summary = r.summary()
+    assert summary["energy_per_call"] == pytest.approx(0.9, rel=1e-3)
+    assert summary["power_w"] == pytest.approx(450.0, rel=1e-3)
+    assert "energy per call" in r._repr_html_()
+    r.work = Work(flops=int(9e11))
+    assert "1 TFLOP/J" in r.line()
+
+
+def test_a_gpu_without_an_energy_counter_says_so_in_its_details_and_not_in_the_line():
+    clock = FakeClock()
+
+    class NoCounter(ScriptedSampler):
+        def energy_counter(self):
+            return False
+
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=NoCounter(clock, lambda i: 1e-3),
+        wall_clock=clock,
+    )
+    assert r.energy is None and "J/call" not in r.line()
+    assert "NVML has no energy counter for this GPU" in r._repr_html_()
+    assert r.summary()["energy_per_call"] is None
+
+
+class EnergyLane(Lane):
+    def __init__(self, name, clock, per_call, log, board, watts) -> None:
+        super().__init__(name, clock, per_call, log)
+        self.backend, self.board, self.watts = "cuda-events", board, watts
+
+    def collect(self, handle):
+        self.board.mj += self.watts * sum(handle) * 1000
+        return super().collect(handle)
+
+    def energy_counter(self):
+        return True
+
+    def energy_mj(self):
+        return int(self.board.mj)
+
+
+def test_compare_gives_each_statement_its_own_joules_per_call():
+    clock, log, board = FakeClock(), [], Board()
+    samplers = {
+        "fp32": EnergyLane("fp32", clock, lambda t: 4e-3, log, board, 300.0),
+        "bf16": EnergyLane("bf16", clock, lambda t: 1e-3, log, board, 600.0),
+    }
+    statements = {name: compile_statement("pass", globals={}) for name in samplers}
+    result = compare_compiled(
+        statements, {}, TimingOptions(work=False), samplers=samplers, wall_clock=clock
+    )
+    rows = {row[0]: row for row in result.rows()}
+    assert rows["fp32"][5].startswith("1.2 J/call") and rows["fp32"][5].endswith("at 300 W")
+    assert rows["bf16"][5].startswith("600 mJ/call") and rows["bf16"][5].endswith("at 600 W")
+    assert "Energy" in str(result).splitlines()[1]
+    df = result.to_dataframe().set_index("label")
+    assert df.loc["fp32", "energy_per_call"] == pytest.approx(1.2, rel=1e-3)
+    assert df.loc["bf16", "power_w"] == pytest.approx(600.0, rel=1e-3)
+
+
+class FakeNvml:
+    """libnvidia-ml's calls the reader makes, answering through the ctypes references it is
+    given."""
+
+    def __init__(self, energy_status: int = 0) -> None:
+        self.energy_status = energy_status
+        self.mj = 123_456
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index, ref):
+        return 0
+
+    def nvmlDeviceGetClockInfo(self, handle, kind, ref):
+        ref._obj.value = 1980
+        return 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle, ref):
+        if self.energy_status == 0:
+            ref._obj.value = self.mj
+        return self.energy_status
+
+
+@pytest.mark.parametrize("status, expected", [(0, 123_456), (3, None)])  # 3: NOT_SUPPORTED
+def test_the_nvml_reader_reads_the_energy_counter_or_says_there_is_none(
+    monkeypatch, status, expected
+):
+    monkeypatch.setattr(smclock, "_NVML", FakeNvml(status))
+    reader = smclock.open_reader(None, 0)
+    assert reader.mhz() == 1980 and reader.energy_mj() == expected
