@@ -4,7 +4,7 @@
     python benchmarks/energy_repeat.py [--runs 5] [--size 8192] [--json PATH]
 
 Each run is a fresh Python with an IPython shell and gpumagic loaded, timing one N^3 bf16 matmul
-with ``%gputime -o``: its J/call, mean power, the interval of the power and the SM clock. The spread
+with ``%gputime -o`` (``--energy``: ``%gputime --energy -o``): its J/call, mean power, the interval of the power and the SM clock. The spread
 of J/call across runs (max/min - 1 and each run's distance from the median) is the repeatability;
 target within +-5%. Then one process runs ``%%gputime --compare`` of the same matmul in fp32
 (TF32 off) and bf16, interleaved, and prints its table (time and J/call side by side).
@@ -25,12 +25,12 @@ ROOT = os.path.dirname(HERE)
 ONE = r"""
 import json, sys, torch
 from IPython.core.interactiveshell import InteractiveShell
-n = int(sys.argv[1])
+n, energy = int(sys.argv[1]), sys.argv[2] == "1"
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 ip.run_line_magic("config", "GpuMagics.history = ''")
 ip.user_ns["a"] = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-r = ip.run_line_magic("gputime", "-o -q a @ a")
+r = ip.run_line_magic("gputime", ("-o -q --energy " if energy else "-o -q ") + "a @ a")
 e = r.energy
 print("RESULT " + json.dumps(dict(line=r.line(), median=r.median, joules=e.joules_per_call if e else None,
     watts=e.watts if e else None, rel_ci=e.rel_ci if e else None, blocks=e.blocks if e else None,
@@ -44,7 +44,7 @@ n = int(sys.argv[1])
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 ip.run_line_magic("config", "GpuMagics.history = ''")
-setup = f"A = torch.randn({n}, {n}, device='cuda'); Ah = A.bfloat16(); torch.backends.cuda.matmul.allow_tf32 = False"
+setup = f"import torch; A = torch.randn({n}, {n}, device='cuda'); Ah = A.bfloat16(); torch.backends.cuda.matmul.allow_tf32 = False"
 c = ip.run_cell_magic("gputime", "--compare -o " + setup, "A @ A  # fp32\nAh @ Ah  # bf16")
 print(c)
 df = c.to_dataframe()
@@ -68,10 +68,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--size", type=int, default=8192)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--energy", action="store_true", help="%%gputime --energy (steady, then +-5%%)")
     args = ap.parse_args()
     runs = []
     for i in range(args.runs):
-        got, text = _run(ONE, str(args.size))
+        got, text = _run(ONE, str(args.size), "1" if args.energy else "0")
         if got is None:
             print(f"run {i}: ERROR\n{text}")
             continue

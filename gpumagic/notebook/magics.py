@@ -82,6 +82,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
         "a repeatable figure at the sustained clock.",
     )
     @argument(
+        "--energy",
+        action="store_true",
+        help="Energy per call to ±5%%: settle the clock (as --steady), then sample until NVML's "
+        "energy counter gives J/call within 5%% (at most 5 s).",
+    )
+    @argument(
         "--compare",
         action="store_true",
         help="Cell: time each line's statement, interleaved; a table.",
@@ -191,7 +197,8 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 flush_l2=args.flush_l2,
                 graph=args.graph,
                 cpu=args.cpu,
-                steady=args.steady,
+                steady=True if args.energy else args.steady,
+                energy=args.energy or None,
             )
             options.validate()
         except GpuMagicError as exc:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BLOCK_SECONDS", "EnergySummary", "pieces_of", "summarize_energy"]
+__all__ = ["BLOCK_SECONDS", "EnergySummary", "energy_known", "pieces_of", "summarize_energy"]
 
 #: Shortest stretch of sampling one block power is taken over (seconds).
 BLOCK_SECONDS = 0.2
@@ -103,3 +103,9 @@ def summarize_energy(
         blocks=len(powers),
         rel_ci=rel_ci,
     )
+
+
+def energy_known(pieces: Sequence[tuple[float, float]], tolerance: float) -> bool:
+    """Whether the mean power of ``pieces`` is known to ``tolerance`` (its 95% interval)."""
+    found = summarize_energy(pieces, 1.0)
+    return found is not None and found.rel_ci is not None and found.rel_ci <= tolerance

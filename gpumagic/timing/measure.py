@@ -41,7 +41,7 @@ from typing import Any
 
 from ..errors import Hint
 from .clocks import confirm_clock
-from .energy import pieces_of
+from .energy import energy_known, pieces_of
 from .options import TimingOptions
 from .passes import SKIP_KERNEL_PASS, TINY, host_pass, kernel_pass
 from .result import TimingResult
@@ -331,10 +331,19 @@ def _sample_rounds(
             continue
         decision = opts.stop_rule.decide(out.samples, measured)
         out.stop_reason = decision.reason
+        if decision.stop and opts.energy and out.energy_counter:
+            known = energy_known(out.energy, opts.energy_tolerance)
+            if not known and wall_clock() - sample_wall0 < opts.energy_time:
+                continue  # the median is stable; the energy is not known yet
+            out.stop_reason += (
+                f"; energy known to {opts.energy_tolerance:.0%}"
+                if known
+                else f"; energy not known to {opts.energy_tolerance:.0%} in {opts.energy_time:g} s"
+            )
         if decision.stop:
             stopping = True
         elif (
-            wall_clock() - sample_wall0 > opts.time_budget
+            wall_clock() - sample_wall0 > (opts.energy_time if opts.energy else opts.time_budget)
             and len(out.samples) >= opts.min_samples_on_budget
         ):
             out.stop_reason = f"time budget of {opts.time_budget:g} s ended ({decision.reason})"

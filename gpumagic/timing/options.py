@@ -92,6 +92,8 @@ BOUNDS: dict[str, Bounds] = {
     "host_pass_time": _SECONDS,
     "steady_time": _SECONDS,
     "steady_min_time": _SECONDS_OR_0,
+    "energy_tolerance": Bounds(0, strict=True),
+    "energy_time": Bounds(0, strict=True),
     "steady_tolerance": Bounds(0, strict=True, below=1, what=_fraction(0.005)),
     "first_call_ratio": Bounds(1, what="1 reports any first call slower than the median"),
     "first_call_min": _SECONDS_OR_0,
@@ -149,6 +151,13 @@ class TimingOptions:
     steady_time: float = 10.0
     steady_min_time: float = 1.0
     steady_tolerance: float = 0.005
+
+    # Energy (--energy): sample on, after the stop rule is met, until the board's energy per call
+    # is known to energy_tolerance (95% interval over energy.BLOCK_SECONDS blocks) or energy_time
+    # seconds of sampling have passed; implies steady, so that the power is the sustained one.
+    energy: bool = False
+    energy_tolerance: float = 0.05
+    energy_time: float = 5.0
 
     # Work: one more call under FLOP and byte counters (outside the timed window) for FLOP/s, GB/s
     # and % of peak.

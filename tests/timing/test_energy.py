@@ -177,3 +177,51 @@ def test_the_nvml_reader_reads_the_energy_counter_or_says_there_is_none(
     monkeypatch.setattr(smclock, "_NVML", FakeNvml(status))
     reader = smclock.open_reader(None, 0)
     assert reader.mhz() == 1980 and reader.energy_mj() == expected
+
+
+def test_energy_option_samples_on_until_the_energy_is_known_to_five_percent():
+    clock = FakeClock()
+    sampler = EnergySampler(clock, lambda i: 2e-3, Board(), 450.0)
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(energy=True),
+        sampler=sampler,
+        wall_clock=clock,
+    )
+    assert r.stop_reason.endswith("; energy known to 5%")
+    assert r.energy.blocks >= 3 and r.energy.rel_ci <= 0.05
+    assert "900 mJ/call \u00b1 0.0% at 450 W" in r.line()
+    plain, _, _ = run_plain(450.0)
+    assert len(r.samples) > len(plain.samples)  # the median alone was stable much sooner
+
+
+def test_energy_that_stays_unknown_stops_at_its_time_and_says_so():
+    clock = FakeClock()
+
+    class Stuck(EnergySampler):
+        def energy_mj(self):  # a counter that never advances
+            return 1000
+
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(energy=True, energy_time=1.0),
+        sampler=Stuck(clock, lambda i: 2e-3, Board(), 450.0),
+        wall_clock=clock,
+    )
+    assert r.stop_reason.endswith("energy not known to 5% in 1 s") and r.energy is None
+    assert 1.0 <= sum(r.samples) * r.calls_per_sample < 1.2
+
+
+def run_plain(watts: float):
+    clock = FakeClock()
+    sampler = EnergySampler(clock, lambda i: 2e-3, Board(), watts)
+    r = measure(
+        compile_statement("pass", globals={}),
+        {},
+        TimingOptions(),
+        sampler=sampler,
+        wall_clock=clock,
+    )
+    return r, sampler, clock
