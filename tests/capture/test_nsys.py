@@ -210,3 +210,28 @@ def test_nsys_not_found_is_a_usage_error(nsys_ip):
 def test_nsys_only_options_need_nsys(ip):
     with pytest.raises(UsageError, match="go with --nsys"):
         ip.run_cell_magic("gpuprofile", "--setup 'x=1'", "y = 2")
+
+
+def test_an_export_with_gpu_metrics_reads_as_nsys_stats_and_keeps_its_samples(committed_nsys):
+    """A capture with GPU metrics sampled (``tests/data/nsys/gpu_metrics.*``, H200): the reader's
+    kernel table is nsys stats' own, and the export holds the metric samples a counters view
+    reads (22 metrics at 10 kHz over the cell's range)."""
+    import sqlite3
+
+    path = committed_nsys("gpu_metrics")
+    got = load_nsys(path).kernel_summary()
+    ref = pd.read_csv(NSYS / "gpu_metrics.stats_cuda_gpu_kern_sum.csv")
+    assert list(got["Name"]) == list(ref["Name"])
+    assert list(got["Instances"]) == list(ref["Instances"]) == [10, 20]
+    assert (got["Total Time (ns)"].astype(float) - ref["Total Time (ns)"]).abs().max() <= 0.051
+    con = sqlite3.connect(path)
+    try:
+        names = dict(con.execute("SELECT metricId, metricName FROM TARGET_INFO_GPU_METRICS"))
+        (count, first, last) = con.execute(
+            "SELECT COUNT(*), MIN(timestamp), MAX(timestamp) FROM GPU_METRICS"
+        ).fetchone()
+    finally:
+        con.close()
+    assert len(names) == 22 and "DRAM Read Bandwidth [Throughput %]" in names.values()
+    assert "Tensor Active [Throughput %]" in names.values()
+    assert count > 10_000 and last - first > 50_000_000  # > 50 ms of samples

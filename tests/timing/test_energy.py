@@ -7,13 +7,11 @@ from __future__ import annotations
 import pytest
 
 from gpumagic.timing import TimingOptions, measure, smclock
-from gpumagic.timing.compare import compare_compiled
 from gpumagic.timing.energy import BLOCK_SECONDS, pieces_of, summarize_energy
 from gpumagic.timing.statement import compile_statement
 from gpumagic.timing.work import Work
 
 from .conftest import FakeClock, ScriptedSampler
-from .test_compare import Lane
 
 
 def test_a_steady_board_gives_its_power_and_power_times_the_call():
@@ -112,41 +110,6 @@ def test_a_gpu_without_an_energy_counter_says_so_in_its_details_and_not_in_the_l
     assert r.energy is None and "J/call" not in r.line()
     assert "NVML has no energy counter for this GPU" in r._repr_html_()
     assert r.summary()["energy_per_call"] is None
-
-
-class EnergyLane(Lane):
-    def __init__(self, name, clock, per_call, log, board, watts) -> None:
-        super().__init__(name, clock, per_call, log)
-        self.backend, self.board, self.watts = "cuda-events", board, watts
-
-    def collect(self, handle):
-        self.board.mj += self.watts * sum(handle) * 1000
-        return super().collect(handle)
-
-    def energy_counter(self):
-        return True
-
-    def energy_mj(self):
-        return int(self.board.mj)
-
-
-def test_compare_gives_each_statement_its_own_joules_per_call():
-    clock, log, board = FakeClock(), [], Board()
-    samplers = {
-        "fp32": EnergyLane("fp32", clock, lambda t: 4e-3, log, board, 300.0),
-        "bf16": EnergyLane("bf16", clock, lambda t: 1e-3, log, board, 600.0),
-    }
-    statements = {name: compile_statement("pass", globals={}) for name in samplers}
-    result = compare_compiled(
-        statements, {}, TimingOptions(work=False), samplers=samplers, wall_clock=clock
-    )
-    rows = {row[0]: row for row in result.rows()}
-    assert rows["fp32"][5].startswith("1.2 J/call") and rows["fp32"][5].endswith("at 300 W")
-    assert rows["bf16"][5].startswith("600 mJ/call") and rows["bf16"][5].endswith("at 600 W")
-    assert "Energy" in str(result).splitlines()[1]
-    df = result.to_dataframe().set_index("label")
-    assert df.loc["fp32", "energy_per_call"] == pytest.approx(1.2, rel=1e-3)
-    assert df.loc["bf16", "power_w"] == pytest.approx(600.0, rel=1e-3)
 
 
 class FakeNvml:
