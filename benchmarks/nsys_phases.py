@@ -25,7 +25,8 @@ kernels set beside each nsys cell's (not in-place: nsys holds CUPTI there).
 ``--variants`` runs each mode as gpumagic runs it now and as it ran before each of the first cell's
 savings, interleaved, in fresh kernels: ``sampling`` turns nsys' CPU sampling and context switches
 back on (``--nsys-args "--sample=process-tree --cpuctxsw=process-tree"``, nsys' defaults),
-``late-cuda`` starts CUDA after the torch import (``GPUMAGIC_CUDA_EARLY=0``), ``before`` both.
+``late-cuda`` starts CUDA after the torch import (``GPUMAGIC_CUDA_EARLY=0``), ``before`` both;
+``counters`` samples the GPU metrics as ``--counters`` does (its cost).
 
 Without a GPU or a real nsys it runs too, with the stand-in ``tests/fake_nsys/nsys`` on the CPU,
 and says so: the figures then time gpumagic's own orchestration (Python start, torch import, the
@@ -149,6 +150,8 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "sampling": (SAMPLING, {}),
     "late-cuda": ("", {"GPUMAGIC_CUDA_EARLY": "0"}),
     "before": (SAMPLING, {"GPUMAGIC_CUDA_EARLY": "0"}),
+    # what --counters asks of nsys (options.COUNTER_ARGS): the sampling's cost
+    "counters": ("--gpu-metrics-devices=all --gpu-metrics-frequency=10000", {}),
 }
 
 

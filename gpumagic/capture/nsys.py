@@ -43,6 +43,7 @@ from . import Capture, Shown
 from . import nsys_ranks as ranks
 from .cell import loop_notes
 from .guards import deferred_interrupts
+from .nsys_gpu_metrics import attach_counters
 from .nsys_sqlite import read_sqlite
 from .options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
 from .phases import PHASES_FILE, Phases, read_marks
@@ -126,7 +127,9 @@ def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
         )
     if report:
         path = export_sqlite(find_nsys(nsys), path)
-    return read_sqlite(path)
+    trace = read_sqlite(path)
+    attach_counters(trace, path)
+    return trace
 
 
 def capture(
@@ -155,7 +158,7 @@ def capture(
             "the nsys backend runs the cell in a subprocess: give it the cell's source text"
         )
     opts = options or NsysOptions()
-    extra_args = opts.validate()  # before any work
+    extra_args = opts.tool_args()  # before any work
     nsys = find_nsys(opts.nsys_path)
     nproc = opts.nproc or 1
     if nproc > 1:
@@ -216,6 +219,7 @@ def capture(
             with phases.timed("reading"):
                 trace = read_sqlite(sqlite)
         trace.meta.update(label=label, nsys=nsys, phases=phases.rows, nsys_trace=opts.trace)
+        attach_counters(trace, sqlite, asked=opts.counters)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"
         value = _shown_value(workdir)
@@ -225,6 +229,7 @@ def capture(
             release(shipped)
     files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
     notes = [
+        *([trace.meta["counters_note"]] if "counters_note" in trace.meta else []),
         shipped.note(),
         f"report: {report}" if report else "report: (not kept)",
         f"SQLite export: {sqlite}",

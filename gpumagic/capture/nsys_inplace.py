@@ -98,7 +98,7 @@ def capture(
     if name is None:
         raise RuntimeError(f"not under nsys: {SESSION_ENV} is unset")
     opts = options or NsysOptions()
-    extra_args = opts.validate()
+    extra_args = opts.tool_args()
     launch_only = split_start_args(extra_args)[0]
     if launch_only:
         raise InvalidOptionError(
@@ -166,6 +166,11 @@ def capture(
     trace.meta.update(
         label=label, nsys=nsys, phases=phases.rows, nsys_trace=traced, child="in place"
     )
+    from .nsys_gpu_metrics import attach_counters
+
+    attach_counters(trace, sqlite, asked=opts.counters)
+    if "counters_note" in trace.meta:
+        notes.append(trace.meta["counters_note"])
     notes += [
         f"Profiled in place: this kernel runs under nsys (session {name}); nothing was shipped.",
         f"report: {report}",

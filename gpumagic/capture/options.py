@@ -83,6 +83,11 @@ class SubprocessOptions:
         """A backend's own checks (none here)."""
 
 
+#: What ``--counters`` adds to nsys: every GPU's metrics, 10,000 samples a second (one every
+#: 100 µs), the set nsys chooses for the GPU.
+COUNTER_ARGS = ("--gpu-metrics-devices=all", "--gpu-metrics-frequency=10000")
+
+
 @dataclass(frozen=True)
 class NsysOptions(SubprocessOptions):
     """``%%gpuprofile --nsys``: the cell in a subprocess under Nsight Systems."""
@@ -110,8 +115,19 @@ class NsysOptions(SubprocessOptions):
     #: Keep one child under nsys per process and reuse it for later cells (``nsys_warm.py``);
     #: False: every run starts nsys, Python and CUDA afresh. Ranks (``nproc`` > 1) always do.
     warm: bool = True
+    #: Sample the GPU's hardware counters in the same capture (``--counters``): nsys' GPU metrics
+    #: (:data:`COUNTER_ARGS`), read onto the kernels (``capture/nsys_gpu_metrics.py``).
+    counters: bool = False
 
     extra_args_option: ClassVar[str] = "--nsys-args"
+
+    def tool_args(self) -> list[str]:
+        """The extra arguments with what ``counters`` asks of nsys added (unless they set the GPU
+        metrics themselves)."""
+        args = self.validate()
+        if self.counters and not any(a.startswith("--gpu-metrics-devices") for a in args):
+            args += list(COUNTER_ARGS)
+        return args
 
     def check_own(self) -> None:
         if self.nproc is not None and (type(self.nproc) is not int or self.nproc < 1):

@@ -293,6 +293,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
         help="--nsys: show where the run's wall time went, phase by phase.",
     )
     @argument(
+        "--counters",
+        action="store_true",
+        help="--nsys: sample the GPU's hardware counters in the same capture (nsys GPU "
+        "metrics, 10 kHz): SM, tensor-pipe and DRAM activity per kernel, with a verdict.",
+    )
+    @argument(
         "--nproc",
         type=int,
         default=None,

@@ -90,6 +90,12 @@ def profile_in_process_or_nsys(
         raise UsageError(
             "%%gpuprofile: --setup, --nsys-args, --timeout and --phases go with --nsys"
         )
+    if args.counters and not args.nsys:
+        raise UsageError(
+            "%%gpuprofile: --counters goes with --nsys (Nsight Systems samples the counters; in "
+            "this process it would need CUPTI's PM sampling, cupti-python 13.3+ with a CUDA 13.4 "
+            "build of torch)"
+        )
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -109,6 +115,7 @@ def profile_in_process_or_nsys(
             extra_args=unquote(args.nsys_args) or None,
             timeout=args.timeout,
             nproc=args.nproc,
+            counters=args.counters or None,
         )
         prefix = "%%gpuprofile --nsys"
         if nsys_inplace.session() is None:
@@ -162,9 +169,10 @@ def profile_ncu(
     config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
 ) -> Any:
     """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
-    if args.nsys or args.trace or args.nsys_args or args.vs:
+    if args.nsys or args.trace or args.nsys_args or args.vs or args.counters:
         raise UsageError(
-            "%%gpuprofile --ncu: --nsys, --trace, --nsys-args and --vs go with the other backends"
+            "%%gpuprofile --ncu: --nsys, --trace, --nsys-args, --counters and --vs go with the "
+            "other backends"
         )
     run = CellRun.from_args(config, shell, args, cell)
     import torch

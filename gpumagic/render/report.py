@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import Finding, findings
+from ..analysis.counters import counters_table
 from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
@@ -22,6 +23,7 @@ from ..trace.launching_ops import kernel_launch_apis, kernel_op_precisions
 from ..trace.window import in_window
 from ..units import format_ns, plural
 from .code_view import code_html, code_text_lines
+from .counters_view import counters_html, counters_text_lines
 from .figure_page import FigurePage
 from .options import ReportOptions
 from .tables import duration_table_html, esc, kernel_table_html, style
@@ -138,6 +140,12 @@ class ProfileReport(FigurePage):
             Precision=dec.map(lambda d: d.precision),
         )
 
+    def counters(self) -> pd.DataFrame:
+        """The sampled hardware counters per kernel name with a verdict each (``--counters``;
+        empty without them): Time (%), Instances, SM Active, SM Issue, Tensor Active, DRAM Read
+        and Write (% of peak), Warps, GPC clock, Verdict, Name."""
+        return counters_table(self.trace)
+
     def to_dataframe(self) -> pd.DataFrame:
         return self.kernel_summary()
 
@@ -248,6 +256,7 @@ class ProfileReport(FigurePage):
                     f"{int(r['Instances']):>5}  "
                     f"{format_ns(r['Avg (ns)']):>9}  {labels[r['Name']]}"
                 )
+        lines += counters_text_lines(self.trace, self.top)
         lines += code_text_lines(self.trace, self.top)
         return "\n".join(lines)
 
@@ -318,6 +327,8 @@ class ProfileReport(FigurePage):
                         kernel_launch_apis(self.trace),
                     )
                 )
+        if not self.multi and self.trace.meta.get("counters"):
+            parts.append(counters_html(self.trace, self.top))
         if not self.multi:
             parts.append(code_html(self.trace, self.top))
         sections = [

@@ -235,3 +235,25 @@ def test_an_export_with_gpu_metrics_reads_as_nsys_stats_and_keeps_its_samples(co
     assert len(names) == 22 and "DRAM Read Bandwidth [Throughput %]" in names.values()
     assert "Tensor Active [Throughput %]" in names.values()
     assert count > 10_000 and last - first > 50_000_000  # > 50 ms of samples
+
+
+def test_counters_ask_nsys_for_gpu_metrics_and_a_report_without_them_says_why(nsys_ip):
+    with capture_output():
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys --counters -w 0 -o rep", "x = 1")
+    assert "--gpu-metrics-devices=all --gpu-metrics-frequency=10000" in nsys_ip.log_path.read_text()
+    rep = nsys_ip.user_ns["rep"]
+    # the stand-in's export holds no GPU_METRICS, as a GPU without counter permission leaves it
+    said = next(n for n in rep.notes if n.startswith("GPU metrics were asked for (--counters)"))
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in said and rep.counters().empty
+    with pytest.raises(UsageError, match="--counters goes with --nsys"):
+        nsys_ip.run_cell_magic("gpuprofile", "--counters", "x = 1")
+    with pytest.raises(UsageError, match="--counters and --vs go with the other backends"):
+        nsys_ip.run_cell_magic("gpuprofile", "--ncu --counters", "x = 1")
+
+
+def test_counters_leave_a_users_own_gpu_metrics_switches_alone():
+    from gpumagic.capture.options import NsysOptions
+
+    own = NsysOptions(counters=True, extra_args="--gpu-metrics-devices=0 --gpu-metrics-set=gh100")
+    assert own.tool_args() == ["--gpu-metrics-devices=0", "--gpu-metrics-set=gh100"]
+    assert NsysOptions().tool_args() == []

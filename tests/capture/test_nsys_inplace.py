@@ -211,3 +211,13 @@ def test_ncu_in_a_kernel_under_nsys_says_why_it_runs_in_a_subprocess(ip, tmp_pat
         ip.user_ns["rep"].notes[0].startswith("Ran in a subprocess, not in place: Nsight Compute")
     )
     assert "y" not in ip.user_ns
+
+
+def test_counters_in_place_go_to_the_sessions_nsys_start(ip, tmp_path, session):
+    _name, log = session
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
+    with capture_output():
+        ip.run_cell_magic("gpuprofile", "--nsys --counters -w 0 -o rep", "x = 1")
+    start = next(line for line in log.read_text().splitlines() if line.startswith("start"))
+    assert "--gpu-metrics-devices=all --gpu-metrics-frequency=10000" in start
+    assert any("--counters" in n for n in ip.user_ns["rep"].notes)  # the stand-in has none

@@ -1,0 +1,71 @@
+"""The report's "What the silicon says" section (``--counters``): per heavy kernel, its sampled
+counters as shares of their peaks and one verdict (``analysis/counters.py``), the kernel named as
+the kernel table names it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..analysis.counters import counters_table
+from ..analysis.finding import kernel_labels
+from .tables import esc, style
+
+__all__ = ["counters_html", "counters_text_lines"]
+
+_SHOWN = [
+    ("Time (%)", "Time %"),
+    ("SM Active (%)", "SMs active"),
+    ("SM Issue (%)", "SM issue"),
+    ("Tensor Active (%)", "Tensor"),
+    ("DRAM Read (%)", "DRAM read"),
+    ("DRAM Write (%)", "DRAM write"),
+]
+_H4 = "style='margin:10px 0 2px 0;font-size:14px'"
+
+
+def _period(trace: Any) -> str:
+    period = trace.meta.get("counters_period_ns")
+    return f"every {period / 1000:.0f} µs" if period else "periodically"
+
+
+def _cell(value: Any) -> str:
+    return (
+        "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.0f}"
+    )
+
+
+def counters_html(trace: Any, top: int) -> str:
+    """The section's HTML: a heading that says how the counters were sampled, then one row per
+    kernel name, heaviest first."""
+    table = counters_table(trace, top)
+    if table.empty:
+        return ""
+    labels = kernel_labels(trace)
+    heads = "".join(f"<th {style('th')}>{esc(h)}</th>" for _, h in _SHOWN)
+    heads += f"<th {style('th-name')}>Verdict</th><th {style('th-name')}>Kernel</th>"
+    rows = []
+    for _, r in table.iterrows():
+        cells = "".join(f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN)
+        cells += f"<td {style('word')}>{esc(r['Verdict'])}</td>"
+        name = str(r["Name"])
+        cells += f"<td {style('name')} title='{esc(name)}'>{esc(labels.get(name, name))}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    return (
+        f"<h4 {_H4}>What the silicon says (GPU metrics sampled {_period(trace)}, % of peak)</h4>"
+        f"<table {style('table')}><thead><tr>{heads}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def counters_text_lines(trace: Any, top: int) -> list[str]:
+    """The section as terminal lines: one verdict per heavy kernel."""
+    table = counters_table(trace, top)
+    if table.empty:
+        return []
+    labels = kernel_labels(trace)
+    lines = [f"  What the silicon says (GPU metrics sampled {_period(trace)}):"]
+    for _, r in table.iterrows():
+        name = str(r["Name"])
+        lines.append(f"  {r['Time (%)']:6.1f}%  {labels.get(name, name)}: {r['Verdict']}")
+    return lines
