@@ -42,14 +42,19 @@ def counters_html(trace: Any, top: int) -> str:
     if table.empty:
         return ""
     labels = kernel_labels(trace)
-    heads = "".join(f"<th {style('th')}>{esc(h)}</th>" for _, h in _SHOWN)
-    heads += f"<th {style('th-name')}>Verdict</th><th {style('th-name')}>Kernel</th>"
+    heads = f"<th {style('th')}>Time %</th><th {style('th-name')}>Kernel: verdict</th>"
+    heads += "".join(f"<th {style('th')}>{esc(h)}</th>" for c, h in _SHOWN if c != "Time (%)")
     rows = []
     for _, r in table.iterrows():
-        cells = "".join(f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN)
-        cells += f"<td {style('word')}>{esc(r['Verdict'])}</td>"
         name = str(r["Name"])
-        cells += f"<td {style('name')} title='{esc(name)}'>{esc(labels.get(name, name))}</td>"
+        cells = f"<td {style('num')}>{_cell(r['Time (%)'])}</td>"
+        cells += (
+            f"<td {style('name')} title='{esc(name)}'><div>{esc(labels.get(name, name))}</div>"
+            f"<div style='font-size:12px;opacity:.8'>{esc(r['Verdict'])}</div></td>"
+        )
+        cells += "".join(
+            f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN if c != "Time (%)"
+        )
         rows.append(f"<tr>{cells}</tr>")
     return (
         f"<h4 {_H4}>What the silicon says (GPU metrics sampled {_period(trace)}, % of peak)</h4>"
