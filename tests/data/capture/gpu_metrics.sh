@@ -24,7 +24,7 @@ torch.cuda.synchronize()
 torch.cuda.nvtx.range_pop()
 PY
 export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
-cd "$work"
+cd "$work" || exit 1
 nsys profile -t cuda,nvtx --capture-range=nvtx --nvtx-capture=cell:counters --capture-range-end=stop \
   --gpu-metrics-devices=all --gpu-metrics-frequency=10000 --sample=none --cpuctxsw=none \
   --force-overwrite=true --export=sqlite -o gpu_metrics python3 cell.py > gpu_metrics.profile.log 2>&1
