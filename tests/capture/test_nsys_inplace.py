@@ -221,3 +221,16 @@ def test_counters_in_place_go_to_the_sessions_nsys_start(ip, tmp_path, session):
     start = next(line for line in log.read_text().splitlines() if line.startswith("start"))
     assert "--gpu-metrics-devices=all --gpu-metrics-frequency=10000" in start
     assert any("--counters" in n for n in ip.user_ns["rep"].notes)  # the stand-in has none
+
+
+def test_a_cell_that_raises_in_place_still_stops_the_collection(ip, tmp_path, session):
+    """The cell's own error reaches the notebook as a normal run's would, after nsys stop: the
+    session is not left collecting (the next cell's nsys start succeeds)."""
+    _name, log = session
+    ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path / 'profiles')!r}")
+    with capture_output(), pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("gpuprofile", "--nsys -w 0", "1 / 0")
+    assert _commands(log)[-2:] == ["start", "stop"]
+    with capture_output():
+        ip.run_cell_magic("gpuprofile", "--nsys -w 0 -o rep", "x = 3")
+    assert ip.user_ns["x"] == 3 and ip.user_ns["rep"].trace.meta["child"] == "in place"

@@ -286,3 +286,44 @@ def test_a_name_that_cannot_be_rebuilt_in_the_subprocess_is_named_with_its_error
     assert "RestoreError: 'box' could not be rebuilt in the subprocess (ModuleNotFoundError" in (
         done.stderr
     )
+
+
+def test_a_second_copy_that_does_not_fit_is_said_before_anything_runs(monkeypatch):
+    """The subprocess needs its own copy of the CUDA tensors: where the device's free memory
+    (less a context's 1 GiB) cannot hold it, the message says how much and what to do."""
+    from gpumagic.capture import shipping
+
+    class FakeCuda:
+        @staticmethod
+        def mem_get_info(device):
+            return (3 << 30, 80 << 30)  # 3 GiB free of 80
+
+    class FakeTorch:
+        cuda = FakeCuda()
+        device = staticmethod(lambda d: d)
+
+    shipping._check_fits({"cuda:0": 1 << 30}, FakeTorch)  # 1 GiB + 1 GiB margin fits in 3
+    with pytest.raises(ShippingError) as exc:
+        shipping._check_fits({"cuda:0": 5 << 30}, FakeTorch)
+    ((where, why),) = exc.value.problems.items()
+    assert where == "(the CUDA tensors on cuda:0)"
+    assert "5.37 GB" in why and "3.22 GB free" in why and "torch.cuda.empty_cache()" in why
+
+
+def test_ranks_and_the_switch_send_cuda_storages_through_the_host(monkeypatch):
+    from gpumagic.capture.shipping import HOST, _ipc_way
+
+    assert _ipc_way(object(), for_ranks=True) == (
+        HOST,
+        "ranks load every tensor onto their own GPU",
+    )
+    monkeypatch.setenv("GPUMAGIC_SHIP_IPC", "0")
+    assert _ipc_way(object(), for_ranks=False) == (HOST, "GPUMAGIC_SHIP_IPC=0")
+    monkeypatch.setenv("GPUMAGIC_SHIP_IPC", "1")
+
+    class Unshareable:
+        def _share_cuda_(self):
+            raise RuntimeError("expandable segments cannot be shared")
+
+    way, why = _ipc_way(Unshareable(), for_ranks=False)
+    assert way == HOST and why.startswith("CUDA IPC refused a storage (RuntimeError: expandable")
