@@ -16,7 +16,7 @@ from .provenance import MEASURED_ON
 from .rows import statement_key, unpack_samples
 from .store import MEMORY, PROFILE, Store, of_kind, resolve_path
 
-__all__ = ["COLUMNS", "KINDS", "history", "select"]
+__all__ = ["COLUMNS", "KINDS", "SHOWN", "history", "select"]
 
 #: The kinds of rows, as ``history(kind=...)`` takes them.
 KINDS = ("gputime", "compare", "sweep", PROFILE, MEMORY)
@@ -45,6 +45,21 @@ COLUMNS = [
     "kernels",
     "trace_path",
 ]
+
+#: Figures a row keeps in its ``extra`` JSON that :func:`history` shows as columns (--energy).
+FROM_EXTRA = ["energy_per_call", "power_w"]
+#: The columns of :func:`history`'s DataFrame: the store's, then those from ``extra``.
+SHOWN = [*COLUMNS[: COLUMNS.index("byte_rate") + 1], *FROM_EXTRA]
+SHOWN += COLUMNS[COLUMNS.index("byte_rate") + 1 :]
+
+
+def _extra(text: Any) -> dict[str, Any]:
+    """A row's ``extra`` JSON as a dict ({} where absent or unreadable)."""
+    try:
+        found = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def select(
@@ -101,7 +116,8 @@ def history(
     samples: bool = False,
 ) -> Any:
     """The saved results as a DataFrame, one row a result (oldest first): when, label, statement,
-    kind, median and IQR (seconds), samples, kernel time, rates, device, clocks, versions, commit;
+    kind, median and IQR (seconds), samples, kernel time, rates, energy per call (J) and power (W)
+    where measured (``--energy``), device, clocks, versions, commit;
     for a ``%%gpuprofile`` (kind ``profile``, its cell as the statement, no median) its GPU busy and
     wall time (seconds), kernel launches and the path of a trace kept. Filters: ``label``,
     ``statement`` (the same text), ``device`` (name or UUID), ``kind`` (one of :data:`KINDS`).
@@ -116,7 +132,7 @@ def history(
     if where is not None and where.exists():
         with Store(where, readonly=True) as store:
             try:
-                wanted = [*COLUMNS, "samples"] if samples else COLUMNS
+                wanted = [*COLUMNS, "extra", *(["samples"] if samples else [])]
                 rows = select(
                     store,
                     label=label,
@@ -128,10 +144,12 @@ def history(
                 )
             except sqlite3.DatabaseError as exc:
                 raise sqlite3.DatabaseError(f"{where}: {exc}") from exc
-    columns = [*COLUMNS, *(["samples"] if samples else [])]
+    columns = [*SHOWN, *(["samples"] if samples else [])]
     records = []
     for row in rows:
         record = {c: row.get(c) for c in COLUMNS}
+        extra = _extra(row.get("extra"))
+        record.update({k: extra.get(k) for k in FROM_EXTRA})
         record["params"] = json.loads(row["params"]) if row.get("params") else None
         record["git_dirty"] = None if row.get("git_dirty") is None else bool(row["git_dirty"])
         if samples:

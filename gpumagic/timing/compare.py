@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InvalidOptionError, TimingInterrupted
+from .compare_energy import energy_blocks
 from .compare_result import Comparison
 from .measure import MAX_BACKLOG
 from .options import TimingOptions
@@ -189,6 +190,8 @@ def compare_compiled(
             raise
         lanes.append(_Lane(label, prep))
     rounds, orders = interleave(lanes, opts, wall_clock)
+    if opts.energy and not any(lane.sampling.interrupted for lane in lanes):
+        energy_blocks(lanes, opts, wall_clock)
     results = {}
     for lane in lanes:
         results[lane.label] = conclude(lane.prep, lane.sampling, wall_clock)
@@ -283,9 +286,8 @@ def _one_sample(lane: _Lane, opts: TimingOptions) -> None:
     prep, out = lane.prep, lane.sampling
     sampler, cal = prep.sampler, prep.cal
     k = cal.calls_per_sample
-    # no energy reading here: with NVML's counter read between each sample's start and its work,
-    # an H200's bf16 8192^3 GEMM read 5.4 ms against 1.5 ms alone (energy_repeat_h200.json);
-    # J/call is %gputime's own for now
+    # no energy reading here (it would delay the sample's work): --energy reads it over blocks of
+    # each statement's own calls once the samples are taken (compare_energy.py)
     sampler.start(backlog=min(MAX_BACKLOG, 2 * k * cal.host_per_call))
     lane.in_flight = sampler.enqueue(prep.statement.inner, k, 1)
     durations = sampler.collect(lane.in_flight)

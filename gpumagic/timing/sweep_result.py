@@ -44,6 +44,8 @@ _COLUMNS = [
     "flop_share",
     "byte_share",
     "precision",
+    "energy_per_call",
+    "power_w",
 ]
 _COLUMNS += ["launch_bound", "samples", "stop_reason", "status", "error"]
 
@@ -134,7 +136,7 @@ class Sweep(Advised, FigurePage):
     def to_dataframe(self) -> Any:
         """One row per point and statement: the parameters, label, median, iqr, kernel_time
         (seconds), flop_rate, byte_rate (per second), flop_share, byte_share, precision,
-        launch_bound, samples, status, error."""
+        energy_per_call (J) and power_w (--energy), launch_bound, samples, status, error."""
         import pandas as pd
 
         records = []
@@ -154,6 +156,8 @@ class Sweep(Advised, FigurePage):
                     "flop_share": figures.get("flop_share"),
                     "byte_share": figures.get("byte_share"),
                     "precision": figures.get("precision"),
+                    "energy_per_call": r.energy.joules_per_call if ok and r.energy else None,
+                    "power_w": r.energy.watts if ok and r.energy else None,
                     "launch_bound": r.launch_bound if ok else None,
                     "samples": len(r.samples) if r is not None else 0,
                     "stop_reason": r.stop_reason if r is not None else "",
@@ -173,7 +177,7 @@ class Sweep(Advised, FigurePage):
         head = [*self.params]
         if len(self.labels) > 1:
             head.append("Statement")
-        return [*head, "Median \u00b1 IQR", "Rate", "% of peak", "Status"]
+        return [*head, "Median \u00b1 IQR", "Rate", "% of peak", "Energy", "Status"]
 
     def rows(self) -> list[list[str]]:
         """The table's cells, one row per point and statement, as printed."""
@@ -193,6 +197,10 @@ class Sweep(Advised, FigurePage):
             else:
                 cells.append("\u2014")
             cells.extend(rate_cells(r if p.measured else None, prefer=metric.get(p.label)))
+            energy = r.energy if p.measured else None
+            cells.append(
+                "\u2014" if energy is None else energy.segment(getattr(r.work, "flops", None))
+            )
             cells.append(p.status + (f": {p.error}" if p.error else ""))
             out.append(cells)
         return out
@@ -246,7 +254,7 @@ class Sweep(Advised, FigurePage):
         """The head and rows as shown: the rate and % of peak columns are left out where no point
         has one (a sweep on the CPU has no peak; a statement without counted work has no rate)."""
         head, rows = self._head(), self.rows()
-        optional = {head.index("Rate"), head.index("% of peak")}
+        optional = {head.index("Rate"), head.index("% of peak"), head.index("Energy")}
         keep = [
             i
             for i in range(len(head))

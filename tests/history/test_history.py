@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import pandas as pd
 import pytest
 
 import gpumagic
@@ -127,6 +128,22 @@ def test_history_is_a_dataframe_one_row_a_result(tmp_path):
     )
     assert gpumagic.history(path=path, samples=True)["samples"].iloc[0] == fake_result().samples
     assert len(gpumagic.history(path=tmp_path / "none.sqlite")) == 0
+
+
+def test_history_keeps_each_results_energy_and_shows_it_as_columns(tmp_path):
+    path = tmp_path / "h.sqlite"
+    # 2 s of back-to-back sampling at 500 W (readings every 0.1 s, in mJ)
+    pieces = [(0.1, 50.0)] * 20
+    measured = fake_result(2e-3, device="NVIDIA H200", energy_pieces=pieces, energy_counter=True)
+    measured.backend = "cuda-events"
+    Recorder(str(path)).record(measured, "a @ b")
+    Recorder(str(path)).record(fake_result(), "x + 1")
+    df = gpumagic.history(path=path)
+    assert df["power_w"].iloc[0] == pytest.approx(500.0)
+    assert df["energy_per_call"].iloc[0] == pytest.approx(measured.energy.joules_per_call)
+    assert pd.isna(df["energy_per_call"].iloc[1]) and pd.isna(df["power_w"].iloc[1])
+    cols = list(df.columns)
+    assert cols.index("byte_rate") < cols.index("energy_per_call") < cols.index("device")
 
 
 def test_plot_history_draws_median_and_iqr_over_time(tmp_path):
