@@ -10,14 +10,15 @@ they were asked for, the reason is almost always the counters' permission (``ERR
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any
 
 import pandas as pd
 
-from ..trace.counters import METRICS, kernel_counters, records
+from ..trace.counters import METRICS, grouped_means, kernel_integrals, records, sample_period
 
-__all__ = ["NO_PERMISSION", "attach_counters", "read_samples"]
+__all__ = ["NO_PERMISSION", "attach_counters", "metric_set", "read_samples"]
 
 #: What the report says where metrics were asked for and the export holds none.
 NO_PERMISSION = (
@@ -55,17 +56,30 @@ def read_samples(con: sqlite3.Connection) -> pd.DataFrame | None:
     return samples[["timestamp", "gpu", "key", "value"]]
 
 
-def _kernels(con: sqlite3.Connection) -> pd.DataFrame:
-    return pd.read_sql_query(
-        "SELECT s.value AS name, k.start, k.end, k.deviceId AS device "
-        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName",
-        con,
-    )
+def metric_set(con: sqlite3.Connection) -> str | None:
+    """The metric set nsys sampled, as "alias: name" from the set file it recorded (its
+    ``GpuMetrics/*.config``, kept in the export); None where the export does not hold it."""
+    if not {"ANALYSIS_FILE", "StringIds"} <= _tables(con):
+        return None
+    rows = con.execute(
+        "SELECT s.value FROM ANALYSIS_FILE a JOIN StringIds s ON s.id = a.contentId "
+        "WHERE a.filename LIKE '%GpuMetrics%.config'"
+    ).fetchall()
+    for (text,) in rows:
+        found = _SET.search(str(text))
+        if found:
+            return f"{found[1]}: {found[2].strip()}"
+    return None
+
+
+_SET = re.compile(r"-\s*alias:\s*(\S+)\s*\n\s*name:\s*([^\n]+)")
 
 
 def attach_counters(trace: Any, path: str, asked: bool = False) -> None:
-    """Put the export's GPU metrics on ``trace``'s kernels (``meta["counters"]`` and
-    ``meta["counters_period_ns"]``); where there are none and ``asked``, a note saying why
+    """Put the export's GPU metrics on ``trace``: ``meta["counter_samples"]`` (the samples of
+    the metrics read, over the trace's window), ``meta["counters_period_ns"]``,
+    ``meta["counters"]`` (per kernel name, :func:`~gpumagic.trace.counters.kernel_counters`) and
+    ``meta["counters_set"]``; where there are none and ``asked``, a note saying why
     (``meta["counters_note"]``)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -74,16 +88,23 @@ def attach_counters(trace: Any, path: str, asked: bool = False) -> None:
             if asked:
                 trace.meta["counters_note"] = NO_PERMISSION
             return
-        kernels = _kernels(con)
+        chosen = metric_set(con)
     finally:
         con.close()
-    gpus = samples["gpu"].unique()
-    parts = []
-    for device, mine in kernels.groupby("device"):
-        of = samples if len(gpus) == 1 else samples[samples["gpu"] == int(device)]
-        parts.append(kernel_counters(mine, of))
-    if not parts:
-        return
-    table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    trace.meta["counters"] = records(table)
-    trace.meta["counters_period_ns"] = float(table["period_ns"].iloc[0]) if len(table) else None
+    period = sample_period(samples)
+    t0, t1 = trace.window() if len(trace.kernels) else (None, None)
+    if t0 is not None:
+        keep = (samples["timestamp"] >= t0 - 2 * period) & (samples["timestamp"] <= t1 + 2 * period)
+        samples = samples[keep.to_numpy()].reset_index(drop=True)
+    kernels = trace.kernels
+    parts = kernel_integrals(kernels, samples, period)
+    durations = (kernels["end"] - kernels["start"]).clip(lower=0).to_numpy(dtype="float64")
+    names = pd.Series(kernels["name"].astype(str).to_numpy(), name="Name")
+    table = grouped_means(durations, parts.reset_index(drop=True), names, period)
+    table["period_ns"] = period
+    table = table.reset_index().sort_values("Total Time (ns)", ascending=False)
+    trace.meta["counter_samples"] = samples
+    trace.meta["counters"] = records(table.reset_index(drop=True))
+    trace.meta["counters_period_ns"] = period
+    if chosen:
+        trace.meta["counters_set"] = chosen

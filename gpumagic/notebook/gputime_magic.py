@@ -70,6 +70,10 @@ def time_one(
         if not args.quiet:
             print(notebook_advice(str(exc.result), exc.result.hints))
         raise
+    if args.counters:
+        from ..gpu_activity.pm_sampling import in_process_counters_line
+
+        result.notes.append(in_process_counters_line())
     result.advise_as(lambda text: notebook_advice(text, result.hints))  # also as Out[n]
     if not args.quiet:
         print(notebook_advice(str(result), result.hints))
@@ -135,6 +139,10 @@ def time_many(
     except GpuMagicError as exc:
         raise usage_error("%gputime", exc) from None
     result.advise_as(lambda text: notebook_advice(text, result.hints))  # also as Out[n]
+    if args.counters:
+        from ..gpu_activity.pm_sampling import in_process_counters_line
+
+        print(in_process_counters_line())
     if not args.quiet and not args.output:  # with -o, shown once, as the cell's value
         display(result)
     recorder.record_many(result, stmts, setup).print(quiet=args.quiet)

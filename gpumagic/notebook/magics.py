@@ -88,6 +88,12 @@ class GpuMagics(Magics, GpuMagicsConfig):
         "energy counter gives J/call within 5%% (at most 5 s).",
     )
     @argument(
+        "--counters",
+        action="store_true",
+        help="Hardware counters over the samples, where CUPTI's PM sampling is in this process; "
+        "elsewhere one line names the versions found (%%gpuprofile --nsys --counters reads them).",
+    )
+    @argument(
         "--compare",
         action="store_true",
         help="Cell: time each line's statement, interleaved; a table.",

@@ -90,12 +90,6 @@ def profile_in_process_or_nsys(
         raise UsageError(
             "%%gpuprofile: --setup, --nsys-args, --timeout and --phases go with --nsys"
         )
-    if args.counters and not args.nsys:
-        raise UsageError(
-            "%%gpuprofile: --counters goes with --nsys (Nsight Systems samples the counters; in "
-            "this process it would need CUPTI's PM sampling, cupti-python 13.3+ with a CUDA 13.4 "
-            "build of torch)"
-        )
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -147,6 +141,10 @@ def profile_in_process_or_nsys(
         )
     if args.nsys and where:
         captured.notes.insert(0, where)
+    if args.counters and not args.nsys:
+        from ..gpu_activity.pm_sampling import in_process_counters_line
+
+        captured.notes.insert(0, in_process_counters_line())
     shown = time.perf_counter()
     meta = captured.trace.meta
     written = run.written.splitlines()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..analysis.counters import counters_table
+from ..analysis.counters import code_counters, counters_table
 from ..analysis.finding import kernel_labels
 from .tables import esc, style
 
@@ -24,9 +24,18 @@ _SHOWN = [
 _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 
 
-def _period(trace: Any) -> str:
+#: Rows of the by-module and by-line tables.
+CODE_ROWS = 8
+
+
+def _period(trace: Any, short: bool = False) -> str:
+    """'every 100 µs, metric set gh100' (``short``) or with the set's name after its alias."""
     period = trace.meta.get("counters_period_ns")
-    return f"every {period / 1000:.0f} µs" if period else "periodically"
+    text = f"every {period / 1000:.0f} µs" if period else "periodically"
+    chosen = str(trace.meta.get("counters_set") or "")
+    if short:
+        chosen = chosen.split(":", 1)[0]
+    return f"{text}, metric set {chosen}" if chosen else text
 
 
 def _cell(value: Any) -> str:
@@ -57,7 +66,35 @@ def counters_html(trace: Any, top: int) -> str:
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
-        f"<h4 {_H4}>What the silicon says (GPU metrics sampled {_period(trace)}, % of peak)</h4>"
+        f"<h4 {_H4} title='{esc(_period(trace))}'>What the silicon says (% of peak; GPU "
+        f"metrics sampled {_period(trace, short=True)})</h4>"
+        f"<table {style('table')}><thead><tr>{heads}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        + _code_html(code_counters(trace, "module", CODE_ROWS), "Module", "By module")
+        + _code_html(code_counters(trace, "line", CODE_ROWS), "Line", "By line")
+    )
+
+
+def _code_html(table: Any, first: str, title: str) -> str:
+    """One by-code table: the module or line and its pass, its verdict under it, its counters."""
+    if table.empty:
+        return ""
+    heads = f"<th {style('th')}>Time %</th><th {style('th-name')}>{esc(first)}: verdict</th>"
+    heads += "".join(f"<th {style('th')}>{esc(h)}</th>" for c, h in _SHOWN if c != "Time (%)")
+    rows = []
+    for _, r in table.iterrows():
+        cells = f"<td {style('num')}>{_cell(r['Time (%)'])}</td>"
+        cells += (
+            f"<td {style('name')}><div>{esc(r[first])} <span style='opacity:.7'>"
+            f"{esc(r['Pass'])}</span></div>"
+            f"<div style='font-size:12px;opacity:.8'>{esc(r['Verdict'])}</div></td>"
+        )
+        cells += "".join(
+            f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN if c != "Time (%)"
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return (
+        f"<h4 {_H4}>{esc(title)} (its kernels and, for a module, its children's)</h4>"
         f"<table {style('table')}><thead><tr>{heads}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
@@ -73,4 +110,12 @@ def counters_text_lines(trace: Any, top: int) -> list[str]:
     for _, r in table.iterrows():
         name = str(r["Name"])
         lines.append(f"  {r['Time (%)']:6.1f}%  {labels.get(name, name)}: {r['Verdict']}")
+    for by, first in (("module", "Module"), ("line", "Line")):
+        code = code_counters(trace, by, 5)
+        if len(code):
+            lines.append(f"  By {by}:")
+            lines += [
+                f"  {r['Time (%)']:6.1f}%  {r[first]} {r['Pass']}: {r['Verdict']}"
+                for _, r in code.iterrows()
+            ]
     return lines

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import Finding, findings
-from ..analysis.counters import counters_table
+from ..analysis.counters import code_counters, counters_table
 from ..analysis.finding import kernel_labels
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
@@ -140,11 +140,18 @@ class ProfileReport(FigurePage):
             Precision=dec.map(lambda d: d.precision),
         )
 
-    def counters(self) -> pd.DataFrame:
-        """The sampled hardware counters per kernel name with a verdict each (``--counters``;
-        empty without them): Time (%), Instances, SM Active, SM Issue, Tensor Active, DRAM Read
-        and Write (% of peak), Warps, GPC clock, Verdict, Name."""
-        return counters_table(self.trace)
+    def counters(self, by: str = "kernel") -> pd.DataFrame:
+        """The sampled hardware counters with a verdict each (``--counters``; empty without
+        them). ``by="kernel"``: per kernel name, Time (%), Instances, SM Active, SM Issue, Tensor
+        Active, DRAM Read and Write (% of peak), Warps, GPC clock, Verdict, Name; ``"module"``
+        (a module's row holds its children's kernels) or ``"line"``: per module or line of the
+        cell and pass (forward, backward), as :meth:`by_module` and :meth:`by_line` put the
+        kernels."""
+        if by == "kernel":
+            return counters_table(self.trace)
+        if by not in ("module", "line"):
+            raise ValueError(f"by must be 'kernel', 'module' or 'line', not {by!r}")
+        return code_counters(self.trace, by)
 
     def to_dataframe(self) -> pd.DataFrame:
         return self.kernel_summary()

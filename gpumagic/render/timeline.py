@@ -27,7 +27,7 @@ from ..kernels import decode
 from ..trace import Trace, id_column
 from ..trace.launching_ops import kernel_launch_apis
 from ..units import format_time
-from . import rank_timeline
+from . import counter_lanes, rank_timeline
 from .family_colors import FAMILY_COLORS, FAMILY_LABELS
 from .options import ReportOptions
 from .ranks_view import featured_ranks, many_ranks
@@ -429,6 +429,10 @@ def timeline_figure(
         featured = featured_ranks(trace) if is_multi(trace) and many_ranks(trace) else {}
     shown = list(featured.values()) or None
     rows, ticks, labels, y, bands, names = _stacked(trace, max_glyphs_per_lane, shown)
+    # --counters: the sampled metrics under the lanes (one process, one GPU's view)
+    metric_lanes, y = (
+        counter_lanes.plan_lanes(trace, trace.window()[0], y) if not bands else ([], y)
+    )
     span = float(rows["t_end"].max() - rows["t_start"].min()) if len(rows) else 0.0
     unit, per = time_unit(span)
     groups = _groups_in_order(rows["group"]) if len(rows) else []
@@ -511,6 +515,8 @@ def timeline_figure(
                     line_width=1,
                 )
             )
+    more_ticks, more_labels = counter_lanes.draw_lanes(p, metric_lanes, per)
+    ticks, labels = [*ticks, *more_ticks], {**labels, **more_labels}
     p.yaxis.ticker = ticks
     p.yaxis.major_label_overrides = {float(k): v for k, v in labels.items()}
     p.ygrid.grid_line_color = None
