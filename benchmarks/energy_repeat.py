@@ -7,7 +7,8 @@ Each run is a fresh Python with an IPython shell and gpumagic loaded, timing one
 with ``%gputime -o`` (``--energy``: ``%gputime --energy -o``): its J/call, mean power, the interval of the power and the SM clock. The spread
 of J/call across runs (max/min - 1 and each run's distance from the median) is the repeatability;
 target within +-5%. Then one process runs ``%%gputime --compare`` of the same matmul in fp32
-(TF32 off) and bf16, interleaved, and prints its table (time and J/call side by side).
+(TF32 off) and bf16, interleaved (``--energy``: then blocks of each statement's own calls for its
+J/call), and prints its table (time and J/call side by side).
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ print("RESULT " + json.dumps(dict(line=r.line(), median=r.median, joules=e.joule
 COMPARE = r"""
 import sys, torch
 from IPython.core.interactiveshell import InteractiveShell
-n = int(sys.argv[1])
+n, energy = int(sys.argv[1]), sys.argv[2] == "1"
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpumagic")
 ip.run_line_magic("config", "GpuMagics.history = ''")
 setup = f"import torch; A = torch.randn({n}, {n}, device='cuda'); Ah = A.bfloat16(); torch.backends.cuda.matmul.allow_tf32 = False"
-c = ip.run_cell_magic("gputime", "--compare -o " + setup, "A @ A  # fp32\nAh @ Ah  # bf16")
+c = ip.run_cell_magic("gputime", ("--compare --energy -o " if energy else "--compare -o ") + setup, "A @ A  # fp32\nAh @ Ah  # bf16")
 print(c)
 df = c.to_dataframe()
 print("RESULT " + df[["label", "median", "energy_per_call", "power_w"]].to_json(orient="records"))
@@ -94,7 +95,7 @@ def main() -> None:
         for i, r in enumerate(runs):
             ci = f"{r['rel_ci']:.1%}" if r["rel_ci"] is not None else "-"
             print(f"{i:4}{r['joules']:10.4g}{r['watts']:8.0f}{ci:>8}{r['median'] * 1e3:11.3f}")
-    compared, text = _run(COMPARE, str(args.size))
+    compared, text = _run(COMPARE, str(args.size), "1" if args.energy else "0")
     print("\n" + "\n".join(x for x in text.splitlines() if not x.startswith("RESULT ")))
     device = runs[0]["device"] if runs else "unknown"
     path = args.json or os.path.join(
