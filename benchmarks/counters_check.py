@@ -71,6 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
     from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
 
     from gpumagic.device_peaks.table import lookup
 
@@ -95,7 +96,8 @@ def main() -> None:
         for counters in (False, True):
             flags = "--nsys --counters" if counters else "--nsys"
             t0 = time.perf_counter()
-            ip.run_cell_magic("gpuprofile", f"{flags} -w 1 -o rep -q --no-timeline", CELL)
+            with capture_output():
+                ip.run_cell_magic("gpuprofile", f"{flags} -w 1 -o rep --no-timeline", CELL)
             wall = time.perf_counter() - t0
             rep = ip.user_ns["rep"]
             runs.append({"counters": counters, "wall_s": wall, "medians_ns": _kernel_medians(rep)})
@@ -150,7 +152,8 @@ def main() -> None:
     out["cost"] = cost
 
     ip.run_cell(MODEL)
-    ip.run_cell_magic("gpuprofile", "--nsys --counters -w 2 -o step -q --no-timeline", STEP)
+    with capture_output():
+        ip.run_cell_magic("gpuprofile", "--nsys --counters -w 2 -o step --no-timeline", STEP)
     step = ip.user_ns["step"]
     mods = step.counters("module")
     print("\ntraining step, by module:")

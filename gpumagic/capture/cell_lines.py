@@ -11,13 +11,17 @@ stays the cell's value. A range costs about 1.5 µs under the profiler (``fast_r
 ``benchmarks/by_code_cost.py`` times a training step with them).
 
 The wrapper names this module through ``__import__``, so the user's namespace gains no name.
+
+Under Nsight Systems (``--nsys``) the same ranges are NVTX ranges (:func:`nvtx_ranges`): nsys
+records NVTX, not the profiler's ranges, and the by-code view reads them back from its export.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "line_range",
     "mark_lines",
     "marked_cell",
+    "nvtx_ranges",
     "value_in_line",
 ]
 
@@ -37,10 +42,47 @@ DEPTH = 2
 _BODIES = ("body", "orelse", "finalbody")
 
 
+#: While it holds a true value, ranges are NVTX ranges (:func:`nvtx_ranges`).
+_NVTX: list[bool] = []
+
+
+class _NvtxRange:
+    """An NVTX push/pop range as a context manager (torch's binding: about 1 µs a range)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __enter__(self) -> None:
+        from .nvtx_calls import push_pop
+
+        push_pop()[0](self.text)
+
+    def __exit__(self, *exc: object) -> None:
+        from .nvtx_calls import push_pop
+
+        push_pop()[1]()
+
+
+@contextmanager
+def nvtx_ranges() -> Iterator[None]:
+    """Inside the block, :func:`fast_range` gives NVTX ranges (what nsys records); as before after
+    it, whatever happens."""
+    _NVTX.append(True)
+    try:
+        yield
+    finally:
+        _NVTX.pop()
+
+
 def fast_range(text: str) -> Any:
     """A profiler range named ``text``, as a context manager: torch's ``_RecordFunctionFast`` (1.5
     µs a range under the profiler on this CPU, against 13 µs for ``record_function``; recorded as
-    an op, ``cpu_op``), ``record_function`` where a torch lacks it."""
+    an op, ``cpu_op``), ``record_function`` where a torch lacks it; an NVTX range inside
+    :func:`nvtx_ranges`."""
+    if _NVTX:
+        return _NvtxRange(text)
     import torch
 
     fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)

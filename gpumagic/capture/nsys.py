@@ -42,6 +42,7 @@ from ..trace import Trace
 from . import Capture, Shown
 from . import nsys_ranks as ranks
 from .cell import loop_notes
+from .code_marks import code_from_nvtx
 from .guards import deferred_interrupts
 from .nsys_gpu_metrics import attach_counters
 from .nsys_sqlite import read_sqlite
@@ -128,6 +129,7 @@ def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
     if report:
         path = export_sqlite(find_nsys(nsys), path)
     trace = read_sqlite(path)
+    code_from_nvtx(trace, None, marked=False)  # a --nsys capture's by-code ranges, read back
     attach_counters(trace, path)
     return trace
 
@@ -191,6 +193,8 @@ def capture(
                 "iters": iters,
                 "label": label,
                 "nproc": nproc,
+                # the by-code view's ranges as NVTX: one process (ranks are read by rank)
+                "code_marks": nproc <= 1,
             }
             with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
                 json.dump(spec, f)
@@ -219,6 +223,8 @@ def capture(
             with phases.timed("reading"):
                 trace = read_sqlite(sqlite)
         trace.meta.update(label=label, nsys=nsys, phases=phases.rows, nsys_trace=opts.trace)
+        if nproc <= 1 and "nvtx" in opts.trace.split(","):
+            code_from_nvtx(trace, cell)
         attach_counters(trace, sqlite, asked=opts.counters)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"

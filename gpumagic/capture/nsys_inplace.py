@@ -30,6 +30,8 @@ from typing import Any
 from ..errors import InvalidOptionError, NsysFailedError
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
+from .cell_lines import marked_cell
+from .code_marks import code_from_nvtx, nvtx_code_marks
 from .nsys_warm import missed_range, settle_seconds, start_args
 from .options import ITERS, WARMUP, NsysOptions, split_start_args
 from .phases import Phases
@@ -66,16 +68,9 @@ def _cli(nsys: str, name: str, *args: str) -> tuple[list[str], int, str]:
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any], Callable[[], None]]:
     """NVTX push and pop, and a device synchronization (none without CUDA)."""
-    try:
-        import torch
+    from .nvtx_calls import push_pop, synchronize
 
-        if torch.cuda.is_available():
-            return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop, torch.cuda.synchronize
-    except ImportError:
-        pass
-    import nvtx
-
-    return (lambda m: nvtx.push_range(m)), (lambda: nvtx.pop_range()), (lambda: None)
+    return (*push_pop(), synchronize())
 
 
 def capture(
@@ -139,7 +134,8 @@ def capture(
         t = time.perf_counter()
         push(label)
         try:
-            yield
+            with nvtx_code_marks(ns):  # the by-code view's ranges, as NVTX
+                yield
         finally:
             pop()
             phases.add("capture", time.perf_counter() - t)
@@ -149,7 +145,8 @@ def capture(
         if stop_rc != 0:
             raise NsysFailedError(stop_cmd, stop_rc, stop_out)
 
-    value = run_cell(Cell.of(cell), ns, warmup, iters, inside, sync, outside)
+    runnable = marked_cell(cell) if isinstance(cell, str) else Cell.of(cell)
+    value = run_cell(runnable, ns, warmup, iters, inside, sync, outside)
     report = stem + ".nsys-rep"
     with phases.timed("export"):
         sqlite = export_sqlite(nsys, report)
@@ -166,6 +163,8 @@ def capture(
     trace.meta.update(
         label=label, nsys=nsys, phases=phases.rows, nsys_trace=traced, child="in place"
     )
+    if "nvtx" in traced.split(","):
+        code_from_nvtx(trace, runnable.source or (cell if isinstance(cell, str) else None))
     from .nsys_gpu_metrics import attach_counters
 
     attach_counters(trace, sqlite, asked=opts.counters)

@@ -43,24 +43,15 @@ RANK_MARK = "gpumagic rank={rank} local_rank={local_rank} world={world_size}"
 
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
-    try:
-        import torch
+    from gpumagic.capture.nvtx_calls import push_pop
 
-        if torch.cuda.is_available():
-            return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
-    except Exception:  # noqa: BLE001 - torch missing or broken: the nvtx package still labels the range
-        pass
-    import nvtx
-
-    return (lambda msg: nvtx.push_range(msg)), (lambda: nvtx.pop_range())
+    return push_pop()
 
 
 def _sync() -> Callable[[], None]:
-    try:
-        import torch
-    except ImportError:
-        return lambda: None
-    return torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    from gpumagic.capture.nvtx_calls import synchronize
+
+    return synchronize()
 
 
 def _cell_traceback(exc: BaseException) -> str:
@@ -248,6 +239,7 @@ def run_spec(
 
     push, pop = _nvtx()
     warm_up = WarmUp(marks)
+    code_marks = bool(spec.get("code_marks"))
 
     @contextmanager
     def nvtx_range() -> Iterator[None]:
@@ -256,7 +248,13 @@ def run_spec(
         start = time.time()
         push(spec["label"])
         try:
-            yield
+            if code_marks:  # the by-code view's ranges, as NVTX (capture/code_marks.py)
+                from gpumagic.capture.code_marks import nvtx_code_marks
+
+                with nvtx_code_marks(ns):
+                    yield
+            else:
+                yield
         finally:
             pop()
             marks.add("capture", start, time.time())
@@ -268,8 +266,14 @@ def run_spec(
         if spec.get("setup"):
             with marks.mark("setup"):
                 exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
+        if code_marks and isinstance(spec["cell"], str):
+            from gpumagic.capture.cell_lines import marked_cell
+
+            cell = marked_cell(spec["cell"])
+        else:
+            cell = Cell.of(spec["cell"])
         value = run_cell(
-            Cell.of(spec["cell"]),
+            cell,
             ns,
             spec.get("warmup", 1),
             spec.get("iters", 1),

@@ -19,14 +19,13 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
-import numpy as np
-
 from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
 from ..trace.coverage import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .cell_lines import marked_cell
 from .chrome_trace import load_trace
+from .code_marks import moved_ranges
 from .guards import (
     deferred_interrupts,
     quiet_profiler_stderr,
@@ -193,43 +192,12 @@ def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -
         trace.meta["cell_source"] = cell.source
     # the ranges are ops (_RecordFunctionFast) or, with an older torch, record_function ranges
     code = trace.meta.setdefault("code", {})
-    trace.nvtx = _moved(trace.nvtx, "text", code)
-    trace.ops = _moved(trace.ops, "name", code)
+    trace.nvtx = moved_ranges(trace.nvtx, "text", code)
+    trace.ops = moved_ranges(trace.ops, "name", code)
     if "modules" not in (trace.meta.get("code") or {}):
         paths = module_paths(trace)
         if paths:
             trace.meta["module_names"] = dotted_names(paths, roots_of(namespace))
-
-
-def _moved(table: Any, column: str, code: dict[str, Any]) -> Any:
-    """``table`` without the rows of the view's ranges (a cell's lines, the models' forwards), which
-    go to ``code["lines"]`` and ``code["modules"]``; the rest's depth less the ranges that held
-    them."""
-    from ..trace.code_frames import LINE_RANGE, MODULE_RANGE, Nest
-
-    if table.empty:
-        return table
-    text = table[column].astype(str)
-    moved = np.zeros(len(table), dtype=bool)
-    for key, pattern in (("lines", LINE_RANGE), ("modules", MODULE_RANGE)):
-        marks = text.str.match(pattern.pattern).to_numpy()
-        if marks.any():
-            part = table[marks]
-            kept = code.get(key) or {"text": [], "start": [], "end": [], "thread": []}
-            kept["text"] += part[column].astype(str).tolist()
-            kept["start"] += part["start"].astype("int64").tolist()
-            kept["end"] += part["end"].astype("int64").tolist()
-            kept["thread"] += part["thread"].tolist()
-            code[key] = kept
-            moved |= marks
-    if not moved.any():
-        return table
-    ranges, rest = table[moved], table[~moved].reset_index(drop=True)
-    nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
-    held = nest.innermost(rest["thread"].tolist(), rest["start"].tolist())
-    levels = np.array([len(nest.ancestors(j)) for j in range(len(nest))] + [0], dtype=np.int64)
-    rest["depth"] = (rest["depth"].to_numpy() - levels[held]).clip(min=0)
-    return rest
 
 
 def _stop(prof: Any) -> None:

@@ -120,7 +120,8 @@ def profile_in_process_or_nsys(
         elif (why_not := in_place_refusal(args)) is not None:
             where = f"Ran in a subprocess, not in place: {why_not}."
         else:
-            backend, runnable, where = nsys_inplace, compile_cell(shell, run.source), ""
+            backend, where = nsys_inplace, ""
+            runnable = compile_cell(shell, run.source, lines=True)
     else:
         from ..capture import torch_profiler as backend
 

@@ -57,7 +57,7 @@ def test_a_notebook_training_step_gets_a_verdict_per_module_and_line(tmp_path):
         "inp = torch.randn(8192, 2048, device='cuda')"
     )
     step = "opt.zero_grad()\nloss = net(inp).pow(2).mean()\nloss.backward()\nopt.step()"
-    shell.run_cell_magic("gpuprofile", "--nsys --counters -w 1 -o rep -q --no-timeline", step)
+    shell.run_cell_magic("gpuprofile", "--nsys --counters -w 1 -o rep --no-timeline", step)
     rep = shell.user_ns["rep"]
     if rep.counters().empty:
         pytest.skip("no GPU metrics: " + next(n for n in rep.notes if "--counters" in n))
