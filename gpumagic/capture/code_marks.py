@@ -62,14 +62,15 @@ def moved_ranges(
 
     if table.empty:
         return table
-    text = table[column].astype(str)
+    # an nsys export names a range "domain:text"; the view's are in the default domain (":text")
+    text = table[column].astype(str).str.replace(r"^:", "", regex=True)
     moved = np.zeros(len(table), dtype=bool)
     for key, pattern in (("lines", LINE_RANGE), ("modules", MODULE_RANGE)):
         marks = text.str.match(pattern.pattern).to_numpy()
         if marks.any():
             part = table[marks]
             kept = code.get(key) or {"text": [], "start": [], "end": [], "thread": []}
-            kept["text"] += part[column].astype(str).tolist()
+            kept["text"] += text[marks].tolist()
             kept["start"] += part["start"].astype("int64").tolist()
             kept["end"] += part["end"].astype("int64").tolist()
             kept["thread"] += part["thread"].tolist()
@@ -78,7 +79,7 @@ def moved_ranges(
     if ops:
         marks = text.str.contains(r", op_id = \d+", regex=True).to_numpy()
         if marks.any():
-            code["autograd"] = _autograd(table[marks], column)
+            code["autograd"] = _autograd(table[marks].assign(**{column: text[marks]}), column)
             moved |= marks
     if not moved.any():
         return table
@@ -92,25 +93,39 @@ def moved_ranges(
 
 def _autograd(ops: pd.DataFrame, column: str) -> dict[str, list[Any]]:
     """The autograd table (name, start, end, thread, seq, fwd_thread) from op ranges: each
-    backward node the engine ran (``fwd_thread`` 1: backward) and each forward op that recorded a
-    sequence number on a thread the engine did not run on (``fwd_thread`` 0)."""
+    backward node the engine ran (``fwd_thread`` 1: backward), with the sequence number of the
+    node it applied (its own, or that of the first range inside it that has one: torch 2.11 puts
+    it on the node's ``apply`` range, ``MeanBackward0, seq = 53``), and each forward op that
+    recorded a sequence number on a thread the engine did not run on (``fwd_thread`` 0)."""
     found = ops[column].astype(str).str.extract(OP_RANGE)
     frame = pd.DataFrame(
         {
-            "name": found["name"].astype(str),
+            "name": found["name"].astype(str).to_numpy(),
             "start": ops["start"].astype("int64").to_numpy(),
             "end": ops["end"].astype("int64").to_numpy(),
             "thread": ops["thread"].to_numpy(),
             "seq": pd.to_numeric(found["seq"], errors="coerce").to_numpy(),
         }
-    ).dropna(subset=["seq"])
-    backward = frame["name"].str.startswith(ENGINE).to_numpy()
-    engine_threads = set(frame.loc[backward, "thread"].tolist())
-    forward = ~backward & ~frame["thread"].isin(engine_threads).to_numpy()
-    kept = backward | forward
-    frame = frame[kept].assign(fwd_thread=np.where(backward[kept], 1, 0))
-    frame["seq"] = frame["seq"].astype("int64")
-    return {c: frame[c].tolist() for c in ["name", "start", "end", "thread", "seq", "fwd_thread"]}
+    )
+    engine = frame["name"].str.startswith(ENGINE).to_numpy()
+    engine_threads = set(frame.loc[engine, "thread"].tolist())
+    backward = frame[engine].copy()
+    for thread, idx in backward.groupby("thread").groups.items():
+        mine = frame[(frame["thread"] == thread) & ~engine & frame["seq"].notna()]
+        mine = mine.sort_values("start")
+        starts = mine["start"].to_numpy()
+        for i in idx:
+            if backward.at[i, "seq"] == backward.at[i, "seq"]:
+                continue  # the node's range carries its own
+            j = int(np.searchsorted(starts, backward.at[i, "start"], side="left"))
+            if j < len(mine) and mine["end"].iloc[j] <= backward.at[i, "end"]:
+                backward.at[i, "seq"] = mine["seq"].iloc[j]
+    forward = frame[~engine & frame["seq"].notna() & ~frame["thread"].isin(engine_threads)]
+    out = pd.concat(
+        [backward.dropna(subset=["seq"]).assign(fwd_thread=1), forward.assign(fwd_thread=0)]
+    ).sort_values("start", kind="stable")
+    out["seq"] = out["seq"].astype("int64")
+    return {c: out[c].tolist() for c in ["name", "start", "end", "thread", "seq", "fwd_thread"]}
 
 
 def code_from_nvtx(trace: Any, cell_source: str | None, marked: bool = True) -> None:

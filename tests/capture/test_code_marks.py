@@ -108,3 +108,30 @@ def test_ranges_are_nvtx_only_inside_nvtx_ranges(monkeypatch):
         raise ValueError
     assert not cell_lines._NVTX  # left as it was, whatever happened
     assert not isinstance(cell_lines.fast_range("x"), cell_lines._NvtxRange)
+
+
+def test_a_real_nsys_capture_of_a_notebook_training_step_reads_back_by_module_and_line(
+    committed_nsys,
+):
+    """``tests/data/nsys/nsys_code.sqlite.gz``: ``%%gpuprofile --nsys`` of a two-block model's
+    step on an H200 (two micro-steps, fused AdamW; ``tests/gpu/test_nsys_code_gpu.py``'s cell),
+    its export as the warm child wrote it."""
+    from gpumagic.capture.nsys import load_nsys
+
+    trace = load_nsys(committed_nsys("nsys_code"))
+    mods = trace.by_module(memops=False).set_index("module")
+    total = int((trace.kernels["end"] - trace.kernels["start"]).sum())
+    assert (
+        int(mods.loc["net", "total_ns"] + mods.loc["(outside every module)", "total_ns"]) == total
+    )
+    for leaf in ("blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "head"):
+        assert mods.loc[leaf, "fwd_ns"] > 0 and mods.loc[leaf, "bwd_ns"] > 0, leaf
+    # a GEMM layer's backward is two GEMMs per micro-step to its forward's one: about twice
+    up = mods.loc["blocks.0.up"]
+    assert 1.7 < up["bwd_ns"] / up["fwd_ns"] < 2.3
+    # the optimizer's kernels and the loss's are outside every module, and few
+    assert mods.loc["(outside every module)", "share"] < 0.05
+    lines = trace.by_line(memops=False).set_index("line")
+    assert lines.loc[3, "bwd_ns"] > lines.loc[3, "fwd_ns"] > 0  # the forward line holds backward
+    assert lines.loc[4, "launched_ns"] > lines.loc[4, "fwd_ns"]  # loss.backward() launched it
+    assert not trace.nvtx["text"].astype(str).str.contains("op_id = ").any()
