@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 sys.path.insert(0, os.path.join(os.getcwd(), "tests", "gpu"))
-from test_nsys_code_gpu import MODEL, STEP  # noqa: E402
+from test_nsys_code_gpu import MODEL, STEP
 
 where = tempfile.mkdtemp()
 ip = InteractiveShell.instance()
