@@ -96,7 +96,8 @@ def _autograd(ops: pd.DataFrame, column: str) -> dict[str, list[Any]]:
     backward node the engine ran (``fwd_thread`` 1: backward), with the sequence number of the
     node it applied (its own, or that of the first range inside it that has one: torch 2.11 puts
     it on the node's ``apply`` range, ``MeanBackward0, seq = 53``), and each forward op that
-    recorded a sequence number on a thread the engine did not run on (``fwd_thread`` 0)."""
+    recorded a sequence number on a thread the engine did not run on (``fwd_thread`` 0). A node
+    without a number gets -1: backward, of no forward op."""
     found = ops[column].astype(str).str.extract(OP_RANGE)
     frame = pd.DataFrame(
         {
@@ -121,9 +122,12 @@ def _autograd(ops: pd.DataFrame, column: str) -> dict[str, list[Any]]:
             if j < len(mine) and mine["end"].iloc[j] <= backward.at[i, "end"]:
                 backward.at[i, "seq"] = mine["seq"].iloc[j]
     forward = frame[~engine & frame["seq"].notna() & ~frame["thread"].isin(engine_threads)]
-    out = pd.concat(
-        [backward.dropna(subset=["seq"]).assign(fwd_thread=1), forward.assign(fwd_thread=0)]
-    ).sort_values("start", kind="stable")
+    # a node with no sequence number (AccumulateGrad: gradients summed into .grad) is backward
+    # work of no forward op, as in process
+    backward["seq"] = backward["seq"].fillna(-1)
+    out = pd.concat([backward.assign(fwd_thread=1), forward.assign(fwd_thread=0)]).sort_values(
+        "start", kind="stable"
+    )
     out["seq"] = out["seq"].astype("int64")
     return {c: out[c].tolist() for c in ["name", "start", "end", "thread", "seq", "fwd_thread"]}
 
