@@ -3,12 +3,14 @@ launched which kernel.
 
 A trace's Python frames name functions, not lines (torch.profiler records calls), and a cell is
 one frame. So the cell's statements are wrapped, in its syntax tree, in a ``record_function``
-range named ``gpumagic line N`` (N: the statement's first line in the cell): the top-level
-statements and those of the bodies of top-level ``for``/``while``/``if``/``with``/``try`` (a
-training loop's lines), not deeper, so that a tight inner loop does not push a range per
-iteration. The trailing expression, whose value IPython shows, is evaluated inside its range and
-stays the cell's value. A range costs about 1.5 µs under the profiler (``fast_range``;
-``benchmarks/by_code_cost.py`` times a training step with them).
+range named ``gpumagic line N`` (N: the statement's first line in the cell): every statement,
+at every depth of ``for``/``while``/``if``/``with``/``try`` (a training loop's lines: ``for micro
+in ...`` / ``with autocast(...)`` / ``loss = model(x)`` each their own), not inside functions or
+classes the cell defines. A line that runs more than :data:`LINE_RUNS` times in a capture (a tight
+Python loop) stops pushing ranges there: its later runs go to the line around it, and the view says
+so (:func:`capped_lines`). The trailing expression, whose value IPython shows, is evaluated inside
+its range and stays the cell's value. A range costs about 1.5 µs under the profiler
+(``fast_range``; ``benchmarks/by_code_cost.py`` times a training step with them).
 
 The wrapper names this module through ``__import__``, so the user's namespace gains no name.
 
@@ -26,19 +28,23 @@ from typing import Any, TypeVar
 
 __all__ = [
     "LINE_RANGE_TEXT",
+    "capped_lines",
     "fast_range",
     "line_range",
     "mark_lines",
     "marked_cell",
     "nvtx_ranges",
+    "reset_runs",
     "value_in_line",
 ]
 
 #: The range's name; ``gpumagic.trace.code_frames.LINE_RANGE`` reads it back.
 LINE_RANGE_TEXT = "gpumagic line {}"
 _T = TypeVar("_T")
-#: How deep into compound statements lines are marked (1: the top level; 2: their bodies too).
-DEPTH = 2
+#: How deep into compound statements lines are marked (1: the top level; 2: their bodies too):
+#: every level, so that a training loop's ``for`` / ``with`` / ``if`` / ``try`` bodies each
+#: reach their own line.
+DEPTH = 64
 _BODIES = ("body", "orelse", "finalbody")
 
 
@@ -93,8 +99,43 @@ def fast_range(text: str) -> Any:
     return record_function(text)
 
 
+#: Ranges one line pushes in a capture (warm-up and captured runs) before it stops.
+LINE_RUNS = 20_000
+_RUNS: dict[int, int] = {}
+_CAPPED: set[int] = set()
+
+
+class _NoRange:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_RANGE = _NoRange()
+
+
+def reset_runs() -> None:
+    """Start counting each line's runs afresh (a capture's start)."""
+    _RUNS.clear()
+    _CAPPED.clear()
+
+
+def capped_lines() -> list[int]:
+    """The lines that ran more than :data:`LINE_RUNS` times since :func:`reset_runs`."""
+    return sorted(_CAPPED)
+
+
 def line_range(line: int) -> Any:
-    """The range of one line of the cell."""
+    """The range of one line of the cell (none past :data:`LINE_RUNS` runs of it)."""
+    runs = _RUNS.get(line, 0) + 1
+    _RUNS[line] = runs
+    if runs > LINE_RUNS:
+        _CAPPED.add(line)
+        return _NO_RANGE
     return fast_range(LINE_RANGE_TEXT.format(line))
 
 

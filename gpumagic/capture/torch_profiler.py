@@ -23,7 +23,7 @@ from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
 from ..trace.coverage import recorded_kinds
 from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
-from .cell_lines import marked_cell
+from .cell_lines import capped_lines, marked_cell, reset_runs
 from .chrome_trace import load_trace
 from .code_marks import moved_ranges
 from .guards import (
@@ -86,6 +86,7 @@ def capture(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ns = namespace_or_new(namespace)
     runnable = marked_cell(cell) if isinstance(cell, str) and opts.module_ranges else Cell.of(cell)
+    reset_runs()  # each line's ranges counted from this capture's first run
     refuse_if_running()
     refuse_profiler_calls(runnable.source, ns)
     prof: Any = None
@@ -192,6 +193,8 @@ def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -
         trace.meta["cell_source"] = cell.source
     # the ranges are ops (_RecordFunctionFast) or, with an older torch, record_function ranges
     code = trace.meta.setdefault("code", {})
+    if capped_lines():
+        code["capped"] = capped_lines()
     trace.nvtx = moved_ranges(trace.nvtx, "text", code)
     trace.ops = moved_ranges(trace.ops, "name", code)
     if "modules" not in (trace.meta.get("code") or {}):

@@ -97,6 +97,10 @@ class Attribution:
     #: kept the GPU busy in it. Where busy is a small part of the span, the GPU waited on the host
     #: between the module's kernels: launch-bound.
     forward_spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Cell line -> the line whose range held it (a loop's, a ``with``'s), None at the top level.
+    line_parents: dict[Any, Any] = field(default_factory=dict)
+    #: Cell lines that stopped pushing ranges after many runs (their later runs: the parent's).
+    capped: set[Any] = field(default_factory=set)
 
     @property
     def total_ns(self) -> int:
@@ -196,6 +200,7 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
         for k in keys:
             line_text[k] = source[k - 1].strip() if 0 < k <= len(source) else ""
         line_nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
+        line_parents = _line_parents(line_nest, keys)
     else:
         mine = {}  # each distinct frame name: is it a function of the user's own files
         for name in pd.unique(frames["name"]):
@@ -232,7 +237,25 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
         }
     )
     spans = _forward_spans(items, mod_nest, paths)
-    return Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
+    attr = Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
+    if kind == "cell":
+        attr.line_parents = line_parents
+        attr.capped = set((trace.meta.get("code") or {}).get("capped") or [])
+    return attr
+
+
+def _line_parents(nest: Nest, keys: list[Any]) -> dict[Any, Any]:
+    """Each cell line's enclosing line (the ``for``/``with``/``if``/``try`` whose range held its
+    ranges most often), None at the top level: the line tree, read from the ranges themselves."""
+    votes: dict[Any, dict[Any, int]] = {}
+    for i, key in enumerate(keys):
+        parent = int(nest.parent[i])
+        up = keys[parent] if parent >= 0 else None
+        if up == key:  # a line's range inside its own (a loop body calling back): not a parent
+            continue
+        mine = votes.setdefault(key, {})
+        mine[up] = mine.get(up, 0) + 1
+    return {key: max(v, key=v.get) for key, v in votes.items()}
 
 
 def _forward_spans(items: pd.DataFrame, nest: Nest, paths: list[str]) -> dict[str, tuple[int, int]]:

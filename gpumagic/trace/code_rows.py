@@ -81,9 +81,14 @@ LINE_COLUMNS = [
     "kernels",
     "share",
     "why",
+    "depth",
+    "parent",
+    "incl_ns",
 ]
 
 
+#: What a line that stopped marking its runs says (``capture/cell_lines.py``'s ``LINE_RUNS``).
+CAPPED_LINE = "ran more than 20,000 times: its later runs are on the line around it"
 #: A capture that recorded modules where none ran.
 NO_MODULE_RAN = (
     "No forward of a model that the namespace held when the cell started ran, so the time is "
@@ -254,9 +259,12 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
                 "launched_bwd_ns": lb,
                 "kernels": n,
                 "share": _share(f + b, total),
-                "why": "",
+                "why": CAPPED_LINE if key in attr.capped else "",
+                "depth": _depth(key, attr.line_parents),
+                "parent": attr.line_parents.get(key),
             }
         )
+    _inclusive(rows, keys, attr.line_parents)
     df = pd.DataFrame(rows, columns=LINE_COLUMNS)
     if attr.lines == "cell":
         df = df.sort_values("line", kind="stable")
@@ -264,7 +272,8 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
         df = df[(df["total_ns"] > 0) | (df["launched_ns"] > 0)]
         df = df.sort_values("total_ns", ascending=False, kind="stable")
     out = items[items["line"].isna()]
-    row = _outside(OUTSIDE_LINES, out, total, {}, "")
+    row = _outside(OUTSIDE_LINES, out, total, {"depth": 0, "parent": None}, "")
+    row["incl_ns"] = row["total_ns"]
     not_launched = items[items["launch_line"].isna()]
     row["launched_ns"] = int(not_launched["dur"].sum())
     row["launched_bwd_ns"] = int(not_launched.loc[not_launched["backward"], "dur"].sum())
@@ -273,6 +282,31 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
     if attr.lines == "stack":
         df.attrs["note"] = STACK_LINES
     return df
+
+
+def _depth(key: Any, parents: Mapping[Any, Any]) -> int:
+    """How many lines enclose ``key`` (0 at the top level)."""
+    depth, seen = 0, {key}
+    while (key := parents.get(key)) is not None and key not in seen:
+        seen.add(key)
+        depth += 1
+    return depth
+
+
+def _inclusive(rows: list[dict[str, Any]], keys: list[Any], parents: Mapping[Any, Any]) -> None:
+    """Each row's ``incl_ns`` (``rows[i]`` is line ``keys[i]``): its own work and that of every
+    line inside it (a loop's line sums its body), so the top-level rows' ``incl_ns`` and the
+    outside row make the total."""
+    incl = {key: r["total_ns"] for key, r in zip(keys, rows)}
+    for key, r in zip(keys, rows):
+        seen = {key}
+        up = parents.get(key)
+        while up is not None and up not in seen and up in incl:
+            seen.add(up)
+            incl[up] += r["total_ns"]
+            up = parents.get(up)
+    for key, r in zip(keys, rows):
+        r["incl_ns"] = incl[key]
 
 
 def _first_line(key: str) -> int:

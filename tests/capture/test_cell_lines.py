@@ -40,7 +40,7 @@ def test_value_assignments_and_every_line_of_a_loop():
     assert not {"line_range", "value_in_line"} & set(ns)  # nothing added to the namespace
 
 
-def test_deeper_lines_are_their_outer_line_and_branches_are_marked():
+def test_lines_at_every_depth_and_branches_are_marked():
     source = (
         "n = 0\nfor i in range(2):\n    for j in range(50):\n        n += 1\n"
         "if n:\n    y = 1\nelse:\n    y = 2\n"
@@ -48,8 +48,19 @@ def test_deeper_lines_are_their_outer_line_and_branches_are_marked():
     )
     _, ns, lines = run(source)
     assert ns["n"] == 100 and ns["y"] == 1 and ns["z"] == 0
-    assert 4 not in lines  # no range per turn of an inner loop
+    assert lines[4] == 100  # the inner loop's body: a range per turn
     assert lines[3] == 2 and lines[6] == 1 and 8 not in lines and lines[10] == lines[12] == 1
+
+
+def test_a_line_that_runs_too_often_stops_marking_and_is_named(monkeypatch):
+    from gpumagic.capture import cell_lines
+
+    monkeypatch.setattr(cell_lines, "LINE_RUNS", 30)
+    cell_lines.reset_runs()
+    _, ns, lines = run("n = 0\nfor i in range(100):\n    n += 1")
+    assert ns["n"] == 100 and lines[3] == 30 and cell_lines.capped_lines() == [3]
+    cell_lines.reset_runs()
+    assert cell_lines.capped_lines() == []
 
 
 def test_errors_keep_their_line_and_future_imports_stay_first():

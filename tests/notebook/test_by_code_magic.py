@@ -160,3 +160,38 @@ def test_lines_are_shown_as_written_not_as_ipython_transforms_them(model_ns):
     rep, _, _ = profile(model_ns, cell, flags="-w 0 -n 1")
     lines = rep.by_line()
     assert lines.loc[lines["line"].notna(), "source"].tolist() == cell.splitlines()
+
+
+NESTED = """\
+opt.zero_grad()
+for micro in range(2):
+    with torch.autocast("cpu", enabled=False):
+        if micro >= 0:
+            y = model(x)
+            loss = y.square().mean() / 2
+        loss.backward()
+opt.step()"""
+
+
+def test_work_inside_for_with_and_if_lands_on_its_innermost_line_and_the_tree_sums(model_ns):
+    model_ns.user_ns["torch"] = torch
+    rep, cap, _ = profile(model_ns, NESTED)
+    lines = rep.by_line().set_index("source")
+    model_line, loop = lines.loc["y = model(x)"], lines.loc["for micro in range(2):"]
+    # the model's forward and its backward are on the line that ran it, four levels down
+    assert model_line["fwd_ns"] > 0 and model_line["bwd_ns"] > 0 and model_line["depth"] == 3
+    assert lines.loc['with torch.autocast("cpu", enabled=False):', "total_ns"] < model_line[
+        "total_ns"
+    ]
+    assert lines.loc["if micro >= 0:", "parent"] == 3 and model_line["parent"] == 4
+    # every level sums: a line's incl_ns is its own work and its body's
+    body = lines[lines.index != "(outside the cell's lines)"].reset_index()
+    for _, row in body.iterrows():
+        kids = body[body["parent"] == row["line"]]
+        assert row["incl_ns"] == row["total_ns"] + int(kids["incl_ns"].sum()), row["source"]
+    top = body[body["depth"] == 0]
+    outside = lines.loc["(outside the cell's lines)", "total_ns"]
+    assert int(top["incl_ns"].sum()) + outside == cpu_total(rep.trace)
+    assert loop["incl_ns"] > 0.5 * cpu_total(rep.trace)
+    text = cap.outputs[0].data["text/plain"]
+    assert "        y = model(x)" in text and "[with its body:" in text
