@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis import Finding, findings
 from ..analysis.counters import code_counters, counters_table
 from ..analysis.finding import kernel_labels
+from ..analysis.op_rates import code_rates, kernel_rates, rate_text
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
 from ..kernels import decode
@@ -139,6 +140,17 @@ class ProfileReport(FigurePage):
             **{"Tensor cores": dec.map(lambda d: d.tensor_cores)},
             Precision=dec.map(lambda d: d.precision),
         )
+
+    def rates(self, by: str = "kernel") -> pd.DataFrame:
+        """How near the silicon each row ran, from the work its launching ops' recorded shapes
+        count (``analysis/op_rates.py``): per kernel name (``by="kernel"``), module or line of
+        the cell. FLOP/s for GEMMs, bytes/s for the memory-bound ops, and the share of the
+        device's peak; rows whose work cannot be counted are absent, never guessed."""
+        if by == "kernel":
+            return kernel_rates(self.trace)
+        if by not in ("module", "line"):
+            raise ValueError(f"by must be 'kernel', 'module' or 'line', not {by!r}")
+        return code_rates(self.trace, by)
 
     def counters(self, by: str = "kernel") -> pd.DataFrame:
         """The sampled hardware counters with a verdict each (``--counters``; empty without
@@ -332,6 +344,7 @@ class ProfileReport(FigurePage):
                         kernel_op_precisions(self.trace),
                         self.trace.meta.get("fused"),
                         kernel_launch_apis(self.trace),
+                        rates=_rates(self.trace),
                     )
                 )
         if not self.multi and self.trace.meta.get("counters"):
@@ -434,3 +447,9 @@ class ProfileReport(FigurePage):
         if path is None:
             return chrome_trace_events(self.trace)
         return write_chrome_trace(self.trace, path)
+
+
+def _rates(trace: Any) -> dict[str, str]:
+    """Kernel name -> its rate as the kernel table shows it (none where nothing was counted)."""
+    table = kernel_rates(trace)
+    return {str(r["Name"]): text for r in table.to_dict("records") if (text := rate_text(r))}

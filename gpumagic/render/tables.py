@@ -114,6 +114,13 @@ _KERNEL_COLUMNS = [
 ]
 
 
+_RATE_COLUMN = (
+    "Rate",
+    "achieved FLOP/s (GEMMs) or bytes/s, counted from the launching ops' recorded shapes, and the "
+    "share of the device's peak; blank where the work cannot be counted",
+    "th-name",
+)
+
 _DOT = " \u00b7 "
 
 
@@ -178,17 +185,20 @@ def kernel_table_html(
     op_precisions: Mapping[str, str] | None = None,
     fused: Mapping[str, str] | None = None,
     launches: Mapping[str, str] | None = None,
+    rates: Mapping[str, str] | None = None,
 ) -> str:
     """The kernels, longest first: share, total, calls, average (exact ns on hover), the decoded
     name (expand it for the raw name, the other statistics, what a generated kernel fused
     (``fused``) and each token explained), library, op, tensor cores, precision (from the name, else
-    from the launching ops' input dtypes, ``op_precisions``, marked with *)."""
+    from the launching ops' input dtypes, ``op_precisions``, marked with *), and where any row's
+    work was counted (``rates``: name -> text), its achieved rate and share of peak."""
     if summary.empty:
         unrecorded = not_recorded(summary)  # not recorded: never "no kernels"
         return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
+    rates = rates or {}
+    columns = [*_KERNEL_COLUMNS, *([_RATE_COLUMN] if rates else [])]
     ths = "".join(
-        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>"
-        for h, tip, role in _KERNEL_COLUMNS
+        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in columns
     )
     rows = []
     if labels is None:  # every distinct name reads differently, even where shorts collide
@@ -211,6 +221,8 @@ def kernel_table_html(
             f"<td {style('word')}>{esc(v)}</td>" for v in (k.library, k.op, yes_no(k.tensor_cores))
         ]
         cells.append(precision_cell(k.precision, (op_precisions or {}).get(r["Name"])))
+        if rates:
+            cells.append(f"<td {style('word')}>{esc(rates.get(r['Name'], ''))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
     tail = (
