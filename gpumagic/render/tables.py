@@ -121,6 +121,13 @@ _RATE_COLUMN = (
     "th-name",
 )
 
+def _rate_cell(text: str) -> str:
+    """'686 TFLOP/s bf16, 69% of peak' as two short lines: the rate, then its share (smaller)."""
+    rate, _, share = text.partition(", ")
+    under = f"<div style='font-size:11px;opacity:.75'>{esc(share)}</div>" if share else ""
+    return f"<td {style('num')}>{esc(rate)}{under}</td>"
+
+
 _DOT = " \u00b7 "
 
 
@@ -222,7 +229,7 @@ def kernel_table_html(
         ]
         cells.append(precision_cell(k.precision, (op_precisions or {}).get(r["Name"])))
         if rates:
-            cells.append(f"<td {style('word')}>{esc(rates.get(r['Name'], ''))}</td>")
+            cells.append(_rate_cell(rates.get(r["Name"], "")))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(summary) - top
     tail = (
