@@ -44,6 +44,7 @@ __all__ = [
     "peaks",
     "plot_history",
     "read_job",
+    "replay",
     "roofline",
     "sweep",
     "unload_ipython_extension",
@@ -72,6 +73,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     # a job of many ranks, reduced where each rank is read
     "read_job": ("job", "read_job"),
     "load_job": ("job", "load_job"),
+    # a profile's row re-created and timed (the capture's shapes -> %gputime)
+    "replay": ("api.replay", "replay"),
     # timed calls under the datasheet ceilings (a figure: the render layer's)
     "roofline": ("render.calls_roofline", "roofline"),
     # the functions that save to the history, not gpumagic.timing's modules of the same names

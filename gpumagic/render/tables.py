@@ -121,6 +121,7 @@ _RATE_COLUMN = (
     "th-name",
 )
 
+
 def _rate_cell(text: str) -> str:
     """'686 TFLOP/s bf16, 69% of peak' as two short lines: the rate, then its share (smaller)."""
     rate, _, share = text.partition(", ")

@@ -180,9 +180,9 @@ def test_work_inside_for_with_and_if_lands_on_its_innermost_line_and_the_tree_su
     model_line, loop = lines.loc["y = model(x)"], lines.loc["for micro in range(2):"]
     # the model's forward and its backward are on the line that ran it, four levels down
     assert model_line["fwd_ns"] > 0 and model_line["bwd_ns"] > 0 and model_line["depth"] == 3
-    assert lines.loc['with torch.autocast("cpu", enabled=False):', "total_ns"] < model_line[
-        "total_ns"
-    ]
+    assert (
+        lines.loc['with torch.autocast("cpu", enabled=False):', "total_ns"] < model_line["total_ns"]
+    )
     assert lines.loc["if micro >= 0:", "parent"] == 3 and model_line["parent"] == 4
     # every level sums: a line's incl_ns is its own work and its body's
     body = lines[lines.index != "(outside the cell's lines)"].reset_index()
