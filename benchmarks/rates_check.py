@@ -6,7 +6,8 @@ In one IPython shell: ``%gputime -o`` of an N^3 bf16 matmul (its counted FLOPs o
 per-call time, and over its kernel time per call), then ``%%gpuprofile`` of ten of them: the GEMM
 row's rate (the op's counted FLOPs over the kernel's own time). Side by side, with their ratio:
 the kernel-time figures should agree within 2%; the per-call figure is lower by the gaps between
-calls. Prints a table and writes JSON.
+calls. Then ``gpumagic.replay`` of that row: its kernel time per call against the row's own
+(target within 5%). Prints a table and writes JSON.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def main() -> None:
             f"{'%gputime, kernel time per call':36}{per_kernel / 1e12:10.1f}{row / per_kernel:10.3f}   (target 0.98-1.02)"
         )
     print(f"{'%%gpuprofile GEMM row':36}{row / 1e12:10.1f}   {gemm['Name'][:60]}")
+    import gpumagic
+
+    rep = ip.user_ns["rep"]
+    again = gpumagic.replay(rep, str(gemm["Name"]))
+    op = gpumagic.api.replay.replayed_op(rep.trace, str(gemm["Name"]))
+    own = op["kernel_ns"] / 1e9
+    replayed = again.kernel_time or again.median
+    out["replay"] = {"line": again.line(), "row_s": own, "replayed_s": replayed}
+    out["replay"]["ratio"] = replayed / own
+    print(
+        f"replay of the GEMM row: {replayed * 1e3:.3f} ms a call against the row's {own * 1e3:.3f} ms"
+        f" (ratio {replayed / own:.3f}, target 0.95-1.05)"
+    )
+    print(again.line())
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1, default=str)
     print(f"wrote {args.json}")
