@@ -107,12 +107,20 @@ def op_work(name: str, shapes: Any, types: Any) -> tuple[float | None, float | N
     return None, None
 
 
+def _peak_class(precision: str) -> str:
+    """A decoded precision as the peaks table keys it: every FP8 (plain or MX) is ``fp8``, every
+    FP4 (NVFP4, MXFP4) ``fp4``."""
+    p = precision.lower()
+    if "fp8" in p:
+        return "fp8"
+    return "fp4" if "fp4" in p else p
+
+
 def _precision(kernel: str, op_types: Any) -> str | None:
     """The peak's precision class: the kernel name's (``tf32``, ``bf16``...), else its inputs'."""
     said = decode(kernel).precision
     if said:
-        said = said.lower()
-        return "fp8" if said.startswith("fp8") else said
+        return _peak_class(said)
     for t in _types(op_types):
         p = PRECISION_OF_TYPE.get(t)
         if p:

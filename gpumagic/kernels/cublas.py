@@ -234,10 +234,23 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     if toks and re.fullmatch(r"[a-z]{3,6}", toks[0]):
         _nvjet_dtypes(k, toks.pop(0))
     n_geo = 0  # the n-th MxN token is the tile, then K-tile x stages, then the cluster
+    scales: list[tuple[str, int, str]] = []
     for t in toks:
         if _MN.fullmatch(t):
             _nvjet_geometry(k, t, n_geo)
             n_geo += 1
+        elif t == "mma":
+            k.math = "tensor cores (mma.sync)"
+            k.add(t, "math", "mma.sync tensor cores (SM12x has no wgmma or tcgen05)")
+        elif _MNK.fullmatch(t) and n_geo == 0:
+            add_tile(k, t)  # the mma form spells the whole tile, M×N×K, then the stages
+            n_geo = 2
+        elif t.isdigit() and n_geo == 2 and k.tile:
+            k.details["stages"] = int(t)
+            k.add(t, "stages", f"{t} pipeline stages")
+        elif (vec := _VEC.fullmatch(t)) is not None:
+            scales.append((vec["op"], int(vec["n"]), vec["scale"]))
+            k.add(t, "scales", f"{vec['op']}: one {vec['scale']} scale per {vec['n']} elements")
         elif t in ("h", "v"):
             k.add(t, "raw", "raster order (h or v; meaning not published)")
         elif t in ("bz", "badd"):
@@ -265,8 +278,30 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "k split", "split-K: partial sums reduced after")
         else:
             k.add(t, "raw", "not decoded")
+    if scales:
+        _block_scaled(k, scales)
     k.short = f"cuBLAS nvjet {upper(k.precision)} GEMM" + geometry(k)
     return True
+
+
+_VEC = re.compile(r"(?P<op>[AB])vec(?P<n>\d+)(?P<scale>UE4M3|UE8M0)")
+_MNK = re.compile(r"\d+x\d+x\d+")
+
+
+def _block_scaled(k: Draft, scales: list[tuple[str, int, str]]) -> None:
+    """Block-scaled operands (Blackwell): UE4M3 scales per 16 elements are NVFP4 (E2M1 data);
+    UE8M0 scales per 32 are an MX format, whose element type the letters give only for FP8 (an
+    FP4/FP6 element is not told apart there: no precision rather than a wrong one)."""
+    kinds = {(n, scale) for _, n, scale in scales}
+    k.details["block_scaled"] = ", ".join(f"{op}: {scale} per {n}" for op, n, scale in scales)
+    if (16, "UE4M3") in kinds:
+        k.precision = "nvfp4"
+        k.details["element"] = "fp4 e2m1"
+    elif (32, "UE8M0") in kinds:
+        # 'o' is FP4 in NVFP4 names: with UE8M0 scales it may be MXFP4 as well as an FP8 E5M2
+        letters = k.dtypes[0] if k.dtypes else ""
+        trusted = (k.precision or "").startswith("fp8") and letters != "fp8e5m2"
+        k.precision = "mx" + str(k.precision) if trusted else None
 
 
 def _nvjet_dtypes(k: Draft, letters: str) -> None:

@@ -36,6 +36,9 @@ from .name import (
 from .spelling import signature, value_types
 
 _LEGACY = re.compile(r"^(?P<arch>" + "|".join(ARCH_NAMES) + r")_(?P<body>.*)$")
+#: cuDNN's kernels from before the architecture led the name (seen on a T4):
+#: ``scudnn_128x32_relu_small_nn_v1`` reads as its arch-prefixed kin, the arch unknown.
+_BARE_CUDNN = re.compile(r"^(?P<body>[shd]cudnn_(?:winograd_)?\d+x\d+\w*)$")
 _LEGACY_OP = re.compile(r"(g?)([a-z]?)(\d*)(gemm|gemv|conv\w*)")
 _LEGACY_DTYPE = {
     "fp16": "fp16",
@@ -51,12 +54,13 @@ _MN = re.compile(r"\d+x\d+")
 def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
     """``ampere_fp16_s16816gemm_fp16_128x64_ldg8_f2f_stages_64x4_nn`` and its relatives (and cuDNN's
     ``*_scudnn_*``)."""
-    m = _LEGACY.match(sym)
-    if not m or not re.search(r"gemm|conv|scudnn|gemv", sym):
+    m = _LEGACY.match(sym) or _BARE_CUDNN.match(sym)
+    if not m or not re.search(r"gemm|conv|cudnn|gemv", sym):
         return False
-    k.family = "cublas_legacy" if "gemm" in m.group("body") and "scudnn" not in sym else "cudnn"
+    k.family = "cublas_legacy" if "gemm" in m.group("body") and "cudnn" not in sym else "cudnn"
     k.library = "cuBLAS" if k.family == "cublas_legacy" else "cuDNN"
-    k.set_arch(m.group("arch"))
+    if "arch" in m.groupdict():
+        k.set_arch(m.group("arch"))
     toks = m.group("body").split("_")
     for i, t in enumerate(toks):
         gm = _LEGACY_OP.fullmatch(t)
@@ -79,6 +83,18 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
         elif t == "relu":
             k.epilogue = "relu"
             k.add(t, "epilogue", "relu fused into the epilogue")
+        elif (mma := re.fullmatch(r"([shd])(\d{3,5})cudnn", t)) is not None:
+            k.tensor_cores = True
+            k.math = "tensor cores (mma)"
+            k.details["mma_shape"] = mma_dims(mma[2])
+            k.details["accumulator"] = PREFIX.get(mma[1], mma[1])
+            k.add(t, "op", f"convolution on tensor cores, {mma_dims(mma[2])} MMA")
+        elif re.fullmatch(r"[shd]cudnn", t):
+            k.precision = PREFIX.get(t[0])
+            k.add(t, "precision", f"cuDNN's {k.precision} (SIMT) convolution kernel")
+        elif t == "winograd":
+            k.details["algorithm"] = "winograd"
+            k.add(t, "algorithm", "Winograd convolution")
         elif t in ("lower", "upper"):
             k.details["fill"] = t
             k.add(t, "fill", f"writes only the {t} triangle of C (SYRK / HERK-style update)")
@@ -90,7 +106,7 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
             add_layout(k, t, "AB")
         else:
             k.add(t, "raw", "not decoded")
-    if not k.op and "scudnn" in sym:
+    if not k.op and "cudnn" in sym:
         k.op = "conv"  # cuDNN's implicit-GEMM convolutions (scudnn: single-precision cuDNN)
     if k.tensor_cores is None:
         k.tensor_cores = False

@@ -69,6 +69,9 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
     opclass = m.group("opclass")
     k.tensor_cores = "tensorop" in opclass
     k.math = "tensor cores (mma)" if k.tensor_cores else "SIMT (CUDA cores, FFMA)"
+    if "wmma" in opclass:
+        k.math = "tensor cores (WMMA fragments)"
+        k.details["wmma"] = True
     k.add(
         opclass, "math", "tensor cores" if k.tensor_cores else "SIMT: CUDA cores, no tensor cores"
     )
@@ -121,7 +124,7 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
         else:
             k.add(t, "raw", "not decoded")
         i += 1
-    kind = "SIMT" if not k.tensor_cores else "tensor-core"
+    kind = "SIMT" if not k.tensor_cores else "WMMA" if k.details.get("wmma") else "tensor-core"
     k.short = squash(f"CUTLASS {kind} {upper(k.precision)} {OP_LABEL.get(k.op, k.op)}") + geometry(
         k, mn_only=True
     )
@@ -146,6 +149,8 @@ def _core(k: Draft, core: str) -> None:
         k.details["mma_shape"] = mma_dims(shape)
         k.details["accumulator"] = accum
         k.precision = mma_prec if mma_prec and "/" not in mma_prec else None
+        if prefix == "h" and mma_prec == "fp16/bf16":
+            k.precision = "fp16"  # accumulating in fp16: fp16 inputs (bf16 MMAs accumulate in fp32)
     else:
         k.add(prefix, "precision", f"{accum} throughout (SIMT {prefix}{op})")
         k.precision = accum

@@ -53,8 +53,10 @@ from .cutlass_device import decode_cutlass_device
 from .deepep import decode_deepep
 from .deepgemm import decode_deepgemm
 from .deepseek import decode_deepseek
+from .flash4 import decode_flash4
 from .flashinfer import decode_flashinfer
 from .flashmla import decode_flashmla
+from .ggml import decode_ggml
 from .libraries import (
     decode_memop,
     decode_nccl,
@@ -68,6 +70,7 @@ from .magma import decode_magma
 from .mamba import decode_mamba
 from .miopen import decode_miopen
 from .name import Draft, KernelName
+from .nvfuser import decode_nvfuser
 from .rocm import decode_ck, decode_rccl, decode_rocblas, decode_rocclr
 from .sglang import decode_sglang
 from .spelling import demangle, kernel_symbol, mangled_outline, normalize, signature
@@ -91,6 +94,10 @@ DECODERS: tuple[Decoder, ...] = (
     decode_triton,
     # AMD's GEMM names (Tensile) are unmistakable and cheap to test
     decode_tensile,
+    # engines and code generators whose names are their own: llama.cpp's, nvFuser's, FA4's
+    decode_ggml,
+    decode_nvfuser,
+    decode_flash4,
     # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings
     # they would otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_*
     # and flash_*mla names)
