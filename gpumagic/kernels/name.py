@@ -51,6 +51,9 @@ FAMILIES = (
     # AMD's ROCm libraries: Tensile (hipBLASLt, rocBLAS), MIOpen, Composable Kernel
     "rocm",
     "torchao",
+    # engines and code generators: llama.cpp's CUDA backend, nvFuser
+    "ggml",
+    "nvfuser",
     "other",
 )
 
