@@ -170,11 +170,23 @@ def _idle_per_rank(trace: Trace) -> list[Finding]:
     ]
 
 
+#: The GPU idle share of the window under which launches cannot be what paces it.
+BUSY_IDLE = 0.10
+#: The share of the GPU's idle time the tiny kernels' launch calls must take to be its cause.
+LAUNCH_SHARE = 0.25
+#: Host calls that wait for the GPU: time the host spends in them leaves the GPU without work next.
+SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
 def tiny_kernels(trace: Trace) -> list[Finding]:
     """At least 20 kernels launched one by one, half of them shorter than a launch costs (the
-    kernels of a CUDA graph replay cost no launch of their own: they are left out)."""
+    kernels of a CUDA graph replay cost no launch of their own: they are left out, and said to
+    be). Launch-bound only where the GPU idled and the tiny kernels' launch calls took a fair
+    share (:data:`LAUNCH_SHARE`) of that idle time; a busy GPU hid them, and where their launches
+    cannot explain the idle, what does (host synchronizations, compilation) is named instead."""
     k = trace.kernels
-    launched = graph_kernels(trace).isna().to_numpy()
+    graphed = graph_kernels(trace).notna().to_numpy()
+    launched = ~graphed
     if int(launched.sum()) < 20:
         return []
     durs = kernel_facts(trace).durations[launched]
@@ -183,17 +195,89 @@ def tiny_kernels(trace: Trace) -> list[Finding]:
     if tiny.mean() < 0.5:
         return []
     median = float(np.median(durs))
-    unused, already = launch_remedies(trace)
-    remedies = [r + " (fusion)" * (r == "torch.compile") for r in unused]
-    remedies = remedies or ["fusing kernels"]
-    return [
-        Finding(
-            "tiny_kernels",
-            "warn",
-            f"{int(tiny.sum())} of {len(k)} kernels ran for less than {t(TINY_KERNEL_NS)} (median "
-            f"{t(median)}): each costs a launch of a few µs of host time. Launch-bound: "
-            f"{join_or(remedies)} "
-            f"remove launches{f' ({already})' if already else ''}.",
-            {"tiny": int(tiny.sum()), "kernels": len(k), "median_ns": median},
+    numbers = {"tiny": int(tiny.sum()), "kernels": len(k), "median_ns": median}
+    counted = f"{int(tiny.sum())} of the {len(k)} kernels launched one by one"
+    if graphed.any():
+        counted += f" ({int(graphed.sum())} more ran in CUDA graph replays, launched as graphs)"
+    head = f"{counted} ran for less than {t(TINY_KERNEL_NS)} (median {t(median)})"
+    fig = trace.figures()
+    wall, busy = fig["wall_ns"], fig["gpu_busy_ns"]
+    idle = max(wall - busy, 0)
+    numbers.update(wall_ns=wall, busy_ns=busy)
+    if wall and idle < BUSY_IDLE * wall:
+        text = (
+            f"{head}, but the GPU was busy {pct(busy / wall)} of {fig['window_text']}: their "
+            "launches overlapped its work, so they do not pace it (fusing them would still save "
+            "each kernel's start-up)."
         )
-    ]
+        return [Finding("tiny_kernels", "info", text, numbers)]
+    launch_ns = _launch_host_ns(trace, k[tiny])
+    if launch_ns is None:
+        text = (
+            f"{head}: whether their launches pace the GPU needs the CUDA API calls, which this "
+            "trace does not hold."
+        )
+        return [Finding("tiny_kernels", "info", text, numbers)]
+    numbers["launch_ns"] = launch_ns
+    if launch_ns >= LAUNCH_SHARE * idle:
+        unused, already = launch_remedies(trace)
+        remedies = [r + " (fusion)" * (r == "torch.compile") for r in unused]
+        remedies = remedies or ["fusing kernels"]
+        text = (
+            f"{head}: issuing them took {t(launch_ns)} of host time while the GPU idled "
+            f"{t(idle)}. Launch-bound: {join_or(remedies)} "
+            f"remove launches{f' ({already})' if already else ''}."
+        )
+        return [Finding("tiny_kernels", "warn", text, numbers)]
+    pacer = _pacer(trace, idle)
+    text = (
+        f"{head}, but issuing them took only {t(launch_ns)} of host time against {t(idle)} of "
+        f"GPU idle: they do not explain it" + (f"; {pacer} does" if pacer else "") + "."
+    )
+    return [Finding("tiny_kernels", "info", text, numbers)]
+
+
+def _launch_host_ns(trace: Trace, kernels: pd.DataFrame) -> int | None:
+    """The host time spent issuing ``kernels``: their launch calls (by correlation) and the torch
+    ops around those calls (an eager op's Python and dispatch come before its launch), overlaps
+    counted once; None where the trace holds no API calls for them."""
+    api = trace.api
+    if api.empty or "correlation" not in api:
+        return None
+    calls = api[api["correlation"].isin(set(kernels["correlation"].dropna()))]
+    if calls.empty:
+        return None
+    starts, ends = [calls["start"].to_numpy()], [calls["end"].to_numpy()]
+    ops = trace.ops
+    if not ops.empty:
+        from ..trace.launching_ops import launching_ops
+
+        rows = launching_ops(trace)[trace.kernels.index.get_indexer(kernels.index)]
+        rows = np.unique(rows[rows >= 0])
+        if len(rows):
+            starts.append(ops["start"].to_numpy()[rows])
+            ends.append(ops["end"].to_numpy()[rows])
+    return int(union_ns(np.concatenate(starts), np.concatenate(ends)))
+
+
+def _pacer(trace: Trace, idle: int) -> str | None:
+    """What else the GPU waited on, where it covers a fair share of its idle time: the host's
+    synchronizations, or compilation named by an NVTX range."""
+    api = trace.api
+    if not api.empty:
+        syncs = api[api["name"].astype(str).isin(SYNC_APIS)]
+        sync_ns = int((syncs["end"] - syncs["start"]).clip(lower=0).sum())
+        if len(syncs) and sync_ns >= LAUNCH_SHARE * idle:
+            return (
+                f"the host's synchronizations ({len(syncs)} calls, {t(sync_ns)}) between the GPU's "
+                "work"
+            )
+    nvtx = trace.nvtx
+    if not nvtx.empty:
+        text = nvtx["text"].astype(str)
+        compiling = nvtx[text.str.contains(r"compil|fusion_compile|FusionExecutor", case=False)]
+        compile_ns = int(union_ns(compiling["start"], compiling["end"])) if len(compiling) else 0
+        if compile_ns >= LAUNCH_SHARE * idle:
+            first = compiling["text"].iat[0]
+            return f"compilation ({t(compile_ns)} in NVTX ranges such as {first!r})"
+    return None

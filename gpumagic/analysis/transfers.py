@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace, id_column
+from ..trace import Trace, id_column, union_ns
 from ..units import format_rate, plural
 from .finding import Finding, api_names, t
 from .host_work import covered, merged
@@ -141,15 +141,27 @@ def _waits(trace: Trace, api: pd.DataFrame, start: int, end: int) -> pd.DataFram
     if not device_syncs.empty:  # gpumagic's own: one device synchronisation closes the runs
         inside = inside.drop(index=device_syncs["start"].idxmax())
     what = names[inside.index].where(~copy[inside.index], names + " (DtoH to pageable memory)")
-    wait = (inside["end"] - inside["start"]).to_numpy(dtype="int64")
+    # a wait counts inside [start, end] only: a call that outlasts the window is cut at its end
+    s = inside["start"].to_numpy("int64").clip(start, end)
+    e = inside["end"].to_numpy("int64").clip(start, end)
+    wait = (e - s).astype("int64")
     free = names[inside.index].isin(FREE_APIS).to_numpy()
     if free.any():
         gpu = trace.gpu_intervals()
         busy = merged(gpu["start"].to_numpy("int64"), gpu["end"].to_numpy("int64"))
-        s, e = inside["start"].to_numpy("int64"), inside["end"].to_numpy("int64")
         wait = np.where(free, covered(busy, s, e), wait)
         what = what.where(~free, what + " (while the GPU worked)")
-    return inside.assign(what=what.to_numpy(), wait=wait)[lambda d: d["wait"] > 0]
+    out = inside.assign(what=what.to_numpy(), wait=wait, wait_start=s, wait_end=e)
+    return out[lambda d: d["wait"] > 0]
+
+
+def _waited_ns(inside: pd.DataFrame) -> int:
+    """The time the host spent waiting: the waits' union (threads that wait at once count once),
+    a free's share while the GPU worked added as it is; never more than the window holds."""
+    free = inside["what"].astype(str).str.endswith("(while the GPU worked)").to_numpy()
+    plain = inside[~free]
+    ns = int(union_ns(plain["wait_start"], plain["wait_end"])) if len(plain) else 0
+    return ns + int(inside.loc[free, "wait"].sum())
 
 
 def _inside(trace: Trace) -> str:
@@ -182,7 +194,7 @@ def host_syncs(trace: Trace) -> list[Finding]:
     start, end, _ = trace.analysis_window()
     inside = _waits(trace, api, start, end)
     wall = max(end - start, 1)
-    ns = int(inside["wait"].sum())
+    ns = min(_waited_ns(inside), wall)
     if inside.empty or ns / wall < SYNC_SHARE:
         return []
     return [
@@ -223,7 +235,7 @@ def _syncs_per_rank(trace: Trace, api: pd.DataFrame) -> list[Finding]:
         mine = api[pid == int(r["pid"])]
         inside = _waits(trace, mine, int(r["start"]), int(r["end"]))
         wall = max(int(r["span_ns"]), 1)
-        ns = int(inside["wait"].sum())
+        ns = min(_waited_ns(inside), wall)
         if inside.empty or ns / wall < SYNC_SHARE:
             below.append((ns / wall, r["label"]))
             continue

@@ -337,6 +337,8 @@ _CUDA_CORES = (
     "rot",
     "ger",
 )
+#: cuBLAS's operand wrappers in a helper's template: ``cublasGemvTensorStridedBatched<T const>``.
+_OPERAND = re.compile(r"cublasGemvTensor\w*<\s*([^<>,]+?)\s*>")
 _SIMT_GEMM = ("large-K GEMM", "small-N GEMM", "K=1 GEMM", "tiny GEMM", "legacy GEMM")
 
 
@@ -369,6 +371,19 @@ def decode_helper(k: Draft, sym: str, full: str) -> bool:
             "template",
             f"instantiated for {', '.join(types)}",
         )
+    wrapped = _OPERAND.search(args)
+    if wrapped and value_types(wrapped.group(1)):
+        # gemmSN_TN_kernel<float, ..., cublasGemvTensorStridedBatched<__nv_bfloat16 const>, ...>:
+        # the leading type is the compute type; the operands are the wrappers' (bf16 here)
+        operand = value_types(wrapped.group(1))[0]
+        if not letter and operand != k.precision:
+            k.details["compute"] = k.precision
+            k.precision = operand
+            k.add(
+                wrapped.group(0),
+                "operands",
+                f"{operand} operands (computed in {k.details['compute']})",
+            )
     if helper.op in _CUDA_CORES or helper.label in _SIMT_GEMM:
         k.tensor_cores = False  # vector, matrix-vector and small-matrix kernels: no MMA
         k.math = "SIMT (CUDA cores)"

@@ -81,6 +81,9 @@ _CK_TYPES = {
     "ck_tile::fp16_t": "fp16",
     "ck_tile::fp8_t": "fp8e4m3",
     "ck_tile::bf8_t": "fp8e5m2",
+    # the data-type tags of ck_tile's generated code: DF16b bf16, DF16 fp16
+    "ck_tile::DF16b": "bf16",
+    "ck_tile::DF16": "fp16",
     "int8_t": "int8",
     "signed char": "int8",
     "float": "fp32",
