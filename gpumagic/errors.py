@@ -128,8 +128,11 @@ class ToolNotFound:
     setting: ClassVar[str]
     missing: ClassVar[str]
 
-    def __init__(self, looked: Sequence[str], configured: str | None = None) -> None:
-        hints = [Hint(self.setting, f"'/path/to/{self.tool}'")]
+    def __init__(
+        self, looked: Sequence[str], configured: str | None = None, setting: str | None = None
+    ) -> None:
+        # setting: the caller's own keyword where it is not the options' (load_nsys takes nsys=)
+        hints = [Hint(setting or self.setting, f"'/path/to/{self.tool}'")]
         super().__init__(hints=hints, looked=list(looked), configured=configured)  # type: ignore[call-arg]
 
     @property

@@ -127,7 +127,11 @@ def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
             path=path, what="The nsys report" if report else "The nsys SQLite export"
         )
     if report:
-        path = export_sqlite(find_nsys(nsys), path)
+        try:
+            tool = find_nsys(nsys)
+        except NsysNotFoundError as exc:  # the fix named is this function's own keyword
+            raise NsysNotFoundError(exc.looked, exc.configured, setting="nsys") from None
+        path = export_sqlite(tool, path)
     trace = read_sqlite(path)
     code_from_nvtx(trace, None, marked=False)  # a --nsys capture's by-code ranges, read back
     attach_counters(trace, path)

@@ -255,3 +255,24 @@ def test_counters_leave_a_users_own_gpu_metrics_switches_alone():
     own = NsysOptions(counters=True, extra_args="--gpu-metrics-devices=0 --gpu-metrics-set=gh100")
     assert own.tool_args() == ["--gpu-metrics-devices=0", "--gpu-metrics-set=gh100"]
     assert NsysOptions().tool_args() == []
+
+
+def test_the_fix_a_missing_nsys_names_for_load_nsys_is_its_own_keyword(tmp_path, monkeypatch):
+    import re
+
+    import gpumagic
+    from gpumagic.capture import nsys as nsys_mod
+    from gpumagic.errors import NsysNotFoundError
+
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"not really")
+    monkeypatch.setattr(nsys_mod, "_SEARCH", [])
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GPUMAGIC_NSYS", raising=False)
+    with pytest.raises(NsysNotFoundError) as info:
+        gpumagic.load_nsys(report)
+    fix = re.search(r"point to it: (\w+)='/path/to/nsys'", str(info.value))
+    assert fix and fix.group(1) == "nsys"
+    # the call it names is accepted: the path given is the one looked for
+    with pytest.raises(NsysNotFoundError, match="not found at the configured path '/path/to/nsys'"):
+        gpumagic.load_nsys(report, **{fix.group(1): "/path/to/nsys"})
