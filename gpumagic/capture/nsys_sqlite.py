@@ -150,11 +150,15 @@ def _open(con: sqlite3.Connection, path: str) -> tuple[dict[str, Any], set[str]]
     columns)."""
     tables = _tables(con)
     meta: dict[str, Any] = {"backend": "nsys", "source": path}
-    if "META_DATA_EXPORT" not in tables:
+    # nsys 2023.1-2023.2 name the table EXPORT_META_DATA; later ones META_DATA_EXPORT
+    found = [t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in tables]
+    if not found:
         raise NsysExportError(
-            path=path, reason="no META_DATA_EXPORT table: not an nsys SQLite export"
+            path=path,
+            reason="no META_DATA_EXPORT (or nsys 2023's EXPORT_META_DATA) table: not an nsys "
+            "SQLite export",
         )
-    md = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+    md = dict(con.execute(f"SELECT name, value FROM {found[0]}").fetchall())
     schema = md.get("EXPORT_SCHEMA_VERSION", "")
     meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")
     meta["schema_version"] = schema

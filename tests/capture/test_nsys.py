@@ -276,3 +276,19 @@ def test_the_fix_a_missing_nsys_names_for_load_nsys_is_its_own_keyword(tmp_path,
     # the call it names is accepted: the path given is the one looked for
     with pytest.raises(NsysNotFoundError, match="not found at the configured path '/path/to/nsys'"):
         gpumagic.load_nsys(report, **{fix.group(1): "/path/to/nsys"})
+
+
+def test_an_nsys_2023_export_whose_metadata_table_has_its_older_name_is_read(
+    committed_nsys, tmp_path
+):
+    import shutil
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    shutil.copy(committed_nsys("gpu_metrics"), old)
+    con = sqlite3.connect(old)
+    con.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
+    con.commit()
+    con.close()
+    trace = load_nsys(old)
+    assert len(trace.kernels) == 30 and trace.meta["nsys_version"]
