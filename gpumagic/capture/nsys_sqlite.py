@@ -150,14 +150,9 @@ def _open(con: sqlite3.Connection, path: str) -> tuple[dict[str, Any], set[str]]
     columns)."""
     tables = _tables(con)
     meta: dict[str, Any] = {"backend": "nsys", "source": path}
-    # nsys 2023.1-2023.2 name the table EXPORT_META_DATA; later ones META_DATA_EXPORT
-    found = [t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in tables]
+    found = [t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in tables]  # 2023.1-2
     if not found:
-        raise NsysExportError(
-            path=path,
-            reason="no META_DATA_EXPORT (or nsys 2023's EXPORT_META_DATA) table: not an nsys "
-            "SQLite export",
-        )
+        raise NsysExportError(path=path, reason="no META_DATA_EXPORT table: not an nsys export")
     md = dict(con.execute(f"SELECT name, value FROM {found[0]}").fetchall())
     schema = md.get("EXPORT_SCHEMA_VERSION", "")
     meta["nsys_version"] = md.get("EXPORT_PRODUCT_VERSION")

@@ -123,10 +123,13 @@ _RATE_COLUMN = (
 
 
 def _rate_cell(text: str) -> str:
-    """'686 TFLOP/s bf16, 69% of peak' as two short lines: the rate, then its share (smaller)."""
+    """'686 TFLOP/s bf16, 69% of peak' on one line as '686 TFLOP/s · 69%' (the precision is the
+    table's own column), the whole sentence on hover."""
     rate, _, share = text.partition(", ")
-    under = f"<div style='font-size:11px;opacity:.75'>{esc(share)}</div>" if share else ""
-    return f"<td {style('num')}>{esc(rate)}{under}</td>"
+    short = rate.split(" ")[0] + " " + rate.split(" ")[1] if rate.count(" ") >= 1 else rate
+    if share:
+        short += _DOT + share.split(" ")[0]
+    return f"<td {style('num')} title='{esc(text)}'>{esc(short)}</td>"
 
 
 _DOT = " \u00b7 "
