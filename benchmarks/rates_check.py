@@ -48,7 +48,9 @@ def main() -> None:
         "gputime_per_call_flop_rate": per_call,
         "gputime_kernel_flop_rate": per_kernel,
         "profile_row": {
-            k: (v if isinstance(v, str) else float(v)) for k, v in gemm.items() if v == v
+            k: (v if isinstance(v, str) else float(v))
+            for k, v in gemm.items()
+            if v is not None and v == v
         },
         "ratio_kernel": row / per_kernel if per_kernel else None,
         "ratio_per_call": row / per_call,

@@ -14,10 +14,8 @@ pytestmark = [
 ]
 
 
-def test_counters_give_each_heavy_kernel_its_verdict(tmp_path):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
+def test_counters_give_each_heavy_kernel_its_verdict(tmp_path, own_names):
+    shell = own_names
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
     shell.run_cell(
@@ -38,10 +36,8 @@ def test_counters_give_each_heavy_kernel_its_verdict(tmp_path):
     assert "SMs active (0-100%)" in str(rep._timeline_figure().yaxis.major_label_overrides)
 
 
-def test_a_notebook_training_step_gets_a_verdict_per_module_and_line(tmp_path):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
+def test_a_notebook_training_step_gets_a_verdict_per_module_and_line(tmp_path, own_names):
+    shell = own_names
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
     shell.run_cell(

@@ -51,11 +51,10 @@ def _per_line(rep):
     return {r["source"]: r["kernels"] for _, r in rows.iterrows()}
 
 
-def test_nsys_gives_the_in_process_modules_and_lines(tmp_path):
-    from IPython.core.interactiveshell import InteractiveShell
+def test_nsys_gives_the_in_process_modules_and_lines(tmp_path, own_names):
     from IPython.utils.capture import capture_output
 
-    shell = InteractiveShell.instance()
+    shell = own_names
     shell.run_line_magic("load_ext", "gpumagic")
     shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
     shell.run_cell(MODEL)
