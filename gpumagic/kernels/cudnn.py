@@ -108,7 +108,36 @@ def _cut_cutlass(k: Draft, full: str) -> bool:
     return True
 
 
+#: cuDNN's own namespace, as a name may lead with it.
+_CUDNN_OWN = re.compile(r"^(?:void )?cudnn::")
+#: cuDNN's runtime-fusion GEMMs on Blackwell: ``sm120_matMul_pointwise_pointwise`` (a matmul with
+#: two pointwise epilogue nodes of the graph fused in).
+_FUSED_MATMUL = re.compile(r"^(?P<arch>sm\d+[af]?)_matMul(?P<tail>(?:_[a-zA-Z]+)*)$")
+
+
+def _fused_matmul(k: Draft, m: re.Match[str]) -> None:
+    k.family = "cudnn"
+    k.library = "cuDNN"
+    k.op = "gemm"
+    k.tensor_cores = True
+    k.set_arch(m["arch"])
+    k.add("matMul", "op", "matrix multiply of a cuDNN operation graph (runtime fusion)")
+    nodes = [t for t in m["tail"].split("_") if t]
+    if nodes:
+        k.epilogue = "+".join(nodes)
+        k.add(
+            "_".join(nodes),
+            "epilogue",
+            f"{len(nodes)} fused {' and '.join(dict.fromkeys(nodes))} node(s)",
+        )
+    k.short = "cuDNN fused GEMM" + (f" + {len(nodes)} {nodes[0]} op(s)" if nodes else "")
+
+
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
+    fused = _FUSED_MATMUL.match(sym)
+    if fused:
+        _fused_matmul(k, fused)
+        return True
     path, leaf, args = signature(full)
     if _LEGACY_CONV.match(leaf or full) and _legacy_conv(k, leaf or full.split("(")[0], args):
         return True
@@ -263,7 +292,7 @@ _TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+
 
 
 def decode_flash(k: Draft, sym: str, full: str) -> bool:
-    if _FLASH.search(full) is None:
+    if _FLASH.search(full) is None or _CUDNN_OWN.match(full):  # cuDNN's own fmha_* helpers
         return False
     k.family = "flash_attention"
     k.op = "attention"

@@ -259,16 +259,25 @@ def decode_triton(k: Draft, sym: str, full: str) -> bool:
     k.library = "Triton (TorchInductor)"
     kind = m.group("kind")
     k.op = _TRITON_OP.get(kind, kind)
-    k.details["kind"] = _TRITON_KIND[kind]
     fused = split_fused(m.group("rest"))
     k.details["fused_ops"] = fused
-    k.add("triton_" + kind, "kind", f"Inductor-generated Triton kernel: {_TRITON_KIND[kind]}")
+    if kind == "tem":  # a template's op is what it templates: flex attention, a convolution, a GEMM
+        rest = m.group("rest") or ""
+        if "flex_attention" in rest or "flex_decoding" in rest:
+            k.op = "attention"
+        elif "convolution" in rest or "conv" in fused:
+            k.op = "conv"
+    kind_text = {"attention": "template (attention)", "conv": "template (convolution)"}
+    k.details["kind"] = (
+        kind_text.get(k.op, _TRITON_KIND[kind]) if kind == "tem" else _TRITON_KIND[kind]
+    )
+    k.add("triton_" + kind, "kind", f"Inductor-generated Triton kernel: {k.details['kind']}")
     if fused:
         k.add(m.group("rest"), "fused ops", ", ".join(fused))
     if m.group("n"):
         k.add(m.group("n"), "index", "kernel number within the compiled graph")
     _add_specialization(k)
-    k.short = f"Triton {_TRITON_KIND[kind]}" + (f": {' + '.join(fused)}" if fused else "")
+    k.short = f"Triton {k.details['kind']}" + (f": {' + '.join(fused)}" if fused else "")
     return True
 
 

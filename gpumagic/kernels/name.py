@@ -145,7 +145,7 @@ OP_LABEL = {
     "conv_wgrad": "conv wgrad",
 }
 
-_ARCH = re.compile(r"(?:sm_?)?(\d{2,3})a?")
+_ARCH = re.compile(r"(?:sm_?)?(\d{2,3})[af]?")  # 'a': arch-specific; 'f': family-portable
 
 
 class FrozenList(tuple):
@@ -292,8 +292,8 @@ class Draft:
 
 
 def parse_arch(token: str) -> str | None:
-    """'sm80', 'sm_80', '80', '90a', 'sm90a', 'ampere' -> 'sm80' / 'sm90' (the arch-specific 'a'
-    dropped)."""
+    """'sm80', 'sm_80', '80', '90a', 'sm90a', 'sm100f', 'ampere' -> 'sm80' / 'sm90' / 'sm100' (the
+    arch-specific 'a' and family 'f' dropped)."""
     low = token.lower()
     if low in ARCH_NAMES:
         return ARCH_NAMES[low]

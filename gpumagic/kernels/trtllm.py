@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, add_tile
+from .name import Draft, add_layout, add_tile
 from .spelling import signature
 from .stack import claim, set_types, snake
 
@@ -46,7 +46,7 @@ _GEN_CANON = {
     "Int8": "int8",
 }
 _GEN_GEMM = re.compile(r"^(?:bmm|gemm|batchedGemm|gemmGatedAct|bmmGatedAct)_(?P<rest>\w+)$")
-_GEN_FMHA = re.compile(r"^fmhaSm(?P<sm>\d+)a?Kernel_(?P<rest>\w+)$")
+_GEN_FMHA = re.compile(r"^fmhaSm(?P<sm>\d+)[af]?Kernel_(?P<rest>\w+)$")
 _KNOWN_BARE = ("kernel_mha", "kernel_mha_impl")
 
 
@@ -146,7 +146,15 @@ def _xqa(k: Draft, m: re.Match) -> None:
 
 def _gen_fmha_types(rest: str) -> tuple[str, str, str, str] | None:
     """'QE4m3KvE2m1OE4m3H128PagedKv...' -> ('E4m3', 'E2m1', 'E4m3', '128'), by position (no
-    backtracking pattern)."""
+    backtracking pattern); 'QkvBfloat16OBfloat16H128...' (Q, K and V of one type) -> ('Bfloat16',
+    'Bfloat16', 'Bfloat16', '128')."""
+    if rest.startswith("Qkv"):
+        o = rest.find("O", 3)
+        h = rest.find("H", o + 1) if o > 0 else -1
+        if min(o, h) < 0:
+            return None
+        digits = re.match(r"\d+", rest[h + 1 : h + 8])
+        return rest[3:o], rest[3:o], rest[o + 1 : h], digits.group(0) if digits else ""
     kv = rest.find("Kv", 1)
     o = rest.find("O", kv + 2) if kv > 0 else -1
     h = rest.find("H", o + 1) if o > 0 else -1
@@ -239,8 +247,10 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
             elif t.startswith("cga") and re.fullmatch(r"cga\d+x\d+x\d+", t):
                 k.cluster = t[3:]
                 k.add(t, "cluster", f"thread-block cluster {t[3:]}")
-            elif re.fullmatch(r"sm\d+a?", t):
+            elif re.fullmatch(r"sm\d+[af]?", t):
                 k.set_arch(t)
+            elif re.fullmatch(r"[TN]{2}", t) and k.layout is None:
+                add_layout(k, t, "AB")
         if s.startswith("bmm"):
             k.details["grouped"] = "batched (MoE experts)"
         k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (

@@ -59,6 +59,37 @@ CASES = [
         "nvFuser pointwise kernel BF16",
     ),
     (
+        "fmhaSm100fKernel_QkvBfloat16OBfloat16H128PagedKvCausalP32VarSeqQ128Kv128PersistentContext",
+        {"library": "TensorRT-LLM (trtllm-gen)", "precision": "bf16", "arch": "sm100"},
+        "TRT-LLM trtllm-gen BF16 attention",
+    ),
+    (
+        "bmm_Bfloat16_E4m3E4m3_Fp32_t128x8x128u2_s6_et64x8_m64x8x32_cga1x1x1_16dp256b_TN_transOut"
+        "_schedS_sm100f",
+        {"precision": "fp8e4m3", "arch": "sm100", "layout": "TN", "op": "gemm"},
+        "TRT-LLM trtllm-gen FP8E4M3 GEMM 128x8x128",
+    ),
+    (
+        "sm120_matMul_pointwise_pointwise",
+        {"library": "cuDNN", "op": "gemm", "arch": "sm120", "epilogue": "pointwise+pointwise"},
+        "cuDNN fused GEMM + 2 pointwise op(s)",
+    ),
+    (
+        "void cudnn::fusion::fmha_reduce_head<float>(int)",
+        {"library": "cuDNN", "op": "attention"},
+        "cuDNN FP32 attention step: fmha_reduce_head",
+    ),
+    (
+        "triton_tem_fused_flex_attention_0",
+        {"library": "Triton (TorchInductor)", "op": "attention"},
+        "Triton template (attention): flex + attention",
+    ),
+    (
+        "triton_tem_fused_convolution_0",
+        {"op": "conv"},
+        "Triton template (convolution): convolution",
+    ),
+    (
         "scudnn_128x32_relu_small_nn_v1",
         {"library": "cuDNN", "op": "conv", "precision": "fp32", "arch": None},
         "cuDNN SIMT FP32 conv 128×32, nn",
