@@ -39,6 +39,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from .aiter import decode_aiter
 from .apex import decode_apex
 from .aten import decode_aten
 from .bitsandbytes import decode_bitsandbytes
@@ -98,6 +99,7 @@ DECODERS: tuple[Decoder, ...] = (
     decode_ggml,
     decode_nvfuser,
     decode_flash4,
+    decode_aiter,
     # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings
     # they would otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_*
     # and flash_*mla names)

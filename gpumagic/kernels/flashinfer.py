@@ -93,4 +93,31 @@ def decode_flashinfer(k: Draft, sym: str, full: str) -> bool:
         k.details["phase"] = "decode"
     elif op == "attention" and "prefill" in words:
         k.details["phase"] = "prefill"
+    if "quantize" in words:  # MXFP8QuantizeLinearKernel: "linear" is its layout, not a GEMM
+        _quantize(k, inner)
     return True
+
+
+#: What a quantize kernel's name says it writes, most specific first.
+_TARGETS = (
+    ("nvfp4", "nvfp4"),
+    ("mxfp8", "mxfp8"),
+    ("mxfp4", "mxfp4"),
+    ("fp4", "fp4"),
+    ("fp8", "fp8"),
+)
+
+
+def _quantize(k: Draft, name: str) -> None:
+    """A quantization kernel: its op, and the format it writes as its precision (its input's type
+    stays in ``dtypes``)."""
+    k.op = "quantize"
+    k.tensor_cores = False
+    low = name.lower()
+    target = next((t for key, t in _TARGETS if key in low), None)
+    if target:
+        k.details["input"] = k.precision
+        k.precision = target
+    k.short = f"FlashInfer quantize to {(target or 'a narrower type').upper()}" + (
+        f" (from {k.details['input'].upper()})" if k.details.get("input") else ""
+    )

@@ -90,6 +90,22 @@ CASES = [
         "Triton template (convolution): convolution",
     ),
     (
+        "void flashinfer::MXFP8QuantizeLinearKernel<__nv_bfloat16, 32>(__nv_bfloat16 const*, "
+        "unsigned char*, unsigned char*, int)",
+        {"library": "FlashInfer", "op": "quantize", "precision": "mxfp8"},
+        "FlashInfer quantize to MXFP8 (from BF16)",
+    ),
+    (
+        "aiter::fmha_fwd_hd128_bf16_causal_a32_rtz",
+        {"library": "aiter (ROCm)", "op": "attention", "precision": "bf16"},
+        "aiter attention forward BF16 d128",
+    ),
+    (
+        "_ZN5aiter22fmha_fwd_hd128_bf16_causalE",
+        {"library": "aiter (ROCm)", "op": "attention"},
+        "aiter attention forward BF16 d128",
+    ),
+    (
         "scudnn_128x32_relu_small_nn_v1",
         {"library": "cuDNN", "op": "conv", "precision": "fp32", "arch": None},
         "cuDNN SIMT FP32 conv 128×32, nn",

@@ -1,0 +1,55 @@
+"""AMD's aiter (ROCm's AI tensor engine: the attention, GEMM and MoE kernels vLLM and SGLang use on
+MI300/MI350): ``aiter::fmha_fwd_hd128_bf16_causal...`` and its mangled spellings. Its attention is
+its own (assembly or CK-based), not FlashAttention: the head dimension, element type and mask are in
+the name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .name import Draft
+
+__all__ = ["decode_aiter"]
+
+_AITER = re.compile(r"(?:^|\b|_ZN\d*)aiter(?:::|\d+)(?P<leaf>[A-Za-z_]\w*)")
+_DTYPE = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp8": "fp8e4m3", "i8": "int8"}
+_OPS = (
+    ("fmha", "attention"),
+    ("mha", "attention"),
+    ("pa_", "attention"),
+    ("paged_attention", "attention"),
+    ("gemm", "gemm"),
+    ("moe", "moe"),
+    ("rmsnorm", "norm"),
+    ("layernorm", "norm"),
+    ("rope", "rope"),
+    ("quant", "quantize"),
+)
+
+
+def decode_aiter(k: Draft, sym: str, full: str) -> bool:
+    m = _AITER.search(full[:2000])
+    if not m:
+        return False
+    leaf = m["leaf"]
+    low = leaf.lower()
+    k.family = "rocm"
+    k.library = "aiter (ROCm)"
+    k.op = next((op for key, op in _OPS if key in low), "other")
+    k.add(leaf, "op", f"aiter's {leaf}")
+    toks = low.split("_")
+    for t in toks:
+        if t in _DTYPE and k.precision is None:
+            k.precision = _DTYPE[t]
+        elif re.fullmatch(r"hd\d+", t):
+            k.details["head_dim"] = int(t[2:])
+    if "causal" in toks:
+        k.details["mask"] = "causal"
+    direction = " backward" if "bwd" in toks else " forward" if "fwd" in toks else ""
+    dim = f" d{k.details['head_dim']}" if "head_dim" in k.details else ""
+    k.tensor_cores = True if k.op in ("attention", "gemm", "moe") else None
+    k.short = f"aiter {k.op}{direction} {(k.precision or '').upper()}{dim}".replace(
+        "  ", " "
+    ).strip()
+    return True
