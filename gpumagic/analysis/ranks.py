@@ -140,11 +140,17 @@ def _windows(trace: Trace, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, li
 
 
 def _gpu_name(trace: Trace, pid: int, device: int) -> str:
-    gpus = {g.get("id"): g.get("name") for g in trace.meta.get("gpus") or []}
+    """The GPU's name: the job's GPU table's, unless several files' GPUs share that id (their
+    names differ: an H200 rank beside an MI350 one), then the process's own file's."""
+    listed = trace.meta.get("gpus") or []
+    gpus = {g.get("id"): g.get("name") for g in listed}
+    own = (trace.meta.get("rank_devices") or {}).get(pid)
+    if own and sum(g.get("id") == device for g in listed) > 1:
+        return str(own)
     for d in trace.meta.get("cuda_devices") or []:
         if d.get("pid") == pid and d.get("cuda_id") == device and d.get("gpu") in gpus:
             return str(gpus[d["gpu"]])
-    return str(gpus.get(device) or trace.meta.get("device") or "")
+    return str(gpus.get(device) or own or trace.meta.get("device") or "")
 
 
 def rank_figures(trace: Trace) -> pd.DataFrame:

@@ -493,11 +493,12 @@ def _stack(reports: Sequence[FileReport], given: Sequence[int] | None = None) ->
     ranks, rule = (list(given), "given") if given is not None else rank_rule(reports)
     seen: set[int] = set()
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in COLUMNS}
-    marks, processes, gpus, devices = [], [], [], []
+    marks, processes, gpus, devices, offsets = [], [], [], [], []
     for i, (r, rank) in enumerate(zip(reports, ranks)):
         offset = (
             _PID_SPAN * (i + 1) if seen & set(r.pids) else 0
         )  # pids of another host that collide
+        offsets.append(offset)
         seen |= {p + offset for p in r.pids}
         for name, df in r.tables.items():
             if not df.empty and "pid" in df.columns and offset:
@@ -528,9 +529,21 @@ def _stack(reports: Sequence[FileReport], given: Sequence[int] | None = None) ->
         gpus=list({(g.get("id"), g.get("name")): g for g in gpus}.values()),
         cuda_devices=devices,
         hosts=[r.host for r in reports],
+        # each rank's own device, where its file names one (a job may mix GPUs: an MI350 rank is not
+        # the first file's H200)
+        rank_devices={
+            (p + off): r.meta["device"]
+            for r, off in zip(reports, offsets)
+            for p in r.pids
+            if r.meta.get("device")
+        },
     )
     if recorded:
-        meta["recorded"] = sorted(set.intersection(*recorded))
+        # a kind is recorded for the job where a file recorded it; each file's own kinds are kept
+        meta["recorded"] = sorted(set.union(*recorded))
+        meta["recorded_by_file"] = {
+            r.path: sorted(r.meta["recorded"]) for r in reports if r.meta.get("recorded")
+        }
     return Trace(**tables, meta=meta)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import gzip
 import json
+import os
 import pathlib
 import sqlite3
 
@@ -174,3 +175,33 @@ def test_a_dask_cluster_reads_the_files_where_dask_is_installed(per_rank_nsys, j
     with cluster, distributed.Client(cluster) as client:
         t = load_nsys(per_rank_nsys, executor=client.get_executor())
     assert rank_figures(t)["kernels"].tolist() == rank_figures(job)["kernels"].tolist()
+
+
+def test_each_rank_has_its_own_files_device_and_a_kind_one_file_lacks_stays_recorded(tmp_path):
+    # two ranks of one job on different GPUs (an H200 and an MI350X, both device 0 in their file),
+    # the second rank's file holding no kernel events at all
+    with gzip.open(PER_RANK / "torch" / "rank0.json.gz") as f:
+        first = json.loads(f.read())
+    with gzip.open(PER_RANK / "torch" / "rank1.json.gz") as f:
+        second = json.loads(f.read())
+    for data, name in ((first, "NVIDIA H200"), (second, "AMD Instinct MI350X")):
+        for props in data.get("deviceProperties") or []:
+            props["name"] = name
+    second["traceEvents"] = [e for e in second["traceEvents"] if e.get("cat") != "kernel"]
+    (tmp_path / "rank0.json").write_text(json.dumps(first))
+    (tmp_path / "rank1.json").write_text(json.dumps(second))
+    t = load_trace(tmp_path)
+    assert "kernels" in t.meta["recorded"]
+    by_file = {os.path.basename(p): kinds for p, kinds in t.meta["recorded_by_file"].items()}
+    assert "kernels" in by_file["rank0.json"]
+
+
+def test_ranks_on_different_gpus_each_read_their_own_files_device(tmp_path):
+    for rank, name in ((0, "NVIDIA H200"), (1, "AMD Instinct MI350X")):
+        with gzip.open(PER_RANK / "torch" / f"rank{rank}.json.gz") as f:
+            data = json.loads(f.read())
+        for props in data.get("deviceProperties") or []:
+            props["name"] = name
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(data))
+    gpus = rank_figures(load_trace(tmp_path)).set_index("label")["gpu"].to_dict()
+    assert gpus == {"rank 0": "NVIDIA H200", "rank 1": "AMD Instinct MI350X"}, gpus
