@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-__all__ = ["CHUNK_ROWS", "READERS", "categorical", "dims", "distinct", "int_columns"]
+__all__ = ["CHUNK_ROWS", "READERS", "available", "categorical", "dims", "distinct", "int_columns"]
+
+_OPTIONAL = re.compile(r"COALESCE\((\w+), (-?\d+)\)")
+
+
+def available(expr: str, have: set[str]) -> str:
+    """``expr`` with each optional column (``COALESCE(col, default)``) the table lacks replaced by
+    its default: a trimmed export without ``registersPerThread`` reads, its registers unknown."""
+    return _OPTIONAL.sub(lambda m: m.group(0) if m.group(1) in have else m.group(2), expr)
+
 
 #: Rows per query of the columnar read: bounds the text held at once (~30 MB for ten columns).
 CHUNK_ROWS = 1 << 18

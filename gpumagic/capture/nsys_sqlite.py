@@ -41,7 +41,7 @@ import pandas as pd
 from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
 from ..trace import COLUMNS, Trace, frame, nesting_depth
 from ..trace.coverage import made_by_api, recorded_kinds
-from .nsys_columns import categorical, dims, distinct, int_columns
+from .nsys_columns import available, categorical, dims, distinct, int_columns
 from .nsys_processes import PID_OF_GLOBAL, process_meta
 
 __all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
@@ -448,8 +448,9 @@ class Export:
         """``cols`` (name -> SQL expression) of ``table``'s rows. Each row's process is read only
         where more than one process had a CUDA context: a single-process export's rows are all its
         one process's (a column read per row costs 0.2 s per million rows)."""
-        known = -1 if not {"globalPid", "globalTid"} & _columns(self._con, table) else self._pid
-        read = {c: e for c, e in cols.items() if not (c == "pid" and known is not None)}
+        have = _columns(self._con, table)
+        known = -1 if not {"globalPid", "globalTid"} & have else self._pid
+        read = {c: available(e, have) for c, e in cols.items() if c != "pid" or known is None}
         exprs = list(read.values())
         out = dict(
             zip(read, int_columns(self._con, table, exprs, self._where(table), self._same_file()))

@@ -292,3 +292,23 @@ def test_an_nsys_2023_export_whose_metadata_table_has_its_older_name_is_read(
     con.close()
     trace = load_nsys(old)
     assert len(trace.kernels) == 30 and trace.meta["nsys_version"]
+
+
+def test_a_trimmed_export_without_optional_kernel_columns_reads_and_reports(
+    committed_nsys, tmp_path
+):
+    import shutil
+    import sqlite3
+
+    from gpumagic.render.report import ProfileReport
+
+    trimmed = tmp_path / "trimmed.sqlite"
+    shutil.copy(committed_nsys("gpu_metrics"), trimmed)
+    con = sqlite3.connect(trimmed)
+    for column in ("registersPerThread", "staticSharedMemory", "dynamicSharedMemory"):
+        con.execute(f"ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN {column}")
+    con.commit()
+    con.close()
+    trace = load_nsys(trimmed)
+    assert len(trace.kernels) == 30 and set(trace.kernels["registers"]) == {-1}
+    assert "cuBLAS nvjet" in str(ProfileReport(trace))  # the report reads, no damaged-file error
