@@ -529,21 +529,14 @@ def _stack(reports: Sequence[FileReport], given: Sequence[int] | None = None) ->
         gpus=list({(g.get("id"), g.get("name")): g for g in gpus}.values()),
         cuda_devices=devices,
         hosts=[r.host for r in reports],
-        # each rank's own device, where its file names one (a job may mix GPUs: an MI350 rank is not
-        # the first file's H200)
+        # each rank's own device (a job may mix GPUs: an MI350 rank is not the first file's H200)
         rank_devices={
-            (p + off): r.meta["device"]
-            for r, off in zip(reports, offsets)
-            for p in r.pids
-            if r.meta.get("device")
+            p + o: r.meta.get("device") for r, o in zip(reports, offsets) for p in r.pids
         },
     )
     if recorded:
-        # a kind is recorded for the job where a file recorded it; each file's own kinds are kept
-        meta["recorded"] = sorted(set.union(*recorded))
-        meta["recorded_by_file"] = {
-            r.path: sorted(r.meta["recorded"]) for r in reports if r.meta.get("recorded")
-        }
+        meta["recorded"] = sorted(set.union(*recorded))  # a kind any file recorded; each file's:
+        meta["recorded_by_file"] = {r.path: sorted(r.meta.get("recorded") or []) for r in reports}
     return Trace(**tables, meta=meta)
 
 
