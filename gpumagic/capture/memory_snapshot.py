@@ -212,9 +212,18 @@ def _pick_device(data: Mapping[str, Any], device: int | None) -> tuple[int, tupl
     devices = tuple(sorted(used)) or (0,)
     if device is not None:
         return device, devices
-    # the device with the most history, else the one with segments
-    best = max(range(len(traces)), key=lambda i: len(traces[i]), default=None)
-    return (best if best is not None and traces[best] else devices[0]), devices
+    # the device with the most memory: its segments' bytes and its history's allocations (a few
+    # entries on device 0 do not outweigh 10 GiB of segments on device 1)
+    weight = dict.fromkeys(devices, 0)
+    for seg in data.get("segments") or []:
+        d = int(seg.get("device", 0))
+        weight[d] = weight.get(d, 0) + int(seg.get("total_size", 0) or 0)
+    for i, trace in enumerate(traces):
+        allocs = (e.get("size", 0) or 0 for e in trace if e.get("action") == "alloc")
+        weight[i] = weight.get(i, 0) + sum(int(a) for a in allocs)
+    return max(
+        devices, key=lambda d: (weight.get(d, 0), len(traces[d]) if d < len(traces) else 0)
+    ), devices
 
 
 def read_snapshot(

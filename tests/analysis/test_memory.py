@@ -257,3 +257,27 @@ def test_the_magic_says_what_it_needs_without_cuda(ip):
         ip.run_cell_magic("gpuprofile", "--memory", "x = 1")
     with pytest.raises(UsageError, match="--memory"):
         ip.run_cell_magic("gpuprofile", "--memory --nsys", "x = 1")
+
+
+def test_the_device_shown_is_the_one_with_the_most_memory_segments_weighed_too():
+    # 10 GiB of segments on device 1 and no history there; one 512 B allocation on device 0
+    gib = 1 << 30
+    snap = {
+        "segments": [
+            {
+                "device": 1,
+                "address": 1 << 40,
+                "total_size": 10 * gib,
+                "allocated_size": 10 * gib,
+                "segment_type": "large",
+                "blocks": [{"address": 1 << 40, "size": 10 * gib, "state": "active_allocated"}],
+            }
+        ],
+        "device_traces": [
+            [{"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": []}],
+            [],
+        ],
+    }
+    got = read_snapshot(snap)
+    assert got.device == 1 and got.devices == (0, 1)
+    assert read_snapshot(snap, device=0).device == 0  # asked for: as asked
