@@ -175,10 +175,12 @@ class _Stacks:
 
 
 def _load(
-    source: str | os.PathLike[str] | bytes | Mapping[str, Any],
+    source: str | os.PathLike[str] | bytes | Mapping[str, Any] | list[Any],
 ) -> tuple[Mapping[str, Any], str]:
     if isinstance(source, Mapping):
         return source, "snapshot"
+    if isinstance(source, list):  # torch.cuda.memory_snapshot(): the segments alone
+        return _segments_only(source, "snapshot"), "snapshot"
     if isinstance(source, bytes):
         stream, name = io.BytesIO(source), "snapshot bytes"
     else:
@@ -200,9 +202,26 @@ def _load(
         IndexError,
     ) as exc:
         raise SnapshotFormatError(path=name, reason=f"unpickling failed: {exc}") from None
+    if isinstance(data, list) and all(isinstance(s, Mapping) and "blocks" in s for s in data):
+        return _segments_only(data, name), name
     if not isinstance(data, Mapping) or "segments" not in data:
         raise SnapshotFormatError(path=name, reason="no 'segments' in it")
     return data, name
+
+
+#: What a snapshot without history (``torch.cuda.memory_snapshot()``'s list) cannot tell.
+NO_HISTORY = (
+    "This snapshot is the allocator's segments alone (torch.cuda.memory_snapshot()): what was "
+    "allocated when it was taken, with no history, so no timeline, no peak over time and no "
+    "allocation stacks. torch.cuda.memory._record_memory_history() before the work and "
+    "torch.cuda.memory._dump_snapshot(path) after it record them."
+)
+
+
+def _segments_only(segments: list[Any], name: str) -> dict[str, Any]:
+    if not all(isinstance(s, Mapping) and "blocks" in s for s in segments):
+        raise SnapshotFormatError(path=name, reason="a list, but not of allocator segments")
+    return {"segments": segments, "device_traces": [], "no_history": True}
 
 
 def _pick_device(data: Mapping[str, Any], device: int | None) -> tuple[int, tuple[int, ...]]:
@@ -227,7 +246,8 @@ def _pick_device(data: Mapping[str, Any], device: int | None) -> tuple[int, tupl
 
 
 def read_snapshot(
-    source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: int | None = None
+    source: str | os.PathLike[str] | bytes | Mapping[str, Any] | list[Any],
+    device: int | None = None,
 ) -> SnapshotData:
     """Read a snapshot (a path, its bytes, or the dict ``torch.cuda.memory._snapshot()`` returns)
     for one device: ``device``, else the one with the most history entries.
@@ -245,7 +265,8 @@ def read_snapshot(
 
 
 def _read(
-    source: str | os.PathLike[str] | bytes | Mapping[str, Any], device: int | None
+    source: str | os.PathLike[str] | bytes | Mapping[str, Any] | list[Any],
+    device: int | None,
 ) -> SnapshotData:
     data, name = _load(source)
     dev, devices = _pick_device(data, device)
@@ -303,6 +324,8 @@ def _read(
         source=name,
         annotations=annotations,
     )
+    if data.get("no_history"):
+        snap.notes.append(NO_HISTORY)
     if len(devices) > 1:
         snap.notes.append(
             f"The snapshot covers devices {', '.join(map(str, devices))}; this view is device "

@@ -281,3 +281,14 @@ def test_the_device_shown_is_the_one_with_the_most_memory_segments_weighed_too()
     got = read_snapshot(snap)
     assert got.device == 1 and got.devices == (0, 1)
     assert read_snapshot(snap, device=0).device == 0  # asked for: as asked
+
+
+def test_a_segment_list_without_history_reads_and_says_what_it_cannot_tell():
+    a, _ = training_run()
+    segments = a.snapshot()["segments"]  # what torch.cuda.memory_snapshot() returns: a list
+    for source in (segments, pickle.dumps(segments)):
+        got = read_snapshot(source)
+        assert len(got.action) == 0 and len(got.segments)
+        assert any("segments alone (torch.cuda.memory_snapshot())" in n for n in got.notes)
+    with pytest.raises(SnapshotFormatError, match="a list, but not of allocator segments"):
+        read_snapshot([{"not": "a segment"}])
