@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--device", help="only results on this device (name or UUID)")
     h.add_argument(
         "--limit",
-        type=int,
+        type=_at_least_one,
         default=None,
         help="the latest N results (default: 50 listed, all in CSV)",
     )
@@ -121,6 +121,20 @@ def _median(row: Any) -> str:
     if row.get("median") is None:
         return "\u2014"
     return f"{format_time(row['median'])} \u00b1 {format_time(row.get('iqr') or 0)}"
+
+
+def _at_least_one(text: str) -> int:
+    """``--limit``'s value: a whole number of results, 1 or more (``--limit -1`` listed nothing and
+    said there were no saved results; ``-5`` dropped one)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"{n} results cannot be listed: give 1 or more (leave --limit out for 50, all in CSV)"
+        )
+    return n
 
 
 def _list(store: Store, args: argparse.Namespace) -> int:

@@ -168,3 +168,17 @@ def test_the_commands_run_as_a_module(db, tmp_path):
         [*cmd, "check", str(baseline)], env=env, capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == EXIT_MISSING, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    "value, words", [("-1", "-1 results cannot be listed"), ("x", "not a whole")]
+)
+def test_a_limit_below_one_is_refused_with_the_fix_not_read_as_no_results(db, capsys, value, words):
+    save(db, "x + 1", 5e-6)
+    with pytest.raises(SystemExit) as info:
+        run("history", "--db", str(db), "--limit", value)
+    assert info.value.code == 2  # argparse's usage error, never 1 ("slower")
+    err = capsys.readouterr().err
+    assert "--limit" in err and words in err
+    assert run("history", "--db", str(db), "--limit", "5") == 0
+    assert "x + 1" in capsys.readouterr().out
