@@ -51,25 +51,14 @@ def counters_html(trace: Any, top: int) -> str:
     if table.empty:
         return ""
     labels = kernel_labels(trace)
-    heads = f"<th {style('th')}>Time %</th><th {style('th-name')}>Kernel: verdict</th>"
-    heads += "".join(f"<th {style('th')}>{esc(h)}</th>" for c, h in _SHOWN if c != "Time (%)")
-    rows = []
-    for _, r in table.iterrows():
-        name = str(r["Name"])
-        cells = f"<td {style('num')}>{_cell(r['Time (%)'])}</td>"
-        cells += (
-            f"<td {style('name')} title='{esc(name)}'><div>{esc(labels.get(name, name))}</div>"
-            f"<div style='font-size:12px;opacity:.8'>{esc(r['Verdict'])}</div></td>"
-        )
-        cells += "".join(
-            f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN if c != "Time (%)"
-        )
-        rows.append(f"<tr>{cells}</tr>")
+    names = [str(n) for n in table["Name"]]
+    heads = [
+        f"<div>{esc(labels.get(n, n))}</div>" for n in names
+    ]  # the kernel as the kernel table names it, its raw name on hover
     return (
         f"<h4 {_H4} title='{esc(_period(trace))}'>What the silicon says (% of peak; GPU "
         f"metrics sampled {_period(trace, short=True)})</h4>"
-        f"<table {style('table')}><thead><tr>{heads}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        + _rows_html(table, "Kernel", heads, names)
         + _code_html(code_counters(trace, "module", CODE_ROWS), "Module", "By module")
         + _code_html(code_counters(trace, "line", CODE_ROWS), "Line", "By line")
     )
@@ -79,14 +68,27 @@ def _code_html(table: Any, first: str, title: str) -> str:
     """One by-code table: the module or line and its pass, its verdict under it, its counters."""
     if table.empty:
         return ""
-    heads = f"<th {style('th')}>Time %</th><th {style('th-name')}>{esc(first)}: verdict</th>"
-    heads += "".join(f"<th {style('th')}>{esc(h)}</th>" for c, h in _SHOWN if c != "Time (%)")
+    heads = [
+        f"<div>{esc(r[first])} <span style='opacity:.7'>{esc(r['Pass'])}</span></div>"
+        for _, r in table.iterrows()
+    ]
+    return (
+        f"<h4 {_H4}>{esc(title)} (its kernels and, for a module, its children's)</h4>"
+        + _rows_html(table, first, heads)
+    )
+
+
+def _rows_html(table: Any, first: str, heads: list[str], titles: list[str] | None = None) -> str:
+    """A counters table: Time %, then ``first`` with each row's ``heads`` HTML and its verdict
+    under it (``titles``: a hover text per row), then the counters as shares of peak."""
+    th = f"<th {style('th')}>Time %</th><th {style('th-name')}>{esc(first)}: verdict</th>"
+    th += "".join(f"<th {style('th')}>{esc(h)}</th>" for c, h in _SHOWN if c != "Time (%)")
     rows = []
-    for _, r in table.iterrows():
+    for i, (_, r) in enumerate(table.iterrows()):
+        title = f" title='{esc(titles[i])}'" if titles else ""
         cells = f"<td {style('num')}>{_cell(r['Time (%)'])}</td>"
         cells += (
-            f"<td {style('name')}><div>{esc(r[first])} <span style='opacity:.7'>"
-            f"{esc(r['Pass'])}</span></div>"
+            f"<td {style('name')}{title}>{heads[i]}"
             f"<div style='font-size:12px;opacity:.8'>{esc(r['Verdict'])}</div></td>"
         )
         cells += "".join(
@@ -94,8 +96,7 @@ def _code_html(table: Any, first: str, title: str) -> str:
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
-        f"<h4 {_H4}>{esc(title)} (its kernels and, for a module, its children's)</h4>"
-        f"<table {style('table')}><thead><tr>{heads}</tr></thead>"
+        f"<table {style('table')}><thead><tr>{th}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
