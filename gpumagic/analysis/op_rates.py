@@ -152,18 +152,21 @@ def _kernel_work(trace: Any) -> pd.DataFrame | None:
     held = launched >= 0
     if not held.any():
         return None
-    op_dur = pd.Series(dur[held]).groupby(launched[held]).sum()
-    work: dict[int, tuple[float | None, float | None]] = {}
+    # each launching op's work once, then shared among its kernels by their time, in numpy
+    names, shapes = ops["name"].to_numpy(dtype=object), ops["shapes"].to_numpy(dtype=object)
+    dtypes = ops["dtypes"].to_numpy(dtype=object) if "dtypes" in ops else [None] * len(ops)
+    op_flops, op_bytes = np.full(len(ops), np.nan), np.full(len(ops), np.nan)
     for i in np.unique(launched[held]).tolist():
-        row = ops.iloc[i]
-        work[i] = op_work(str(row["name"]), row.get("shapes"), row.get("dtypes"))
+        f, b = op_work(str(names[i]), shapes[i], dtypes[i])
+        op_flops[i] = np.nan if f is None else f
+        op_bytes[i] = np.nan if b is None else b
+    rows = launched[held]
+    op_dur = np.bincount(rows, weights=dur[held], minlength=len(ops))
+    share = np.divide(dur[held], op_dur[rows], out=np.zeros(len(rows)), where=op_dur[rows] > 0)
     flops = np.full(len(kernels), np.nan)
     moved = np.full(len(kernels), np.nan)
-    for j in np.flatnonzero(held).tolist():
-        f, b = work[int(launched[j])]
-        share = dur[j] / op_dur[int(launched[j])] if op_dur[int(launched[j])] > 0 else 0.0
-        flops[j] = f * share if f is not None else np.nan
-        moved[j] = b * share if b is not None else np.nan
+    flops[held] = op_flops[rows] * share
+    moved[held] = op_bytes[rows] * share
     types = np.full(len(kernels), None, dtype=object)
     if "dtypes" in ops:
         types[held] = ops["dtypes"].to_numpy(dtype=object)[launched[held]]
