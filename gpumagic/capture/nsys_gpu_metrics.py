@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..trace.counters import METRICS, grouped_means, kernel_integrals, records, sample_period
+from ..trace.counters import METRICS, kernel_counters, records, sample_period
 
 __all__ = ["NO_PERMISSION", "attach_counters", "metric_set", "read_samples"]
 
@@ -96,15 +96,9 @@ def attach_counters(trace: Any, path: str, asked: bool = False) -> None:
     if t0 is not None:
         keep = (samples["timestamp"] >= t0 - 2 * period) & (samples["timestamp"] <= t1 + 2 * period)
         samples = samples[keep.to_numpy()].reset_index(drop=True)
-    kernels = trace.kernels
-    parts = kernel_integrals(kernels, samples, period)
-    durations = (kernels["end"] - kernels["start"]).clip(lower=0).to_numpy(dtype="float64")
-    names = pd.Series(kernels["name"].astype(str).to_numpy(), name="Name")
-    table = grouped_means(durations, parts.reset_index(drop=True), names, period)
-    table["period_ns"] = period
-    table = table.reset_index().sort_values("Total Time (ns)", ascending=False)
+    table = kernel_counters(trace.kernels, samples, period)
     trace.meta["counter_samples"] = samples
-    trace.meta["counters"] = records(table.reset_index(drop=True))
+    trace.meta["counters"] = records(table)
     trace.meta["counters_period_ns"] = period
     if chosen:
         trace.meta["counters_set"] = chosen

@@ -95,10 +95,10 @@ def grouped_means(
 def kernel_counters(
     kernels: pd.DataFrame, samples: pd.DataFrame, period_ns: float | None = None
 ) -> pd.DataFrame:
-    """One row per kernel name (``kernels``: name, start, end in ns; ``samples``: timestamp, key,
-    value, of the GPU the kernels ran on): Instances, Total Time (ns), each metric's time-weighted
-    mean over the name's calls, ``short`` (calls shorter than two periods on average) and
-    ``period_ns``. Empty where either table is."""
+    """One row per kernel name (``kernels``: name, start, end in ns, and device where several GPUs
+    were sampled; ``samples``: timestamp, key, value, and gpu): Instances, Total Time (ns), each
+    metric's time-weighted mean over the name's calls, ``short`` (calls shorter than two periods on
+    average) and ``period_ns``. Empty where either table is."""
     cols = ["Name", "Instances", "Total Time (ns)", *METRICS, "short", "period_ns"]
     if kernels.empty or samples.empty:
         return pd.DataFrame(columns=cols)
@@ -106,7 +106,7 @@ def kernel_counters(
         period_ns = sample_period(samples)
     starts = kernels["start"].to_numpy(dtype="float64")
     ends = kernels["end"].to_numpy(dtype="float64")
-    parts = integrals(starts, ends, samples, period_ns)
+    parts = kernel_integrals(kernels, samples, period_ns).reset_index(drop=True)
     names = pd.Series(kernels["name"].astype(str).to_numpy(), name="Name")
     table = grouped_means(np.maximum(ends - starts, 0.0), parts, names, period_ns)
     table["period_ns"] = period_ns
