@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from .finding import Finding
+from .memory_backward import name_backward
 from .memory_findings import findings_of, format_bytes, repeated_allocations
 from .memory_levers import levers_of
 from .memory_owners import owners
@@ -340,6 +341,20 @@ def analyze_memory(
     t0 = int(snap.time_us[0]) if n else 0
     t_ms = (snap.time_us - t0) / 1000.0 if snap.has_times else snap.time_us.astype(float)
 
+    ranges = pd.DataFrame()
+    if n and snap.has_times:
+        notes_ms = [((a - t0) / 1000.0, (b - t0) / 1000.0) for _, a, b in snap.annotations]
+        ranges = ranges_of(
+            t_ms[allocs],
+            kinds if stacks_recorded else np.full(len(allocs), "", object),
+            own.stack_module,
+            own.grad_module,
+            [(name, a, b) for (name, _, _), (a, b) in zip(snap.annotations, notes_ms)],
+            float(t_ms[-1]),
+        )
+        users = [s.users for s in sites] + [()]
+        own = name_backward(own, ranges, t_ms[allocs], kinds, stacked, users)
+
     def live_at(row: int) -> pd.DataFrame:
         in_hist = (allocs <= row) & (ends > row)
         in_pre = pre_end > row
@@ -439,6 +454,7 @@ def analyze_memory(
         notes=notes,
         source=snap.source,
         device=snap.device,
+        ranges=ranges,
     )
     line_of = np.array([s.line for s in sites] + [""], dtype=object)
     op_of = np.array([s.op for s in sites] + [""], dtype=object)
@@ -446,16 +462,6 @@ def analyze_memory(
     result.repeats = repeated_allocations(
         line_of[stacked][temp], op_of[stacked][temp], sizes[temp], allocs[temp], ends[temp]
     )
-    if n and snap.has_times:
-        notes_ms = [((a - t0) / 1000.0, (b - t0) / 1000.0) for _, a, b in snap.annotations]
-        result.ranges = ranges_of(
-            t_ms[allocs],
-            kinds if stacks_recorded else np.full(len(allocs), "", object),
-            own.stack_module,
-            own.grad_module,
-            [(name, a, b) for (name, _, _), (a, b) in zip(snap.annotations, notes_ms)],
-            float(t_ms[-1]),
-        )
     result.findings = findings_of(result) + _when(result) + levers_of(result, names)
     return result
 

@@ -51,12 +51,15 @@ _PARAM_FUNCS = {
 
 @dataclass(frozen=True)
 class Site:
-    """What one stack says: ``line`` ("file:line in function", the user's frame; "" when none),
-    ``op`` (where the tensor was made), ``kind`` (one of :data:`KINDS`)."""
+    """What one stack says: ``line`` ("file:line in function", the user's innermost frame; ""
+    when none), ``op`` (where the tensor was made), ``kind`` (one of :data:`KINDS`) and ``users``
+    (every user frame, innermost first, as ``line`` spells it: where a backward is named after the
+    line that called the forward, :mod:`.memory_backward`)."""
 
     line: str
     op: str
     kind: str
+    users: tuple[str, ...] = ()
 
 
 def short_path(filename: str) -> str:
@@ -118,6 +121,7 @@ def site_of(frames: Sequence[tuple[str, int, str]]) -> Site:
     C++ frames alone reads as one with no Python stack)."""
     frames = [f for f in frames if _is_python(f)]
     line, op = "", ""
+    users = tuple(f"{short_path(f[0])}:{f[1]} in {f[2]}" for f in frames if _is_user(f[0]))
     for filename, lineno, name in frames:
         if not op and (
             "torchinductor_" in filename or "/torch/_inductor/" in filename.replace("\\", "/")
@@ -140,4 +144,4 @@ def site_of(frames: Sequence[tuple[str, int, str]]) -> Site:
         op = frames[0][2]
     if not frames:
         op = "autograd engine (no Python stack)"
-    return Site(line=line, op=op, kind=_kind(frames))
+    return Site(line=line, op=op, kind=_kind(frames), users=users)

@@ -25,6 +25,7 @@ Names skipped: those starting with ``_`` (IPython's ``_``, ``_1``, ``_i3``...), 
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,6 +200,12 @@ def _torch() -> Any:
     return torch
 
 
+def _tied(others: list[str]) -> str:
+    """The other names of a tied parameter, as a name's suffix (a head tied to its embedding is
+    both ``llm.tok.weight`` and ``llm.head.weight``)."""
+    return f" (tied: {', '.join(others)})" if others else ""
+
+
 def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable:
     """The :class:`NameTable` of the tensors ``namespace`` reaches (see the module's docstring).
     ``device``: keep only storages on it (a ``torch.device``, "cuda:0", an index for a CUDA
@@ -229,16 +236,22 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
 
     modules, optimizers, others = _modules_and_optimizers(torch, namespace)
     param_names: dict[int, str] = {}
+    also: dict[int, list[str]] = defaultdict(list)  # a tied parameter's other names
+    for root, m in modules:
+        for n, p in m.named_parameters(remove_duplicate=False):
+            full = f"{root}.{n}"
+            first = param_names.setdefault(id(p), full)
+            if first != full and full not in also[id(p)]:
+                also[id(p)].append(full)
     for root, m in modules:
         for n, p in m.named_parameters(remove_duplicate=True):
-            full = f"{root}.{n}"
-            param_names.setdefault(id(p), full)
-            add(p, full, "parameter", full.rsplit(".", 1)[0])
+            full = param_names[id(p)]
+            add(p, full + _tied(also[id(p)]), "parameter", full.rsplit(".", 1)[0])
     for _, m in modules:
         for p in m.parameters():
             if p.grad is not None:
                 full = param_names[id(p)]
-                add(p.grad, f"{full}.grad", "gradient", full.rsplit(".", 1)[0])
+                add(p.grad, f"{full}.grad{_tied(also[id(p)])}", "gradient", full.rsplit(".", 1)[0])
     for root, m in modules:
         for n, b in m.named_buffers():
             full = f"{root}.{n}"

@@ -104,11 +104,12 @@ def test_every_breakdown_sums_to_the_allocated_bytes_to_the_byte(named, at):
         t = tables[column].set_index(column)["bytes"]
         return {k: int(t.get(k, 0)) for k in (BEFORE, NO_STACK)}
 
-    assert special("line") == special("op")
-    assert special("line")[BEFORE] > 0 and special("line")[NO_STACK] >= 0
+    assert special("line")[BEFORE] == special("op")[BEFORE] > 0
+    # the op the engine ran is not recorded; the backward it ran in names its line and module
+    assert special("line")[NO_STACK] <= special("op")[NO_STACK]
     # the module breakdown keeps there only what no name places
-    for k, v in special("module").items():
-        assert v <= special("line")[k]
+    assert special("module")[BEFORE] <= special("line")[BEFORE]
+    assert special("module")[NO_STACK] <= special("op")[NO_STACK]
 
 
 def test_activations_go_to_the_module_whose_forward_made_them(named):
@@ -284,3 +285,55 @@ def test_names_without_the_module_tree_say_why_activations_sit_outside_modules(s
     bare = analyze_memory(snap, names=MemoryNames(names.start, names.end))
     assert NO_MODULE_TREE in bare.notes and NO_MODULE_TREE in str(MemoryView(bare))
     assert NO_MODULE_TREE not in named.notes  # with the tree, activations are on modules
+
+
+def _source_line(label):
+    """The text of a ``file:line in function`` label's line in the recorded script."""
+    number = int(label.split(" in ")[0].rsplit(":", 1)[1])
+    return (DATA / "capture" / "module_traces.py").read_text().splitlines()[number - 1]
+
+
+def test_the_engines_blocks_at_the_peak_are_named_by_the_backward_they_ran_in(named):
+    live = named.live_at_peak
+    engine = live[live["op"] == NO_STACK]
+    assert int(engine["bytes"].sum()) >= 0.05 * named.peak_bytes  # a real share to name
+    for column in ("module", "line"):
+        unnamed = int(live.loc[live[column] == NO_STACK, "bytes"].sum())
+        assert unnamed <= 0.05 * named.peak_bytes, column
+    # the peak falls in the head's backward: its blocks are the head's, on the line calling it
+    assert "in model.head (backward)" in next(
+        f.message for f in named.findings if f.kind == "memory_when"
+    )
+    assert set(engine["module"]) <= {
+        label for label in named.ranges["label"] if label.endswith(" (backward)")
+    } | {m for m in live["module"] if m.startswith("model.")}
+    head = engine[engine["module"] == "model.head (backward)"]
+    assert int(head["bytes"].sum()) > 0
+    lines = set(head["line"])
+    assert len(lines) == 1 and lines.pop().endswith(" (backward)")
+    assert "self.head(" in _source_line(head["line"].iloc[0].removesuffix(" (backward)"))
+
+
+def test_each_blocks_backward_is_named_on_the_line_that_calls_the_blocks(snap, names, monkeypatch):
+    """Over the whole recording (not only the peak): every engine allocation inside a block's
+    backward goes to that block and to the loop's ``x = block(x)`` line."""
+    from gpumagic.analysis import memory as memory_module
+
+    seen = {}
+    real = memory_module.name_backward
+
+    def spy(own, ranges, *args):
+        out = real(own, ranges, *args)
+        seen["own"], seen["ranges"] = out, ranges
+        return out
+
+    monkeypatch.setattr(memory_module, "name_backward", spy)
+    analyze_memory(snap, names=names)
+    own = seen["own"]
+    blocks = [m for m in set(own.hist_module.tolist()) if m.startswith("model.blocks.")]
+    back = sorted(m for m in blocks if m.endswith(" (backward)"))
+    assert back == [f"model.blocks.{i} (backward)" for i in range(4)]
+    for label in back:
+        lines = set(own.hist_line[own.hist_module == label].tolist())
+        assert len(lines) == 1
+        assert "block(x)" in _source_line(lines.pop().removesuffix(" (backward)"))

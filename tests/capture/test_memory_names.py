@@ -156,3 +156,32 @@ def test_a_compiled_module_is_named_as_the_model_it_compiles():
     assert table.rows["addr"].is_unique
     tree = module_tree({"compiled": compiled})
     assert tree.roots == ("compiled",) and "compiled.0.mlp.0" in tree.modules
+
+
+class TiedLM(torch.nn.Module):
+    """A head tied to its embedding, as GPT-2 and Llama-style models tie them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tok = torch.nn.Embedding(11, 6)
+        self.head = torch.nn.Linear(6, 11, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        return self.head(self.tok(idx))
+
+
+def test_a_tied_parameter_is_listed_under_every_name_it_has():
+    llm = TiedLM()
+    llm(torch.tensor([[1, 2, 3]])).sum().backward()
+    table = name_storages({"llm": llm})
+    rows = table.rows.set_index("name")
+    weight = llm.tok.weight.untyped_storage().data_ptr()
+    assert rows.loc["llm.tok.weight (tied: llm.head.weight)", "addr"] == weight
+    assert rows.loc["llm.tok.weight (tied: llm.head.weight)", "module"] == "llm.tok"
+    grad = rows.loc["llm.tok.weight.grad (tied: llm.head.weight)"]
+    assert grad["addr"] == llm.tok.weight.grad.untyped_storage().data_ptr()
+    assert grad["category"] == "gradients"
+    assert table.rows["addr"].is_unique  # one storage, one row: the bytes counted once
+    untied = name_storages({"model": torch.nn.Linear(3, 3)}).rows
+    assert not untied["name"].str.contains("tied").any()

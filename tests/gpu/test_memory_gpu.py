@@ -308,3 +308,88 @@ def test_a_convolutional_network_s_activations_go_to_its_blocks(shell):
     finally:
         for name in ("net", "opt", "images", "labels", "mem"):
             shell.user_ns.pop(name, None)
+
+
+NOTEBOOK_LM = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+class Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).transpose(1, 3).unbind(2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+        self.attn = Attention(d, heads)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        return x + self.mlp(self.n2(x))
+
+class TiedLM(nn.Module):
+    def __init__(self, vocab=8192, d=1024, heads=16, layers=4):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.norm = nn.RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx, tgt):
+        x = self.tok(idx)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
+
+llm = TiedLM().cuda()
+opt = torch.optim.AdamW(llm.parameters(), lr=1e-4)
+idx = torch.randint(0, 8192, (8, 512), device="cuda")
+tgt = torch.randint(0, 8192, (8, 512), device="cuda")
+"""
+
+NOTEBOOK_STEP = """
+opt.zero_grad()
+for micro in range(2):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = llm(idx, tgt) / 2
+    loss.backward()
+opt.step()
+"""
+
+
+def test_a_notebook_transformers_step_names_backwards_bytes_and_its_tied_head(shell, own_names):
+    shell.run_cell(NOTEBOOK_LM, store_history=True)
+    shell.run_cell(NOTEBOOK_STEP)  # AdamW's state exists before the recording
+    torch.cuda.synchronize()
+    try:
+        shell.run_cell_magic("gpuprofile", "-w 0 --memory -o mem", NOTEBOOK_STEP)
+        m = shell.user_ns["mem"].analysis
+        live = m.live_at_peak
+        engine = live[live["op"] == "(no Python stack)"]
+        for column in ("module", "line"):
+            unnamed = int(live.loc[live[column] == "(no Python stack)", "bytes"].sum())
+            assert unnamed <= 0.05 * m.peak_bytes, (column, unnamed, m.peak_bytes)
+        backward = engine[engine["module"].str.endswith(" (backward)")]
+        assert int(backward["bytes"].sum()) > 0
+        assert backward["line"].str.endswith(" (backward)").all()
+        assert "llm.tok.weight (tied: llm.head.weight)" in set(live["name"])
+        for column in ("category", "module", "name", "line", "op"):
+            assert int(m.by(column)["bytes"].sum()) == m.peak_bytes, column
+    finally:
+        for name in ("llm", "opt", "idx", "tgt", "loss", "mem", "micro"):
+            shell.user_ns.pop(name, None)
+        torch.cuda.synchronize()
