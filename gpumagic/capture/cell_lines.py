@@ -29,8 +29,10 @@ from typing import Any, TypeVar
 __all__ = [
     "LINE_RANGE_TEXT",
     "capped_lines",
+    "counted_range",
     "fast_range",
     "line_range",
+    "mark_body",
     "mark_lines",
     "marked_cell",
     "nvtx_ranges",
@@ -101,8 +103,8 @@ def fast_range(text: str) -> Any:
 
 #: Ranges one line pushes in a capture (warm-up and captured runs) before it stops.
 LINE_RUNS = 20_000
-_RUNS: dict[int, int] = {}
-_CAPPED: set[int] = set()
+_RUNS: dict[Any, int] = {}
+_CAPPED: set[Any] = set()
 
 
 class _NoRange:
@@ -124,19 +126,26 @@ def reset_runs() -> None:
     _CAPPED.clear()
 
 
-def capped_lines() -> list[int]:
-    """The lines that ran more than :data:`LINE_RUNS` times since :func:`reset_runs`."""
-    return sorted(_CAPPED)
+def capped_lines() -> list[Any]:
+    """The lines that ran more than :data:`LINE_RUNS` times since :func:`reset_runs`: a cell's by
+    number, a function's as its range text (``gpumagic fline 1 5``)."""
+    return sorted(_CAPPED, key=str)
 
 
 def line_range(line: int) -> Any:
     """The range of one line of the cell (none past :data:`LINE_RUNS` runs of it)."""
-    runs = _RUNS.get(line, 0) + 1
-    _RUNS[line] = runs
+    return counted_range(line, LINE_RANGE_TEXT.format(line))
+
+
+def counted_range(key: Any, text: str) -> Any:
+    """The range ``text`` for one run of the line ``key`` (a cell line's number, or a function's
+    line), none past :data:`LINE_RUNS` runs of it (:func:`capped_lines` names it)."""
+    runs = _RUNS.get(key, 0) + 1
+    _RUNS[key] = runs
     if runs > LINE_RUNS:
-        _CAPPED.add(line)
+        _CAPPED.add(key)
         return _NO_RANGE
-    return fast_range(LINE_RANGE_TEXT.format(line))
+    return fast_range(text)
 
 
 def value_in_line(line: int, value: Callable[[], _T]) -> _T:
@@ -164,7 +173,18 @@ def _wrapped(stmt: ast.stmt) -> ast.stmt:
     return ast.copy_location(ast.With(items=[item], body=[stmt]), stmt)
 
 
-def _marked(body: list[ast.stmt], depth: int) -> list[ast.stmt]:
+def mark_body(
+    body: list[ast.stmt], wrap: Callable[[ast.stmt], ast.stmt], depth: int = 1
+) -> list[ast.stmt]:
+    """``body`` with each statement, at every depth of its compound statements (not inside the
+    functions and classes it defines), put in the range ``wrap`` gives it: a cell's lines here, a
+    function's lines in ``capture/function_ranges.py``."""
+    return _marked(body, depth, wrap)
+
+
+def _marked(
+    body: list[ast.stmt], depth: int, wrap: Callable[[ast.stmt], ast.stmt] = _wrapped
+) -> list[ast.stmt]:
     out = []
     for stmt in body:
         if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
@@ -176,10 +196,10 @@ def _marked(body: list[ast.stmt], depth: int) -> list[ast.stmt]:
             for field in _BODIES:
                 inner = getattr(stmt, field, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    setattr(stmt, field, _marked(inner, depth + 1))
+                    setattr(stmt, field, _marked(inner, depth + 1, wrap))
             for handler in getattr(stmt, "handlers", []) or []:
-                handler.body = _marked(handler.body, depth + 1)
-        out.append(_wrapped(stmt))
+                handler.body = _marked(handler.body, depth + 1, wrap)
+        out.append(wrap(stmt))
     return out
 
 

@@ -36,15 +36,20 @@ ENGINE = "autograd::engine::evaluate_function: "
 
 
 @contextmanager
-def nvtx_code_marks(namespace: Mapping[str, Any]) -> Iterator[None]:
-    """Inside the block (a ``--nsys`` cell's captured runs): lines and module forwards as NVTX
-    ranges, and torch's ops in NVTX ranges with their sequence numbers; all undone after it."""
+def nvtx_code_marks(
+    namespace: Mapping[str, Any], functions: list[dict[str, Any]] | None = None
+) -> Iterator[None]:
+    """Inside the block (a ``--nsys`` cell's captured runs): lines, module forwards and the calls
+    and lines of ``functions`` (``function_ranges.function_table``) as NVTX ranges, and torch's
+    ops in NVTX ranges with their sequence numbers; all undone after it."""
     from .cell_lines import nvtx_ranges
+    from .function_ranges import function_ranges
     from .module_ranges import module_ranges
 
     with ExitStack() as stack:
         stack.enter_context(nvtx_ranges())
         stack.enter_context(module_ranges(namespace))
+        stack.enter_context(function_ranges(namespace, functions or []))
         import torch
 
         if torch.cuda.is_available():
@@ -58,14 +63,14 @@ def moved_ranges(
     """``table`` without the rows of the view's ranges (a cell's lines, the models' forwards; and
     with ``ops``, ``emit_nvtx``'s op ranges), which go to ``code["lines"]``, ``code["modules"]``
     and ``code["autograd"]``; the rest's depth less the ranges that held them."""
-    from ..trace.code_frames import LINE_RANGE, MODULE_RANGE, Nest
+    from ..trace.code_frames import CODE_LINE_RANGE, MODULE_RANGE, Nest
 
     if table.empty:
         return table
     # an nsys export names a range "domain:text"; the view's are in the default domain (":text")
     text = table[column].astype(str).str.replace(r"^:", "", regex=True)
     moved = np.zeros(len(table), dtype=bool)
-    for key, pattern in (("lines", LINE_RANGE), ("modules", MODULE_RANGE)):
+    for key, pattern in (("lines", CODE_LINE_RANGE), ("modules", MODULE_RANGE)):
         marks = text.str.match(pattern.pattern).to_numpy()
         if marks.any():
             part = table[marks]
@@ -132,12 +137,18 @@ def _autograd(ops: pd.DataFrame, column: str) -> dict[str, list[Any]]:
     return {c: out[c].tolist() for c in ["name", "start", "end", "thread", "seq", "fwd_thread"]}
 
 
-def code_from_nvtx(trace: Any, cell_source: str | None, marked: bool = True) -> None:
+def code_from_nvtx(
+    trace: Any,
+    cell_source: str | None,
+    marked: bool = True,
+    functions: list[dict[str, Any]] | None = None,
+) -> None:
     """A ``--nsys`` trace's by-code ranges, marked by :func:`nvtx_code_marks`, read back from its
     NVTX table into ``meta["code"]`` (the cell's source for its lines' text), as the in-process
     path leaves them. ``marked``: the capture marked them (a cell that ran no model says so);
-    else (a report loaded from a file) only where ranges were found."""
-    code: dict[str, Any] = {}
+    else (a report loaded from a file) only where ranges were found. ``functions``: the table of
+    the functions marked (their names, files and lines, for the rows' text)."""
+    code: dict[str, Any] = {"functions": functions} if functions else {}
     trace.nvtx = moved_ranges(trace.nvtx, "text", code, ops=True)
     if code:
         trace.meta.setdefault("code", {}).update(code)

@@ -243,8 +243,8 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
             first = param_names.setdefault(id(p), full)
             if first != full and full not in also[id(p)]:
                 also[id(p)].append(full)
-    for root, m in modules:
-        for n, p in m.named_parameters(remove_duplicate=True):
+    for _, m in modules:
+        for p in m.parameters():
             full = param_names[id(p)]
             add(p, full + _tied(also[id(p)]), "parameter", full.rsplit(".", 1)[0])
     for _, m in modules:

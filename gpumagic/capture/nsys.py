@@ -43,6 +43,7 @@ from . import Capture, Shown
 from . import nsys_ranks as ranks
 from .cell import loop_notes
 from .code_marks import code_from_nvtx
+from .function_ranges import function_table
 from .guards import deferred_interrupts
 from .nsys_gpu_metrics import attach_counters
 from .nsys_sqlite import read_sqlite
@@ -169,6 +170,8 @@ def capture(
     nproc = opts.nproc or 1
     if nproc > 1:
         ranks.check_before_launch(nproc, opts.python)
+    # the functions the cell calls, marked with their lines in the child from their source here
+    functions = function_table(namespace or {}, cell) if nproc <= 1 else []
     workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
     phases = Phases()
     warm_notes: list[str] = []
@@ -199,6 +202,8 @@ def capture(
                 "nproc": nproc,
                 # the by-code view's ranges as NVTX: one process (ranks are read by rank)
                 "code_marks": nproc <= 1,
+                # the functions it calls, marked there from their source here
+                "functions": functions,
             }
             with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
                 json.dump(spec, f)
@@ -228,7 +233,7 @@ def capture(
                 trace = read_sqlite(sqlite)
         trace.meta.update(label=label, nsys=nsys, phases=phases.rows, nsys_trace=opts.trace)
         if nproc <= 1 and "nvtx" in opts.trace.split(","):
-            code_from_nvtx(trace, cell)
+            code_from_nvtx(trace, cell, functions=functions)
         attach_counters(trace, sqlite, asked=opts.counters)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"

@@ -32,6 +32,7 @@ from . import Capture
 from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .cell_lines import marked_cell
 from .code_marks import code_from_nvtx, nvtx_code_marks
+from .function_ranges import function_table
 from .nsys_warm import missed_range, settle_seconds, start_args
 from .options import ITERS, WARMUP, NsysOptions, split_start_args
 from .phases import Phases
@@ -134,7 +135,7 @@ def capture(
         t = time.perf_counter()
         push(label)
         try:
-            with nvtx_code_marks(ns):  # the by-code view's ranges, as NVTX
+            with nvtx_code_marks(ns, functions):  # the by-code view's ranges, as NVTX
                 yield
         finally:
             pop()
@@ -146,6 +147,7 @@ def capture(
             raise NsysFailedError(stop_cmd, stop_rc, stop_out)
 
     runnable = marked_cell(cell) if isinstance(cell, str) else Cell.of(cell)
+    functions = function_table(ns, runnable.source)
     value = run_cell(runnable, ns, warmup, iters, inside, sync, outside)
     report = stem + ".nsys-rep"
     with phases.timed("export"):
@@ -164,7 +166,8 @@ def capture(
         label=label, nsys=nsys, phases=phases.rows, nsys_trace=traced, child="in place"
     )
     if "nvtx" in traced.split(","):
-        code_from_nvtx(trace, runnable.source or (cell if isinstance(cell, str) else None))
+        source = runnable.source or (cell if isinstance(cell, str) else None)
+        code_from_nvtx(trace, source, functions=functions)
     from .nsys_gpu_metrics import attach_counters
 
     attach_counters(trace, sqlite, asked=opts.counters)

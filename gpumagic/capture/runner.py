@@ -251,7 +251,7 @@ def run_spec(
             if code_marks:  # the by-code view's ranges, as NVTX (capture/code_marks.py)
                 from gpumagic.capture.code_marks import nvtx_code_marks
 
-                with nvtx_code_marks(ns):
+                with nvtx_code_marks(ns, spec.get("functions")):
                     yield
             else:
                 yield

@@ -26,6 +26,7 @@ from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .cell_lines import capped_lines, marked_cell, reset_runs
 from .chrome_trace import load_trace
 from .code_marks import moved_ranges
+from .function_ranges import function_ranges, function_table
 from .guards import (
     deferred_interrupts,
     quiet_profiler_stderr,
@@ -90,6 +91,9 @@ def capture(
     refuse_if_running()
     refuse_profiler_calls(runnable.source, ns)
     prof: Any = None
+    # the functions the cell calls, marked with their lines in the captured runs
+    table = function_table(ns, runnable.source) if opts.module_ranges else []
+    functions: list[dict[str, Any]] = []
 
     @contextmanager
     def outside() -> Iterator[None]:
@@ -129,6 +133,7 @@ def capture(
                 around.enter_context(record_function(label))
                 if opts.module_ranges:
                     around.enter_context(module_ranges(ns))
+                    functions[:] = around.enter_context(function_ranges(ns, table))
             yield
         finally:
             with deferred_interrupts():  # a Ctrl-C while it stops waits until it has stopped
@@ -172,6 +177,8 @@ def capture(
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
     code_meta(trace, runnable, ns, opts)
+    if functions:
+        trace.meta.setdefault("code", {})["functions"] = functions
     fused = fused_descriptions(fused_from_loaded_code(trace.kernels["name"].unique()))
     if fused:  # what each Inductor kernel fused, from the output code the compiled graphs run
         trace.meta["fused"] = fused

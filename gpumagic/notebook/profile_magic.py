@@ -151,6 +151,11 @@ def profile_in_process_or_nsys(
     written = run.written.splitlines()
     if "cell_source" in meta and len(written) == len(str(meta["cell_source"]).splitlines()):
         meta["cell_source"] = run.written  # line for line: the by-line view shows them as written
+    if (meta.get("code") or {}).get("functions"):  # "In [3]" for a function an earlier cell made
+        numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
+        if isinstance(numbers, dict):
+            files = {f.get("file") for f in meta["code"]["functions"]}
+            meta["code"]["cells"] = {k: numbers[k] for k in files if k in numbers}
     show_report(shell, captured, run, report_options, trace_path=args.trace)
     if captured.phases is not None:
         captured.phases.add("report", time.perf_counter() - shown)

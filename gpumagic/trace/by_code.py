@@ -44,6 +44,7 @@ from .code_frames import (
     parse_frame,
 )
 from .intervals import union_ns
+from .line_tree import line_tree, tree_order
 from .summaries import launching_op_rows
 
 __all__ = [
@@ -101,6 +102,8 @@ class Attribution:
     line_parents: dict[Any, Any] = field(default_factory=dict)
     #: Cell lines that stopped pushing ranges after many runs (their later runs: the parent's).
     capped: set[Any] = field(default_factory=set)
+    #: Line key -> the line's number in its own file (a function's call: its first line).
+    line_numbers: dict[Any, int] = field(default_factory=dict)
 
     @property
     def total_ns(self) -> int:
@@ -195,12 +198,18 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     line_text: dict[Any, str] = {}
     if len(ranges):
         kind = "cell"
-        keys = [int(LINE_RANGE.match(t)[1]) for t in ranges["text"]]
-        source = str(trace.meta.get("cell_source") or "").splitlines()
-        for k in keys:
-            line_text[k] = source[k - 1].strip() if 0 < k <= len(source) else ""
         line_nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
-        line_parents = _line_parents(line_nest, keys)
+        code = trace.meta.get("code") or {}
+        tree = line_tree(
+            ranges,
+            line_nest,
+            str(trace.meta.get("cell_source") or ""),
+            code.get("functions") or (),
+            code.get("capped") or (),
+            code.get("cells"),
+        )
+        keys = tree.keys
+        line_text = {k: tree.text[k] for k in tree_order(list(dict.fromkeys(keys)), tree)}
     else:
         mine = {}  # each distinct frame name: is it a function of the user's own files
         for name in pd.unique(frames["name"]):
@@ -239,23 +248,10 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
     spans = _forward_spans(items, mod_nest, paths)
     attr = Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
     if kind == "cell":
-        attr.line_parents = line_parents
-        attr.capped = set((trace.meta.get("code") or {}).get("capped") or [])
+        attr.line_parents = tree.parents
+        attr.line_numbers = tree.number
+        attr.capped = tree.capped
     return attr
-
-
-def _line_parents(nest: Nest, keys: list[Any]) -> dict[Any, Any]:
-    """Each cell line's enclosing line (the ``for``/``with``/``if``/``try`` whose range held its
-    ranges most often), None at the top level: the line tree, read from the ranges themselves."""
-    votes: dict[Any, dict[Any, int]] = {}
-    for i, key in enumerate(keys):
-        parent = int(nest.parent[i])
-        up = keys[parent] if parent >= 0 else None
-        if up == key:  # a line's range inside its own (a loop body calling back): not a parent
-            continue
-        mine = votes.setdefault(key, {})
-        mine[up] = mine.get(up, 0) + 1
-    return {key: max(v, key=v.get) for key, v in votes.items()}
 
 
 def _forward_spans(items: pd.DataFrame, nest: Nest, paths: list[str]) -> dict[str, tuple[int, int]]:

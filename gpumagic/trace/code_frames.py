@@ -23,6 +23,9 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "CODE_LINE_RANGE",
+    "FUNCTION_LINE_RANGE",
+    "FUNCTION_RANGE",
     "LINE_RANGE",
     "MODULE_PREFIX",
     "MODULE_RANGE",
@@ -38,6 +41,11 @@ __all__ = [
 MODULE_PREFIX = "nn.Module: "
 #: The record_function range the magic pushes around each statement of a cell (capture/cell_lines).
 LINE_RANGE = re.compile(r"^gpumagic line (\d+)$")
+#: A call of a function the cell reaches, and one of its statements (capture/function_ranges).
+FUNCTION_RANGE = re.compile(r"^gpumagic function (\d+) (.+)$")
+FUNCTION_LINE_RANGE = re.compile(r"^gpumagic fline (\d+) (\d+)$")
+#: Any of the three: the ranges of the line tree.
+CODE_LINE_RANGE = re.compile(r"^gpumagic (?:line \d+|function \d+ .+|fline \d+ \d+)$")
 #: The range the magic opens around each forward of the cell's models (capture/module_ranges):
 #: a token unique in the capture ("Block_1") and the module's dotted name.
 MODULE_RANGE = re.compile(r"^gpumagic module (\S+) (.+)$")
@@ -143,7 +151,7 @@ def line_ranges(trace: Any) -> pd.DataFrame:
     nvtx = trace.nvtx
     if nvtx.empty:
         return pd.DataFrame({"text": [], "start": [], "end": [], "thread": []})
-    return nvtx[nvtx["text"].astype(str).str.match(LINE_RANGE.pattern)][
+    return nvtx[nvtx["text"].astype(str).str.match(CODE_LINE_RANGE.pattern)][
         ["text", "start", "end", "thread"]
     ]
 

@@ -82,6 +82,7 @@ LINE_COLUMNS = [
     "share",
     "why",
     "depth",
+    "key",
     "parent",
     "incl_ns",
 ]
@@ -241,7 +242,7 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
     keys = list(dict.fromkeys(attr.line_text))
     got = items[items["line"].notna()].groupby(["line", "backward"])["dur"].agg(["sum", "count"])
     launched = items[items["launch_line"].notna()].groupby(["launch_line", "backward"])["dur"].sum()
-    rows = []
+    rows, cell = [], attr.lines == "cell"
     for key in keys:
         f = int(got["sum"].get((key, False), 0))
         b = int(got["sum"].get((key, True), 0))
@@ -250,7 +251,9 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
         n = int(got["count"].get((key, False), 0) + got["count"].get((key, True), 0))
         rows.append(
             {
-                "line": key if attr.lines == "cell" else _first_line(key),
+                "line": attr.line_numbers.get(key, key)
+                if attr.lines == "cell"
+                else _first_line(key),
                 "source": attr.line_text[key],
                 "fwd_ns": f,
                 "bwd_ns": b,
@@ -261,24 +264,25 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
                 "share": _share(f + b, total),
                 "why": CAPPED_LINE if key in attr.capped else "",
                 "depth": _depth(key, attr.line_parents),
+                "key": key if cell else None,
                 "parent": attr.line_parents.get(key),
             }
         )
     _inclusive(rows, keys, attr.line_parents)
     df = pd.DataFrame(rows, columns=LINE_COLUMNS)
-    if attr.lines == "cell":
-        df = df.sort_values("line", kind="stable")
-    else:  # the functions that ran GPU work, largest first: the frames around them add nothing
+    if not cell:  # the functions that ran GPU work, largest first: the frames around them add
+        # nothing (a cell's rows stay in the tree's order, line_text's)
         df = df[(df["total_ns"] > 0) | (df["launched_ns"] > 0)]
         df = df.sort_values("total_ns", ascending=False, kind="stable")
     out = items[items["line"].isna()]
-    row = _outside(OUTSIDE_LINES, out, total, {"depth": 0, "parent": None}, "")
+    row = _outside(OUTSIDE_LINES, out, total, {"depth": 0, "key": None, "parent": None}, "")
     row["incl_ns"] = row["total_ns"]
     not_launched = items[items["launch_line"].isna()]
     row["launched_ns"] = int(not_launched["dur"].sum())
     row["launched_bwd_ns"] = int(not_launched.loc[not_launched["backward"], "dur"].sum())
     df = pd.concat([df, pd.DataFrame([row], columns=LINE_COLUMNS)], ignore_index=True)
-    df["line"] = df["line"].astype("Int64")
+    for column in ("line", "key", "parent"):
+        df[column] = df[column].astype("Int64")
     if attr.lines == "stack":
         df.attrs["note"] = STACK_LINES
     return df

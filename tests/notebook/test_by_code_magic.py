@@ -195,3 +195,50 @@ def test_work_inside_for_with_and_if_lands_on_its_innermost_line_and_the_tree_su
     assert loop["incl_ns"] > 0.5 * cpu_total(rep.trace)
     text = cap.outputs[0].data["text/plain"]
     assert "        y = model(x)" in text and "[with its body:" in text
+
+
+EARLIER_CELL = """
+def loss_of(x):
+    y = model(x)
+    return y.square().mean()
+
+def train_step(x):
+    for micro in range(2):
+        loss = loss_of(x) / 2
+        loss.backward()
+"""
+
+
+def test_a_function_of_an_earlier_cell_shows_under_its_calling_line_with_its_lines(model_ns):
+    ip = model_ns
+    ip.run_cell(EARLIER_CELL, store_history=True)
+    try:
+        rep, cap, _ = profile(ip, "opt.zero_grad()\ntrain_step(x)\nz = loss_of(x)\nopt.step()")
+        lines = rep.by_line()
+        body = lines[lines["key"].notna()]
+        calls = body[body["source"].str.startswith("loss_of()")]
+        assert len(calls) == 2  # one under each place it was called from
+        under_step = body[
+            body["parent"] == int(body.loc[body["source"] == "train_step(x)", "key"].iloc[0])
+        ]
+        assert under_step["source"].str.startswith("train_step()").all() and len(under_step) == 1
+        model_lines = body[body["source"] == "y = model(x)"]
+        assert len(model_lines) == 2 and (model_lines["fwd_ns"] > 0).all()
+        assert (model_lines["bwd_ns"] > 0).sum() == 1  # only the step's calls ran a backward
+        # the function's lines carry their own numbers (loss_of's first line, then y = ...)
+        assert set(model_lines["line"]) == {ip.user_ns["loss_of"].__code__.co_firstlineno + 1}
+        assert (model_lines["depth"] > calls["depth"].min()).all()
+        # every level sums: a row's incl_ns is its own work and its children's
+        for _, r in body.iterrows():
+            kids = body[body["parent"] == r["key"]]
+            assert r["incl_ns"] == r["total_ns"] + int(kids["incl_ns"].sum()), r["source"]
+        outside = int(lines.loc[lines["key"].isna(), "total_ns"].sum())
+        assert int(body.loc[body["depth"] == 0, "incl_ns"].sum()) + outside == cpu_total(rep.trace)
+        assert "In [" in calls["source"].iloc[0]  # where the function was defined
+        text = cap.outputs[0].data["text/plain"]
+        assert "    train_step()  [In [" in text
+        # the functions are the same objects, their own code again
+        assert "gpumagic" not in ip.user_ns["train_step"].__code__.co_consts.__repr__()
+    finally:
+        for name in ("loss_of", "train_step", "z", "loss"):
+            ip.user_ns.pop(name, None)
