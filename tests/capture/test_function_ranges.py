@@ -100,9 +100,8 @@ def test_a_function_that_raises_points_at_its_own_line_and_is_restored(earlier):
     with pytest.raises(ValueError) as plain:
         failing(1)
     table = function_table(ns, "failing(1)")
-    with pytest.raises(ValueError) as marked:
-        with function_ranges(ns, table):
-            failing(1)
+    with pytest.raises(ValueError) as marked, function_ranges(ns, table):
+        failing(1)
     assert marked.traceback[-1].lineno == plain.traceback[-1].lineno
     assert marked.traceback[-1].path == plain.traceback[-1].path
     assert failing.__code__ is code
