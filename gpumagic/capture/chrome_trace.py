@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ..trace import Trace, frame, nesting_depth
-from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
+from ..trace.chrome_export import CODE_TEXT_KEY, chrome_trace_events, write_chrome_trace
 from ..trace.coverage import made_by_api, recorded_kinds
 from ..trace.device_caps import is_amd
 from .chrome_code import code_events
@@ -228,6 +228,8 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
     )
     autograd = columns["ops"].pop("autograd", None)
     meta.update(code_events(buckets.get("python_function", []), autograd))
+    if "code_text" in meta:  # the functions' text, beside the ranges the events gave back
+        meta.setdefault("code", {}).update(meta.pop("code_text"))
     ops_df = frame("ops", pd.DataFrame(columns["ops"]))
     if not ops_df.empty:
         ops_df["depth"] = nesting_depth(ops_df)
@@ -360,6 +362,13 @@ def _meta(data: dict[str, Any], trace_events: list[dict[str, Any]]) -> dict[str,
     if spans:
         s = _ns(spans[0]["ts"])
         meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
+    written = (data.get("metadata") or {}).get(CODE_TEXT_KEY)  # a trace gpumagic wrote
+    if isinstance(written, dict):
+        if isinstance(written.get("cell_source"), str):
+            meta["cell_source"] = written["cell_source"]
+        code = {k: written[k] for k in ("functions", "cells") if written.get(k)}
+        if code:
+            meta["code_text"] = code
     return meta
 
 

@@ -105,6 +105,8 @@ def code_text_lines(trace: Any, top: int) -> list[str]:
                 f"    {num:>5}  {r['share']:6.1%}  {format_ns(r['fwd_ns']):>9}  "
                 f"{format_ns(r['bwd_ns']):>9}  {src}"
             )
+    if "graphs" in lines.attrs:
+        out.append(f"  CUDA graphs: {lines.attrs['graphs']}")
     return out
 
 
@@ -135,6 +137,8 @@ def code_html(trace: Any, top: int) -> str:
         total = int(lines["total_ns"].sum())
         head = "By function" if "note" in lines.attrs else "By line"
         parts.append(_details(f"{head}: of {format_ns(total)} of {unit}", _lines_html(lines, top)))
+    if "graphs" in lines.attrs:
+        parts.append(f"<p {style('muted')}>CUDA graphs: {esc(lines.attrs['graphs'])}</p>")
     return "".join(parts)
 
 

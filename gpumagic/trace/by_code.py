@@ -43,6 +43,7 @@ from .code_frames import (
     line_ranges,
     parse_frame,
 )
+from .graph_nodes import GraphOrigins, graph_origins
 from .intervals import union_ns
 from .line_tree import line_tree, tree_order
 from .summaries import launching_op_rows
@@ -104,6 +105,9 @@ class Attribution:
     capped: set[Any] = field(default_factory=set)
     #: Line key -> the line's number in its own file (a function's call: its first line).
     line_numbers: dict[Any, int] = field(default_factory=dict)
+    #: What the CUDA graph replays held, and how many of their kernels were traced back to the
+    #: launches that captured their nodes (``graph_nodes``); None for CPU work.
+    graphs: GraphOrigins | None = None
 
     @property
     def total_ns(self) -> int:
@@ -123,7 +127,13 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
     if trace.recorded("kernels") or not trace.kernels.empty:
         tables = [trace.kernels] + ([trace.memops] if memops and not trace.memops.empty else [])
         gpu = pd.concat(
-            [t[["name", "start", "end", "correlation"]] for t in tables], ignore_index=True
+            [
+                t[["name", "start", "end", "correlation"]].assign(
+                    stream=t.get("stream"), kernel=k == 0
+                )
+                for k, t in enumerate(tables)
+            ],
+            ignore_index=True,
         )
         launch = (
             api.dropna(subset=["correlation"])
@@ -142,6 +152,9 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
                     "at": found if found is not None else np.nan,
                     "thread": gpu["correlation"].map(launch["thread"]) if len(launch) else None,
                     "op": launching_op_rows(ops, gpu, api),
+                    "correlation": gpu["correlation"],
+                    "stream": gpu["stream"],
+                    "kernel": gpu["kernel"],
                 }
             ),
             "GPU",
@@ -165,8 +178,15 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
 def _attribute(trace: Any, memops: bool) -> Attribution:
     work, unit = _work(trace, memops)
     frames, auto = code_tables(trace)
-    at = work["at"].to_numpy(dtype=np.float64)
-    threads = work["thread"].tolist()
+    launched_at = work["at"].to_numpy(dtype=np.float64)
+    launched_by = work["thread"].tolist()
+    # a graph replay's kernel: where the capture launched its node, where the trace holds it
+    graphs = graph_origins(trace, work) if unit == "GPU" else None
+    at, threads = launched_at, launched_by
+    if graphs is not None and graphs.traced:
+        traced = ~np.isnan(graphs.at)
+        at = np.where(traced, graphs.at, launched_at)
+        threads = [g if t else w for g, t, w in zip(graphs.thread, traced, launched_by)]
 
     # backward: inside an op autograd ran for a backward node; its forward op by sequence number
     bwd = auto[auto["fwd_thread"] > 0].reset_index(drop=True)
@@ -241,12 +261,13 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
             "module": module,
             "frame": held,
             "line": line_of(o_thread, o_at) if kind else None,
-            "launch_line": line_of(threads, at.tolist()) if kind else None,
+            "launch_line": line_of(launched_by, launched_at.tolist()) if kind else None,
             "what": _what(trace, work, backward, seq, fwd_name),
         }
     )
     spans = _forward_spans(items, mod_nest, paths)
     attr = Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
+    attr.graphs = graphs
     if kind == "cell":
         attr.line_parents = tree.parents
         attr.line_numbers = tree.number

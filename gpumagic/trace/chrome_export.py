@@ -94,8 +94,28 @@ def chrome_trace_events(trace: Trace) -> dict[str, Any]:
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "metadata": {k: str(v) for k, v in trace.meta.items() if k != "code"},
+        "metadata": {
+            **{k: str(v) for k, v in trace.meta.items() if k != "code"},
+            **_code_text(trace.meta),
+        },
     }
+
+
+#: The metadata key that carries what the by-line view reads beside the events.
+CODE_TEXT_KEY = "gpumagic_code_text"
+
+
+def _code_text(meta: dict[str, Any]) -> dict[str, Any]:
+    """The text the by-line rows show, as plain JSON under :data:`CODE_TEXT_KEY`: the cell's
+    source, the functions marked (their names, files and lines) and the cells' numbers."""
+    code = meta.get("code") or {}
+    text = {
+        "cell_source": meta.get("cell_source"),
+        "functions": code.get("functions"),
+        "cells": code.get("cells"),
+    }
+    text = {k: v for k, v in text.items() if v}
+    return {CODE_TEXT_KEY: text} if text else {}
 
 
 def _sequence_args(autograd: dict[str, list[Any]]) -> dict[tuple[str, int, int], dict[str, int]]:

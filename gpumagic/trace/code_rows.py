@@ -37,6 +37,7 @@ from .by_code import (
     range_names,
     top_whats,
 )
+from .graph_nodes import graph_note
 
 __all__ = [
     "LINE_COLUMNS",
@@ -109,17 +110,26 @@ def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFram
     names the capture found (``meta["module_names"]``), else by instance."""
     attr = attribution(trace, memops)
     if not attr.has_modules and trace.meta.get("with_modules"):
-        return _empty(MODULE_COLUMNS, NO_MODULE_RAN)
+        return _graphs(_empty(MODULE_COLUMNS, NO_MODULE_RAN), attr)
     if model is not None:
         names = dotted_names(attr.module_paths, model)
     else:
         names = range_names(trace) or trace.meta.get("module_names")
-    return module_rows(attr, names)
+    return _graphs(module_rows(attr, names), attr)
 
 
 def by_line(trace: Any, memops: bool = True) -> pd.DataFrame:
     """``Trace.by_line``: the line table of ``trace`` (:func:`line_rows`)."""
-    return line_rows(attribution(trace, memops))
+    attr = attribution(trace, memops)
+    return _graphs(line_rows(attr), attr)
+
+
+def _graphs(df: pd.DataFrame, attr: Attribution) -> pd.DataFrame:
+    """``df`` with ``attrs["graphs"]``: what it could not say of CUDA graph replays' kernels."""
+    note = graph_note(attr.graphs) if attr.graphs is not None else ""
+    if note:
+        df.attrs["graphs"] = note
+    return df
 
 
 def _empty(columns: list[str], note: str) -> pd.DataFrame:

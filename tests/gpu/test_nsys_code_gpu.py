@@ -71,3 +71,40 @@ def test_nsys_gives_the_in_process_modules_and_lines(tmp_path, own_names):
         assert lines == ref_lines, (name, lines, ref_lines)
     nvtx = got["nsys"].trace.nvtx
     assert not nvtx["text"].astype(str).str.contains("op_id = ").any()  # the op ranges left
+
+
+EARLIER_STEP = """
+def step():
+    opt.zero_grad()
+    for _ in range(2):
+        loss = net(inp).pow(2).mean()
+        loss.backward()
+    opt.step()
+"""
+
+
+def _line_tree(rep):
+    rows = rep.trace.by_line(memops=False)
+    return [(int(r["depth"]), r["source"], int(r["kernels"])) for _, r in rows.iterrows()]
+
+
+def test_a_function_of_an_earlier_cell_has_the_same_rows_under_nsys(tmp_path, own_names):
+    from IPython.utils.capture import capture_output
+
+    shell = own_names
+    shell.run_line_magic("load_ext", "gpumagic")
+    shell.run_line_magic("config", f"GpuMagics.profile_dir = {str(tmp_path)!r}")
+    shell.run_cell(MODEL)
+    shell.run_cell(EARLIER_STEP, store_history=True)
+    got = {}
+    with capture_output():
+        for name, flags in [("torch", ""), ("nsys", "--nsys")]:
+            shell.run_cell_magic("gpuprofile", f"{flags} -w 1 -o rep --no-timeline", "step()")
+            got[name] = shell.user_ns["rep"]
+    ref = _line_tree(got["torch"])
+    sources = [s for _, s, _ in ref]
+    assert any(s.startswith("step()  [In [") for s in sources), ref
+    deep = [(d, k) for d, s, k in ref if s == "loss = net(inp).pow(2).mean()"]
+    assert deep and deep[0][0] == 3 and deep[0][1] > 0, ref  # cell line > step() > for > line
+    assert _line_tree(got["nsys"]) == ref
+    assert _per_module(got["nsys"]) == _per_module(got["torch"])

@@ -209,7 +209,9 @@ def train_step(x):
 """
 
 
-def test_a_function_of_an_earlier_cell_shows_under_its_calling_line_with_its_lines(model_ns):
+def test_a_function_of_an_earlier_cell_shows_under_its_calling_line_with_its_lines(
+    model_ns, tmp_path
+):
     ip = model_ns
     ip.run_cell(EARLIER_CELL, store_history=True)
     try:
@@ -239,6 +241,13 @@ def test_a_function_of_an_earlier_cell_shows_under_its_calling_line_with_its_lin
         assert "    train_step()  [In [" in text
         # the functions are the same objects, their own code again
         assert "gpumagic" not in ip.user_ns["train_step"].__code__.co_consts.__repr__()
+        # a written trace reads back with the same rows, their text included
+        from gpumagic import load_trace
+
+        path = tmp_path / "step.json"
+        rep, _, _ = profile(ip, "opt.zero_grad()\ntrain_step(x)", f"-w 1 --trace {path}")
+        cols = ["line", "source", "depth", "key", "parent", "kernels"]
+        assert load_trace(path).by_line()[cols].equals(rep.by_line()[cols])
     finally:
         for name in ("loss_of", "train_step", "z", "loss"):
             ip.user_ns.pop(name, None)

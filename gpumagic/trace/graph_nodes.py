@@ -1,0 +1,157 @@
+"""Each kernel a CUDA graph replay ran, traced back to the launch that captured its node, so that
+the by-code view puts it on the module and line that made it, not on ``g.replay()``.
+
+A replay's kernels carry the correlation id of their ``cudaGraphLaunch``; which node each one is,
+and which launch made that node, the trace does not say (torch.profiler records no graph node ids).
+Where the graph was captured inside the trace, the capture is there: between
+``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` on one thread, each kernel launch (recorded
+with its op, its module's range and its line's range, though no kernel ran) made one kernel node,
+in order. A replay whose kernels ran on one stream, as many as the capture launched, in the same
+order of names at every replay of it, is that graph: its k-th kernel is the capture's k-th launch.
+Anything else (a graph captured before the trace began, an earlier cell's; a capture that forked
+onto other streams, whose replay runs branches side by side; a count or an order that does not
+agree) is left on the line that replayed it and counted as such, never guessed. The graph's edges,
+and so the critical path through its nodes, are not in a torch.profiler trace.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .coverage import LAUNCH_APIS
+
+__all__ = ["GraphOrigins", "graph_note", "graph_origins"]
+
+_BEGIN = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture")
+_END = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
+_REPLAY = tuple(name for name in LAUNCH_APIS if name.endswith("GraphLaunch"))
+_KERNEL_LAUNCH = tuple(name for name in LAUNCH_APIS if not name.endswith("GraphLaunch"))
+
+
+@dataclass
+class GraphOrigins:
+    """Per piece of work, the capture launch its graph node came from: ``at`` (ns; NaN where
+    none) and ``thread``; and what the trace's graph replays held: ``replayed`` kernels in
+    ``replays`` replays, ``traced`` of them traced back to ``captures`` captures."""
+
+    at: np.ndarray
+    thread: list[Any]
+    replayed: int = 0
+    replays: int = 0
+    traced: int = 0
+    captures: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def _base(name: Any) -> str:
+    """An API name without its version suffix (``cudaStreamBeginCapture_v10000``)."""
+    return str(name).split("_v")[0]
+
+
+def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
+    """The :class:`GraphOrigins` of ``work`` (rows with ``correlation``, ``start``, ``stream`` and
+    ``kernel``: whether it is a kernel) in ``trace``."""
+    n = len(work)
+    out = GraphOrigins(at=np.full(n, np.nan), thread=[None] * n)
+    api = trace.api
+    if api.empty or not n or "correlation" not in work:
+        return out
+    base = api["name"].map(_base)
+    replay_rows = api[base.isin(_REPLAY).to_numpy()]
+    if replay_rows.empty:
+        return out
+    by_corr: dict[Any, list[int]] = defaultdict(list)
+    is_kernel = work["kernel"].to_numpy(dtype=bool)
+    for i, c in enumerate(work["correlation"].tolist()):
+        if is_kernel[i] and c == c:
+            by_corr[c].append(i)
+    captures = _captures(api, base)
+    out.captures = len(captures)
+    starts = work["start"].to_numpy()
+    streams = work["stream"].tolist() if "stream" in work else [None] * n
+    names = work["name"].astype(str).tolist()
+    seen_order: dict[int, list[str]] = {}
+    for _, r in replay_rows.sort_values("start", kind="stable").iterrows():
+        rows = sorted(by_corr.get(r["correlation"], []), key=lambda i: starts[i])
+        if not rows:
+            continue
+        out.replays += 1
+        out.replayed += len(rows)
+        why = _why_not(rows, r, captures, streams)
+        if isinstance(why, str):
+            out.reasons[why] = out.reasons.get(why, 0) + len(rows)
+            continue
+        k, launches = why
+        order = [names[i] for i in rows]
+        if seen_order.setdefault(k, order) != order:
+            out.reasons["replays of it ran different kernels"] = out.reasons.get(
+                "replays of it ran different kernels", 0
+            ) + len(rows)
+            continue
+        for i, (at, thread) in zip(rows, launches, strict=True):
+            out.at[i], out.thread[i] = at, thread
+        out.traced += len(rows)
+    return out
+
+
+def _captures(api: pd.DataFrame, base: pd.Series) -> list[tuple[float, list[tuple[float, Any]]]]:
+    """Each capture in the trace: its end (ns) and its kernel launches (start, thread) in order."""
+    out = []
+    for thread, rows in api.groupby("thread", sort=False):
+        b = base.loc[rows.index]
+        begins = rows[b.isin(_BEGIN).to_numpy()].sort_values("start")
+        ends = rows[b.isin(_END).to_numpy()].sort_values("start")
+        launches = rows[b.isin(_KERNEL_LAUNCH).to_numpy()].sort_values("start", kind="stable")
+        for s in begins["start"].tolist():
+            after = ends[ends["start"] >= s]
+            if after.empty:
+                continue
+            e = float(after["end"].iloc[0])
+            inside = launches[(launches["start"] >= s) & (launches["start"] <= e)]
+            out.append((e, [(float(t), thread) for t in inside["start"].tolist()]))
+    return out
+
+
+def _why_not(
+    rows: list[int],
+    replay: pd.Series,
+    captures: list[tuple[float, list[tuple[float, Any]]]],
+    streams: list[Any],
+) -> tuple[int, list[tuple[float, Any]]] | str:
+    """The capture a replay's kernels came from (its index and launches), or why none is known."""
+    before = [k for k, (end, _) in enumerate(captures) if end <= float(replay["start"])]
+    if not before:
+        return "captured before the trace began"
+    if len({streams[i] for i in rows}) > 1:
+        return "its kernels ran on several streams (branches side by side)"
+    fits = [k for k in before if len(captures[k][1]) == len(rows)]
+    if not fits:
+        return "no capture in the trace launched as many kernels"
+    k = fits[-1]  # the latest capture that fits: a graph captured again replaces the old one
+    return k, captures[k][1]
+
+
+def graph_note(origins: GraphOrigins) -> str:
+    """What the view says of the graphs it could not trace back ("" where all were)."""
+    left = origins.replayed - origins.traced
+    if not origins.replayed or not left:
+        return ""
+    why = "; ".join(
+        f"{why}: {n}" for why, n in sorted(origins.reasons.items(), key=lambda x: -x[1])
+    )
+    traced = (
+        f" ({origins.traced} traced to the module and line that captured them)"
+        if origins.traced
+        else ""
+    )
+    return (
+        f"{left} of {origins.replayed} kernels ran from CUDA graph replays whose capture is not in "
+        f"this trace ({why}){traced}: they stay where the replay ran (its line, and the module "
+        "that called it if any); to see which code made each node, profile a cell that captures "
+        "the graph and replays it."
+    )
