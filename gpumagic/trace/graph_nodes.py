@@ -31,13 +31,31 @@ _BEGIN = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCaptu
 _END = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
 _REPLAY = tuple(name for name in LAUNCH_APIS if name.endswith("GraphLaunch"))
 _KERNEL_LAUNCH = tuple(name for name in LAUNCH_APIS if not name.endswith("GraphLaunch"))
+#: What makes a memset or memcpy node in a capture.
+_MEMORY_LAUNCH = (
+    "cudaMemsetAsync",
+    "cudaMemcpyAsync",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "cuMemcpyAsync",
+    "cuMemcpyHtoDAsync",
+    "cuMemcpyDtoHAsync",
+    "cuMemcpyDtoDAsync",
+    "hipMemsetAsync",
+    "hipMemcpyAsync",
+)
+
+
+#: Per kind of replayed work (a kernel, a memory operation), the calls that made its nodes.
+_KINDS = {True: _KERNEL_LAUNCH, False: _MEMORY_LAUNCH}
 
 
 @dataclass
 class GraphOrigins:
     """Per piece of work, the capture launch its graph node came from: ``at`` (ns; NaN where
     none) and ``thread``; and what the trace's graph replays held: ``replayed`` kernels in
-    ``replays`` replays, ``traced`` of them traced back to ``captures`` captures."""
+    ``replays`` replays, ``traced`` of them traced back to ``captures`` captures (a replay's
+    memsets and copies are traced back the same way, to the capture's own, and not counted)."""
 
     at: np.ndarray
     thread: list[Any]
@@ -65,48 +83,59 @@ def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
     replay_rows = api[base.isin(_REPLAY).to_numpy()]
     if replay_rows.empty:
         return out
-    by_corr: dict[Any, list[int]] = defaultdict(list)
     is_kernel = work["kernel"].to_numpy(dtype=bool)
+    by_corr: dict[tuple[bool, Any], list[int]] = defaultdict(list)
     for i, c in enumerate(work["correlation"].tolist()):
-        if is_kernel[i] and c == c:
-            by_corr[c].append(i)
-    captures = _captures(api, base)
-    out.captures = len(captures)
+        if c == c:
+            by_corr[(bool(is_kernel[i]), c)].append(i)
+    captures = {kind: _captures(api, base, launch) for kind, launch in _KINDS.items()}
+    out.captures = len(captures[True])
     starts = work["start"].to_numpy()
     streams = work["stream"].tolist() if "stream" in work else [None] * n
     names = work["name"].astype(str).tolist()
-    seen_order: dict[int, list[str]] = {}
+    seen_order: dict[tuple[bool, int], list[str]] = {}
     for _, r in replay_rows.sort_values("start", kind="stable").iterrows():
-        rows = sorted(by_corr.get(r["correlation"], []), key=lambda i: starts[i])
-        if not rows:
+        groups = {
+            kind: sorted(by_corr.get((kind, r["correlation"]), []), key=lambda i: starts[i])
+            for kind in (True, False)
+        }
+        if not any(groups.values()):
             continue
         out.replays += 1
-        out.replayed += len(rows)
-        why = _why_not(rows, r, captures, streams)
-        if isinstance(why, str):
-            out.reasons[why] = out.reasons.get(why, 0) + len(rows)
-            continue
-        k, launches = why
-        order = [names[i] for i in rows]
-        if seen_order.setdefault(k, order) != order:
-            out.reasons["replays of it ran different kernels"] = out.reasons.get(
-                "replays of it ran different kernels", 0
-            ) + len(rows)
-            continue
-        for i, (at, thread) in zip(rows, launches, strict=True):
-            out.at[i], out.thread[i] = at, thread
-        out.traced += len(rows)
+        for kind, rows in groups.items():
+            if not rows:
+                continue
+            if kind:
+                out.replayed += len(rows)
+            why = _why_not(rows, r, captures[kind], streams)
+            if isinstance(why, str):
+                if kind:
+                    out.reasons[why] = out.reasons.get(why, 0) + len(rows)
+                continue
+            k, launches = why
+            order = [names[i] for i in rows]
+            if seen_order.setdefault((kind, k), order) != order:
+                if kind:
+                    why = "replays of it ran different kernels"
+                    out.reasons[why] = out.reasons.get(why, 0) + len(rows)
+                continue
+            for i, (at, thread) in zip(rows, launches, strict=True):
+                out.at[i], out.thread[i] = at, thread
+            if kind:
+                out.traced += len(rows)
     return out
 
 
-def _captures(api: pd.DataFrame, base: pd.Series) -> list[tuple[float, list[tuple[float, Any]]]]:
-    """Each capture in the trace: its end (ns) and its kernel launches (start, thread) in order."""
+def _captures(
+    api: pd.DataFrame, base: pd.Series, launch: tuple[str, ...]
+) -> list[tuple[float, list[tuple[float, Any]]]]:
+    """Each capture in the trace: its end (ns) and its ``launch`` calls (start, thread) in order."""
     out = []
     for thread, rows in api.groupby("thread", sort=False):
         b = base.loc[rows.index]
         begins = rows[b.isin(_BEGIN).to_numpy()].sort_values("start")
         ends = rows[b.isin(_END).to_numpy()].sort_values("start")
-        launches = rows[b.isin(_KERNEL_LAUNCH).to_numpy()].sort_values("start", kind="stable")
+        launches = rows[b.isin(launch).to_numpy()].sort_values("start", kind="stable")
         for s in begins["start"].tolist():
             after = ends[ends["start"] >= s]
             if after.empty:

@@ -106,3 +106,26 @@ def test_a_replay_on_several_streams_is_not_guessed():
     assert lines.loc[3, "kernels"] == 0  # branches side by side: the order says nothing
     assert lines.loc[4, "total_ns"] == 45
     assert "several streams" in lines.attrs["graphs"]
+
+
+def test_a_real_capture_in_the_cell_puts_each_replayed_kernel_on_its_module_and_line():
+    """H200, torch 2.11: %%gpuprofile --trace of a cell that captures a notebook MLP's forward
+    into a CUDA graph and replays it twice (tests/data/capture/graph_capture.py)."""
+    from gpumagic import load_trace
+
+    from ..helpers import DATA
+
+    t = load_trace(DATA / "compiled" / "graph_in_cell.json.gz")
+    replays = t.api[t.api["name"] == "cudaGraphLaunch"]["correlation"]
+    replayed = t.kernels[t.kernels["correlation"].isin(replays)]
+    assert len(replayed) == 6  # three kernels a replay
+    mods = t.by_module().set_index("module")
+    assert [int(mods.loc[m, "kernels"]) for m in ("up", "act", "down")] == [2, 2, 2]
+    lines = t.by_line().set_index("line")
+    replay_ns = int((replayed["end"] - replayed["start"]).sum())
+    assert int(lines.loc[3, "total_ns"]) >= replay_ns  # y2 = model(x): the nodes' own line
+    assert int(lines.loc[4, "total_ns"]) == 0 < int(lines.loc[4, "launched_ns"])
+    assert "graphs" not in lines.attrs
+    elsewhere = load_trace(DATA / "compiled" / "graph_elsewhere.json.gz").by_line()
+    assert "captured before the trace began: 3" in elsewhere.attrs["graphs"]
+    assert int(elsewhere.loc[elsewhere["line"] == 1, "kernels"].iloc[0]) >= 3  # g.replay()
