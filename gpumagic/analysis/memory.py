@@ -353,7 +353,7 @@ def analyze_memory(
             float(t_ms[-1]),
         )
         users = [s.users for s in sites] + [()]
-        own = name_backward(own, ranges, t_ms[allocs], kinds, stacked, users)
+        own, ranges = name_backward(own, ranges, t_ms[allocs], kinds, stacked, users, sizes)
 
     def live_at(row: int) -> pd.DataFrame:
         in_hist = (allocs <= row) & (ends > row)

@@ -43,12 +43,12 @@ def nvtx_code_marks(
     and lines of ``functions`` (``function_ranges.function_table``) as NVTX ranges, and torch's
     ops in NVTX ranges with their sequence numbers; all undone after it."""
     from .cell_lines import nvtx_ranges
-    from .function_ranges import function_ranges
+    from .function_ranges import function_ranges, with_their_globals
     from .module_ranges import module_ranges
 
     with ExitStack() as stack:
         stack.enter_context(nvtx_ranges())
-        stack.enter_context(module_ranges(namespace))
+        stack.enter_context(module_ranges(with_their_globals(namespace, functions or [])))
         stack.enter_context(function_ranges(namespace, functions or []))
         import torch
 

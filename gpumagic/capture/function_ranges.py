@@ -71,14 +71,20 @@ def function_line(token: int, line: int) -> Any:
     return counted_range(text, text)
 
 
-def _users(fn: Any) -> bool:
-    """Whether ``fn`` is a plain function of the user's own code."""
+def _plain(fn: Any) -> bool:
+    """Whether ``fn`` is a plain function whose code can be swapped: not a generator or coroutine,
+    no closure, no method, not compiled."""
     if not isinstance(fn, types.FunctionType) or is_compiled_function(fn):
         return False
     code = fn.__code__
-    if code.co_flags & _NOT_PLAIN or code.co_freevars or "." in fn.__qualname__:
+    return not (code.co_flags & _NOT_PLAIN or code.co_freevars or "." in fn.__qualname__)
+
+
+def _users(fn: Any) -> bool:
+    """Whether ``fn`` is a plain function of the user's own code."""
+    if not _plain(fn):
         return False
-    filename = code.co_filename
+    filename = fn.__code__.co_filename
     if filename.startswith("<") and not filename.startswith("<ipython-input"):
         return False  # exec'd or generated code: no source of its own
     path = os.path.realpath(filename) if not filename.startswith("<") else ""
@@ -182,7 +188,7 @@ def _marked_code(fn: types.FunctionType, entry: Mapping[str, Any]) -> types.Code
     try:
         module = compile(  # with the function's own __future__ flags, not this module's
             ast.fix_missing_locations(tree),
-            fn.__code__.co_filename,
+            str(entry.get("file") or fn.__code__.co_filename),
             "exec",
             flags=fn.__code__.co_flags & _FUTURE,
             dont_inherit=True,
@@ -200,6 +206,21 @@ def _marked_code(fn: types.FunctionType, entry: Mapping[str, Any]) -> types.Code
     return None
 
 
+def with_their_globals(
+    namespace: Mapping[str, Any], table: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``namespace`` and the public names of the globals of the functions of ``table``: where the
+    models those functions use are found (a subprocess's namespace holds only the cell's own names;
+    the model a shipped ``step()`` trains travels in its globals)."""
+    scope = dict(namespace)
+    for entry in table:
+        fn = _reach(namespace, list(entry["path"]))
+        for key, value in (getattr(fn, "__globals__", None) or {}).items():
+            if not key.startswith("_"):
+                scope.setdefault(key, value)
+    return scope
+
+
 @contextmanager
 def function_ranges(
     namespace: Mapping[str, Any], table: list[dict[str, Any]]
@@ -212,7 +233,9 @@ def function_ranges(
     try:
         for entry in table:
             fn = _reach(namespace, list(entry["path"]))
-            if not _users(fn) or fn.__qualname__ != entry["name"]:
+            # the table chose the user's functions; a subprocess's copy of one (shipped by value)
+            # has a file name of the pickler's, so only its kind is checked here
+            if not _plain(fn) or fn.__qualname__ != entry["name"]:
                 continue
             code = _marked_code(fn, entry)
             if code is None:

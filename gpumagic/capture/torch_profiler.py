@@ -26,7 +26,7 @@ from .cell import Cell, loop_notes, namespace_or_new, run_cell
 from .cell_lines import capped_lines, marked_cell, reset_runs
 from .chrome_trace import load_trace
 from .code_marks import moved_ranges
-from .function_ranges import function_ranges, function_table
+from .function_ranges import function_ranges, function_table, with_their_globals
 from .guards import (
     deferred_interrupts,
     quiet_profiler_stderr,
@@ -132,7 +132,7 @@ def capture(
                 around.enter_context(nvtx_range(label))
                 around.enter_context(record_function(label))
                 if opts.module_ranges:
-                    around.enter_context(module_ranges(ns))
+                    around.enter_context(module_ranges(with_their_globals(ns, table)))
                     functions[:] = around.enter_context(function_ranges(ns, table))
             yield
         finally:

@@ -324,7 +324,7 @@ def test_each_blocks_backward_is_named_on_the_line_that_calls_the_blocks(snap, n
 
     def spy(own, ranges, *args):
         out = real(own, ranges, *args)
-        seen["own"], seen["ranges"] = out, ranges
+        seen["own"], seen["ranges"] = out
         return out
 
     monkeypatch.setattr(memory_module, "name_backward", spy)
@@ -337,3 +337,31 @@ def test_each_blocks_backward_is_named_on_the_line_that_calls_the_blocks(snap, n
         lines = set(own.hist_line[own.hist_module == label].tolist())
         assert len(lines) == 1
         assert "block(x)" in _source_line(lines.pop().removesuffix(" (backward)"))
+
+
+def test_a_second_micro_batchs_backward_is_named_though_it_makes_no_new_gradients():
+    """H200: two micro-batches of the same model, each loss / 2 then backward(), then AdamW
+    (tests/data/capture/accumulation_memory.py): the second backward adds into the gradients the
+    first made, so it allocates no new one to time its units by; it is aligned with the first."""
+    facts = json.loads((DATA / "memory" / "accumulation_names.json").read_text())
+    names = MemoryNames(
+        NameTable.from_records(facts["start"]),
+        NameTable.from_records(facts["end"]),
+        module_tree({"model": _model()}),
+    )
+    m = analyze_memory(read_snapshot(DATA / "memory" / "accumulation_step.pickle"), names=names)
+    assert m.peak_bytes == facts["max_memory_allocated"]
+    phases = m.ranges[(m.ranges["lane"] == "phase") & (m.ranges["label"] == "backward")]
+    assert len(phases) == 2
+    second = phases["start_ms"].max()
+    units = m.ranges[(m.ranges["lane"] == "module") & (m.ranges["start_ms"] >= second)]
+    want = {"model.head", "model.ln_f", "model.embed"} | {f"model.blocks.{i}" for i in range(4)}
+    assert set(units["label"]) == {f"{u} (backward)" for u in want}
+    assert list(units.sort_values("start_ms")["label"])[0] == "model.head (backward)"
+    live = m.live_at_peak
+    assert m.peak_time_ms >= second  # the peak is in the second backward
+    for column in ("module", "line"):
+        unnamed = int(live.loc[live[column] == NO_STACK, "bytes"].sum())
+        assert unnamed <= 0.05 * m.peak_bytes, (column, unnamed)
+    when = next(f.message for f in m.findings if f.kind == "memory_when")
+    assert " (backward)" in when

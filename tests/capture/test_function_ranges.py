@@ -125,3 +125,20 @@ def test_edited_source_is_not_marked(earlier):
     table[0]["lines"] = ["def other(x):", "    return x"]  # the source no longer the function's
     with function_ranges(ns, table) as marked:
         assert marked == []
+
+
+def test_a_subprocesss_shipped_copy_is_marked_from_the_table_made_here(earlier, tmp_path):
+    """What a tool's subprocess does: the names restored from a shipment (functions by value,
+    under the pickler's file name), then marked from the table this process made."""
+    from gpumagic.capture.shipping import restore, ship
+
+    ns = earlier.user_ns
+    table = function_table(ns, "t = train_step(x)")
+    ship(["train_step"], ns, str(tmp_path))
+    child = {"__name__": "__main__", **restore(str(tmp_path))}
+    copy = child["train_step"]
+    assert copy is not ns["train_step"]
+    with function_ranges(child, table) as marked:
+        got, names = _range_names(copy, torch.ones(3))
+    assert [e["name"] for e in marked] == ["train_step", "helper"]
+    assert names[0] == "gpumagic function 1 train_step" and torch.equal(got, torch.tensor(12.0))
