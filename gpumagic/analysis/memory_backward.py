@@ -11,10 +11,10 @@ the line of the cell (or script) whose forward made that unit's own blocks, mark
 
 Its reach is the unit's, not the op's: which op inside ``model.blocks.2`` allocated a block is not
 recorded. A backward that makes no new gradient (a second micro-batch, whose gradients are added
-into the first's) is aligned with one that did (:func:`_repeated_backwards`). Blocks outside every unit's
-backward (or in a recording without times) keep ``(no Python stack)``; so do all of them where no
-backward of the recording made new gradients (``zero_grad(set_to_none=False)``), which leaves no
-units to name.
+into the first's) is aligned with one that did (:func:`_repeated_backwards`). Blocks outside every
+unit's backward (or in a recording without times) keep ``(no Python stack)``; so do all of them
+where no backward of the recording made new gradients (``zero_grad(set_to_none=False)``), which
+leaves no units to name.
 """
 
 from __future__ import annotations

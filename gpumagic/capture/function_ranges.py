@@ -206,9 +206,7 @@ def _marked_code(fn: types.FunctionType, entry: Mapping[str, Any]) -> types.Code
     return None
 
 
-def with_their_globals(
-    namespace: Mapping[str, Any], table: list[dict[str, Any]]
-) -> dict[str, Any]:
+def with_their_globals(namespace: Mapping[str, Any], table: list[dict[str, Any]]) -> dict[str, Any]:
     """``namespace`` and the public names of the globals of the functions of ``table``: where the
     models those functions use are found (a subprocess's namespace holds only the cell's own names;
     the model a shipped ``step()`` trains travels in its globals)."""

@@ -357,7 +357,7 @@ def test_a_second_micro_batchs_backward_is_named_though_it_makes_no_new_gradient
     units = m.ranges[(m.ranges["lane"] == "module") & (m.ranges["start_ms"] >= second)]
     want = {"model.head", "model.ln_f", "model.embed"} | {f"model.blocks.{i}" for i in range(4)}
     assert set(units["label"]) == {f"{u} (backward)" for u in want}
-    assert list(units.sort_values("start_ms")["label"])[0] == "model.head (backward)"
+    assert units.sort_values("start_ms")["label"].iloc[0] == "model.head (backward)"
     live = m.live_at_peak
     assert m.peak_time_ms >= second  # the peak is in the second backward
     for column in ("module", "line"):
