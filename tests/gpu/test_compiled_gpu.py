@@ -182,6 +182,52 @@ def test_reduce_overhead_is_profiled_kernel_by_kernel(ip):
     assert any(n.startswith("triton_") for n in names), names
     plain, _, _ = plain_capture(lambda: m(v))
     assert names == plain
+    # each replayed kernel on a module (the compiled model, one range) and on the line
+    items = rep.trace.by_line(memops=False)
+    assert int(items.loc[items["source"] == "m(v)", "kernels"].iloc[0]) == sum(names.values())
+    mods = rep.trace.by_module(memops=False).set_index("module")
+    assert int(mods.loc["m", "kernels"]) == sum(names.values())
+
+
+GRAPH_MODEL = """
+import torch
+from torch import nn
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.act, self.down = nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+mlp = MLP().cuda()
+gx = torch.randn(256, 1024, device="cuda")
+_side = torch.cuda.Stream()
+_side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(_side):
+    mlp(gx)
+torch.cuda.current_stream().wait_stream(_side)
+"""
+GRAPH_CELL = """\
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2):
+    y2 = mlp(gx)
+g2.replay()
+g2.replay()"""
+
+
+def test_a_graph_captured_in_the_cell_puts_its_replays_on_the_capturing_modules(ip, own_names):
+    ip.run_cell(GRAPH_MODEL)
+    ip.run_cell_magic("gpuprofile", "-w 1 -o rep --no-timeline", GRAPH_CELL)
+    t = ip.user_ns["rep"].trace
+    replays = t.api[t.api["name"] == "cudaGraphLaunch"]["correlation"]
+    replayed = t.kernels[t.kernels["correlation"].isin(replays)]
+    assert len(replayed) >= 6
+    mods = t.by_module(memops=False).set_index("module")
+    counts = {m: int(mods.loc[m, "kernels"]) for m in ("up", "act", "down")}
+    assert all(n >= 2 for n in counts.values()), counts  # each replay's nodes, on their module
+    lines = t.by_line(memops=False).set_index("source")
+    assert int(lines.loc["y2 = mlp(gx)", "kernels"]) >= len(replayed)
+    assert int(lines.loc["g2.replay()", "total_ns"].sum()) == 0
+    assert "graphs" not in lines.attrs
 
 
 def test_nsys_lists_a_graph_replays_kernels_node_by_node(ip, tmp_path):
