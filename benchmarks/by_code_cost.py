@@ -11,7 +11,12 @@ rotated each round (a shared machine drifts: compare within a run). The step is 
 attention + MLP, AdamW): small on purpose, so that the host work per op, which is what recording
 adds to, is a large part of the step.
 
-    python benchmarks/by_code_cost.py [--device cpu|cuda] [--rounds 30] [--json PATH]
+    python benchmarks/by_code_cost.py [--device cpu|cuda] [--rounds 30] [--step-in-function]
+        [--json PATH]
+
+``--step-in-function``: the step is a function defined in an earlier cell and the cell calls it
+(``train_step()``), so the line ranges are the function's own (``capture/function_ranges.py``:
+its code swapped for one with ranges) besides the cell's one line.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpumagic import load_trace  # noqa: E402
 from gpumagic.capture.cell_lines import mark_lines  # noqa: E402
+from gpumagic.capture.function_ranges import function_ranges, function_table  # noqa: E402
 from gpumagic.capture.module_ranges import module_ranges  # noqa: E402
 
 TARGET = 0.10
@@ -104,6 +110,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--step-in-function", action="store_true")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -117,8 +124,20 @@ def main() -> None:
         "idx": torch.randint(0, 1024, (8, 64), device=dev),
         "F": F,
     }
-    plain = compile(STEP, "<cell>", "exec")
-    marked = compile(mark_lines(ast.parse(STEP)), "<cell>", "exec")
+    cell = STEP
+    functions: list = []
+    if args.step_in_function:  # an earlier cell defines it; its source where inspect finds it
+        import linecache
+
+        source = "def train_step():\n" + "".join(f"    {ln}\n" for ln in STEP.splitlines())
+        name = "<ipython-input-1-by-code-cost>"
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        exec(compile(source, name, "exec"), ns)  # noqa: S102 - the benchmark's own step
+        cell = "train_step()\n"
+        functions = function_table(ns, cell)
+        assert [f["name"] for f in functions] == ["train_step"], functions
+    plain = compile(cell, "<cell>", "exec")
+    marked = compile(mark_lines(ast.parse(cell)), "<cell>", "exec")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
 
@@ -146,7 +165,8 @@ def main() -> None:
             opts = dict(opts)
             lines, modules = opts.pop("lines", False), opts.pop("modules", False)
             ranges = module_ranges(ns) if modules else nullcontext()
-            with profile(activities=activities, **opts) as prof, ranges:
+            marks = function_ranges(ns, functions) if lines else nullcontext()
+            with profile(activities=activities, **opts) as prof, ranges, marks:
                 step(marked if lines else plain)  # the profiler's own start, not timed
                 times[name].append(step(marked if lines else plain))
             if r == 0:
@@ -163,8 +183,9 @@ def main() -> None:
                 **traces.get(name, {}),
             }
         )
+    where = " in a function of an earlier cell" if args.step_in_function else ""
     print(
-        f"Training step ({args.layers}-block transformer, d {args.d}, batch 8x64, AdamW) on "
+        f"Training step{where} ({args.layers}-block transformer, d {args.d}, batch 8x64, AdamW) on "
         f"{args.device}, {args.rounds} rounds, median step time "
         f"({'CPU time of the thread' if dev.type == 'cpu' else 'wall clock, synchronized'}):"
     )
@@ -187,6 +208,7 @@ def main() -> None:
             "clock": "thread CPU time" if dev.type == "cpu" else "wall clock, synchronized",
             "d": args.d,
             "layers": args.layers,
+            "step_in_function": args.step_in_function,
             "rows": rows,
             "target": TARGET,
             "default_within_target": ok,
