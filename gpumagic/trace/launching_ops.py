@@ -12,6 +12,7 @@ same thread. An nsys export has no torch ops, so there the name is all there is.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -73,6 +74,17 @@ def kernel_op_precisions(trace: Trace) -> dict[str, str]:
     return trace.memo("launching_ops.precisions", compute)
 
 
+def _holds(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+    """Which rows' names pass ``test``, asked once per distinct name: a million-row column is not
+    turned into strings row by row (a categorical's codes pick from its categories' answers)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        answers = np.array([bool(test(str(c))) for c in names.cat.categories] + [False])
+        return answers[names.cat.codes.to_numpy()]  # code -1 (missing) picks the last, False
+    uniques = pd.unique(names)
+    passing = [u for u in uniques if test(str(u))]
+    return names.isin(passing).to_numpy()
+
+
 def kernel_launch_apis(trace: Trace) -> dict[str, str]:
     """Kernel name -> the driver-API call that launched it (by correlation id), for the kernels a
     driver API launched (the decoder's own test, ``kernels.libraries.is_driver_launch``): the
@@ -83,14 +95,13 @@ def kernel_launch_apis(trace: Trace) -> dict[str, str]:
         k, api = trace.kernels, trace.api
         if k.empty or api.empty or "correlation" not in k or "correlation" not in api:
             return {}
-        names = api["name"].astype(str)
-        driver = api[names.isin([n for n in pd.unique(names) if is_driver_launch(n)])]
+        driver = api[_holds(api["name"], is_driver_launch)]  # asked once per distinct name
         if driver.empty:
             return {}
         by_id = dict(zip(driver["correlation"], driver["name"].astype(str)))
         calls = pd.Series(k["correlation"].to_numpy()).map(by_id)
         hit = calls.notna().to_numpy()
-        first = pd.DataFrame({"name": k["name"].astype(str).to_numpy()[hit], "call": calls[hit]})
+        first = pd.DataFrame({"name": k["name"][hit].astype(str).to_numpy(), "call": calls[hit]})
         first = first.drop_duplicates("name")
         return dict(zip(first["name"], first["call"]))
 
