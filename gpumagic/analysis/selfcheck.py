@@ -151,10 +151,12 @@ def missing_kernels(trace: Trace) -> list[Finding]:
     after = missing & _after_last_kernel(launched_df, seen)
     lost = _distinct(keys[missing & ~after])
     n_after, total = len(_distinct(keys[after])), len(_distinct(keys[keys >= 0]))
+    broken = _broken_correlation(trace, launched_df, keys, missing)
+    if broken is not None:
+        return [broken]
     tail = ""
     if n_after:
-        starts = launched_df["start"].to_numpy(dtype="int64")[after]
-        span = int(launched_df["end"].to_numpy(dtype="int64")[after].max() - starts.min())
+        span = _last_span(launched_df, after)
         tail = (
             f"{n_after} kernel launches in the last {t(span)} came after the capture: issued "
             "after the last launch whose kernel it recorded, their kernels ran once it had ended "
@@ -177,6 +179,54 @@ def missing_kernels(trace: Trace) -> list[Finding]:
             numbers,
         )
     ]
+
+
+def _pids(df: pd.DataFrame) -> np.ndarray:
+    return id_column(df["pid"]) if "pid" in df.columns else np.zeros(len(df), dtype=np.int64)
+
+
+def _last_span(launched: pd.DataFrame, after: np.ndarray) -> int:
+    """How long the launches after the capture took, each process's own (two reports of one
+    folder hours apart are two captures: their launches together span the hours between)."""
+    part = launched[after]
+    spans = (
+        part["end"].astype("int64").groupby(_pids(part)).max()
+        - part["start"].astype("int64").groupby(_pids(part)).min()
+    )
+    return int(spans.max())
+
+
+def _broken_correlation(
+    trace: Trace, launched: pd.DataFrame, keys: np.ndarray, missing: np.ndarray
+) -> Finding | None:
+    """Where most of the trace's kernels match no launch's correlation id, the launches without a
+    kernel did not come after the capture, nor were their kernels lost: the kernels are there,
+    under ids that do not match (a trimmed or rewritten export). Say that; None otherwise."""
+    if not missing.any():
+        return None
+    kernel_keys = _row_ids(trace.kernels)
+    launch_ids = _distinct(keys[keys >= 0])
+    matched = _sorted_holds(launch_ids, kernel_keys) & (kernel_keys >= 0)
+    if matched.mean() >= BROKEN_SHARE:
+        return None
+    k_end = int(trace.kernels["end"].max())
+    first = int(launched["start"].to_numpy(dtype="int64")[missing].min())
+    n = int((keys >= 0).sum() - _sorted_holds(_ids(trace.kernels), keys).sum())
+    return Finding(
+        "correlation_broken",
+        "warn",
+        f"{int((~matched).sum()):,} of {len(matched):,} kernels match no launch's correlation id "
+        f"and {n:,} launches no kernel's, while kernels ran for {t(max(k_end - first, 0))} after "
+        "the first such launch: the file's kernel-to-launch correlation is broken (a trimmed or "
+        "rewritten export?), so whether any kernel was lost cannot be told, and no kernel is tied "
+        "to the op or line that launched it.",
+        {"kernels_unmatched": int((~matched).sum()), "launches_unmatched": n},
+    )
+
+
+#: Below this share of kernels matching a launch, the correlation is broken, not a few kernels
+#: lost (a profiler that drops kernels keeps the ids of those it records).
+BROKEN_SHARE = 0.5
 
 
 def _after_last_kernel(launched: pd.DataFrame, seen: np.ndarray) -> np.ndarray:

@@ -179,7 +179,14 @@ def _spelling(evs: list[dict[str, Any]], columns: dict[str, Any]) -> set[Any]:
 
 
 def _kernel_taker() -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
-    fields: dict[str, list[Any]] = {k: [] for k in _KERNEL_FIELDS}
+    return kernel_taker({k: [] for k in _KERNEL_FIELDS})
+
+
+def kernel_taker(
+    fields: dict[str, list[Any]],
+) -> tuple[Callable[[dict[str, Any]], None], dict[str, list[Any]]]:
+    """A function that takes a kernel event's fields into ``fields`` (lists by
+    :data:`_KERNEL_FIELDS`, appended to), and ``fields``."""
     name, ts, dur, device, stream, corr, grid, block, regs, smem = fields.values()
 
     def take(ev: dict[str, Any]) -> None:

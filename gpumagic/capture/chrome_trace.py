@@ -44,6 +44,7 @@ from .chrome_events import (
     api_columns,
     category,
     kernel_columns,
+    kernel_taker,
     memop_columns,
     op_columns,
     paused_gc,
@@ -164,6 +165,18 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
         raise TraceFormatError(
             path=path, reason="its events are not event objects: not a Chrome trace"
         )
+    if events and not any(isinstance(ev, dict) and "ph" in ev for ev in events[:_LOOK_AT]):
+        first = next(ev for ev in events if isinstance(ev, dict))
+        keys = ", ".join(sorted(map(str, first))[:6]) or "none"
+        raise TraceFormatError(
+            path=path,
+            reason=(
+                f"none of its first {min(len(events), _LOOK_AT):,} records has a 'ph' (the event's "
+                f"phase; this file's first record has keys {keys}): a JSON list of records, such "
+                "as a server's request trace or log, not a Chrome trace. A profiler trace is what "
+                "torch.profiler's export_chrome_trace (or nsys, read with load_nsys) writes"
+            ),
+        )
     with paused_gc():
         return _build(data, events)
 
@@ -171,6 +184,7 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
 def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
     sorted_events = sort_events(events)
     buckets = sorted_events.buckets
+    dispatches = _dispatch_list(data, sorted_events)
     unread: dict[str, dict[str, int]] = {}
     processes = _process_names(sorted_events.processes)
     uncategorised = len(sorted_events.uncategorised)
@@ -206,6 +220,10 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
         )
         cats.update(map(category, spelled))
     meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
+    if dispatches:
+        meta["backend"] = ROCPROF
+        meta["vendor"] = "AMD"
+        meta.setdefault("device", "AMD GPU")
     rows = {table: len(c["start"]) for table, c in columns.items()}
     for table in _not_cuda(meta, unread, uncategorised, cats, rows):
         columns[table] = {}
@@ -248,6 +266,38 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
         api=_ints(frame("api", pd.DataFrame(columns["api"])), ["correlation"]),
         meta=meta,
     )
+
+
+#: How many of a file's first records are looked at for a Chrome event's phase.
+_LOOK_AT = 1000
+#: The backend of a GPU dispatch list (rocprof's kernels written as Chrome JSON).
+ROCPROF = "rocprof"
+#: The categories a dispatch list files its GPU dispatches under.
+_DISPATCH_CATEGORIES = ("gpu", "kernel_dispatch")
+
+
+def _dispatch_list(data: Any, events: Any) -> int:
+    """How many GPU dispatches a rocprof kernel list holds, now taken as kernels (0 for any other
+    file). Such a list writes each dispatch as a complete event in category ``gpu`` with no
+    Kineto metadata and no ``kernel`` events: its device is the event's ``gpu-id`` (else its
+    process), its queue the stream (else its thread)."""
+    kernels = events.taken["kernel"]
+    meta_keys = ("schemaVersion", "deviceProperties", "distributedInfo", "traceName")
+    if kernels["name"] or (isinstance(data, dict) and any(k in data for k in meta_keys)):
+        return 0
+    found = [c for c in _DISPATCH_CATEGORIES if events.buckets.get(c)]
+    if not found:
+        return 0
+    take, _ = kernel_taker(kernels)
+    n = 0
+    for cat in found:
+        for ev in events.buckets.pop(cat):
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            device = args.get("gpu-id", args.get("agent", args.get("device", ev.get("pid"))))
+            stream = args.get("queue-id", args.get("queue", args.get("stream", ev.get("tid"))))
+            take({**ev, "args": {**args, "device": device, "stream": stream}})
+            n += 1
+    return n
 
 
 #: The bucket of events (``chrome_events.sort_events``) each table is read from.

@@ -58,6 +58,7 @@ _NSYS = "nsys profile -t cuda,nvtx,osrt <command>"
 _NSYS_CUDA = f"cuda in nsys' trace list: {_NSYS}"
 _TORCH_CUDA = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
 _TORCH_CPU = f"ProfilerActivity.CPU among torch.profiler's activities: {_TORCH_CUDA}"
+_ROCPROF = "rocprofv3 --kernel-trace --hip-runtime-trace --memory-copy-trace"
 RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
     "nsys": {
         "kernels": (
@@ -85,6 +86,11 @@ RECORDS: dict[str, dict[str, tuple[str, str, str]]] = {
             "the export has no OSRT_API table",
             f"osrt in nsys' trace list: {_NSYS}",
         ),
+    },
+    "rocprof": {  # a rocprof kernel list written as Chrome JSON: its dispatches, nothing else
+        "kernels": ("HIP kernels", "the file has no GPU dispatch events", _ROCPROF),
+        "memops": ("memory copies", "the file has no copy events", _ROCPROF),
+        "api": ("HIP API calls", "the file has no HIP API events", _ROCPROF),
     },
     "torch.profiler": {
         "kernels": ("CUDA kernels", "the trace has no 'kernel' events", _TORCH_CUDA),
