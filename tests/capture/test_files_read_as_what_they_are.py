@@ -1,7 +1,8 @@
 """Files read as what they are, each on a synthetic file of its own shaped as public files are: a
-rocprof kernel list is AMD kernels, not a torch.profiler trace without CUDA; a JSON list of a server's records is refused; two captures hours apart read as one
-folder are timed each on its own; a trace whose kernels match no launch says its correlation is
-broken, not that launches came after the capture."""
+rocprof kernel list is AMD kernels, not a torch.profiler trace without CUDA; a JSON list of a
+server's records is refused; two captures hours apart read as one folder are timed each on its
+own; a trace whose kernels match no launch says its correlation is broken, not that launches came
+after the capture."""
 
 from __future__ import annotations
 
