@@ -291,11 +291,17 @@ def with_skews(fig: pd.DataFrame, proc: pd.Series | np.ndarray) -> pd.DataFrame:
     span = df.groupby(proc)["span_ns"].first()  # a process's range: the same on each of its GPUs
     per_proc_busy = df.groupby(proc)["busy_ns"].sum()
     per_proc_work = df.groupby(proc)["work_ns"].sum()  # a process's work over all its GPUs
+    # the fastest of the processes that ran kernels: a file that recorded none has a range of a
+    # few copies, no yardstick for the others
+    worked = df.groupby(proc)["kernels"].sum() > 0 if "kernels" in df else per_proc_work > 0
     for name, per in (("span", span), ("busy", per_proc_busy), ("work", per_proc_work)):
-        fastest = max(int(per.min()), 0) if len(per) else 0
-        skew = per - fastest
+        pool = per[worked] if worked.any() else per
+        fastest = max(int(pool.min()), 0) if len(pool) else 0
+        # -1: a process that ran no kernels, not compared (no "fastest" for a file of copies)
+        skew = (per - fastest).clip(lower=0).where(worked | ~worked.any(), -1)
         df[f"{name}_skew_ns"] = skew.reindex(proc).to_numpy().astype(np.int64)
-        df[f"{name}_skew"] = df[f"{name}_skew_ns"] / fastest if fastest else 0.0
+        share = df[f"{name}_skew_ns"] / fastest if fastest else pd.Series(0.0, index=df.index)
+        df[f"{name}_skew"] = share.where(df[f"{name}_skew_ns"] >= 0)
     return df
 
 

@@ -85,6 +85,12 @@ def _label(r: pd.Series, roles: dict[str, str]) -> str:
     return f"{r['label']} \u00b7 {roles[r['label']]}" if r["label"] in roles else str(r["label"])
 
 
+def _skew_text(ns: int) -> str:
+    """A rank's range skew: the time over the shortest range of the ranks that ran kernels ("no
+    kernels" for a rank that ran none: it is no yardstick)."""
+    return "no kernels" if ns < 0 else "fastest" if ns == 0 else f"+{format_ns(ns)}"
+
+
 def _rank_lines(job: Any) -> list[str]:
     shown, said = excerpt(job)
     roles = {label: role for role, label in job.featured().items()}
@@ -94,7 +100,7 @@ def _rank_lines(job: Any) -> list[str]:
         f"{'overl.':>6}  Range skew"
     ]
     for _, r in shown.iterrows():
-        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{format_ns(r['span_skew_ns'])}"
+        skew = _skew_text(int(r["span_skew_ns"]))
         overlap = "" if pd.isna(r["overlap_share"]) else f"{r['overlap_share']:.0%}"
         lines.append(
             f"  {_label(r, roles):<22} {int(r['device']):>4} {format_ns(r['span_ns']):>9} "
@@ -149,7 +155,7 @@ def _rank_table_html(job: Any) -> str:
     ths = "".join(f"<th {style('th')}>{esc(h)}</th>" for h in heads)
     rows = []
     for _, r in shown.iterrows():
-        skew = "fastest" if r["span_skew_ns"] <= 0 else f"+{format_ns(r['span_skew_ns'])}"
+        skew = _skew_text(int(r["span_skew_ns"]))
         overlap = "" if pd.isna(r["overlap_share"]) else f"{r['overlap_share']:.0%}"
         cells = [
             f"<td {word}>{esc(_label(r, roles))}</td>",

@@ -32,6 +32,7 @@ import pandas as pd
 from ..analysis.ranks import rank_figures
 from ..trace import Trace
 from ..units import format_ns
+from .ranks_view import times
 
 __all__ = [
     "COLUMNS",
@@ -79,7 +80,8 @@ def heatmap_values(trace: Trace) -> pd.DataFrame:
     ]
     span = fig["span_ns"].clip(lower=1)
     exposed_ns = (fig["nccl_ns"] - fig["overlap_ns"]).clip(lower=0)
-    shortest = int(fig["span_ns"].min()) if len(fig) else 0
+    busy = fig[fig["span_skew_ns"] >= 0] if "span_skew_ns" in fig else fig
+    shortest = int(busy["span_ns"].min()) if len(busy) else 0
     out = pd.DataFrame(
         {
             "busy": fig["busy_ns"] / span,
@@ -101,7 +103,9 @@ def heatmap_values(trace: Trace) -> pd.DataFrame:
         for e, n in zip(exposed_ns, fig["nccl_ns"])
     ]
     out["skew_text"] = [
-        f"range {format_ns(s)}, +{format_ns(k)} on the shortest ({format_ns(shortest)})"
+        f"range {format_ns(s)}, no kernels to compare"
+        if k < 0
+        else f"range {format_ns(s)}, +{format_ns(k)} on the shortest ({format_ns(shortest)})"
         for s, k in zip(fig["span_ns"], fig["span_skew_ns"])
     ]
     out.index = pd.Index(labels, name="label")
@@ -154,7 +158,9 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
         data["y"] += list(range(n))
         data["fill"] += fill
         data["ink"] += ink
-        data["value"] += [f"{x:.0%}" if key != "skew" else f"+{x:.1%}" for x in v]
+        data["value"] += [
+            f"{x:.0%}" if key != "skew" else (times(x + 1) if x > 1 else f"+{x:.1%}") for x in v
+        ]
         data["text"] += values[f"{key}_text"].tolist()
         data["row"] += list(values.index)
         data["col"] += [name.replace("\n", " ")] * n

@@ -40,8 +40,21 @@ __all__ = [
 _DOT = " \u00b7 "
 
 
+def times(multiple: float) -> str:
+    """A multiple as a reader says it: "3.4×", "43×", "1,950×"."""
+    return f"{multiple:.1f}×" if multiple < 10 else f"{multiple:,.0f}×"
+
+
 def _skew(ns: int, share: float) -> str:
-    return "fastest" if ns <= 0 else f"+{format_ns(ns)} ({share:.0%})"
+    """A skew as time and share of the shortest; past 100% as a multiple of it ("+37 ms, 34× the
+    shortest"): no share of a span above 100%."""
+    if ns < 0:
+        return "no kernels"
+    if ns == 0:
+        return "fastest"
+    if share > 1:
+        return f"+{format_ns(ns)} ({times(share + 1)} the shortest)"
+    return f"+{format_ns(ns)} ({share:.0%})"
 
 
 def _share(x: float) -> str:

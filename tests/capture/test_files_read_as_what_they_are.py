@@ -130,3 +130,70 @@ def test_kernels_that_match_no_launch_say_the_correlation_is_broken(tmp_path):
     assert "launches_after_capture" not in kinds and "kernels_missing" not in kinds
     message = kinds["correlation_broken"].message
     assert "57 of 57 kernels match no launch's correlation id" in message
+
+
+def _kernels_only(pid, n, gap_us):
+    events = []
+    for i in range(n):
+        ts = 1000.0 + gap_us * i
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": pid,
+                "tid": pid,
+                "ts": ts,
+                "dur": 5.0,
+                "args": {"correlation": i + 1},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "void add_kernel<float>()",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 10.0,
+                "dur": 50.0,
+                "args": {"correlation": i + 1, "device": 0, "stream": 7},
+            }
+        )
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"name": "NVIDIA H100"}],
+        "traceEvents": events,
+    }
+
+
+def test_a_rank_without_kernels_is_no_yardstick_and_no_skew_is_a_share_above_100_percent(tmp_path):
+    from gpumagic.render.ranks_view import rank_text_lines
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _write(folder / "rank0.json", _kernels_only(100, 5, 200.0))  # about 1 ms of work
+    _write(folder / "rank1.json", _kernels_only(200, 40, 1000.0))  # about 39 ms
+    copy_only = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"name": "NVIDIA H100"}],
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "pid": 0,
+                "tid": 7,
+                "ts": 1000.0,
+                "dur": 20.0,
+                "args": {"bytes": 4096, "device": 0},
+            }
+        ],
+    }
+    _write(folder / "rank2.json", copy_only)
+    t = gpumagic.load_trace(folder)
+    text = "\n".join(rank_text_lines(t))
+    shares = [float(x) for x in re.findall(r"\((\d+(?:\.\d+)?)%\)", text)]
+    assert all(x <= 100 for x in shares), text
+    assert "× the shortest)" in text, text  # 39 ms against 1 ms: a multiple, not 3800%
+    assert "fastest" in text and "no kernels" in text  # the copy-only rank is no yardstick
