@@ -273,15 +273,22 @@ def _number(value: Any) -> float | None:
 
 def rate_text(row: Any) -> str:
     """'671 TFLOP/s bf16, 68% of peak' or '4.1 TB/s, 86% of bandwidth' for one row of
-    :func:`kernel_rates`; '' where nothing was counted."""
+    :func:`kernel_rates`; past the peak, as a multiple of it with what that means ('4.4 TB/s, 1.3×
+    DRAM bandwidth: part of its data was in the L2 cache'); '' where nothing was counted."""
     flop_rate, byte_rate = _number(row.get("flop_rate")), _number(row.get("byte_rate"))
     if flop_rate:
         text = format_si(flop_rate, "FLOP/s")
         precision = row.get("precision")
         text += f" {precision}" if isinstance(precision, str) else ""
         share = _number(row.get("flop_share"))
+        if share > 1:  # no share above 100%: a multiple, and what it means
+            return text + f", {share:.2g}× the listed peak (a clock above the datasheet's?)"
         return text + (f", {share:.0%} of peak" if share else "")
     if byte_rate:
         share = _number(row.get("byte_share"))
+        if share > 1:  # counted bytes faster than DRAM moves them: some came from the L2 cache
+            return format_si(byte_rate, "B/s") + (
+                f", {share:.2g}× DRAM bandwidth: part of its data was in the L2 cache"
+            )
         return format_si(byte_rate, "B/s") + (f", {share:.0%} of bandwidth" if share else "")
     return ""
