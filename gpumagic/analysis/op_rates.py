@@ -281,12 +281,12 @@ def rate_text(row: Any) -> str:
         precision = row.get("precision")
         text += f" {precision}" if isinstance(precision, str) else ""
         share = _number(row.get("flop_share"))
-        if share > 1:  # no share above 100%: a multiple, and what it means
+        if share and share > 1:  # no share above 100%: a multiple, and what it means
             return text + f", {share:.2g}× the listed peak (a clock above the datasheet's?)"
         return text + (f", {share:.0%} of peak" if share else "")
     if byte_rate:
         share = _number(row.get("byte_share"))
-        if share > 1:  # counted bytes faster than DRAM moves them: some came from the L2 cache
+        if share and share > 1:  # counted bytes faster than DRAM moves them: some from the L2
             return format_si(byte_rate, "B/s") + (
                 f", {share:.2g}× DRAM bandwidth: part of its data was in the L2 cache"
             )

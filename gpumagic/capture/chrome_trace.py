@@ -37,7 +37,7 @@ from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ..trace import Trace, frame, nesting_depth
 from ..trace.chrome_export import CODE_TEXT_KEY, chrome_trace_events, write_chrome_trace
 from ..trace.coverage import made_by_api, recorded_kinds
-from ..trace.device_caps import is_amd
+from ..trace.device_caps import amd_device_from_names, is_amd
 from .chrome_code import code_events
 from .chrome_events import (
     any_placed,
@@ -223,7 +223,6 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
     if dispatches:
         meta["backend"] = ROCPROF
         meta["vendor"] = "AMD"
-        meta.setdefault("device", "AMD GPU")
     rows = {table: len(c["start"]) for table, c in columns.items()}
     for table in _not_cuda(meta, unread, uncategorised, cats, rows):
         columns[table] = {}
@@ -241,6 +240,10 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
         )
         meta.pop("compute_capability", None)
+        if not meta.get("device"):  # no deviceProperties: the GPU the kernels were built for
+            meta["device"] = amd_device_from_names(
+                pd.unique(pd.Series(columns["kernels"].get("name", [])))
+            )
     meta["recorded"] = recorded_kinds(
         {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
     )

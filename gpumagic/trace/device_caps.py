@@ -12,10 +12,45 @@ a fact about a GPU it cannot see.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["compute_capability", "has_tensor_cores", "has_tf32", "is_amd", "vendor"]
+__all__ = [
+    "amd_device_from_names",
+    "compute_capability",
+    "has_tensor_cores",
+    "has_tf32",
+    "is_amd",
+    "vendor",
+]
+
+#: The AMD GPU an ISA target names (what ROCm kernels carry in their names: ``..._gfx942``).
+_GFX = {
+    "gfx950": "AMD Instinct MI350 series (gfx950)",
+    "gfx942": "AMD Instinct MI300 series (gfx942)",
+    "gfx941": "AMD Instinct MI300X (gfx941)",
+    "gfx940": "AMD Instinct MI300A (gfx940)",
+    "gfx90a": "AMD Instinct MI200 series (gfx90a)",
+    "gfx908": "AMD Instinct MI100 (gfx908)",
+    "gfx1100": "AMD Radeon RX 7900 series (gfx1100)",
+}
+_GFX_TOKEN = re.compile(r"gfx(9\d\d|9[0-4]a|1[01]\d\d)", re.IGNORECASE)
+
+
+def amd_device_from_names(names: Iterable[Any]) -> str:
+    """The AMD GPU a trace's kernel names point to (their ISA target, ``gfx942``), where the trace
+    names no device (a ROCm trace without Kineto's ``deviceProperties``): "AMD GPU" where no name
+    carries a target gpumagic knows."""
+    seen: dict[str, int] = {}
+    for name in names:
+        for m in _GFX_TOKEN.finditer(str(name)):
+            token = "gfx" + m.group(1).lower()
+            seen[token] = seen.get(token, 0) + 1
+    known = [t for t in sorted(seen, key=lambda t: -seen[t]) if t in _GFX]
+    if known:
+        return _GFX[known[0]]
+    return f"AMD GPU ({next(iter(sorted(seen, key=lambda t: -seen[t])))})" if seen else "AMD GPU"
+
 
 #: Device-name patterns -> compute capability, for traces that name the GPU and do not say its
 #: capability. First match wins: longer, more specific patterns first.

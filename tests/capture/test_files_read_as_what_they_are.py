@@ -197,3 +197,40 @@ def test_a_rank_without_kernels_is_no_yardstick_and_no_skew_is_a_share_above_100
     assert all(x <= 100 for x in shares), text
     assert "× the shortest)" in text, text  # 39 ms against 1 ms: a multiple, not 3800%
     assert "fastest" in text and "no kernels" in text  # the copy-only rank is no yardstick
+
+
+def test_a_rocm_trace_without_device_properties_names_its_gpu_from_its_kernels(tmp_path):
+    events = []
+    for i in range(10):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "hipLaunchKernel",
+                "pid": 10,
+                "tid": 10,
+                "ts": 100.0 + 50 * i,
+                "dur": 4.0,
+                "args": {"correlation": i + 1},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "Cijk_Alik_Bljk_SB_MT64x64x16_gfx942",
+                "pid": 0,
+                "tid": 1,
+                "ts": 110.0 + 50 * i,
+                "dur": 30.0,
+                "args": {"correlation": i + 1, "device": 0, "stream": 0},
+            }
+        )
+    t = gpumagic.load_trace(
+        _write(tmp_path / "rocm.json", {"roctracer_version": "4.1", "traceEvents": events})
+    )
+    assert t.meta["vendor"] == "AMD" and "gfx942" in t.meta["device"]
+    text = str(ProfileReport(t, label="rocm"))
+    assert "unknown device" not in text and text.startswith("AMD Instinct MI300")
+    listed = gpumagic.load_trace(_write(tmp_path / "list.json", _rocprof_list()))
+    assert listed.meta["device"] == "AMD GPU"  # its names carry no ISA target
