@@ -31,9 +31,7 @@ TRACES = sorted(
     if "kernel" not in p.name and "names" not in p.name
 )
 EXPORTS = sorted(
-    p.relative_to(DATA).as_posix()
-    for p in DATA.glob("**/*.sqlite.gz")
-    if "nocuda" not in p.name
+    p.relative_to(DATA).as_posix() for p in DATA.glob("**/*.sqlite.gz") if "nocuda" not in p.name
 )
 
 

@@ -337,6 +337,16 @@ def load_reports(
     if align not in ("auto", "collective", "none"):
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
     files, skipped = _of_kind(paths, kind)
+    if len(files) > TOO_MANY_REPORTS:
+        raise TooManyReportsError(
+            detail=(
+                f"{len(files):,} reports would be read into one Trace, holding every rank's rows "
+                f"here (about {24 * len(files) / 1000:.1f} GB at 50,000 kernels a rank): read the "
+                "job with gpumagic.read_job(path), which reduces each rank where it is read and "
+                "keeps a few KB a rank (the same per-rank figures), or give load_nsys/load_trace "
+                f"at most {TOO_MANY_REPORTS} files (a narrower glob)"
+            )
+        )
     if len(files) > MANY_REPORTS:
         warnings.warn(
             f"{len(files)} reports read into one Trace: every rank's rows are held here (about "
@@ -372,6 +382,13 @@ def load_reports(
 #: reads it in bounded memory (they still return the one Trace they always have: their callers
 #: read its rows).
 MANY_REPORTS = 128
+#: Past this many, they stop before reading any and say to use ``gpumagic.read_job`` (128 ranks of
+#: 20,000 kernels held 3.5 GB in one Trace, where ``read_job`` held 164 MB).
+TOO_MANY_REPORTS = 512
+
+
+class TooManyReportsError(GpuMagicError, ValueError):
+    """A job of more reports than one Trace should hold (``detail``: how many, and what to do)."""
 
 
 class ManyReportsWarning(UserWarning):
