@@ -1,7 +1,8 @@
-"""Every call a message of gpumagic's suggests can be made as it is written: each ``gpumagic.f(...)``
-(or ``load_nsys(...)``, ``NsysOptions(...)``...) that an error, a warning or a finding names is
-looked up and its keyword arguments bound to the function's own signature, so a fix such as
-``nsys_path=`` (a parameter ``load_nsys`` never had) fails here, not in a user's notebook."""
+"""Every call a message of gpumagic's suggests can be made as it is written: each
+``gpumagic.f(...)`` (or ``load_nsys(...)``, ``NsysOptions(...)``...) that an error, a warning or a
+finding names is looked up and its keyword arguments bound to the function's own signature, so a
+fix such as ``nsys_path=`` (a parameter ``load_nsys`` never had) fails here, not in a user's
+notebook."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_the_messages_suggest_calls():
 def test_each_suggested_call_binds_to_the_functions_signature(name, args, module):
     fn = _target(name)
     assert fn is not None, f"{module} suggests {name}(), which gpumagic does not have"
-    keywords = {k: None for k in KEYWORD.findall(args)}
+    keywords = dict.fromkeys(KEYWORD.findall(args))
     signature = inspect.signature(fn)
     takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     if not takes_any:

@@ -33,8 +33,11 @@ GAP_SHARE = 0.2
 def format_bytes(n: float) -> str:
     """Binary units, three significant digits: 1.5 GiB, 640 MiB, 512 B."""
     sign, n = ("-" if n < 0 else ""), abs(float(n))
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
+    units = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+    for i, (unit, scale) in enumerate(units):
+        if n >= scale or (n >= 999.5 and unit == "KiB"):
+            if n / scale >= 999.5 and i:  # "1.02e+03 MiB" at three digits: the next unit up
+                unit, scale = units[i - 1]
             return f"{sign}{n / scale:.3g} {unit}"
     return f"{sign}{int(n)} B"
 

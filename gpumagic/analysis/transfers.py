@@ -110,9 +110,11 @@ def _moved(copies: pd.DataFrame, ns: int) -> tuple[str, str, int | None]:
 
 
 def _mb(nbytes: int) -> str:
-    """Bytes in MB as the findings write them; under 1 MB in kB, so a small copy never reads "0
-    MB"."""
-    return f"{nbytes / 1e6:,.0f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:,.1f} kB"
+    """Bytes in MB as the findings write them; under 1 MB in kB and under 100 B in bytes, so a
+    small copy never reads "0 MB" or "0.0 kB"."""
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:,.0f} MB"
+    return f"{nbytes / 1e3:,.1f} kB" if nbytes >= 100 else f"{int(nbytes)} B"  # never "0.0 kB"
 
 
 def _pageable_copies(trace: Trace) -> set[int]:

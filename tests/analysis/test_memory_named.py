@@ -365,3 +365,12 @@ def test_a_second_micro_batchs_backward_is_named_though_it_makes_no_new_gradient
         assert unnamed <= 0.05 * m.peak_bytes, (column, unnamed)
     when = next(f.message for f in m.findings if f.kind == "memory_when")
     assert " (backward)" in when
+
+
+def test_byte_amounts_read_as_a_person_writes_them():
+    from gpumagic.analysis.transfers import _mb
+
+    assert format_bytes(1023 * 2**20 + 2**19) == "1 GiB"  # not "1.02e+03 MiB"
+    assert format_bytes(999 * 2**20) == "999 MiB" and format_bytes(512) == "512 B"
+    assert "e+" not in "".join(format_bytes(n) for n in range(2**20 - 600, 2**20, 7))
+    assert _mb(4) == "4 B" and _mb(4096) == "4.1 kB" and _mb(3_000_000) == "3 MB"  # not "0.0 kB"
