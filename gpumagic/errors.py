@@ -106,6 +106,10 @@ class InvalidOptionError(GpuMagicError, ValueError):
     template = "{option} {reason}, got {value!r}"
 
 
+class TooManyReportsError(GpuMagicError, ValueError):
+    """A job of more reports than one Trace should hold (``detail``: how many, and what to do)."""
+
+
 class TraceFormatError(GpuMagicError, ValueError):
     """A file is not a torch.profiler Chrome trace gpumagic can read: ``path`` and ``reason``."""
 

@@ -81,13 +81,30 @@ def host_copies(trace: Trace) -> list[Finding]:
             "host_copies",
             "warn",
             f"Host<->device copies ({kinds}) {moved} in {t(ns)}{rate}: {ns / busy:.0%} of GPU "
-            f"busy time. Keep "
-            "tensors on the GPU between cells; where data must come from the host, pinned "
-            "memory (.pin_memory()) and "
-            ".to(device, non_blocking=True) let the copies overlap compute.",
+            f"busy time. {_copy_advice(trace)}",
             {"ns": ns, "bytes": nbytes, "share_of_busy": ns / busy},
         )
     ]
+
+
+def _copy_advice(trace: Trace) -> str:
+    """What keeps copies off the GPU's path, said for what made the trace: a notebook cell's
+    tensors (between cells), a PyTorch program's (across steps), or a CUDA program's own."""
+    names = trace.kernels["name"] if "name" in trace.kernels else pd.Series([], dtype=object)
+    torch_made = trace.meta.get("backend") == "torch.profiler" or any(
+        "at::native" in str(n) for n in pd.unique(names)[:2000]
+    )
+    if not torch_made:
+        return (
+            "Keep data on the device between kernels; where it must come from the host, pinned "
+            "host memory (cudaMallocHost) and cudaMemcpyAsync on a stream of its own let the "
+            "copies overlap compute."
+        )
+    where = "between cells" if trace.meta.get("cell_source") else "across steps"
+    return (
+        f"Keep tensors on the GPU {where}; where data must come from the host, pinned memory "
+        "(.pin_memory()) and .to(device, non_blocking=True) let the copies overlap compute."
+    )
 
 
 def _moved(copies: pd.DataFrame, ns: int) -> tuple[str, str, int | None]:

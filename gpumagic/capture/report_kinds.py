@@ -13,17 +13,22 @@ and how to read them.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from ..errors import GpuMagicError
+from ..errors import GpuMagicError, TooManyReportsError
 
 __all__ = [
     "CHROME_SUFFIXES",
+    "MANY_REPORTS",
     "NSYS_SUFFIXES",
     "READER",
+    "TOO_MANY_REPORTS",
+    "ManyReportsWarning",
     "ReportKind",
     "ReportKindError",
+    "check_count",
     "kind_of",
     "split_kinds",
 ]
@@ -90,3 +95,41 @@ def describe(paths: object) -> str:
         return os.fspath(paths)
     items = list(paths) if isinstance(paths, (list, tuple, set)) else []
     return f"the {len(items)} files given" if len(items) != 1 else os.fspath(items[0])
+
+
+#: Past this many reports, ``load_nsys``/``load_trace`` of a job say that ``gpumagic.read_job``
+#: reads it in bounded memory (they still return the one Trace they always have: their callers
+#: read its rows).
+MANY_REPORTS = 128
+#: Past this many, they stop before reading any and say to use ``gpumagic.read_job`` (128 ranks of
+#: 20,000 kernels held 3.5 GB in one Trace, where ``read_job`` held 164 MB).
+TOO_MANY_REPORTS = 512
+
+
+class ManyReportsWarning(UserWarning):
+    """A job of more than :data:`MANY_REPORTS` reports read into one Trace."""
+
+
+def check_count(n: int) -> None:
+    """Before a job of ``n`` reports is read into one Trace: past :data:`TOO_MANY_REPORTS` a
+    :class:`~gpumagic.errors.TooManyReportsError` naming ``gpumagic.read_job``, past
+    :data:`MANY_REPORTS` a :class:`ManyReportsWarning` saying the same."""
+    too_many = TOO_MANY_REPORTS
+    if n > too_many:
+        raise TooManyReportsError(
+            detail=(
+                f"{n:,} reports would be read into one Trace, holding every rank's rows here "
+                f"(about {24 * n / 1000:.1f} GB at 50,000 kernels a rank): read the job with "
+                "gpumagic.read_job(path), which reduces each rank where it is read and keeps a "
+                "few KB a rank (the same per-rank figures), or give load_nsys/load_trace at most "
+                f"{too_many} files (a narrower glob)"
+            )
+        )
+    if n > MANY_REPORTS:
+        warnings.warn(
+            f"{n} reports read into one Trace: every rank's rows are held here (about 24 MB a "
+            "rank of 50,000 kernels). gpumagic.read_job(...) reduces each rank where it is read "
+            "and keeps a few KB a rank, with the same per-rank figures.",
+            ManyReportsWarning,
+            stacklevel=4,
+        )

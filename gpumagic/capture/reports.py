@@ -62,7 +62,17 @@ from ..errors import FileMissingError, GpuMagicError
 from ..trace import COLUMNS, Trace, frame, id_column
 from .clock_alignment import align_on_collective
 from .job_identity import chrome_identity, mismatch, nsys_identity
-from .report_kinds import READER, ReportKind, ReportKindError, describe, kind_of, split_kinds
+from .report_kinds import (
+    MANY_REPORTS,
+    READER,
+    ManyReportsWarning,
+    ReportKind,
+    ReportKindError,
+    check_count,
+    describe,
+    kind_of,
+    split_kinds,
+)
 
 __all__ = [
     "MANY_REPORTS",
@@ -337,24 +347,7 @@ def load_reports(
     if align not in ("auto", "collective", "none"):
         raise ValueError(f"align must be 'auto', 'collective' or 'none', got {align!r}")
     files, skipped = _of_kind(paths, kind)
-    if len(files) > TOO_MANY_REPORTS:
-        raise TooManyReportsError(
-            detail=(
-                f"{len(files):,} reports would be read into one Trace, holding every rank's rows "
-                f"here (about {24 * len(files) / 1000:.1f} GB at 50,000 kernels a rank): read the "
-                "job with gpumagic.read_job(path), which reduces each rank where it is read and "
-                "keeps a few KB a rank (the same per-rank figures), or give load_nsys/load_trace "
-                f"at most {TOO_MANY_REPORTS} files (a narrower glob)"
-            )
-        )
-    if len(files) > MANY_REPORTS:
-        warnings.warn(
-            f"{len(files)} reports read into one Trace: every rank's rows are held here (about "
-            "24 MB a rank of 50,000 kernels). gpumagic.read_job(...) reduces each rank where it "
-            "is read and keeps a few KB a rank, with the same per-rank figures.",
-            ManyReportsWarning,
-            stacklevel=3,
-        )
+    check_count(len(files))
     reports, unreadable = _read_all(files, executor, reader)
     trace = _stack(reports)
     trace.meta["unreadable"] = [{"path": p, "reason": why} for p, why in unreadable]
@@ -376,23 +369,6 @@ def load_reports(
             "host": reports[0].host,
         }
     return trace
-
-
-#: Past this many reports, ``load_nsys``/``load_trace`` of a job say that ``gpumagic.read_job``
-#: reads it in bounded memory (they still return the one Trace they always have: their callers
-#: read its rows).
-MANY_REPORTS = 128
-#: Past this many, they stop before reading any and say to use ``gpumagic.read_job`` (128 ranks of
-#: 20,000 kernels held 3.5 GB in one Trace, where ``read_job`` held 164 MB).
-TOO_MANY_REPORTS = 512
-
-
-class TooManyReportsError(GpuMagicError, ValueError):
-    """A job of more reports than one Trace should hold (``detail``: how many, and what to do)."""
-
-
-class ManyReportsWarning(UserWarning):
-    """A job of more than :data:`MANY_REPORTS` reports read into one Trace."""
 
 
 class JobMismatchWarning(UserWarning):

@@ -131,3 +131,35 @@ def test_host_waits_inside_the_cell_are_found_and_the_captures_own_sync_is_not()
         meta={"label": "cell:s"},
     )
     assert "host_sync" not in by_kind(quiet)
+
+
+def test_copy_advice_is_for_what_made_the_trace():
+    """PyTorch's advice for a PyTorch cell (between cells) or program (across steps); a CUDA
+    program's own (pinned host memory, cudaMemcpyAsync) for a trace of no PyTorch kernels."""
+    mem = [
+        dict(
+            kind="HtoD",
+            name="Memcpy HtoD",
+            bytes=1 << 28,
+            start=0,
+            end=10_000_000,
+            device=0,
+            stream=7,
+        )
+    ]
+    plain_cuda = Trace(
+        kernels=frame("kernels", [kernel("my_saxpy_kernel", 10_000_000, 20_000_000)]),
+        memops=frame("memops", mem),
+    )
+    advice = by_kind(plain_cuda)["host_copies"].message
+    assert "cudaMallocHost" in advice and "pin_memory" not in advice and "cells" not in advice
+    torch_program = Trace(
+        kernels=frame("kernels", [kernel(SGEMM_A, 10_000_000, 20_000_000)]),
+        memops=frame("memops", mem),
+    )
+    torch_program.meta["backend"] = "torch.profiler"
+    advice = by_kind(torch_program)["host_copies"].message
+    assert "pin_memory" in advice and "across steps" in advice
+    torch_program.meta["cell_source"] = "y = model(x.cuda())"
+    torch_program._memo.clear()
+    assert "between cells" in by_kind(torch_program)["host_copies"].message

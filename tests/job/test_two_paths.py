@@ -133,21 +133,21 @@ def test_a_rank_not_in_the_job_is_named():
 
 
 def test_load_nsys_of_many_reports_points_to_read_job(exports, monkeypatch):
-    from gpumagic.capture import reports
+    from gpumagic.capture import report_kinds, reports
 
-    monkeypatch.setattr(reports, "MANY_REPORTS", 1)
+    monkeypatch.setattr(report_kinds, "MANY_REPORTS", 1)
     with pytest.warns(reports.ManyReportsWarning, match="read_job"):
         trace = load_nsys(exports)
     assert len(rank_figures(trace)) == 2  # still the one Trace of every rank
 
 
 def test_load_nsys_of_too_many_reports_stops_before_reading_and_says_read_job(exports, monkeypatch):
-    from gpumagic.capture import reports
+    from gpumagic.capture import report_kinds, reports
 
-    monkeypatch.setattr(reports, "TOO_MANY_REPORTS", 1)
+    monkeypatch.setattr(report_kinds, "TOO_MANY_REPORTS", 1)
     read = []
     monkeypatch.setattr(reports, "_read_all", lambda *a, **k: read.append(a) or ([], []))
-    with pytest.raises(reports.TooManyReportsError, match=r"gpumagic\.read_job\(path\)"):
+    with pytest.raises(report_kinds.TooManyReportsError, match=r"gpumagic\.read_job\(path\)"):
         load_nsys(exports)
     assert not read  # nothing read: the machine is not filled first
     job = read_job(exports)  # the advice works on the same files
