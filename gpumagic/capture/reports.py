@@ -101,6 +101,7 @@ _SUFFIXES = (
     ".pt.trace.json",
     ".pt.trace.json.gz",
 )
+_NSYS_DEFAULT = re.compile(r"report\d+")
 _RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?=\D*$)"))
 #: Past this many pids a pid is offset per file where files share pids (processes of different
 #: hosts).
@@ -214,12 +215,14 @@ def _natural(path: str) -> list[Any]:
 
 def rank_from_name(path: str) -> int | None:
     """The rank a file's name says: ``rank3``/``rank_3``/``rank-3``, else the last number before its
-    extension."""
+    extension; none for nsys' default names (``report1``, ``report2``: its count of reports)."""
     name = os.path.basename(path)
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
             break
+    if _NSYS_DEFAULT.fullmatch(name):  # nsys' own numbering of its reports, not a rank
+        return None
     for pattern in _RANK_IN_NAME:
         m = pattern.search(name)
         if m:

@@ -116,6 +116,9 @@ def test_ranks_from_file_names_else_file_order(tmp_path):
         9,
         None,
     ]
+    # nsys numbers its own reports report1, report2, ...: a count of runs, not ranks
+    assert [rank_from_name(p) for p in ("report1.nsys-rep", "report2.sqlite")] == [None, None]
+    assert rank_from_name("report_rank3.sqlite") == 3
 
 
 def test_an_unreadable_file_is_named_and_the_others_load(per_rank_copy):
