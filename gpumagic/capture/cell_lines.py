@@ -31,6 +31,7 @@ __all__ = [
     "capped_lines",
     "counted_range",
     "fast_range",
+    "imported",
     "line_range",
     "mark_body",
     "mark_lines",
@@ -154,11 +155,12 @@ def value_in_line(line: int, value: Callable[[], _T]) -> _T:
         return value()
 
 
-def _this(attr: str, node: ast.AST) -> ast.expr:
-    """``__import__("gpumagic.capture.cell_lines", fromlist=["x"]).attr`` at ``node``'s place."""
+def imported(attr: str, node: ast.AST, module: str = __name__) -> ast.expr:
+    """``__import__(module, fromlist=[attr]).attr`` at ``node``'s place: how marked code reaches
+    gpumagic's ranges without a name in the user's namespace."""
     call = ast.Call(
         func=ast.Name(id="__import__", ctx=ast.Load()),
-        args=[ast.Constant(__name__)],
+        args=[ast.Constant(module)],
         keywords=[ast.keyword(arg="fromlist", value=ast.List([ast.Constant(attr)], ast.Load()))],
     )
     return ast.copy_location(ast.Attribute(value=call, attr=attr, ctx=ast.Load()), node)
@@ -167,7 +169,7 @@ def _this(attr: str, node: ast.AST) -> ast.expr:
 def _wrapped(stmt: ast.stmt) -> ast.stmt:
     item = ast.withitem(
         context_expr=ast.Call(
-            func=_this("line_range", stmt), args=[ast.Constant(stmt.lineno)], keywords=[]
+            func=imported("line_range", stmt), args=[ast.Constant(stmt.lineno)], keywords=[]
         )
     )
     return ast.copy_location(ast.With(items=[item], body=[stmt]), stmt)
@@ -230,7 +232,7 @@ def mark_lines(tree: ast.Module) -> ast.Module:
             body=last.value,
         )
         call = ast.Call(
-            func=_this("value_in_line", last), args=[ast.Constant(last.lineno), fn], keywords=[]
+            func=imported("value_in_line", last), args=[ast.Constant(last.lineno), fn], keywords=[]
         )
         tree.body.append(ast.copy_location(ast.Expr(ast.copy_location(call, last)), last))
     return ast.fix_missing_locations(tree)

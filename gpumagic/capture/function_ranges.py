@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .cell_inputs import free_names
-from .cell_lines import counted_range, fast_range, mark_body
+from .cell_lines import counted_range, fast_range, imported, mark_body
 from .compiled_functions import is_compiled_function
 
 __all__ = [
@@ -149,20 +149,10 @@ def _reach(namespace: Mapping[str, Any], path: list[str]) -> Any:
     return obj
 
 
-def _this(attr: str, node: ast.AST) -> ast.expr:
-    """``__import__("gpumagic.capture.function_ranges", fromlist=[attr]).attr`` at ``node``."""
-    call = ast.Call(
-        func=ast.Name(id="__import__", ctx=ast.Load()),
-        args=[ast.Constant(__name__)],
-        keywords=[ast.keyword(arg="fromlist", value=ast.List([ast.Constant(attr)], ast.Load()))],
-    )
-    return ast.copy_location(ast.Attribute(value=call, attr=attr, ctx=ast.Load()), node)
-
-
 def _in(node: ast.stmt, body: list[ast.stmt], call: str, *args: Any) -> ast.stmt:
     item = ast.withitem(
         context_expr=ast.Call(
-            func=_this(call, node), args=[ast.Constant(a) for a in args], keywords=[]
+            func=imported(call, node, __name__), args=[ast.Constant(a) for a in args], keywords=[]
         )
     )
     return ast.copy_location(ast.With(items=[item], body=body), node)

@@ -64,12 +64,12 @@ def test_a_list_of_server_records_is_refused_as_not_a_trace(tmp_path):
         assert "not a Chrome trace" in said and "'ph'" in said and name in said
 
 
-def _kineto(pid, t0_us, n, lost_tail=3, correlation=True):
+def _kineto(pid, t0_us, n, lost_tail=3, correlation=True, gap_us=100.0):
     """A torch.profiler trace of one process: n launches, the last ``lost_tail`` of them without a
     kernel (the capture ended); ``correlation=False``: its kernels carry ids no launch has."""
     events = []
     for i in range(n):
-        ts = t0_us + 100.0 * i
+        ts = t0_us + gap_us * i
         events.append(
             {
                 "ph": "X",
@@ -133,38 +133,8 @@ def test_kernels_that_match_no_launch_say_the_correlation_is_broken(tmp_path):
 
 
 def _kernels_only(pid, n, gap_us):
-    events = []
-    for i in range(n):
-        ts = 1000.0 + gap_us * i
-        events.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
-                "pid": pid,
-                "tid": pid,
-                "ts": ts,
-                "dur": 5.0,
-                "args": {"correlation": i + 1},
-            }
-        )
-        events.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "void add_kernel<float>()",
-                "pid": 0,
-                "tid": 7,
-                "ts": ts + 10.0,
-                "dur": 50.0,
-                "args": {"correlation": i + 1, "device": 0, "stream": 7},
-            }
-        )
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"name": "NVIDIA H100"}],
-        "traceEvents": events,
-    }
+    """A process's n launches, each with its kernel, ``gap_us`` apart."""
+    return _kineto(pid, 1000.0, n, lost_tail=0, gap_us=gap_us)
 
 
 def test_a_rank_without_kernels_is_no_yardstick_and_no_skew_is_a_share_above_100_percent(tmp_path):
