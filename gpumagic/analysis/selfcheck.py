@@ -211,7 +211,7 @@ def _broken_correlation(
         return None
     k_end = int(trace.kernels["end"].max())
     first = int(launched["start"].to_numpy(dtype="int64")[missing].min())
-    n = int((keys >= 0).sum() - _sorted_holds(_ids(trace.kernels), keys).sum())
+    n = int(missing.sum())
     return Finding(
         "correlation_broken",
         "warn",

@@ -200,10 +200,14 @@ def with_their_globals(namespace: Mapping[str, Any], table: list[dict[str, Any]]
     """``namespace`` and the public names of the globals of the functions of ``table``: where the
     models those functions use are found (a subprocess's namespace holds only the cell's own names;
     the model a shipped ``step()`` trains travels in its globals)."""
+    scopes = [getattr(_reach(namespace, list(e["path"])), "__globals__", None) for e in table]
+    # a notebook's own functions read the namespace itself: nothing to add
+    scopes = [g for g in scopes if g and g is not namespace]
+    if not scopes:
+        return namespace
     scope = dict(namespace)
-    for entry in table:
-        fn = _reach(namespace, list(entry["path"]))
-        for key, value in (getattr(fn, "__globals__", None) or {}).items():
+    for globals_of in scopes:
+        for key, value in globals_of.items():
             if not key.startswith("_"):
                 scope.setdefault(key, value)
     return scope

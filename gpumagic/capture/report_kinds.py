@@ -114,15 +114,14 @@ def check_count(n: int) -> None:
     """Before a job of ``n`` reports is read into one Trace: past :data:`TOO_MANY_REPORTS` a
     :class:`~gpumagic.errors.TooManyReportsError` naming ``gpumagic.read_job``, past
     :data:`MANY_REPORTS` a :class:`ManyReportsWarning` saying the same."""
-    too_many = TOO_MANY_REPORTS
-    if n > too_many:
+    if n > TOO_MANY_REPORTS:
         raise TooManyReportsError(
             detail=(
                 f"{n:,} reports would be read into one Trace, holding every rank's rows here "
                 f"(about {24 * n / 1000:.1f} GB at 50,000 kernels a rank): read the job with "
                 "gpumagic.read_job(path), which reduces each rank where it is read and keeps a "
                 "few KB a rank (the same per-rank figures), or give load_nsys/load_trace at most "
-                f"{too_many} files (a narrower glob)"
+                f"{TOO_MANY_REPORTS} files (a narrower glob)"
             )
         )
     if n > MANY_REPORTS:

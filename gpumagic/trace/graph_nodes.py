@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .coverage import LAUNCH_APIS
+from .launching_ops import names_passing
 
 __all__ = ["GraphOrigins", "graph_note", "graph_origins"]
 
@@ -79,20 +80,27 @@ def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
     api = trace.api
     if api.empty or not n or "correlation" not in work:
         return out
-    base = api["name"].map(_base)
-    replay_rows = api[base.isin(_REPLAY).to_numpy()]
+
+    def named(wanted: tuple[str, ...]) -> np.ndarray:  # each distinct name asked once
+        return names_passing(api["name"], lambda name: _base(name) in wanted)
+
+    replay_rows = api[named(_REPLAY)]
     if replay_rows.empty:
         return out
+    replayed = work["correlation"].isin(replay_rows["correlation"]).to_numpy()
     is_kernel = work["kernel"].to_numpy(dtype=bool)
     by_corr: dict[tuple[bool, Any], list[int]] = defaultdict(list)
-    for i, c in enumerate(work["correlation"].tolist()):
-        if c == c:
-            by_corr[(bool(is_kernel[i]), c)].append(i)
-    captures = {kind: _captures(api, base, launch) for kind, launch in _KINDS.items()}
+    for i in np.flatnonzero(replayed).tolist():  # only the replays' own work
+        by_corr[(bool(is_kernel[i]), work["correlation"].iat[i])].append(i)
+    begins, ends = named(_BEGIN), named(_END)
+    captures = {
+        kind: _captures(api, begins, ends, named(launch)) if begins.any() else []
+        for kind, launch in _KINDS.items()
+    }
     out.captures = len(captures[True])
     starts = work["start"].to_numpy()
-    streams = work["stream"].tolist() if "stream" in work else [None] * n
-    names = work["name"].astype(str).tolist()
+    streams = work["stream"].to_numpy() if "stream" in work else np.full(n, None)
+    names = work["name"].to_numpy()
     seen_order: dict[tuple[bool, int], list[str]] = {}
     for _, r in replay_rows.sort_values("start", kind="stable").iterrows():
         groups = {
@@ -113,7 +121,7 @@ def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
                     out.reasons[why] = out.reasons.get(why, 0) + len(rows)
                 continue
             k, launches = why
-            order = [names[i] for i in rows]
+            order = [str(names[i]) for i in rows]
             if seen_order.setdefault((kind, k), order) != order:
                 if kind:
                     why = "replays of it ran different kernels"
@@ -127,15 +135,18 @@ def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
 
 
 def _captures(
-    api: pd.DataFrame, base: pd.Series, launch: tuple[str, ...]
+    api: pd.DataFrame, begin: np.ndarray, end: np.ndarray, launch: np.ndarray
 ) -> list[tuple[float, list[tuple[float, Any]]]]:
-    """Each capture in the trace: its end (ns) and its ``launch`` calls (start, thread) in order."""
+    """Each capture in the trace: its end (ns) and its launch calls (start, thread) in order;
+    ``begin``, ``end``, ``launch``: which API rows begin and end a capture and launch a node."""
     out = []
-    for thread, rows in api.groupby("thread", sort=False):
-        b = base.loc[rows.index]
-        begins = rows[b.isin(_BEGIN).to_numpy()].sort_values("start")
-        ends = rows[b.isin(_END).to_numpy()].sort_values("start")
-        launches = rows[b.isin(launch).to_numpy()].sort_values("start", kind="stable")
+    calls = api[begin | end | launch].assign(
+        role=np.select([begin, end], ["begin", "end"], "launch")[begin | end | launch]
+    )
+    for thread, rows in calls.groupby("thread", sort=False):
+        begins = rows[rows["role"] == "begin"].sort_values("start")
+        ends = rows[rows["role"] == "end"].sort_values("start")
+        launches = rows[rows["role"] == "launch"].sort_values("start", kind="stable")
         for s in begins["start"].tolist():
             after = ends[ends["start"] >= s]
             if after.empty:

@@ -21,7 +21,13 @@ from ..kernels.libraries import is_driver_launch
 from .model import Trace
 from .summaries import launching_op_rows
 
-__all__ = ["PRECISION_OF_TYPE", "kernel_op_precisions", "launching_ops", "precision_of_types"]
+__all__ = [
+    "PRECISION_OF_TYPE",
+    "kernel_op_precisions",
+    "launching_ops",
+    "names_passing",
+    "precision_of_types",
+]
 
 #: kineto's names of the tensor element types -> the precision words the kernel table uses.
 PRECISION_OF_TYPE = {
@@ -74,7 +80,7 @@ def kernel_op_precisions(trace: Trace) -> dict[str, str]:
     return trace.memo("launching_ops.precisions", compute)
 
 
-def _holds(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+def names_passing(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
     """Which rows' names pass ``test``, asked once per distinct name: a million-row column is not
     turned into strings row by row (a categorical's codes pick from its categories' answers)."""
     if isinstance(names.dtype, pd.CategoricalDtype):
@@ -95,7 +101,7 @@ def kernel_launch_apis(trace: Trace) -> dict[str, str]:
         k, api = trace.kernels, trace.api
         if k.empty or api.empty or "correlation" not in k or "correlation" not in api:
             return {}
-        driver = api[_holds(api["name"], is_driver_launch)]  # asked once per distinct name
+        driver = api[names_passing(api["name"], is_driver_launch)]  # asked once per distinct name
         if driver.empty:
             return {}
         by_id = dict(zip(driver["correlation"], driver["name"].astype(str)))
