@@ -12,8 +12,11 @@ did not record it, how that shows, and how to record it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from .device_caps import is_amd
 
@@ -23,6 +26,7 @@ __all__ = [
     "RECORDS",
     "device_not_read",
     "made_by_api",
+    "names_passing",
     "not_recorded",
     "not_recorded_in",
     "range_profiled",
@@ -256,3 +260,14 @@ def range_profiled(info: dict[str, Any]) -> str:
         "profile without "
         f"profiler metrics: {_TORCH_CUDA}."
     )
+
+
+def names_passing(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+    """Which rows' names pass ``test``, asked once per distinct name: a million-row column is not
+    turned into strings row by row (a categorical's codes pick from its categories' answers)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        answers = np.array([bool(test(str(c))) for c in names.cat.categories] + [False])
+        return answers[names.cat.codes.to_numpy()]  # code -1 (missing) picks the last, False
+    uniques = pd.unique(names)
+    passing = [u for u in uniques if test(str(u))]
+    return names.isin(passing).to_numpy()

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .coverage import LAUNCH_APIS
-from .launching_ops import names_passing
+from .coverage import LAUNCH_APIS, names_passing
 
 __all__ = ["GraphOrigins", "graph_note", "graph_origins"]
 

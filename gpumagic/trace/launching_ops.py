@@ -12,12 +12,12 @@ same thread. An nsys export has no torch ops, so there the name is all there is.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..kernels.libraries import is_driver_launch
+from .coverage import names_passing
 from .model import Trace
 from .summaries import launching_op_rows
 
@@ -25,7 +25,6 @@ __all__ = [
     "PRECISION_OF_TYPE",
     "kernel_op_precisions",
     "launching_ops",
-    "names_passing",
     "precision_of_types",
 ]
 
@@ -78,17 +77,6 @@ def kernel_op_precisions(trace: Trace) -> dict[str, str]:
         return {name: c.most_common(1)[0][0] for name, c in votes.items()}
 
     return trace.memo("launching_ops.precisions", compute)
-
-
-def names_passing(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
-    """Which rows' names pass ``test``, asked once per distinct name: a million-row column is not
-    turned into strings row by row (a categorical's codes pick from its categories' answers)."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        answers = np.array([bool(test(str(c))) for c in names.cat.categories] + [False])
-        return answers[names.cat.codes.to_numpy()]  # code -1 (missing) picks the last, False
-    uniques = pd.unique(names)
-    passing = [u for u in uniques if test(str(u))]
-    return names.isin(passing).to_numpy()
 
 
 def kernel_launch_apis(trace: Trace) -> dict[str, str]:
