@@ -1,9 +1,10 @@
 """Decoding speed: 100,000 kernel names as a trace holds them (a few hundred distinct names, many
 repeats), and every distinct corpus name decoded cold (cache cleared); and the share of annotated
-fields decoded right in each corpus of real names (tests/data/kernel_names*.json), and, with
+fields decoded right and of names with every annotated field right,
+in each corpus of real names (tests/data/kernel_names*.json), and, with
 ``--heldout PATH``, in a hand-labelled set kept outside the repository. Prints tables and writes JSON.
 
-    python benchmarks/kernel_decode.py [--json PATH] [--heldout PATH]
+    python benchmarks/kernel_decode.py [--json PATH] [--heldout PATH] [--wrong]
 
 A held-out file is tab-separated, one name a line: ``name``, ``source``, then ``field=value`` labels
 (``family=other``, ``op=gemm``, ``precision=fp16``, ``tensor_cores=True``, ``library=MIOpen``;
@@ -37,6 +38,7 @@ ACCURACY = {
     "kernel_names_heldout.json": "alternatives",
     "kernel_names_training.json": "alternatives",
     "kernel_names_llm.json": "alternatives",
+    "kernel_names_blackwell.json": "alternatives",
 }
 
 
@@ -93,15 +95,37 @@ def heldout(path: pathlib.Path) -> dict:
 
 
 def accuracy(path: pathlib.Path, how: str) -> dict:
-    """Annotated fields decoded right in one corpus, overall and per field."""
+    """Annotated fields decoded right in one corpus, overall and per field; names with every
+    annotated field right, overall and per tag (an entry's ``tags``: ``blackwell``, ``gb10``...);
+    and the names with a field wrong."""
     total, right = Counter(), Counter()
+    names, whole, tag_names, tag_whole, wrong = 0, 0, Counter(), Counter(), []
     for e in json.loads(path.read_text()):
         k = decode(e["name"])
+        ok_all = True
         for name, want in e["expect"].items():
+            ok = _right(k, name, want, how)
             total[name] += 1
-            right[name] += _right(k, name, want, how)
+            right[name] += ok
+            if not ok:
+                ok_all = False
+                wrong.append((e["name"][:90], name, want, _field(k, name)))
+        names += 1
+        whole += ok_all
+        for tag in e.get("tags", ()):
+            tag_names[tag] += 1
+            tag_whole[tag] += ok_all
     fields = {f: {"right": right[f], "total": total[f]} for f in total}
-    return {"right": sum(right.values()), "total": sum(total.values()), "fields": fields}
+    tags = {t: {"names_right": tag_whole[t], "names": tag_names[t]} for t in tag_names}
+    return {
+        "right": sum(right.values()),
+        "total": sum(total.values()),
+        "names": names,
+        "names_right": whole,
+        "fields": fields,
+        "tags": tags,
+        "wrong": wrong,
+    }
 
 
 def main() -> None:
@@ -111,6 +135,9 @@ def main() -> None:
     )
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--heldout", type=pathlib.Path, help="a hand-labelled held-out TSV to score")
+    ap.add_argument(
+        "--wrong", action="store_true", help="list every corpus name with a field wrong"
+    )
     args = ap.parse_args()
     names = [e["name"] for e in json.loads(CORPUS.read_text())]
     rng = random.Random(0)
@@ -147,13 +174,19 @@ def main() -> None:
     print(f"target: {args.n:,} trace names in under {target:g} s -> {verdict}")
 
     scores = {name: accuracy(DATA / name, how) for name, how in ACCURACY.items()}
-    print(f"\n{'corpus':<28} {'fields right':>14} {'share':>7}  per field")
+    print(f"\n{'corpus':<28} {'fields right':>14} {'share':>7} {'names right':>16}  per field")
     for name, sc in scores.items():
         per = ", ".join(f"{f} {v['right']}/{v['total']}" for f, v in sc["fields"].items())
         print(
             f"{name:<28} {sc['right']:>6} / {sc['total']:<5} "
-            f"{sc['right'] / sc['total']:>7.1%}  {per}"
+            f"{sc['right'] / sc['total']:>7.1%} "
+            f"{sc['names_right']:>4}/{sc['names']:<4} {sc['names_right'] / sc['names']:>6.1%}  {per}"
         )
+        for tag, t in sc["tags"].items():
+            print(f"    {tag:<24} names right {t['names_right']}/{t['names']}")
+        if args.wrong:
+            for wname, field, want, got in sc["wrong"]:
+                print(f"    wrong: {field}: want {want!r}, got {got!r}: {wname}")
     held = None
     if args.heldout:
         held = heldout(args.heldout)
