@@ -210,6 +210,9 @@ _NVJET_LETTERS = {
     "o": "fp8e5m2",
     "i": "int8",
     "e": "fp8e5m2",
+    # 'b' leads the int8 kernels cuBLAS's FP64 emulation (Ozaki scheme II) runs on SM 12.x
+    # (nvjet_sm120_biu_mma_...): int8 operands, int32 ('i') accumulation
+    "b": "int8",
 }
 _MN = re.compile(r"\d+x\d+")
 
@@ -245,9 +248,14 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
         elif _MNK.fullmatch(t) and n_geo == 0:
             add_tile(k, t)  # the mma form spells the whole tile, M×N×K, then the stages
             n_geo = 2
-        elif t.isdigit() and n_geo == 2 and k.tile:
-            k.details["stages"] = int(t)
+        elif t.isdigit() and n_geo == 2 and k.tile and k.stages is None:
+            k.stages = int(t)
             k.add(t, "stages", f"{t} pipeline stages")
+        elif _MNK.fullmatch(t) and k.math == "tensor cores (mma.sync)":
+            k.details["warp_tile"] = t
+            k.add(t, "warp tile", f"tile of each warp M×N×K = {dims(t)}")
+        elif t.startswith("tma") or t.startswith("alignCD"):
+            k.add(t, "raw", "operands loaded by TMA" if t.startswith("tma") else "C/D alignment")
         elif (vec := _VEC.fullmatch(t)) is not None:
             scales.append((vec["op"], int(vec["n"]), vec["scale"]))
             k.add(t, "scales", f"{vec['op']}: one {vec['scale']} scale per {vec['n']} elements")
@@ -266,8 +274,9 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
         elif t == "bias":
             k.epilogue = "bias"
             k.add(t, "epilogue", "bias added in the epilogue")
-        elif re.fullmatch(r"[NT]{3}", t):
-            add_layout(k, t, "ABD")
+        elif re.fullmatch(r"[NT]{3,4}", t):
+            # three letters: A, B, D; the SM 12.x mma form gives four: A, B, C, D
+            add_layout(k, t, "ABD" if len(t) == 3 else "ABCD")
         elif t.startswith("algo"):
             k.add(t, "raw", "algorithm variant")
         elif re.fullmatch(r"\dcta", t):
@@ -307,8 +316,13 @@ def _block_scaled(k: Draft, scales: list[tuple[str, int, str]]) -> None:
 def _nvjet_dtypes(k: Draft, letters: str) -> None:
     """3 letters: A/B, compute, D (hsh = fp16 in, fp32 accumulate, fp16 out); 5 letters: A, B, C,
     compute, D."""
-    names = [_NVJET_LETTERS.get(c, c) for c in letters]
-    k.dtypes = tuple(names)
+    if letters[0] not in _NVJET_LETTERS:
+        # an input letter whose type is not published: no precision rather than a guessed one
+        k.add(letters, "dtypes", "input type letter not known: precision not read")
+        return
+    # a later letter not published (the 'u' of 'biu') is said so; the inputs still decide
+    names = [_NVJET_LETTERS.get(c, f"'{c}' (not published)") for c in letters]
+    k.dtypes = tuple(n for n in names if "'" not in n)
     if len(names) >= 5:
         ab, c = names[:2], [names[2]]
     elif len(names) == 4:
@@ -316,6 +330,8 @@ def _nvjet_dtypes(k: Draft, letters: str) -> None:
     else:
         ab, c = names[:1], []
     k.precision = ab[0]
+    if letters[-2] == "i":  # an integer GEMM accumulates in int32
+        names[-2] = "int32"
     k.details["accumulator"] = names[-2]
     k.add(
         letters,

@@ -215,6 +215,16 @@ def _fft_convolution(k: Draft, leaf: str, full: str) -> None:
     k.short = squash(f"cuDNN FFT convolution {upper(k.precision)}: {leaf}")
 
 
+#: block-scaled data types cuDNN's generated names spell out (``..._flash_bprop_mxfp8_...``)
+_MX = {"mxfp8": "mxfp8", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "fp8": "fp8", "e4m3": "fp8e4m3"}
+
+
+def _sdpa_on_tensor_cores(arch: str | None) -> bool:
+    """Whether cuDNN's generated SDPA for ``arch`` is a tensor-core kernel though its name says no
+    instruction: the Blackwell ones (sm100, sm103, sm120, sm121)."""
+    return bool(arch) and arch[2:].isdigit() and int(arch[2:]) >= 100
+
+
 def _generated(k: Draft, name: str) -> None:
     """cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_..._128x128x128_cga1x1x1_..."""
     toks = name.split("_")
@@ -243,6 +253,10 @@ def _generated(k: Draft, name: str) -> None:
                 "dtype",
                 "16-bit data (fp16 or bf16: the generated name does not tell them apart)",
             )
+        elif t in _MX:
+            k.precision = _MX[t]
+            k.dtypes += (k.precision,)
+            k.add(t, "dtype", f"{k.precision} data (block-scaled)")
         elif t in DTYPE and t != "void":
             k.precision = DTYPE[t]
             k.dtypes += (DTYPE[t],)
@@ -262,6 +276,11 @@ def _generated(k: Draft, name: str) -> None:
             k.add(t, "raw", "not decoded")
     if variants:
         k.details["variant"] = variants
+    if k.op == "attention" and k.tensor_cores is None and _sdpa_on_tensor_cores(k.arch):
+        # cuDNN's SDPA engines for Blackwell (sm100 tcgen05, sm120 mma) leave the instruction out
+        # of the name; every one of them runs its two GEMMs on the tensor cores
+        k.tensor_cores = True
+        k.math = "tensor cores"
     direction = next((_VARIANT[v] for v in variants if v in _VARIANT), "")
     precision = k.precision if k.precision == "16-bit" else upper(k.precision)
     what = "SDPA (flash)" if k.op == "attention" else k.op

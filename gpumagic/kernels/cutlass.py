@@ -30,7 +30,7 @@ from .name import (
 )
 
 _C2 = re.compile(
-    r"^cutlass(?:__5x_cudnn)?_(?:(?P<arch>\d{2,3}a?)_)?(?P<opclass>tensorop|simt|wmma_tensorop|wmmatensorop|gemv)_"
+    r"^cutlass(?:__5x_cudnn)?_(?:(?P<arch>\d{2,3}a?)_)?(?P<opclass>tensorop|simt|wmma_tensorop|wmmatensorop|wmma|gemv)_"
     # the generator's extended name may lead with the A/B element type:
     # cutlass_tensorop_f16_s16816gemm_f16_...
     r"(?:(?P<ab>bf16|f16|tf32|f32|f64|cf32|cf64|s8|u8|s4|u4|e4m3|e5m2)_)?"
@@ -67,7 +67,8 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
     if m.group("arch"):
         k.set_arch(m.group("arch"))
     opclass = m.group("opclass")
-    k.tensor_cores = "tensorop" in opclass
+    # cuBLAS's WMMA fallbacks on SM 12.x say ``wmma`` alone (cutlass_80_wmma_h161616gemm_...)
+    k.tensor_cores = "tensorop" in opclass or "wmma" in opclass
     k.math = "tensor cores (mma)" if k.tensor_cores else "SIMT (CUDA cores, FFMA)"
     if "wmma" in opclass:
         k.math = "tensor cores (WMMA fragments)"
@@ -163,10 +164,14 @@ def _core(k: Draft, core: str) -> None:
 
 
 _C3 = re.compile(
-    r"^cutlass3x_(?P<arch>sm\d+a?)_(?P<opclass>tensorop|simt|bstensorop|sptensorop)_(?P<body>.*)$"
+    r"^cutlass3x_(?P<arch>sm\d+a?)_(?P<opclass>tensorop|simt|bstensorop|sptensorop|bssptensorop)_"
+    r"(?P<body>.*)$"
 )
+# the MMA instruction: Hopper / datacenter Blackwell spell it M×N×K (s64x128x16gemm); SM 12.x's
+# warp-level mma spells it as digits (s16832gemm: m16n8k32), as CUTLASS 2.x did
 _C3_INSTR = re.compile(
-    r"(?:([shdi])(?=\d|gemm))?(\d+x\d+x\d+)?([a-z0-9]*?)(gemm|conv\dd\w*|fprop|dgrad|wgrad|sparse_gemm)"
+    r"(?:([shdi])(?=\d|gemm))?(\d+x\d+x\d+|\d{4,6}(?=gemm))?([a-z0-9]*?)"
+    r"(gemm|conv\dd\w*|fprop|dgrad|wgrad|sparse_gemm|bsspgemm|spgemm)"
 )
 _SCHEDULE_PARTS = (
     "cooperative",
@@ -238,13 +243,66 @@ def _c3_instruction(k: Draft, toks: list[str]) -> int:
         k.details["accumulator"] = PREFIX.get(acc, acc)
         meaning += f"; MMA accumulates in {PREFIX.get(acc, acc)}"
     if shape:
-        k.details["mma_shape"] = dims(shape)
-        meaning += f"; MMA instruction {dims(shape)}"
-    if mmain:
-        k.precision = DTYPE.get(mmain, mmain)
+        k.details["mma_shape"] = dims(shape) if "x" in shape else mma_dims(shape)
+        meaning += f"; MMA instruction {k.details['mma_shape']}"
+    if mmain in DTYPE:
+        k.precision = DTYPE[mmain]
         meaning += f"; MMA consumes {k.precision}"
+    elif acc == "h":
+        k.precision = "fp16"  # accumulating in fp16: fp16 operands
     k.add(toks[0], "op", meaning)
-    return 1
+    return 1 + _c3_block_scaled(k, toks, 1)
+
+
+#: Block-scaled operand types (``ue4m3xe2m1``: UE4M3 scale factors over E2M1 elements), as
+#: CUTLASS's generator names them (scale type x element type); ``f4`` is its short E2M1.
+_BS_PAIR = re.compile(r"(?P<scale>ue4m3|ue8m0)x(?P<elem>e2m1|f4|e4m3|e5m2|e2m3|e3m2|f6|f8)")
+_BS_ELEMENT = {"f4": "e2m1", "f8": "e4m3", "f6": "e3m2"}
+_BLOCKWISE = re.compile(r"\d+x\d+f32x(?P<elem>e4m3|e5m2|bf16|f16)")
+
+
+def block_scaled_precision(scale: str, elem: str) -> str:
+    """NVFP4 is E2M1 data with a UE4M3 scale per 16 elements; MX formats are UE8M0-scaled (per 32):
+    MXFP8 (E4M3/E5M2), MXFP6 (E2M3/E3M2), MXFP4 (E2M1). A UE4M3 scale over another element type
+    gets that type with the scale said, not a format name the library does not use."""
+    elem = _BS_ELEMENT.get(elem, elem)
+    if scale == "ue4m3":
+        return "nvfp4" if elem == "e2m1" else f"fp8{elem}" if elem in ("e4m3", "e5m2") else elem
+    if elem == "e2m1":
+        return "mxfp4"
+    return f"mxfp6{elem}" if elem in ("e2m3", "e3m2") else f"mxfp8{elem}"
+
+
+def _c3_block_scaled(k: Draft, toks: list[str], i: int) -> int:
+    """After the instruction: ``block_scaled`` and the A and B ``<scale>x<element>`` pairs of a
+    block-scaled GEMM, or the ``<granularity>f32x<element>`` pairs of a blockwise-scaled one; the
+    precision is the operands' (mixed A and B: none, both in ``dtypes``).
+    Returns the tokens used."""
+    start = i
+    if toks[i : i + 2] == ["block", "scaled"]:
+        k.add("block_scaled", "block scaled", "operands carry per-block scale factors")
+        i += 2
+    kinds = []
+    while i < len(toks) and (pm := _BS_PAIR.fullmatch(toks[i]) or _BLOCKWISE.fullmatch(toks[i])):
+        if "scale" in pm.groupdict():
+            kind = block_scaled_precision(pm["scale"], pm["elem"])
+            k.details["block_scaled"] = True
+            k.add(toks[i], "dtype", f"{kind}: {pm['scale'].upper()} scales over {pm['elem']}")
+        else:
+            kind = DTYPE.get(pm["elem"], pm["elem"])
+            k.details["blockwise_scaled"] = True
+            k.add(toks[i], "dtype", f"{kind} with fp32 scales per {pm.group(0).split('f32')[0]}")
+        kinds.append(kind)
+        i += 1
+    if kinds:
+        k.dtypes = tuple(kinds)
+        k.precision = kinds[0] if len(set(kinds)) == 1 else None
+        if len(set(kinds)) > 1:
+            k.details["mixed_inputs"] = " x ".join(kinds)
+        while i < len(toks) and toks[i] in DTYPE:  # accumulator, C, D
+            k.add(toks[i], "dtype", f"{DTYPE[toks[i]]} accumulator / C / D")
+            i += 1
+    return i - start
 
 
 def _c3_token(k: Draft, toks: list[str], i: int) -> int:
@@ -269,6 +327,12 @@ def _c3_token(k: Draft, toks: list[str], i: int) -> int:
         add_alignment(k, t, "A and B")
     elif t in _MIXED:
         k.add(t, "mixed dtype", _MIXED[t])
+    elif t in ("1sm", "2sm"):
+        k.details["cta_group"] = int(t[0])
+        k.add(t, "cta group", "one MMA per CTA" if t == "1sm" else "2-SM MMA: a CTA pair per tile")
+    elif re.fullmatch(r"vs\d+", t):
+        k.details["scale_vector"] = int(t[2:])
+        k.add(t, "scale vector", f"one scale factor per {t[2:]} elements")
     elif t in ("warpspecialized", "tma"):
         sched = [t]
         while i + 1 < len(toks) and toks[i + 1] in _SCHEDULE_PARTS:

@@ -169,6 +169,37 @@ def _not_parsed(raw: str, demangled: str) -> KernelName:
     )
 
 
+#: How a table or a note marks a name it cut: an ellipsis at the end, or in the middle between two
+#: of the name's ``_``-separated words (``..._tensorop_h256x256x16gemm_..._256x256x64``).
+_ELLIPSIS = ("...", "\u2026")
+_ELIDED = re.compile(r"_(?:\.\.\.|\u2026)_")
+
+
+def uncut(full: str) -> tuple[str, str]:
+    """``full`` without the marks of a cut (a trailing ellipsis, an elided middle), and what was
+    cut ('end', 'middle', 'middle and end', or '' for a whole name). A C++ parameter list elided as
+    ``(...)`` is the name's own spelling, not a cut. Linear: one scan and a suffix test."""
+    where = []
+    if _ELIDED.search(full):
+        full = _ELIDED.sub("_", full)
+        where.append("middle")
+    stripped = full.rstrip()
+    for mark in _ELLIPSIS:
+        if stripped.endswith(mark) and not stripped.endswith("(" + mark):
+            full = stripped[: -len(mark)].rstrip("_ ,<(")
+            where.append("end")
+            break
+    return full, " and ".join(where)
+
+
+def _mark_cut(k: Draft, where: str) -> None:
+    """Say that the name was cut off and that what survives is what was decoded."""
+    k.details["cut_off"] = f"the name is cut off ({where}): what survives is decoded"
+    k.add("\u2026", "cut off", f"the profiler or the table cut the name ({where})")
+    if k.short and "(cut off)" not in k.short:
+        k.short = bounded(k.short + " (cut off)")
+
+
 def _run(raw: str, full: str, launch: str | None) -> Draft:
     """The decoders over one normalised name, first claim wins; the launch hint last."""
     k = Draft(raw, full)
@@ -199,8 +230,10 @@ def decode(name: str, launch: str | None = None) -> KernelName:
         demangled = demangle(stripped)
         if len(demangled) > MAX_PARSED:  # a short mangled name can expand a great deal
             return _not_parsed(raw, demangled)
-        full = normalize(demangled)
+        full, cut = uncut(normalize(demangled))
         k = _run(raw, full, launch)
+        if cut:
+            _mark_cut(k, cut)
         if demangled == stripped and stripped.startswith("_Z") and not k.library:
             # a mangled name no decoder read as it is: decode its readable pieces instead
             outline = mangled_outline(stripped)
