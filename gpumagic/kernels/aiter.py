@@ -28,6 +28,24 @@ _OPS = (
 )
 
 
+def _weight_format(leaf: str, toks: list[str], full: str) -> str | None:
+    """The format that decides a GEMM's or MoE's rate where aiter's name gives one beside the
+    activations' type: MXFP4 weights (``MXfp4``, FP4 with one scale per 1x32: ``per1x32Fp4``),
+    FP8 GEMMs (``fp8gemm_bf16_...``: FP8 operands, BF16 output); else the mangled element type
+    (``IDF16b``: ``__bf16``, ``IDF16_``: ``_Float16``) of a kernel whose words name none."""
+    low = leaf.lower()
+    if "mxfp4" in low or ("fp4" in low and "1x32" in low):
+        return "mxfp4"
+    if toks and toks[0].startswith(("fp8gemm", "f8gemm")):
+        return "fp8e4m3"
+    if not any(t in _DTYPE for t in toks):
+        if "IDF16b" in leaf or "__bf16" in full or "bfloat16" in full:
+            return "bf16"
+        if "IDF16_" in leaf or "_Float16" in full:
+            return "fp16"
+    return None
+
+
 def decode_aiter(k: Draft, sym: str, full: str) -> bool:
     m = _AITER.search(full[:2000])
     if not m:
@@ -44,6 +62,13 @@ def decode_aiter(k: Draft, sym: str, full: str) -> bool:
             k.precision = _DTYPE[t]
         elif re.fullmatch(r"hd\d+", t):
             k.details["head_dim"] = int(t[2:])
+    weights = _weight_format(leaf, toks, full[:2000])
+    if weights:
+        k.details["weights"] = weights
+        k.precision = weights
+    if "tn" in toks or "nt" in toks:
+        k.layout = "tn" if "tn" in toks else "nt"
+        k.add(k.layout, "layout", "A row-major, B column-major (K contiguous in both)")
     if "causal" in toks:
         k.details["mask"] = "causal"
     direction = " backward" if "bwd" in toks else " forward" if "fwd" in toks else ""

@@ -65,7 +65,9 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     m = _XMMA.match(sym)
     if not m:
         return False
-    lib = m.group("lib") or ("cudnn" if "cudnn" in full else "cublas")
+    # a convolution is cuDNN's whatever the suffix says: cuBLAS runs no convolutions
+    conv = re.match(r"(?:fprop|dgrad|wgrad)_", m.group("body")) is not None
+    lib = m.group("lib") or ("cudnn" if "cudnn" in full or conv else "cublas")
     k.family = "cudnn" if lib == "cudnn" else "cublas_xmma"
     k.library = "cuDNN" if lib == "cudnn" else "cuBLAS"
     k.set_arch(m.group("arch"))

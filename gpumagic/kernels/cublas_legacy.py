@@ -343,8 +343,9 @@ _SIMT_GEMM = ("large-K GEMM", "small-N GEMM", "K=1 GEMM", "tiny GEMM", "legacy G
 
 
 def decode_helper(k: Draft, sym: str, full: str) -> bool:
-    """cuBLAS / cuBLASLt helper kernels, from their full signature (see the module docstring)."""
-    if "<" not in full and "(" not in full:
+    """cuBLAS / cuBLASLt helper kernels, from their full signature (see the module docstring); a
+    bare name only where it says its namespace (``cublasLt::splitKreduce_kernel``)."""
+    if "<" not in full and "(" not in full and "cublas" not in full:
         return False
     path, name, args = signature(full)
     for helper in _HELPERS:

@@ -49,6 +49,7 @@ from .cudnn import decode_cudnn, decode_flash
 from .cufft import decode_cufft
 from .cusolver import decode_cusolver
 from .cusparse import decode_cusparse
+from .cute_dsl import decode_cute_dsl, decode_cutlass_fmha
 from .cutlass import decode_cutlass2, decode_cutlass3
 from .cutlass_device import decode_cutlass_device
 from .deepep import decode_deepep
@@ -99,6 +100,8 @@ DECODERS: tuple[Decoder, ...] = (
     decode_ggml,
     decode_nvfuser,
     decode_flash4,
+    decode_cute_dsl,
+    decode_cutlass_fmha,
     decode_aiter,
     # the LLM stack's libraries: their own namespaces and kernel names, before the generic readings
     # they would otherwise fall to (ATen for anything naming c10:: types, FlashAttention for fmha_*

@@ -20,7 +20,10 @@ from .spelling import signature
 from .stack import claim, element_types, snake
 
 _FAMILY = "flashinfer"
-_CUTE_DSL = re.compile(r"^kernel_cutlass_kernel_(?P<body>\w*?)_object_at_(?P<args>\w*)")
+# a profiler's table may cut the name before ``_object_at_``: the class path alone still decodes
+_CUTE_DSL = re.compile(r"^kernel_cutlass_kernel_(?P<body>\w*?)(?:_object_at_(?P<args>\w*)|$)")
+_DSL_PACKAGE = re.compile(r"flashinfer(norm|gemm|attention|quantization|activation|comm|moe)")
+_DSL_ARCH = re.compile(r"[Ss]m_?(1\d\d|90)[af]?|(blackwell)", re.IGNORECASE)
 _DSL_TYPES = {
     "bf16": "bf16",
     "f16": "fp16",
@@ -47,15 +50,23 @@ def decode_flashinfer(k: Draft, sym: str, full: str) -> bool:
         body = dsl.group("body")
         cls = re.search(r"[A-Z]\w*$", body)
         words = snake(cls.group(0) if cls else body)
+        # the module path run together: flashinfer.norm.kernels -> 'flashinfernormkernels'; its
+        # subpackage names the op where a cut name has lost the class
+        sub = _DSL_PACKAGE.match(body)
+        if sub:
+            words += "_" + sub.group(1)
         claim(
             k,
             family=_FAMILY,
             library="FlashInfer (CuTe DSL)",
             full=full,
             words=f"{snake(body)}_{words}",
-            types=cute_dsl_types(dsl.group("args")),
+            types=cute_dsl_types(dsl.group("args") or ""),
             label=cls.group(0) if cls else body[:60],
         )
+        arch = _DSL_ARCH.search(body)
+        if arch:
+            k.set_arch("sm" + arch.group(1) if arch.group(1) else "sm100")
         return True
     path, leaf, args = signature(full)
     inner = leaf

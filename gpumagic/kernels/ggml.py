@@ -56,7 +56,8 @@ _KERNEL = re.compile(
     r"^(?:void )?(?P<fn>mul_mat_q|mul_mat_vec_q|mul_mat_q_stream_k_fixup|mul_mat_vec_f|mul_mat_f|"
     r"flash_attn_ext_f16|flash_attn_ext_vec|flash_attn_tile|flash_attn_combine_results|"
     r"quantize_q8_1|quantize_mmq_q8_1|dequantize_block|convert_unary|rms_norm_f32|norm_f32|"
-    r"soft_max_f32|rope_neox|rope_norm|k_get_rows|k_bin_bcast|cpy_f32_f16|concat_f32)"
+    r"soft_max_f32|rope_neox|rope_norm|k_get_rows|k_bin_bcast|cpy_f32_f16|concat_f32|"
+    r"gated_delta_net_cuda|ssm_conv_f32|ssm_scan_f32)"
     r"(?P<rest>[<(].*)?$"
 )
 _TYPE = re.compile(r"\(ggml_type\)(\d+)")
@@ -83,6 +84,10 @@ _OPS = {
     "k_bin_bcast": ("elementwise", "broadcast binary op"),
     "cpy_f32_f16": ("copy", "fp32 to fp16 copy"),
     "concat_f32": ("copy", "concatenation"),
+    # the recurrent layers of Qwen3-Next / Mamba models (gated-delta-net.cu, ssm-conv.cu, ...)
+    "gated_delta_net_cuda": ("attention", "gated delta-net (linear attention) recurrence"),
+    "ssm_conv_f32": ("conv", "state-space model causal convolution"),
+    "ssm_scan_f32": ("scan", "state-space model selective scan"),
 }
 
 

@@ -43,8 +43,10 @@ _OPS = (
 
 
 def decode_magma(k: Draft, sym: str, full: str) -> bool:
-    if "<" not in full and "(" not in full:
-        return False  # a bare name is too thin to claim, as for the other math libraries
+    if "<" not in full and "(" not in full and not full.startswith("magma"):
+        # a bare name is too thin to claim, as for the other math libraries, unless it says
+        # MAGMA's own prefix (magma_hgemmEx_kernel: the batched GEMMs cuBLAS runs on SM 12.x)
+        return False
     path, name, args = signature(full)
     if path != name and not path.startswith("magma"):
         return False  # MAGMA's kernels are global functions
@@ -72,5 +74,7 @@ def decode_magma(k: Draft, sym: str, full: str) -> bool:
             + (f" ({k.op})" if k.op != "helper" else ": a helper inside its routines"),
         )
         set_element_type(k, args)
+        if k.precision is None and re.search(r"magma(?:blas)?_([sdchz])gemm", name):
+            k.precision = PREFIX[re.search(r"magma(?:blas)?_([sdchz])gemm", name).group(1)]
     k.short = squash(f"MAGMA {upper(k.precision)} {k.op}: {name}")
     return True

@@ -14,7 +14,9 @@ from .name import Draft
 __all__ = ["decode_nvfuser"]
 
 _NAME = re.compile(
-    r"^(?:void )?(?:CudaCodeGen::)?nvfuser_(?P<sched>[a-z_]+?)_f(?P<f>\d+)_c(?P<c>\d+)_r(?P<r>\d+)"
+    # nvFuser compiles each kernel inside an anonymous namespace, which a demangler spells out
+    r"^(?:void )?(?:CudaCodeGen::|\(anonymous namespace\)::)?"
+    r"nvfuser_(?P<sched>[a-z_]+?)_f(?P<f>\d+)_c(?P<c>\d+)_r(?P<r>\d+)"
     r"_g(?P<g>\d+)\b(?P<rest>.*)$"
 )
 _ARG = re.compile(r"Tensor<\s*(?P<t>[A-Za-z0-9_:]+)\s*,")

@@ -47,6 +47,8 @@ _MT = re.compile(r"MT(\d+)x(\d+)x(\d+)")
 _MI = re.compile(r"MI(\d+)x(\d+)x(\d+)(?:x(\d+))?")
 _ISA = re.compile(r"ISA(\d{2,4}[a-f]?)")
 _GSU = re.compile(r"GSU(\d+)")
+#: hipBLASLt's hand-written ``Custom_Cijk_..._gfx950`` kernels end in the target, not an ISA token
+_GFX_SUFFIX = re.compile(r"gfx(\d{2,4}[a-f]?)")
 _NUMBERED = re.compile(r"([A-Z]+)(\d+)")
 
 
@@ -113,7 +115,7 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
             k.details["matrix_instruction"] = "x".join(g for g in m.groups() if g)
             k.add(t, "math", f"matrix instruction {dims(k.details['matrix_instruction'])}")
             continue
-        m = _ISA.fullmatch(t)
+        m = _ISA.fullmatch(t) or _GFX_SUFFIX.fullmatch(t) if isa is None else None
         if m:
             isa = m.group(1)
             k.arch = gfx_arch(isa)

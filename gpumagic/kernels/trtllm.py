@@ -196,6 +196,18 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
             label="XQA attention (JIT)",
         )
         return True
+    if s == "fmhaReductionKernel":  # trtllm-gen's multi-CTA KV reduction (fmhaReduction.cu)
+        claim(
+            k,
+            family=_FAMILY,
+            library=f"{_LIB} (trtllm-gen)",
+            full=s,
+            op="attention",
+            tensor_cores=False,
+            types=(),
+            label="trtllm-gen attention: multi-CTA reduction",
+        )
+        return True
     m = _GEN_FMHA.match(s) if word else None
     if m:
         rest = m.group("rest")
