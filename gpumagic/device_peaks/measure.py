@@ -256,10 +256,29 @@ def _with_tf32(torch: Any, on: bool, fn: Any) -> float:
                 matmul.fp32_precision = old_precision
 
 
+def free_bytes(torch: Any) -> int | None:
+    """The device's free memory, or None where the driver does not report it: a unified-memory
+    device (GB10, whose GPU shares the system's LPDDR5X) answers NVML's memory query with "Not
+    Supported", and some drivers raise or return 0 for ``cudaMemGetInfo`` there too."""
+    try:
+        free, _total = torch.cuda.mem_get_info()
+    except (RuntimeError, AttributeError):
+        return None
+    return int(free) or None
+
+
+def copy_bytes(free: int | None) -> int:
+    """How many bytes the bandwidth copy moves: at most :data:`COPY_BYTES` and a share of the
+    free memory, or :data:`COPY_BYTES` / 4 (256 MiB, still far past any L2) where free memory is
+    not reported."""
+    if free is None:
+        return (COPY_BYTES // 4) // 16 * 16
+    return int(min(COPY_BYTES, free * COPY_SHARE_OF_FREE)) // 16 * 16
+
+
 def _copy_bandwidth(torch: Any) -> float:
     """Bytes/s of a device-to-device copy far larger than the L2 (read + written)."""
-    free, _total = torch.cuda.mem_get_info()
-    nbytes = int(min(COPY_BYTES, free * COPY_SHARE_OF_FREE)) // 16 * 16
+    nbytes = copy_bytes(free_bytes(torch))
     src = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     return 2 * nbytes / _best_seconds(torch, lambda: dst.copy_(src))

@@ -8,8 +8,10 @@ run fp16/bf16 (and fp8) tensor-core math with an fp32 accumulator at half the fp
 PyTorch's GEMMs accumulate in fp32, so those are the figures given. int8 is integer ops per second
 (a GEMM's 2*M*N*K counted as ops), given where the datasheet prints it: on Hopper the same dense
 rate as fp8 (H100 SXM: INT8 3,958 TOPS with sparsity), on the A100 624 TOPS dense. A figure NVIDIA
-does not publish is left out (None): ``gpumagic.measure_peak()`` measures what the chip reaches
-instead. Figures are FLOP/s and bytes/s.
+does not publish is left out (None), or, where one figure is all a device's datasheet gives,
+derived from it by the architecture's published ratios and said so in the entry's ``source``
+(GB10); ``gpumagic.measure_peak()`` measures what the chip reaches instead. Figures are FLOP/s
+and bytes/s.
 
 No torch import: the render layer (the ``--ncu`` roofline) reads these ceilings too.
 """
@@ -41,6 +43,10 @@ class DevicePeaks:
     bandwidth: float
     flops: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source: str = ""
+    #: the GPU shares the system's memory with the CPU (GB10): no separate device memory to fill
+    unified_memory: bool = False
+    #: what a reader of this device's shares should know (how its figures were had, its memory)
+    note: str = ""
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled with a plain dict where the read-only view is (a mappingproxy does not
@@ -64,7 +70,14 @@ class DevicePeaks:
 
 
 def _entry(
-    name: str, memory: str, bandwidth: float, source: str, **flops: float | None
+    name: str,
+    memory: str,
+    bandwidth: float,
+    source: str,
+    *,
+    unified_memory: bool = False,
+    note: str = "",
+    **flops: float | None,
 ) -> DevicePeaks:
     return DevicePeaks(
         name=name,
@@ -72,6 +85,8 @@ def _entry(
         bandwidth=bandwidth,
         flops=MappingProxyType({k: v for k, v in flops.items() if v is not None}),
         source=source,
+        unified_memory=unified_memory,
+        note=note,
     )
 
 
@@ -179,16 +194,36 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=5000 * T,
         fp4=10000 * T,
     ),
-    # GB10 (DGX Spark): 1 PFLOP FP4 with sparsity (halved) and LPDDR5X 273 GB/s from the NVIDIA DGX
-    # Spark datasheet; FP32 31 TF as NVIDIA gave it at Hot Chips 2025. TF32/BF16/FP16/FP8 rates are
-    # not published.
+    # GB10 (DGX Spark, sm_121): 1 PFLOP FP4 with sparsity (halved: 500 TF dense) and LPDDR5X
+    # 273 GB/s from the NVIDIA DGX Spark datasheet; FP32 31 TF as NVIDIA gave it at Hot Chips 2025.
+    # NVIDIA publishes no other tensor-core rate. GB10's SM is the SM 12.x one of the RTX Blackwell
+    # parts (mma.sync with block-scaled FP4/FP8; no tcgen05, no tensor memory, no 2-SM MMA: the
+    # datacenter-Blackwell B200 rules do not apply), whose tensor cores halve the rate per doubling
+    # of operand width (RTX Blackwell whitepaper): FP8 and INT8 250, FP16/BF16 125, TF32 62.5 TF,
+    # derived from the FP4 figure with FP32 accumulation at full rate. The GeForce half-rate FP32
+    # accumulation would cap FP16 at 62.5, and public GB10 cuBLAS runs exceed that (an fp16 8192^3
+    # nvjet_sm121_hsh_mma GEMM at 96.5 TFLOP/s), so the full rate is the ceiling given here.
     "GB10": _entry(
         "GB10",
         "LPDDR5X",
         273 * G,
-        "NVIDIA DGX Spark datasheet; NVIDIA GB10 presentation, Hot Chips 2025",
+        "NVIDIA DGX Spark datasheet (FP4, LPDDR5X 273 GB/s); NVIDIA GB10 presentation, Hot Chips "
+        "2025 (FP32); FP8/INT8/FP16/BF16/TF32 derived from the FP4 figure by the RTX Blackwell "
+        "whitepaper's per-precision ratios (not published for GB10)",
+        unified_memory=True,
+        note=(
+            "unified memory: the GPU shares the system's 128 GB LPDDR5X with the CPU, so a share "
+            "of bandwidth is of LPDDR5X (273 GB/s), not HBM; the CPU's traffic competes for it, "
+            "and a page the CPU touched moves nothing over PCIe. FP8/BF16/FP16/TF32 peaks are "
+            "derived, not published: gpumagic.measure_peak() measures this device's own"
+        ),
         fp32=31 * T,
+        tf32=62.5 * T,
+        bf16=125 * T,
+        fp16=125 * T,
+        fp8=250 * T,
         fp4=500 * T,
+        int8=250 * T,
     ),
     # A100 SXM4 80GB: FP32 19.5 TF; TF32 156, BF16/FP16 312 TF dense (the datasheet's unstarred
     # figures); HBM2e 2,039 GB/s. No FP8.
@@ -291,6 +326,7 @@ _PATTERNS: list[tuple[str, str | None]] = [
     (r"\bh200\b.*\bnvl\b", "H200 NVL"),
     (r"\bh200\b", "H200"),
     (r"\bgb10\b", "GB10"),
+    (r"\bdgx spark\b", "GB10"),
     (r"\bgb200\b", "GB200"),
     (r"\bb200\b", "B200"),
     (r"\ba100\b.*\b40gb\b", "A100 40GB"),

@@ -252,3 +252,40 @@ def test_a_device_peaks_entry_pickles():
     assert back == sheet and back.peak("bf16") == sheet.peak("bf16")
     with pytest.raises(TypeError):
         back.flops["fp4"] = 1.0
+
+
+def test_gb10_has_a_rate_per_precision_and_its_memory_is_lpddr5x_shared_with_the_cpu():
+    from gpumagic.device_peaks.table import lookup as find
+
+    gb10 = find("NVIDIA GB10")
+    assert gb10 is find("NVIDIA DGX Spark") and gb10.name == "GB10"
+    # Blackwell's tensor cores halve the rate per doubling of operand width
+    assert gb10.peak("fp4") == 2 * gb10.peak("fp8") == 4 * gb10.peak("bf16") == 500e12
+    assert gb10.peak("fp16") == gb10.peak("bf16") and gb10.peak("int8") == gb10.peak("fp8")
+    assert gb10.bandwidth == 273e9 and gb10.bandwidth_label == "LPDDR5X bandwidth"
+    assert gb10.unified_memory and "HBM" not in gb10.bandwidth_label
+    assert "derived" in gb10.source and "DGX Spark datasheet" in gb10.source
+    assert not find("NVIDIA H100 80GB HBM3").unified_memory
+
+
+def test_free_memory_not_reported_is_none_and_the_copy_still_runs():
+    from gpumagic.device_peaks.measure import COPY_BYTES, copy_bytes, free_bytes
+
+    class _Cuda:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def mem_get_info(self):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    class _Torch:
+        def __init__(self, answer):
+            self.cuda = _Cuda(answer)
+
+    assert free_bytes(_Torch(RuntimeError("NVML: Not Supported"))) is None
+    assert free_bytes(_Torch((0, 0))) is None
+    assert free_bytes(_Torch((8 << 30, 16 << 30))) == 8 << 30
+    assert copy_bytes(None) == COPY_BYTES // 4
+    assert copy_bytes(1 << 30) == int((1 << 30) * 0.2) // 16 * 16
