@@ -2,7 +2,7 @@
 the profiler as ``%%gpuprofile`` ran it before (shapes only), and with each addition the by-code
 view can use: ``with_stack`` (every Python call, and with it each ``nn.Module``'s forward:
 ``with_modules`` alone records nothing of an eager model), the module ranges ``%%gpuprofile``
-opens itself (``capture/module_ranges.py``), and the per-line ranges ``%%gpuprofile`` pushes around a cell's statements (``capture/cell_lines.py``).
+opens itself (``capture/marks/module_ranges.py``), and the per-line ranges ``%%gpuprofile`` pushes around a cell's statements (``capture/marks/cell_lines.py``).
 Also the export + load of each trace (the magic's work after the cell) and the trace's size.
 
 Target: the default's additions cost a training step at most 10%. The variants run interleaved,
@@ -15,7 +15,7 @@ adds to, is a large part of the step.
         [--json PATH]
 
 ``--step-in-function``: the step is a function defined in an earlier cell and the cell calls it
-(``train_step()``), so the line ranges are the function's own (``capture/function_ranges.py``:
+(``train_step()``), so the line ranges are the function's own (``capture/marks/function_ranges.py``:
 its code swapped for one with ranges) besides the cell's one line.
 """
 
@@ -42,9 +42,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpumagic import load_trace  # noqa: E402
-from gpumagic.capture.cell_lines import mark_lines  # noqa: E402
-from gpumagic.capture.function_ranges import function_ranges, function_table  # noqa: E402
-from gpumagic.capture.module_ranges import module_ranges  # noqa: E402
+from gpumagic.capture.marks.cell_lines import mark_lines  # noqa: E402
+from gpumagic.capture.marks.function_ranges import function_ranges, function_table  # noqa: E402
+from gpumagic.capture.marks.module_ranges import module_ranges  # noqa: E402
 
 TARGET = 0.10
 
@@ -90,7 +90,7 @@ class GPT(nn.Module):
 #: ``with_modules`` alone records nothing of an eager model (torch.profiler's own doc: TorchScript
 #: only); the ``nn.Module: Name_k`` frames come from the Python tracer that ``with_stack`` starts.
 #: ``%%gpuprofile``'s default marks the modules with ranges of its own instead
-#: (``capture/module_ranges.py``) and each line of the cell (``capture/cell_lines.py``).
+#: (``capture/marks/module_ranges.py``) and each line of the cell (``capture/marks/cell_lines.py``).
 DEFAULT = "+ module ranges + line ranges"
 VARIANTS = {
     "shapes (before)": dict(record_shapes=True),

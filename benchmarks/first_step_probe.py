@@ -41,7 +41,7 @@ early, shipped = sys.argv[1] == "1", sys.argv[2]
 t0 = time.perf_counter()
 if early:
     from gpumagic.capture.phases import PhaseMarks
-    from gpumagic.capture.runner import start_cuda
+    from gpumagic.capture.child.runner import start_cuda
     start_cuda(PhaseMarks())
 import torch
 torch.empty(1, device="cuda")
@@ -56,7 +56,7 @@ first_kernel = time.perf_counter() - t
 t2 = time.perf_counter()
 ns = {"__name__": "__main__"}
 if shipped != "-":
-    from gpumagic.capture.shipping import restore
+    from gpumagic.capture.child.shipping import restore
     ns.update(restore(shipped))
 else:
     exec(notebook("step"), ns)
@@ -81,7 +81,7 @@ def main() -> None:
     import torch
     from train_step import STEP, notebook
 
-    from gpumagic.capture.shipping import free_names, ship
+    from gpumagic.capture.child.shipping import free_names, ship
 
     ns: dict = {"__name__": "__main__"}
     exec(notebook("step"), ns)  # noqa: S102 - the benchmark's notebook cells

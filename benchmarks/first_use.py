@@ -10,7 +10,7 @@ Rows:
   elementwise add, a bf16 GEMM): the wall time of ``gpumagic.gputime`` minus the op's own first call
   (lazy init, heuristics), which no timer can avoid; target <= 1.0 s.
 - **sweep** of a matmul over 4 sizes, fresh: the whole ``gpumagic.sweep`` wall; target <= 3 s.
-- **ncu ranking pass**, fresh: ``gpumagic.capture.ncu_rank.rank`` of a matmul cell (the first pass
+- **ncu ranking pass**, fresh: ``gpumagic.capture.ncu.rank.rank`` of a matmul cell (the first pass
   of ``--ncu``), and the child's wall from its start (torch import included); target <= 2 s.
 - **kernel time, CUPTI vs torch.profiler**: the busy time per call of each op recorded by each
   backend, in fresh processes taken in turn (once torch.profiler starts in a process, CUPTI's clock
@@ -98,7 +98,7 @@ RANK = (
     PRELUDE
     + r"""
 from gpumagic.capture.cell import Cell
-from gpumagic.capture.ncu_rank import rank
+from gpumagic.capture.ncu.rank import rank
 ns = {"a": torch.randn(4096, 4096, device="cuda"), "torch": torch}
 w0 = time.perf_counter()
 rows = rank(Cell.of("y = a @ a"), ns, 1, 1)

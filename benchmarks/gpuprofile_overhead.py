@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "
 import torch
 import workloads
 
-from gpumagic.capture.torch_profiler import capture
+from gpumagic.capture.torch.backend import capture
 from gpumagic.render.report import ProfileReport
 
 

@@ -5,7 +5,7 @@
 The export is ``nsys_scale.py``'s: the committed H100 export grown to ``--kernels`` kernels and
 ``--api`` CUDA API calls, copied ``--files`` times (rank0.sqlite ... rank7.sqlite: one report per
 rank). Each measurement runs in a fresh child process:
-- ``one``: one file read whole (every table, as a worker reads it: ``capture.reports.read_one``);
+- ``one``: one file read whole (every table, as a worker reads it: ``job.reports.read_one``);
 - ``job``: ``gpumagic.load_nsys(folder)`` with the default executor (a process pool of min(files,
   cores) workers), then the per-rank kernel summary.
 Target: job wall <= 1.3 x (one x files / workers). Peak memory is the child's ``ru_maxrss`` and, for
@@ -35,8 +35,8 @@ TARGET = 1.3
 def child(mode: str, path: str) -> dict:
     from gpumagic import load_nsys
     from gpumagic.analysis.ranks import kernel_summary_by_rank
-    from gpumagic.capture import chrome_trace, nsys  # noqa: F401 - imports are not what is timed
-    from gpumagic.capture.reports import read_one
+    from gpumagic.capture.chrome import reader as chrome_trace  # noqa: F401 - imports are not what is timed
+    from gpumagic.job.reports import read_one
 
     t0 = time.perf_counter()
     if mode == "one":

@@ -12,7 +12,7 @@ straggler) plus 0.2 ms of transfer, on the straggler 0.2 ms. The ranks are hard 
 hosts whose clocks differ (so the clocks are aligned on a collective). Each measurement runs in a
 fresh child process pinned to ``--cores`` (2):
 
-- ``one``: one rank's report read whole (``capture.reports.read_one``, what a worker of
+- ``one``: one rank's report read whole (``job.reports.read_one``, what a worker of
   ``load_nsys(folder)`` does) and ``summary``: read and reduced (``job.rank_summary.summarize``);
 - ``pool``: ``gpumagic.read_job(folder)`` on a process pool of 2 workers, then the text report and
   the HTML; ``dask``: the same with ``client=`` a ``LocalCluster(n_workers=2, processes=True)``
@@ -143,7 +143,7 @@ def _rss_now_mb() -> float:
 
 
 def _rows(path: str) -> int:
-    from gpumagic.capture.reports import read_one
+    from gpumagic.job.reports import read_one
 
     return sum(len(df) for df in read_one(path).tables.values())
 
@@ -155,17 +155,17 @@ def _cpu_s(who: int = resource.RUSAGE_SELF) -> float:
 
 def _worker_state() -> tuple[float, float]:
     """A Dask worker's CPU seconds so far and its RSS now (MB), the reader's modules loaded."""
-    from gpumagic.capture import chrome_trace, nsys  # noqa: F401
+    from gpumagic.capture.chrome import reader as chrome_trace  # noqa: F401
     from gpumagic.job import rank_summary  # noqa: F401
 
     return _cpu_s(), _rss_now_mb()
 
 
 def child(mode: str, path: str) -> dict[str, Any]:
-    from gpumagic.capture import chrome_trace, nsys  # noqa: F401 - imports are not what is timed
-    from gpumagic.capture.reports import read_one
+    from gpumagic.capture.chrome import reader as chrome_trace  # noqa: F401 - imports are not what is timed
     from gpumagic.job import read_job
     from gpumagic.job.rank_summary import summarize, summary_bytes
+    from gpumagic.job.reports import read_one
 
     out: dict[str, Any] = {"rss_after_import_mb": _peak_mb()}
     t0, cpu0 = time.perf_counter(), _cpu_s()
@@ -186,7 +186,7 @@ def child(mode: str, path: str) -> dict[str, Any]:
     elif mode == "reads":  # today's per-rank work on the same pool, nothing stacked: the baseline
         import concurrent.futures as cf
 
-        from gpumagic.capture.reports import expand
+        from gpumagic.job.reports import expand
 
         files = expand(path)
         with cf.ProcessPoolExecutor(2) as pool:

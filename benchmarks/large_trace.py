@@ -31,7 +31,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 import gpumagic
-from gpumagic.capture.chrome_trace import json_parser, read_chrome_json
+from gpumagic.capture.chrome.reader import json_parser, read_chrome_json
 from gpumagic.render.report import ProfileReport
 path = sys.argv[1]
 name, parse = json_parser()

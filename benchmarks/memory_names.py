@@ -9,9 +9,9 @@ AdamW's state (``step``, ``exp_avg``, ``exp_avg_sq``) per parameter set by hand,
 step. On a GPU the walk is the same Python over the same objects (``untyped_storage().data_ptr()``
 costs the same): only the number of tensors matters, not their bytes.
 
-Measured (median of ``--repeat``): ``names`` (:func:`gpumagic.capture.memory_names.name_storages`:
+Measured (median of ``--repeat``): ``names`` (:func:`gpumagic.capture.memory.names.name_storages`:
 every parameter, gradient, buffer and optimizer state, with the precedence), ``tree``
-(:func:`~gpumagic.capture.memory_names.module_tree`), ``naming`` = names twice + tree (what one
+(:func:`~gpumagic.capture.memory.names.module_tree`), ``naming`` = names twice + tree (what one
 ``--memory`` cell pays), and on the committed H100 recording (tests/data/memory/named_step.*) the
 analysis with and without the names, and the stacks -> modules reading over that step's history
 repeated ``--tile`` times (a long cell: many steps).
@@ -38,8 +38,8 @@ import torch
 
 from gpumagic.analysis.memory import analyze_memory
 from gpumagic.analysis.memory_modules import allocation_modules
-from gpumagic.capture.memory_names import MemoryNames, NameTable, module_tree, name_storages
-from gpumagic.capture.memory_snapshot import read_snapshot
+from gpumagic.capture.memory.names import MemoryNames, NameTable, module_tree, name_storages
+from gpumagic.capture.memory.snapshot import read_snapshot
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

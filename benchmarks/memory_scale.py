@@ -194,7 +194,7 @@ def child(path: str) -> dict[str, Any]:
     """One measurement, in this (pinned) process."""
     import gpumagic  # noqa: F401  (imported before the clock starts, as a notebook has it)
     from gpumagic.analysis.memory import analyze_memory
-    from gpumagic.capture.memory_snapshot import read_snapshot
+    from gpumagic.capture.memory.snapshot import read_snapshot
     from gpumagic.render import embed
     from gpumagic.render.memory_view import MemoryView
 

@@ -103,7 +103,7 @@ import json, os, sys, time
 from IPython.core.interactiveshell import InteractiveShell
 nsys, mode, profiles, setup, cell, flags, trace, cells, settle, compare = json.loads(sys.argv[1])
 if settle is not None:
-    import gpumagic.capture.nsys_warm as warm
+    import gpumagic.capture.nsys.warm as warm
     warm._settle = settle  # the wait after `nsys start` under test
 t0 = time.perf_counter()
 ip = InteractiveShell.instance()
@@ -170,7 +170,7 @@ def run(
     prefix: list[str] = []
     if mode == "in-place":  # the kernel as gpumagic's kernel spec starts it
         sys.path.insert(0, ROOT)
-        from gpumagic.capture.nsys_inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
+        from gpumagic.capture.nsys.inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
 
         session = f"gpumagic-bench-{os.getpid()}-{len(os.listdir(tempfile.gettempdir()))}"
         traced = trace or "cuda,nvtx"

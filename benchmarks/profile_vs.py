@@ -66,7 +66,7 @@ def fill(path: pathlib.Path, present: int) -> None:
     """``present`` rows, nine timings to one profile (of the H100 block trace): a store after months
     of use."""
     from gpumagic.analysis.profile_summary import summarize
-    from gpumagic.capture.chrome_trace import load_trace
+    from gpumagic.capture.chrome.reader import load_trace
     from gpumagic.history.profiles import profile_row
     from gpumagic.history.provenance import provenance
     from gpumagic.history.rows import result_row
@@ -133,7 +133,7 @@ def cell_times(rounds: int, path: pathlib.Path) -> dict[str, Any]:
 def recorder_times(rounds: int, path: pathlib.Path) -> list[dict[str, Any]]:
     """The recorder alone on real GPU profiles: save, and save + lookup + diff + its text and
     HTML."""
-    from gpumagic.capture.chrome_trace import load_trace
+    from gpumagic.capture.chrome.reader import load_trace
     from gpumagic.history.profiles import ProfileRecorder
 
     out = []

@@ -34,7 +34,7 @@ CHILD = r"""
 import io, json, os, pickle, sys, time
 import torch
 torch.cuda.init(); torch.empty(1, device="cuda")
-from gpumagic.capture.shipping import restore
+from gpumagic.capture.child.shipping import restore
 for line in sys.stdin:
     way, directory = line.split()
     t = time.perf_counter()
@@ -65,7 +65,7 @@ def main() -> None:
     import torch
     from train_step import STEP, notebook
 
-    from gpumagic.capture.shipping import free_names, ship
+    from gpumagic.capture.child.shipping import free_names, ship
 
     if not torch.cuda.is_available():
         raise SystemExit("needs CUDA: this measures CUDA tensors reaching a subprocess")

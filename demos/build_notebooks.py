@@ -316,7 +316,7 @@ NOTEBOOKS = {
         ),
         (
             "code",
-            SETUP + "\nfrom gpumagic import decode_kernel\nfrom gpumagic.capture.torch_profiler "
+            SETUP + "\nfrom gpumagic import decode_kernel\nfrom gpumagic.capture.torch.backend "
             "import capture",
         ),
         (

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _moved
 from .errors import GpuMagicError
 
 if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
@@ -21,8 +20,6 @@ if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
     from .timing import TimingOptions, TimingResult
 
 from .version import __version__ as __version__
-
-_moved.install()  # the old module paths, for one release
 
 __all__ = [
     "GpuMagicError",
@@ -54,8 +51,8 @@ __all__ = [
 #: Public names loaded on first use: (module, its name there; None: the module itself). The trace
 #: readers pull in pandas and the kernel decoder is the larger part of the package, so
 #: ``%load_ext gpumagic`` stays quick; and the processes the tools run the cell in
-#: (``python -m gpumagic.capture.runner`` and its kin) import the package first: with the timing
-#: core eager there, each paid for pandas (0.3-0.7 s) before its first line.
+#: (``python -m gpumagic.capture.child.runner`` and its kin) import the package first: with the
+#: timing core eager there, each paid for pandas (0.3-0.7 s) before its first line.
 _LAZY: dict[str, tuple[str, str | None]] = {
     # the timing core's gputime, its result saved to the history
     "gputime": ("api.gputime", "gputime"),
@@ -67,8 +64,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "diff": ("api.diff", "diff"),
     # an allocator snapshot: read by capture, analysed, drawn with Bokeh
     "load_memory_snapshot": ("api.memory", "load_memory_snapshot"),
-    "load_trace": ("capture.reports", "load_trace"),
-    "load_nsys": ("capture.reports", "load_nsys"),
+    "load_trace": ("job.reports", "load_trace"),
+    "load_nsys": ("job.reports", "load_nsys"),
     "load_ncu": ("api.ncu", "load_ncu"),
     # a job of many ranks, reduced where each rank is read
     "read_job": ("job", "read_job"),

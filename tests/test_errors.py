@@ -73,7 +73,7 @@ def test_the_magic_catches_the_base_and_shows_one_usage_line(ip, monkeypatch):
             hints=[Hint("profile_top", "5")], what="purpose", hint="profile_top=5"
         )
 
-    monkeypatch.setattr("gpumagic.capture.torch_profiler.capture", broken)
+    monkeypatch.setattr("gpumagic.capture.torch.backend.capture", broken)
     with pytest.raises(
         UsageError,
         match=r"^%%gpuprofile: the backend broke on purpose; try %config GpuMagics\.profile",

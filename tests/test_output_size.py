@@ -12,7 +12,7 @@ import re
 import pytest
 
 from gpumagic import load_trace
-from gpumagic.capture.ncu_read import read_raw_csv
+from gpumagic.capture.ncu.read import read_raw_csv
 from gpumagic.device_peaks import achieved
 from gpumagic.render import embed
 from gpumagic.render.calls_roofline import roofline

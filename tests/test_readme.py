@@ -255,15 +255,6 @@ def test_a_name_that_does_not_exist_fails_to_resolve():
         resolve("gpumagic.diff_of_two_reports")
 
 
-def test_the_pages_name_modules_by_their_new_paths():
-    """The old module paths still import (with a DeprecationWarning), so resolve() alone would pass
-    them: the pages must not use them."""
-    from gpumagic._moved import MOVED
-
-    old = sorted({n for n in API for path in MOVED if n == path or n.startswith(path + ".")})
-    assert not old, f"old module paths on the pages: {old}"
-
-
 def test_every_python_block_parses_and_its_imports_resolve():
     blocks = [(s.page, body) for s in SECTIONS for lang, body in s.blocks if lang == "python"]
     assert len(blocks) >= 3 and any(page == "README.md" for page, _ in blocks)

@@ -78,7 +78,7 @@ def test_no_import_cycles():
 #: data flows one way (capture -> Trace -> analysis -> render; timing -> result -> history) and the
 #: folders read as the architecture. Packages in one layer do not import each other.
 LAYERS = [
-    {"errors", "units", "version", "_moved", "kernels"},  # the ground: no gpumagic import above it
+    {"errors", "units", "version", "kernels"},  # the ground: no gpumagic import above it
     {"trace", "gpu_activity", "device_peaks"},  # the data model; GPU activity records; datasheets
     {"capture"},  # readers and backends: files and processes -> Trace
     {"analysis"},  # figures and findings from a Trace
@@ -90,8 +90,8 @@ LAYERS = [
     {"(root)", "__main__"},  # the package's face and python -m gpumagic
 ]
 RANK = {package: n for n, layer in enumerate(LAYERS) for package in layer}
-#: What may sit loose at the package root: the error family, units, the version and the old paths.
-ROOT_MODULES = {"__init__", "__main__", "_moved", "errors", "units", "version"}
+#: What may sit loose at the package root: the error family, units and the version.
+ROOT_MODULES = {"__init__", "__main__", "errors", "units", "version"}
 
 
 def package_of(module: str) -> str:
@@ -140,14 +140,14 @@ def test_data_flows_one_way(layer, forbidden):
 
 def test_the_layer_rule_can_fail():
     # A check that cannot fail proves nothing: an import from trace up to capture is caught.
-    graph = dict(GRAPH, **{"gpumagic.trace.model": {"gpumagic.capture.reports"}})
+    graph = dict(GRAPH, **{"gpumagic.trace.model": {"gpumagic.job.reports"}})
     up = [
         (m, t)
         for m, ts in graph.items()
         for t in ts
         if package_of(m) != package_of(t) and RANK[package_of(m)] <= RANK[package_of(t)]
     ]
-    assert up == [("gpumagic.trace.model", "gpumagic.capture.reports")]
+    assert up == [("gpumagic.trace.model", "gpumagic.job.reports")]
 
 
 def test_every_public_name_loads_in_a_fresh_process():
@@ -160,23 +160,6 @@ def test_every_public_name_loads_in_a_fresh_process():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-def test_old_import_paths_still_work_for_a_release_and_say_where_to_go():
-    code = (
-        "import warnings\n"
-        "warnings.simplefilter('error')\n"
-        "try:\n"
-        "    import gpumagic.cupti_direct\n"
-        "except DeprecationWarning as w:\n"
-        "    print(w)\n"
-        "warnings.simplefilter('ignore')\n"
-        "import gpumagic.records as old, gpumagic.trace.coverage as new\n"
-        "assert old is new\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "moved to gpumagic.gpu_activity.cupti_direct" in done.stdout
 
 
 def test_the_core_never_imports_ipython_and_no_module_imports_both_torch_and_bokeh():
@@ -211,7 +194,7 @@ def test_notebook_advice_lives_in_the_notebook_layer_only():
 def test_moved_names_stay_where_users_import_them():
     import gpumagic
     from gpumagic.api.ncu import load_ncu
-    from gpumagic.capture import chrome_trace
+    from gpumagic.capture.chrome import reader as chrome_trace
     from gpumagic.render.calls_roofline import roofline
     from gpumagic.render.report import ProfileReport
     from gpumagic.trace.chrome_export import write_chrome_trace
@@ -221,3 +204,67 @@ def test_moved_names_stay_where_users_import_them():
         chrome_trace.write_chrome_trace is write_chrome_trace
     )  # the reader's module still offers the writer
     assert callable(ProfileReport.to_chrome_trace)
+
+
+def _rooms_of(package: str) -> dict[str, set[str]]:
+    """The rooms of ``package``: each module or folder directly inside it, with the rooms of the
+    same package it imports (a folder's modules count as the folder)."""
+    depth = package.count(".") + 1
+
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        if module == package or not module.startswith(package + "."):
+            return None
+        return ".".join(parts[: depth + 1])
+
+    rooms: dict[str, set[str]] = {}
+    for m, targets in GRAPH.items():
+        r = room(m)
+        if r is None:
+            continue
+        rooms.setdefault(r, set())
+        rooms[r] |= {t for t in map(room, targets) if t and t != r}
+    return rooms
+
+
+def _floors(rooms: dict[str, set[str]]) -> dict[str, int]:
+    floors: dict[str, int] = {}
+
+    def floor(r: str, seen: tuple[str, ...] = ()) -> int:
+        if r in seen:
+            pytest.fail("rooms import each other: " + " -> ".join([*seen, r]))
+        if r not in floors:
+            floors[r] = 1 + max((floor(t, (*seen, r)) for t in rooms[r]), default=0)
+        return floors[r]
+
+    for r in rooms:
+        floor(r)
+    return floors
+
+
+def test_capture_is_in_rooms_by_tool_on_few_floors():
+    # A newcomer finds their tool's folder: at most 20 rooms, at most 5 floors, no circle.
+    rooms = _rooms_of("gpumagic.capture")
+    assert len(rooms) <= 20, sorted(rooms)
+    floors = _floors(rooms)
+    assert max(floors.values()) <= 5, floors
+    for tool in ("torch", "nsys", "ncu", "chrome", "memory", "marks", "child"):
+        face = PKG / "capture" / tool / "__init__.py"
+        assert ast.get_docstring(ast.parse(face.read_text(encoding="utf-8"))), face
+
+
+def test_the_room_rule_can_fail():
+    with pytest.raises(pytest.fail.Exception):
+        _floors({"a": {"b"}, "b": {"a"}})
+    assert _floors({"a": {"b"}, "b": {"c"}, "c": set()}) == {"a": 3, "b": 2, "c": 1}
+
+
+def test_tests_mirror_the_packages():
+    tests = pathlib.Path(__file__).parent
+    apart = {"data", "gpu", "browser", "fake_nsys", "fake_ncu"}
+    for folder in tests.rglob("*"):
+        rel = folder.relative_to(tests)
+        if not folder.is_dir() or rel.parts[0] in apart or "__pycache__" in rel.parts:
+            continue
+        if any(folder.glob("test_*.py")):
+            assert (PKG / rel).is_dir(), f"tests/{rel} mirrors no gpumagic/{rel}"

@@ -1,6 +1,6 @@
 """What a Trace read from several per-rank reports says about its reading: reports that may not be
 one job, the files left out (unreadable, or of the other kind), which rule named the ranks, and how
-the clocks of different hosts were aligned (``capture/reports.py`` fills ``meta``)."""
+the clocks of different hosts were aligned (``job/reports.py`` fills ``meta``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 there, by category.
 
 Everything is counted from the allocator's history (a
-:class:`~gpumagic.capture.memory_snapshot.SnapshotData`) and made to agree with the snapshot's final
+:class:`~gpumagic.capture.memory.snapshot.SnapshotData`) and made to agree with the snapshot's final
 state:
 
 - **Allocated bytes** move where the allocator's counter moves (c10's CUDACachingAllocator): up by
@@ -28,7 +28,7 @@ state:
   *temporaries*; module construction makes *parameters*; the data loader makes *inputs*. Blocks
   allocated before the history take the category the names give their address (``names``:
   %%gpuprofile --memory names the parameters, gradients, buffers, optimizer state and tensors of
-  the user's namespace, :mod:`gpumagic.capture.memory_names`; or ``known``, a plain address ->
+  the user's namespace, :mod:`gpumagic.capture.memory.names`; or ``known``, a plain address ->
   category map), else the one their recorded stack gives, else *unknown*. A history recorded
   without stacks makes every category *unknown* but what the names say.
 - **Owners** (:mod:`.memory_owners`): each block's tensor name, module, source line and op, with the
@@ -55,8 +55,8 @@ from .memory_ranges import ranges_of, when
 from .memory_sites import site_of
 
 if TYPE_CHECKING:
-    from ..capture.memory_names import MemoryNames
-    from ..capture.memory_snapshot import SnapshotData
+    from ..capture.memory.names import MemoryNames
+    from ..capture.memory.snapshot import SnapshotData
 
 __all__ = ["CATEGORIES", "MemoryAnalysis", "analyze_memory", "block_bytes", "format_bytes"]
 
@@ -231,7 +231,7 @@ def analyze_memory(
     ``OutOfMemoryError`` where the history holds no ``oom`` entry for it (a request larger than the
     device is refused before the allocator records one): the failure is then placed at the history's
     end, with what was alive there. ``names``: what the user's names said at the recording's start
-    and end (``capture.memory_names``): blocks from before the recording take their category, name
+    and end (``capture.memory.names``): blocks from before the recording take their category, name
     and module from them, blocks still alive at the end their name, and the blocks a module's
     forward made that module."""
     n = len(snap)

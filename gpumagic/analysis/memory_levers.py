@@ -28,7 +28,7 @@ from .finding import Finding
 from .memory_findings import format_bytes
 
 if TYPE_CHECKING:
-    from ..capture.memory_names import MemoryNames
+    from ..capture.memory.names import MemoryNames
 
 __all__ = ["MIN_SHARE", "levers_of", "unit_of"]
 

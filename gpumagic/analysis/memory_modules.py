@@ -2,7 +2,7 @@
 
 A stack holds frames of ``forward`` methods (``GPT.forward`` -> ``Block.forward`` ->
 ``Attention.forward`` -> ``Linear.forward``) but not which instance ran: the four ``Block``s of a
-``ModuleList`` share one code. The names (:class:`~gpumagic.capture.memory_names.ModuleTree`) say
+``ModuleList`` share one code. The names (:class:`~gpumagic.capture.memory.names.ModuleTree`) say
 which modules have which ``forward``; the instance is then found, level by level from the outermost
 frame, by three rules, each used only when the one before leaves a choice:
 
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..capture.memory_names import ModuleTree
-    from ..capture.memory_snapshot import SnapshotData
+    from ..capture.memory.names import ModuleTree
+    from ..capture.memory.snapshot import SnapshotData
 
 __all__ = ["allocation_modules"]
 

@@ -24,8 +24,8 @@ import numpy as np
 from .memory_modules import allocation_modules
 
 if TYPE_CHECKING:
-    from ..capture.memory_names import MemoryNames
-    from ..capture.memory_snapshot import SnapshotData
+    from ..capture.memory.names import MemoryNames
+    from ..capture.memory.snapshot import SnapshotData
     from .memory_sites import Site
 
 __all__ = ["BEFORE", "NOT_RECORDED", "NO_MODULE", "NO_STACK", "NO_USER_LINE", "Owners", "owners"]

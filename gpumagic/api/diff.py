@@ -29,7 +29,7 @@ _JSON = (".json", ".json.gz")
 def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trace:
     """The Trace of a path: nsys exports by ``load_nsys``, Chrome traces by ``load_trace``, several
     by either."""
-    from ..capture.reports import expand, is_many, load_nsys, load_trace
+    from ..job.reports import expand, is_many, load_nsys, load_trace
 
     if is_many(path):
         files = expand(path)  # type: ignore[arg-type]
@@ -55,7 +55,7 @@ def summary_of(run: Run) -> ProfileSummary:
         return summarize(trace)
     if isinstance(run, (str, os.PathLike, list, tuple)):
         trace = load_run(run)
-        from ..capture.nsys_narrow import narrow_read
+        from ..capture.nsys.narrow import narrow_read
 
         columns = narrow_read(trace, SYNC_APIS)
         return summarize(trace, Narrow(**columns) if columns else None)

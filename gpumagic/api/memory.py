@@ -1,5 +1,5 @@
 """``gpumagic.load_memory_snapshot``: an allocator snapshot read by the capture layer
-(``capture.memory_snapshot``), analysed (``analysis.memory``) and shown by the render layer
+(``capture.memory.snapshot``), analysed (``analysis.memory``) and shown by the render layer
 (``render.memory_view.MemoryView``). A join above all three, so that none imports another upwards:
 a reader knows no HTML, a view reads no file."""
 
@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.memory import analyze_memory
-from ..capture.memory_snapshot import read_snapshot
+from ..capture.memory.snapshot import read_snapshot
 from ..render.memory_view import MemoryView
 
 if TYPE_CHECKING:
-    from ..capture.memory_names import MemoryNames
+    from ..capture.memory.names import MemoryNames
 
 __all__ = ["load_memory_snapshot"]
 
@@ -33,7 +33,7 @@ def load_memory_snapshot(
     exact peak and what was alive there by source line and op, and findings. ``device``: which
     device's history (default: the one with the most); ``device_memory``: the device's total bytes,
     which the snapshot does not record (the peak is then also said as a share of it); ``names``:
-    what the process's names said around the recording (``gpumagic.capture.memory_names``: a
+    what the process's names said around the recording (``gpumagic.capture.memory.names``: a
     ``MemoryNames`` of ``NameTable.from_records(...)`` tables written where it ran, and the model's
     ``module_tree``), which name its blocks and modules as ``%%gpuprofile --memory`` does."""
     snap = read_snapshot(path, device=device)

@@ -1,13 +1,13 @@
 """``gpumagic.load_ncu``: a saved Nsight Compute report, read by the capture layer
-(``capture.ncu.load_ncu_data``) and shown by the render layer (``render.ncu_view.NcuReport``). It
-lives above both, as the magics do, so that neither layer imports the other: a reader knows no HTML,
-a view reads no file."""
+(``capture.ncu.backend.load_ncu_data``) and shown by the render layer
+(``render.ncu_view.NcuReport``). It lives above both, as the magics do, so that neither layer
+imports the other: a reader knows no HTML, a view reads no file."""
 
 from __future__ import annotations
 
 import os
 
-from ..capture.ncu import load_ncu_data
+from ..capture.ncu.backend import load_ncu_data
 from ..render.ncu_view import NcuReport
 
 __all__ = ["load_ncu"]

@@ -6,9 +6,15 @@ Every backend is called the same way, so the magic (and a script) can swap one f
 
 ``cell`` is source text, a code object or a callable (in-process backends; a subprocess needs
 source), ``label`` names the NVTX range around the captured runs, and ``options`` is the backend's
-own dataclass (``capture/options.py``). Backends: ``torch_profiler`` (in this process) and ``nsys``
-(a subprocess under Nsight Systems). The loop they share is ``capture/cell.py``; the readers (Chrome
-trace JSON, nsys SQLite) work on saved files too.
+own dataclass (``capture/options.py``).
+
+One folder per tool, each with its ``backend.capture``: ``torch/`` (torch.profiler in this
+process), ``nsys/`` (a subprocess under Nsight Systems, and its SQLite reader), ``ncu/`` (Nsight
+Compute); ``chrome/`` reads Chrome trace JSON, ``memory/`` the caching allocator. What they share:
+``marks/`` (the ranges that name the code), ``child/`` (shipping a cell's names to a subprocess and
+the script it runs), and at this level the loop every backend runs (``cell.py``), the options
+(``options.py``), the guards that keep a capture from hurting the session (``guards.py``), the
+phases of a tool run (``phases.py``) and finding the tools (``tools.py``).
 """
 
 from __future__ import annotations

@@ -37,9 +37,9 @@ class TorchProfilerOptions:
     #: Record input shapes of torch ops (the op table's "Input shapes").
     record_shapes: bool = True
     #: Mark each forward of the namespace's models, and each line of the cell, with a range named
-    #: as the code names it (the by-module and by-line views; ``capture/module_ranges.py``): on a
-    #: training step the host paces, +1.3% (d 128) and +7.0% (d 512) on an H200, +0.1% on this CPU
-    #: (``benchmarks/by_code_cost.py``; the view may cost 10%).
+    #: as the code names it (the by-module and by-line views; ``capture/marks/module_ranges.py``):
+    #: on a training step the host paces, +1.3% (d 128) and +7.0% (d 512) on an H200, +0.1% on this
+    #: CPU (``benchmarks/by_code_cost.py``; the view may cost 10%).
     module_ranges: bool = True
     #: Record every Python call (torch's Python tracer, which also records each module's forward):
     #: +5.7% and +11.8% on the same H200 steps, so off: the ranges give the view without it.
@@ -110,13 +110,14 @@ class NsysOptions(SubprocessOptions):
     #: The Python that runs the cell; None: this one.
     python: str | None = None
     #: Ranks the cell runs as, one GPU each, inside the one nsys run (``--nproc``; launched by
-    #: ``rank_launch.py``); None or 1: one process, no torch.distributed.
+    #: ``capture/nsys/rank_launch.py``); None or 1: one process, no torch.distributed.
     nproc: int | None = None
-    #: Keep one child under nsys per process and reuse it for later cells (``nsys_warm.py``);
-    #: False: every run starts nsys, Python and CUDA afresh. Ranks (``nproc`` > 1) always do.
+    #: Keep one child under nsys per process and reuse it for later cells
+    #: (``capture/nsys/warm.py``); False: every run starts nsys, Python and CUDA afresh. Ranks
+    #: (``nproc`` > 1) always do.
     warm: bool = True
     #: Sample the GPU's hardware counters in the same capture (``--counters``): nsys' GPU metrics
-    #: (:data:`COUNTER_ARGS`), read onto the kernels (``capture/nsys_gpu_metrics.py``).
+    #: (:data:`COUNTER_ARGS`), read onto the kernels (``capture/nsys/gpu_metrics.py``).
     counters: bool = False
 
     extra_args_option: ClassVar[str] = "--nsys-args"
@@ -155,8 +156,8 @@ class NcuOptions(SubprocessOptions):
     kernel_filter: str | None = None
     #: Launches profiled per kernel and launch configuration (``--filter-mode per-launch-config``).
     launch_count: int = 1
-    #: Start the profiled process beside the first pass (``ncu_early.py``): it profiles every
-    #: kernel where the first pass saw no more than ``top`` names, else ends unused.
+    #: Start the profiled process beside the first pass (``capture/ncu/early.py``): it profiles
+    #: every kernel where the first pass saw no more than ``top`` names, else ends unused.
     early_start: bool = True
     #: ``--section`` identifiers collected, unless ``section_set`` is given.
     sections: tuple[str, ...] = ("SpeedOfLight", "SpeedOfLight_RooflineChart")
@@ -216,8 +217,8 @@ LEAN = {"--sample": "none", "--cpuctxsw": "none"}
 #: The switches among ``--nsys-args`` that belong to ``nsys start``, not ``nsys launch`` (nsys
 #: 2025.3: those ``nsys start --help`` lists and ``nsys launch --help`` does not, or calls
 #: deprecated there), each with its short form: a warm child passes them to each cell's ``nsys
-#: start`` (``nsys_warm.py``). Left out: what gpumagic sets itself (``-o``, ``--force-overwrite``,
-#: ``--capture-range``, ``--export``, ``--stats``, ``--stop-on-exit``).
+#: start`` (``capture/nsys/warm.py``). Left out: what gpumagic sets itself (``-o``,
+#: ``--force-overwrite``, ``--capture-range``, ``--export``, ``--stats``, ``--stop-on-exit``).
 START_SWITCHES: dict[str, str | None] = {
     # CPU sampling and context switches (deprecated on `nsys launch`)
     "--sample": "-s",

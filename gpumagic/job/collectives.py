@@ -7,7 +7,7 @@ collective is a kernel name and its place among the rank's kernels of that name
 a rank's wait the rest of its duration (``analysis.rank_kernels.nccl_waits``: exact, from the
 per-collective minima); the clocks of different hosts are aligned on the end of the first collective
 every rank ran, the residual skew being the widest spread of the later common collectives' ends
-(``capture.clock_alignment.align_on_collective``).
+(``trace.clock_alignment.align_on_collective``).
 """
 
 from __future__ import annotations

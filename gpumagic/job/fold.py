@@ -5,7 +5,7 @@ job's tables.
 order): the per-name statistics go into the job's merged tables at once (``stats.py``), and of the
 rest it keeps what the cross-rank facts need, a few KB a rank: the per-GPU figures, the findings'
 inputs, the NCCL arrays and the binned busy time. :meth:`Fold.finish` then makes the cross-rank
-facts as ``capture.reports`` and ``analysis`` make them of a stacked Trace (the same functions where
+facts as ``job.reports`` and ``analysis`` make them of a stacked Trace (the same functions where
 they take figures): which rank each file is and by what rule, whether the files can be one job, the
 clock alignment, the skews, the NCCL waits, the heatmap's grid.
 """
@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.ranks import FIGURE_COLUMNS, with_skews
-from ..capture.job_identity import mismatch
-from ..capture.reports import PID_SPAN, rank_rule
 from .busy_bins import job_grid, rebin
 from .collectives import alignment, nccl_frame, waits_by_pid
+from .identity import mismatch
 from .rank_summary import RankSummary
+from .reports import PID_SPAN, rank_rule
 from .stats import TABLES, NameTable
 
 __all__ = ["HEAT_COLUMNS", "Fold", "JobData"]
@@ -166,7 +166,7 @@ class Fold:
 
 
 def _offsets(summaries: list[RankSummary]) -> list[int]:
-    """Each file's pid offset, as ``capture.reports`` stacks them (pids of another host that
+    """Each file's pid offset, as ``job.reports`` stacks them (pids of another host that
     collide)."""
     seen: set[int] = set()
     out = []

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..trace import Trace
-from .clock_alignment import align_on_collective
+from ..trace.clock_alignment import align_on_collective
 
 #: How many events with arguments are looked at before deciding that a file holds no rank tags:
 #: a merge tags every event, so the first few hundred say it (and a plain file costs nothing).
@@ -154,8 +154,8 @@ def chrome_file_trace(
     """One Chrome-trace file as a Trace: its ranks stacked where it holds several
     (:func:`merged_trace`), else the file as one process. ``read`` and ``stack`` as for
     :func:`merged_trace`."""
-    from .chrome_events import paused_gc
-    from .chrome_trace import read_chrome_json, trace_from_chrome
+    from ..capture.chrome.events import paused_gc
+    from ..capture.chrome.reader import read_chrome_json, trace_from_chrome
 
     with paused_gc():  # one pause, parse to tables: on between them, it walks every parsed event
         data = read_chrome_json(path)

@@ -1,7 +1,7 @@
 """Where a job's reports are: local paths, or any fsspec URL its workers can read (``file://``,
 ``s3://``, ``gs://``...).
 
-A local path (or a ``file://`` URL) is listed and read as ``capture.reports`` does. A remote URL's
+A local path (or a ``file://`` URL) is listed and read as ``job.reports`` does. A remote URL's
 folder or glob is listed with fsspec, and each report is copied by the worker that reads it to a
 temporary file of its own (SQLite reads a file, not a stream), removed once read: the raw files
 never pass through the process that folds the job.
@@ -39,7 +39,7 @@ def to_local(path: str) -> str | None:
 
 def expand_urls(paths: str | os.PathLike[str] | Iterable[Any]) -> list[str] | None:
     """The files meant by remote URLs (a folder, a glob, a file, or a list of them), as URLs; None
-    where every path is local (``capture.reports.expand`` lists those)."""
+    where every path is local (``job.reports.expand`` lists those)."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     items = [os.fspath(p) for p in items]
     if not any(is_url(p) and to_local(p) is None for p in items):

@@ -1,7 +1,7 @@
 """The map of a job: one rank's report reduced where it is read, to the few tens of KB the whole
 job's views and findings need. Only this crosses to the process that folds the job.
 
-:func:`summarize` reads a report whole (``capture.reports.read_one``: every table, on its host's
+:func:`summarize` reads a report whole (``job.reports.read_one``: every table, on its host's
 clock, less the columns no summary uses: the kernels' launch shapes and the NVTX depths), runs the
 single-rank analysis on it (``analysis.ranks.rank_figures``: busy, window, NCCL, overlap, work per
 GPU) and keeps:
@@ -64,7 +64,7 @@ class RankSummary:
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        """What ``capture.job_identity.mismatch`` reads of a report: its first activity and the
+        """What ``job.identity.mismatch`` reads of a report: its first activity and the
         names of its NCCL kernels (not its rows)."""
         first = [] if self.first_ns is None else [self.first_ns]
         names = self.nccl_names or ([] if not first else ["-"])
@@ -76,7 +76,7 @@ class RankSummary:
 def summarize(path: str) -> RankSummary:
     """Read ``path`` (a local path or an fsspec URL) and reduce it to its :class:`RankSummary`. Runs
     in a worker."""
-    from ..capture.reports import read_one
+    from .reports import read_one
 
     t0 = time.perf_counter()
     with local_file(path) as local:

@@ -19,13 +19,13 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..capture.report_kinds import ReportKind, split_kinds
 from ..errors import GpuMagicError
 from .errors import JobReadError
 from .fold import Fold
 from .on_dask import read_on_dask
 from .paths import expand_urls
 from .rank_summary import RankSummary, summarize
+from .report_kinds import ReportKind, split_kinds
 
 __all__ = ["IN_FLIGHT_PER_WORKER", "JobReadError", "read_job"]
 
@@ -77,7 +77,7 @@ def _files(paths: Any, kind: ReportKind | None) -> tuple[list[str], list[dict[st
     if urls is None:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         local = [os.fspath(p).removeprefix("file://") for p in items]
-        from ..capture.reports import _of_kind
+        from .reports import _of_kind
 
         return _of_kind(local if len(local) > 1 else local[0], kind)
     kept, skipped = split_kinds(urls, kind)
@@ -126,7 +126,7 @@ def _on_executor(
         return
     workers = min(len(files), len(os.sched_getaffinity(0)) or 1)
     own = executor is None
-    from ..capture import chrome_trace, nsys  # noqa: F401 - forked workers start with them loaded
+    from ..capture.chrome import reader as chrome_trace  # noqa: F401 - forked workers start with them loaded
 
     pool = executor or cf.ProcessPoolExecutor(max_workers=workers)
     limit = IN_FLIGHT_PER_WORKER * max(getattr(pool, "_max_workers", workers) or workers, 1)

@@ -29,10 +29,10 @@ and the residual skew: the largest spread of the other common collectives' ends 
 
 **One kind per reader.** ``load_nsys`` of a folder reads its nsys exports and ``load_trace`` its
 Chrome traces; the files of the other kind (a folder may hold both for every rank: two recordings of
-each rank, not more ranks) are named in ``meta["skipped"]`` (``capture/report_kinds.py``).
+each rank, not more ranks) are named in ``meta["skipped"]`` (``job/report_kinds.py``).
 
 **One job?** Reports that cannot have run together (different run ids or world sizes, clocks hours
-apart, no collective in common: ``capture/job_identity.py``) are read all the same, and said:
+apart, no collective in common: ``job/identity.py``) are read all the same, and said:
 ``meta["job_mismatch"]`` and a :class:`JobMismatchWarning`.
 
 **Many ranks.** Every rank's rows end up in this one process (about 24 MB a rank of 50,000
@@ -60,8 +60,8 @@ import pandas as pd
 
 from ..errors import FileMissingError, GpuMagicError
 from ..trace import COLUMNS, Trace, frame, id_column
-from .clock_alignment import align_on_collective
-from .job_identity import chrome_identity, mismatch, nsys_identity
+from ..trace.clock_alignment import align_on_collective
+from .identity import chrome_identity, mismatch, nsys_identity
 from .report_kinds import (
     MANY_REPORTS,
     READER,
@@ -122,7 +122,7 @@ class FileReport:
     pids: list[int] = field(default_factory=list)
     identity: dict[str, Any] = field(
         default_factory=dict
-    )  # what it records of its job (capture/job_identity.py)
+    )  # what it records of its job (job/identity.py)
 
 
 def is_many(path: Any) -> bool:
@@ -143,14 +143,14 @@ def load_nsys(
     align: str = "auto",
 ) -> Trace:
     """``gpumagic.load_nsys``: a Trace from an nsys SQLite export or ``.nsys-rep``
-    (``capture.nsys.load_nsys``), or, from a directory, a glob or a list of files (one report per
-    rank, as a multi-node job leaves them), one Trace of every rank (:func:`load_reports`: each file
-    read on ``executor``, clocks of different hosts aligned per ``align``). Of many files it reads
-    the nsys exports only, and names any Chrome traces among them in ``meta["skipped"]``
-    (``load_trace`` reads those)."""
+    (``capture.nsys.backend.load_nsys``), or, from a directory, a glob or a list of files (one
+    report per rank, as a multi-node job leaves them), one Trace of every rank
+    (:func:`load_reports`: each file read on ``executor``, clocks of different hosts aligned per
+    ``align``). Of many files it reads the nsys exports only, and names any Chrome traces among them
+    in ``meta["skipped"]`` (``load_trace`` reads those)."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="nsys")
-    from .nsys import load_nsys as load_one
+    from ..capture.nsys.backend import load_nsys as load_one
 
     return load_one(path, nsys)  # type: ignore[arg-type]
 
@@ -165,7 +165,7 @@ def load_trace(
     (``.json``/``.json.gz``), or from a directory, a glob or a list of them (one trace per rank) one
     Trace of every rank (:func:`load_reports`). Of many files it reads the Chrome traces only, and
     names any nsys exports among them in ``meta["skipped"]``. One file that holds several ranks (a
-    merged trace: ``args.rank`` on its events) reads as those ranks (``merged_ranks.py``)."""
+    merged trace: ``args.rank`` on its events) reads as those ranks (``job/merged_ranks.py``)."""
     if is_many(path):
         return load_reports(path, executor=executor, align=align, kind="chrome")
     from .merged_ranks import chrome_file_trace
@@ -237,8 +237,8 @@ def read_one(path: str, narrow: bool = False) -> FileReport:
     never looks at them."""
     if path.endswith((".json", ".json.gz")):
         return _read_chrome(path)
-    from .nsys import load_nsys as load_one
-    from .nsys_sqlite import Export
+    from ..capture.nsys.backend import load_nsys as load_one
+    from ..capture.nsys.sqlite import Export
 
     trace = load_one(path)
     if narrow and isinstance(trace.source, Export) and trace._unread >= {"kernels", "nvtx"}:
@@ -283,7 +283,7 @@ def _nsys_identity(path: str) -> tuple[int, str | None, int | None, dict[str, An
 
 
 def _read_chrome(path: str) -> FileReport:
-    from .chrome_trace import read_chrome_json
+    from ..capture.chrome.reader import read_chrome_json
 
     return chrome_report(read_chrome_json(path), path)
 
@@ -291,7 +291,7 @@ def _read_chrome(path: str) -> FileReport:
 def chrome_report(data: dict[str, Any] | list[Any], path: str) -> FileReport:
     """A parsed Chrome trace as one rank's report: its rows on the clock of ``baseTimeNanoseconds``
     and marked with its process, its rank from ``distributedInfo``."""
-    from .chrome_trace import trace_from_chrome
+    from ..capture.chrome.reader import trace_from_chrome
 
     trace = trace_from_chrome(data, path=path)
     trace.meta.setdefault("source", path)
@@ -344,7 +344,7 @@ def load_reports(
     None reads files of one kind and refuses a mix of both.
 
     Reports that cannot be one job (different run ids or world sizes, clocks hours apart, no
-    collective in common: ``capture/job_identity.py``) are still read, with the reasons in
+    collective in common: ``job/identity.py``) are still read, with the reasons in
     ``meta["job_mismatch"]`` and a :class:`JobMismatchWarning`.
     """
     if align not in ("auto", "collective", "none"):
@@ -429,7 +429,7 @@ def _read_all(
     if len(files) == 1 and executor is None:
         return [reader(files[0])], []
     own = executor is None
-    from . import chrome_trace, nsys  # noqa: F401 - imported once here: forked workers start with them loaded
+    from ..capture.chrome import reader as chrome_trace  # noqa: F401 - imported once here: forked workers start with them loaded
 
     pool = executor or cf.ProcessPoolExecutor(
         max_workers=min(len(files), len(os.sched_getaffinity(0)) or 1)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..capture.reports import read_one, stack
 from ..trace import Trace
 from .errors import JobRankError
 from .paths import local_file
+from .reports import read_one, stack
 
 __all__ = ["read_ranks"]
 

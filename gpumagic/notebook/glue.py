@@ -94,9 +94,10 @@ def running_cell(shell: InteractiveShell) -> tuple[Any, Any] | None:
 def compile_cell(shell: InteractiveShell, source: str, lines: bool = False) -> Cell:
     """The cell compiled as IPython runs it: registered with linecache (tracebacks and allocation
     stacks show its lines), IPython's AST transformers applied, its last expression kept apart.
-    ``lines``: each line in its profiler range, for the by-line view (``capture/cell_lines.py``)."""
+    ``lines``: each line in its profiler range, for the by-line view
+    (``capture/marks/cell_lines.py``)."""
     from ..capture.cell import Cell, compile_tree
-    from ..capture.cell_lines import mark_lines
+    from ..capture.marks.cell_lines import mark_lines
 
     filename = shell.compile.cache(source)
     tree = shell.transform_ast(shell.compile.ast_parse(source, filename))

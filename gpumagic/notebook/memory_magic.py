@@ -1,5 +1,5 @@
 """``%%gpuprofile --memory``: the caching allocator's history for one cell (recorded by
-``capture.memory_cell``), analysed (``analysis.memory``) and shown (``render.memory_view``), with
+``capture.memory.cell``), analysed (``analysis.memory``) and shown (``render.memory_view``), with
 the checks every ``%%gpuprofile`` backend shares (:class:`~.profile_magic.CellRun`); the peak's
 summary saved to the history (``-l NAME``) and compared with a saved run (``--vs``)."""
 
@@ -37,12 +37,12 @@ def profile_cell_memory(
     show: Callable[[Any], Any] = print,
     saver: MemoryRecorder | None = None,
 ) -> Any:
-    """``%%gpuprofile --memory``: record the cell's allocations (``capture.memory_cell``), show the
+    """``%%gpuprofile --memory``: record the cell's allocations (``capture.memory.cell``), show the
     view with ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's
     value. A cell that raised (an out-of-memory error among others) is shown with what was alive
     when it failed, then its exception is raised again. ``saver``: where the run is saved, and
     what it is compared with (``--vs``)."""
-    from ..capture.memory_cell import capture_memory
+    from ..capture.memory.cell import capture_memory
 
     got = capture_memory(
         compile_cell(shell, shell.transform_cell(cell)),

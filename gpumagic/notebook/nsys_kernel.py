@@ -1,5 +1,5 @@
 """A Jupyter kernel that runs under Nsight Systems, so that ``%%gpuprofile --nsys`` profiles each
-cell in place (``capture/nsys_inplace.py``) instead of shipping its names to a subprocess.
+cell in place (``capture/nsys/inplace.py``) instead of shipping its names to a subprocess.
 
 ``python -m gpumagic kernel install --nsys`` writes a kernel spec (Jupyter's ``kernel.json``, found
 by ``jupyter kernelspec list`` and offered in the launcher as "Python 3 (gpumagic, under Nsight
@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Replace this process with ``nsys launch ... ipykernel_launcher``; 2 with a message where
     nsys cannot be found."""
-    from ..capture.nsys import find_nsys
-    from ..capture.nsys_inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
+    from ..capture.nsys.backend import find_nsys
+    from ..capture.nsys.inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
     from ..capture.options import NsysOptions
     from ..errors import NsysNotFoundError
 

@@ -96,12 +96,12 @@ def profile_in_process_or_nsys(
         raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
 
     from ..api.diff import versus_saved
-    from ..capture.chrome_trace import check_writable
+    from ..capture.chrome.reader import check_writable
     from ..history.profiles import ProfileRecorder
 
     if args.nsys:
-        from ..capture import nsys as backend
-        from ..capture import nsys_inplace
+        from ..capture.nsys import backend
+        from ..capture.nsys import inplace as nsys_inplace
 
         runnable: Any = run.source
         options: Any = config.nsys_options(
@@ -123,7 +123,7 @@ def profile_in_process_or_nsys(
             backend, where = nsys_inplace, ""
             runnable = compile_cell(shell, run.source, lines=True)
     else:
-        from ..capture import torch_profiler as backend
+        from ..capture.torch import backend
 
         runnable, prefix = compile_cell(shell, run.source, lines=True), "%%gpuprofile"
         options, where = None, ""
@@ -187,7 +187,7 @@ def profile_ncu(
             "and none is visible here (torch.cuda.is_available() is False). A saved report opens "
             "with gpumagic.load_ncu(path)."
         )
-    from ..capture import ncu as backend
+    from ..capture.ncu import backend
     from ..render.ncu_view import NcuReport
 
     with capture_errors("%%gpuprofile --ncu", said=True, fallback=""):
@@ -209,7 +209,7 @@ def profile_ncu(
             iters=run.iters,
             options=options,
         )
-    from ..capture.nsys_inplace import session
+    from ..capture.nsys.inplace import session
 
     if session() is not None:
         got.notes.insert(

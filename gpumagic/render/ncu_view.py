@@ -1,6 +1,6 @@
 """NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object (the
-reading is the capture layer's: ``capture.ncu.load_ncu_data``; ``gpumagic.load_ncu`` joins the two,
-in ``ncu_loader.py``).
+reading is the capture layer's: ``capture.ncu.backend.load_ncu_data``; ``gpumagic.load_ncu`` joins
+the two, in ``ncu_loader.py``).
 
 Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of
 Light), achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic
@@ -24,7 +24,7 @@ from .tables import breakable, esc
 
 __all__ = ["LIMITER_WORDS", "TENSOR_WORDS", "NcuFigures", "NcuReport"]
 
-#: The limiter of a kernel (``capture/ncu_read.py``'s verdict, after ncu's SOLBottleneck rule), in
+#: The limiter of a kernel (``capture/ncu/read.py``'s verdict, after ncu's SOLBottleneck rule), in
 #: words.
 LIMITER_WORDS = {
     "compute": "compute-bound: the SM is the busiest unit",
@@ -41,7 +41,7 @@ TENSOR_WORDS = (
 
 
 class NcuFigures(Protocol):
-    """What the report reads of a profiled report (``capture.ncu_read.NcuData`` is one): read by the
+    """What the report reads of a profiled report (``capture.ncu.read.NcuData`` is one): read by the
     capture layer, shown here, so this module imports no reader."""
 
     raw: pd.DataFrame

@@ -2,8 +2,8 @@
 device's ceilings as lines (the DRAM bandwidth slope, a flat roof per precision).
 
 The ceilings are the ones the report states (ncu's peak metrics at the clocks it ran at,
-``capture/ncu_read.py``), not a datasheet's: a point is read against what the chip could do at that
-moment. Where the report counted tensor-core work (``capture/ncu_tensor.py``), a kernel is placed by
+``capture/ncu/read.py``), not a datasheet's: a point is read against what the chip could do at that
+moment. Where the report counted tensor-core work (``capture/ncu/tensor.py``), a kernel is placed by
 its total FLOP/s, tensor cores included, and the dense tensor roof of each precision some kernel
 used is drawn beside the FFMA-path ones (a bf16 GEMM then sits under the bf16 tensor roof, far above
 the fp32 one, where ncu's plain roofline would show only its epilogue near the floor). An int8

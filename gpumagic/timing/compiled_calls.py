@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from ..capture.compiled_functions import is_compiled_function
+from ..capture.marks.compiled_functions import is_compiled_function
 from .work_counters import _tensors, _traffic
 
 __all__ = ["CompiledCalls", "DynamoCannotStandAside", "compiled_objects", "outside_dynamo"]

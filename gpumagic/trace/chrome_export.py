@@ -1,9 +1,9 @@
 """Any Trace (a torch.profiler capture, an nsys export, a whole job) written as Chrome/Perfetto
-trace JSON: complete ('X') events in microseconds with the args ``capture/chrome_trace.py``'s reader
-takes back, so a written trace reads back into the same tables.
+trace JSON: complete ('X') events in microseconds with the args ``capture/chrome/reader.py``'s
+reader takes back, so a written trace reads back into the same tables.
 
 Writing is a format of the data model, not a capture: it lives below both the readers
-(``capture.chrome_trace`` re-exports it beside its reader) and the views
+(``capture.chrome.reader`` re-exports it beside its reader) and the views
 (``ProfileReport.to_chrome_trace``, ``%%gpuprofile --trace``), so the render layer writes a trace
 without importing a capture backend.
 """

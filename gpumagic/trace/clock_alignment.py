@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import COLUMNS, Trace, id_column
-from ..trace.collectives import collective_instances
+from . import COLUMNS, Trace, id_column
+from .collectives import collective_instances
 
 __all__ = ["align_on_collective"]
 

@@ -123,7 +123,7 @@ def _installed(top: str) -> bool:
 
 
 def code_tables(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(frames, autograd) of a Trace from ``meta["code"]`` (``capture/chrome_code.py``): frames
+    """(frames, autograd) of a Trace from ``meta["code"]`` (``capture/chrome/code_text.py``): frames
     with name, start, end, thread; autograd entries with name, start, end, thread, seq, fwd_thread.
     Empty frames where the trace did not record them."""
 

@@ -89,7 +89,7 @@ LINE_COLUMNS = [
 ]
 
 
-#: What a line that stopped marking its runs says (``capture/cell_lines.py``'s ``LINE_RUNS``).
+#: What a line that stopped marking its runs says (``capture/marks/cell_lines.py``'s ``LINE_RUNS``).
 CAPPED_LINE = "ran more than 20,000 times: its later runs are on the line around it"
 #: A capture that recorded modules where none ran.
 NO_MODULE_RAN = (

@@ -3,7 +3,7 @@ collective.
 
 NCCL requires every rank to issue the same collectives in the same order, so the k-th kernel of one
 collective's name in one process and the k-th of that name in another are the same collective. Both
-the clock alignment of per-rank reports (``capture/reports.py``: the end of the first collective
+the clock alignment of per-rank reports (``job/reports.py``: the end of the first collective
 every rank ran) and the split of an NCCL kernel's time into waiting and moving data
 (``analysis/rank_kernels.py``) match kernels this way.
 """

@@ -109,7 +109,7 @@ def frame(table: str, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataF
 
 class TableSource(Protocol):
     """Where a Trace's tables come from when they are read on first use
-    (``capture/nsys_sqlite.py``)."""
+    (``capture/nsys/sqlite.py``)."""
 
     #: The tables it supplies (names in COLUMNS).
     tables: frozenset[str]

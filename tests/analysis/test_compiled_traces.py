@@ -12,8 +12,8 @@ import pytest
 
 from gpumagic.analysis import findings
 from gpumagic.analysis.launch_remedies import compiled_regions, graph_kernels, launch_remedies
-from gpumagic.capture.chrome_trace import load_trace
-from gpumagic.capture.inductor_kernels import (
+from gpumagic.capture.chrome.reader import load_trace
+from gpumagic.capture.torch.inductor_kernels import (
     fused_descriptions,
     fused_from_loaded_code,
     parse_output_code,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpumagic.analysis.counters import counters_table, verdict
-from gpumagic.capture.nsys import load_nsys
+from gpumagic.capture.nsys.backend import load_nsys
 from gpumagic.device_peaks.table import lookup
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace.counters import kernel_counters

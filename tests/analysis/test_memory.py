@@ -11,7 +11,7 @@ import pytest
 
 import gpumagic
 from gpumagic.analysis.memory import CATEGORIES, analyze_memory
-from gpumagic.capture.memory_snapshot import SnapshotFormatError, read_snapshot
+from gpumagic.capture.memory.snapshot import SnapshotFormatError, read_snapshot
 from gpumagic.render.memory_view import MemoryView
 
 from ..helpers import DATA

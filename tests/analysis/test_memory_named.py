@@ -14,8 +14,8 @@ import pytest
 
 from gpumagic.analysis.memory import analyze_memory, block_bytes, format_bytes
 from gpumagic.analysis.memory_owners import BEFORE, NO_STACK
-from gpumagic.capture.memory_names import MemoryNames, NameTable, module_tree
-from gpumagic.capture.memory_snapshot import read_snapshot
+from gpumagic.capture.memory.names import MemoryNames, NameTable, module_tree
+from gpumagic.capture.memory.snapshot import read_snapshot
 from gpumagic.render.memory_view import MemoryView
 
 torch = pytest.importorskip("torch")

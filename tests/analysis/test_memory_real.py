@@ -10,7 +10,7 @@ import pytest
 
 import gpumagic
 from gpumagic.analysis.memory import CATEGORIES, analyze_memory
-from gpumagic.capture.memory_snapshot import read_snapshot
+from gpumagic.capture.memory.snapshot import read_snapshot
 
 from ..helpers import DATA
 

@@ -574,7 +574,7 @@ def test_ddp2_both_ranks_communicate(ddp2):
 
 
 def test_a_chrome_trace_of_two_processes_keeps_their_lanes_apart(two, tmp_path):
-    from gpumagic.capture.chrome_trace import chrome_trace_events
+    from gpumagic.capture.chrome.reader import chrome_trace_events
 
     events = chrome_trace_events(two)["traceEvents"]
     gpu = {e["pid"] for e in events if e["cat"] == "kernel"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpumagic.analysis import findings
-from gpumagic.capture.chrome_trace import trace_from_chrome
+from gpumagic.capture.chrome.reader import trace_from_chrome
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace import Trace
 

@@ -14,7 +14,7 @@ import pytest
 from gpumagic import load_trace
 from gpumagic.capture import Capture
 from gpumagic.capture.cell import Cell, loop_notes, run_cell
-from gpumagic.capture.chrome_trace import chrome_trace_events, write_chrome_trace
+from gpumagic.capture.chrome.reader import chrome_trace_events, write_chrome_trace
 
 from ..helpers import DATA, ROOT
 
@@ -124,7 +124,8 @@ def test_loop_notes_say_what_the_figures_cover():
 def test_both_backends_share_one_signature():
     import inspect
 
-    from gpumagic.capture import nsys, torch_profiler
+    from gpumagic.capture.nsys import backend as nsys
+    from gpumagic.capture.torch import backend as torch_profiler
 
     a = inspect.signature(torch_profiler.capture)
     b = inspect.signature(nsys.capture)
@@ -140,7 +141,7 @@ def test_both_backends_share_one_signature():
 
 def test_torch_backend_returns_a_capture_and_keeps_the_cells_assignments():
     torch = pytest.importorskip("torch")
-    from gpumagic.capture.torch_profiler import capture
+    from gpumagic.capture.torch.backend import capture
 
     ns = {"torch": torch, "runs": []}
     got = capture(
@@ -158,7 +159,7 @@ def test_torch_backend_returns_a_capture_and_keeps_the_cells_assignments():
 
 
 def test_nsys_backend_needs_source_text():
-    from gpumagic.capture.nsys import capture
+    from gpumagic.capture.nsys.backend import capture
 
     with pytest.raises(TypeError, match="source text"):
         capture(lambda: None, "cell")
@@ -212,12 +213,14 @@ def test_runner_reports_the_cells_traceback_without_its_own_frames(tmp_path):
     (work / "cell.json").write_text(
         json.dumps({"cell": "a = 1\nb = a / 0", "warmup": 0, "iters": 1, "label": "c"})
     )
-    from gpumagic.capture.shipping import ship
+    from gpumagic.capture.child.shipping import ship
 
     ship([], {}, str(work))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, "-m", "gpumagic.capture.runner", str(work)], env=env, capture_output=True
+        [sys.executable, "-m", "gpumagic.capture.child.runner", str(work)],
+        env=env,
+        capture_output=True,
     )
     assert proc.returncode == 3, proc.stderr
     tb = (work / "error.txt").read_text()

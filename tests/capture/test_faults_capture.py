@@ -19,7 +19,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic import load_nsys, load_trace
-from gpumagic.capture.runner import alive  # a zombie, dead but not reaped, counts as gone
+from gpumagic.capture.child.runner import alive  # a zombie, dead but not reaped, counts as gone
 from gpumagic.errors import (
     FileMissingError,
     GpuMagicError,
@@ -57,7 +57,7 @@ def assert_clean_exit(proc: subprocess.CompletedProcess[str]) -> None:
 NESTED_PRELUDE = """
 import torch
 from torch.profiler import profile
-from gpumagic.capture.torch_profiler import capture
+from gpumagic.capture.torch.backend import capture
 from gpumagic.errors import NestedProfilerError
 
 def profiler_on():
@@ -247,7 +247,7 @@ def test_a_damaged_sqlite_export_is_explained(tmp_path):
 
 def test_a_missing_report_is_said_missing_before_looking_for_nsys(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("gpumagic.capture.nsys._SEARCH", ())
+    monkeypatch.setattr("gpumagic.capture.nsys.backend._SEARCH", ())
     missing = tmp_path / "gone.nsys-rep"
     with pytest.raises(FileMissingError, match=r"gone\.nsys-rep does not exist") as info:
         load_nsys(missing)
@@ -259,7 +259,7 @@ def test_a_missing_report_is_said_missing_before_looking_for_nsys(tmp_path, monk
 
 
 def test_unbalanced_quote_in_nsys_args_is_refused_before_any_work(tmp_path, monkeypatch):
-    from gpumagic.capture import nsys
+    from gpumagic.capture.nsys import backend as nsys
     from gpumagic.capture.options import NsysOptions
 
     log = tmp_path / "nsys.log"
@@ -367,7 +367,7 @@ def test_the_nsys_cell_value_is_shown_as_the_subprocess_printed_it(ip, tmp_path,
 def test_profiler_chatter_on_fd2_is_dropped_and_the_cells_own_stderr_kept(capfd, monkeypatch):
     import torch.profiler as tp
 
-    from gpumagic.capture.torch_profiler import capture
+    from gpumagic.capture.torch.backend import capture
 
     real = tp.profile
 
@@ -408,7 +408,7 @@ def test_profiler_chatter_on_fd2_is_dropped_and_the_cells_own_stderr_kept(capfd,
 
 
 def test_the_real_profilers_usdt_lines_do_not_reach_stderr(capfd):
-    from gpumagic.capture.torch_profiler import capture
+    from gpumagic.capture.torch.backend import capture
 
     capture("torch.ones(2) + 1", "c", namespace={"torch": torch}, warmup=0)
     assert "USDT" not in capfd.readouterr().err
@@ -447,7 +447,7 @@ def ctrl_c():
 def test_a_ctrl_c_during_the_profilers_stop_waits_until_it_has_stopped(monkeypatch, ctrl_c):
     import torch.profiler as tp
 
-    from gpumagic.capture.torch_profiler import capture
+    from gpumagic.capture.torch.backend import capture
 
     real = tp.profile
     stopped = []

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from gpumagic.capture import ncu_early, runner
+from gpumagic.capture.child import runner
+from gpumagic.capture.ncu import early as ncu_early
 from gpumagic.capture.options import lean_args, split_start_args
 from gpumagic.capture.phases import PhaseMarks
 
@@ -197,7 +198,7 @@ def test_a_rank_leaves_with_its_status_even_when_a_flush_fails(tmp_path):
     script = textwrap.dedent(
         """
         import sys
-        from gpumagic.capture.runner import _leave
+        from gpumagic.capture.child.runner import _leave
 
         class Broken:
             def write(self, text):
@@ -284,11 +285,11 @@ def test_the_tools_child_processes_import_neither_pandas_nor_the_timing_core():
     """Each process a tool runs the cell in imports the package first: its start must not pay for
     pandas, IPython or Bokeh (they cost 0.3-0.7 s before the child's first line)."""
     modules = [
-        "gpumagic.capture.runner",
-        "gpumagic.capture.warm_child",
-        "gpumagic.capture.ncu_rank",
+        "gpumagic.capture.child.runner",
+        "gpumagic.capture.child.warm_child",
+        "gpumagic.capture.ncu.rank",
         "gpumagic.capture.cell",
-        "gpumagic.capture.shipping",
+        "gpumagic.capture.child.shipping",
         "gpumagic.capture.phases",
     ]
     script = (

@@ -16,7 +16,7 @@ pytest.importorskip("cupti", reason="needs cupti-python")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 import gpumagic  # noqa: E402
-from gpumagic.capture.torch_profiler import capture  # noqa: E402
+from gpumagic.capture.torch.backend import capture  # noqa: E402
 from gpumagic.gpu_activity import from_kineto  # noqa: E402
 from gpumagic.timing.cupti import record_calls  # noqa: E402
 

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 from gpumagic.analysis import findings  # noqa: E402
-from gpumagic.capture.torch_profiler import capture  # noqa: E402
+from gpumagic.capture.torch.backend import capture  # noqa: E402
 from gpumagic.render.report import ProfileReport  # noqa: E402
 
 LAUNCH = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")

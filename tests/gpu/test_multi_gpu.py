@@ -43,13 +43,13 @@ def runner_processes() -> list[str]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and "gpumagic.capture.runner" in args:
+        if state != "Z" and "gpumagic.capture.child.runner" in args:
             found.append(" ".join(args))
     return found
 
 
 def test_ddp_step_on_two_ranks_is_captured_on_both(tmp_path):
-    from gpumagic.capture import nsys
+    from gpumagic.capture.nsys import backend as nsys
     from gpumagic.capture.options import NsysOptions
 
     opts = NsysOptions(nproc=2, setup=SETUP, profile_dir=str(tmp_path), timeout=240)
@@ -99,7 +99,7 @@ def test_ddp_step_on_two_ranks_is_captured_on_both(tmp_path):
 
 
 def test_a_failing_rank_is_named_and_no_rank_is_left(tmp_path):
-    from gpumagic.capture import nsys
+    from gpumagic.capture.nsys import backend as nsys
     from gpumagic.capture.options import NsysOptions
     from gpumagic.errors import RankError
 
@@ -116,8 +116,8 @@ def test_a_failing_rank_is_named_and_no_rank_is_left(tmp_path):
 
 
 def test_a_rank_hung_in_nccl_is_stopped_at_the_timeout(tmp_path):
-    from gpumagic.capture import nsys
-    from gpumagic.capture.nsys_ranks import RanksTimeoutError
+    from gpumagic.capture.nsys import backend as nsys
+    from gpumagic.capture.nsys.ranks import RanksTimeoutError
     from gpumagic.capture.options import NsysOptions
 
     opts = NsysOptions(nproc=2, setup=SETUP, profile_dir=str(tmp_path), timeout=45)

@@ -126,7 +126,7 @@ def test_default_run_counts_tensor_core_flops(tmp_path):
     compute-bound; the FFMA GEMM counts as before."""
     import math
 
-    from gpumagic.capture import ncu
+    from gpumagic.capture.ncu import backend as ncu
     from gpumagic.capture.options import NcuOptions
     from gpumagic.render.ncu_view import NcuReport
 

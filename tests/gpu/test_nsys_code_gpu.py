@@ -1,6 +1,6 @@
 """``%%gpuprofile --nsys`` on the GPU host gives the by-code answer the in-process path gives for
 the same notebook training step: the kernels of each module, forward and backward, and of each
-line (``capture/code_marks.py``), in the warm child and in the one-shot run."""
+line (``capture/marks/code_marks.py``), in the warm child and in the one-shot run."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_a_reused_warm_child_records_the_kernels_a_fresh_run_records(tmp_path):
     and a fresh one-shot ``nsys profile`` of the same cell list the same kernels, as often."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from gpumagic.capture import nsys_warm
+    from gpumagic.capture.nsys import warm as nsys_warm
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gpumagic")

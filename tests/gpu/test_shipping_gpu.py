@@ -21,7 +21,7 @@ from train_step import STEP, notebook, optimizer_kernels  # noqa: E402
 
 
 def test_cuda_tensors_travel_by_ipc_and_the_notebooks_copy_is_untouched(tmp_path):
-    from gpumagic.capture.shipping import IPC, free_names, ship
+    from gpumagic.capture.child.shipping import IPC, free_names, ship
 
     ns = {"__name__": "__main__"}
     exec(notebook("step"), ns)  # noqa: S102 - the notebook's cells
@@ -31,7 +31,7 @@ def test_cuda_tensors_travel_by_ipc_and_the_notebooks_copy_is_untouched(tmp_path
     assert manifest.bytes_by_way.get(IPC, 0) > 100e6 and not manifest.host_reasons
     assert "by CUDA IPC" in manifest.note() and "cuda:0" in manifest.note()
     child = (
-        "import torch\nfrom gpumagic.capture.shipping import restore\n"
+        "import torch\nfrom gpumagic.capture.child.shipping import restore\n"
         f"ns = restore({str(tmp_path)!r})\n"
         "llm, opt = ns['llm'], ns['opt']\n"
         "assert opt.param_groups[0]['params'][0] is llm.tok.weight\n"

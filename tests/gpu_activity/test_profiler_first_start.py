@@ -33,7 +33,7 @@ def test_a_capture_starts_the_profiler_without_importing_inductor_and_puts_torch
     words = run(
         """
         import sys, torch
-        from gpumagic.capture.torch_profiler import capture
+        from gpumagic.capture.torch.backend import capture
         c = capture("torch.ones(3) + 1", "cell:x", warmup=1, namespace={"torch": torch})
         ops = set(c.trace.ops["name"])
         lazy = torch._lazy_modules
@@ -52,7 +52,7 @@ def test_the_users_own_profiler_is_left_as_torch_made_it():
         """
         import sys, torch
         from torch.profiler import profile, ProfilerActivity
-        from gpumagic.capture.torch_profiler import capture
+        from gpumagic.capture.torch.backend import capture
         capture("torch.ones(3) + 1", "cell:x", warmup=0, namespace={"torch": torch})
         with profile(activities=[ProfilerActivity.CPU]):
             torch.ones(3) + 1

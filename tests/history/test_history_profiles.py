@@ -16,7 +16,7 @@ from IPython.utils.capture import capture_output
 import gpumagic
 from gpumagic.analysis.profile_summary import ProfileSummary, summarize
 from gpumagic.api.diff import versus_saved
-from gpumagic.capture.chrome_trace import load_trace
+from gpumagic.capture.chrome.reader import load_trace
 from gpumagic.history.baseline import export
 from gpumagic.history.profiles import ProfileRecorder, UnknownProfileError, unpack_summary
 from gpumagic.history.rows import pack_samples, statement_key

@@ -12,8 +12,8 @@ import gpumagic
 from gpumagic.__main__ import main
 from gpumagic.analysis.memory import analyze_memory
 from gpumagic.analysis.memory_diff import OTHER, diff_memory, memory_summary
-from gpumagic.capture.memory_names import MemoryNames, NameTable
-from gpumagic.capture.memory_snapshot import read_snapshot
+from gpumagic.capture.memory.names import MemoryNames, NameTable
+from gpumagic.capture.memory.snapshot import read_snapshot
 from gpumagic.history.memory_runs import MemoryRecorder, UnknownMemoryRunError
 from gpumagic.history.saving import Recorder, UnknownReferenceError
 

@@ -12,7 +12,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpumagic.capture.nsys import load_nsys
+from gpumagic.capture.nsys.backend import load_nsys
 from gpumagic.job.fold import Fold
 from gpumagic.job.rank_summary import summarize
 from gpumagic.job.sketch import ZERO, buckets, counts

@@ -22,8 +22,8 @@ import pytest
 from gpumagic import load_nsys, load_trace
 from gpumagic.analysis import findings
 from gpumagic.analysis.ranks import rank_figures
-from gpumagic.capture.reports import JobMismatchWarning, load_reports
 from gpumagic.errors import GpuMagicError
+from gpumagic.job.reports import JobMismatchWarning, load_reports
 
 from ..helpers import DATA
 

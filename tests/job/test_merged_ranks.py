@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gpumagic.analysis.ranks import processes, rank_figures
-from gpumagic.capture.merged_ranks import split_by_rank
-from gpumagic.capture.reports import load_trace
+from gpumagic.job.merged_ranks import split_by_rank
+from gpumagic.job.reports import load_trace
 from gpumagic.render.report import ProfileReport
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -107,7 +107,7 @@ def test_the_parsed_events_are_freed_before_the_collector_is_back_on(tmp_path, m
     of a 140 MB trace's load)."""
     import gc
 
-    from gpumagic.capture import chrome_events
+    from gpumagic.capture.chrome import events as chrome_events
 
     alive_at_enable = []
 

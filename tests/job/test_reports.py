@@ -23,8 +23,8 @@ import pytest
 from gpumagic import load_nsys, load_trace
 from gpumagic.analysis import findings
 from gpumagic.analysis.ranks import kernel_summary_by_rank, rank_figures
-from gpumagic.capture.reports import expand, is_many, rank_from_name
 from gpumagic.errors import GpuMagicError
+from gpumagic.job.reports import expand, is_many, rank_from_name
 
 from ..helpers import DATA
 

@@ -133,7 +133,7 @@ def test_a_rank_not_in_the_job_is_named():
 
 
 def test_load_nsys_of_many_reports_points_to_read_job(exports, monkeypatch):
-    from gpumagic.capture import report_kinds, reports
+    from gpumagic.job import report_kinds, reports
 
     monkeypatch.setattr(report_kinds, "MANY_REPORTS", 1)
     with pytest.warns(reports.ManyReportsWarning, match="read_job"):
@@ -142,7 +142,7 @@ def test_load_nsys_of_many_reports_points_to_read_job(exports, monkeypatch):
 
 
 def test_load_nsys_of_too_many_reports_stops_before_reading_and_says_read_job(exports, monkeypatch):
-    from gpumagic.capture import report_kinds, reports
+    from gpumagic.job import report_kinds, reports
 
     monkeypatch.setattr(report_kinds, "TOO_MANY_REPORTS", 1)
     read = []

@@ -1,4 +1,4 @@
-"""The script the ``--nsys`` subprocess runs:  python -m gpumagic.capture.runner WORKDIR
+"""The script the ``--nsys`` subprocess runs:  python -m gpumagic.capture.child.runner WORKDIR
 
 It restores the shipped names, runs the setup code, then the same warm-up-then-capture loop as every
 backend (``capture/cell.py``) with the NVTX range named in ``cell.json`` as the capture context:
@@ -7,21 +7,22 @@ nsys is it (pytorch #117935). An exception in the cell is written to ``error.txt
 shown as the cell's error) and the exit code is 3; the cell's value (its trailing expression's, last
 captured run) is written, as its repr, to ``value.txt``. Its phases (torch import, CUDA init,
 inputs, setup, warm-up, capture) go to ``phases.json`` (``capture/phases.py``); the warm child
-(``warm_child.py``) runs each of its cells through the same :func:`run_spec`.
+(``capture/child/warm_child.py``) runs each of its cells through the same :func:`run_spec`.
 
 With ``nproc`` of 2 or more in ``cell.json`` it is one rank of a ``--nproc`` launch
-(``rank_launch.py``; why the capture range is bracketed as it is: ``nsys_ranks.py``). Each rank
-reads RANK, LOCAL_RANK and WORLD_SIZE; with CUDA it checks there is a GPU per local rank (else
-``gpus-rankR.txt``, the count, exit 4) and calls ``torch.cuda.set_device(local_rank)`` before
-anything else touches CUDA; it joins the process group itself (NCCL with CUDA, gloo without), so the
-cell may use ``dist`` as a training script would; the shipped names come back with every CUDA tensor
-on the rank's own device (``restore(..., device=)``); ``dist``, ``rank``, ``world_size``,
-``local_rank`` and ``device`` are put in the cell's namespace over any shipped names of the same
-name (the notebook's ``rank`` is not this rank's). The capture opens on every rank together, and the
-NVTX mark ``gpumagic rank=R local_rank=L world=W`` (:data:`RANK_MARK`) is emitted inside the cell's
-range, first thing, so a reader can tell which process is which rank. Only rank 0 writes
-``value.txt``; a rank that raises writes ``error-rankR.txt`` and exits 3 without waiting for the
-others (the launcher stops them); the process group is destroyed after a run that went well.
+(``capture/nsys/rank_launch.py``; why the capture range is bracketed as it is:
+``capture/nsys/ranks.py``). Each rank reads RANK, LOCAL_RANK and WORLD_SIZE; with CUDA it checks
+there is a GPU per local rank (else ``gpus-rankR.txt``, the count, exit 4) and calls
+``torch.cuda.set_device(local_rank)`` before anything else touches CUDA; it joins the process group
+itself (NCCL with CUDA, gloo without), so the cell may use ``dist`` as a training script would; the
+shipped names come back with every CUDA tensor on the rank's own device (``restore(..., device=)``);
+``dist``, ``rank``, ``world_size``, ``local_rank`` and ``device`` are put in the cell's namespace
+over any shipped names of the same name (the notebook's ``rank`` is not this rank's). The capture
+opens on every rank together, and the NVTX mark ``gpumagic rank=R local_rank=L world=W``
+(:data:`RANK_MARK`) is emitted inside the cell's range, first thing, so a reader can tell which
+process is which rank. Only rank 0 writes ``value.txt``; a rank that raises writes
+``error-rankR.txt`` and exits 3 without waiting for the others (the launcher stops them); the
+process group is destroyed after a run that went well.
 """
 
 from __future__ import annotations
@@ -43,20 +44,20 @@ RANK_MARK = "gpumagic rank={rank} local_rank={local_rank} world={world_size}"
 
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
-    from gpumagic.capture.nvtx_calls import push_pop
+    from gpumagic.capture.marks.nvtx_calls import push_pop
 
     return push_pop()
 
 
 def _sync() -> Callable[[], None]:
-    from gpumagic.capture.nvtx_calls import synchronize
+    from gpumagic.capture.marks.nvtx_calls import synchronize
 
     return synchronize()
 
 
 def _cell_traceback(exc: BaseException) -> str:
     """The traceback as the cell's own: the frames of gpumagic's loop around it are left out."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # capture/, the loop's home
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     te.stack = traceback.StackSummary.from_list(
         [f for f in te.stack if not f.filename.startswith(here)]
@@ -64,8 +65,8 @@ def _cell_traceback(exc: BaseException) -> str:
     return "".join(te.format())
 
 
-#: ``--gated``: the file the parent writes "go" or "stop" to (``ncu.py``), and the file the marks of
-#: the process's start, before the gate, go to.
+#: ``--gated``: the file the parent writes "go" or "stop" to (``capture/ncu/backend.py``), and the
+#: file the marks of the process's start, before the gate, go to.
 GATE_FILE, EARLY_PHASES_FILE = "gate", "phases-early.json"
 #: Seconds between looks for the files the parent hands over.
 POLL = 0.005
@@ -86,10 +87,10 @@ def main(workdir: str, gated: bool = False) -> int:
 
 
 def gated_main(workdir: str, early: Any) -> int:
-    """``--gated``: started before the parent has decided to use it (``ncu.py`` starts it beside
-    the first pass), this process imports torch and starts CUDA at once, then waits for
-    ``cell.json`` and for the gate: "go" runs the cell as :func:`main` would, "stop" ends it with
-    nothing run. It also ends where the work dir goes away or the notebook's process
+    """``--gated``: started before the parent has decided to use it (``capture/ncu/backend.py``
+    starts it beside the first pass), this process imports torch and starts CUDA at once, then waits
+    for ``cell.json`` and for the gate: "go" runs the cell as :func:`main` would, "stop" ends it
+    with nothing run. It also ends where the work dir goes away or the notebook's process
     (``GPUMAGIC_PARENT_PID``) is gone: no orphan waits for a gate nobody will open."""
     from gpumagic.capture.phases import PhaseMarks
 
@@ -235,7 +236,7 @@ def run_spec(
     ``before_capture()``, the warm child's hand-over to the parent). Writes ``value.txt``, or
     ``error.txt`` and returns 3; the phases go to ``phases.json`` either way."""
     from gpumagic.capture.cell import Cell, compile_source, run_cell
-    from gpumagic.capture.shipping import restore
+    from gpumagic.capture.child.shipping import restore
 
     push, pop = _nvtx()
     warm_up = WarmUp(marks)
@@ -248,8 +249,8 @@ def run_spec(
         start = time.time()
         push(spec["label"])
         try:
-            if code_marks:  # the by-code view's ranges, as NVTX (capture/code_marks.py)
-                from gpumagic.capture.code_marks import nvtx_code_marks
+            if code_marks:  # the by-code view's ranges, as NVTX (capture/marks/code_marks.py)
+                from gpumagic.capture.marks.code_marks import nvtx_code_marks
 
                 with nvtx_code_marks(ns, spec.get("functions")):
                     yield
@@ -267,7 +268,7 @@ def run_spec(
             with marks.mark("setup"):
                 exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
         if code_marks and isinstance(spec["cell"], str):
-            from gpumagic.capture.cell_lines import marked_cell
+            from gpumagic.capture.marks.cell_lines import marked_cell
 
             cell = marked_cell(spec["cell"])
         else:
@@ -316,7 +317,7 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
     init, process group, inputs, setup, warm-up, capture) go to ``phases-rankR.json``
     (:func:`rank_phases_file`)."""
     from gpumagic.capture.cell import Cell, compile_source, run_cell
-    from gpumagic.capture.shipping import restore
+    from gpumagic.capture.child.shipping import restore
 
     rank, local_rank, world_size = (
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")

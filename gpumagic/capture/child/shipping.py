@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ShippingError
-from .cell_inputs import free_names
+from ...errors import ShippingError
+from ..marks.cell_inputs import free_names
 
 __all__ = ["Manifest", "ShippingError", "free_names", "onto", "restore", "ship"]
 
@@ -173,7 +173,7 @@ class Manifest:
 
     def note(self) -> str:
         """One sentence for the report's notes: how the names travelled and what the copy costs."""
-        from ..units import format_si
+        from ...units import format_si
 
         if not self.values and not self.modules:
             return "Shipped no names (the cell reads none from the notebook)."
@@ -267,7 +267,7 @@ def _check_fits(device_copy: dict[str, int], torch: Any) -> None:
         except Exception:  # noqa: BLE001 - no reading: the subprocess will say it if it runs out
             continue
         if nbytes + DEVICE_MARGIN > free:
-            from ..units import format_si
+            from ...units import format_si
 
             raise ShippingError(
                 {

@@ -1,5 +1,6 @@
-"""The long-lived ``--nsys`` child: ``python -m gpumagic.capture.warm_child CTRL PARENT_PID SESSION
-NSYS``, started once per kernel under ``nsys launch`` (``nsys_warm.py`` says why and how).
+"""The long-lived ``--nsys`` child: ``python -m gpumagic.capture.child.warm_child CTRL PARENT_PID
+SESSION NSYS``, started once per kernel under ``nsys launch`` (``capture/nsys/warm.py`` says why and
+how).
 
 It imports torch and starts CUDA once, writes ``CTRL/ready.json`` and then serves cells, one at a
 time, until told to exit or until its parent is gone. Commands come as one JSON line each through
@@ -32,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from gpumagic.capture.runner import alive, write_whole
+from gpumagic.capture.child.runner import alive, write_whole
 
 #: The FIFO the parent writes commands to.
 CMD_FIFO = "cmd"
@@ -98,8 +99,8 @@ def _empty_caches() -> None:
 
 
 def main(ctrl: str, parent: int, session: str, nsys: str) -> int:
+    from gpumagic.capture.child.runner import run_spec, start_cuda
     from gpumagic.capture.phases import PhaseMarks
-    from gpumagic.capture.runner import run_spec, start_cuda
 
     threading.Thread(target=_watch, args=(parent, ctrl, session, nsys), daemon=True).start()
     marks = PhaseMarks()

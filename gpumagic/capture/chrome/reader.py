@@ -33,13 +33,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import FileMissingError, TraceFormatError, UnwritablePathError
-from ..trace import Trace, frame, nesting_depth
-from ..trace.chrome_export import CODE_TEXT_KEY, chrome_trace_events, write_chrome_trace
-from ..trace.coverage import made_by_api, recorded_kinds
-from ..trace.device_caps import amd_device_from_names, is_amd
-from .chrome_code import code_events
-from .chrome_events import (
+from ...errors import FileMissingError, TraceFormatError, UnwritablePathError
+from ...trace import Trace, frame, nesting_depth
+from ...trace.chrome_export import CODE_TEXT_KEY, chrome_trace_events, write_chrome_trace
+from ...trace.coverage import made_by_api, recorded_kinds
+from ...trace.device_caps import amd_device_from_names, is_amd
+from .code_text import code_events
+from .events import (
     any_placed,
     api_columns,
     category,

@@ -180,7 +180,7 @@ def mark_body(
 ) -> list[ast.stmt]:
     """``body`` with each statement, at every depth of its compound statements (not inside the
     functions and classes it defines), put in the range ``wrap`` gives it: a cell's lines here, a
-    function's lines in ``capture/function_ranges.py``."""
+    function's lines in ``capture/marks/function_ranges.py``."""
     return _marked(body, depth, wrap)
 
 
@@ -241,7 +241,7 @@ def mark_lines(tree: ast.Module) -> ast.Module:
 def marked_cell(source: str) -> Any:
     """A :class:`~gpumagic.capture.cell.Cell` of ``source`` with each line in its range (what
     ``capture()`` runs for source text; the magic marks IPython's own compile of the cell)."""
-    from .cell import CELL_FILENAME, Cell, compile_cell, compile_tree
+    from ..cell import CELL_FILENAME, Cell, compile_cell, compile_tree
 
     compile_cell(source)  # its lines registered for tracebacks, its syntax checked
     code, last = compile_tree(mark_lines(ast.parse(source, CELL_FILENAME)), CELL_FILENAME)

@@ -3,7 +3,7 @@ nodes), taken out of a trace's range table into ``meta["code"]``; and, under Nsi
 same ranges made NVTX ranges so that nsys records them.
 
 In process, torch.profiler records the line and module ranges as ops and autograd's nodes with
-their sequence numbers (``capture/chrome_code.py``). nsys records none of that, only NVTX. So
+their sequence numbers (``capture/chrome/code_text.py``). nsys records none of that, only NVTX. So
 around a ``--nsys`` cell's captured runs (:func:`nvtx_code_marks`): the line ranges and module
 hooks push NVTX ranges (``cell_lines.nvtx_ranges``), and torch's ``emit_nvtx`` names every op's
 NVTX range with its sequence number (``aten::addmm, seq = 12, op_id = 40``; a backward node's
@@ -63,7 +63,7 @@ def moved_ranges(
     """``table`` without the rows of the view's ranges (a cell's lines, the models' forwards; and
     with ``ops``, ``emit_nvtx``'s op ranges), which go to ``code["lines"]``, ``code["modules"]``
     and ``code["autograd"]``; the rest's depth less the ranges that held them."""
-    from ..trace.code_frames import CODE_LINE_RANGE, MODULE_RANGE, Nest
+    from ...trace.code_frames import CODE_LINE_RANGE, MODULE_RANGE, Nest
 
     if table.empty:
         return table

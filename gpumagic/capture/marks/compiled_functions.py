@@ -1,7 +1,7 @@
 """What ``torch.compile`` returned for a function: dynamo's wrapper, which keeps the original as
 ``_torchdynamo_orig_callable``. Told without importing torch: where ``torch._dynamo`` is not
 loaded nothing can have been compiled. One check for the places that must not disturb compiled
-code (``capture.module_ranges``) or must not advise compiling it again (``timing``)."""
+code (``capture.marks.module_ranges``) or must not advise compiling it again (``timing``)."""
 
 from __future__ import annotations
 

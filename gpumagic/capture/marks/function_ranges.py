@@ -1,7 +1,7 @@
 """The functions a cell calls, marked in the trace with their own lines, so that the by-line view
 can go on below a line that calls ``train_step(model, batch)``.
 
-A cell's lines are ranges (``capture/cell_lines.py``); the functions it calls were defined
+A cell's lines are ranges (``capture/marks/cell_lines.py``); the functions it calls were defined
 elsewhere, in an earlier cell or a file of the user's, and the profiler records neither their calls
 (its Python tracer costs +6-12% on a host-paced step, so it stays off) nor their lines. So each
 such function the cell reaches by name, and those they reach in turn by the globals they read, is

@@ -32,10 +32,10 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpuMagicError
-from .cell import Cell, namespace_or_new
-from .memory_names import MemoryNames, ModuleTree, NameTable, module_tree, name_storages
-from .memory_snapshot import ALLOC, FREE_REQUESTED, SnapshotData, read_snapshot
+from ...errors import GpuMagicError
+from ..cell import Cell, namespace_or_new
+from .names import MemoryNames, ModuleTree, NameTable, module_tree, name_storages
+from .snapshot import ALLOC, FREE_REQUESTED, SnapshotData, read_snapshot
 
 __all__ = [
     "HISTORY_ENTRIES",
@@ -57,7 +57,7 @@ class MemoryRecordingError(GpuMagicError, RuntimeError):
 @dataclass
 class MemoryCapture:
     """One cell's recording: the ``snapshot`` (the cell's entries only), ``names`` (what the
-    namespace's names said at its start and end: ``capture.memory_names``), ``device_memory``,
+    namespace's names said at its start and end: ``capture.memory.names``), ``device_memory``,
     ``notes``, the ``error`` the cell raised (None if it finished) and its ``value``;
     ``peak_counter``: the allocator's own peak after the cell when the cell raised it (else
     None); ``device_name`` and ``device_index``: where it ran."""

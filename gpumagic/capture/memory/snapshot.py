@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GpuMagicError
+from ...errors import GpuMagicError
 
 __all__ = [
     "ACTIONS",
@@ -186,7 +186,7 @@ def _load(
     else:
         name = os.fspath(source)
         if not os.path.exists(name):
-            from ..errors import FileMissingError
+            from ...errors import FileMissingError
 
             raise FileMissingError(what="Memory snapshot", path=name)
         stream = open(name, "rb")  # noqa: SIM115 - closed below

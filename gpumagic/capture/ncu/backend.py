@@ -2,19 +2,19 @@
 --ncu``).
 
 NVIDIA's own Python wrapper for ncu cannot run in a notebook (it relaunches the script); here the
-cell travels as it does for ``--nsys`` (its free names shipped, ``capture/shipping.py``) and runs in
-``gpumagic.capture.runner`` under ``ncu --nvtx --nvtx-include "<label>/"``: the warm-up runs outside
-the cell's NVTX range, so only the captured runs are profiled. ncu replays each kernel once per
-group of counters, so by default only the kernels that matter are profiled: a first, plain pass
-(``capture/ncu_rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels by total
-GPU time, and ncu gets the top names as a filter on kernel *function* names (``--kernel-name-base
-function``: the one spelling that torch's demangler and ncu's agree on; the full demangled names
-differ, e.g. ``char*, 3ul`` against ``char *, 3``), one launch per kernel and launch configuration
-(``--filter-mode per-launch-config``). Beside the sections, ncu is asked for its tensor-path
-counters (``ncu_tensor.TENSOR_METRICS``: 5 more replay passes per kernel on an H100, 16 instead of
-11) so that a tensor-core GEMM's FLOPs are counted. The ``.ncu-rep`` is kept (it opens in ncu-ui)
-and read back with the same ncu (``ncu_read.py``). Every failure names its cause and fix
-(``gpumagic.errors``); no shell is involved.
+cell travels as it does for ``--nsys`` (its free names shipped, ``capture/child/shipping.py``) and
+runs in ``gpumagic.capture.child.runner`` under ``ncu --nvtx --nvtx-include "<label>/"``: the
+warm-up runs outside the cell's NVTX range, so only the captured runs are profiled. ncu replays each
+kernel once per group of counters, so by default only the kernels that matter are profiled: a first,
+plain pass (``capture/ncu/rank.py``: torch.profiler in its own subprocess) ranks the cell's kernels
+by total GPU time, and ncu gets the top names as a filter on kernel *function* names
+(``--kernel-name-base function``: the one spelling that torch's demangler and ncu's agree on; the
+full demangled names differ, e.g. ``char*, 3ul`` against ``char *, 3``), one launch per kernel and
+launch configuration (``--filter-mode per-launch-config``). Beside the sections, ncu is asked for
+its tensor-path counters (``ncu_tensor.TENSOR_METRICS``: 5 more replay passes per kernel on an H100,
+16 instead of 11) so that a tensor-core GEMM's FLOPs are counted. The ``.ncu-rep`` is kept (it opens
+in ncu-ui) and read back with the same ncu (``capture/ncu/read.py``). Every failure names its cause
+and fix (``gpumagic.errors``); no shell is involved.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     FileMissingError,
     InvalidOptionError,
     NcuCellError,
@@ -44,19 +44,19 @@ from ..errors import (
     NcuTimeoutError,
     NoKernelsProfiledError,
 )
-from . import Shown
-from .cell import loop_notes
-from .guards import deferred_interrupts
-from .ncu_early import EarlyRun, fits
-from .ncu_rank import FirstPass, function_filter, function_name
-from .ncu_read import NcuData, read_details_csv, read_raw_csv
-from .ncu_tensor import TENSOR_METRICS
-from .nsys import _kill, _slug
-from .options import ITERS, WARMUP, NcuOptions
-from .phases import Phases, read_marks
-from .runner import write_whole
-from .shipping import free_names, release, ship
-from .tools import child_env, find_tool, run_in_session
+from .. import Shown
+from ..cell import loop_notes
+from ..child.runner import write_whole
+from ..child.shipping import free_names, release, ship
+from ..guards import deferred_interrupts
+from ..nsys.backend import _kill, _slug
+from ..options import ITERS, WARMUP, NcuOptions
+from ..phases import Phases, read_marks
+from ..tools import child_env, find_tool, run_in_session
+from .early import EarlyRun, fits
+from .rank import FirstPass, function_filter, function_name
+from .read import NcuData, read_details_csv, read_raw_csv
+from .tensor import TENSOR_METRICS
 
 __all__ = [
     "NcuCapture",
@@ -147,7 +147,7 @@ def capture(
         if opts.kernel_filter is None and opts.top > 0:
             # its Python, torch and CUDA start while the names ship
             ranking = FirstPass(workdir, opts.python or sys.executable, env)
-            if opts.early_start:  # ncu_early.py: the profiled process starts beside it
+            if opts.early_start:  # capture/ncu/early.py: the profiled process starts beside it
                 cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, None, None)
                 early = EarlyRun(cmd, workdir, env)
         shipped = ship(
@@ -295,7 +295,7 @@ def _profile_command(
         cmd += [
             "--metrics",
             ",".join(TENSOR_METRICS),
-        ]  # tensor-core work (ncu_tensor.py); a user's --metrics wins
+        ]  # tensor-core work (capture/ncu/tensor.py); a user's --metrics wins
     cmd += [
         "--clock-control",
         opts.clock_control,
@@ -304,7 +304,7 @@ def _profile_command(
         stem,
         *extra_args,
     ]
-    return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.runner", workdir]
+    return [*cmd, opts.python or sys.executable, "-m", "gpumagic.capture.child.runner", workdir]
 
 
 def _classify(

@@ -1,14 +1,15 @@
 """The profiled process of ``--ncu``, started beside the first pass.
 
-ncu's filter is fixed when ncu starts, and the first pass (``ncu_rank.py``) decides it; so the
-profiled process used to start only after the first pass: ncu's own start, Python, the torch import
-and CUDA's start (3.7 s of a 12.5 s run on an H100) came after the ranking. Most cells a user tunes
-launch a handful of kernel names, no more than the ``top`` asked for, and then the filter selects
-every kernel the cell runs: the same as no filter. So the process is started at once under ncu with
-no name filter (``runner.py --gated``: it imports torch, starts CUDA and waits), and when the first
-pass has ranked the kernels the gate says "go" (the ranking's names all fit in ``top``: it profiles
-every kernel of the cell's range) or "stop" (more names: it ends without running the cell, and ncu
-runs again with the filter, as before). The names shipped and the loop are the same either way.
+ncu's filter is fixed when ncu starts, and the first pass (``capture/ncu/rank.py``) decides it; so
+the profiled process used to start only after the first pass: ncu's own start, Python, the torch
+import and CUDA's start (3.7 s of a 12.5 s run on an H100) came after the ranking. Most cells a user
+tunes launch a handful of kernel names, no more than the ``top`` asked for, and then the filter
+selects every kernel the cell runs: the same as no filter. So the process is started at once under
+ncu with no name filter (``capture/child/runner.py --gated``: it imports torch, starts CUDA and
+waits), and when the first pass has ranked the kernels the gate says "go" (the ranking's names all
+fit in ``top``: it profiles every kernel of the cell's range) or "stop" (more names: it ends without
+running the cell, and ncu runs again with the filter, as before). The names shipped and the loop are
+the same either way.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from .nsys_ranks import stop_run_processes
-from .phases import Phases, read_marks
-from .runner import EARLY_PHASES_FILE, GATE_FILE, write_whole
-from .tools import start_in_session, wait_in_session
+from ..child.runner import EARLY_PHASES_FILE, GATE_FILE, write_whole
+from ..nsys.ranks import stop_run_processes
+from ..phases import Phases, read_marks
+from ..tools import start_in_session, wait_in_session
 
 __all__ = ["EarlyRun", "fits"]
 

@@ -1,5 +1,5 @@
 """The first pass of ``--ncu``, both sides: :class:`FirstPass` here, ``python -m
-gpumagic.capture.ncu_rank WORKDIR`` there.
+gpumagic.capture.ncu.rank WORKDIR`` there.
 
 Nsight Compute replays every kernel it profiles many times (once per group of counters), so
 profiling all of a cell's kernels can take minutes where the cell takes milliseconds. This pass
@@ -72,7 +72,7 @@ class FirstPass:
 
     def __init__(self, workdir: str, python: str, env: dict[str, str]) -> None:
         self.workdir = workdir
-        self.command = [python, "-m", "gpumagic.capture.ncu_rank", workdir]
+        self.command = [python, "-m", "gpumagic.capture.ncu.rank", workdir]
         self.log_path = os.path.join(workdir, "first-pass.log")
         with open(self.log_path, "w", encoding="utf-8") as log:
             self.proc = subprocess.Popen(
@@ -83,7 +83,7 @@ class FirstPass:
         """The kernel names by total GPU time, longest first, once ``kernels.json`` is written (the
         process may still be exiting). A cell error is left in ``error.txt`` for the caller; other
         failures raise here."""
-        from ..errors import NcuFailedError, NcuTimeoutError
+        from ...errors import NcuFailedError, NcuTimeoutError
 
         path = os.path.join(self.workdir, "kernels.json")
         deadline = time.monotonic() + timeout
@@ -107,7 +107,7 @@ class FirstPass:
 
     def close(self, grace: float = 30.0) -> None:
         """Let the process finish its exit (``grace`` seconds), else stop it and its session."""
-        from .nsys import _kill
+        from ..nsys.backend import _kill
 
         try:
             self.proc.wait(
@@ -159,7 +159,7 @@ def _start_early() -> None:
     except ImportError:
         return
     if torch.cuda.is_available():
-        from ..gpu_activity.cupti_direct import refusal
+        from ...gpu_activity.cupti_direct import refusal
 
         torch.cuda.init()
         refusal()  # imports the binding (0.1-0.2 s) where there is one
@@ -167,8 +167,8 @@ def _start_early() -> None:
 
 def main(workdir: str) -> int:
     from gpumagic.capture.cell import Cell, compile_source
-    from gpumagic.capture.runner import _cell_traceback, await_file, write_whole
-    from gpumagic.capture.shipping import restore
+    from gpumagic.capture.child.runner import _cell_traceback, await_file, write_whole
+    from gpumagic.capture.child.shipping import restore
 
     _start_early()
     if not await_file(workdir, "cell.json"):  # the names are still being shipped

@@ -13,10 +13,10 @@ against DRAM bytes; the ceilings from the report's own peak metrics
 (``...ffma_pred_on.sum.peak_sustained`` x SM clock x 2, ``dram__bytes.sum.peak_sustained`` x DRAM
 clock), i.e. at the clocks ncu ran at (base clocks unless ``--clock-control none``). Tensor-core
 work is not in those counts (ncu's plain roofline does not count it either); where the report holds
-ncu's tensor-path counters (``sm__ops_path_tensor_*``, collected by default: ``ncu_tensor.py`` says
-which and why), each precision's tensor FLOP/s joins the total and the intensity, a ``Math`` /
-``Peak %`` pair names the main math and how near its ceiling it ran, and the dense tensor peaks join
-the ceilings. A report without those counters reads exactly as before.
+ncu's tensor-path counters (``sm__ops_path_tensor_*``, collected by default:
+``capture/ncu/tensor.py`` says which and why), each precision's tensor FLOP/s joins the total and
+the intensity, a ``Math`` / ``Peak %`` pair names the main math and how near its ceiling it ran, and
+the dense tensor peaks join the ceilings. A report without those counters reads exactly as before.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from .ncu_tensor import (
+from .tensor import (
     INTEGER,
     TENSOR_PRECISIONS,
     has_tensor_metrics,

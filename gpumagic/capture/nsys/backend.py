@@ -8,7 +8,7 @@ local nsys, a report without CUDA data (nsys outside the CUDA process's containe
 partial files kept and named), a cell that raises (its traceback). The same nsys binary profiles and
 exports, to a fresh path, so versions never cross and no stale ``.sqlite`` is reused. No shell is
 involved: the command is a list. With ``nproc`` of 2 or more the cell runs as that many ranks
-inside the one nsys run (``nsys_ranks.py``: the launch, the capture range, the errors).
+inside the one nsys run (``capture/nsys/ranks.py``: the launch, the capture range, the errors).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     CellError,
     FileMissingError,
     NewerReportError,
@@ -38,20 +38,20 @@ from ..errors import (
     NsysNotFoundError,
     NsysTimeoutError,
 )
-from ..trace import Trace
-from . import Capture, Shown
-from . import nsys_ranks as ranks
-from .cell import loop_notes
-from .code_marks import code_from_nvtx
-from .function_ranges import function_table
-from .guards import deferred_interrupts
-from .nsys_gpu_metrics import attach_counters
-from .nsys_sqlite import read_sqlite
-from .options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
-from .phases import PHASES_FILE, Phases, read_marks
-from .runner import rank_phases_file
-from .shipping import free_names, release, ship
-from .tools import child_env, find_tool, run_in_session
+from ...trace import Trace
+from .. import Capture, Shown
+from ..cell import loop_notes
+from ..child.runner import rank_phases_file
+from ..child.shipping import free_names, release, ship
+from ..guards import deferred_interrupts
+from ..marks.code_marks import code_from_nvtx
+from ..marks.function_ranges import function_table
+from ..options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
+from ..phases import PHASES_FILE, Phases, read_marks
+from ..tools import child_env, find_tool, run_in_session
+from . import ranks
+from .gpu_metrics import attach_counters
+from .sqlite import read_sqlite
 
 __all__ = [
     "CellError",
@@ -154,9 +154,10 @@ def capture(
 
     With ``options.warm`` (the default; one process, not ranks) the subprocess is the kernel's warm
     child, started under ``nsys launch`` by the first such cell and reused by the next ones
-    (``nsys_warm.py``); where it cannot run the cell, a new ``nsys profile`` does, and a note says
-    why. Every run's phases (shipping, child start, torch import, CUDA init, warm-up, capture, tool
-    stop/flush, export, reading) are timed: ``Capture.phases`` and ``trace.meta["phases"]``.
+    (``capture/nsys/warm.py``); where it cannot run the cell, a new ``nsys profile`` does, and a
+    note says why. Every run's phases (shipping, child start, torch import, CUDA init, warm-up,
+    capture, tool stop/flush, export, reading) are timed: ``Capture.phases`` and
+    ``trace.meta["phases"]``.
 
     The cell runs only in the subprocess: ``namespace`` is read, never written.
     """
@@ -178,10 +179,10 @@ def capture(
     shipped = None
     warm = opts.warm and nproc == 1
     if warm:
-        from .nsys_warm import launch_early
-    elif "gpumagic.capture.nsys_warm" in sys.modules:
+        from .warm import launch_early
+    elif "gpumagic.capture.nsys.warm" in sys.modules:
         # turned off, or ranks that want every GPU: the warm child's context and memory go now
-        sys.modules["gpumagic.capture.nsys_warm"].retire_current()
+        sys.modules["gpumagic.capture.nsys.warm"].retire_current()
 
     try:
         with phases.timed("shipping"):
@@ -267,10 +268,10 @@ def capture(
 def _try_warm(
     nsys: str, opts: NsysOptions, extra_args: list[str], workdir: str, stem: str, phases: Phases
 ) -> tuple[str | None, list[str]]:
-    """The cell in the kernel's warm child (``nsys_warm.py``): its report and notes; (None, a note
-    saying why) where the warm child could not run it, the work dir then left as shipped for the
-    one-shot run."""
-    from .nsys_warm import WarmUnavailable, run_warm
+    """The cell in the kernel's warm child (``capture/nsys/warm.py``): its report and notes; (None,
+    a note saying why) where the warm child could not run it, the work dir then left as shipped for
+    the one-shot run."""
+    from .warm import WarmUnavailable, run_warm
 
     try:
         return run_warm(nsys, opts, extra_args, workdir, stem, phases)
@@ -282,7 +283,7 @@ def _try_warm(
 def _warm_missed(trace: Trace, label: str, opts: NsysOptions) -> bool:
     """A warm report without the cell's range: the child is retired (``nsys_warm.missed_range``).
     Where nsys does not trace NVTX (``-t`` without it), there is no range to look for."""
-    from .nsys_warm import missed_range, retire_current
+    from .warm import missed_range, retire_current
 
     if "nvtx" not in opts.trace.split(",") or not missed_range(trace, label):
         return False
@@ -355,8 +356,8 @@ def _profile_command(
     nsys: str, opts: NsysOptions, label: str, stem: str, workdir: str, extra_args: list[str]
 ) -> list[str]:
     """One process: the capture range is the cell's NVTX range. Ranks: they open and close it
-    together through cudaProfilerStart/Stop (``nsys_ranks.py`` says why), launched by
-    ``rank_launch.py``. Either way nsys samples no CPU unless the user asks
+    together through cudaProfilerStart/Stop (``capture/nsys/ranks.py`` says why), launched by
+    ``capture/nsys/rank_launch.py``. Either way nsys samples no CPU unless the user asks
     (:func:`options.lean_args`)."""
     python = opts.python or sys.executable
     nproc = opts.nproc or 1
@@ -365,7 +366,7 @@ def _profile_command(
         program = ranks.launch_command(python, nproc, workdir)
     else:
         capture_range = ["--capture-range=nvtx", f"--nvtx-capture={label}"]
-        program = [python, "-m", "gpumagic.capture.runner", workdir]
+        program = [python, "-m", "gpumagic.capture.child.runner", workdir]
     return [
         nsys,
         "profile",
@@ -419,7 +420,7 @@ def _kill(proc: subprocess.Popen[str], workdir: str | None = None) -> None:
     """Stop nsys and everything in its session: SIGINT first (nsys writes what it has), SIGKILL
     after 10 s. A Ctrl-C meanwhile waits for the end (it must not leave nsys or the cell running)
     and is then dropped: the run is being stopped already. With ``workdir``, the ranks too (each in
-    a session of its own: ``nsys_ranks.py``)."""
+    a session of its own: ``capture/nsys/ranks.py``)."""
     try:
         with deferred_interrupts():
             _stop_group(proc, workdir)

@@ -1,5 +1,5 @@
 """Integer columns of a big SQLite table, read in C: the columnar read of nsys exports
-(``nsys_sqlite.py``).
+(``capture/nsys/sqlite.py``).
 
 Python's ``sqlite3`` builds a tuple and an int object per value: 1.4 s for the needed columns of a
 million kernels and a million API calls. Here SQLite itself writes each column of a chunk of rows as

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..trace.counters import METRICS, kernel_counters, records, sample_period
+from ...trace.counters import METRICS, kernel_counters, records, sample_period
 
 __all__ = ["NO_PERMISSION", "attach_counters", "metric_set", "read_samples"]
 

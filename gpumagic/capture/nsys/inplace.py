@@ -27,15 +27,15 @@ from contextlib import contextmanager
 from types import CodeType
 from typing import Any
 
-from ..errors import InvalidOptionError, NsysFailedError
-from . import Capture
-from .cell import Cell, loop_notes, namespace_or_new, run_cell
-from .cell_lines import marked_cell
-from .code_marks import code_from_nvtx, nvtx_code_marks
-from .function_ranges import function_table
-from .nsys_warm import missed_range, settle_seconds, start_args
-from .options import ITERS, WARMUP, NsysOptions, split_start_args
-from .phases import Phases
+from ...errors import InvalidOptionError, NsysFailedError
+from .. import Capture
+from ..cell import Cell, loop_notes, namespace_or_new, run_cell
+from ..marks.cell_lines import marked_cell
+from ..marks.code_marks import code_from_nvtx, nvtx_code_marks
+from ..marks.function_ranges import function_table
+from ..options import ITERS, WARMUP, NsysOptions, split_start_args
+from ..phases import Phases
+from .warm import missed_range, settle_seconds, start_args
 
 __all__ = ["NSYS_ENV", "SESSION_ENV", "TRACE_ENV", "capture", "session"]
 
@@ -69,7 +69,7 @@ def _cli(nsys: str, name: str, *args: str) -> tuple[list[str], int, str]:
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any], Callable[[], None]]:
     """NVTX push and pop, and a device synchronization (none without CUDA)."""
-    from .nvtx_calls import push_pop, synchronize
+    from ..marks.nvtx_calls import push_pop, synchronize
 
     return (*push_pop(), synchronize())
 
@@ -87,8 +87,8 @@ def capture(
     ``warmup`` runs, then ``iters`` runs between this session's ``nsys start`` and ``nsys stop``,
     inside the NVTX range ``label``; export the report and read it. A cell's exception propagates
     after the collection has stopped and the range is popped."""
-    from .nsys import export_sqlite, find_nsys
-    from .nsys_sqlite import read_sqlite
+    from .backend import export_sqlite, find_nsys
+    from .sqlite import read_sqlite
 
     name = session()
     if name is None:
@@ -168,7 +168,7 @@ def capture(
     if "nvtx" in traced.split(","):
         source = runnable.source or (cell if isinstance(cell, str) else None)
         code_from_nvtx(trace, source, functions=functions)
-    from .nsys_gpu_metrics import attach_counters
+    from .gpu_metrics import attach_counters
 
     attach_counters(trace, sqlite, asked=opts.counters)
     if "counters_note" in trace.meta:
@@ -184,6 +184,6 @@ def capture(
 
 
 def _slug(label: str) -> str:
-    from .nsys import _slug as slug
+    from .backend import _slug as slug
 
     return slug(label)

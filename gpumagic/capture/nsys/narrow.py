@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..trace import Trace
-from .nsys_columns import distinct, int_columns
+from ...trace import Trace
+from .columns import distinct, int_columns
 
 __all__ = ["narrow_read"]
 

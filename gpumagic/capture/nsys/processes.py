@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ..trace import RANK_MARK
+from ...trace import RANK_MARK
 
 __all__ = ["PID_OF_GLOBAL", "process_meta"]
 

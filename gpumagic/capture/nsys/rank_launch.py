@@ -3,7 +3,7 @@
 It does what ``torch.distributed.run --standalone`` did for gpumagic, without importing torch: on
 an H100 pair torchrun's own start (its Python, its torch import, its rendezvous) took 2.5 s before
 a rank's first line ran, every ``--nproc`` cell. Here the ranks start at once, each
-``python -m gpumagic.capture.runner WORKDIR`` with the variables that ``init_process_group``'s
+``python -m gpumagic.capture.child.runner WORKDIR`` with the variables that ``init_process_group``'s
 default ``env://`` reads and a local rank needs (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` of a free port on this host,
 ``OMP_NUM_THREADS=1`` unless set); torchrun's elastic ones (``TORCHELASTIC_*``, ``ROLE_*``,
@@ -14,7 +14,7 @@ for ever) and its exit status is the launcher's. The ranks stay in the launcher'
 a stop that reaches nsys' group reaches them too; each carries WORKDIR on its command line as
 before (``nsys_ranks.stop_run_processes``).
 
-It is run as a file, not as ``-m gpumagic.capture.rank_launch``: that would import the gpumagic
+It is run as a file, not as ``-m gpumagic.capture.nsys.rank_launch``: that would import the gpumagic
 package first (pandas, numpy: 0.4 s on a laptop core) for a launcher that needs the standard library
 alone. For the same reason it looks for torch without importing it, so that a Python without torch
 is named as such before any rank starts.
@@ -78,7 +78,7 @@ def launch(nproc: int, workdir: str, python: str = sys.executable) -> int:
     port = free_port()
     procs = [
         subprocess.Popen(
-            [python, "-m", "gpumagic.capture.runner", workdir],
+            [python, "-m", "gpumagic.capture.child.runner", workdir],
             env=rank_env(rank, nproc, port, dict(os.environ)),
         )
         for rank in range(nproc)

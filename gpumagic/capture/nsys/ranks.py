@@ -1,13 +1,14 @@
 """``%%gpuprofile --nsys --nproc N``: the cell as N ranks inside one ``nsys profile``, and what that
-run leaves behind (this module is the parent's side; the ranks' side is ``runner.py``).
+run leaves behind (this module is the parent's side; the ranks' side is
+``capture/child/runner.py``).
 
-**Launch.** ``nsys profile ... PYTHON rank_launch.py N WORKDIR`` (run by path): a launcher that
-imports no torch starts the N ranks at once with the environment a ``torchrun --standalone`` rank
-has (``rank_launch.py``; torchrun's own start cost 2.5 s before a rank's first line ran). It runs in
-the interpreter gpumagic was told to use (``NsysOptions.python``, else this one), so the ranks
-import the torch and gpumagic that the checks here looked at; one rank per GPU. nsys samples no CPU
-and records no context switches (``options.LEAN``, as every nsys run of gpumagic's, unless the
-user's ``--nsys-args`` set them).
+**Launch.** ``nsys profile ... PYTHON capture/nsys/rank_launch.py N WORKDIR`` (run by path): a
+launcher that imports no torch starts the N ranks at once with the environment a ``torchrun
+--standalone`` rank has (``capture/nsys/rank_launch.py``; torchrun's own start cost 2.5 s before a
+rank's first line ran). It runs in the interpreter gpumagic was told to use (``NsysOptions.python``,
+else this one), so the ranks import the torch and gpumagic that the checks here looked at; one rank
+per GPU. nsys samples no CPU and records no context switches (``options.LEAN``, as every nsys run of
+gpumagic's, unless the user's ``--nsys-args`` set them).
 
 **Capture range.** nsys keeps one collection per session, not one per process. If each rank opened
 and closed an NVTX capture range on its own (``--capture-range=nvtx --capture-range-end=stop``), the
@@ -46,14 +47,14 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ..errors import (
+from ...errors import (
     GpuMagicError,
     NotEnoughGpusError,
     NsysTimeoutError,
     RankError,
     TorchrunMissingError,
 )
-from .runner import alive
+from ..child.runner import alive
 
 __all__ = [
     "RanksTimeoutError",
@@ -85,7 +86,8 @@ class RanksTimeoutError(NsysTimeoutError):
 
 
 def launch_command(python: str, nproc: int, workdir: str) -> list[str]:
-    """The launcher of ``nproc`` ranks on this host, in ``python`` (``rank_launch.py``)."""
+    """The launcher of ``nproc`` ranks on this host, in ``python``
+    (``capture/nsys/rank_launch.py``)."""
     from .rank_launch import command
 
     return command(python, nproc, workdir)

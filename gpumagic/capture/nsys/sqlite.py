@@ -1,5 +1,5 @@
 """Read an Nsight Systems SQLite export into a Trace: ``read_sqlite(path)``. (``gpumagic.load_nsys``
-also takes a ``.nsys-rep``, which the local nsys exports first: ``capture/nsys.py``.)
+also takes a ``.nsys-rep``, which the local nsys exports first: ``capture/nsys/backend.py``.)
 
 The export's schema changes between releases ("the SQLite export schema can and will change"), so
 the reader checks the file is really SQLite and whole (an interrupted export leaves a zeroed or
@@ -11,8 +11,8 @@ named by their demangled name, as ``nsys stats`` groups them.
 Big exports (a million kernels and as many API calls) are read lazily and in C. ``read_sqlite``
 checks the file and reads its metadata; each table is read on first use (the Trace's ``source``),
 and a duration summary of a table not read yet reads only group ids and durations. Integer columns
-are read in C (``nsys_columns.py``); names are resolved once per distinct id and kept as pandas
-categoricals (sorted categories, so they sort as text).
+are read in C (``capture/nsys/columns.py``); names are resolved once per distinct id and kept as
+pandas categoricals (sorted categories, so they sort as text).
 
 What the capture recorded goes into ``meta["recorded"]`` (``Trace.recorded``): a kind whose table
 the export holds, or which the capture's settings (``META_DATA_CAPTURE``) say it traced; kernels and
@@ -22,8 +22,8 @@ with kernel launches did not record kernels.
 
 Every row keeps its process (``pid``, from ``globalPid`` / ``globalTid``) and every kernel and
 memory operation its GPU (``deviceId``); the export's GPUs, CUDA processes and the launcher's rank
-marks go into meta (``nsys_processes.py``). Where a single process had a CUDA context, its pid fills
-the column without a per-row read.
+marks go into meta (``capture/nsys/processes.py``). Where a single process had a CUDA context, its
+pid fills the column without a per-row read.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
-from ..trace import COLUMNS, Trace, frame, nesting_depth
-from ..trace.coverage import made_by_api, recorded_kinds
-from .nsys_columns import available, categorical, dims, distinct, int_columns
-from .nsys_processes import PID_OF_GLOBAL, process_meta
+from ...errors import ExportFormatError, FileMissingError, NoCudaDataError, NsysExportError
+from ...trace import COLUMNS, Trace, frame, nesting_depth
+from ...trace.coverage import made_by_api, recorded_kinds
+from .columns import available, categorical, dims, distinct, int_columns
+from .processes import PID_OF_GLOBAL, process_meta
 
 __all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
 

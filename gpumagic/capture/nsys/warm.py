@@ -9,8 +9,8 @@ multiple times": ``nsys launch <app>``, then ``nsys start`` / ``nsys stop`` as o
 nsys 2025.3). Here:
 
 * ``nsys launch --session-new=NAME -t TRACE [--cuda-graph-trace=node] [--nsys-args] python -m
-  gpumagic.capture.warm_child CTRL PID NAME NSYS`` starts the child in a session of its own name
-  (trace options belong to ``launch``; nothing is collected until ``start``);
+  gpumagic.capture.child.warm_child CTRL PID NAME NSYS`` starts the child in a session of its own
+  name (trace options belong to ``launch``; nothing is collected until ``start``);
 * per cell: ``nsys start --session=NAME -o STEM --force-overwrite=true [--sample=none
   --cpuctxsw=none]`` (sampling's switches are ``start``'s: those of ``--nsys-args`` go there, and
   where they say nothing of sampling, none is collected: ``options.LEAN``) once the child's
@@ -23,7 +23,7 @@ nsys 2025.3). Here:
 * ``nsys shutdown --session=NAME --kill=sigkill`` when the child is retired: at the kernel's exit
   (atexit), when the key changes (another nsys, ``-t``, ``--nsys-args``, Python, torch version or
   environment), after a timeout, an interrupt or a CUDA error in a cell. The child also watches this
-  process and shuts its session down itself when it is gone (``warm_child.py``).
+  process and shuts its session down itself when it is gone (``capture/child/warm_child.py``).
 
 Anything that goes wrong with the warm child itself (launch, start, stop, a child that dies) raises
 :class:`WarmUnavailable`; the caller then runs the cell the one-shot way and says why. A cell's own
@@ -48,13 +48,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CellError, NsysTimeoutError
-from .guards import deferred_interrupts
-from .options import NsysOptions, graph_trace_args, lean_args, split_start_args
-from .phases import Phases, read_marks
-from .runner import alive
-from .tools import child_env
-from .warm_child import CMD_FIFO, READY_FILE
+from ...errors import CellError, NsysTimeoutError
+from ..child.runner import alive
+from ..child.warm_child import CMD_FIFO, READY_FILE
+from ..guards import deferred_interrupts
+from ..options import NsysOptions, graph_trace_args, lean_args, split_start_args
+from ..phases import Phases, read_marks
+from ..tools import child_env
 
 __all__ = [
     "WarmChild",
@@ -175,7 +175,7 @@ def launch_command(
         *launch_args,
         opts.python or sys.executable,
         "-m",
-        "gpumagic.capture.warm_child",
+        "gpumagic.capture.child.warm_child",
         ctrl,
         str(os.getpid()),
         session,

@@ -19,15 +19,12 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
-from ..gpu_activity.profiler_start import inductor_import_deferred, mark_started
-from ..trace.coverage import recorded_kinds
-from . import Capture
-from .cell import Cell, loop_notes, namespace_or_new, run_cell
-from .cell_lines import capped_lines, marked_cell, reset_runs
-from .chrome_trace import load_trace
-from .code_marks import moved_ranges
-from .function_ranges import function_ranges, function_table, with_their_globals
-from .guards import (
+from ...gpu_activity.profiler_start import inductor_import_deferred, mark_started
+from ...trace.coverage import recorded_kinds
+from .. import Capture
+from ..cell import Cell, loop_notes, namespace_or_new, run_cell
+from ..chrome.reader import load_trace
+from ..guards import (
     deferred_interrupts,
     quiet_profiler_stderr,
     refuse_if_running,
@@ -36,9 +33,12 @@ from .guards import (
     refuse_started,
     watch_for_profilers,
 )
+from ..marks.cell_lines import capped_lines, marked_cell, reset_runs
+from ..marks.code_marks import moved_ranges
+from ..marks.function_ranges import function_ranges, function_table, with_their_globals
+from ..marks.module_ranges import module_ranges
+from ..options import ITERS, WARMUP, TorchProfilerOptions
 from .inductor_kernels import fused_descriptions, fused_from_loaded_code
-from .module_ranges import module_ranges
-from .options import ITERS, WARMUP, TorchProfilerOptions
 
 __all__ = ["capture", "nvtx_range"]
 
@@ -191,9 +191,9 @@ def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -
     cell's lines and modules, moved out of the range table (they are the view's, not the user's
     ranges) into ``meta["code"]``. Where the Python tracer gave module frames instead
     (``with_stack``), their dotted names matched to the namespace's models."""
-    from ..trace.by_code import module_paths
-    from ..trace.code_rows import dotted_names
-    from .module_ranges import roots_of
+    from ...trace.by_code import module_paths
+    from ...trace.code_rows import dotted_names
+    from ..marks.module_ranges import roots_of
 
     trace.meta["with_modules"] = bool(opts.module_ranges or opts.with_stack)
     if cell.source:

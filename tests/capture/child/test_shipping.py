@@ -1,8 +1,8 @@
-"""A cell's names on their way to a tool's subprocess (``capture/shipping.py``): which names, one
-serialization with identity kept, the notebook's own classes and functions by value, and what
-cannot travel named before anything runs. The last tests run a training step of a model defined
-in the notebook through every tool path (stand-in nsys and ncu) and compare it with the same cell
-run in the notebook's own process."""
+"""A cell's names on their way to a tool's subprocess (``capture/child/shipping.py``): which names,
+one serialization with identity kept, the notebook's own classes and functions by value, and what
+cannot travel named before anything runs. The last tests run a training step of a model defined in
+the notebook through every tool path (stand-in nsys and ncu) and compare it with the same cell run
+in the notebook's own process."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import threading
 import pytest
 from IPython.utils.capture import capture_output
 
-from gpumagic.capture import ncu, nsys
+from gpumagic.capture.child.shipping import ShippingError, free_names, restore, ship
+from gpumagic.capture.ncu import backend as ncu
+from gpumagic.capture.nsys import backend as nsys
 from gpumagic.capture.options import NcuOptions, NsysOptions
-from gpumagic.capture.shipping import ShippingError, free_names, restore, ship
 
-from ..helpers import FAKE_NCU, FAKE_NSYS
+from ...helpers import FAKE_NCU, FAKE_NSYS
 
 torch = pytest.importorskip("torch")
 
@@ -173,7 +174,7 @@ def test_a_notebook_training_step_steps_the_models_own_parameters_in_the_subproc
     before = _state(ip.user_ns)
     ship(free_names(STEP), ip.user_ns, str(tmp_path))
     child = (
-        "from gpumagic.capture.shipping import restore\n"
+        "from gpumagic.capture.child.shipping import restore\n"
         f"ns = {{'__name__': '__main__', **restore({str(tmp_path)!r})}}\n"
         f"exec(compile({STEP!r}, '<cell>', 'exec'), ns)\n"
     )
@@ -197,7 +198,7 @@ def _nsys_run(ip, tmp_path, monkeypatch, warm: bool):
             ip.run_cell_magic("gpuprofile", "--nsys -w 1 -o rep", STEP)
     finally:
         if warm:
-            from gpumagic.capture import nsys_warm
+            from gpumagic.capture.nsys import warm as nsys_warm
 
             nsys_warm.retire_current()
     return ip.user_ns["rep"].notes
@@ -280,7 +281,9 @@ def test_a_name_that_cannot_be_rebuilt_in_the_subprocess_is_named_with_its_error
     finally:
         sys.path.remove(str(mods))
         sys.modules.pop("only_here", None)
-    child = f"from gpumagic.capture.shipping import restore\nrestore({str(tmp_path / 'out')!r})"
+    child = (
+        f"from gpumagic.capture.child.shipping import restore\nrestore({str(tmp_path / 'out')!r})"
+    )
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
     assert done.returncode != 0
     assert "RestoreError: 'box' could not be rebuilt in the subprocess (ModuleNotFoundError" in (
@@ -291,7 +294,7 @@ def test_a_name_that_cannot_be_rebuilt_in_the_subprocess_is_named_with_its_error
 def test_a_second_copy_that_does_not_fit_is_said_before_anything_runs(monkeypatch):
     """The subprocess needs its own copy of the CUDA tensors: where the device's free memory
     (less a context's 1 GiB) cannot hold it, the message says how much and what to do."""
-    from gpumagic.capture import shipping
+    from gpumagic.capture.child import shipping
 
     class FakeCuda:
         @staticmethod
@@ -311,7 +314,7 @@ def test_a_second_copy_that_does_not_fit_is_said_before_anything_runs(monkeypatc
 
 
 def test_ranks_and_the_switch_send_cuda_storages_through_the_host(monkeypatch):
-    from gpumagic.capture.shipping import HOST, _ipc_way
+    from gpumagic.capture.child.shipping import HOST, _ipc_way
 
     assert _ipc_way(object(), for_ranks=True) == (
         HOST,

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from gpumagic import load_trace
-from gpumagic.capture.chrome_code import code_events
-from gpumagic.capture.chrome_trace import trace_from_chrome
+from gpumagic.capture.chrome.code_text import code_events
+from gpumagic.capture.chrome.reader import trace_from_chrome
 
-from ..helpers import ROOT
+from ...helpers import ROOT
 
 ATTRIBUTION = ROOT / "tests" / "data" / "attribution"
 

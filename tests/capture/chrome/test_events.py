@@ -1,4 +1,4 @@
-"""The one-pass Chrome-trace reader (``capture/chrome_events.py``) reads each event as a plain
+"""The one-pass Chrome-trace reader (``capture/chrome/events.py``) reads each event as a plain
 per-event reading does: the reference below builds a dict per row, as the reader did before it took
 tables a field at a time, and both must give the same tables, row order, dtypes and all, for events
 with missing, null, string and non-number fields, and for categories read into one table
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpumagic.capture.chrome_events import category, paused_gc, shapes, sort_events
-from gpumagic.capture.chrome_trace import trace_from_chrome
+from gpumagic.capture.chrome.events import category, paused_gc, shapes, sort_events
+from gpumagic.capture.chrome.reader import trace_from_chrome
 from gpumagic.trace import COLUMNS, frame
 
 _KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")

@@ -11,11 +11,11 @@ import json
 import pandas as pd
 import pytest
 
-from gpumagic.capture.chrome_trace import json_parser, load_trace
+from gpumagic.capture.chrome.reader import json_parser, load_trace
 from gpumagic.errors import TraceFormatError
 from gpumagic.trace import COLUMNS
 
-from ..conftest import DATA
+from ...conftest import DATA
 
 BLOCK = str(DATA / "torch_block.json.gz")
 

@@ -15,7 +15,7 @@ import re
 import pandas as pd
 import pytest
 
-from gpumagic.capture.chrome_trace import load_trace
+from gpumagic.capture.chrome.reader import load_trace
 from gpumagic.render.report import ProfileReport
 from gpumagic.trace.launching_ops import kernel_op_precisions, precision_of_types
 from gpumagic.trace.summaries import memop_size_summary

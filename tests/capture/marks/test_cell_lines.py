@@ -1,6 +1,6 @@
-"""Each line of a cell in its profiler range (``capture/cell_lines.py``): the cell means what it
-meant (its value, its assignments, its errors and their lines), and the ranges say which line ran,
-as often as it ran."""
+"""Each line of a cell in its profiler range (``capture/marks/cell_lines.py``): the cell means what
+it meant (its value, its assignments, its errors and their lines), and the ranges say which line
+ran, as often as it ran."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from gpumagic.capture.cell import compile_tree
-from gpumagic.capture.cell_lines import mark_lines
+from gpumagic.capture.marks.cell_lines import mark_lines
 
 torch = pytest.importorskip("torch")
 
@@ -53,7 +53,7 @@ def test_lines_at_every_depth_and_branches_are_marked():
 
 
 def test_a_line_that_runs_too_often_stops_marking_and_is_named(monkeypatch):
-    from gpumagic.capture import cell_lines
+    from gpumagic.capture.marks import cell_lines
 
     monkeypatch.setattr(cell_lines, "LINE_RUNS", 30)
     cell_lines.reset_runs()
@@ -77,7 +77,7 @@ def test_a_trailing_walrus_is_left_as_it_is():
 
 
 def test_the_script_capture_marks_lines_too():
-    from gpumagic.capture.torch_profiler import capture
+    from gpumagic.capture.torch.backend import capture
 
     ns = {"torch": torch, "x": torch.randn(32, 32)}
     got = capture("y = x @ x\nz = y.relu()\nz.sum()", "cell", namespace=ns, warmup=0)

@@ -1,14 +1,14 @@
-"""The by-code view under Nsight Systems (``capture/code_marks.py``): the cell's line ranges, its
-models' forward ranges and ``emit_nvtx``'s op ranges read back from an nsys NVTX table give the
-same modules, lines and backward the in-process path gives; the op ranges leave the range table;
-the ranges are NVTX only inside ``nvtx_ranges``."""
+"""The by-code view under Nsight Systems (``capture/marks/code_marks.py``): the cell's line ranges,
+its models' forward ranges and ``emit_nvtx``'s op ranges read back from an nsys NVTX table give the
+same modules, lines and backward the in-process path gives; the op ranges leave the range table; the
+ranges are NVTX only inside ``nvtx_ranges``."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpumagic.capture import cell_lines
-from gpumagic.capture.code_marks import code_from_nvtx
+from gpumagic.capture.marks import cell_lines
+from gpumagic.capture.marks.code_marks import code_from_nvtx
 from gpumagic.trace import Trace, frame
 
 MAIN, ENGINE_THREAD = 11, 12
@@ -98,7 +98,7 @@ def test_a_loaded_export_without_gpumagics_ranges_is_left_as_it_was():
 def test_ranges_are_nvtx_only_inside_nvtx_ranges(monkeypatch):
     pushed = []
     monkeypatch.setattr(
-        "gpumagic.capture.nvtx_calls.push_pop",
+        "gpumagic.capture.marks.nvtx_calls.push_pop",
         lambda: (pushed.append, lambda: pushed.append("pop")),
     )
     with cell_lines.nvtx_ranges(), cell_lines.fast_range("gpumagic line 3"):
@@ -116,7 +116,7 @@ def test_a_real_nsys_capture_of_a_notebook_training_step_reads_back_by_module_an
     """``tests/data/nsys/nsys_code.sqlite.gz``: ``%%gpuprofile --nsys`` of a two-block model's
     step on an H200 (two micro-steps, fused AdamW; ``tests/gpu/test_nsys_code_gpu.py``'s cell),
     its export as the warm child wrote it."""
-    from gpumagic.capture.nsys import load_nsys
+    from gpumagic.capture.nsys.backend import load_nsys
 
     trace = load_nsys(committed_nsys("nsys_code"))
     mods = trace.by_module(memops=False).set_index("module")

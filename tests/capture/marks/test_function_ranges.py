@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from gpumagic.capture.function_ranges import function_ranges, function_table
+from gpumagic.capture.marks.function_ranges import function_ranges, function_table
 
 torch = pytest.importorskip("torch")
 
@@ -130,7 +130,7 @@ def test_edited_source_is_not_marked(earlier):
 def test_a_subprocesss_shipped_copy_is_marked_from_the_table_made_here(earlier, tmp_path):
     """What a tool's subprocess does: the names restored from a shipment (functions by value,
     under the pickler's file name), then marked from the table this process made."""
-    from gpumagic.capture.shipping import restore, ship
+    from gpumagic.capture.child.shipping import restore, ship
 
     ns = earlier.user_ns
     table = function_table(ns, "t = train_step(x)")

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpumagic.capture.module_ranges import module_ranges  # noqa: E402
+from gpumagic.capture.marks.module_ranges import module_ranges  # noqa: E402
 
 
 def hooked(m: torch.nn.Module) -> int:

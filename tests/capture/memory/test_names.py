@@ -1,4 +1,4 @@
-"""The namespace's names for its storages (capture.memory_names), on CPU tensors: data_ptr and the
+"""The namespace's names for its storages (capture.memory.names), on CPU tensors: data_ptr and the
 walk are the same as on a GPU."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpumagic.capture.memory_names import (  # noqa: E402
+from gpumagic.capture.memory.names import (  # noqa: E402
     PRECEDENCE,
     NameTable,
     module_tree,

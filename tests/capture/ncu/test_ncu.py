@@ -21,9 +21,9 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic.api.ncu import load_ncu
-from gpumagic.capture import ncu
-from gpumagic.capture.ncu_read import limiter, read_details_csv, read_raw_csv, to_base
-from gpumagic.capture.ncu_tensor import TENSOR_METRICS
+from gpumagic.capture.ncu import backend as ncu
+from gpumagic.capture.ncu.read import limiter, read_details_csv, read_raw_csv, to_base
+from gpumagic.capture.ncu.tensor import TENSOR_METRICS
 from gpumagic.capture.options import NcuOptions
 from gpumagic.errors import (
     FileMissingError,
@@ -38,7 +38,7 @@ from gpumagic.errors import (
 )
 from gpumagic.render.ncu_view import NcuReport
 
-from ..helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON, ROOT, settle
+from ...helpers import DATA, FAKE_NCU, FAKE_NCU_PYTHON, ROOT, settle
 
 NCU = DATA / "ncu"
 RAW = (NCU / "tiny.raw.csv").read_text()
@@ -289,7 +289,7 @@ def test_ffma_gemm_and_old_reports_read_as_before():
 
 
 def test_tensor_counter_alternatives_are_never_added_twice():
-    from gpumagic.capture.ncu_tensor import tensor_rates
+    from gpumagic.capture.ncu.tensor import tensor_rates
 
     base = {"sm__cycles_elapsed.avg.per_second": [1e9], "gpu__time_duration.sum": [1000.0]}
     split = {
@@ -413,7 +413,7 @@ def test_load_ncu_reads_a_report_with_ncu_and_a_saved_csv(tmp_path, monkeypatch)
 
 
 def test_function_filter_matches_the_top_kernels_in_either_spelling():
-    from gpumagic.capture.chrome_trace import load_trace
+    from gpumagic.capture.chrome.reader import load_trace
 
     names = list(load_trace(DATA / "torch_block.json.gz").kernel_summary()["Name"])
     flt = ncu.function_filter(names[:2])
@@ -482,7 +482,7 @@ def test_capture_runs_the_cell_under_ncu_restricted_to_its_range(fake):
         "--section SpeedOfLight --section SpeedOfLight_RooflineChart --metrics "
         + ",".join(TENSOR_METRICS),
         "--clock-control base",
-        "-m gpumagic.capture.runner",
+        "-m gpumagic.capture.child.runner",
     ):
         assert piece in joined, piece
     assert "--kernel-name-base" not in profile  # the user's filter is passed as given
@@ -514,7 +514,7 @@ def test_the_runs_phases_are_split_by_the_childs_own_marks(fake):
 
 def _block_names() -> list[str]:
     """The kernel names of the committed trace the stand-in first pass ranks, longest first."""
-    from gpumagic.capture.chrome_trace import load_trace
+    from gpumagic.capture.chrome.reader import load_trace
 
     table = load_trace(DATA / "torch_block.json.gz").kernel_summary()
     return list(table.sort_values("Total Time (ns)", ascending=False)["Name"])
@@ -628,7 +628,7 @@ def test_the_held_process_ends_when_its_parent_is_gone(tmp_path):
     env = dict(os.environ, GPUMAGIC_PARENT_PID=str(gone.pid))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-m", "gpumagic.capture.runner", str(tmp_path), "--gated"],
+        [sys.executable, "-m", "gpumagic.capture.child.runner", str(tmp_path), "--gated"],
         env=env,
         timeout=60,
         capture_output=True,

@@ -14,10 +14,10 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from gpumagic import load_nsys
-from gpumagic.capture.nsys import NsysNotFoundError, find_nsys
-from gpumagic.capture.nsys_sqlite import NoCudaDataError, NsysExportError
+from gpumagic.capture.nsys.backend import NsysNotFoundError, find_nsys
+from gpumagic.capture.nsys.sqlite import NoCudaDataError, NsysExportError
 
-from ..helpers import DATA, FAKE_NSYS
+from ...helpers import DATA, FAKE_NSYS
 
 NSYS = DATA / "nsys"
 torch = pytest.importorskip("torch")
@@ -96,7 +96,7 @@ def test_unreadable_exports_are_explained(tmp_path, committed_nsys):
 
 def test_find_nsys_says_where_it_looked(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("gpumagic.capture.nsys._SEARCH", ("/nonexistent/*/nsys",))
+    monkeypatch.setattr("gpumagic.capture.nsys.backend._SEARCH", ("/nonexistent/*/nsys",))
     with pytest.raises(
         NsysNotFoundError, match=r"Looked in: PATH, /nonexistent/\*/nsys.*nsys_path='/path/to/nsys'"
     ):
@@ -261,7 +261,7 @@ def test_the_fix_a_missing_nsys_names_for_load_nsys_is_its_own_keyword(tmp_path,
     import re
 
     import gpumagic
-    from gpumagic.capture import nsys as nsys_mod
+    from gpumagic.capture.nsys import backend as nsys_mod
     from gpumagic.errors import NsysNotFoundError
 
     report = tmp_path / "run.nsys-rep"

@@ -1,5 +1,5 @@
 """``%%gpuprofile --nsys`` in a kernel under Nsight Systems: the cell profiled in place with the
-session's ``nsys start``/``stop`` (``capture/nsys_inplace.py``), the kernel spec that starts such a
+session's ``nsys start``/``stop`` (``capture/nsys/inplace.py``), the kernel spec that starts such a
 kernel (``notebook/nsys_kernel.py``), and the subprocess where a cell cannot run in place. With the
 stand-in nsys (``tests/fake_nsys``), which keeps sessions as the real one does."""
 
@@ -15,11 +15,11 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from gpumagic.capture.nsys_inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
+from gpumagic.capture.nsys.inplace import NSYS_ENV, SESSION_ENV, TRACE_ENV
 from gpumagic.notebook import nsys_kernel
 
-from ..helpers import FAKE_NSYS
-from .test_shipping import NOTEBOOK, STEP
+from ...helpers import FAKE_NSYS
+from ..child.test_shipping import NOTEBOOK, STEP
 
 torch = pytest.importorskip("torch")
 
@@ -196,7 +196,7 @@ def test_the_installed_kernel_profiles_in_place_end_to_end(tmp_path, monkeypatch
 
 
 def test_ncu_in_a_kernel_under_nsys_says_why_it_runs_in_a_subprocess(ip, tmp_path, monkeypatch):
-    from ..helpers import FAKE_NCU
+    from ...helpers import FAKE_NCU
 
     monkeypatch.setenv(SESSION_ENV, "gpumagic-kernel-1")
     monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))

@@ -14,10 +14,11 @@ import time
 
 import pytest
 
-from gpumagic.capture import nsys, nsys_ranks
+from gpumagic.capture.child.runner import RANK_MARK
+from gpumagic.capture.nsys import backend as nsys
+from gpumagic.capture.nsys import ranks as nsys_ranks
+from gpumagic.capture.nsys.rank_launch import RUN_BY_PATH
 from gpumagic.capture.options import NsysOptions
-from gpumagic.capture.rank_launch import RUN_BY_PATH
-from gpumagic.capture.runner import RANK_MARK
 from gpumagic.errors import (
     CellError,
     InvalidOptionError,
@@ -27,7 +28,7 @@ from gpumagic.errors import (
     TorchrunMissingError,
 )
 
-from ..helpers import FAKE_NSYS, settle
+from ...helpers import FAKE_NSYS, settle
 
 torch = pytest.importorskip("torch")
 
@@ -89,7 +90,7 @@ def test_command_for_two_ranks_and_for_one(tmp_path):
             "/x/nsys", NsysOptions(nproc=one), "cell:t", "/p/stem", "/w/d", []
         )
         assert "--capture-range=nvtx" in single and "--nvtx-capture=cell:t" in single
-        assert single[-4:] == [sys.executable, "-m", "gpumagic.capture.runner", "/w/d"]
+        assert single[-4:] == [sys.executable, "-m", "gpumagic.capture.child.runner", "/w/d"]
         assert "--sample=none" in single and "--cpuctxsw=none" in single  # one process too
 
 
@@ -289,7 +290,7 @@ def test_magic_runs_ranks_and_names_a_failing_one(ip, run_dir):
 def _launched(tmp_path: pathlib.Path, rank_1: str) -> tuple[int, float]:
     """Two ranks through gpumagic's launcher, each a Python script that sleeps 600 s, rank 1 first
     doing ``rank_1`` (``work``: the run's folder): (the launcher's status, its seconds)."""
-    from gpumagic.capture import rank_launch
+    from gpumagic.capture.nsys import rank_launch
 
     rank = tmp_path / "rank.py"
     body = "\n".join("    " + line for line in rank_1.splitlines())
@@ -297,7 +298,7 @@ def _launched(tmp_path: pathlib.Path, rank_1: str) -> tuple[int, float]:
         "import os, sys, time\nwork = sys.argv[-1]\n"
         f"if os.environ['RANK'] == '1':\n{body}\ntime.sleep(600)\n"
     )
-    python = tmp_path / "python"  # what the launcher runs "-m gpumagic.capture.runner" with
+    python = tmp_path / "python"  # what the launcher runs "-m gpumagic.capture.child.runner" with
     python.write_text(f'#!/bin/sh\nexec {sys.executable} {rank} "$@"\n')
     python.chmod(0o755)
     work = tmp_path / "work"
@@ -311,7 +312,7 @@ def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
     """A failing rank whose own exit hangs (a process group's teardown waiting on NCCL) has written
     its error file: the launcher takes that as the failure and stops both ranks, the hung one and
     the one that would wait for it for ever, rather than wait for an exit that never comes."""
-    from gpumagic.capture.rank_launch import GRACE
+    from gpumagic.capture.nsys.rank_launch import GRACE
 
     status, seconds = _launched(
         tmp_path, "open(os.path.join(work, 'error-rank1.txt'), 'w').write('boom')"
@@ -323,7 +324,7 @@ def test_the_launcher_stops_every_rank_once_one_reports_its_failure(tmp_path):
 def test_the_launcher_stops_every_rank_when_one_dies_without_a_word(tmp_path):
     """A rank killed outright (a crash, the OOM killer) writes no error file: its exit status is
     the failure, seen at once whichever rank it is, and the rank left waiting is stopped."""
-    from gpumagic.capture.rank_launch import GRACE
+    from gpumagic.capture.nsys.rank_launch import GRACE
 
     status, seconds = _launched(tmp_path, "os._exit(7)")
     assert status == 7 and seconds < GRACE + 5
@@ -331,7 +332,7 @@ def test_the_launcher_stops_every_rank_when_one_dies_without_a_word(tmp_path):
 
 
 def test_each_rank_gets_what_a_torchrun_rank_gets():
-    from gpumagic.capture import rank_launch
+    from gpumagic.capture.nsys import rank_launch
 
     env = rank_launch.rank_env(1, 4, 29511, {"PATH": "/bin", "OMP_NUM_THREADS": "8"})
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == (

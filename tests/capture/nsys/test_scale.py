@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from gpumagic import load_nsys
-from gpumagic.capture import nsys_columns
+from gpumagic.capture.nsys import columns as nsys_columns
 
-from ..helpers import ROOT
+from ...helpers import ROOT
 
 KERNELS, API = (
     43 * 50 + 7,
@@ -143,7 +143,7 @@ def test_odd_values_fall_back_to_an_exact_read(big, tmp_path):
 def test_a_pickled_trace_holds_its_tables_and_a_rewritten_export_is_refused(big, tmp_path):
     import pickle
 
-    from gpumagic.capture.nsys_sqlite import NsysExportError
+    from gpumagic.capture.nsys.sqlite import NsysExportError
 
     t = load_nsys(big)
     back = pickle.loads(pickle.dumps(t))  # every table read, the open export left behind

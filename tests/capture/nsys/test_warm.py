@@ -18,12 +18,12 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from gpumagic.capture import nsys_warm
-from gpumagic.capture.nsys import capture
+from gpumagic.capture.child.runner import alive
+from gpumagic.capture.nsys import warm as nsys_warm
+from gpumagic.capture.nsys.backend import capture
 from gpumagic.capture.options import NsysOptions
-from gpumagic.capture.runner import alive
 
-from ..helpers import FAKE_NSYS, ROOT
+from ...helpers import FAKE_NSYS, ROOT
 
 torch = pytest.importorskip("torch")
 
@@ -268,8 +268,8 @@ def test_temporary_directories_are_removed(warm_env, tmp_path, monkeypatch):
 PARENT = r"""
 import json, os, sys, time
 import torch
-from gpumagic.capture import nsys_warm
-from gpumagic.capture.nsys import capture
+from gpumagic.capture.nsys import warm as nsys_warm
+from gpumagic.capture.nsys.backend import capture
 from gpumagic.capture.options import NsysOptions
 capture("y = x * 2", "c", namespace={"x": torch.ones(2)}, warmup=0,
         options=NsysOptions(nsys_path=sys.argv[1], profile_dir=sys.argv[2]))

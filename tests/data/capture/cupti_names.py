@@ -99,7 +99,7 @@ def kineto_kernels(fn) -> list[str]:
 
 
 def main(out: str) -> int:
-    from gpumagic.profiler_start import warm_profiler
+    from gpumagic.gpu_activity.profiler_start import warm_profiler
 
     warm_profiler(torch.device("cuda", 0))
     pairs, unpaired = [], []

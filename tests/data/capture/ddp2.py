@@ -23,7 +23,7 @@ import tempfile
 
 import torch
 
-from gpumagic.capture import nsys
+from gpumagic.capture.nsys import backend as nsys
 from gpumagic.capture.options import NsysOptions
 
 REPORTS = (

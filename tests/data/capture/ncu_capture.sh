@@ -24,9 +24,9 @@ rm -f nomatch.ncu-rep
 rm -f tiny.ncu-rep  # 4 MB gzipped for two kernels: over the fixtures' size limit, so not kept
 fi
 # (c) one 2048² GEMM per math path (bf16, TF32, fp32 FFMA, fp64 DMMA), with what the default --ncu collects: the
-# two sections and the tensor-path counters (gpumagic.capture.ncu_tensor.TENSOR_METRICS); first the same without the
+# two sections and the tensor-path counters (gpumagic.capture.ncu.tensor.TENSOR_METRICS); first the same without the
 # counters, for the cost (passes per kernel and wall time in tensor_cost.txt; that report is not kept)
-metrics=$(python3 -c "from gpumagic.capture.ncu_tensor import TENSOR_METRICS; print(','.join(TENSOR_METRICS))")
+metrics=$(python3 -c "from gpumagic.capture.ncu.tensor import TENSOR_METRICS; print(','.join(TENSOR_METRICS))")
 sections=(--nvtx --nvtx-include "cell:tensor/" --section SpeedOfLight --section SpeedOfLight_RooflineChart)
 for run in before tensor; do
   extra=()
