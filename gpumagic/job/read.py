@@ -126,7 +126,9 @@ def _on_executor(
         return
     workers = min(len(files), len(os.sched_getaffinity(0)) or 1)
     own = executor is None
-    from ..capture.chrome import reader as chrome_trace  # noqa: F401 - forked workers start with them loaded
+    # Forked workers start with the readers loaded.
+    from ..capture.chrome import reader as chrome_trace  # noqa: F401
+    from ..capture.nsys import backend as nsys  # noqa: F401
 
     pool = executor or cf.ProcessPoolExecutor(max_workers=workers)
     limit = IN_FLIGHT_PER_WORKER * max(getattr(pool, "_max_workers", workers) or workers, 1)
