@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import uuid
 import zlib
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .provenance import provenance
 from .rows import pack_samples, statement_key
-from .saving import Recorder, UnknownReferenceError
+from .saving import FAILURES, Recorder, UnknownReferenceError
 from .store import PROFILE
 
 if TYPE_CHECKING:
@@ -150,14 +149,19 @@ class SummaryRecorder(Recorder):
         if self.vs == "last":
             try:
                 ref = self.store.last_profile(row["device_key"], kind=self.kind)
-            except (sqlite3.Error, OSError) as exc:
+            except FAILURES as exc:
                 self._note(exc, "--vs last could not read the history")
         out.ids = self._save([row])
         row["id"] = out.ids[0] if out.ids else None
-        if self.vs is None:
-            return None
-        if ref is None and self.vs == "last" and not self.notes:
-            out.lines.append(f"vs last: no earlier {self.noun} on this device; this one is saved")
+        if self.vs is None or ref is not None:
+            return ref
+        if self.failed is not None:
+            out.lines.append(
+                f"vs {self.vs}: no comparison, the history could not be read ({self.failed})"
+            )
+        elif self.vs == "last":
+            saved = "this one is saved" if out.ids else "this one is not saved either"
+            out.lines.append(f"vs last: no earlier {self.noun} on this device; {saved}")
         return ref
 
     def _names(self, ref: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str]:

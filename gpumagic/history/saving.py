@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .versus import Versus
 
 __all__ = [
+    "FAILURES",
     "HistoryOffError",
     "Outcome",
     "Recorder",
@@ -64,20 +65,26 @@ class UnknownReferenceError(GpuMagicError, LookupError):
         return {"known": f" (labels: {', '.join(labels)})" if labels else f" ({self.none_yet})"}
 
 
+#: What a store can fail with: SQLite's errors and the file system's, and a path that cannot name a
+#: file (a NUL byte: ValueError); each is one note, never a failed cell.
+FAILURES = (sqlite3.Error, OSError, ValueError)
+
+
 def store_for(path: Path) -> Store:
     """One open store per path in this process (its connection kept between cells)."""
-    key = path.expanduser().absolute()
+    text = os.path.expanduser(path)  # Path.expanduser raised RuntimeError for ~nosuchuser
+    key = Path(text if text.startswith("~") else os.path.abspath(text))  # the store refuses ~
     if key not in _STORES:
         _STORES[key] = Store(key)
     return _STORES[key]
 
 
 def failure_note(path: Path, exc: BaseException, doing: str = "not saved") -> str | None:
-    """The one line for a store that failed, or None where this store already said it for the same
-    cause."""
+    """The line for a store that failed: in full the first time, then short for each further result
+    of the same cause (a full disk lost 4 of 8 results with one note, for the first)."""
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if (str(path), reason) in _SAID:
-        return None
+        return f"gpumagic history: {doing} ({reason}, as said above)."
     _SAID.add((str(path), reason))
     return (
         f"gpumagic history: {doing} ({reason}: {path}); the result above is complete. "
@@ -127,6 +134,7 @@ class Recorder:
         self.vs = vs
         self.ref: dict[str, Any] | None = None
         self.notes: list[str] = []
+        self.failed: str | None = None  # why the history could not be read or written, if it failed
         if vs is None:
             return
         if self.path is None:
@@ -143,21 +151,36 @@ class Recorder:
         store = self.store
         if store is not None:
             store.close()  # the next save opens it again: the user may have fixed it meanwhile
+        if doing.startswith("--vs"):  # a failed lookup: --vs says it has no comparison, and why
+            self.failed = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         note = failure_note(self.path, exc, doing) if self.path is not None else None
         if note:
             self.notes.append(note)
 
+    def _noticed(self) -> None:
+        """What the store noticed while saving (its file moved since it was opened), said once."""
+        store = self.store
+        while store is not None and store.notices:
+            self.notes.append(f"gpumagic history: {store.notices.pop(0)} ({store.path}).")
+
     def _lookup(self, ref: str) -> dict[str, Any] | None:
+        """A label first, then an id (``#N`` is always an id): a label that looks like an id (``-l
+        1``) was unreachable, ``--vs 1`` finding result #1 of another statement."""
         store = self.store
         assert store is not None
+        text = ref.strip()
         try:
-            found = store.get(int(ref)) if ref.strip().isdigit() else None
-            if found is not None and not is_kind(found.get("kind"), self.profiles):
-                # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
-                found = None
-            found = found or store.last_labelled(ref, profiles=self.profiles)
+            found = (
+                None if text.startswith("#") else store.last_labelled(ref, profiles=self.profiles)
+            )
+            number = text[1:] if text.startswith("#") else text
+            if found is None and number.isdigit():
+                found = store.get(int(number))
+                if found is not None and not is_kind(found.get("kind"), self.profiles):
+                    # a profile's id given to %gputime --vs, or a timing's to %%gpuprofile --vs
+                    found = None
             labels = store.labels(profiles=self.profiles) if found is None else []
-        except (sqlite3.Error, OSError) as exc:
+        except FAILURES as exc:
             self._note(exc, f"--vs {ref} could not read the history")
             return None
         if found is None:
@@ -180,7 +203,7 @@ class Recorder:
         if self.vs == "last":
             try:
                 ref = self.store.last_of(row["stmt_key"], row["device_key"])
-            except (sqlite3.Error, OSError) as exc:
+            except FAILURES as exc:
                 self._note(exc, "--vs last could not read the history")
         out.ids = self._save([row])
         if out.ids:
@@ -193,9 +216,14 @@ class Recorder:
                     ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3)
                 )
                 out.lines.append(str(out.versus))
-            elif self.vs == "last" and not self.notes:
+            elif self.failed is not None:
                 out.lines.append(
-                    "vs last: no earlier result of this statement on this device; this one is saved"
+                    f"vs {self.vs}: no comparison, the history could not be read ({self.failed})"
+                )
+            elif self.vs == "last":
+                saved = "this one is saved" if out.ids else "this one is not saved either"
+                out.lines.append(
+                    f"vs last: no earlier result of this statement on this device; {saved}"
                 )
         return out
 
@@ -244,6 +272,9 @@ class Recorder:
     def _save(self, rows: list[dict[str, Any]]) -> list[int]:
         try:
             return self.store.save(rows) if rows else []
-        except (sqlite3.Error, OSError) as exc:
-            self._note(exc, "not saved")
+        except FAILURES as exc:
+            n = len(rows)
+            self._note(exc, "not saved" if n == 1 else f"{n} results not saved")
             return []
+        finally:
+            self._noticed()

@@ -28,8 +28,11 @@ __all__ = [
     "MEMORY",
     "OFF",
     "PROFILE",
+    "ForeignStoreError",
     "Store",
+    "StoreMovedError",
     "StoreTooNewError",
+    "UnusablePathError",
     "default_path",
     "is_kind",
     "of_kind",
@@ -74,11 +77,41 @@ class StoreTooNewError(sqlite3.DatabaseError):
     left alone."""
 
 
+class ForeignStoreError(sqlite3.DatabaseError):
+    """The file is another application's SQLite database (tables of its own, no gpumagic schema):
+    it is left alone, neither given gpumagic's tables nor switched to WAL, since adding tables to
+    someone else's file (and changing its journal mode) was done silently before."""
+
+    def __init__(self, path: Path, tables: list[str]) -> None:
+        self.path, self.tables = path, tables
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        super().__init__(
+            f"not a gpumagic history (it holds another application's tables: {shown}); "
+            f"it is left untouched: choose another file"
+        )
+
+
+class StoreMovedError(sqlite3.DatabaseError):
+    """The file this process was saving to was moved, deleted or replaced since it was opened. Said
+    once, then a new store starts at the path: the rows saved before stay in the moved file (each
+    save is checkpointed into it), and a file written at the old path meanwhile is not taken over
+    unless it is a gpumagic history."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(
+            "the history file was moved, deleted or replaced since it was opened; the results "
+            "saved before are in the moved file, new ones go to this path"
+        )
+
+
 def default_path(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_DATA_HOME/gpumagic/history.sqlite``, ``~/.local/share/gpumagic/history.sqlite`` where
-    it is unset."""
+    it is unset or relative (a relative one made a history under whatever folder was current)."""
     env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = env.get("XDG_DATA_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and is ignored
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "gpumagic" / "history.sqlite"
 
 
@@ -96,14 +129,24 @@ def resolve_path(
     return Path(os.path.expanduser(chosen.strip()))
 
 
-def _inode(path: Path) -> tuple[int, int, int] | None:
-    """The file's identity: a deleted file's inode may be reused at once by a new one, so its change
-    time too."""
+def _hold(path: Path) -> int | None:
+    """A descriptor of the file just opened, kept open: while it is, the file's inode cannot be
+    reused by a new file, so the device and inode alone tell whether the path is still this file
+    (its change time, used before, changes with every other process's checkpoint)."""
     try:
-        found = os.stat(path)
+        return os.open(path, os.O_RDONLY)
     except OSError:
         return None
-    return (found.st_dev, found.st_ino, found.st_ctime_ns)
+
+
+def _same_file(fd: int | None, path: Path) -> bool:
+    if fd is None:
+        return True  # nothing to compare with: keep the connection
+    try:
+        held, now = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -121,6 +164,78 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
+class UnusablePathError(OSError):
+    """A history path that cannot name a file here (a NUL byte, ``~user`` of no such user): an
+    OSError like every other store failure, so that it costs a note and never a failed cell (it
+    raised ``ValueError`` or ``RuntimeError`` through every cell)."""
+
+
+def _check_usable(path: Path) -> None:
+    text = str(path)
+    if "\0" in text:
+        raise UnusablePathError(f"the path holds a NUL byte: {text!r}")
+    if text.startswith("~"):
+        raise UnusablePathError(f"{text.split(os.sep)[0]} is no user's home on this machine")
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not SQLite before SQLite opens it: with a ``-wal`` file left beside
+    it, opening runs recovery and writes that WAL's pages into whatever file is now at the path (a
+    text file written where a moved history was got SQLite pages appended)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return
+    if head and head != b"SQLite format 3\x00":
+        raise sqlite3.DatabaseError("file is not a database")
+
+
+def _drop_stale_wal(path: Path) -> None:
+    """The ``-wal``/``-shm`` of a store that was moved or deleted while open: they belong to the
+    moved file (complete: each save is checkpointed), and a new store at the path must not replay
+    them."""
+    if path.exists():
+        return
+    for suffix in ("-wal", "-shm"):
+        try:
+            os.remove(f"{path}{suffix}")
+        except OSError:
+            pass
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the main file now: a plain copy (or move) of the file between cells then
+    holds every result saved (they sat in the ``-wal`` file until the last connection closed).
+    PASSIVE: never waits for, nor blocks, another process's reader."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _foreign_tables(conn: sqlite3.Connection, version: int) -> list[str]:
+    """The tables of a database gpumagic did not make: any table at version 0 (gpumagic's first
+    migration creates its tables and sets the version in one transaction), or tables without
+    ``results`` at a version set by someone else."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    if version == 0 or "results" not in names:
+        return names
+    return []
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; in a folder this user cannot write (no ``-shm`` can be made there),
+    the file is read as immutable, which the checkpoint at every save makes complete."""
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA user_version").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+
+
 class Store:
     """One history file. ``Store(path)`` opens (creating the file and its folder, and migrating an
     older schema, on the first write); ``readonly=True`` never writes, creates or migrates."""
@@ -130,7 +245,10 @@ class Store:
         self.readonly = readonly
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
-        self._inode: tuple[int, int, int] | None = None
+        self._fd: int | None = None
+        #: What the store noticed on the way (a file moved since it was opened), for the caller to
+        #: say: the save itself went on.
+        self.notices: list[str] = []
 
     # --- connection
     # ---------------------------------------------------------------------------------------------
@@ -138,14 +256,16 @@ class Store:
         """The open connection (one per process: a forked child opens its own; a file deleted or
         replaced since it was opened is opened again, or the rows would go to the deleted file)."""
         if self._conn is not None and self._pid == os.getpid():
-            if self._inode == _inode(self.path):
+            if _same_file(self._fd, self.path):
                 return self._conn
-            self._conn.close()
-            self._conn = None
+            self.close()
+            if not self.readonly:
+                self.notices.append(str(StoreMovedError(self.path)))
+                _drop_stale_wal(self.path)
+        _check_usable(self.path)
+        _check_header(self.path)
         if self.readonly:
-            conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
-            )
+            conn = _open_readonly(self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -154,6 +274,9 @@ class Store:
             found = conn.execute("PRAGMA user_version").fetchone()[
                 0
             ]  # "file is not a database" shows here
+            foreign = _foreign_tables(conn, found)
+            if foreign:
+                raise ForeignStoreError(self.path, foreign)
             if found > CURRENT_VERSION:
                 raise StoreTooNewError(
                     f"schema version {found} is newer than this gpumagic's "
@@ -164,17 +287,25 @@ class Store:
                 conn.execute(
                     "PRAGMA synchronous = NORMAL"
                 )  # WAL: a commit is durable against a crash of the app
-                migrate(conn)
+                if migrate(conn) < CURRENT_VERSION:
+                    _checkpoint(conn)
         except BaseException:
             conn.close()
             raise
-        self._conn, self._pid, self._inode = conn, os.getpid(), _inode(self.path)
+        self._release()
+        self._conn, self._pid, self._fd = conn, os.getpid(), _hold(self.path)
         return conn
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # a forked child closes its own copy only
+            self._fd = None
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
         self._conn = None
+        self._release()
 
     def __enter__(self) -> Store:
         return self
@@ -207,9 +338,7 @@ class Store:
                 )
                 ids.append(conn.execute(sql, [row[n] for n in names]).lastrowid)
             conn.execute("COMMIT")
-            self._inode = _inode(
-                self.path
-            )  # a checkpoint may have written the file: our own change
+            _checkpoint(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
