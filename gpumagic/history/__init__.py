@@ -6,13 +6,14 @@ how they were measured.
   migrations;
 - :mod:`.rows`: a result as a row (samples packed as float64); :mod:`.provenance`: device UUID,
   driver, versions, git;
-- :mod:`.recorder`: saving as results are measured, never in the user's way; :mod:`.recorded`: the
-  script API's ``gputime``/``compare``/``sweep`` that save as the magics do;
+- :mod:`.saving`: saving as results are measured, never in the user's way;
+  :mod:`gpumagic.api.gputime`: the script API's ``gputime``/``compare``/``sweep`` that save as the
+  magics do;
 - :mod:`.versus`: two runs compared from their raw samples (bootstrap interval of the ratio of
   medians);
 - :mod:`.query`: :func:`history` (a DataFrame); :mod:`.plot`: :func:`plot_history`;
-- :mod:`.baseline` and :mod:`.cli`: ``python -m gpumagic history [--export FILE]`` and ``check
-  BASELINE``.
+- :mod:`.baseline` and :mod:`gpumagic.cli.history`: ``python -m gpumagic history [--export FILE]``
+  and ``check BASELINE``.
 
 ``gpumagic.history`` is this package *and* the function ``gpumagic.history(label=None,
 statement=None, device=None)``: a subpackage of that name would replace a function of the same name

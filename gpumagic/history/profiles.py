@@ -13,7 +13,7 @@ it with the timings, and the timings' own lookups leave it out.
 one's. A label or an id is looked up before the cell runs (an unknown one costs no run); the diff is
 shown after the report.
 
-As :mod:`.recorder`: a store that cannot be written costs one line on stderr, never the report.
+As :mod:`.saving`: a store that cannot be written costs one line on stderr, never the report.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ results, not how they were measured: rows come in as plain dicts (:mod:`.rows` m
 nothing here imports torch or the timing code.
 
 Every failure is a :class:`sqlite3.Error` or an :class:`OSError` (locked, read-only, full, not a
-database); the callers that save on the user's behalf turn it into one line (:mod:`.recorder`) and
+database); the callers that save on the user's behalf turn it into one line (:mod:`.saving`) and
 never into a failed cell.
 """
 

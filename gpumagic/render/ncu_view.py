@@ -1,6 +1,6 @@
 """NcuReport: what ``%%gpuprofile --ncu`` and ``gpumagic.load_ncu(path)`` show, as an object (the
 reading is the capture layer's: ``capture.ncu.backend.load_ncu_data``; ``gpumagic.load_ncu`` joins
-the two, in ``ncu_loader.py``).
+the two, in ``api/ncu.py``).
 
 Per profiled kernel: its decoded name, duration, SM and memory throughput (% of peak, ncu's Speed Of
 Light), achieved FLOP/s (the tensor cores' included where the report counted them), arithmetic

@@ -11,7 +11,7 @@ The modules, in the order a measurement uses them:
   :class:`Sampler` interface that also declares what each can do;
 - :mod:`.measure`: the steps (first call, calibrate, sample, kernel pass, host pass, assemble);
   :mod:`.staged` strings them together: :func:`measure`, :func:`gputime` for scripts, and the halves
-  a comparison and a sweep use; :mod:`.records`, what the steps hand each other;
+  a comparison and a sweep use; :mod:`.steps`, what the steps hand each other;
 - :mod:`.steady`: ``steady=True``, running until the GPU's clock settles; :mod:`.smclock`, the SM
   clock (NVML);
 - :mod:`.passes`: the kernel pass and the host pass;

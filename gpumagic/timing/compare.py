@@ -1,5 +1,5 @@
-"""Several statements timed against each other: :func:`compare` -> :class:`~.comparison.Comparison`.
-No IPython.
+"""Several statements timed against each other: :func:`compare` ->
+:class:`~.compare_result.Comparison`. No IPython.
 
 Why interleaved: timed one after the other, the statement that runs second meets a GPU whose clock
 has fallen under sustained load (or a machine whose other work has started), and the comparison
@@ -41,8 +41,8 @@ __all__ = ["ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
 
 
 class ComparisonInterrupted(TimingInterrupted):
-    """Ctrl-C during a comparison: ``result`` is the partial :class:`~.comparison.Comparison` (what
-    was measured).
+    """Ctrl-C during a comparison: ``result`` is the partial :class:`~.compare_result.Comparison`
+    (what was measured).
 
     A :class:`~gpumagic.errors.TimingInterrupted` (so a ``KeyboardInterrupt``): a front end that
     shows ``err.result`` and raises again handles it as it handles an interrupted ``%gputime``.

@@ -134,9 +134,7 @@ def test_a_failing_point_is_marked_and_the_rest_kept(ip):
 def test_functions_are_reachable_from_the_package_even_after_their_modules_load():
     import gpumagic.timing.compare
     import gpumagic.timing.sweep
-    from gpumagic.history import (
-        recorded,
-    )  # the timing core's functions, their results saved to the history
+    from gpumagic.api import gputime as recorded  # the timing core's functions, results saved
 
     assert gpumagic.compare is recorded.compare and gpumagic.sweep is recorded.sweep
     assert callable(gpumagic.compare) and callable(gpumagic.sweep)

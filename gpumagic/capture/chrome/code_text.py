@@ -11,7 +11,7 @@ the forward op, and so the module and line, that caused it. Built-in calls (``<b
 left out: they are neither a line of the user's nor a module.
 
 Kept in ``meta["code"]`` as plain lists (the meta stays JSON), read back as frames by
-``gpumagic.trace.by_code.code_frames``.
+``gpumagic.trace.code_frames``.
 """
 
 from __future__ import annotations
