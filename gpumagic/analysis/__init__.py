@@ -24,7 +24,7 @@ from .finding import Finding
 from .job_files import job_files
 from .kernel_mix import compat_kernels, copies, ffma_gemms, top_kernels
 from .pace import TINY_KERNEL_NS, gpu_idle, tiny_kernels
-from .selfcheck import missing_kernels, no_gpu_activity
+from .selfcheck import missing_kernels, no_gpu_activity, unplaced_events
 from .transfers import host_copies, host_syncs
 
 __all__ = ["ANALYZERS", "TINY_KERNEL_NS", "Analyzer", "Finding", "findings"]
@@ -51,10 +51,10 @@ ANALYZERS: tuple[Analyzer, ...] = (
 def findings(trace: Trace, top: int = 3) -> list[Finding]:
     """Every finding about ``trace``: why there is no GPU activity, if there is none; else each
     analyzer's, and the ``top`` kernels' share last."""
-    nothing = no_gpu_activity(trace)
+    nothing = no_gpu_activity(trace)  # every event left out is said there, by its kind
     if nothing:
         return nothing
-    out: list[Finding] = []
+    out: list[Finding] = unplaced_events(trace)  # said first: the figures are of the rest
     for analyze in (*ANALYZERS, partial(top_kernels, top=top)):
         out.extend(analyze(trace))
     return out

@@ -11,7 +11,14 @@ from ..trace import Trace, id_column
 from ..trace.coverage import LAUNCH_APIS
 from .finding import Finding, api_names, t
 
-__all__ = ["LAUNCH_APIS", "launches", "missing_kernels", "no_gpu_activity", "without_cuda"]
+__all__ = [
+    "LAUNCH_APIS",
+    "launches",
+    "missing_kernels",
+    "no_gpu_activity",
+    "unplaced_events",
+    "without_cuda",
+]
 
 
 def launches(trace: Trace) -> pd.DataFrame:
@@ -21,6 +28,28 @@ def launches(trace: Trace) -> pd.DataFrame:
     if api.empty:
         return api
     return trace.memo("analysis.launches", lambda: api[api_names(trace).isin(LAUNCH_APIS)])
+
+
+def unplaced_events(trace: Trace) -> list[Finding]:
+    """GPU events the reader left out for a time it could not place (a negative or NaN duration):
+    said with their count, since the figures are of the others (a negative duration read as "GPU
+    busy -3 ms")."""
+    unplaced = trace.meta.get("unplaced_events") or {}
+    said = [
+        f"{n:,} {'kernel' if k == 'kernels' else 'memory operation'}" + ("s" if n != 1 else "")
+        for k, n in unplaced.items()
+    ]
+    if not said:
+        return []
+    return [
+        Finding(
+            "unplaced_events",
+            "warn",
+            f"{' and '.join(said)} of the trace left out: a negative or NaN duration, or a start "
+            "that is no number, cannot be placed in time; the figures are of the rest.",
+            dict(unplaced),
+        )
+    ]
 
 
 def without_cuda(trace: Trace) -> bool:

@@ -19,8 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import GpuMagicError
-from .errors import JobReadError
+from ..errors import GpuMagicError, JobReadError
 from .fold import Fold
 from .on_dask import read_on_dask
 from .paths import expand_urls
@@ -63,7 +62,7 @@ def read_job(
         fold = Fold(files)
         _on_executor(executor, files, fold, report)
     if not fold.kept:
-        summarize(files[0])  # raises the first file's own error
+        _first_error(files[0])  # raises the first file's own error
         raise JobReadError(
             detail=f"none of the {len(files)} reports could be read: {fold.unreadable[0][1]}"
         )
@@ -76,6 +75,10 @@ def _files(paths: Any, kind: ReportKind | None) -> tuple[list[str], list[dict[st
     urls = expand_urls(paths)
     if urls is None:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        if not items:  # read_job([]) raised IndexError
+            raise JobReadError(
+                detail="no reports given: read_job takes a folder, a glob or a list of files"
+            )
         local = [os.fspath(p).removeprefix("file://") for p in items]
         from .reports import _of_kind
 
@@ -102,12 +105,25 @@ def _progress(progress: Progress | bool | None) -> Progress:
 
 
 def _guarded(path: str) -> RankSummary | str:
-    """The summary, or why the file could not be read (text: an error object need not pickle)."""
+    """The summary, or why the file could not be read (text: an error object need not pickle).
+    Any error of one file's reading is that file's (a trace nested past the parser's depth, a
+    field of the wrong type): the other ranks are read, the bad one named with its reason."""
     try:
         return summarize(path)
-    except (GpuMagicError, OSError, ValueError, sqlite3.Error) as exc:
+    except Exception as exc:  # noqa: BLE001 - one bad file must not lose the whole job
         lines = str(exc).strip().splitlines()
         return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _first_error(path: str) -> None:
+    """Raise the error reading ``path`` met: gpumagic's own and the system's as they are, any other
+    (a TypeError from a field of the wrong type) as a JobReadError that names the file."""
+    try:
+        summarize(path)
+    except (GpuMagicError, OSError, ValueError, sqlite3.Error):
+        raise
+    except Exception as exc:
+        raise JobReadError(detail=f"{path}: {_guarded(path)}") from exc
 
 
 def _take(fold: Fold, index: int, outcome: RankSummary | str, report: Progress) -> None:

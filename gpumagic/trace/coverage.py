@@ -182,6 +182,13 @@ def not_recorded_in(meta: dict[str, Any], kind: str, detail: str = "") -> str:
         return device_not_read(unread, meta.get("device"))
     if kind == "kernels" and meta.get("range_profiler"):
         return range_profiled(meta["range_profiler"])
+    unplaced = (meta.get("unplaced_events") or {}).get(kind)
+    if unplaced and kind in ("kernels", "memops"):  # all dropped, not "no 'kernel' events"
+        events = f"{unplaced:,} events have" if unplaced != 1 else "one event has"
+        return (
+            f"None of the trace's {_NOUNS[kind]} could be placed in time: its {events} a "
+            "negative or NaN dur, or a ts that is no number, and were left out."
+        )
     traced = str(meta.get("nsys_trace") or "")  # what gpumagic's own --nsys asked nsys for
     if kind == "osrt" and traced and "osrt" not in traced.split(","):
         return (

@@ -142,10 +142,11 @@ def _number(v: Any) -> float:
 def _placed(fields: dict[str, list[Any]]) -> dict[str, Any]:
     """``fields`` with ``ts`` and ``dur`` (microseconds) turned into ``start`` and ``end`` (integer
     nanoseconds), less the events that cannot be placed in time: a ``ts`` that is missing or not a
-    number, a ``dur`` that is not a number (a missing one is 0)."""
+    number, a ``dur`` that is not a number (a missing one is 0) or is negative (it read as "GPU busy
+    -3 ms" and an idle time past the span). The reader counts what was left out and says so."""
     start, ok = _ns(fields.pop("ts"))
     dur, ok_dur = _ns(fields.pop("dur"))
-    ok &= ok_dur
+    ok &= ok_dur & (dur >= 0)
     if not ok.all():
         mask = ok.tolist()
         fields = {k: [v for v, keep in zip(col, mask) if keep] for k, col in fields.items()}

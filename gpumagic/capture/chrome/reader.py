@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -68,6 +69,11 @@ _RANGE_PROFILER = "cuda_profiler_range"
 
 def _ns(us: Any) -> int:
     return round(float(us) * 1000.0)
+
+
+def _finite(v: Any) -> bool:
+    """A number a time can be made of (an object ``ts`` raised TypeError in the reader)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def load_trace(path: str | os.PathLike[str], window: str | None = None) -> Trace:
@@ -142,6 +148,10 @@ def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
         raise FileMissingError(path=path, what="The trace") from None
     except (OSError, EOFError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
         raise TraceFormatError(path=path, reason=str(exc)) from exc
+    except RecursionError:  # arrays nested past the parser's depth: no trace is written so
+        raise TraceFormatError(
+            path=path, reason="its JSON is nested deeper than the parser reads"
+        ) from None
 
 
 def _only_json_reads(raw: bytes) -> bool:
@@ -220,6 +230,9 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
         )
         cats.update(map(category, spelled))
     meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
+    unplaced = _unplaced(sorted_events, buckets, columns)
+    if unplaced:
+        meta["unplaced_events"] = unplaced
     if dispatches:
         meta["backend"] = ROCPROF
         meta["vendor"] = "AMD"
@@ -279,6 +292,20 @@ ROCPROF = "rocprof"
 _DISPATCH_CATEGORIES = ("gpu", "kernel_dispatch")
 
 
+def _unplaced(sorted_events: Any, buckets: dict[str, Any], columns: dict[str, Any]) -> dict:
+    """Per GPU table, how many of its events were left out for a time that cannot be placed (a
+    negative or NaN ``dur``, a ``ts`` that is no number): counted, so that the report says so
+    rather than "the trace has no 'kernel' events"."""
+    out = {}
+    for cat, table in (("kernel", "kernels"), ("gpu_memcpy", "memops")):
+        taken = sorted_events.taken.get(cat)
+        raw = len(taken["ts"]) if taken is not None else len(buckets.get(cat, []))
+        left = raw - len(columns[table].get("start", []))
+        if left > 0:
+            out[table] = left
+    return out
+
+
 def _dispatch_list(data: Any, events: Any) -> int:
     """How many GPU dispatches a rocprof kernel list holds, now taken as kernels (0 for any other
     file). Such a list writes each dispatch as a complete event in category ``gpu`` with no
@@ -323,7 +350,12 @@ _COLUMNS_OF = {
 
 def _process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
     """Each process's name from the trace's ``process_name`` metadata events."""
-    return {ev.get("pid"): str((ev.get("args") or {}).get("name", "")) for ev in events}
+    names = {}
+    for ev in events:
+        pid, args = ev.get("pid"), ev.get("args")
+        if isinstance(pid, (int, str)) and isinstance(args, dict):  # a list pid is no key
+            names[pid] = str(args.get("name", ""))
+    return names
 
 
 #: What Ascend's profiler (torch_npu) calls the processes of device tasks in its trace_view.json.
@@ -333,7 +365,8 @@ _NPU_PROCESS = re.compile(r"Ascend Hardware|AI Core|NPU", re.IGNORECASE)
 def _npu_task(ev: dict[str, Any], processes: dict[Any, str]) -> str | None:
     """What an event without a category is on an Ascend NPU (its process, "Ascend Hardware"), or
     None: torch_npu's export writes its device tasks without one, their "Task Type" in args."""
-    process = processes.get(ev.get("pid"), "")
+    pid = ev.get("pid")
+    process = processes.get(pid, "") if isinstance(pid, (int, str)) else ""
     args = ev.get("args") or {}
     if _NPU_PROCESS.search(process) or (isinstance(args, dict) and "Task Type" in args):
         return process or "NPU task"
@@ -402,6 +435,8 @@ def _meta(data: dict[str, Any], trace_events: list[dict[str, Any]]) -> dict[str,
     ``trace_events``: its complete events of category ``Trace`` (any case)."""
     meta: dict[str, Any] = {"backend": "torch.profiler"}
     props = data.get("deviceProperties") or []
+    if not isinstance(props, list) or not props or not isinstance(props[0], dict):
+        props = []  # an int or a list of non-objects: no device named, never a TypeError
     if props:
         p = props[0]
         meta["device"] = p.get("name")
@@ -411,10 +446,11 @@ def _meta(data: dict[str, Any], trace_events: list[dict[str, Any]]) -> dict[str,
     for key in ("cuda_driver_version", "cuda_runtime_version", "cupti_version", "schemaVersion"):
         if key in data:
             meta[key] = data[key]
-    spans = [e for e in trace_events if e.get("cat") == "Trace"]
+    spans = [e for e in trace_events if e.get("cat") == "Trace" and _finite(e.get("ts"))]
     if spans:
         s = _ns(spans[0]["ts"])
-        meta["window"] = (s, s + _ns(spans[0].get("dur", 0)))
+        dur = spans[0].get("dur", 0)
+        meta["window"] = (s, s + (_ns(dur) if _finite(dur) and dur >= 0 else 0))
     written = (data.get("metadata") or {}).get(CODE_TEXT_KEY)  # a trace gpumagic wrote
     if isinstance(written, dict):
         if isinstance(written.get("cell_source"), str):
