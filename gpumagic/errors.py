@@ -27,6 +27,8 @@ __all__ = [
     "GpuMagicError",
     "Hint",
     "InvalidOptionError",
+    "JobRankError",
+    "JobReadError",
     "NcuCellError",
     "NcuError",
     "NcuFailedError",
@@ -514,6 +516,21 @@ class UnwritablePathError(GpuMagicError, ValueError):
         "{option}: cannot write {path} ({reason}). Choose a path in an existing, "
         "writable directory."
     )
+
+
+# --- a job read rank by rank
+# -------------------------------------------------------------------
+
+
+class JobReadError(GpuMagicError):
+    """No report of the job could be read, or none of its kind was found (``detail`` says why)."""
+
+
+class JobRankError(GpuMagicError, KeyError):
+    """A rank the job does not have, or whose file cannot be read again (``detail``)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 # --- an interrupt that keeps what was measured

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace, union_ns
+from ..trace.intervals import stretches as merged
 from .finding import api_names, t
 
 __all__ = [
@@ -98,19 +99,6 @@ def covered(
         return np.where(i < 0, 0, cum[j] + np.clip(x - a[j], 0, b[j] - a[j]))
 
     return upto(ends) - upto(starts)
-
-
-def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint stretches covered by intervals, sorted."""
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    opens = np.r_[True, s[1:] > reach[:-1]]
-    first = np.flatnonzero(opens)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
 
 
 def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import JobRankError, JobReadError
+from ..errors import JobRankError, JobReadError
 from .model import Job
 from .read import read_job
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FINE_BINS", "BusyBins", "bin_busy", "job_grid", "rebin", "union"]
+from ..trace.intervals import stretches
+
+__all__ = ["FINE_BINS", "BusyBins", "bin_busy", "job_grid", "rebin"]
 
 #: At most this many bins per rank on its own grid (2 KB a rank as float32).
 FINE_BINS = 512
@@ -41,21 +43,6 @@ class BusyBins:
         return (self.first + len(self.busy)) << self.shift
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint stretches covered by intervals, sorted: (starts, ends)."""
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    opens = np.empty(len(s), dtype=bool)
-    opens[0] = True
-    opens[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(opens)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
-
-
 def _covered(s: np.ndarray, e: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Busy ns before each time in ``at``, of disjoint sorted stretches ``s``..``e``."""
     if not len(s):
@@ -77,7 +64,7 @@ def bin_busy(units: list[tuple[np.ndarray, np.ndarray]], lo: int, hi: int) -> Bu
     edges = (first + np.arange(n + 1, dtype=np.int64)) << shift
     busy = np.zeros(n, dtype=np.float64)
     for starts, ends in units:
-        s, e = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        s, e = stretches(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
         busy += np.diff(_covered(s, e, edges))
     return BusyBins(shift, int(first), (busy / float(1 << shift)).astype(np.float32))
 

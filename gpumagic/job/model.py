@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.finding import Finding
+from ..errors import JobRankError
 from ..trace import Trace
-from .errors import JobRankError
 from .fold import JobData
 
 __all__ = ["Job", "JobRankError"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import JobRankError
 from ..trace import Trace
-from .errors import JobRankError
 from .paths import local_file
 from .reports import read_one, stack
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["clip", "overlap_by_group", "union_by_group", "union_length", "union_ns"]
+__all__ = ["clip", "overlap_by_group", "stretches", "union_by_group", "union_length", "union_ns"]
 
 
 def union_length(intervals: Iterable[tuple[int, int]]) -> int:
@@ -20,9 +20,16 @@ def union_length(intervals: Iterable[tuple[int, int]]) -> int:
     return union_ns(a[:, 0], a[:, 1])
 
 
+def stretches(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint stretches covered by intervals, sorted: (starts, ends) arrays. The one union of
+    intervals every layer uses (a Trace's busy time, a job's busy bins, host work, copies)."""
+    if not len(starts):
+        return starts, ends
+    return _stretches(starts, ends)
+
+
 def _stretches(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint stretches covered by intervals (starts, ends), as (first start, reach)
-    arrays."""
+    """:func:`stretches` of at least one interval, as (first start, reach) arrays."""
     if (s[1:] < s[:-1]).any():  # kernels usually come in start order: then there is nothing to sort
         order = np.argsort(s, kind="stable")  # a merge, where sorted runs were joined
         s, e = s[order], e[order]
