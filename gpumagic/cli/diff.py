@@ -2,8 +2,8 @@
 
 Prints the diff's text (``gpumagic.diff``); ``--html FILE`` also writes its page (the waterfall
 included), ``--json FILE`` its rows. Exits 0, or 1 when B's GPU busy time exceeds A's by more than
-``--fail-above`` (default: never fails), or 2 when a file cannot be read: a gate that compared
-nothing must not pass.
+``--fail-above`` (default: never fails), or 2 when a file cannot be read or written, or when a side
+recorded no kernels under ``--fail-above``: a gate that compared nothing must not pass.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import GpuMagicError
 from .history import EXIT_SLOWER, EXIT_UNREADABLE, percentage
@@ -55,6 +56,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpumagic diff: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     print(result)
+    try:
+        _write(result, args)
+    except (OSError, ValueError) as exc:  # a missing folder crashed with exit 1, "slower"
+        where = getattr(exc, "filename", None) or args.html or args.json
+        why = getattr(exc, "strerror", None) or str(exc)
+        print(f"gpumagic diff: cannot write {where}: {why}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.fail_above is not None:
+        empty = [
+            n for n, busy in (("A", result.data.busy_a), ("B", result.data.busy_b)) if not busy
+        ]
+        if empty:  # "GPU busy 2.66 ms -> 0 ns" passed the gate
+            print(
+                f"gpumagic diff: {' and '.join(empty)} recorded no kernels ({_path(args, empty)}): "
+                "--fail-above compares GPU busy times, so there is nothing to gate",
+                file=sys.stderr,
+            )
+            return EXIT_UNREADABLE
+    if args.fail_above is not None and result.data.slower_beyond(args.fail_above):
+        print(
+            f"B's GPU busy time is {result.ratio - 1:+.1%} against A's: slower beyond "
+            f"{args.fail_above:.1%}"
+        )
+        return EXIT_SLOWER
+    return 0
+
+
+def _path(args: argparse.Namespace, sides: list[str]) -> str:
+    return ", ".join(str(args.a if side == "A" else args.b) for side in sides)
+
+
+def _write(result: Any, args: argparse.Namespace) -> None:
+    """The page and the JSON asked for."""
     if args.html:
         result.save_html(args.html)
         print(f"page written to {args.html}")
@@ -71,10 +105,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f,
                 indent=1,
             )
-    if args.fail_above is not None and result.data.slower_beyond(args.fail_above):
-        print(
-            f"B's GPU busy time is {result.ratio - 1:+.1%} against A's: slower beyond "
-            f"{args.fail_above:.1%}"
-        )
-        return EXIT_SLOWER
-    return 0

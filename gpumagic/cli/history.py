@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sqlite3
 import sys
 import time
@@ -238,21 +239,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "history":
             if args.export:
-                from ..history.baseline import export
-
-                n = export(
-                    store,
-                    args.export,
-                    label=args.label,
-                    statement=args.statement,
-                    device=args.device,
-                )
-                print(f"{n} results written to {args.export} (the latest of each statement)")
-                return 0
+                return _export(store, args)
             return _list(store, args)
         return _check(store, args)
+    except BrokenPipeError:  # `| head`: the reader left; nothing is wrong with the store
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's flush at exit
+        print(
+            f"gpumagic {args.command}: output closed before the end (broken pipe)", file=sys.stderr
+        )
+        return EXIT_UNREADABLE
     except (sqlite3.Error, OSError) as exc:
         print(f"gpumagic {args.command}: cannot read {path}: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    except Exception as exc:  # noqa: BLE001 - exit 1 means "slower": a crash must not read so
+        where = getattr(args, "baseline", None) or path
+        print(f"gpumagic {args.command}: {where}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
     finally:
         store.close()
+
+
+def _export(store: Store, args: argparse.Namespace) -> int:
+    """``--export FILE``: a file that cannot be written is said as that file's (it was blamed on
+    the history: "cannot read ...history.sqlite")."""
+    from ..history.baseline import export
+
+    which = {"label": args.label, "statement": args.statement, "device": args.device}
+    try:
+        n = export(store, args.export, **which)
+    except OSError as exc:
+        if exc.filename is None or os.fspath(exc.filename) != os.fspath(args.export):
+            raise
+        print(f"gpumagic history: cannot write {args.export}: {exc.strerror}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print(f"{n} results written to {args.export} (the latest of each statement)")
+    return 0

@@ -12,6 +12,7 @@ build.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -100,11 +101,42 @@ def read_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{path}: not a gpumagic baseline (write one with: python -m gpumagic history "
             f"--export FILE)"
         )
-    if int(doc.get("version", 0)) > VERSION:
+    version = doc.get("version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(f"{path}: its 'version' is {version!r}, not a whole number")
+    if version > VERSION:
         raise ValueError(
             f"{path}: baseline format {doc.get('version')} is newer than this gpumagic reads"
         )
+    results = doc.get("results", [])
+    if not isinstance(results, list):
+        raise ValueError(f"{path}: its 'results' is not a list of results")
+    for i, entry in enumerate(results, 1):
+        problem = _entry_problem(entry)
+        if problem:  # a malformed entry crashed check with exit 1, which means "slower"
+            raise ValueError(f"{path}: result {i} {problem}")
     return doc
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What is wrong with one baseline result, or None."""
+    if not isinstance(entry, dict):
+        return f"is {type(entry).__name__}, not an object"
+    samples = entry.get("samples")
+    if not isinstance(samples, list) or not samples:
+        return "has no 'samples' (a list of seconds)"
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in samples):
+        return "has samples that are not numbers"
+    if not all(math.isfinite(v) and v >= 0 for v in samples):
+        return "has samples that are negative, NaN or infinite"
+    created = entry.get("created")
+    if created is not None and not isinstance(created, (int, float)):
+        return f"has a 'created' of {created!r}, not a time"
+    for key in ("statement", "stmt_key", "device", "label", "uid", "variant", "params"):
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"has a '{key}' of {type(value).__name__}, not text"
+    return None
 
 
 @dataclass
