@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import GpuMagicError
+from ...errors import GpuMagicError, InvalidOptionError
 
 __all__ = [
     "ACTIONS",
@@ -230,6 +230,13 @@ def _pick_device(data: Mapping[str, Any], device: int | None) -> tuple[int, tupl
     used |= {int(s.get("device", 0)) for s in data.get("segments") or []}
     devices = tuple(sorted(used)) or (0,)
     if device is not None:
+        if isinstance(device, bool) or not isinstance(device, int) or device not in devices:
+            # device=-1 read the last device and called it "device -1"
+            raise InvalidOptionError(
+                option="device",
+                value=device,
+                reason=f"is none of the snapshot's devices ({', '.join(map(str, devices))})",
+            )
         return device, devices
     # the device with the most memory: its segments' bytes and its history's allocations (a few
     # entries on device 0 do not outweigh 10 GiB of segments on device 1)
@@ -269,6 +276,23 @@ def _read(
     device: int | None,
 ) -> SnapshotData:
     data, name = _load(source)
+    try:
+        return _read_data(data, name, device)
+    except (TypeError, KeyError, AttributeError, OverflowError, IndexError) as exc:
+        # a field of the wrong type (segments an int, device "gpu0", a size of 2**70): said as the
+        # file's, not as a traceback from inside the reader
+        raise SnapshotFormatError(path=name, reason=f"{type(exc).__name__}: {exc}") from None
+    except ValueError as exc:
+        if isinstance(exc, GpuMagicError):
+            raise
+        raise SnapshotFormatError(path=name, reason=f"a field out of range: {exc}") from None
+
+
+def _read_data(data: Mapping[str, Any], name: str, device: int | None) -> SnapshotData:
+    """The arrays of one device of an unpickled snapshot (its fields of any type may be wrong:
+    the caller names the file)."""
+    if not isinstance(data.get("segments") or [], list):
+        raise TypeError(f"its 'segments' is {type(data['segments']).__name__}, not a list")
     dev, devices = _pick_device(data, device)
     traces = data.get("device_traces") or []
     trace = traces[dev] if dev < len(traces) else []
