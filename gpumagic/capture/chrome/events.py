@@ -165,6 +165,16 @@ def _ints(values: list[Any]) -> np.ndarray | list[Any]:
     return values
 
 
+def _threads(values: list[Any]) -> np.ndarray | list[Any]:
+    """A thread column, a ``tid`` that is no number or string (a list, an object) read as a
+    missing one (None), as a list ``pid`` is no process: it reached pandas' grouping by thread
+    and raised there."""
+    kinds = set(map(type, values))
+    if not kinds <= {int, str, type(None)}:
+        values = [v if isinstance(v, (int, str)) else None for v in values]
+    return _ints(values)
+
+
 def _strs(values: list[Any]) -> list[str]:
     return values if set(map(type, values)) <= {str} else [str(v) for v in values]
 
@@ -301,7 +311,7 @@ def api_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]
     spelled = {category(raw) for raw in set(c.pop("cat"))}
     c["correlation"] = _ints(c.pop("corr"))
     c["name"] = _strs(c["name"])
-    c["thread"] = _ints(c["thread"])
+    c["thread"] = _threads(c["thread"])
     return c, spelled
 
 
@@ -339,7 +349,7 @@ def op_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:
     c = _placed(dict(fields))
     c["name"] = _strs(c["name"])
     auto = _autograd(c, c.pop("seq"), c.pop("fwd"))
-    c["thread"] = _ints(c["thread"])
+    c["thread"] = _threads(c["thread"])
     c["shapes"], c["dtypes"] = _shapes_and_dtypes(c["shapes"], c["dtypes"])
     c["external_id"] = _ints(c["external_id"])
     c["autograd"] = auto
@@ -386,7 +396,7 @@ def range_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     )
     n = len(c["start"])
     c["text"] = _strs(c["text"])
-    c["thread"] = _ints(c["thread"])
+    c["thread"] = _threads(c["thread"])
     return {**c, "domain": ["torch.profiler"] * n, "style": ["PushPop"] * n}, _spelling(evs, c)
 
 

@@ -323,11 +323,17 @@ def _dispatch_list(data: Any, events: Any) -> int:
     for cat in found:
         for ev in events.buckets.pop(cat):
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            device = args.get("gpu-id", args.get("agent", args.get("device", ev.get("pid"))))
-            stream = args.get("queue-id", args.get("queue", args.get("stream", ev.get("tid"))))
+            pid, tid = (_id(ev.get(k)) for k in ("pid", "tid"))  # a list one is no device
+            device = args.get("gpu-id", args.get("agent", args.get("device", pid)))
+            stream = args.get("queue-id", args.get("queue", args.get("stream", tid)))
             take({**ev, "args": {**args, "device": device, "stream": stream}})
             n += 1
     return n
+
+
+def _id(value: Any) -> Any:
+    """A process or thread id as the trace wrote it, None where it is no number or string."""
+    return value if isinstance(value, (int, str)) else None
 
 
 #: The bucket of events (``chrome_events.sort_events``) each table is read from.

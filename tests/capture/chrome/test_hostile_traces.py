@@ -54,3 +54,20 @@ def test_fields_of_the_wrong_type_are_no_traceback(tmp_path):
     trace = gpumagic.load_trace(_write(tmp_path, json.dumps(doc)))  # was TypeError
     assert len(trace.kernels) == 1 and trace.meta["unplaced_events"] == {"kernels": 1}
     findings(trace)
+
+
+def test_a_list_or_object_tid_is_no_thread(tmp_path):
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": [1], "ts": 1, "dur": 3}
+    api = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "ts": 2}
+    api.update(dur=1, tid={"a": 1}, args={"correlation": 1})
+    mark = {"ph": "X", "cat": "user_annotation", "name": "r", "pid": 0, "tid": [2], "ts": 0}
+    doc = {"traceEvents": [_kernel(), op, api, {**mark, "dur": 20}]}
+    trace = gpumagic.load_trace(_write(tmp_path, json.dumps(doc)))  # was TypeError: unhashable
+    assert [t["thread"].tolist() for t in (trace.ops, trace.api, trace.nvtx)] == [[None]] * 3
+    findings(trace)
+
+
+def test_a_dispatch_list_with_a_list_pid_and_tid_names_no_device(tmp_path):
+    ev = {"ph": "X", "cat": "kernel_dispatch", "name": "k", "pid": [0], "tid": [3], "ts": 1}
+    trace = gpumagic.load_trace(_write(tmp_path, json.dumps([{**ev, "dur": 3}])))
+    assert trace.kernels[["device", "stream"]].isna().all(axis=None)  # was [0] and [3]
