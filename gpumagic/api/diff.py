@@ -32,7 +32,7 @@ def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trac
     from ..job.reports import expand, is_many, load_nsys, load_trace
 
     if is_many(path):
-        files = expand(path)  # type: ignore[arg-type]
+        files = expand(path)
         chrome = bool(files) and all(str(f).endswith(_JSON) for f in files)
         return load_trace(files) if chrome else load_nsys(files)
     text = os.fspath(path)  # type: ignore[arg-type]

@@ -71,7 +71,7 @@ def replayed_op(trace: Any, row: int | str) -> dict[str, Any]:
     weight: dict[tuple[str, str, str], float] = {}
     for key, d in zip(keys, dur[held]):
         weight[key] = weight.get(key, 0.0) + float(d)
-    op, shapes, types = max(weight, key=weight.get)
+    op, shapes, types = max(weight, key=lambda k: weight[k])
     calls = int(held.sum())
     return {
         "kernel": name,

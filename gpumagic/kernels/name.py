@@ -255,6 +255,28 @@ class Draft:
     ``KernelName``."""
 
     __slots__ = _FIELDS
+    # The slots' types, for type checkers (annotations alone make no class attribute to clash).
+    name: str
+    demangled: str
+    family: str
+    library: str
+    op: str
+    short: str
+    arch: str | None
+    tensor_cores: bool | None
+    math: str | None
+    precision: str | None
+    dtypes: tuple[str, ...]
+    tile: str | None
+    stages: int | None
+    warps: str | None
+    warpgroups: str | None
+    cluster: str | None
+    layout: str | None
+    alignment: str | None
+    epilogue: str | None
+    details: dict[str, object]
+    tokens: list[tuple[str, str, str]]
 
     def __init__(self, name: str, demangled: str) -> None:
         for fieldname in _FIELDS:
@@ -262,8 +284,8 @@ class Draft:
         self.name, self.demangled = name, demangled
         self.family, self.library, self.op, self.short = "other", "", "", ""
         self.dtypes = ()
-        self.details: dict[str, object] = {}
-        self.tokens: list[tuple[str, str, str]] = []
+        self.details = {}
+        self.tokens = []
 
     def add(self, token: str, fieldname: str, meaning: str) -> None:
         """One explanation row: what ``token`` of the name is (``fieldname``) and what it means."""

@@ -26,6 +26,7 @@ time the same way, so a cell's view can be read (and tested) without a GPU.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +118,10 @@ class Attribution:
 def attribution(trace: Any, memops: bool = True) -> Attribution:
     """The attribution of ``trace``'s GPU work (kernels, and memory operations with ``memops``); of
     its torch ops' CPU time where it recorded no GPU work (a capture on the CPU). Kept per Trace."""
-    return trace.memo(f"by_code.attribution.{memops}", lambda: _attribute(trace, memops))
+    found: Attribution = trace.memo(
+        f"by_code.attribution.{memops}", lambda: _attribute(trace, memops)
+    )
+    return found
 
 
 def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
@@ -303,7 +307,7 @@ def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
             marked = nvtx.loc[in_nvtx, ["text", "start", "end", "thread"]].to_dict("list")
         if marked:  # the ranges %%gpuprofile opened around the forwards
             mods = pd.DataFrame(marked)
-            tokens = [MODULE_RANGE.match(t)[1] for t in mods["text"]]
+            tokens = [_range_match(t)[1] for t in mods["text"]]
         else:  # the Python tracer's frames
             frames, _ = code_tables(trace)
             mods = frames[frames["name"].str.startswith(MODULE_PREFIX)].reset_index(drop=True)
@@ -311,7 +315,8 @@ def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
         nest = Nest(mods["start"], mods["end"], mods["thread"])
         return mods, nest, _paths(nest, tokens)
 
-    return trace.memo("by_code.module_frames", compute)
+    found: tuple[pd.DataFrame, Nest, list[str]] = trace.memo("by_code.module_frames", compute)
+    return found
 
 
 def range_names(trace: Any) -> dict[str, str]:
@@ -319,14 +324,21 @@ def range_names(trace: Any) -> dict[str, str]:
     mods, _, paths = module_frames(trace)
     if "text" not in mods:
         return {}
-    return {p: MODULE_RANGE.match(t)[2] for p, t in zip(paths, mods["text"])}
+    return {p: _range_match(t)[2] for p, t in zip(paths, mods["text"])}
+
+
+def _range_match(text: str) -> re.Match[str]:
+    """A module range's name taken apart (the caller picked ranges that match)."""
+    found = MODULE_RANGE.match(text)
+    assert found is not None, text
+    return found
 
 
 def module_paths(trace: Any) -> list[str]:
     """Every module path of the trace, in the order their forwards first started."""
     mods, _, paths = module_frames(trace)
     first = pd.Series(mods["start"].to_numpy(), index=paths).groupby(level=0).min()
-    return first.sort_values(kind="stable").index.tolist()
+    return list(first.sort_values(kind="stable").index)
 
 
 def _paths(nest: Nest, names: list[str]) -> list[str]:
@@ -335,7 +347,7 @@ def _paths(nest: Nest, names: list[str]) -> list[str]:
 
 
 def _what(
-    trace: Any, work: pd.DataFrame, backward: np.ndarray, seq: np.ndarray, fwd_name: dict
+    trace: Any, work: pd.DataFrame, backward: np.ndarray, seq: np.ndarray, fwd_name: dict[Any, Any]
 ) -> list[str]:
     """What each piece of work was, as the outside rows say it: the torch range around it (the
     optimizer's ``Optimizer.step#AdamW.step``; not a range around a module's forward, such as the

@@ -24,7 +24,7 @@ __all__ = ["chrome_trace_events", "write_chrome_trace"]
 #: Trace table -> (Chrome category, name column, process, thread column, {Trace column: the reader's
 #: args key}): the reader's own categories and keys, so a written trace reads back into the same
 #: tables.
-_WRITE = (
+_WRITE: tuple[tuple[str, str, str, str, str, dict[str, str]], ...] = (
     ("ops", "cpu_op", "name", "CPU", "thread", {"external_id": "External id"}),
     ("api", "cuda_runtime", "name", "CPU", "thread", {"correlation": "correlation"}),
     ("nvtx", "user_annotation", "text", "CPU", "thread", {}),

@@ -139,7 +139,8 @@ def code_tables(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
             df["name"] = df["name"].astype(str)
         return frames, auto
 
-    return trace.memo("code_frames.tables", compute)
+    found: tuple[pd.DataFrame, pd.DataFrame] = trace.memo("code_frames.tables", compute)
+    return found
 
 
 def line_ranges(trace: Any) -> pd.DataFrame:

@@ -359,7 +359,9 @@ def dotted_names(paths: list[str], roots: Mapping[str, Any] | Any) -> dict[str, 
     return out
 
 
-def _match(path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict) -> None:
+def _match(
+    path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict[str, str]
+) -> None:
     """Name the instance paths under ``path`` (the live ``mod``, named ``dotted``) in ``out``."""
     kids = children.get(path, [])
     classes = {_class(k) for k in kids}

@@ -51,7 +51,7 @@ def _integral(ts: np.ndarray, values: np.ndarray, period: float) -> tuple[np.nda
 
 def sample_period(samples: pd.DataFrame) -> float:
     """The sampling period (ns): the median gap between sample times (0 with fewer than two)."""
-    gaps = np.diff(np.sort(samples["timestamp"].unique())) if len(samples) else []
+    gaps = np.diff(np.sort(samples["timestamp"].unique())) if len(samples) else np.empty(0)
     return float(np.median(gaps)) if len(gaps) else 0.0
 
 

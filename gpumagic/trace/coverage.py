@@ -274,7 +274,9 @@ def names_passing(names: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
     turned into strings row by row (a categorical's codes pick from its categories' answers)."""
     if isinstance(names.dtype, pd.CategoricalDtype):
         answers = np.array([bool(test(str(c))) for c in names.cat.categories] + [False])
-        return answers[names.cat.codes.to_numpy()]  # code -1 (missing) picks the last, False
+        return np.asarray(
+            answers[names.cat.codes.to_numpy()]
+        )  # code -1 (missing) picks the last, False
     uniques = pd.unique(names)
     passing = [u for u in uniques if test(str(u))]
-    return names.isin(passing).to_numpy()
+    return np.asarray(names.isin(passing).to_numpy())

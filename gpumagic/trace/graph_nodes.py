@@ -160,7 +160,7 @@ def _why_not(
     rows: list[int],
     replay: pd.Series,
     captures: list[tuple[float, list[tuple[float, Any]]]],
-    streams: list[Any],
+    streams: np.ndarray,
 ) -> tuple[int, list[tuple[float, Any]]] | str:
     """The capture a replay's kernels came from (its index and launches), or why none is known."""
     before = [k for k, (end, _) in enumerate(captures) if end <= float(replay["start"])]

@@ -114,7 +114,7 @@ def overlap_by_group(
     union_b = union_by_group(codes_b, b[0], b[1], groups)
     codes = np.concatenate([codes_a, codes_b])
     both = union_by_group(codes, np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), groups)
-    return union_a + union_b - both
+    return np.asarray(union_a + union_b - both)
 
 
 def clip(

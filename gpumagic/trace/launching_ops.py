@@ -70,7 +70,7 @@ def kernel_op_precisions(trace: Trace) -> dict[str, str]:
             return {}
         rows = launching_ops(trace)
         precisions = [precision_of_types(t) for t in trace.ops["dtypes"]]
-        votes: dict[str, Counter] = {}
+        votes: dict[str, Counter[str]] = {}
         for name, row in zip(trace.kernels["name"], rows):
             if row >= 0 and precisions[row]:
                 votes.setdefault(str(name), Counter())[precisions[row]] += 1

@@ -65,7 +65,11 @@ def line_tree(
     capped_set = set(capped)
     cells = cells or {}
     tree = LineTree(keys=[None] * len(texts))
-    order = np.lexsort((-np.asarray(nest.end), np.asarray(nest.start))) if len(texts) else []
+    order = (
+        np.lexsort((-np.asarray(nest.end), np.asarray(nest.start)))
+        if len(texts)
+        else np.empty(0, dtype=np.int64)
+    )
     votes: dict[Any, dict[Any, int]] = {}
     made: dict[tuple[Any, ...], int] = {}
 
@@ -105,7 +109,7 @@ def line_tree(
             continue
         tree.keys[i] = key
     for key, v in votes.items():
-        tree.parents[key] = max(v, key=v.get)
+        tree.parents[key] = max(v, key=lambda parent: v[parent])
     return tree
 
 

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -131,8 +131,8 @@ class TableSource(Protocol):
 def id_column(col: pd.Series) -> np.ndarray:
     """A process or device column as int64, -1 where missing (a capture that does not say)."""
     if col.dtype.kind in "iu":
-        return col.to_numpy(dtype=np.int64)
-    return pd.to_numeric(col, errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
+        return np.asarray(col.to_numpy(dtype=np.int64))
+    return np.asarray(pd.to_numeric(col, errors="coerce").fillna(-1).to_numpy(dtype=np.int64))
 
 
 def nesting_depth(df: pd.DataFrame, group: str = "thread") -> pd.Series:
@@ -244,7 +244,7 @@ class Trace:
         use it too)."""
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        return cast(_T, self._memo[key])
 
     def _table(
         self, key: str, compute: Callable[[], pd.DataFrame], needs: tuple[str, ...] = ()
@@ -381,7 +381,7 @@ class Trace:
             parts = [df for df in (self.kernels, self.memops) if not df.empty]
             if not parts:
                 return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-            return tuple(
+            return tuple(  # type: ignore[return-value]  # two columns make two arrays
                 np.concatenate([df[c].to_numpy(dtype="int64") for df in parts])
                 for c in ("start", "end")
             )

@@ -143,8 +143,8 @@ def _sorted_by_group(codes: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
     if max(n - 1, 1).bit_length() + bits <= 62:
         key = (codes << bits) | (dur - lo)
         key.sort()
-        return (key & ((1 << bits) - 1)) + lo
-    return dur[np.lexsort((dur, codes))]
+        return np.asarray((key & ((1 << bits) - 1)) + lo)
+    return np.asarray(dur[np.lexsort((dur, codes))])
 
 
 def memop_size_summary(memops: pd.DataFrame) -> pd.DataFrame:
