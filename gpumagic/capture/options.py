@@ -7,20 +7,24 @@ Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these
 
 from __future__ import annotations
 
+import os
 import shlex
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from ..errors import InvalidOptionError
+from ..errors import Hint, InvalidOptionError, UnwritablePathError
 
 __all__ = [
     "ITERS",
     "WARMUP",
     "NcuOptions",
     "NsysOptions",
+    "ProfileDirError",
     "SubprocessOptions",
     "TorchProfilerOptions",
+    "ready_profile_dir",
 ]
 
 #: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not
@@ -81,6 +85,40 @@ class SubprocessOptions:
 
     def check_own(self) -> None:
         """A backend's own checks (none here)."""
+
+
+class ProfileDirError(UnwritablePathError):
+    """``profile_dir`` cannot keep a tool's reports: ``path`` (absolute) and ``reason``."""
+
+    template = (
+        "profile_dir: cannot keep the reports in {path} ({reason}). Give a directory you can "
+        "write to: {hint}"
+    )
+
+    def __init__(self, path: str, reason: str) -> None:
+        hint = Hint("profile_dir", "'/path/to/profiles'")
+        super().__init__(hints=[hint], path=path, reason=reason, option="profile_dir")
+
+    def extra_fields(self) -> dict[str, Any]:
+        return {"hint": self.hints[0].script()}
+
+
+def ready_profile_dir(path: str) -> str:
+    """``path`` as an absolute directory, made where missing and tried for writing (a file made and
+    removed), before the tool starts: a file there, or a directory without write permission, let
+    nsys run the whole cell (16 s and more) and then failed as a bare FileNotFoundError."""
+    where = os.path.abspath(path)
+    if os.path.exists(where) and not os.path.isdir(where):
+        raise ProfileDirError(where, "it is a file, not a directory")
+    try:
+        os.makedirs(where, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".gpumagic-write-check-", dir=where)
+    except OSError as exc:
+        reason = "no permission to write there" if isinstance(exc, PermissionError) else None
+        raise ProfileDirError(where, reason or exc.strerror or str(exc)) from None
+    os.close(fd)
+    os.remove(probe)
+    return where
 
 
 #: What ``--counters`` adds to nsys: every GPU's metrics, 10,000 samples a second (one every

@@ -50,7 +50,7 @@ from ..child.runner import write_whole
 from ..child.shipping import free_names, release, ship
 from ..guards import deferred_interrupts
 from ..nsys.backend import _kill, _slug
-from ..options import ITERS, WARMUP, NcuOptions
+from ..options import ITERS, WARMUP, NcuOptions, ready_profile_dir
 from ..phases import Phases, read_marks
 from ..tools import child_env, find_tool, run_in_session
 from .early import EarlyRun, fits
@@ -135,9 +135,8 @@ def capture(
     ncu = find_ncu(opts.ncu_path)
     begun = time.perf_counter()
     phases = Phases()
-    os.makedirs(opts.profile_dir, exist_ok=True)
     stem = os.path.join(
-        os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
+        ready_profile_dir(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
     )
     workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
     notes = loop_notes(warmup, iters)

@@ -46,7 +46,7 @@ from ..child.shipping import free_names, release, ship
 from ..guards import deferred_interrupts
 from ..marks.code_marks import code_from_nvtx
 from ..marks.function_ranges import function_table
-from ..options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args
+from ..options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args, ready_profile_dir
 from ..phases import PHASES_FILE, Phases, read_marks
 from ..tools import child_env, find_tool, run_in_session
 from . import ranks
@@ -167,6 +167,7 @@ def capture(
         )
     opts = options or NsysOptions()
     extra_args = opts.tool_args()  # before any work
+    profile_dir = ready_profile_dir(opts.profile_dir)
     nsys = find_nsys(opts.nsys_path)
     nproc = opts.nproc or 1
     if nproc > 1:
@@ -208,10 +209,7 @@ def capture(
             }
             with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
                 json.dump(spec, f)
-        os.makedirs(opts.profile_dir, exist_ok=True)
-        stem = os.path.join(
-            os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
-        )
+        stem = os.path.join(profile_dir, f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
         report: str | None = None
         if warm:
             report, warm_notes = _try_warm(nsys, opts, extra_args, workdir, stem, phases)

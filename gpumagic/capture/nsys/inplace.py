@@ -33,7 +33,7 @@ from ..cell import Cell, loop_notes, namespace_or_new, run_cell
 from ..marks.cell_lines import marked_cell
 from ..marks.code_marks import code_from_nvtx, nvtx_code_marks
 from ..marks.function_ranges import function_table
-from ..options import ITERS, WARMUP, NsysOptions, split_start_args
+from ..options import ITERS, WARMUP, NsysOptions, ready_profile_dir, split_start_args
 from ..phases import Phases
 from .warm import missed_range, settle_seconds, start_args
 
@@ -108,9 +108,8 @@ def capture(
         )
     nsys = os.environ.get(NSYS_ENV) or find_nsys(opts.nsys_path)
     ns = namespace_or_new(namespace)
-    os.makedirs(opts.profile_dir, exist_ok=True)
     stem = os.path.join(
-        os.path.abspath(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
+        ready_profile_dir(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
     )
     phases = Phases()
     push, pop, sync = _nvtx()

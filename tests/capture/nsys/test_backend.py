@@ -312,3 +312,28 @@ def test_a_trimmed_export_without_optional_kernel_columns_reads_and_reports(
     trace = load_nsys(trimmed)
     assert len(trace.kernels) == 30 and set(trace.kernels["registers"]) == {-1}
     assert "cuBLAS nvjet" in str(ProfileReport(trace))  # the report reads, no damaged-file error
+
+
+def test_a_profile_dir_that_is_a_file_is_refused_before_nsys_runs(nsys_ip, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    nsys_ip.run_line_magic("config", f"GpuMagics.profile_dir = {str(taken)!r}")
+    nsys_ip.user_ns["marker"] = str(tmp_path / "ran.txt")
+    fix = r"it is a file, not a directory\)\. Give a directory you can write to: %config GpuMagics"
+    with pytest.raises(UsageError, match=fix) as err:  # was FileNotFoundError after the run
+        nsys_ip.run_cell_magic("gpuprofile", "--nsys -w 0", "open(marker, 'w')")
+    assert str(taken) in str(err.value) and not (tmp_path / "ran.txt").exists()
+    assert not nsys_ip.log_path.exists()  # nsys never started
+
+
+def test_a_profile_dir_without_write_permission_is_refused(tmp_path, monkeypatch):
+    from gpumagic.capture.options import ProfileDirError, ready_profile_dir
+    from gpumagic.errors import UnwritablePathError
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refused)  # a read-only folder, even for root
+    with pytest.raises(ProfileDirError, match="no permission to write there") as err:
+        ready_profile_dir(str(tmp_path / "profiles"))
+    assert isinstance(err.value, UnwritablePathError) and err.value.path.endswith("profiles")
