@@ -8,7 +8,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ..errors import GpuMagicError
@@ -17,6 +17,58 @@ from .config import GpuMagicsConfig
 from .glue import INTERRUPTED, capture_errors, ends_with_semicolon, notebook_advice, usage_error
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
+
+
+#: The magics' examples, after the options in their help (IPython's shape: Usage, the options,
+#: Examples with each output on its own lines).
+GPUTIME_EXAMPLES = """\
+Examples
+--------
+::
+
+  In [1]: %gputime A @ B
+  3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87 samples; GPU busy 99%; first call
+  189 ms)
+
+  In [2]: %gputime x + 1
+  8.1 µs ± 0.2 µs per call on NVIDIA H100 (median ± IQR of 400 samples × 50 calls; launch-bound:
+  kernels 2.9 µs, host 8.0 µs per call)
+
+Variants side by side, and sizes (a table and a Bokeh chart)::
+
+  %%gputime --compare A = torch.randn(4096, 4096, device="cuda"); Ah = A.bfloat16()
+  A @ A     # fp32
+  Ah @ Ah   # bf16
+
+  %%gputime --sweep n=256,512,1024,2048,4096 A = torch.randn(n, n, device="cuda")
+  A @ A
+
+  r = %gputime -o -l mm A @ B      # the TimingResult, saved under the label 'mm'
+  %gputime --vs mm A @ B           # and compared with it later
+"""
+GPUPROFILE_EXAMPLES = """\
+Examples
+--------
+::
+
+  %%gpuprofile
+  y = model(x)
+  y.sum().backward()
+
+  %%gpuprofile --nsys --vs last    # the same cell under Nsight Systems, diffed with the last run
+  opt.zero_grad(); loss_of(model, x).backward(); opt.step()
+
+  %%gpuprofile --ncu --top 3       # the three longest kernels under Nsight Compute
+  out = attention(q, k, v)
+
+  %%gpuprofile --memory            # the allocator's history: memory by category, the peak
+  step()
+
+  %%gpuprofile -o rep              # the ProfileReport kept in `rep`
+  y = model(x)
+
+  rep.to_dataframe()               # the kernel table; rep.save_html("step.html")
+"""
 
 
 @magics_class
@@ -126,13 +178,15 @@ class GpuMagics(Magics, GpuMagicsConfig):
         metavar="REF",
         help="Compare with a saved result: last (this statement here), a label or an id.",
     )
+    @kwds(epilog=GPUTIME_EXAMPLES)
     @line_cell_magic
     def gputime(self, line: str = "", cell: str | None = None) -> Any:
         """Time a statement on the GPU: the %timeit of CUDA code.
 
         Usage, in line mode:
           %gputime [options] statement
-        or in cell mode (the line is setup code, run once and not timed; the cell is the statement):
+        or in cell mode (the line is setup code, run once and not timed; the cell is the
+        statement):
           %%gputime [options] [setup]
           statement...
 
@@ -141,40 +195,22 @@ class GpuMagics(Magics, GpuMagicsConfig):
         stream until the median is stable. A short extra pass measures the GPU kernel time per call
         (CUPTI) and the host time to issue a call: when the GPU idles between calls, the line says
         the statement is launch-bound. Without CUDA, or with the statement's tensors on the CPU, it
-        times on the host clock and says "on CPU". The statement's own assignments do not change the
-        namespace.
-
-        Examples
-        --------
-        ::
-
-          In [1]: %gputime A @ B 3.69 ms ± 21.4 µs per call on NVIDIA GB10 (median ± IQR of 87
-          samples; GPU busy 99%; first call 189 ms)
-
-          In [2]: %gputime x + 1 8.1 µs ± 0.2 µs per call on NVIDIA H100 (median ± IQR of 400
-          samples × 50 calls; launch-bound: kernels 2.9 µs, host 8.0 µs per call)
-
-        Variants and sizes (a table and a Bokeh chart; ``-o`` returns the Comparison or Sweep)::
-
-          %%gputime --compare A = torch.randn(4096, 4096, device="cuda"); Ah = A.bfloat16()
-          A @ A     # fp32
-          Ah @ Ah   # bf16
-
-          %%gputime --sweep n=256,512,1024,2048,4096 A = torch.randn(n, n, device="cuda")
-          A @ A
+        times on the host clock and says "on CPU". The statement's own assignments do not change
+        the namespace.
 
         ``--compare`` times the cell's statements (one per line, a ``# label`` comment names each)
         interleaved, in rounds, so that a clock change does not favour one; speed-ups are against
-        the first (``--baseline``). ``--sweep`` runs the setup and times the statement at each value
-        (with ``--compare``, each statement).
+        the first (``--baseline``). ``--sweep`` runs the setup and times the statement at each
+        value (with ``--compare``, each statement). ``-o`` returns the TimingResult, Comparison or
+        Sweep.
 
         Each result is saved to the history (``%config GpuMagics.history``; '' turns it off), under
-        ``-l NAME``; ``--vs last`` (or a label, or a result id) adds a line: the ratio to that run
-        with its 95% interval from both runs' samples, faster/slower/no difference, and what
-        differed (device, clocks, driver, versions).
+        ``-l NAME``; ``--vs last`` (or a label, or ``#ID``) adds a line: the ratio to that run with
+        its 95% interval from both runs' samples, faster/slower/no difference, and what differed
+        (device, clocks, driver, versions).
 
-        Settings: ``%config GpuMagics`` (time_budget, warmup_time, min_samples, rel_ci, kernel_time,
-        ...).
+        Settings: ``%config GpuMagics`` (time_budget, warmup_time, min_samples, rel_ci,
+        kernel_time, ...).
         """
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         opt_text, rest = split_options(line, self.gputime.parser)
@@ -345,6 +381,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         action="store_true",
         help="Record the allocator's history instead: memory by category.",
     )
+    @kwds(epilog=GPUPROFILE_EXAMPLES)
     @cell_magic
     def gpuprofile(self, line: str, cell: str) -> Any:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
@@ -355,25 +392,28 @@ class GpuMagics(Magics, GpuMagicsConfig):
 
         The cell runs ``-w`` times as warm-up (outside the capture: lazy init, cuBLAS heuristics,
         autotuning), then ``-n`` times under torch.profiler inside an NVTX range and a
-        record_function named after the cell. Its assignments land in the namespace as a normal run
-        would leave them, and its last expression is the cell's value (Out[n], after the report; a
-        trailing ';' hides it), from the last captured run. Shown: a summary line (device, GPU busy
-        time, wall time, GPU utilisation, backend), findings, the kernel table (nsys'
-        cuda_gpu_kern_sum columns plus each name decoded), torch ops (Self CPU vs GPU), CUDA API
-        calls, NVTX ranges and a Bokeh timeline. Without CUDA it still runs and shows the CPU ops.
-        With ``--nsys`` the cell runs in a subprocess under Nsight Systems instead (the names it
-        reads are shipped there; the namespace is not changed; the value is shown as the subprocess
-        printed it); with ``--nproc N`` it runs as N ranks inside the one nsys run
-        (``dist``, ``rank``, ``world_size``, ``local_rank`` and ``device`` are set in the cell; rank
-        0's value is shown). One profiler at a time: a cell that opens its own profiler, or
-        %%gpuprofile while one runs, is refused before the cell runs. With ``--ncu`` the cell runs
-        in a subprocess under Nsight Compute instead: the ``--top`` kernels by GPU time (default 5;
-        0: all), each with its duration, SM and memory throughput, FLOP/s, intensity, limiter and
-        ncu's advice, and a roofline; the ``.ncu-rep`` is kept. Clocks are locked to base unless
-        ``--no-clock-control``. Each profile's summaries are saved to the history (``-l NAME``
-        labels it); ``--vs last`` (or a label, or an id) shows the diff against one. ``--memory``:
-        the caching allocator's history instead: memory by category, the peak and what was alive
-        there.
+        record_function named after the cell. Its assignments land in the namespace as a normal
+        run would leave them, and its last expression is the cell's value (Out[n], after the
+        report; a trailing ';' hides it), from the last captured run.
+
+        Shown: a summary line (device, GPU busy time, wall time, GPU utilisation, backend),
+        findings, the kernel table (nsys' cuda_gpu_kern_sum columns plus each name decoded), torch
+        ops (Self CPU vs GPU), CUDA API calls, NVTX ranges, the time by module and by line, and a
+        Bokeh timeline. Without CUDA it still runs and shows the CPU ops.
+
+        ``--nsys``: the cell runs in a subprocess under Nsight Systems instead (the names it reads
+        are shipped there, objects that share tensors travel together; the namespace is not
+        changed; the value is shown as the subprocess printed it). ``--nproc N``: N ranks inside
+        the one nsys run (``dist``, ``rank``, ``world_size``, ``local_rank`` and ``device`` are set
+        in the cell; rank 0's value is shown). ``--ncu``: a subprocess under Nsight Compute, the
+        ``--top`` kernels by GPU time (default 5; 0: all) with SM and memory throughput, FLOP/s,
+        limiter and ncu's advice, and a roofline; clocks are locked to base unless
+        ``--no-clock-control``. ``--memory``: the caching allocator's history instead: memory by
+        category, the peak and what was alive there.
+
+        One profiler at a time: a cell that opens its own profiler, or %%gpuprofile while one
+        runs, is refused before the cell runs. Each profile's summaries are saved to the history
+        (``-l NAME`` labels it); ``--vs last`` (or a label, or an id) shows the diff against one.
 
         Settings: ``%config GpuMagics`` (profile_warmup, profile_top, timeline_max_glyphs,
         nsys_path, ...).

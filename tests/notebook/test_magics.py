@@ -285,3 +285,17 @@ class _Parser:
 )
 def test_split_options(line, opts, rest):
     assert split_options(line, _Parser) == (opts, rest)
+
+
+@pytest.mark.parametrize("kind, name", [("line", "gputime"), ("cell", "gpuprofile")])
+def test_help_reads_like_ipythons_usage_options_examples(ip, kind, name):
+    # IPython's own %timeit help: Usage, the options, then Examples with each output on its own
+    # line (an input and its output run together on one line read as one command).
+    find = ip.find_line_magic if kind == "line" else ip.find_cell_magic
+    doc = find(name).__doc__
+    usage, options, examples = doc.index("Usage"), doc.index("options:"), doc.index("Examples")
+    assert usage < options < examples
+    inputs = [line for line in doc[examples:].splitlines() if line.strip().startswith("In [")]
+    assert all(line.rstrip().endswith(line.split(":", 1)[1].strip()) for line in inputs)
+    for line in inputs:  # the command alone on its line, its output on the next
+        assert " per call " not in line and " ms " not in line, line
