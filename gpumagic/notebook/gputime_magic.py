@@ -58,12 +58,15 @@ def time_one(
             "%gputime: "
             + ("--baseline goes with --compare" if args.baseline else "--zip goes with --sweep")
         )
-    compiled = compile_statement(
-        shell.transform_cell(stmt),
-        shell.transform_cell(setup) if setup else None,
-        shell.user_ns,
-        ast_transform=shell.transform_ast,
-    )
+    try:
+        compiled = compile_statement(
+            shell.transform_cell(stmt),
+            shell.transform_cell(setup) if setup else None,
+            shell.user_ns,
+            ast_transform=shell.transform_ast,
+        )
+    except GpuMagicError as exc:  # top-level await: one line, no frames of gpumagic's
+        raise usage_error("%gputime", exc) from None
     try:
         result = measure(compiled, shell.user_ns, options)
     except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell

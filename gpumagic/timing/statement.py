@@ -33,9 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import GpuMagicError
 from .compiled_calls import compiled_objects, is_compiled
 
-__all__ = ["CompiledStatement", "compile_statement"]
+__all__ = ["AwaitedStatementError", "CompiledStatement", "compile_statement"]
 
 _counter = itertools.count(1)
 
@@ -107,11 +108,38 @@ def _returning_last_expression(body: list[ast.stmt]) -> list[ast.stmt]:
     return body or [ast.Pass()]
 
 
+class AwaitedStatementError(GpuMagicError, SyntaxError):
+    """A statement that awaits at its top level (``await``, ``async for``, ``async with``):
+    ``source``. A SyntaxError too, which is what it raised before it had a message of its own."""
+
+    template = (
+        "cannot time {source}: it awaits, and a timed statement must run to completion on each "
+        "of its calls, outside any event loop. Time the synchronous work the coroutine does (the "
+        "torch calls inside it), or, where no event loop is running (a script, a terminal), run "
+        "it to completion in the statement: asyncio.run(...)"
+    )
+
+
 def _parse(source: str, filename: str) -> ast.Module:
     # Compile on its own first: invalid code can become valid inside the template (a bare `return`),
     # and a SyntaxError raised here carries the user's own line numbers.
-    compile(source, filename, "exec", dont_inherit=True)
+    try:
+        compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError:
+        if _awaits(source):  # IPython's top-level await: an error that says so, not 'outside'
+            line = source.strip().splitlines()[0]
+            raise AwaitedStatementError(source=repr(line[:60] + "..." * (len(line) > 60))) from None
+        raise
     return ast.parse(source, filename=filename)
+
+
+def _awaits(source: str) -> bool:
+    """Whether ``source`` compiles once top-level ``await`` is allowed (it did not without)."""
+    try:
+        compile(source, "<await>", "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _from_callable(stmt: Callable[[], Any], setup: Callable[[], Any] | None) -> CompiledStatement:

@@ -40,3 +40,15 @@ def test_the_traceback_starts_at_the_users_code(ip, cell):
     assert not [f for f in frames if "gpumagic" in f], frames
     assert "skipping hidden" in text
     assert "raise ValueError('the user raised this')" in text
+
+
+@pytest.mark.parametrize(
+    "cell", ["%gputime await f()", "%%gputime\nawait f()", "%%gputime --compare\n1 + 1\nawait f()"]
+)
+def test_a_statement_that_awaits_is_one_line_naming_the_fix(ip, cell):
+    ip.run_cell("async def f():\n    return 1\n")
+    with capture_output() as shown:
+        result = ip.run_cell(cell)  # was SyntaxError: 'await' outside function, through gpumagic
+    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout + shown.stderr)
+    assert "UsageError: %gputime: cannot time 'await f()': it awaits" in text, text
+    assert "asyncio.run(...)" in text and "File " not in text and result.error_in_exec

@@ -77,3 +77,14 @@ def test_callables_are_accepted():
 def test_bad_arguments_are_named(stmt, setup, error):
     with pytest.raises(error):
         compile_statement(stmt, setup, globals={})
+
+
+def test_a_statement_that_awaits_says_so_and_is_still_a_syntax_error():
+    from gpumagic.errors import GpuMagicError
+
+    with pytest.raises(GpuMagicError, match=r"cannot time 'await f\(\)': it awaits") as err:
+        compile_statement("await f()", None, {})
+    assert isinstance(err.value, SyntaxError)  # what it raised before
+    with pytest.raises(SyntaxError, match="invalid syntax") as err:  # others stay as they were
+        compile_statement("1 +", None, {})
+    assert not isinstance(err.value, GpuMagicError)
