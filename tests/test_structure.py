@@ -268,3 +268,12 @@ def test_tests_mirror_the_packages():
             continue
         if any(folder.glob("test_*.py")):
             assert (PKG / rel).is_dir(), f"tests/{rel} mirrors no gpumagic/{rel}"
+
+
+def test_every_folder_says_what_it_holds_and_is_on_the_map():
+    page = (PKG.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    for init in PKG.rglob("__init__.py"):
+        folder = init.parent.relative_to(PKG.parent).as_posix()
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), folder
+        if folder != "gpumagic":  # the root is the page itself
+            assert f"`{folder}/`" in page, f"docs/development.md does not map {folder}/"
