@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from ..history.saving import Recorder
     from ..timing import TimingOptions, TimingResult
+    from ..timing.compare import ComparisonFailed
     from ..timing.compare_result import Comparison
     from ..timing.sweep_result import Sweep
 
@@ -97,7 +98,7 @@ def time_many(
     """``--compare`` and ``--sweep``: the statements (and values) read here, the timing done by
     the core, the table displayed and saved."""
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
-    from ..timing.compare import compare_compiled
+    from ..timing.compare import ComparisonFailed, compare_compiled
     from ..timing.sweep import sweep
 
     if args.compare and not cell_mode:
@@ -139,6 +140,8 @@ def time_many(
             partial = exc.result
             display(partial.advise_as(lambda text: notebook_advice(text, partial.hints)))
         raise
+    except ComparisonFailed as exc:  # what was measured, then the statement's own error
+        return _failed_lane(shell, args, exc)
     except GpuMagicError as exc:
         raise usage_error("%gputime", exc) from None
     result.advise_as(lambda text: notebook_advice(text, result.hints))  # also as Out[n]
@@ -150,3 +153,25 @@ def time_many(
         display(result)
     recorder.record_many(result, stmts, setup).print(quiet=args.quiet)
     return result if args.output else None
+
+
+def _failed_lane(
+    shell: InteractiveShell, args: argparse.Namespace, exc: ComparisonFailed
+) -> Comparison:
+    """One statement of ``--compare`` raised during its samples: the comparison of what was
+    measured (its row says why) is shown, then the statement's error is raised from the user's own
+    code, so that the cell fails as under ``%timeit``. With ``-o`` the partial comparison is the
+    cell's value instead, and the error is shown as its traceback and one line."""
+    __tracebackhide__ = True  # the statement's error shows from the user's own code
+    partial, error = exc.result, exc.error
+    partial.advise_as(lambda text: notebook_advice(text, partial.hints))
+    line = f"%gputime --compare: {exc.label!r} raised {partial.failed[exc.label]}"
+    if args.output:
+        shell.showtraceback((type(error), error, error.__traceback__))
+        print(f"{line}; the comparison of what was measured is returned (-o), not saved")
+        return partial
+    if not args.quiet:
+        display(partial)
+    if hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(f"{line}; the comparison of what was measured is shown above, not saved")
+    raise error from None

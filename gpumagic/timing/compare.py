@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import InvalidOptionError, TimingInterrupted
+from ..errors import GpuMagicError, InvalidOptionError, TimingInterrupted
 from .compare_energy import energy_blocks
 from .compare_result import Comparison
 from .measure import MAX_BACKLOG
@@ -37,7 +37,7 @@ from .statement import CompiledStatement, compile_statement
 from .stats import StopDecision
 from .steps import Sampling
 
-__all__ = ["ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
+__all__ = ["ComparisonFailed", "ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
 
 
 class ComparisonInterrupted(TimingInterrupted):
@@ -56,6 +56,32 @@ class ComparisonInterrupted(TimingInterrupted):
             f"comparison interrupted after {n} sample{'s' if n != 1 else ''}; "
             "the partial Comparison is this exception's .result",
         )
+
+
+class ComparisonFailed(GpuMagicError):
+    """One statement raised while the samples were taken: ``result`` is the partial
+    :class:`~.compare_result.Comparison` (every statement's samples so far, the failed one's row
+    saying why), ``label`` the statement, ``error`` its exception (this one's ``__cause__``).
+
+    As :class:`ComparisonInterrupted` keeps what Ctrl-C stopped, so that a statement failing at its
+    3,000th call does not lose the other statements' results; raised only once samples exist (an
+    error in a first call or warm-up is the statement's own, as it was)."""
+
+    template = (
+        "the statement labelled {label!r} raised {error_text} after {samples} of its samples; "
+        "the partial Comparison (what was measured) is this exception's .result"
+    )
+
+    def __init__(self, result: Comparison, label: str, error: BaseException) -> None:
+        samples = len(result.results[label].samples)
+        super().__init__(
+            result=result, label=label, error=error, error_text=said(error), samples=samples
+        )
+
+
+def said(error: BaseException) -> str:
+    """An exception as one line: its type and message ("ValueError: boom")."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def labelled(stmts: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -113,7 +139,8 @@ def compare(
     :class:`TimingOptions` fields; ``time_budget`` is per statement.
 
     Ctrl-C once samples exist raises :class:`ComparisonInterrupted` whose ``result`` is the partial
-    comparison.
+    comparison; a statement that raises during the samples, :class:`ComparisonFailed` (from the
+    statement's error) whose ``result`` is the partial comparison, its failed row saying why.
     """
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
@@ -149,6 +176,8 @@ class _Lane:
     decision: StopDecision | None = None
     clock_start: int | None = None
     in_flight: Any = None
+    #: what the statement raised during its samples (the rounds stopped there)
+    error: Exception | None = None
 
 
 def compare_compiled(
@@ -190,15 +219,25 @@ def compare_compiled(
             raise
         lanes.append(_Lane(label, prep))
     rounds, orders = interleave(lanes, opts, wall_clock)
-    if opts.energy and not any(lane.sampling.interrupted for lane in lanes):
+    failed = next((lane for lane in lanes if lane.error is not None), None)
+    interrupted = any(lane.sampling.interrupted for lane in lanes)
+    if opts.energy and not interrupted and failed is None:
         energy_blocks(lanes, opts, wall_clock)
     results = {}
     for lane in lanes:
+        if lane is failed:  # no more calls of it: its samples so far, no kernel or host pass
+            lane.sampling.interrupted = True
         results[lane.label] = conclude(lane.prep, lane.sampling, wall_clock)
-    interrupted = any(lane.sampling.interrupted for lane in lanes)
+        results[lane.label].interrupted = lane.sampling.interrupted and lane is not failed
     comparison = Comparison(
         results=results, baseline=base, interrupted=interrupted, rounds=rounds, orders=orders
     )
+    if failed is not None:
+        err = failed.error
+        if not any(r.samples for r in results.values()):
+            raise err  # nothing measured: the statement's own error, as in a first call
+        comparison.failed[failed.label] = said(err)
+        raise ComparisonFailed(comparison, failed.label, err) from err
     if interrupted:
         raise ComparisonInterrupted(comparison)
     return comparison
@@ -223,7 +262,8 @@ def interleave(
             _rounds(lanes, opts, wall_clock, orders, progress)
             for lane in lanes:
                 sampler = lane.prep.sampler
-                sampler.finish()
+                if lane.error is None:  # a failed lane's work was waited for quietly
+                    sampler.finish()
                 lane.sampling.sm_clock = (lane.clock_start, sampler.sm_clock())
                 lane.sampling.clock_reasons = sampler.clock_reasons()
         except KeyboardInterrupt:
@@ -264,7 +304,11 @@ def _rounds(
         if len(orders) < KEPT_ORDERS:
             orders.append([lane.label for lane in turn])
         for lane in turn:
-            _one_sample(lane, opts)
+            try:
+                _one_sample(lane, opts)
+            except Exception as exc:  # noqa: BLE001 - the user's; raised again with the others kept
+                _failed(lanes, lane, exc)
+                return
         progress[0] = r + 1
         if all(lane.done for lane in lanes):
             return
@@ -278,6 +322,17 @@ def _rounds(
                     )
                     lane.sampling.unsettled = lane.decision
             return
+
+
+def _failed(lanes: list[_Lane], lane: _Lane, exc: Exception) -> None:
+    """The statement of ``lane`` raised: its work issued is waited for, and every other lane's
+    stop reason says why its samples ended early."""
+    lane.error, lane.in_flight = exc, None
+    finish_quietly(lane.prep.sampler)
+    lane.sampling.stop_reason = f"raised {type(exc).__name__} during its samples"
+    for other in lanes:
+        if other is not lane:
+            other.sampling.stop_reason = f"stopped early: {lane.label!r} raised"
 
 
 def _one_sample(lane: _Lane, opts: TimingOptions) -> None:

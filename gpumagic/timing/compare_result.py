@@ -88,7 +88,9 @@ def rate_cells(result: TimingResult | None, prefer: str | None = None) -> tuple[
 class Comparison(Advised, FigurePage):
     """Statements timed interleaved. ``results``: label -> :class:`TimingResult` (in the order
     given); ``baseline``: the label speed-ups are taken against; ``rounds``: how many rounds ran;
-    ``orders``: the order of the statements in the first rounds (rotated each round)."""
+    ``orders``: the order of the statements in the first rounds (rotated each round);
+    ``failed``: label -> what the statement raised during its samples ("ValueError: boom"), its
+    row saying so in place of a median (its samples so far stay in ``results``)."""
 
     page_title = "gpumagic: comparison"
 
@@ -98,6 +100,7 @@ class Comparison(Advised, FigurePage):
     rounds: int = 0
     orders: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=lambda: [INTERLEAVED_NOTE])
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def labels(self) -> list[str]:
@@ -118,6 +121,8 @@ class Comparison(Advised, FigurePage):
         base, this = self.results[self.baseline], self.results[label]
         if not base.samples or not this.samples or this.median <= 0:
             return None
+        if self.failed.keys() & {label, self.baseline}:  # no median of a statement that failed
+            return None
         return base.median / this.median
 
     # --- the table
@@ -129,7 +134,7 @@ class Comparison(Advised, FigurePage):
         if label == self.baseline:
             return "1\u00d7 (baseline)"
         base, this = self.results[self.baseline], self.results[label]
-        if not base.samples or not this.samples:
+        if not base.samples or not this.samples or self.failed.keys() & {label, self.baseline}:
             return "\u2014"
         shown_base, shown_this = (
             parse_time(self._median_text(base)),
@@ -144,6 +149,10 @@ class Comparison(Advised, FigurePage):
         """The table's cells, one row per statement, as printed."""
         out = []
         for label, r in self.results.items():
+            if label in self.failed:
+                dash = ["\u2014"] * (len(_HEAD) - 3)
+                out.append([label, f"failed: {self.failed[label]}", *dash, "\u2014"])
+                continue
             med = self._median_text(r)
             spread = (
                 f"{med} \u00b1 {format_time(r.iqr, r.precision)}" if r.samples else "no samples"
@@ -169,6 +178,8 @@ class Comparison(Advised, FigurePage):
     def summary_line(self) -> str:
         n = len(self.results)
         stop = " (interrupted)" if self.interrupted else ""
+        if self.failed:
+            stop += f" ({', '.join(map(repr, self.failed))} failed: the rest stopped there)"
         return (
             f"{n} statement{'s' if n != 1 else ''} on {self.device}, per call; speed-up "
             f"against {self.baseline!r}{stop}"
@@ -180,6 +191,8 @@ class Comparison(Advised, FigurePage):
         ``2%/8%/16%``."""
         groups: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
         for label, r in self.results.items():
+            if label in self.failed:  # its row says why; an interrupted run's notes are not its
+                continue
             for text in r.warnings():
                 parts = _NUMBER.split(text)
                 groups.setdefault(tuple(parts[0::2]), []).append((label, parts))
@@ -232,11 +245,12 @@ class Comparison(Advised, FigurePage):
         for label, r in self.results.items():
             found = r.achieved
             figures = found.summary() if found is not None else {}
+            measured = bool(r.samples) and label not in self.failed
             records.append(
                 {
                     "label": label,
-                    "median": r.median if r.samples else None,
-                    "iqr": r.iqr if r.samples else None,
+                    "median": r.median if measured else None,
+                    "iqr": r.iqr if measured else None,
                     "kernel_time": r.kernel_time,
                     "host_per_call": r.host_per_call,
                     "flop_rate": figures.get("flop_rate"),
@@ -252,6 +266,7 @@ class Comparison(Advised, FigurePage):
                     "samples": len(r.samples),
                     "calls_per_sample": r.calls_per_sample,
                     "device": r.device,
+                    "error": self.failed.get(label),
                 }
             )
         df = pd.DataFrame.from_records(records)
@@ -274,7 +289,7 @@ class Comparison(Advised, FigurePage):
                 "baseline": label == self.baseline,
             }
             for (label, r), row in zip(self.results.items(), self.rows())
-            if r.samples
+            if r.samples and label not in self.failed
         ]
         return compare_figure(bars, title=f"Median per call on {self.device}")
 

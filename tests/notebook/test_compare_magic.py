@@ -174,3 +174,39 @@ def test_a_returned_timing_result_shows_its_advice_as_config_and_still_pickles(i
         back.samples == r.samples
         and "time_budget=2" in ip.display_formatter.format(back)[0]["text/plain"]
     )
+
+
+FLAKY = (
+    "calls = [0]\n"
+    "def flaky(fail_at):\n"
+    "    calls[0] += 1\n"
+    "    if calls[0] >= fail_at:\n"
+    "        raise ValueError(f'call {calls[0]}')\n"
+)
+
+
+def test_a_statement_failing_in_its_samples_keeps_what_was_measured_then_raises(ip):
+    ip.run_cell(FLAKY)
+    with capture_output() as cap:
+        result = ip.run_cell(
+            "%%gputime -n 1 -r 20 -w 1 --compare\n1 + 1  # ok\nflaky(8)  # flaky\n"
+        )
+    error = result.error_in_exec  # the statement's own error, from its own code (was: all lost)
+    assert isinstance(error, ValueError) and str(error) == "call 8"
+    (shown,) = cap.outputs
+    text = shown.data["text/plain"]
+    assert "'flaky' failed" in text and "failed: ValueError: call 8" in text
+    assert "ok " in text and " ns \u00b1 " in text  # the statement that completed, measured
+    assert "'flaky' raised ValueError: call 8" in error.__notes__[-1]
+
+
+def test_a_failing_statement_with_o_returns_the_partial_comparison_and_says_why(ip):
+    ip.run_cell(FLAKY)
+    with capture_output() as cap:
+        r = ip.run_cell_magic("gputime", "-n 1 -r 20 -w 1 -o --compare", "1 + 1  # ok\nflaky(8)\n")
+    assert isinstance(r, Comparison) and r.failed == {"flaky(8)": "ValueError: call 8"}
+    assert len(r.results["ok"].samples) >= 1 and r.to_dataframe()["error"].tolist()[1:] == [
+        "ValueError: call 8"
+    ]
+    said = cap.stdout + cap.stderr  # the statement's traceback, then one line
+    assert "ValueError: call 8" in said and "returned (-o), not saved" in said

@@ -302,3 +302,58 @@ def test_a_note_the_statements_share_is_said_once_with_their_numbers():
         "fp32, tf32, bf16: GPU kernel time not measured: the host issues a call in 2% of"
         in cmp.warnings()[0]
     )
+
+
+class Failing(Lane):
+    """A lane whose statement raises at its ``fail_at``-th sample."""
+
+    def __init__(self, *args, fail_at) -> None:
+        super().__init__(*args)
+        self.fail_at, self.sampled = fail_at, 0
+
+    def enqueue(self, inner, k, m):
+        self.sampled += 1
+        if self.sampled >= self.fail_at:
+            raise ValueError("raised at its 3,000th call")
+        return super().enqueue(inner, k, m)
+
+
+def test_a_statement_failing_in_its_samples_keeps_the_others_and_names_its_error():
+    from gpumagic.timing.compare import ComparisonFailed
+
+    clock, log = FakeClock(), []
+    samplers = {name: Lane(name, clock, lambda t: 1e-3, log) for name in ("a", "c")}
+    samplers["b"] = Failing("b", clock, lambda t: 2e-3, log, fail_at=6)
+    statements = {name: compile_statement("pass", globals={}) for name in ("a", "b", "c")}
+    with pytest.raises(ComparisonFailed) as err:  # was the ValueError alone: every result lost
+        compare_compiled(
+            statements, {}, TimingOptions(work=False), samplers=samplers, wall_clock=clock
+        )
+    exc = err.value
+    assert isinstance(exc.__cause__, ValueError) and exc.error is exc.__cause__ and exc.label == "b"
+    assert "'b' raised ValueError: raised at its 3,000th call after 5 of its samples" in str(exc)
+    partial = exc.result
+    assert partial.failed == {"b": "ValueError: raised at its 3,000th call"}
+    assert [len(partial.results[k].samples) for k in "abc"] == [6, 5, 6]  # round 6: c, a, b
+    rows = {row[0]: row for row in partial.rows()}
+    assert rows["b"][1] == "failed: ValueError: raised at its 3,000th call"
+    assert (
+        rows["c"][1].startswith("1 ms")
+        and rows["c"][-1] == "1\u00d7"
+        and "'b' failed" in str(partial)
+    )
+    df = partial.to_dataframe()
+    assert df["error"].isna().tolist() == [True, False, True]
+    assert df.loc[1, "error"] == "ValueError: raised at its 3,000th call"
+    assert df["median"].isna().tolist() == [False, True, False] and not partial.interrupted
+
+
+def test_a_statement_failing_before_any_sample_is_its_own_error():
+    clock, log = FakeClock(), []
+    samplers = {"b": Failing("b", clock, lambda t: 1e-3, log, fail_at=1)}
+    samplers["a"] = Lane("a", clock, lambda t: 1e-3, log)
+    statements = {name: compile_statement("pass", globals={}) for name in ("b", "a")}
+    with pytest.raises(ValueError, match="3,000th"):
+        compare_compiled(
+            statements, {}, TimingOptions(work=False), samplers=samplers, wall_clock=clock
+        )
