@@ -5,7 +5,11 @@ core (:mod:`gpumagic.timing`), shown, and saved to the history."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 from IPython.core.error import UsageError
 from IPython.display import display
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
     from ..timing import TimingOptions, TimingResult
     from ..timing.compare import ComparisonFailed
     from ..timing.compare_result import Comparison
+    from ..timing.statement import CompiledStatement
     from ..timing.sweep_result import Sweep
 
 __all__ = ["recorder_for", "time_many", "time_one"]
@@ -69,7 +74,8 @@ def time_one(
     except GpuMagicError as exc:  # top-level await: one line, no frames of gpumagic's
         raise usage_error("%gputime", exc) from None
     try:
-        result = measure(compiled, shell.user_ns, options)
+        with shown_once({"": compiled}) as gated:
+            result = measure(gated[""], shell.user_ns, options)
     except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell
         if not args.quiet:
             print(notebook_advice(str(exc.result), exc.result.hints))
@@ -134,7 +140,8 @@ def time_many(
             at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}
             result = sweep(stmts, setup, params, shell.user_ns, **at)
         else:
-            result = compare_compiled(compiled, shell.user_ns, options, baseline=args.baseline)
+            with shown_once(compiled) as gated:
+                result = compare_compiled(gated, shell.user_ns, options, baseline=args.baseline)
     except TimingInterrupted as exc:  # Ctrl-C: show what was measured, then stop the cell
         if not args.quiet:
             partial = exc.result
@@ -175,3 +182,65 @@ def _failed_lane(
     if hasattr(error, "add_note"):  # Python 3.11+
         error.add_note(f"{line}; the comparison of what was measured is shown above, not saved")
     raise error from None
+
+
+class _Gate:
+    """Stands for ``sys.stdout`` or ``sys.stderr`` while a statement is timed: what is written
+    during a statement's first call passes through, the rest is counted and dropped (a statement
+    that prints 1 MB wrote 31-38 MB into the notebook, once per repetition)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.open, self.held = stream, False, 0
+
+    def write(self, text: str) -> int:
+        if self.open:
+            return self.stream.write(text)
+        self.held += len(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno: the stream's own
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def shown_once(statements: Mapping[str, CompiledStatement]) -> Iterator[dict[str, Any]]:
+    """The statements with their output shown during each one's first call only, and silenced
+    during the repetitions (warm-up, samples, the kernel and work passes); afterwards one line
+    says how much was held back, where anything was. Only the first ``once()`` opens the gate:
+    the timed loop is not wrapped, so the samples pay nothing for it."""
+    __tracebackhide__ = True  # the statement's error shows from the user's own code
+    gates = [_Gate(sys.stdout), _Gate(sys.stderr)]
+
+    def first_shown(once: Callable[[], Any]) -> Callable[[], Any]:
+        calls = [0]
+
+        def run() -> Any:
+            __tracebackhide__ = True  # the statement's error shows from the user's own code
+            calls[0] += 1
+            if calls[0] > 1:
+                return once()
+            for gate in gates:
+                gate.flush()
+                gate.open = True
+            try:
+                return once()
+            finally:
+                for gate in gates:
+                    gate.open = False
+
+        return run
+
+    gated = {k: dataclasses.replace(c, once=first_shown(c.once)) for k, c in statements.items()}
+    try:
+        with contextlib.redirect_stdout(gates[0]), contextlib.redirect_stderr(gates[1]):  # type: ignore[type-var]
+            yield gated
+    finally:
+        held = sum(gate.held for gate in gates)
+        if held:
+            print(
+                f"The statement's output was shown once (its first call) and silenced during "
+                f"its repetitions ({held:,} characters held back)."
+            )

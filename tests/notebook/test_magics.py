@@ -299,3 +299,26 @@ def test_help_reads_like_ipythons_usage_options_examples(ip, kind, name):
     assert all(line.rstrip().endswith(line.split(":", 1)[1].strip()) for line in inputs)
     for line in inputs:  # the command alone on its line, its output on the next
         assert " per call " not in line and " ms " not in line, line
+
+
+@pytest.mark.parametrize("quiet", ["-q ", ""])
+def test_a_statement_that_prints_is_shown_once_and_silenced_during_its_runs(ip, quiet):
+    ip.run_cell("import sys\ndef loud():\n    print('x' * 10_000)\n    sys.stderr.write('e' * 10)")
+    with capture_output() as cap:
+        ip.run_line_magic("gputime", FAST + quiet + "loud()")
+    assert cap.stdout.count("x" * 10_000) == 1 and cap.stderr == "e" * 10  # were once per call
+    said = "The statement's output was shown once (its first call) and silenced during its "
+    assert said + "repetitions (" in cap.stdout and " characters held back)." in cap.stdout
+    assert len(cap.stdout) < 11_000 + (0 if quiet else 1_000)
+
+
+def test_a_compared_statement_that_prints_is_shown_once_too(ip):
+    with capture_output() as cap:
+        ip.run_cell_magic("gputime", FAST + "-q --compare", "print('y' * 1000)\n1 + 1\n")
+    assert cap.stdout.count("y" * 1000) == 1 and "silenced during its repetitions" in cap.stdout
+
+
+def test_a_quiet_statement_that_prints_nothing_adds_no_line(ip):
+    with capture_output() as cap:
+        ip.run_line_magic("gputime", FAST + "-q 1 + 1")
+    assert cap.stdout == ""
