@@ -101,6 +101,7 @@ def sweep(
     from ..timing.sweep import sweep as timed
 
     namespace = globals if globals is not None else sys._getframe(1).f_globals
+    kwargs.setdefault("progress", print)  # a long sweep says how long, then each point as lines
     result = timed(stmt, setup, params, namespace, **kwargs)
     recorder = _recorder(history, label)
     if recorder is not None:

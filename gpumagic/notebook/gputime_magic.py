@@ -138,6 +138,7 @@ def time_many(
     try:
         if params is not None:
             at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}
+            at["progress"] = None if args.quiet else _one_display()
             result = sweep(stmts, setup, params, shell.user_ns, **at)
         else:
             with shown_once(compiled) as gated:
@@ -244,3 +245,22 @@ def shown_once(statements: Mapping[str, CompiledStatement]) -> Iterator[dict[str
                 f"The statement's output was shown once (its first call) and silenced during "
                 f"its repetitions ({held:,} characters held back)."
             )
+
+
+def _one_display() -> Callable[[str], None]:
+    """A long sweep's progress as one display, updated in place: its estimate, then the latest
+    point (a terminal shows each update as a line)."""
+    lines: list[str] = []
+    handle: list[Any] = []
+
+    def say(line: str) -> None:
+        lines[1:] = [line] if lines else []
+        if not lines:
+            lines.append(line)
+        data = {"text/plain": "\n".join(lines)}
+        if handle:
+            handle[0].update(data, raw=True)
+        else:
+            handle.append(display(data, raw=True, display_id=True))
+
+    return say

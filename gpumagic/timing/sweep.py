@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidOptionError, TimingInterrupted
+from ..units import format_time
 from .measure import sample
 from .options import TimingOptions
 from .result import TimingResult
@@ -38,11 +39,22 @@ from .staged import conclude, prepare
 from .statement import compile_statement
 from .sweep_result import Sweep, SweepPoint
 
-__all__ = ["FAST_SHARE", "POINT_SAMPLES", "SweepInterrupted", "grid", "point_budget", "sweep"]
+__all__ = [
+    "FAST_SHARE",
+    "LONG_SWEEP",
+    "POINT_SAMPLES",
+    "SweepInterrupted",
+    "grid",
+    "point_budget",
+    "sweep",
+]
 
 #: Samples a point's budget is sized for: what the stop rule sees at its minimum time with ~1 ms
 #: samples.
 POINT_SAMPLES = 100
+#: Seconds of a sweep, estimated from its first point, past which it says at once how long it will
+#: take and then each point as it finishes: ``n=range(100000)`` ran ~3 h without a word.
+LONG_SWEEP = 10.0
 #: The least share of ``time_budget`` a point gets, however fast its samples (0.2 s of the default
 #: 0.5 s: twice the stop rule's minimum measured time).
 FAST_SHARE = 0.4
@@ -164,6 +176,7 @@ def sweep(
     zip: bool = False,
     options: TimingOptions | None = None,
     ast_transform: Callable[[Any], Any] | None = None,
+    progress: Callable[[str], None] | None = None,
     **overrides: Any,
 ) -> Sweep:
     """Time ``stmt`` at every point of ``params``: ``sweep("A @ B", "A = torch.randn(n, n); B =
@@ -174,7 +187,9 @@ def sweep(
     (default: the caller's module globals) with the point's values added. Points are every
     combination of the values, or with ``zip=True`` the i-th value of each list. Keyword
     ``overrides`` are :class:`TimingOptions` fields; ``time_budget`` is the budget of a slow point
-    (fast ones get less: :func:`point_budget`).
+    (fast ones get less: :func:`point_budget`). ``progress`` receives, for a sweep whose estimate
+    from its first point passes :data:`LONG_SWEEP`, that estimate at once and then a line per
+    point as it finishes (a script passes ``print``; the notebook updates one display).
     """
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
@@ -192,7 +207,8 @@ def sweep(
     if setup is not None:
         compile(setup, "<sweep-setup>", "exec", dont_inherit=True)
     namespace = globals if globals is not None else sys._getframe(1).f_globals
-    return run_sweep(stmts, setup, points, namespace, opts, ast_transform=ast_transform)
+    at = {"ast_transform": ast_transform, "progress": progress}
+    return run_sweep(stmts, setup, points, namespace, opts, **at)
 
 
 def run_sweep(
@@ -205,12 +221,14 @@ def run_sweep(
     ast_transform: Callable[[Any], Any] | None = None,
     sampler_for: Callable[[Mapping[str, Any], str], Sampler | None] | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
+    progress: Callable[[str], None] | None = None,
 ) -> Sweep:
     """Time each statement at each point. ``sampler_for(point, label)`` overrides the clock
-    (tests)."""
+    (tests); ``progress`` as in :func:`sweep`."""
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     names = list(points[0]) if points else []
     out = Sweep(points=[], params=names, labels=list(stmts), planned=len(points) * len(stmts))
+    began, said = wall_clock(), [False]
     for point in points:
         for label, src in stmts.items():
             sampler = sampler_for(point, label) if sampler_for is not None else None
@@ -218,10 +236,46 @@ def run_sweep(
                 src, setup, dict(point), label, namespace, opts, ast_transform, sampler, wall_clock
             )
             out.points.append(entry)
+            if progress is not None:
+                _progress(progress, out, entry, wall_clock() - began, said)
             if entry.status == "interrupted":
                 out.interrupted = True
                 raise SweepInterrupted(out)
     return out
+
+
+def _progress(
+    say: Callable[[str], None], out: Sweep, entry: SweepPoint, elapsed: float, said: list[bool]
+) -> None:
+    """The estimate once, after the first point, where the sweep will pass :data:`LONG_SWEEP`;
+    then each point as it finishes, with the time left at the pace so far."""
+    done, planned = len(out.points), out.planned
+    left = elapsed / done * (planned - done)
+    if not said[0]:
+        if done == planned or elapsed + left <= LONG_SWEEP:
+            return
+        said[0] = True
+        say(
+            f"Sweep of {planned:,} measurements: about {_duration(elapsed + left)} at "
+            f"{_duration(elapsed / done)} each (from the first); each is shown as it finishes, "
+            "and Ctrl-C keeps those done."
+        )
+    value = ", ".join(f"{k}={v!r}" for k, v in entry.params.items())
+    r = entry.result
+    shown = f"{format_time(r.median, r.precision)}" if entry.measured and r else entry.status
+    if entry.error:
+        shown += f" ({entry.error})"
+    label = f" {entry.label}" if len(out.labels) > 1 else ""
+    say(f"[{done:,}/{planned:,}] {value}{label}: {shown}; about {_duration(left)} left")
+
+
+def _duration(seconds: float) -> str:
+    """A span as a reader wants it: '2 h 47 min', '3 min 10 s', '12 s', '0.25 s'."""
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    s = round(seconds)
+    h, m, sec = s // 3600, s % 3600 // 60, s % 60
+    return f"{h} h {m} min" if h else f"{m} min {sec} s" if m else f"{sec} s"
 
 
 def _time_point(

@@ -210,3 +210,15 @@ def test_a_failing_statement_with_o_returns_the_partial_comparison_and_says_why(
     ]
     said = cap.stdout + cap.stderr  # the statement's traceback, then one line
     assert "ValueError: call 8" in said and "returned (-o), not saved" in said
+
+
+def test_a_long_sweep_says_its_estimate_then_updates_one_display(ip, monkeypatch):
+    from gpumagic.timing import sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "LONG_SWEEP", 0.0)  # three fast points read as a long sweep
+    with capture_output() as cap:
+        ip.run_cell_magic("gputime", FAST + "--sweep n=[1,2,3]", "sum(range(n))")
+    progress = [o for o in cap.outputs if "Sweep of 3 measurements" in o.data["text/plain"]]
+    assert progress, cap.outputs  # was nothing until the end
+    last = progress[-1].data["text/plain"].splitlines()
+    assert len(last) == 2 and last[1].startswith("[3/3] n=3: ") and "(from the first)" in last[0]

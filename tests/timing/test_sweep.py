@@ -392,3 +392,48 @@ def test_a_sweep_table_keeps_one_unit_the_plots():
 def test_the_legend_sits_beside_the_plot_where_no_curve_or_peak_line_runs():
     fig = fake_sweep([256, 512, 1024]).figure()
     assert fig.legend[0] in fig.right and fig.legend[0] not in fig.center
+
+
+def test_a_long_sweep_says_its_estimate_at_once_then_each_point_as_it_finishes():
+    now, said = [0.0], []
+
+    class Stopping(Scripted):
+        def first_call(self, once):
+            if len(said) > 3:  # Ctrl-C once a few points have been said
+                raise KeyboardInterrupt
+            return super().first_call(once)
+
+    def step(point, label):
+        return Stopping(now, lambda: 1e-3)
+
+    with pytest.raises(SweepInterrupted) as err:  # was silent until the end, ~3 h later
+        run_sweep(
+            {"s": "pass"},
+            None,
+            grid({"n": range(100_000)}),
+            {},
+            TimingOptions(work=False, time_budget=0.1),
+            sampler_for=step,
+            wall_clock=lambda: now[0],
+            progress=said.append,
+        )
+    assert said[0].startswith("Sweep of 100,000 measurements: about ") and " h " in said[0]
+    assert "(from the first)" in said[0] and "Ctrl-C keeps those done" in said[0]
+    assert said[1].startswith("[1/100,000] n=0: 1 ms; about ") and said[1].endswith(" left")
+    assert said[3].startswith("[3/100,000] n=2: ")
+    assert [p.status for p in err.value.result.points] == ["ok", "ok", "ok", "interrupted"]
+
+
+def test_a_short_sweep_says_nothing_while_it_runs():
+    now, said = [0.0], []
+    run_sweep(
+        {"s": "pass"},
+        None,
+        grid({"n": [1, 2, 3]}),
+        {},
+        TimingOptions(work=False, time_budget=0.1),
+        sampler_for=lambda point, label: Scripted(now, lambda: 1e-3),
+        wall_clock=lambda: now[0],
+        progress=said.append,
+    )
+    assert said == []
