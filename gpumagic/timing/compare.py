@@ -67,6 +67,9 @@ class ComparisonFailed(GpuMagicError):
     3,000th call does not lose the other statements' results; raised only once samples exist (an
     error in a first call or warm-up is the statement's own, as it was)."""
 
+    result: Comparison
+    label: str
+    error: BaseException
     template = (
         "the statement labelled {label!r} raised {error_text} after {samples} of its samples; "
         "the partial Comparison (what was measured) is this exception's .result"
@@ -232,7 +235,7 @@ def compare_compiled(
     comparison = Comparison(
         results=results, baseline=base, interrupted=interrupted, rounds=rounds, orders=orders
     )
-    if failed is not None:
+    if failed is not None and failed.error is not None:
         err = failed.error
         if not any(r.samples for r in results.values()):
             raise err  # nothing measured: the statement's own error, as in a first call

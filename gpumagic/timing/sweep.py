@@ -207,8 +207,9 @@ def sweep(
     if setup is not None:
         compile(setup, "<sweep-setup>", "exec", dont_inherit=True)
     namespace = globals if globals is not None else sys._getframe(1).f_globals
-    at = {"ast_transform": ast_transform, "progress": progress}
-    return run_sweep(stmts, setup, points, namespace, opts, **at)
+    return run_sweep(
+        stmts, setup, points, namespace, opts, ast_transform=ast_transform, progress=progress
+    )
 
 
 def run_sweep(
