@@ -3,11 +3,12 @@ module that moved sends a reader nowhere, and nothing else would notice."""
 
 from __future__ import annotations
 
-import importlib
 import pathlib
 import re
 
 import pytest
+
+from .test_readme import resolve
 
 ROOT = pathlib.Path(__file__).parents[1]
 PKG = ROOT / "gpumagic"
@@ -24,18 +25,11 @@ PATH = re.compile(r"(?<![\w./-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.(?:py|md|jso
 
 def resolves(dotted: str) -> bool:
     """``dotted`` names a module, or an attribute reached from the longest module prefix."""
-    parts = dotted.rstrip(".").split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            if not hasattr(obj, attr):
-                return False
-            obj = getattr(obj, attr)
-        return True
-    return False
+    try:
+        resolve(dotted.rstrip("."))
+    except (ImportError, AttributeError):
+        return False
+    return True
 
 
 #: Where a path of this project starts; others (``torch/optim/lr_scheduler.py``, a library's
