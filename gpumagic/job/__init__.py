@@ -11,17 +11,36 @@ way to a rank's rows; a job of hundreds of ranks is read here.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JobRankError, JobReadError
-from .model import Job
-from .read import read_job
+
+if TYPE_CHECKING:
+    from .model import Job
+    from .read import read_job
 
 __all__ = ["Job", "JobRankError", "JobReadError", "load_job", "read_job"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: reading one export (``gpumagic.load_nsys``, this package's ``reports``)
+    # must not pay for the job's model and its analyses (0.4 s of imports).
+    if name == "Job":
+        from .model import Job
+
+        return Job
+    if name == "read_job":
+        from .read import read_job
+
+        return read_job
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_job(path: str | os.PathLike[str]) -> Job:
     """A :class:`Job` from its saved summaries (the folder :meth:`Job.save` wrote), or read from
     per-rank reports where ``path`` holds those instead (a folder, a glob, a list)."""
+    from .model import Job
+    from .read import read_job
     from .store import load
 
     p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
