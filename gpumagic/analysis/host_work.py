@@ -117,7 +117,14 @@ def _clipped(df: pd.DataFrame, hit: np.ndarray, lo: int, hi: int) -> tuple[np.nd
 
 
 def _named(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Which of ``names`` match ``pattern``, asked once per distinct name."""
+    """Which of ``names`` match ``pattern``, asked once per distinct name. A categorical (a big
+    export's API names) is asked per category and read through its codes: turning a million codes
+    into strings first cost 0.3 s."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories
+        hit = np.fromiter((bool(pattern.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+        codes = names.cat.codes.to_numpy()
+        return np.append(hit, False)[codes]  # code -1 (a missing name): the appended False
     names = names.astype(str)
     hits = {n for n in pd.unique(names) if pattern.search(n)}
     return names.isin(hits).to_numpy() if hits else np.zeros(len(names), dtype=bool)

@@ -151,20 +151,23 @@ def _waits(trace: Trace, api: pd.DataFrame, start: int, end: int) -> pd.DataFram
     """The host's waits for the GPU among ``api`` calls starting in [start, end] (the capture's own
     closing synchronisation, the last device synchronisation, left out), with ``what`` (the name
     they are counted under) and ``wait`` (ns: a free's only while the GPU worked)."""
-    names = api_names(trace)[api.index].astype(str)
+    # compared as they are (a big export's million names are a categorical: asked per category);
+    # only the calls kept are turned into strings
+    names = api_names(trace)[api.index]
     pageable = _pageable_copies(trace)
-    copy = api["correlation"].isin(pageable) if pageable else names == ""
+    copy = api["correlation"].isin(pageable) if pageable else pd.Series(False, index=api.index)
     hit = names.isin(SYNC_APIS) | names.isin(FREE_APIS) | copy
     inside = api[hit & (api["start"] >= start) & (api["start"] <= end)]
     device_syncs = inside[names[inside.index].isin(_DEVICE_SYNCS)]
     if not device_syncs.empty:  # gpumagic's own: one device synchronisation closes the runs
         inside = inside.drop(index=device_syncs["start"].idxmax())
-    what = names[inside.index].where(~copy[inside.index], names + " (DtoH to pageable memory)")
+    kept = names[inside.index].astype(str)
+    what = kept.where(~copy[inside.index], kept + " (DtoH to pageable memory)")
     # a wait counts inside [start, end] only: a call that outlasts the window is cut at its end
     s = inside["start"].to_numpy("int64").clip(start, end)
     e = inside["end"].to_numpy("int64").clip(start, end)
     wait = (e - s).astype("int64")
-    free = names[inside.index].isin(FREE_APIS).to_numpy()
+    free = kept.isin(FREE_APIS).to_numpy()
     if free.any():
         gpu = trace.gpu_intervals()
         busy = merged(gpu["start"].to_numpy("int64"), gpu["end"].to_numpy("int64"))

@@ -23,6 +23,7 @@ from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
 from ..trace.launching_ops import kernel_launch_apis, kernel_op_precisions
 from ..trace.window import in_window
 from ..units import format_ns, plural
+from .bokeh_import import start_bokeh_import
 from .code_view import code_html, code_text_lines
 from .counters_view import counters_html, counters_text_lines
 from .figure_page import FigurePage
@@ -87,6 +88,7 @@ class ProfileReport(FigurePage):
     window: str | None = None
 
     def __post_init__(self) -> None:
+        start_bokeh_import()  # while the window's tables are read, not after
         self.trace = in_window(
             self.trace, self.window
         )  # every table, figure and finding over this one window

@@ -56,15 +56,14 @@ def _union_length(s: np.ndarray, e: np.ndarray) -> int:
 
 def union_ns(starts: Iterable[int] | np.ndarray, ends: Iterable[int] | np.ndarray) -> int:
     """Length covered by intervals given as arrays of starts and ends (overlaps once), in numpy: a
-    million kernels take milliseconds. Sorted by start; an interval that starts after everything
-    before it has ended opens a new stretch, which runs to the largest end seen until the next one
-    opens."""
+    million kernels take milliseconds. Sorted by start, each interval adds what it reaches past
+    everything before it (:func:`_union_length`: the length without listing the stretches, half
+    the time of :func:`stretches` on a million kernels)."""
     s = np.asarray(starts if isinstance(starts, np.ndarray) else list(starts), dtype=np.int64)
     e = np.asarray(ends if isinstance(ends, np.ndarray) else list(ends), dtype=np.int64)
     if not len(s):
         return 0
-    first, reach = _stretches(s, e)
-    return int((reach - first).sum())
+    return _union_length(s, e)
 
 
 def union_by_group(
