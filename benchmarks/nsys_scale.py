@@ -16,7 +16,11 @@ summaries are checked against a direct SQL computation (row counts, instances, t
 name) and, where nsys is present, against ``nsys stats`` (the same and the medians).
 
     python benchmarks/nsys_scale.py [--kernels N] [--api N] [--repeat 3] [--cores 2,all] [--json
-    PATH] [--keep F]
+    PATH] [--keep F] [--vs REV]
+
+``--vs REV`` runs the report step also with the package of git revision ``REV`` (checked out in a
+temporary worktree), alternating with this checkout's run by run, and prints both medians and their
+ratio: on a shared, noisy machine a ratio measured side by side says more than either figure.
 
 Each core set (``--cores``: the first N of the process's cores, or all of them) runs the summaries
 and ``nsys stats`` pinned there; the full table is for the first set, the others add a line each.
@@ -138,7 +142,7 @@ def agrees(summary: Any, ref: dict[str, tuple[int, int, int, int]], count_col: s
 # -----------------------------------------------------------
 def child(mode: str, path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, os.environ.get("GPUMAGIC_BENCH_ROOT", str(ROOT)))
     import gpumagic
 
     out: dict[str, Any] = {"import_s": time.perf_counter() - t0}
@@ -183,13 +187,20 @@ def _pinned(cores: set[int] | None) -> Any:
     return lambda: os.sched_setaffinity(0, cores)
 
 
-def run_child(mode: str, path: str, cores: set[int] | None = None) -> dict[str, Any]:
+def run_child(
+    mode: str, path: str, cores: set[int] | None = None, root: str | None = None
+) -> dict[str, Any]:
+    """One measurement in a fresh process pinned to ``cores``, importing gpumagic from ``root``
+    (default: this checkout)."""
+    env = {**os.environ, "GPUMAGIC_BENCH_ROOT": root or str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, path],
+        [sys.executable, os.path.abspath(__file__), "--child", mode, path],
         capture_output=True,
         text=True,
         check=False,
         preexec_fn=_pinned(cores),
+        env=env,
+        cwd=tempfile.gettempdir(),  # not this checkout: its package must not shadow ``root``'s
     )
     if proc.returncode:
         raise SystemExit(f"child {mode} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -256,6 +267,9 @@ def main() -> None:
         help="core sets to run on, comma-separated: N (the first N of this process's cores) "
         "or all (default 2,all)",
     )
+    ap.add_argument(
+        "--vs", metavar="REV", help="also time the report with git revision REV's code, alternated"
+    )
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -286,10 +300,18 @@ def main() -> None:
             "nsys_stats_s": other["seconds"] if other else None,
         }
     first_set = next(iter(sets.values()))
-    runs = {
-        m: [run_child(m, path, first_set) for _ in range(args.repeat)]
-        for m in ("summaries", "report")
+    runs: dict[str, list[dict[str, Any]]] = {
+        "summaries": [run_child("summaries", path, first_set) for _ in range(args.repeat)],
+        "report": [],
     }
+    other_root = _worktree(args.vs, tmp) if args.vs else None
+    vs_runs: list[dict[str, Any]] = []
+    for _ in range(args.repeat):  # with --vs: this code and REV's, one after the other
+        runs["report"].append(run_child("report", path, first_set))
+        if other_root:
+            vs_runs.append(run_child("report", path, first_set, root=other_root))
+    if other_root:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", other_root])
     stats = nsys_stats(path, tmp, first_set)
     cores = sorted(first_set) if first_set else cores
     size_mb = os.path.getsize(path) / 1e6
@@ -387,6 +409,21 @@ def main() -> None:
             f"on {name}: load + summaries {row['summaries_s']:.2f} s, {row['peak_mb']:.0f} "
             f"MB{nsys_s}{ratio}"
         )
+    side_by_side = None
+    if vs_runs:
+        this = [r["report_s"] for r in runs["report"]]
+        other = [r["report_s"] for r in vs_runs]
+        side_by_side = {
+            "rev": args.vs,
+            "this_s": this,
+            "rev_s": other,
+            "ratio_this_over_rev": statistics.median(this) / statistics.median(other),
+        }
+        print(
+            f"side by side, alternated: this code {statistics.median(this):.2f} s, {args.vs} "
+            f"{statistics.median(other):.2f} s (medians of {len(this)}): ratio "
+            f"{side_by_side['ratio_this_over_rev']:.2f}"
+        )
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     result = {
@@ -399,6 +436,7 @@ def main() -> None:
         "checks": checks,
         "nsys_stats_s": stats["seconds"] if stats else None,
         "by_cores": by_cores,
+        "side_by_side": side_by_side,
         "runs": {
             m: [{k: v for k, v in r.items() if k != "summaries"} for r in rs]
             for m, rs in runs.items()
@@ -409,6 +447,17 @@ def main() -> None:
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
     print(f"wrote {args.json}")
+
+
+def _worktree(rev: str, tmp: str) -> str:
+    """A detached worktree of ``rev`` under ``tmp``: its package is what ``--vs`` times."""
+    where = os.path.join(tmp, "vs")
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", where, rev],
+        check=True,
+        capture_output=True,
+    )
+    return where
 
 
 if __name__ == "__main__":
