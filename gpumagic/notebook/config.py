@@ -40,19 +40,55 @@ PROFILE_BOUNDS = {
     "ncu_top": Bounds(0, whole=True, what="kernels profiled (0: every kernel in the cell)"),
     "ncu_timeout": Bounds(0, strict=True, what="seconds"),
 }
+
+
+def _same_names(*names: str) -> dict[str, str]:
+    """Fields filled by the settings of the same names."""
+    return {name: name for name in names}
+
+
+#: The setting each option field is read from, per options class: the one place that ties a
+#: ``%config`` setting to the core option it fills (each trait reads its default from that field).
+#: The stop rule's settings fill ``TimingOptions.stop_rule``.
+_SETTING_OF: dict[type, dict[str, str]] = {
+    TimingOptions: _same_names(
+        "warmup_time",
+        "min_warmup_calls",
+        "time_budget",
+        "target_sample_time",
+        "kernel_time",
+        "work",
+        "steady",
+        "steady_time",
+        "first_call_ratio",
+        "precision",
+    ),
+    StopRule: _same_names("min_samples", "min_time", "rel_ci", "rel_drift"),
+    NsysOptions: {
+        "nsys_path": "nsys_path",
+        "profile_dir": "profile_dir",
+        "trace": "nsys_trace",
+        "timeout": "nsys_timeout",
+        "warm": "nsys_warm_child",
+    },
+    NcuOptions: {
+        "ncu_path": "ncu_path",
+        "profile_dir": "profile_dir",
+        "top": "ncu_top",
+        "timeout": "ncu_timeout",
+        "clock_control": "ncu_clock_control",
+        "early_start": "ncu_early_start",
+    },
+    ReportOptions: {"top": "profile_top", "max_glyphs_per_lane": "timeline_max_glyphs"},
+}
+#: Text settings whose empty value stands for the option's None (the binary is then looked up on
+#: PATH and in the usual install locations).
+_EMPTY_IS_NONE = {"nsys_path", "ncu_path"}
 #: The timing settings checked against the core's :data:`BOUNDS` (the traits of the same names).
-_TIMING_TRAITS = (
-    "warmup_time",
-    "min_warmup_calls",
-    "time_budget",
-    "target_sample_time",
-    "min_samples",
-    "min_time",
-    "rel_ci",
-    "rel_drift",
-    "first_call_ratio",
-    "precision",
-    "steady_time",
+_TIMING_TRAITS = tuple(
+    name
+    for name in (*_SETTING_OF[TimingOptions].values(), *_SETTING_OF[StopRule].values())
+    if name in BOUNDS
 )
 
 __all__ = ["GpuMagicsConfig"]
@@ -232,62 +268,43 @@ class GpuMagicsConfig(Configurable):
     def timing_options(self, **overrides: Any) -> TimingOptions:
         """TimingOptions from the current settings, with per-call ``overrides`` (None values are
         ignored)."""
-        base = TimingOptions(
-            warmup_time=self.warmup_time,
-            min_warmup_calls=self.min_warmup_calls,
-            time_budget=self.time_budget,
-            target_sample_time=self.target_sample_time,
-            stop_rule=StopRule(
-                min_samples=self.min_samples,
-                min_time=self.min_time,
-                rel_ci=self.rel_ci,
-                rel_drift=self.rel_drift,
-            ),
-            kernel_time=self.kernel_time,
-            work=self.work,
-            steady=self.steady,
-            steady_time=self.steady_time,
-            first_call_ratio=self.first_call_ratio,
-            precision=self.precision,
-        )
+        stop_rule = StopRule(**self._settings_of(StopRule))
+        base = TimingOptions(**self._settings_of(TimingOptions), stop_rule=stop_rule)
         return _with_overrides(base, overrides)
 
     def nsys_options(self, **overrides: Any) -> NsysOptions:
         """NsysOptions from the current settings, with per-call ``overrides`` (None values are
         ignored)."""
-        base = NsysOptions(
-            nsys_path=self.nsys_path or None,
-            profile_dir=self.profile_dir,
-            trace=self.nsys_trace,
-            timeout=self.nsys_timeout,
-            warm=self.nsys_warm_child,
-        )
-        return _with_overrides(base, overrides)
+        return _with_overrides(NsysOptions(**self._settings_of(NsysOptions)), overrides)
 
     def ncu_options(self, **overrides: Any) -> NcuOptions:
         """NcuOptions from the current settings, with per-call ``overrides`` (None values are
         ignored)."""
-        base = NcuOptions(
-            ncu_path=self.ncu_path or None,
-            profile_dir=self.profile_dir,
-            top=self.ncu_top,
-            timeout=self.ncu_timeout,
-            clock_control=self.ncu_clock_control,
-            early_start=self.ncu_early_start,
-        )
-        return _with_overrides(base, overrides)
+        return _with_overrides(NcuOptions(**self._settings_of(NcuOptions)), overrides)
 
     def report_options(self, **overrides: Any) -> ReportOptions:
         """ReportOptions from the current settings, with per-call ``overrides`` (None values are
         ignored)."""
-        base = ReportOptions(top=self.profile_top, max_glyphs_per_lane=self.timeline_max_glyphs)
-        return _with_overrides(base, overrides)
+        return _with_overrides(ReportOptions(**self._settings_of(ReportOptions)), overrides)
+
+    def _settings_of(self, options: type) -> dict[str, Any]:
+        """The current settings as keyword arguments of ``options``, by :data:`_SETTING_OF`: every
+        options class is built from the settings by this one rule."""
+        return {
+            field: _option_value(name, getattr(self, name))
+            for field, name in _SETTING_OF[options].items()
+        }
 
 
 def _with_overrides(base: _Options, overrides: dict[str, Any]) -> _Options:
     """``base`` with the per-call ``overrides`` that were given (None: not given, keep the
     setting)."""
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _option_value(name: str, value: Any) -> Any:
+    """Setting ``name``'s ``value`` as its option takes it: an empty path is the option's None."""
+    return None if name in _EMPTY_IS_NONE and not value else value
 
 
 def _bounds(name: str) -> Bounds:
