@@ -20,6 +20,7 @@ from typing import Any
 
 from ..history.profiles import unpack_summary
 from ..history.query import COLUMNS, select
+from ..history.rows import one_line
 from ..history.store import ENV, MEMORY, PROFILE, Store, default_path, resolve_path
 from ..units import format_time
 
@@ -95,13 +96,8 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _short(text: Any, width: int) -> str:
-    one = " ".join(str(text or "").split())
-    return one if len(one) <= width else one[: width - 1] + "\u2026"
-
-
 def _name(row: Any) -> str:
-    name = row.get("label") or _short(row.get("statement"), 40)
+    name = row.get("label") or one_line(row.get("statement"), 40)
     if row.get("variant") and row.get("variant") != name:
         name += f" / {row['variant']}"
     if row.get("params"):
@@ -141,11 +137,11 @@ def _at_least_one(text: str) -> int:
 def _list(store: Store, args: argparse.Namespace) -> int:
     limit = args.limit if args.limit is not None else (None if args.csv else 50)
     which = {"label": args.label, "statement": args.statement, "device": args.device}
-    columns = [*COLUMNS, "variant", "params", "summary"]  # not the samples
+    columns = [*COLUMNS, "summary"]  # not the samples
     rows = select(  # timings, profiles and memory runs; one more: are there more?
         store, **which, limit=limit + 1 if limit else None, columns=columns, profiles=True
     )
-    more = bool(limit) and len(rows) > limit
+    more = limit is not None and len(rows) > limit
     rows = rows[1:] if more else rows
     if args.csv:
         out = csv.writer(sys.stdout)

@@ -21,7 +21,7 @@ from typing import Any
 
 from .provenance import MEASURED_ON
 from .query import select
-from .rows import unpack_samples
+from .rows import RESULT_COLUMNS, unpack_samples
 from .store import Store
 from .versus import RatioCI, differences, ratio_ci
 
@@ -29,24 +29,9 @@ __all__ = ["FORMAT", "CheckEntry", "check", "entry_key", "export", "read_baselin
 
 FORMAT = "gpumagic-history-baseline"
 VERSION = 1
-_KEPT = (
-    "uid",
-    "id",
-    "created",
-    "label",
-    "statement",
-    "stmt_key",
-    "kind",
-    "variant",
-    "params",
-    "median",
-    "iqr",
-    "n_samples",
-    "calls_per_sample",
-    *MEASURED_ON,
-    "device_key",
-    "host",
-)
+#: What a baseline keeps of each result besides its samples: the history's columns of a result and
+#: where it was measured, with the keys that find the same measurement in another store.
+_KEPT = ("uid", "stmt_key", *RESULT_COLUMNS, *MEASURED_ON, "device_key", "host")
 
 
 def entry_key(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -10,14 +10,12 @@ stderr, never the view.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .profiles import SummaryRecorder, pack_summary, unpack_summary
+from .profiles import SummaryRecorder, summary_row, unpack_summary
 from .provenance import provenance
-from .rows import pack_samples, statement_key
 from .saving import UnknownReferenceError
 from .store import MEMORY
 
@@ -36,17 +34,7 @@ def memory_row(
 ) -> dict[str, Any]:
     """The row of one memory run (``summary``: its peak's summary; ``context``: its
     provenance)."""
-    return {
-        "uid": uuid.uuid4().hex[:16],
-        **dict(context),
-        "kind": MEMORY,
-        "label": label,
-        "statement": cell.strip(),
-        "stmt_key": statement_key(cell),
-        "samples": pack_samples([]),
-        "n_samples": 0,
-        "summary": pack_summary(dict(summary)),
-    }
+    return summary_row(MEMORY, summary, cell, context, label)
 
 
 @dataclass

@@ -52,11 +52,13 @@ def history_figure(
     """A Bokeh figure: per series a line through the medians with each result's IQR as a vertical
     bar."""
     from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models.annotations import Title
+    from bokeh.models.renderers import DataRenderer
     from bokeh.plotting import figure
 
     factor, unit = time_unit(max((r["median"] or 0 for r in rows), default=1e-3) or 1e-3)
     p = figure(
-        title=title,
+        title=Title(text=title, text_font_size="12px"),
         x_axis_type="datetime",
         y_axis_label=f"per call [{unit}]",
         height=320,
@@ -66,7 +68,7 @@ def history_figure(
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault(series_name(r), []).append(r)
-    renderers = []
+    renderers: list[DataRenderer] = []
     for i, (name, members) in enumerate(groups.items()):
         color = PALETTE[i % len(PALETTE)]
         data: dict[str, list[Any]] = {
@@ -99,7 +101,6 @@ def history_figure(
     p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIP))
     p.legend.location = "top_left"
     p.legend.label_text_font_size = "11px"
-    p.title.text_font_size = "12px"
     return p
 
 

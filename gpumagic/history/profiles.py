@@ -21,16 +21,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-import uuid
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .provenance import provenance
-from .rows import pack_samples, statement_key
-from .saving import FAILURES, Recorder, UnknownReferenceError
-from .store import PROFILE
+from .rows import pack_samples, row_start
+from .saving import Recorder, UnknownReferenceError
+from .store import PROFILE, Store
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -48,6 +47,7 @@ __all__ = [
     "UnknownProfileError",
     "pack_summary",
     "profile_row",
+    "summary_row",
     "unpack_summary",
 ]
 
@@ -69,6 +69,20 @@ def unpack_summary(blob: bytes | memoryview | None) -> dict[str, Any] | None:
     return json.loads(zlib.decompress(bytes(blob))) if blob else None
 
 
+def summary_row(
+    kind: str, summary: Mapping[str, Any], cell: str, context: Mapping[str, Any], label: str | None
+) -> dict[str, Any]:
+    """The row of a run saved as its summary (a profile, a memory run): the columns every row
+    starts with, no samples (the timings' lookups leave it out by its kind) and the summary
+    packed."""
+    return {
+        **row_start(context, kind, cell, label),
+        "samples": pack_samples([]),
+        "n_samples": 0,
+        "summary": pack_summary(dict(summary)),
+    }
+
+
 def profile_row(
     summary: Any,
     cell: str,
@@ -81,15 +95,7 @@ def profile_row(
     ranks = summary.ranks
     wall = max((int(w) for w in ranks["wall_ns"]), default=0) if len(ranks) else 0
     return {
-        "uid": uuid.uuid4().hex[:16],
-        **dict(context),
-        "kind": PROFILE,
-        "label": label,
-        "statement": cell.strip(),
-        "stmt_key": statement_key(cell),
-        "samples": pack_samples([]),
-        "n_samples": 0,
-        "summary": pack_summary(summary.to_dict()),
+        **summary_row(PROFILE, summary.to_dict(), cell, context, label),
         "trace_path": trace_path,
         "gpu_busy": summary.busy_ns * 1e-9,
         "wall": wall * 1e-9 if wall > 0 else None,
@@ -133,36 +139,15 @@ class ProfileOutcome:
 
 
 class SummaryRecorder(Recorder):
-    """A recorder of one summary row per run (a profile, a memory run) with ``--vs``: the one
-    order of saving and finding the reference both kinds follow."""
+    """A recorder of one summary row per run (a profile, a memory run) with ``--vs``: ``last`` is
+    the latest row of its kind on the same device, whatever its cell."""
 
     #: the rows' kind in the store, and what one is called in ``--vs``'s lines
     kind = PROFILE
     noun = "profile"
 
-    def _saved_with_reference(self, row: dict[str, Any], out: Any) -> dict[str, Any] | None:
-        """Save ``row`` (its id into ``out.ids`` and the row) and return ``--vs``'s saved
-        reference: for ``last`` the latest row of this kind on the row's device, read before the
-        save so that it is never the row itself; else the one looked up before the cell ran. None
-        without ``--vs`` or without a reference (``last`` then says so in ``out.lines``)."""
-        ref = self.ref
-        if self.vs == "last":
-            try:
-                ref = self.store.last_profile(row["device_key"], kind=self.kind)
-            except FAILURES as exc:
-                self._note(exc, "--vs last could not read the history")
-        out.ids = self._save([row])
-        row["id"] = out.ids[0] if out.ids else None
-        if self.vs is None or ref is not None:
-            return ref
-        if self.failed is not None:
-            out.lines.append(
-                f"vs {self.vs}: no comparison, the history could not be read ({self.failed})"
-            )
-        elif self.vs == "last":
-            saved = "this one is saved" if out.ids else "this one is not saved either"
-            out.lines.append(f"vs last: no earlier {self.noun} on this device; {saved}")
-        return ref
+    def _last_saved(self, store: Store, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        return store.last_profile(row["device_key"], kind=self.kind)
 
     def _names(self, ref: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str]:
         """The reference's name and this run's (its label where it could not be saved)."""

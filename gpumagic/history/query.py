@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from .provenance import MEASURED_ON
-from .rows import statement_key, unpack_samples
+from .rows import RESULT_COLUMNS, statement_key, unpack_samples
 from .store import MEMORY, PROFILE, Store, of_kind, resolve_path
 
 __all__ = ["COLUMNS", "KINDS", "SHOWN", "history", "select"]
@@ -23,17 +23,7 @@ KINDS = ("gputime", "compare", "sweep", PROFILE, MEMORY)
 
 #: The columns of :func:`history`, in order (``samples`` only where asked for).
 COLUMNS = [
-    "id",
-    "created",
-    "label",
-    "statement",
-    "kind",
-    "variant",
-    "params",
-    "median",
-    "iqr",
-    "n_samples",
-    "calls_per_sample",
+    *RESULT_COLUMNS,
     "kernel_time",
     "flop_rate",
     "byte_rate",

@@ -20,9 +20,12 @@ from typing import Any
 
 __all__ = [
     "FIGURES",
+    "RESULT_COLUMNS",
+    "one_line",
     "pack_clocks",
     "pack_samples",
     "result_row",
+    "row_start",
     "statement_key",
     "unpack_clocks",
     "unpack_samples",
@@ -49,6 +52,22 @@ FIGURES = (
     "sm_clock_prevailing",
 )
 _NOT_EXTRA = {*FIGURES, "device", "backend", "samples", "calls_per_sample"}
+#: Which saved result a row is and what it measured, as every listing of results names them, in
+#: this order: ``gpumagic.history()``'s table and its CSV, and a baseline file. One tuple, so that a
+#: column added here is shown and exported alike.
+RESULT_COLUMNS = (
+    "id",
+    "created",
+    "label",
+    "statement",
+    "kind",
+    "variant",
+    "params",
+    "median",
+    "iqr",
+    "n_samples",
+    "calls_per_sample",
+)
 
 
 def _little(values: array) -> bytes:
@@ -62,7 +81,7 @@ def pack_samples(samples: Any) -> bytes:
     return _little(array("d", [float(s) for s in samples]))
 
 
-def unpack_samples(blob: bytes | None) -> list[float]:
+def unpack_samples(blob: bytes | bytearray | memoryview | None) -> list[float]:
     values = array("d")
     values.frombytes(blob or b"")
     if sys.byteorder != "little":
@@ -94,6 +113,13 @@ def statement_key(statement: str) -> str:
     return hashlib.sha1(statement.strip().encode()).hexdigest()[:20]
 
 
+def one_line(text: Any, width: int) -> str:
+    """``text`` on one line (its white space folded), cut to ``width`` characters with an ellipsis:
+    how a statement is shown where a listing or a note gives it one line."""
+    one = " ".join(str(text or "").split())
+    return one if len(one) <= width else one[: width - 1] + "\u2026"
+
+
 def _plain(value: Any) -> Any:
     """A value JSON and SQLite can hold (numbers stay numbers; NaN and the rest become text or
     None)."""
@@ -106,6 +132,22 @@ def _plain(value: Any) -> Any:
         return number if math.isfinite(number) else None
     except (TypeError, ValueError):
         return str(value)
+
+
+def row_start(
+    context: Mapping[str, Any], kind: str, statement: str, label: str | None
+) -> dict[str, Any]:
+    """The columns every saved row starts with, whatever its kind: a new uid, the provenance, the
+    kind, the label and the statement with its key. One place, so that a timing, a profile and a
+    memory run are named and found by the same columns."""
+    return {
+        "uid": uuid.uuid4().hex[:16],
+        **dict(context),
+        "kind": kind,
+        "label": label,
+        "statement": statement.strip(),
+        "stmt_key": statement_key(statement),
+    }
 
 
 def result_row(
@@ -127,17 +169,12 @@ def result_row(
     samples = list(result.samples)
     extra = {k: _plain(v) for k, v in summary.items() if k not in _NOT_EXTRA}
     return {
-        "uid": uuid.uuid4().hex[:16],
-        **dict(context),
-        "kind": kind,
+        **row_start(context, kind, statement, label),
         "run": run,
         "variant": variant,
         "params": json.dumps({k: _plain(v) for k, v in params.items()})
         if params is not None
         else None,
-        "label": label,
-        "statement": statement.strip(),
-        "stmt_key": statement_key(statement),
         "setup": setup,
         "samples": pack_samples(samples),
         "sample_clocks": pack_clocks(getattr(result, "sample_clocks", None), len(samples)),

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,6 +120,8 @@ class Recorder:
     #: (True) or a kind's name (``"memory"``) in a subclass.
     profiles: bool | str = False
     unknown: type[UnknownReferenceError] = UnknownReferenceError
+    #: What ``--vs last`` found none of, as its line says it ("no earlier ... on this device").
+    noun = "result of this statement"
 
     def __init__(
         self,
@@ -199,32 +201,14 @@ class Recorder:
         ):
             return out
         row = result_row(result, statement, self._context(result), label=self.label, setup=setup)
-        ref = self.ref
-        if self.vs == "last":
-            try:
-                ref = self.store.last_of(row["stmt_key"], row["device_key"])
-            except FAILURES as exc:
-                self._note(exc, "--vs last could not read the history")
-        out.ids = self._save([row])
-        if out.ids:
-            row["id"] = out.ids[0]
-        if self.vs is not None:
-            if ref is not None:
-                from .versus import versus  # numpy: loaded for --vs alone
+        ref = self._saved_with_reference(row, out)
+        if ref is not None:
+            from .versus import versus  # numpy: loaded for --vs alone
 
-                out.versus = versus(
-                    ref, row, ref_name=self.vs, precision=getattr(result, "precision", 3)
-                )
-                out.lines.append(str(out.versus))
-            elif self.failed is not None:
-                out.lines.append(
-                    f"vs {self.vs}: no comparison, the history could not be read ({self.failed})"
-                )
-            elif self.vs == "last":
-                saved = "this one is saved" if out.ids else "this one is not saved either"
-                out.lines.append(
-                    f"vs last: no earlier result of this statement on this device; {saved}"
-                )
+            out.versus = versus(
+                ref, row, ref_name=self.vs or "", precision=getattr(result, "precision", 3)
+            )
+            out.lines.append(str(out.versus))
         return out
 
     def record_many(
@@ -236,45 +220,79 @@ class Recorder:
         if self.path is None:
             return out
         run = uuid.uuid4().hex[:16]
-        rows = []
-        if hasattr(result, "points"):  # a Sweep
-            for p in result.points:
-                if p.result is not None and p.status == "ok" and p.result.samples:
-                    src = statements.get(p.label, p.label)
-                    rows.append(self._row(p.result, src, setup, "sweep", run, p.label, p.params))
-        else:  # a Comparison
-            for name, r in result.results.items():
-                if r.samples and not r.interrupted:
-                    rows.append(
-                        self._row(r, statements.get(name, name), setup, "compare", run, name, None)
-                    )
+        kind = "sweep" if hasattr(result, "points") else "compare"
+        rows = [
+            result_row(
+                r,
+                statements.get(name, name),
+                self._context(r),
+                label=self.label,
+                setup=setup,
+                kind=kind,
+                run=run,
+                variant=name,
+                params=params,
+            )
+            for name, r, params in _measured(result)
+        ]
         out.ids = self._save(rows)
         return out
 
-    def _row(
-        self, r: Any, src: str, setup: str | None, kind: str, run: str, variant: str, params: Any
-    ) -> dict:
-        return result_row(
-            r,
-            src,
-            self._context(r),
-            label=self.label,
-            setup=setup,
-            kind=kind,
-            run=run,
-            variant=variant,
-            params=params,
-        )
+    def _last_saved(self, store: Store, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``--vs last``'s reference: the latest timing of the row's statement on its device (a
+        subclass finds its own kind's)."""
+        return store.last_of(row["stmt_key"], row["device_key"])
+
+    def _saved_with_reference(self, row: dict[str, Any], out: Any) -> dict[str, Any] | None:
+        """Save ``row`` (its id into ``out.ids`` and the row) and return ``--vs``'s saved
+        reference: for ``last`` the one :meth:`_last_saved` finds, read before the save so that it
+        is never the row itself; else the one looked up before the measurement. None without
+        ``--vs`` or without a reference (``out.lines`` then says why). The one order of saving and
+        finding the reference that timings, profiles and memory runs follow."""
+        ref = self.ref
+        store = self.store
+        if self.vs == "last" and store is not None:
+            try:
+                ref = self._last_saved(store, row)
+            except FAILURES as exc:
+                self._note(exc, "--vs last could not read the history")
+        out.ids = self._save([row])
+        row["id"] = out.ids[0] if out.ids else None
+        if self.vs is None or ref is not None:
+            return ref
+        if self.failed is not None:
+            out.lines.append(
+                f"vs {self.vs}: no comparison, the history could not be read ({self.failed})"
+            )
+        elif self.vs == "last":
+            saved = "this one is saved" if out.ids else "this one is not saved either"
+            out.lines.append(f"vs last: no earlier {self.noun} on this device; {saved}")
+        return ref
 
     def _context(self, result: Any) -> dict[str, Any]:
         return provenance(result.device, result.backend, getattr(result, "meta", None))
 
     def _save(self, rows: list[dict[str, Any]]) -> list[int]:
+        """The ids of ``rows`` saved ([] where none could be: the store's failure is a note)."""
+        store = self.store
         try:
-            return self.store.save(rows) if rows else []
+            return store.save(rows) if rows and store is not None else []
         except FAILURES as exc:
             n = len(rows)
             self._note(exc, "not saved" if n == 1 else f"{n} results not saved")
             return []
         finally:
             self._noticed()
+
+
+def _measured(result: Comparison | Sweep) -> Iterator[tuple[str, Any, Mapping[str, Any] | None]]:
+    """Each statement of a ``Comparison`` (or point of a ``Sweep``) with samples to save: its name
+    in the run, its result and a sweep point's values; an interrupted or failed one is left out."""
+    if hasattr(result, "points"):  # a Sweep
+        for p in result.points:
+            if p.result is not None and p.status == "ok" and p.result.samples:
+                yield p.label, p.result, p.params
+    else:  # a Comparison
+        for name, r in result.results.items():
+            if r.samples and not r.interrupted:
+                yield name, r, None

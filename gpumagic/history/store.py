@@ -336,7 +336,9 @@ class Store:
                     f"INSERT INTO results ({', '.join(names)}) VALUES "
                     f"({', '.join('?' * len(names))})"
                 )
-                ids.append(conn.execute(sql, [row[n] for n in names]).lastrowid)
+                rowid = conn.execute(sql, [row[n] for n in names]).lastrowid
+                assert rowid is not None  # an INSERT always sets it
+                ids.append(rowid)
             conn.execute("COMMIT")
             _checkpoint(conn)
         except BaseException:
@@ -390,12 +392,11 @@ class Store:
         self, stmt_key: str, device_key: str | None, *, before: int | None = None
     ) -> dict[str, Any] | None:
         """The latest timing of a statement on a device (``before``: with an id below it)."""
-        where, params = (
-            f"stmt_key = ? AND device_key IS ? AND {of_kind(False)}",
-            [stmt_key, device_key],
-        )
+        where = f"stmt_key = ? AND device_key IS ? AND {of_kind(False)}"
+        params: list[Any] = [stmt_key, device_key]
         if before is not None:
-            where, params = where + " AND id < ?", [*params, before]
+            where += " AND id < ?"
+            params.append(before)
         found = self.query(where, params, order="id DESC", limit=1)
         return found[0] if found else None
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..units import format_time
 from .provenance import MEASURED_ON
-from .rows import unpack_samples
+from .rows import one_line, unpack_samples
 
 __all__ = [
     "CLOCK_BAND",
@@ -238,12 +238,7 @@ def versus(
         and new.get("statement")
         and ref["statement"].strip() != new["statement"].strip()
     ):
-        notes.append(f"the reference timed another statement: {_short(ref['statement'])}")
+        notes.append(f"the reference timed another statement: {one_line(ref['statement'], 60)}")
     return Versus(
         dict(ref), dict(new), stats, ref_name=ref_name, warnings=notes, precision=precision
     )
-
-
-def _short(text: str, width: int = 60) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "\u2026"
