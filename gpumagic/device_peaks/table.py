@@ -75,15 +75,19 @@ def _entry(
     bandwidth: float,
     source: str,
     *,
+    compute: Mapping[str, float] | None = None,
     unified_memory: bool = False,
     note: str = "",
     **flops: float | None,
 ) -> DevicePeaks:
+    """One table entry: ``compute`` is a set of peaks the part shares with others, ``flops`` its
+    own (None: not published, left out)."""
+    own = {k: v for k, v in flops.items() if v is not None}
     return DevicePeaks(
         name=name,
         memory=memory,
         bandwidth=bandwidth,
-        flops=MappingProxyType({k: v for k, v in flops.items() if v is not None}),
+        flops=MappingProxyType({**(compute or {}), **own}),
         source=source,
         unified_memory=unified_memory,
         note=note,
@@ -95,20 +99,43 @@ _H200 = "NVIDIA H200 Tensor Core GPU datasheet"
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet"
 _GB200 = "NVIDIA GB200 NVL72 datasheet (individual Blackwell GPU specifications)"
 
+#: Compute peaks that several parts share: the H100 SXM5 and the H200 SXM (FP32 67 TF; TF32 989,
+#: BF16/FP16 1979, FP8 3958 TF with sparsity, halved), the H100 NVL and the H200 NVL (FP32 60 TF;
+#: TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity, halved), and every A100 (FP32 19.5 TF; TF32
+#: 156, BF16/FP16 312 TF dense, the datasheet's unstarred figures; INT8 624 TOPS dense; no FP8).
+#: They differ in memory only, so each set is written once.
+_HOPPER_SXM_COMPUTE = {
+    "fp32": 67 * T,
+    "tf32": 494.5 * T,
+    "bf16": 989.5 * T,
+    "fp16": 989.5 * T,
+    "fp8": 1979 * T,
+    "int8": 1979 * T,
+}
+_HOPPER_NVL_COMPUTE = {
+    "fp32": 60 * T,
+    "tf32": 417.5 * T,
+    "bf16": 835.5 * T,
+    "fp16": 835.5 * T,
+    "fp8": 1670.5 * T,
+    "int8": 1670.5 * T,
+}
+_A100_COMPUTE = {
+    "fp32": 19.5 * T,
+    "tf32": 156 * T,
+    "bf16": 312 * T,
+    "fp16": 312 * T,
+    "int8": 624 * T,
+}
+
 DEVICES: dict[str, DevicePeaks] = {
-    # H100 SXM5 80GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved); HBM3
-    # 3.35 TB/s.
+    # H100 SXM5 80GB: the Hopper SXM compute; HBM3 3.35 TB/s.
     "H100 SXM": _entry(
         "H100 SXM",
         "HBM3",
         3.35 * T,
         _H100 + ", SXM column",
-        fp32=67 * T,
-        tf32=494.5 * T,
-        bf16=989.5 * T,
-        fp16=989.5 * T,
-        fp8=1979 * T,
-        int8=1979 * T,
+        compute=_HOPPER_SXM_COMPUTE,
     ),
     # H100 PCIe 80GB: FP32 51 TF; TF32 756, BF16/FP16 1513, FP8 3026 TF with sparsity (halved);
     # HBM2e 2.0 TB/s.
@@ -124,47 +151,29 @@ DEVICES: dict[str, DevicePeaks] = {
         fp8=1513 * T,
         int8=1513 * T,
     ),
-    # H100 NVL 94GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved); HBM3
-    # 3.9 TB/s.
+    # H100 NVL 94GB: the Hopper NVL compute; HBM3 3.9 TB/s.
     "H100 NVL": _entry(
         "H100 NVL",
         "HBM3",
         3.9 * T,
         _H100 + ", H100 NVL column",
-        fp32=60 * T,
-        tf32=417.5 * T,
-        bf16=835.5 * T,
-        fp16=835.5 * T,
-        fp8=1670.5 * T,
-        int8=1670.5 * T,
+        compute=_HOPPER_NVL_COMPUTE,
     ),
-    # H200 SXM 141GB: FP32 67 TF; TF32 989, BF16/FP16 1979, FP8 3958 TF with sparsity (halved);
-    # HBM3e 4.8 TB/s.
+    # H200 SXM 141GB: the Hopper SXM compute; HBM3e 4.8 TB/s.
     "H200": _entry(
         "H200",
         "HBM3e",
         4.8 * T,
         _H200 + ", H200 SXM column",
-        fp32=67 * T,
-        tf32=494.5 * T,
-        bf16=989.5 * T,
-        fp16=989.5 * T,
-        fp8=1979 * T,
-        int8=1979 * T,
+        compute=_HOPPER_SXM_COMPUTE,
     ),
-    # H200 NVL 141GB: FP32 60 TF; TF32 835, BF16/FP16 1671, FP8 3341 TF with sparsity (halved);
-    # HBM3e 4.8 TB/s.
+    # H200 NVL 141GB: the Hopper NVL compute; HBM3e 4.8 TB/s.
     "H200 NVL": _entry(
         "H200 NVL",
         "HBM3e",
         4.8 * T,
         _H200 + ", H200 NVL column",
-        fp32=60 * T,
-        tf32=417.5 * T,
-        bf16=835.5 * T,
-        fp16=835.5 * T,
-        fp8=1670.5 * T,
-        int8=1670.5 * T,
+        compute=_HOPPER_NVL_COMPUTE,
     ),
     # HGX B200 (1000 W): FP32 75 TF; TF32 2.2, BF16/FP16 4.5, FP8 9, FP4 18 PF with sparsity
     # (halved); 7.7 TB/s.
@@ -225,42 +234,29 @@ DEVICES: dict[str, DevicePeaks] = {
         fp4=500 * T,
         int8=250 * T,
     ),
-    # A100 SXM4 80GB: FP32 19.5 TF; TF32 156, BF16/FP16 312 TF dense (the datasheet's unstarred
-    # figures); HBM2e 2,039 GB/s. No FP8.
+    # A100 SXM4 80GB: the A100 compute; HBM2e 2,039 GB/s.
     "A100 SXM 80GB": _entry(
         "A100 SXM 80GB",
         "HBM2e",
         2039 * G,
         _A100 + ", A100 80GB SXM column",
-        fp32=19.5 * T,
-        tf32=156 * T,
-        bf16=312 * T,
-        int8=624 * T,
-        fp16=312 * T,
+        compute=_A100_COMPUTE,
     ),
-    # A100 80GB PCIe: the same compute; HBM2e 1,935 GB/s.
+    # A100 80GB PCIe: the A100 compute; HBM2e 1,935 GB/s.
     "A100 PCIe 80GB": _entry(
         "A100 PCIe 80GB",
         "HBM2e",
         1935 * G,
         _A100 + ", A100 80GB PCIe column",
-        fp32=19.5 * T,
-        tf32=156 * T,
-        bf16=312 * T,
-        int8=624 * T,
-        fp16=312 * T,
+        compute=_A100_COMPUTE,
     ),
-    # A100 40GB (SXM4 and PCIe): the same compute; HBM2 1,555 GB/s.
+    # A100 40GB (SXM4 and PCIe): the A100 compute; HBM2 1,555 GB/s.
     "A100 40GB": _entry(
         "A100 40GB",
         "HBM2",
         1555 * G,
         _A100 + ", A100 40GB columns",
-        fp32=19.5 * T,
-        tf32=156 * T,
-        bf16=312 * T,
-        int8=624 * T,
-        fp16=312 * T,
+        compute=_A100_COMPUTE,
     ),
     # L4: FP32 30.3 TF; TF32 120, BF16/FP16 242, FP8 485 TF with sparsity (halved); GDDR6 300 GB/s.
     "L4": _entry(
@@ -319,7 +315,7 @@ DEVICES: dict[str, DevicePeaks] = {
 #: ``torch.cuda.get_device_name()`` (lower-cased) -> table key; the first pattern that matches wins,
 #: so the more specific come first. Word boundaries keep "GH200" from reading as H200 and "GB100"
 #: from reading as GB10.
-_PATTERNS: list[tuple[str, str | None]] = [
+_PATTERNS: list[tuple[str, str]] = [
     (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
     (r"\bh100\b.*\bnvl\b", "H100 NVL"),
     (r"\bh100\b", "H100 SXM"),  # "NVIDIA H100 80GB HBM3" is the SXM5 part
