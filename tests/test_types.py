@@ -14,7 +14,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).parents[1]
 #: Packages held to mypy's strict flags (pyproject's override): no finding at all.
-STRICT = {"api", "trace"}
+STRICT = {"api", "timing", "trace"}
 #: Findings per package as of this writing, checked but not yet clean: a change may lower a figure
 #: (then lower it here), never raise it.
 CEILING = {

@@ -19,11 +19,14 @@ both use it.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..units import format_si
 from .table import DevicePeaks, lookup
+
+if TYPE_CHECKING:
+    from .measure import MeasuredPeaks
 
 __all__ = [
     "FAR_BELOW_ROOF",
@@ -56,11 +59,17 @@ _INTEGER = ("int8",)
 
 
 class WorkLike(Protocol):
-    """What :func:`achieved` reads of a :class:`gpumagic.timing.work.Work`."""
+    """What :func:`achieved` reads of a :class:`gpumagic.timing.work.Work` (read only: a Work is
+    frozen)."""
 
-    flops: int | None
-    bytes: int | None
-    precision_class: str | None
+    @property
+    def flops(self) -> int | None: ...
+
+    @property
+    def bytes(self) -> int | None: ...
+
+    @property
+    def precision_class(self) -> str | None: ...
 
 
 def format_rate(value: float | None, unit: str) -> str:
@@ -229,10 +238,11 @@ class Achieved:
             if self.byte_share is None:
                 return None
             return "memory-bound" if self.byte_share >= FAR_BELOW_ROOF else "latency-bound"
-        if self.ridge is None or self.intensity is None or self.flop_share is None:
-            return None
-        memory_side = self.intensity < self.ridge
-        roof = self.intensity * self.bandwidth if memory_side else self.flop_peak
+        peak, bandwidth, intensity = self.flop_peak, self.bandwidth, self.intensity
+        if not peak or not bandwidth or intensity is None or self.flop_share is None:
+            return None  # no ridge (it needs both roofs), or no share of the compute roof
+        memory_side = intensity < peak / bandwidth
+        roof = intensity * bandwidth if memory_side else peak
         if self.flop_rate / roof < FAR_BELOW_ROOF:
             return "latency-bound"
         return "memory-bound" if memory_side else "compute-bound"
@@ -292,7 +302,7 @@ def achieved(
     device: str | None,
     *,
     basis: str = "auto",
-    measured: Any = None,
+    measured: MeasuredPeaks | None = None,
     peaks: DevicePeaks | None = None,
 ) -> Achieved:
     """Achieved FLOP/s and bytes/s of one call of ``work`` taking ``seconds``, with shares of
@@ -305,8 +315,9 @@ def achieved(
     """
     if basis not in ("auto", "datasheet", "measured"):
         raise ValueError(f"basis must be 'auto', 'datasheet' or 'measured', got {basis!r}")
-    precision = getattr(work, "precision_class", None)
-    call = dict(
+    # read leniently: a caller's own work object may leave the precision out
+    precision: str | None = getattr(work, "precision_class", None)
+    call = Achieved(
         device=device or "",
         seconds=seconds,
         flops=work.flops,
@@ -315,8 +326,8 @@ def achieved(
     )
     sheet = peaks if peaks is not None else lookup(device)
     if basis != "measured" and sheet is not None:
-        return Achieved(
-            **call,
+        return replace(
+            call,
             flop_peak=sheet.peak(precision),
             bandwidth=sheet.bandwidth,
             basis="datasheet",
@@ -329,7 +340,7 @@ def achieved(
             measured = cached_peak(device)
         if measured is not None:
             flop_peak = measured.flops.get(precision) if precision else None
-            return Achieved(
-                **call, flop_peak=flop_peak, bandwidth=measured.bandwidth, basis="measured"
+            return replace(
+                call, flop_peak=flop_peak, bandwidth=measured.bandwidth, basis="measured"
             )
-    return Achieved(**call)
+    return call

@@ -6,9 +6,11 @@ front end."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 __all__ = ["Advised"]
+
+_Result = TypeVar("_Result", bound="Advised")
 
 
 class Advised:
@@ -17,7 +19,7 @@ class Advised:
 
     _advice: Callable[[str], str] | None = None
 
-    def advise_as(self, rewrite: Callable[[str], str]) -> Any:
+    def advise_as(self: _Result, rewrite: Callable[[str], str]) -> _Result:
         """Word the advice in the notes the front end's way wherever this result is displayed;
         returns the result."""
         self._advice = rewrite
@@ -26,7 +28,7 @@ class Advised:
     def _advised(self, text: str) -> str:
         return self._advice(text) if self._advice is not None else text
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         """Pickled without the rewrite (a closure over a front end): a result saved or shipped keeps
         its figures."""
         return {k: v for k, v in self.__dict__.items() if k != "_advice"}

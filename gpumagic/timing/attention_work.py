@@ -111,7 +111,9 @@ def window_pairs(lq: int, lk: int, left: int | None, right: int | None) -> int:
     return int(np.clip(hi - lo + 1, 0, None).sum())
 
 
-def bind(schema: Any, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def bind(
+    schema: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:  # Any: a torch op's schema and its tensors and scalars
     """An op's arguments by name, from its schema: positional ones in order, then keywords, then
     defaults."""
     out: dict[str, Any] = {}
@@ -136,7 +138,7 @@ def _family(name: str) -> tuple[str, bool] | None:
     return None
 
 
-def _mask_share(mask: Any) -> tuple[int, int] | None:
+def _mask_share(mask: Any) -> tuple[int, int] | None:  # Any: a torch tensor
     """(entries that keep a pair, entries) of a mask; None where it cannot be read."""
     import torch
 
@@ -154,7 +156,7 @@ def _mask_share(mask: Any) -> tuple[int, int] | None:
         return None
 
 
-def _lengths(cum: Any) -> list[int] | None:
+def _lengths(cum: Any) -> list[int] | None:  # Any: a torch tensor of cumulative lengths
     try:
         bounds = [int(x) for x in cum.tolist()]
     except (RuntimeError, AttributeError, TypeError):
@@ -162,7 +164,9 @@ def _lengths(cum: Any) -> list[int] | None:
     return [b - a for a, b in itertools.pairwise(bounds)]
 
 
-def attention_count(name: str, bound: Mapping[str, Any]) -> AttentionCount | None:
+def attention_count(
+    name: str, bound: Mapping[str, Any]
+) -> AttentionCount | None:  # Any: the op's torch arguments
     """The FLOPs of the fused attention op ``name`` (an ATen op's name, no namespace) with arguments
     ``bound`` (by name, as :func:`bind` gives them); None for an op that is not one of them or whose
     tensors it cannot read."""

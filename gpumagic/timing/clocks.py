@@ -10,7 +10,7 @@ statement is timed on the host clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .options import TimingOptions
@@ -19,7 +19,7 @@ from .samplers import CudaSampler, HostSampler, Sampler
 __all__ = ["choose_sampler", "confirm_clock", "tensor_devices"]
 
 
-def _torch() -> Any | None:
+def _torch() -> Any | None:  # Any: the torch module, where it is installed
     try:
         import torch
     except ImportError:
@@ -27,7 +27,7 @@ def _torch() -> Any | None:
     return torch
 
 
-def tensor_devices(values: Iterable[Any], depth: int = 2) -> set[str]:
+def tensor_devices(values: Iterable[object], depth: int = 2) -> set[str]:
     """Device types ('cuda', 'cpu', ...) of the tensors and modules among ``values`` (and one level
     inside lists, tuples and dicts). Used to decide whether a statement runs on the GPU."""
     torch = _torch()
@@ -35,7 +35,7 @@ def tensor_devices(values: Iterable[Any], depth: int = 2) -> set[str]:
         return set()
     found: set[str] = set()
 
-    def visit(v: Any, d: int) -> None:
+    def visit(v: object, d: int) -> None:
         if isinstance(v, torch.Tensor):
             found.add(v.device.type)
         elif isinstance(v, torch.nn.Module):
@@ -58,10 +58,9 @@ def tensor_devices(values: Iterable[Any], depth: int = 2) -> set[str]:
     return found
 
 
-def _cuda_device_of(values: Iterable[Any]) -> Any:
+def _cuda_device_of(torch: Any, values: Iterable[object]) -> Any:  # Any: torch and its device
     """The device of the first CUDA tensor or module among ``values``; else the current CUDA
     device."""
-    torch = _torch()
     for v in values:
         if isinstance(v, torch.Tensor) and v.is_cuda:
             return v.device
@@ -73,7 +72,7 @@ def _cuda_device_of(values: Iterable[Any]) -> Any:
 
 
 def choose_sampler(
-    options: TimingOptions, namespace_values: list[Any]
+    options: TimingOptions, namespace_values: Sequence[object]
 ) -> tuple[Sampler, list[str]]:
     """The clock for this statement, and notes that explain a host-clock choice."""
     torch = _torch()
@@ -91,11 +90,12 @@ def choose_sampler(
             "The statement's tensors are on the CPU: timed on the host clock (move them with "
             ".cuda() to time the GPU)."
         ]
-    return CudaSampler(_cuda_device_of(namespace_values), options.flush_l2, options.graph), []
+    device = _cuda_device_of(torch, namespace_values)
+    return CudaSampler(device, options.flush_l2, options.graph), []
 
 
 def confirm_clock(
-    sampler: Sampler, value: Any, namespace_values: list[Any], options: TimingOptions
+    sampler: Sampler, value: object, namespace_values: Sequence[object], options: TimingOptions
 ) -> tuple[Sampler, list[str]]:
     """After the first call: the clock to keep, and a note when it changed.
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from ..capture.marks.compiled_functions import is_compiled_function
 from .work_counters import _tensors, _traffic
@@ -38,6 +38,8 @@ __all__ = ["CompiledCalls", "DynamoCannotStandAside", "compiled_objects", "outsi
 #: ``OptimizeContext``, named ``_fn`` in some releases and ``compile_wrapper`` in others, so it is
 #: told by what it holds, not by its name.
 _WRAPPER_FILE_SUFFIX = ("_dynamo/eval_frame.py", "_dynamo\\eval_frame.py")
+#: The events a profile function (``sys.setprofile``) is called with.
+_ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]
 
 
 class DynamoCannotStandAside(RuntimeError):
@@ -75,9 +77,8 @@ class CompiledCalls:
         import torch
 
         local = frame.f_locals
-        wrapped = inspect.unwrap(
-            local.get("fn")
-        )  # under dynamo's functools.wraps wrappers: the user's callable
+        fn: Any = local.get("fn")  # Any: what the user handed torch.compile, a function or module
+        wrapped = inspect.unwrap(fn)  # under dynamo's functools.wraps wrappers: the user's callable
         inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]
         owner = getattr(wrapped, "__self__", wrapped)
         if isinstance(owner, torch.nn.Module):
@@ -88,7 +89,7 @@ class CompiledCalls:
         if self.probe is not None:
             self._at_entry = self.probe()
 
-    def returned(self, value: Any) -> None:
+    def returned(self, value: Any) -> None:  # Any: the compiled call's torch value
         """The innermost compiled call under way returned ``value``."""
         self._frames.pop()
         if not self._frames:
@@ -101,7 +102,7 @@ class CompiledCalls:
                 )
 
 
-def _name_of(wrapped: Any) -> str:
+def _name_of(wrapped: Any) -> str:  # Any: the user's compiled function or module
     owner = getattr(wrapped, "__self__", None)
     if owner is not None and not isinstance(owner, type):
         return type(owner).__name__
@@ -150,7 +151,7 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
     previous = sys.getprofile()
     chained = previous if callable(previous) else None
 
-    def watch(frame: FrameType, event: str, arg: Any) -> None:
+    def watch(frame: FrameType, event: _ProfileEvent, arg: Any) -> None:  # Any: as sys.setprofile
         if event == "call" and _is_compiled_wrapper(frame):
             seen.entered(frame)
         elif event == "return" and seen._frames and frame is seen._frames[-1]:
@@ -169,7 +170,7 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
                 sys.setprofile(previous)
 
 
-def is_compiled(obj: Any) -> bool:
+def is_compiled(obj: object) -> bool:
     """Whether ``obj`` is what ``torch.compile`` returned: a compiled module (``OptimizedModule``)
     or a compiled function (dynamo's wrapper keeps the original as ``_torchdynamo_orig_callable``).
     Without ``torch._dynamo`` imported nothing can be compiled, and nothing is imported here."""
@@ -182,7 +183,7 @@ def is_compiled(obj: Any) -> bool:
     return is_compiled_function(obj)
 
 
-def compiled_objects(names: Any, namespace: Any) -> list[str]:
+def compiled_objects(names: Iterable[str], namespace: Mapping[str, object] | None) -> list[str]:
     """Which of the ``names`` a statement reads are bound in ``namespace`` to compiled code: a
     statement that calls them runs compiled code, whether or not its work was counted (the work
     count's own evidence, :class:`CompiledCalls`, needs ``work=True``)."""

@@ -35,7 +35,7 @@ import gc
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -77,7 +77,7 @@ def run_first_call(
     statement: CompiledStatement,
     sampler: Sampler,
     opts: TimingOptions,
-    namespace_values: list[Any],
+    namespace_values: Sequence[object],
     notes: Notes,
 ) -> tuple[float, Sampler, TimingOptions]:
     """Run the statement once, cold; return (its seconds, the clock to use, the options that clock

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from ..errors import InvalidOptionError
 from .stats import StopRule
@@ -47,7 +46,7 @@ class Bounds:
             text = "must be 0 or more" if self.low == 0 else f"must be at least {self.low:g}"
         return text + (f" ({self.what})" if self.what else "")
 
-    def check(self, option: str, value: Any) -> None:
+    def check(self, option: str, value: object) -> None:
         """Raise :class:`~gpumagic.errors.InvalidOptionError` unless ``value`` is within these
         bounds."""
         if value is None and self.optional:
@@ -57,8 +56,9 @@ class Bounds:
             what = f" ({self.what})" if self.what else ""
             reason = f"must be {'a whole' if self.whole else 'a finite'} number{what}"
             raise InvalidOptionError(option=option, value=value, reason=reason)
-        too_low = value <= self.low if self.strict else value < self.low
-        if too_low or (self.below is not None and value >= self.below):
+        number = float(value)  # any Real (a NumPy scalar too) compares as the float it stands for
+        too_low = number <= self.low if self.strict else number < self.low
+        if too_low or (self.below is not None and number >= self.below):
             raise InvalidOptionError(option=option, value=value, reason=self.reason())
 
 

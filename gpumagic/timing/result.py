@@ -12,7 +12,7 @@ never restated here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Hint
 from ..units import format_time
@@ -23,6 +23,9 @@ from .options import TimingOptions
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
 from .steps import Steadiness
 from .work import Work
+
+if TYPE_CHECKING:
+    from ..device_peaks import Achieved
 
 __all__ = ["TimingResult"]
 
@@ -206,7 +209,7 @@ class TimingResult(Advised):
         return clocks.prevailing_median if clocks is not None and clocks.has_moved else None
 
     @property
-    def achieved(self) -> Any:
+    def achieved(self) -> Achieved | None:
         """FLOP/s and bytes/s at the median, with shares of the device's peaks
         (``gpumagic.device_peaks``); None where the work was not counted."""
         if self.work is None or not self.work.counted or not self.samples or self.median <= 0:
@@ -261,11 +264,10 @@ class TimingResult(Advised):
         the difference is the clock's, and no gap is claimed; where the clock moved during sampling,
         the kernels are set against the median at the prevailing clock.
         """
-        if self.launch_bound:
-            return (
-                f"launch-bound: kernels {self._t(self.kernel_time)}, host "
-                f"{self._t(self.host_per_call)} per call"
-            )
+        launch = self._launch_figures()
+        if launch is not None:
+            kernels, host = launch
+            return f"launch-bound: kernels {self._t(kernels)}, host {self._t(host)} per call"
         if self.kernel_time is None or not self.samples or self.median <= 0:
             return None
         if self.flush_l2:
@@ -337,7 +339,9 @@ class TimingResult(Advised):
         return f"not steady after {found.seconds:.1f} s"
 
     def _first_call_segment(self) -> str | None:
-        return f"first call {self._t(self.first_call)}" if self.first_call_slow else None
+        if self.first_call is None or not self.first_call_slow:
+            return None
+        return f"first call {self._t(self.first_call)}"
 
     def clock_sentence(self) -> str:
         """One sentence on a moving SM clock, for the notes ("" where it did not move)."""
@@ -387,15 +391,24 @@ class TimingResult(Advised):
                 f"{'GPU' if self.on_gpu else 'CPU'}, or the statement's work varies from call "
                 f"to call."
             )
-        if self.launch_bound:
+        launch = self._launch_figures()
+        if launch is not None:
+            kernels, host = launch
             out.append(
                 f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time: the host needs "
-                f"{self._t(self.host_per_call)} to launch what the GPU runs in "
-                f"{self._t(self.kernel_time)}. {self._launch_advice()}"
+                f"{self._t(host)} to launch what the GPU runs in "
+                f"{self._t(kernels)}. {self._launch_advice()}"
             )
         elif self.gpu_busy is not None and self.gpu_busy < BUSY_THRESHOLD and not self.flush_l2:
             out.append(self._idle_note())
         return out
+
+    def _launch_figures(self) -> tuple[float, float] | None:
+        """(kernel seconds, host seconds) per call, the two figures the words on a launch-bound
+        statement quote; None where it is not launch-bound (which it can only be with both)."""
+        if not self.launch_bound or self.kernel_time is None or self.host_per_call is None:
+            return None
+        return self.kernel_time, self.host_per_call
 
     def _launch_advice(self) -> str:
         """What cuts a launch-bound statement's launches, of what it does not do already: a
@@ -431,10 +444,10 @@ class TimingResult(Advised):
             f"The GPU is idle {1 - (self.gpu_busy or 0):.0%} of the time between this "
             f"statement's kernels"
         )
-        share = self.host_share
-        if share is None:
+        share, host_per_call = self.host_share, self.host_per_call
+        if share is None or host_per_call is None:
             return idle + "."
-        host, per_call = self._t(self.host_per_call), self._t(self.median)
+        host, per_call = self._t(host_per_call), self._t(self.median)
         if share < HOST_SHARE_QUICK:
             return (
                 f"{idle}, yet the host issues a call in {host} of the {per_call} per call: "
@@ -509,10 +522,6 @@ class TimingResult(Advised):
             "steady_seconds": found.seconds if found else None,
             "steady_settled": found.settled if found else None,
         }
-
-    @property
-    def _peak_memory(self) -> bool:
-        return self.work is not None and self.work.peak_memory is not None
 
     def _work_figures(self) -> dict[str, Any]:
         work, found = self.work, self.achieved

@@ -1,22 +1,58 @@
-"""The HTML of a :class:`~gpumagic.timing.result.TimingResult` (``r`` below; typed ``Any`` since
-the result imports this module): the line, its warnings, and a details table (median, IQR, kernel
-and host time, rates, peak memory, SM clock, energy, timer)."""
+"""The HTML of a :class:`~gpumagic.timing.result.TimingResult` (``r`` below): the line, its
+warnings, and a details table (median, IQR, kernel and host time, rates, peak memory, SM clock,
+energy, timer)."""
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from ..units import format_time
+
+if TYPE_CHECKING:
+    from ..device_peaks import Achieved
+    from .energy import EnergySummary
+    from .smclock import ClockSummary
+    from .work import Work
 
 __all__ = ["timing_html"]
 
 
-def _t(r: Any, seconds: float) -> str:
+class _Shown(Protocol):
+    """What the page reads of a :class:`~gpumagic.timing.result.TimingResult`, spelled out here
+    since the result imports this module (importing it back would be a cycle)."""
+
+    samples: list[float]
+    calls_per_sample: int
+    backend: str
+    precision: int
+    first_call: float | None
+    kernel_time: float | None
+    host_per_call: float | None
+    energy_counter: bool | None
+    work: Work | None
+
+    @property
+    def median(self) -> float: ...
+    @property
+    def iqr(self) -> float: ...
+    @property
+    def min(self) -> float: ...
+    @property
+    def achieved(self) -> Achieved | None: ...
+    @property
+    def energy(self) -> EnergySummary | None: ...
+    @property
+    def clock_summary(self) -> ClockSummary | None: ...
+    def line(self) -> str: ...
+    def warnings(self) -> list[str]: ...
+
+
+def _t(r: _Shown, seconds: float) -> str:
     return format_time(seconds, r.precision)
 
 
-def timing_html(r: Any) -> str:
+def timing_html(r: _Shown) -> str:
     """The result as notebooks show it (the caller adds its advice)."""
     rows = [
         ("median", _t(r, r.median) if r.samples else "—"),
@@ -33,10 +69,7 @@ def timing_html(r: Any) -> str:
         ),
         ("first call", _t(r, r.first_call) if r.first_call is not None else "—"),
         ("achieved", "; ".join(r.achieved.segments()) if r.achieved is not None else "—"),
-        (
-            "peak memory per call",
-            f"{r.work.peak_memory / 1e6:,.1f} MB" if r._peak_memory else "—",
-        ),
+        ("peak memory per call", _peak_memory_cell(r)),
         ("SM clock", _clock_cell(r)),
         ("energy per call", _energy_cell(r)),
         ("timer", r.backend),
@@ -53,7 +86,7 @@ def timing_html(r: Any) -> str:
     )
 
 
-def _energy_cell(r: Any) -> str:
+def _energy_cell(r: _Shown) -> str:
     found = r.energy
     if found is not None:
         return found.segment() + f" (NVML, {found.blocks} blocks over {found.seconds:.2f} s)"
@@ -62,7 +95,12 @@ def _energy_cell(r: Any) -> str:
     return "—"
 
 
-def _clock_cell(r: Any) -> str:
+def _peak_memory_cell(r: _Shown) -> str:
+    peak = r.work.peak_memory if r.work is not None else None
+    return f"{peak / 1e6:,.1f} MB" if peak is not None else "—"
+
+
+def _clock_cell(r: _Shown) -> str:
     clocks = r.clock_summary
     if clocks is None:
         return "—"

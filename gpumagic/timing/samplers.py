@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .cupti import busy_per_call, gpu_activity_names, record_calls
@@ -181,24 +182,34 @@ class HostSampler(Sampler):
         dt = time.perf_counter() - t0
         return dt, dt
 
-    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> dict[str, Any]:
-        # The host clock has no queue to fill: the round runs when it is collected, sample by
-        # sample, so an interrupt keeps the samples already taken.
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> _HostRound:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
-        return {"inner": inner, "k": k, "m": m, "done": []}
+        return _HostRound(inner, k, m)
 
-    def collect(self, handle: dict[str, Any]) -> list[float]:
+    def collect(self, handle: _HostRound) -> list[float]:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
-        inner, k, done = handle["inner"], handle["k"], handle["done"]
+        inner, k, done = handle.inner, handle.k, handle.done
         clock = time.perf_counter
-        for _ in range(handle["m"] - len(done)):
+        for _ in range(handle.m - len(done)):
             t0 = clock()
             inner(k)
             done.append(clock() - t0)
         return done
 
-    def salvage(self, handle: dict[str, Any]) -> list[float]:
-        return handle["done"]
+    def salvage(self, handle: _HostRound) -> list[float]:
+        return handle.done
+
+
+@dataclass
+class _HostRound:
+    """A round on the host clock, which has no queue to fill: the round runs when it is collected,
+    sample by sample (``done``: the seconds of each so far), so an interrupt keeps the samples
+    already taken."""
+
+    inner: Callable[[int], None]
+    k: int
+    m: int
+    done: list[float] = field(default_factory=list)
 
 
 #: Cycles per second of ``torch.cuda._sleep``, per device index, measured once per process (0.0:
@@ -228,7 +239,8 @@ class CudaSampler(Sampler):
         self._boundary: Any = None
         self.profiler_startup: float | None = None
         self._kernel_pass_notes: list[str] = []
-        self._clock_reader: ClockReader | bool | None = False  # False: not opened yet
+        self._clock_reader: ClockReader | None = None
+        self._clock_opened = False  # NVML is asked once, on the first clock read
 
     # helpers
     # ----------------------------------------------------------------------------------------------
@@ -384,15 +396,15 @@ class CudaSampler(Sampler):
     ) -> tuple[float, float] | None:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         exclude: frozenset[str] = frozenset()
+        run = inner
         if self.graph is not None:
             graph = self.graph
 
-            def run(
-                n: int,
-            ) -> None:  # one unit is one replay of calls_per_sample calls: the caller divides
+            def replay(n: int) -> None:  # a unit is one replay of calls_per_sample calls
                 for _ in range(n):
                     graph.replay()
 
+            run = replay
         elif self.flush_l2:
             # The kernel time must be the cold-cache one the samples measure: flush before each call
             # here too, and leave the flush's own activity out by name.
@@ -400,13 +412,12 @@ class CudaSampler(Sampler):
             exclude = gpu_activity_names(buf.zero_)
             preload = 0
 
-            def run(n: int) -> None:
+            def flushed(n: int) -> None:
                 for _ in range(n):
                     buf.zero_()
                     inner(1)
 
-        else:
-            run = inner
+            run = flushed
         rec = record_calls(self._clocked(run), calls, preload)
         self.kernel_pass_backend, self.kernel_pass_fallback = rec.backend, rec.fallback
         if rec.startup is not None:
@@ -446,13 +457,14 @@ class CudaSampler(Sampler):
         self._sync()
 
     def _clocks(self) -> ClockReader | None:
-        if self._clock_reader is False:
+        if not self._clock_opened:
             uuid = getattr(self.props, "uuid", None)
             try:
                 self._clock_reader = open_reader(str(uuid) if uuid else None, self.dev.index or 0)
             except Exception:  # noqa: BLE001 - no NVML: clocks are not reported
                 self._clock_reader = None
-        return self._clock_reader or None
+            self._clock_opened = True
+        return self._clock_reader
 
     def sm_clock(self) -> int | None:
         reader = self._clocks()

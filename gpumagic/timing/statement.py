@@ -28,9 +28,11 @@ from __future__ import annotations
 import ast
 import itertools
 import linecache
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
 from ..errors import GpuMagicError
@@ -73,10 +75,11 @@ class _ScopeBindings(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _bind_only
 
-    def visit_Lambda(self, node: ast.Lambda) -> None:  # own scope
-        pass
+    def _own_scope(self, node: ast.AST) -> None:
+        """A lambda or a comprehension: the names it binds are its own, not the scope's."""
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = _own_scope
+    visit_GeneratorExp = _own_scope
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         for alias in node.names:
@@ -186,65 +189,15 @@ def compile_statement(
     t0 = time.perf_counter()
     stmt_tree = _parse(stmt, "<gputime-stmt>")
     setup_tree = _parse(setup or "pass", "<gputime-setup>")
-
-    shared = sorted(_bound_names(setup_tree.body) & _bound_names(stmt_tree.body))
-    nonlocal_decl: list[ast.stmt] = [ast.Nonlocal(names=shared)] if shared else []
-    inner = ast.FunctionDef(
-        name="__gm_inner",
-        args=ast.arguments(
-            posonlyargs=[], args=[ast.arg("__gm_n")], kwonlyargs=[], kw_defaults=[], defaults=[]
-        ),
-        body=[
-            *nonlocal_decl,
-            ast.For(
-                target=ast.Name("__gm_i", ast.Store()),
-                iter=ast.Call(ast.Name("range", ast.Load()), [ast.Name("__gm_n", ast.Load())], []),
-                body=stmt_tree.body,
-                orelse=[],
-            ),
-        ],
-        decorator_list=[],
-        type_params=[],
-    )
-    once = ast.FunctionDef(
-        name="__gm_once",
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=nonlocal_decl + _returning_last_expression(ast.parse(stmt).body),
-        decorator_list=[],
-        type_params=[],
-    )
-    factory = ast.FunctionDef(
-        name="__gm_factory",
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=[
-            *setup_tree.body,
-            inner,
-            once,
-            ast.Return(
-                ast.Tuple(
-                    [ast.Name("__gm_inner", ast.Load()), ast.Name("__gm_once", ast.Load())],
-                    ast.Load(),
-                )
-            ),
-        ],
-        decorator_list=[],
-        type_params=[],
-    )
-    module = ast.Module(body=[factory], type_ignores=[])
+    module = _template(stmt, stmt_tree, setup_tree)
     if ast_transform is not None:
         module = ast_transform(module)
     ast.fix_missing_locations(module)
-
-    # Compile from the unparsed text and register it with linecache, so a traceback through the
-    # statement shows the line that failed instead of "<gputime-3> line 5".
-    source = ast.unparse(module)
-    filename = f"<gputime-{next(_counter)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    code = compile(source, filename, "exec", dont_inherit=True)
+    code = _compiled_with_source(module)
     compile_time = time.perf_counter() - t0
 
     namespace: dict[str, Any] = {}
-    exec(code, globals if globals is not None else {}, namespace)  # noqa: S102 - running user code is the point
+    exec(code, _exec_globals(globals), namespace)  # noqa: S102 - running user code is the point
     inner_fn, once_fn = namespace["__gm_factory"]()  # runs setup
     read = _read_names([stmt_tree, setup_tree])
     return CompiledStatement(
@@ -255,3 +208,59 @@ def compile_statement(
         compile_time=compile_time,
         compiled_names=tuple(compiled_objects(read, globals)),
     )
+
+
+def _template(stmt: str, stmt_tree: ast.Module, setup_tree: ast.Module) -> ast.Module:
+    """The module docstring's template filled in: ``__gm_factory`` runs the setup and returns the
+    timed loop ``__gm_inner(n)`` and the one call ``__gm_once()``, which share the setup's names
+    the statement assigns (``nonlocal``)."""
+    shared = sorted(_bound_names(setup_tree.body) & _bound_names(stmt_tree.body))
+    nonlocal_decl: list[ast.stmt] = [ast.Nonlocal(names=shared)] if shared else []
+    loop = ast.For(
+        target=ast.Name("__gm_i", ast.Store()),
+        iter=ast.Call(ast.Name("range", ast.Load()), [ast.Name("__gm_n", ast.Load())], []),
+        body=stmt_tree.body,
+        orelse=[],
+    )
+    inner = _function("__gm_inner", ["__gm_n"], [*nonlocal_decl, loop])
+    returning = _returning_last_expression(ast.parse(stmt).body)
+    once = _function("__gm_once", [], [*nonlocal_decl, *returning])
+    both = ast.Tuple(
+        [ast.Name("__gm_inner", ast.Load()), ast.Name("__gm_once", ast.Load())], ast.Load()
+    )
+    factory = _function("__gm_factory", [], [*setup_tree.body, inner, once, ast.Return(both)])
+    return ast.Module(body=[factory], type_ignores=[])
+
+
+def _function(name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    """``def name(*params): body``, undecorated. One place for the node's fields, which change with
+    Python's version: ``type_params`` is a field from 3.12 on (and given explicitly there), unknown
+    before."""
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(p) for p in params],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=[],
+    )
+    if sys.version_info >= (3, 12):
+        return ast.FunctionDef(name=name, args=args, body=body, decorator_list=[], type_params=[])
+    return ast.FunctionDef(name=name, args=args, body=body, decorator_list=[])
+
+
+def _compiled_with_source(module: ast.Module) -> CodeType:
+    """Compile from the unparsed text and register it with linecache, so a traceback through the
+    statement shows the line that failed instead of "<gputime-3> line 5"."""
+    source = ast.unparse(module)
+    filename = f"<gputime-{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    return compile(source, filename, "exec", dont_inherit=True)
+
+
+def _exec_globals(globals: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The globals the statement runs in: the namespace given, itself and not a copy, so that the
+    statement reads it as it is when it runs (``exec`` takes nothing but a dict: any other mapping
+    is copied once)."""
+    if globals is None:
+        return {}
+    return globals if isinstance(globals, dict) else dict(globals)

@@ -25,7 +25,7 @@ import itertools
 import keyword
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -131,7 +131,7 @@ def grid(params: Mapping[str, Sequence[Any]], zipped: bool = False) -> list[dict
                 f"of values, "
                 "or zip=False for every combination",
             )
-        combos = zip(*values.values())
+        combos: Iterable[tuple[object, ...]] = zip(*values.values())
     else:
         combos = itertools.product(*values.values())
     return [dict(zip(names, combo)) for combo in combos]

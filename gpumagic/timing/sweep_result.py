@@ -64,6 +64,14 @@ def _ci_share(result: TimingResult) -> float:
     return (hi - lo) / 2 / result.median
 
 
+def _median_text(result: TimingResult) -> str:
+    """'1.23 ms ± 4.5 µs', as the table and the plot's hover show a point."""
+    return (
+        f"{format_time(result.median, result.precision)} \u00b1 "
+        f"{format_time(result.iqr, result.precision)}"
+    )
+
+
 @dataclass
 class SweepPoint:
     """One statement at one point: the parameter values, the statement's label, its result (None
@@ -77,8 +85,14 @@ class SweepPoint:
     error: str = ""
 
     @property
+    def timed(self) -> TimingResult | None:
+        """The result where it holds samples (an interrupted point keeps what it measured), else
+        None: the one a median, a rate or an energy is read from."""
+        return self.result if self.result is not None and self.result.samples else None
+
+    @property
     def measured(self) -> bool:
-        return self.result is not None and bool(self.result.samples)
+        return self.timed is not None
 
 
 @dataclass
@@ -121,9 +135,9 @@ class Sweep(Advised, FigurePage):
          every one
         counted bytes, else "time"."""
         found = [
-            p.result.achieved
-            for p in self.points
-            if p.measured and p.status == "ok" and (label is None or p.label == label)
+            r.achieved
+            for p, r in self._timed()
+            if p.status == "ok" and (label is None or p.label == label)
         ]
         if found and all(a is not None and a.flop_rate for a in found):
             return "flop"
@@ -133,38 +147,17 @@ class Sweep(Advised, FigurePage):
 
     # --- data
     # ----------------------------------------------------------------------------------------------
-    def to_dataframe(self) -> Any:
+    def _timed(self) -> list[tuple[SweepPoint, TimingResult]]:
+        """Each point that measured, with its result."""
+        return [(p, p.result) for p in self.points if p.result is not None and p.result.samples]
+
+    def to_dataframe(self) -> Any:  # Any: a pandas DataFrame (pandas loads on first use)
         """One row per point and statement: the parameters, label, median, iqr, kernel_time
         (seconds), flop_rate, byte_rate (per second), flop_share, byte_share, precision,
         energy_per_call (J) and power_w (--energy), launch_bound, samples, status, error."""
         import pandas as pd
 
-        records = []
-        for p in self.points:
-            r = p.result
-            ok = p.measured
-            figures = r.achieved.summary() if ok and r.achieved is not None else {}
-            records.append(
-                {
-                    **p.params,
-                    "label": p.label,
-                    "median": r.median if ok else None,
-                    "iqr": r.iqr if ok else None,
-                    "kernel_time": r.kernel_time if r is not None else None,
-                    "flop_rate": figures.get("flop_rate"),
-                    "byte_rate": figures.get("byte_rate"),
-                    "flop_share": figures.get("flop_share"),
-                    "byte_share": figures.get("byte_share"),
-                    "precision": figures.get("precision"),
-                    "energy_per_call": r.energy.joules_per_call if ok and r.energy else None,
-                    "power_w": r.energy.watts if ok and r.energy else None,
-                    "launch_bound": r.launch_bound if ok else None,
-                    "samples": len(r.samples) if r is not None else 0,
-                    "stop_reason": r.stop_reason if r is not None else "",
-                    "status": p.status,
-                    "error": p.error,
-                }
-            )
+        records = [_record(p) for p in self.points]
         df = pd.DataFrame.from_records(records, columns=[*self.params, *_COLUMNS])
         df.attrs.update(
             {"params": list(self.params), "device": self.device, "interrupted": self.interrupted}
@@ -189,18 +182,12 @@ class Sweep(Advised, FigurePage):
             cells = [str(p.params[name]) for name in self.params]
             if len(self.labels) > 1:
                 cells.append(p.label)
-            r = p.result
-            if p.measured:
-                cells.append(
-                    f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}"
-                )
-            else:
-                cells.append("\u2014")
-            cells.extend(rate_cells(r if p.measured else None, prefer=metric.get(p.label)))
-            energy = r.energy if p.measured else None
-            cells.append(
-                "\u2014" if energy is None else energy.segment(getattr(r.work, "flops", None))
-            )
+            r = p.timed
+            cells.append(_median_text(r) if r is not None else "\u2014")
+            cells.extend(rate_cells(r, prefer=metric.get(p.label)))
+            energy = r.energy if r is not None else None
+            flops = r.work.flops if r is not None and r.work is not None else None
+            cells.append("\u2014" if energy is None else energy.segment(flops))
             cells.append(p.status + (f": {p.error}" if p.error else ""))
             out.append(cells)
         return out
@@ -232,10 +219,8 @@ class Sweep(Advised, FigurePage):
             for note in p.result.notes
             if PROFILER_START in note
         ]
-        ended = [
-            p for p in self.points if p.measured and p.result.stop_reason.startswith("time budget")
-        ]
-        loose = [p for p in ended if _ci_share(p.result) > CURVE_CI]
+        ended = [r for _, r in self._timed() if r.stop_reason.startswith("time budget")]
+        loose = [r for r in ended if _ci_share(r) > CURVE_CI]
         if loose:
             out.append(
                 f"{len(loose)} of {len(self.points)} points ended at their time budget with "
@@ -312,12 +297,12 @@ class Sweep(Advised, FigurePage):
         for p in self.points:
             xv = p.params[x] if x else 0
             xv = xv if isinstance(xv, numbers.Real) and not isinstance(xv, bool) else str(xv)
-            if not p.measured:
+            r = p.timed
+            if r is None:
                 failed["x"].append(xv)
                 failed["label"].append(self._series_name(p))
                 failed["error"].append(p.status + (f": {p.error}" if p.error else ""))
                 continue
-            r = p.result
             found = r.achieved
             value = {
                 "flop": found.flop_rate if found else None,
@@ -329,9 +314,7 @@ class Sweep(Advised, FigurePage):
             s["x"].append(xv)
             s["y"].append(value)
             s["params"].append(", ".join(f"{k}={v}" for k, v in p.params.items()))
-            s["median"].append(
-                f"{format_time(r.median, r.precision)} \u00b1 {format_time(r.iqr, r.precision)}"
-            )
+            s["median"].append(_median_text(r))
             s["rate"].append(
                 "; ".join(found.segments()) if found is not None else "no work counted"
             )
@@ -388,3 +371,31 @@ class Sweep(Advised, FigurePage):
         return (
             f"<div class='gm-report gm-sweep-report' style='{_ROOT_STYLE}'>{''.join(parts)}</div>"
         )
+
+
+def _record(p: SweepPoint) -> dict[str, Any]:
+    """The point's row of :meth:`Sweep.to_dataframe`: its parameters, then :data:`_COLUMNS` (None
+    where it measured nothing). Any: the user's parameter values, and figures of several types."""
+    r, timed = p.result, p.timed
+    achieved = timed.achieved if timed is not None else None
+    figures = achieved.summary() if achieved is not None else {}
+    energy = timed.energy if timed is not None else None
+    return {
+        **p.params,
+        "label": p.label,
+        "median": timed.median if timed is not None else None,
+        "iqr": timed.iqr if timed is not None else None,
+        "kernel_time": r.kernel_time if r is not None else None,
+        "flop_rate": figures.get("flop_rate"),
+        "byte_rate": figures.get("byte_rate"),
+        "flop_share": figures.get("flop_share"),
+        "byte_share": figures.get("byte_share"),
+        "precision": figures.get("precision"),
+        "energy_per_call": energy.joules_per_call if energy else None,
+        "power_w": energy.watts if energy else None,
+        "launch_bound": timed.launch_bound if timed is not None else None,
+        "samples": len(r.samples) if r is not None else 0,
+        "stop_reason": r.stop_reason if r is not None else "",
+        "status": p.status,
+        "error": p.error,
+    }

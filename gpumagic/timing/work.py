@@ -56,9 +56,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from .attention_work import AttentionCount
 from .compiled_calls import CompiledCalls, DynamoCannotStandAside, outside_dynamo
-from .peak_memory import call_peak
+from .peak_memory import CallPeak, call_peak
 from .work_counters import (
+    ByteTally,
+    CallTally,
     flop_formulas,
     make_byte_counter,
     make_call_counter,
@@ -129,7 +132,7 @@ class Work:
     @property
     def intensity(self) -> float | None:
         """Arithmetic intensity, FLOPs per byte (None without bytes)."""
-        if not self.counted or not self.bytes:
+        if self.flops is None or not self.bytes:
             return None
         return self.flops / self.bytes
 
@@ -191,34 +194,28 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
             note=f"FLOPs and bytes not counted: the statement raised under the counters "
             f"({_reason(exc)})",
         )
-    device_type = (
-        "cuda" if "cuda" in byte_mode.device_types else ("cpu" if byte_mode.device_types else None)
-    )
+    work = _counted_work(byte_mode, call_mode, compiled, measured)
+    if compiled.calls:
+        return _at_compiled_calls(work, byte_mode, compiled)
+    return reconcile(work, kernels_per_call)
+
+
+def _counted_work(
+    byte_mode: ByteTally, call_mode: CallTally, compiled: CompiledCalls, measured: CallPeak
+) -> Work:
+    """What the counters summed over the call, as a :class:`Work` counted at the ATen ops, with
+    the notes that qualify it; its bytes before a compiled call or a fused kernel recounts them."""
+    device_types = byte_mode.device_types
+    device_type = "cuda" if "cuda" in device_types else ("cpu" if device_types else None)
     peak = measured.bytes if device_type == "cuda" else None
     by_class = dict(byte_mode.flops_by_class)
     total = sum(by_class.values())
     dtype = _dominant(byte_mode.flops_by_dtype) if total else _dominant(byte_mode.bytes_by_dtype)
     cls = _dominant(by_class) if total else (precision_class(dtype) if dtype else None)
-    notes = []
-    if compiled.calls:
-        notes.append(_compiled_note(compiled))
-    elif byte_mode.ops == 0:
-        notes.append(
-            "no tensor operations seen: work that runs outside PyTorch's dispatcher (a CUDA "
-            "graph replay, a custom "
-            "or compiled kernel) is not counted"
-        )
-    elif len([v for v in by_class.values() if v]) > 1:
-        parts = ", ".join(
-            f"{k} {v / total:.0%}" for k, v in sorted(by_class.items(), key=lambda kv: -kv[1]) if v
-        )
-        notes.append(f"FLOPs in several precisions ({parts}): shares are against the {cls} peak")
-    attention = _attention_note(byte_mode.attention)
-    if attention:
-        notes.append(attention)
+    notes = _counting_notes(byte_mode, compiled, cls)
     if device_type == "cuda" and peak is None and measured.note:
         notes.append(measured.note)
-    work = Work(
+    return Work(
         flops=total,
         bytes=byte_mode.read + byte_mode.written,
         bytes_read=byte_mode.read,
@@ -234,18 +231,47 @@ def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -
         call_bytes=call_mode.bytes,
         call_names=tuple(call_mode.names),
     )
+
+
+def _counting_notes(byte_mode: ByteTally, compiled: CompiledCalls, cls: str | None) -> list[str]:
+    """What to keep in mind about the counts: compiled calls counted at their level, or no tensor
+    op seen, or FLOPs in several precisions (``cls`` the one the shares are against); then what
+    the attention FLOPs assume."""
+    notes = []
+    by_class = byte_mode.flops_by_class
     if compiled.calls:
-        # the eager ops outside the compiled calls as counted, the compiled calls at their own level
-        read = byte_mode.read - compiled.inside[0] + compiled.bytes_read
-        written = byte_mode.written - compiled.inside[1] + compiled.bytes_written
-        return replace(
-            work,
-            bytes=read + written,
-            bytes_read=read,
-            bytes_written=written,
-            counted_at="compiled calls",
+        notes.append(_compiled_note(compiled))
+    elif byte_mode.ops == 0:
+        notes.append(
+            "no tensor operations seen: work that runs outside PyTorch's dispatcher (a CUDA "
+            "graph replay, a custom "
+            "or compiled kernel) is not counted"
         )
-    return reconcile(work, kernels_per_call)
+    elif len([v for v in by_class.values() if v]) > 1:
+        total = sum(by_class.values())
+        parts = ", ".join(
+            f"{k} {v / total:.0%}" for k, v in sorted(by_class.items(), key=lambda kv: -kv[1]) if v
+        )
+        notes.append(f"FLOPs in several precisions ({parts}): shares are against the {cls} peak")
+    attention = _attention_note(byte_mode.attention)
+    if attention:
+        notes.append(attention)
+    return notes
+
+
+def _at_compiled_calls(work: Work, byte_mode: ByteTally, compiled: CompiledCalls) -> Work:
+    """The bytes of a statement that calls torch.compile'd code: the eager ops outside the
+    compiled calls as counted, the compiled calls at their own level (their inputs, parameters
+    and outputs)."""
+    read = byte_mode.read - compiled.inside[0] + compiled.bytes_read
+    written = byte_mode.written - compiled.inside[1] + compiled.bytes_written
+    return replace(
+        work,
+        bytes=read + written,
+        bytes_read=read,
+        bytes_written=written,
+        counted_at="compiled calls",
+    )
 
 
 def _compiled_note(compiled: CompiledCalls) -> str:
@@ -264,7 +290,7 @@ def _compiled_note(compiled: CompiledCalls) -> str:
     )
 
 
-def _attention_note(counts: list[Any]) -> str:
+def _attention_note(counts: list[AttentionCount]) -> str:
     """What a line's attention FLOPs are, in words: "" for dense attention without GQA (the formula
     as printed)."""
     if not counts:

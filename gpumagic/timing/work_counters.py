@@ -22,6 +22,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .attention_work import AttentionCount
+
 __all__ = [
     "flop_formulas",
     "make_byte_counter",
@@ -112,7 +114,7 @@ def precision_class(
     return cls
 
 
-def _footprint(t: Any) -> int:
+def _footprint(t: Any) -> int:  # Any: a torch tensor
     """Bytes a tensor's elements occupy: an expanded (stride-0) tensor reads its storage once, not
     once per view."""
     n = t.numel()
@@ -122,10 +124,10 @@ def _footprint(t: Any) -> int:
         span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()) if s > 0)
     except (RuntimeError, TypeError):  # sparse or other layouts without strides
         span = n
-    return min(n, span) * t.element_size()
+    return int(min(n, span) * t.element_size())
 
 
-def _tensors(obj: Any) -> list[Any]:
+def _tensors(obj: Any) -> list[Any]:  # Any: torch values in, torch tensors out
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -140,7 +142,9 @@ def _op_kind(name: str) -> str:
     return "matmul"
 
 
-def _traffic(ins: list[Any], outs: list[Any]) -> tuple[int, int, dict[str, int], set[str]]:
+def _traffic(
+    ins: list[Any], outs: list[Any]
+) -> tuple[int, int, dict[str, int], set[str]]:  # Any: torch tensors
     """(bytes read, bytes written, bytes by dtype, device types) of one op: each distinct tensor
     once per side."""
     read = written = 0
@@ -164,14 +168,50 @@ def _traffic(ins: list[Any], outs: list[Any]) -> tuple[int, int, dict[str, int],
     return read, written, by_dtype, devices
 
 
+class ByteTally:
+    """The sums of the byte counter: bytes read and written, ops, bytes and FLOPs by dtype and by
+    precision class, the attention ops' counts. Kept apart from the dispatch mode, which can only be
+    built once torch is imported (:func:`make_byte_counter`), so that the sums are plain typed
+    attributes that :func:`~.work.count_work` reads."""
+
+    def __init__(self) -> None:
+        self.read = 0
+        self.written = 0
+        self.ops = 0
+        self.bytes_by_dtype: dict[str, int] = {}
+        self.flops_by_class: dict[str, int] = {}
+        self.flops_by_dtype: dict[str, int] = {}
+        self.device_types: set[str] = set()
+        self.tf32 = {"matmul": tf32_enabled("matmul"), "conv": tf32_enabled("conv")}
+        self.attention: list[AttentionCount] = []  # one per attention op
+
+    def _add(self, ins: list[Any], outs: list[Any]) -> None:  # Any: torch tensors
+        read, written, by_dtype, devices = _traffic(ins, outs)
+        self.ops += 1
+        self.read += read
+        self.written += written
+        for dt, size in by_dtype.items():
+            self.bytes_by_dtype[dt] = self.bytes_by_dtype.get(dt, 0) + size
+        self.device_types |= devices
+
+    def _add_flops(self, flops: int, a: Any, kind: str) -> None:  # Any: the op's first tensor
+        dt = str(a.dtype).removeprefix("torch.")
+        cls = precision_class(dt, a.device.type, kind, self.tf32.get(kind, False)) or dt
+        self.flops_by_class[cls] = self.flops_by_class.get(cls, 0) + flops
+        self.flops_by_dtype[dt] = self.flops_by_dtype.get(dt, 0) + flops
+
+
 def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
     """A TorchDispatchMode that sums bytes per op and FLOPs per precision class (built here: torch
-    loads lazily)."""
+    loads lazily). Its sums are those of :class:`ByteTally`.
+
+    Any: the keys are torch op packets, and the mode is a torch class made on first use.
+    """
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from .attention_work import attention_count, bind
 
-    class _ByteCounter(TorchDispatchMode):
+    class _ByteCounter(ByteTally, TorchDispatchMode):
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
             # torch wraps a mode's __torch_dispatch__ in "dynamo disabled", which imports
@@ -181,35 +221,12 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             return "torch._dynamo" in sys.modules
 
         def __init__(self) -> None:
-            super().__init__()
-            self.read = 0
-            self.written = 0
-            self.ops = 0
-            self.bytes_by_dtype: dict[str, int] = {}
-            self.flops_by_class: dict[str, int] = {}
-            self.flops_by_dtype: dict[str, int] = {}
-            self.device_types: set[str] = set()
-            self.tf32 = {"matmul": tf32_enabled("matmul"), "conv": tf32_enabled("conv")}
-            self.attention: list[Any] = []  # an AttentionCount per attention op
-
-        def _add(self, ins: list[Any], outs: list[Any]) -> None:
-            read, written, by_dtype, devices = _traffic(ins, outs)
-            self.ops += 1
-            self.read += read
-            self.written += written
-            for dt, size in by_dtype.items():
-                self.bytes_by_dtype[dt] = self.bytes_by_dtype.get(dt, 0) + size
-            self.device_types |= devices
-
-        def _add_flops(self, flops: int, a: Any, kind: str) -> None:
-            dt = str(a.dtype).removeprefix("torch.")
-            cls = precision_class(dt, a.device.type, kind, self.tf32.get(kind, False)) or dt
-            self.flops_by_class[cls] = self.flops_by_class.get(cls, 0) + flops
-            self.flops_by_dtype[dt] = self.flops_by_dtype.get(dt, 0) + flops
+            TorchDispatchMode.__init__(self)
+            ByteTally.__init__(self)
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
+        ) -> Any:  # Any: torch's op, its arguments and its result
             kwargs = kwargs or {}
             if func._overloadpacket not in flop_formulas and not getattr(func, "is_view", False):
                 # an op without a formula that decomposes is counted as its parts (as
@@ -261,23 +278,31 @@ _SHAPE_ONLY = {
 }
 
 
+class CallTally:
+    """The sums of the call counter (:func:`make_call_counter`), apart from its torch mode as
+    :class:`ByteTally` is: the calls that moved data, their bytes, their names in order."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes = 0
+        self.names: list[str] = []
+
+
 def make_call_counter() -> Any:
     """A TorchFunctionMode that counts the statement's outermost torch calls at their own level:
     each call's inputs read once and its outputs written once, the traffic of the call as one
     kernel. (Inside a mode's handler the mode is off, so only the outermost calls are seen:
-    ``F.rms_norm``, not the ops it is made of.)"""
+    ``F.rms_norm``, not the ops it is made of.) Any: a torch class made on first use."""
     from torch.overrides import TorchFunctionMode
 
-    class _CallCounter(TorchFunctionMode):
+    class _CallCounter(CallTally, TorchFunctionMode):
         def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-            self.bytes = 0
-            self.names: list[str] = []
+            TorchFunctionMode.__init__(self)
+            CallTally.__init__(self)
 
         def __torch_function__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
+        ) -> Any:  # Any: torch's function, its arguments and its result
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             name = getattr(func, "__name__", str(func))
@@ -318,13 +343,15 @@ def make_call_counter() -> Any:
     return _CallCounter()
 
 
-def _int_mm_ops(a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+def _int_mm_ops(
+    a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any
+) -> int:  # Any: the op's torch arguments, as the registry passes them
     """``torch._int_mm``: an int8 GEMM's 2*M*N*K integer ops (counted as its precision's
     "FLOPs")."""
     return 2 * int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
 
 
-def flop_formulas() -> dict[Any, Callable[..., int]]:
+def flop_formulas() -> dict[Any, Callable[..., int]]:  # Any: torch op packets
     """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention
     kernels SDPA dispatches to on the CPU, and the int8 GEMM ``torch._int_mm`` (its integer ops,
     held against the int8 peak)."""
