@@ -26,7 +26,7 @@ def nccl_frame(
     job's number of each of its local NCCL names, and its pid offset. Columns: pid, code, nth_start,
     nth_end (int32 where they fit), dur, end; filled in place, one copy of each rank's numbers."""
     n = sum(len(a["pid"]) for a, _, _ in parts if a)
-    out = {
+    out: dict[str, np.ndarray] = {
         "pid": np.empty(n, np.int64),
         "code": np.empty(n, np.int32),
         "nth_start": np.empty(n, np.int32),
@@ -85,7 +85,7 @@ def alignment(
     is ``align_on_collective``'s own (ends as float64 where some rank lacks a collective, as its
     pivot's are), so the shifts are the same to the ns."""
     pids = sorted({int(p) for p in pids})
-    none = {"method": "none: no NCCL collective that every rank ran"}
+    none: dict[str, object] = {"method": "none: no NCCL collective that every rank ran"}
     if not len(frame["pid"]) or len(pids) < 2:
         return none
     pid = frame["pid"]

@@ -34,9 +34,11 @@ _ENV = re.compile(r'^([A-Z_]+)="?(.*?)"?$')
 
 class _Report(Protocol):
     path: str
-    tables: dict[str, pd.DataFrame]
     meta: dict[str, Any]
     identity: dict[str, Any]
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]: ...  # a RankSummary's is made on reading
 
 
 def nsys_identity(con: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:

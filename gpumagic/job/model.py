@@ -71,24 +71,35 @@ class Job:
         r = self.data.ranks
         return dict(zip(r["label"], r["nccl_wait_ns"].astype(int)))
 
+    def _summary(self, table: str) -> pd.DataFrame:
+        """A copy of the job's folded summary of ``table`` (``Med`` approximate, within 0.5%): the
+        caller may change what it gets without changing the job. The Trace's ``*_summary``
+        methods, answered over every rank."""
+        return self.data.summaries[table].copy()
+
     def kernel_summary(self) -> pd.DataFrame:
-        """cuda_gpu_kern_sum over every rank (``Med (ns)`` approximate, within 0.5%)."""
-        return self.data.summaries["kernels"].copy()
+        """cuda_gpu_kern_sum over every rank: one row per kernel name."""
+        return self._summary("kernels")
 
     def api_summary(self) -> pd.DataFrame:
-        return self.data.summaries["api"].copy()
+        """cuda_api_sum over every rank: one row per CUDA runtime/driver API function."""
+        return self._summary("api")
 
     def osrt_summary(self) -> pd.DataFrame:
-        return self.data.summaries["osrt"].copy()
+        """osrt_sum over every rank: one row per OS runtime function (nsys captures only)."""
+        return self._summary("osrt")
 
     def nvtx_summary(self) -> pd.DataFrame:
-        return self.data.summaries["nvtx"].copy()
+        """nvtx_sum over every rank: one row per range text and style."""
+        return self._summary("nvtx")
 
     def memop_summary(self) -> pd.DataFrame:
-        return self.data.summaries["memops"].copy()
+        """cuda_gpu_mem_time_sum over every rank: one row per memory operation kind."""
+        return self._summary("memops")
 
     def memop_size_summary(self) -> pd.DataFrame:
-        return self.data.summaries["memop_size"].copy()
+        """cuda_gpu_mem_size_sum over every rank: bytes moved per memory operation kind, in MB."""
+        return self._summary("memop_size")
 
     def kernels_by_rank(self) -> pd.DataFrame:
         """Per rank and kernel name: Instances, Total, Min and Max (ns), exact."""

@@ -40,8 +40,8 @@ def to_local(path: str) -> str | None:
 def expand_urls(paths: str | os.PathLike[str] | Iterable[Any]) -> list[str] | None:
     """The files meant by remote URLs (a folder, a glob, a file, or a list of them), as URLs; None
     where every path is local (``job.reports.expand`` lists those)."""
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    items = [os.fspath(p) for p in items]
+    given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    items: list[str] = [os.fspath(p) for p in given]
     if not any(is_url(p) and to_local(p) is None for p in items):
         return None
     import fsspec

@@ -62,6 +62,11 @@ class ReportKindError(GpuMagicError, ValueError):
     ``wanted`` and ``found`` (kinds), ``count`` (files of the found kind), and the ``reader`` of
     those."""
 
+    where: str
+    wanted: ReportKind
+    found: ReportKind
+    count: int
+    reader: str
     template = "{where} holds {found_text} and no {wanted_text}: read {them} with {reader}(...)."
 
     def extra_fields(self) -> dict[str, str]:

@@ -64,7 +64,6 @@ from ..trace.clock_alignment import align_on_collective
 from .identity import chrome_identity, mismatch, nsys_identity
 from .report_kinds import (
     MANY_REPORTS,
-    READER,
     ManyReportsWarning,
     ReportKind,
     ReportKindError,
@@ -179,7 +178,7 @@ def expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
-    for p in map(os.fspath, paths):
+    for p in (os.fspath(given) for given in paths):
         if os.path.isdir(p):
             found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(_SUFFIXES))
             if not found:
@@ -392,7 +391,7 @@ def _of_kind(
             wanted=kind,
             found=other,
             count=len(skipped),
-            reader=READER[other],
+            reader=skipped[0]["reader"],
         )
     kinds = {kind_of(f) for f in kept} - {None}
     if kind is None and len(kinds) > 1:
@@ -500,18 +499,17 @@ def _stack(reports: Sequence[FileReport], given: Sequence[int] | None = None) ->
             if not df.empty and "pid" in df.columns and offset:
                 df = df.assign(pid=id_column(df["pid"]) + offset)
             parts[name].append(df)
-        for p in r.pids or [None]:
-            pid = (p + offset) if p is not None else None
-            if pid is not None:
-                marks.append({"pid": pid, "rank": rank, "local_rank": -1, "world": len(reports)})
-                processes.append({"pid": pid, "name": f"rank {rank} ({os.path.basename(r.path)})"})
+        for p in r.pids:
+            pid = p + offset
+            marks.append({"pid": pid, "rank": rank, "local_rank": -1, "world": len(reports)})
+            processes.append({"pid": pid, "name": f"rank {rank} ({os.path.basename(r.path)})"})
         gpus += [{**g, "id": g.get("id")} for g in r.meta.get("gpus") or []]
         devices += [
             {**d, "pid": (d.get("pid") or 0) + offset} for d in r.meta.get("cuda_devices") or []
         ]
     tables = {name: _concat(name, dfs) for name, dfs in parts.items()}
     first = reports[0].meta
-    meta = {
+    meta: dict[str, Any] = {
         k: first[k]
         for k in ("backend", "device", "sm_count", "compute_capability", "nsys_version")
         if k in first
