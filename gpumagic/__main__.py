@@ -36,16 +36,17 @@ def matrix_size(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m gpumagic",
-        description="Check the install: load the gpumagic extension in an IPython shell, "
-        "then %gputime an N×N fp32 "
-        "matmul and a tiny elementwise op, on the GPU where CUDA is available and on the CPU "
-        "otherwise.",
-        epilog="The history of results: python -m gpumagic history [--label NAME] [--csv] "
-        "[--export FILE]; "
-        "python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: python "
-        "-m gpumagic diff A B "
-        "[--fail-above 5%]; a Jupyter kernel under Nsight Systems: python -m gpumagic kernel "
-        "install --nsys (each with -h).",
+        description=(
+            "Check the install: load the gpumagic extension in an IPython shell, then %gputime an "
+            "N×N fp32 matmul and a tiny elementwise op, on the GPU where CUDA is available and on "
+            "the CPU otherwise."
+        ),
+        epilog=(
+            "The history of results: python -m gpumagic history [--label NAME] [--csv] [--export "
+            "FILE]; python -m gpumagic check BASELINE [--fail-above 5%]; two profiles compared: "
+            "python -m gpumagic diff A B [--fail-above 5%]; a Jupyter kernel under Nsight "
+            "Systems: python -m gpumagic kernel install --nsys (each with -h)."
+        ),
     )
     ap.add_argument(
         "size",

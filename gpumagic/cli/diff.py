@@ -23,11 +23,12 @@ __all__ = ["main", "parser"]
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m gpumagic diff",
-        description="Compare two profiles kernel by kernel: nsys exports (.sqlite, "
-        ".nsys-rep), torch.profiler / "
-        "Chrome traces (.json, .json.gz), or a directory or glob of one job's per-rank "
-        "reports. Exit 0; 1 when B's "
-        "GPU busy time is slower than A's beyond --fail-above; 2 when a profile cannot be read.",
+        description=(
+            "Compare two profiles kernel by kernel: nsys exports (.sqlite, .nsys-rep), "
+            "torch.profiler / Chrome traces (.json, .json.gz), or a directory or glob of one "
+            "job's per-rank reports. Exit 0; 1 when B's GPU busy time is slower than A's beyond "
+            "--fail-above; 2 when a profile cannot be read."
+        ),
     )
     ap.add_argument("a", metavar="A", help="the baseline profile")
     ap.add_argument("b", metavar="B", help="the profile compared with it")

@@ -68,12 +68,12 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "check",
         help="compare the latest results with a baseline; non-zero exit on a slowdown",
-        description="Compare the latest saved results with a baseline file (python -m "
-        "gpumagic history --export) "
-        "from their raw samples; nothing is re-run. Exit 0: no significant slowdown beyond "
-        "the threshold; "
-        "1: one at least; 2: unreadable baseline or store; 3: a baseline result has no newer "
-        "result.",
+        description=(
+            "Compare the latest saved results with a baseline file (python -m gpumagic history "
+            "--export) from their raw samples; nothing is re-run. Exit 0: no significant "
+            "slowdown beyond the threshold; 1: one at least; 2: unreadable baseline or store; 3: "
+            "a baseline result has no newer result."
+        ),
     )
     c.add_argument(
         "baseline",
