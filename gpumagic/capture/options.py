@@ -8,8 +8,10 @@ Light on purpose (no pandas, no torch): ``gpumagic.notebook.config`` reads these
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -24,7 +26,9 @@ __all__ = [
     "ProfileDirError",
     "SubprocessOptions",
     "TorchProfilerOptions",
+    "label_slug",
     "ready_profile_dir",
+    "report_stem",
 ]
 
 #: Runs of the cell before the capture: lazy init, cuBLAS heuristics and autotuning land there, not
@@ -119,6 +123,20 @@ def ready_profile_dir(path: str) -> str:
     os.close(fd)
     os.remove(probe)
     return where
+
+
+def report_stem(profile_dir: str, label: str) -> str:
+    """Where a tool writes its report of the cell ``label``, less the extension: in
+    ``profile_dir`` (made ready by :func:`ready_profile_dir`), named by the time and the label, so
+    that one cell's report never overwrites another's and a listing sorts them by time."""
+    return os.path.join(profile_dir, f"{time.strftime('%Y%m%d-%H%M%S')}-{label_slug(label)}")
+
+
+def label_slug(label: str) -> str:
+    """A label as it can stand in a file name, and as a warm report's NVTX range is matched to
+    it: every run of characters other than letters, digits, ``_``, ``.`` and ``-`` as one ``_``,
+    at most 60 characters, "cell" for an empty one."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:60] or "cell"
 
 
 #: What ``--counters`` adds to nsys: every GPU's metrics, 10,000 samples a second (one every

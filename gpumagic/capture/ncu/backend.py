@@ -20,13 +20,10 @@ and fix (``gpumagic.errors``); no shell is involved.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,13 +41,11 @@ from ...errors import (
     NcuTimeoutError,
     NoKernelsProfiledError,
 )
-from .. import Shown
 from ..cell import loop_notes
-from ..child.runner import write_whole
-from ..child.shipping import free_names, release, ship
+from ..child.workdir import WorkDir, raise_cell_error, shown_value, source_text
 from ..guards import deferred_interrupts
-from ..nsys.backend import _kill, _slug
-from ..options import ITERS, WARMUP, NcuOptions, ready_profile_dir
+from ..nsys.backend import _kill
+from ..options import ITERS, WARMUP, NcuOptions, ready_profile_dir, report_stem
 from ..phases import Phases, read_marks
 from ..tools import child_env, find_tool, run_in_session
 from .early import EarlyRun, fits
@@ -126,97 +121,146 @@ def capture(
 
     The cell runs only in subprocesses: ``namespace`` is read, never written.
     """
-    if not isinstance(cell, str):
-        raise TypeError(
-            "the ncu backend runs the cell in a subprocess: give it the cell's source text"
-        )
+    source_text(cell, "ncu")
     opts = options or NcuOptions()
     extra_args = _checked(opts, label)
     ncu = find_ncu(opts.ncu_path)
     begun = time.perf_counter()
-    phases = Phases()
-    stem = os.path.join(
-        ready_profile_dir(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
-    )
-    workdir = tempfile.mkdtemp(prefix="gpumagic-ncu-")
+    stem = report_stem(ready_profile_dir(opts.profile_dir), label)
+    run = _NcuRun(ncu, opts, label, stem, extra_args, Phases(), WorkDir("gpumagic-ncu-"))
     notes = loop_notes(warmup, iters)
-    ranking = early = shipped = None
-    env = child_env(GPUMAGIC_PARENT_PID=str(os.getpid()), GPUMAGIC_GATE_LIMIT=str(opts.timeout))
     try:
-        if opts.kernel_filter is None and opts.top > 0:
-            # its Python, torch and CUDA start while the names ship
-            ranking = FirstPass(workdir, opts.python or sys.executable, env)
-            if opts.early_start:  # capture/ncu/early.py: the profiled process starts beside it
-                cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, None, None)
-                early = EarlyRun(cmd, workdir, env)
-        shipped = ship(
-            free_names(cell) + (free_names(opts.setup) if opts.setup else []),
-            namespace or {},
-            workdir,
-        )
-        notes.append(shipped.note())
-        spec = {"cell": cell, "setup": opts.setup, "warmup": warmup, "iters": iters, "label": label}
-        write_whole(workdir, "cell.json", json.dumps(spec))  # "go", whole
-        phases.add("shipping", time.perf_counter() - begun)
-        kernel_filter, base = opts.kernel_filter, None
-        if ranking is not None:
-            with phases.timed("first pass"):  # what is left of it once the names have shipped
-                ranked = ranking.result(opts.timeout)
-            if early is not None and fits(ranked, opts.top):
-                early.go()
-                notes.append(_all_note(ranked, opts))
-            else:
-                if early is not None:
-                    with phases.timed("early process stop"):
-                        early.stop(stem)
-                    early = None
-                _raise_cell_error(workdir)
-                kernel_filter, note = _top_filter(ranked, opts, label)
-                base = "function"
-                notes.append(note)
-        if early is not None:
-            cmd = early.command
-            output, returncode = early.wait(opts.timeout, stem, _kill, _timed_out(opts.timeout))
-            started_note = early.phases(phases, time.time())
-        else:
-            cmd = _profile_command(ncu, opts, label, stem, workdir, extra_args, kernel_filter, base)
-            started = time.time()
-            output, returncode = _run(cmd, opts.timeout, stem, env)
-            _child_phases(phases, read_marks(workdir), started, time.time())
-            started_note = ""
-        _raise_cell_error(workdir)
-        report = stem + ".ncu-rep"
-        err = _classify(
-            cmd, output, returncode, sorted(glob.glob(stem + "*")), kernel_filter, label
-        )
-        if err is not None:
-            raise err
-        if not os.path.exists(report):
-            raise NcuFailedError(cmd, returncode, f"ncu finished but wrote no {report}.\n{output}")
-        with phases.timed("reading"):
-            data = read_report(report, ncu)
-        value = _shown_value(workdir)
+        run.start_first_pass()
+        spec = {"warmup": warmup, "iters": iters, "label": label}
+        notes.append(run.work.ship(cell, opts.setup, namespace, spec).note())
+        run.phases.add("shipping", time.perf_counter() - begun)
+        kernel_filter, base, filter_note = run.kernel_filter()
+        notes += [filter_note] if filter_note else []
+        started_note = run.profile(kernel_filter, base)
+        with run.phases.timed("reading"):
+            data = read_report(run.report, ncu)
+        value = shown_value(run.work.path)
     finally:
-        tidied = time.perf_counter()
-        with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
-            if early is not None:
-                early.close(_kill)
-            if ranking is not None:
-                ranking.close()  # the first pass's exit, where it has not ended yet
-            shutil.rmtree(workdir, ignore_errors=True)
-            release(shipped)
-        phases.add("cleanup", time.perf_counter() - tidied)
+        run.close()
     seconds = time.perf_counter() - begun
     notes.append(_clock_note(opts.clock_control))
     notes.append(
         f"Took {seconds:.1f} s: "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in phases.rows.items() if v >= 0.05)
+        + ", ".join(f"{k} {v:.1f} s" for k, v in run.phases.rows.items() if v >= 0.05)
         + "."
     )
     if started_note:
         notes.append(started_note)
-    notes.append(f"report: {report} (opens in ncu-ui)")
-    return NcuCapture(data, notes, {"report": report}, value, seconds, phases.rows)
+    notes.append(f"report: {run.report} (opens in ncu-ui)")
+    return NcuCapture(data, notes, {"report": run.report}, value, seconds, run.phases.rows)
+
+
+@dataclass
+class _NcuRun:
+    """One ``--ncu`` capture's processes and files: the first pass that ranks the kernels
+    (``ranking``), the profiled process started beside it (``early``), the ``work`` dir, the report
+    (``stem``) and the ``phases``; :meth:`close` leaves nothing of them behind. Every process of
+    the capture gets ``env``: the notebook's process id and the time limit, which a process
+    waiting at its gate watches (``capture/child/runner.py``)."""
+
+    ncu: str
+    opts: NcuOptions
+    label: str
+    stem: str
+    extra_args: list[str]
+    phases: Phases
+    work: WorkDir
+    ranking: FirstPass | None = None
+    early: EarlyRun | None = None
+    env: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.env = child_env(
+            GPUMAGIC_PARENT_PID=str(os.getpid()), GPUMAGIC_GATE_LIMIT=str(self.opts.timeout)
+        )
+
+    @property
+    def report(self) -> str:
+        return self.stem + ".ncu-rep"
+
+    def start_first_pass(self) -> None:
+        """Where the kernels are to be ranked (no filter given, ``top`` above 0), the first pass
+        starts now, its Python, torch and CUDA starting while the names ship; with
+        ``early_start``, the profiled process too, beside it (``capture/ncu/early.py``)."""
+        if self.opts.kernel_filter is not None or self.opts.top <= 0:
+            return
+        self.ranking = FirstPass(self.work.path, self.opts.python or sys.executable, self.env)
+        if self.opts.early_start:
+            self.early = EarlyRun(self._command(None, None), self.work.path, self.env)
+
+    def kernel_filter(self) -> tuple[str | None, str | None, str | None]:
+        """The kernel filter ncu runs with, its name base, and a note on what is profiled: the
+        options' filter as given (no note); after the first pass, every kernel where its ranking
+        fits in ``top`` (the early process let through), else the top names by GPU time (the
+        early process, if any, stopped)."""
+        if self.ranking is None:
+            return self.opts.kernel_filter, None, None
+        with self.phases.timed("first pass"):  # what is left of it once the names have shipped
+            ranked = self.ranking.result(self.opts.timeout)
+        if self.early is not None and fits(ranked, self.opts.top):
+            self.early.go()
+            return None, None, _all_note(ranked, self.opts)
+        if self.early is not None:
+            with self.phases.timed("early process stop"):
+                self.early.stop(self.stem)
+            self.early = None
+        raise_cell_error(self.work.path, NcuCellError)
+        kernel_filter, note = _top_filter(ranked, self.opts, self.label)
+        return kernel_filter, "function", note
+
+    def profile(self, kernel_filter: str | None, base: str | None) -> str:
+        """ncu's run of the cell (the early process let through, else a new one with the filter),
+        checked for the cell's error, the errors ncu's output means, and its report. A sentence
+        on what the first pass hid, where the early process ran ("" otherwise)."""
+        if self.early is not None:
+            cmd = self.early.command
+            output, returncode = self.early.wait(
+                self.opts.timeout, self.stem, _kill, _timed_out(self.opts.timeout)
+            )
+            started_note = self.early.phases(self.phases, time.time())
+        else:
+            cmd = self._command(kernel_filter, base)
+            started = time.time()
+            output, returncode = _run(cmd, self.opts.timeout, self.stem, self.env)
+            _child_phases(self.phases, read_marks(self.work.path), started, time.time())
+            started_note = ""
+        raise_cell_error(self.work.path, NcuCellError)
+        files = sorted(glob.glob(self.stem + "*"))
+        err = _classify(cmd, output, returncode, files, kernel_filter, self.label)
+        if err is not None:
+            raise err
+        if not os.path.exists(self.report):
+            raise NcuFailedError(
+                cmd, returncode, f"ncu finished but wrote no {self.report}.\n{output}"
+            )
+        return started_note
+
+    def close(self) -> None:
+        """Stop what still runs and remove the work dir, the shipped tensors released (a Ctrl-C
+        meanwhile waits): the "cleanup" phase."""
+        with self.phases.timed("cleanup"), deferred_interrupts():
+            if self.early is not None:
+                self.early.close(_kill)
+            if self.ranking is not None:
+                self.ranking.close()  # the first pass's exit, where it has not ended yet
+            self.work.close()
+
+    def _command(self, kernel_filter: str | None, base: str | None) -> list[str]:
+        return _profile_command(
+            self.ncu,
+            self.opts,
+            self.label,
+            self.stem,
+            self.work.path,
+            self.extra_args,
+            kernel_filter,
+            base,
+        )
 
 
 def _child_phases(
@@ -328,23 +372,6 @@ def _classify(
     if rc != 0:
         return NcuFailedError(command, rc, output, files)
     return None
-
-
-def _raise_cell_error(workdir: str) -> None:
-    error_file = os.path.join(workdir, "error.txt")
-    if os.path.exists(error_file):
-        with open(error_file, encoding="utf-8") as f:
-            raise NcuCellError(f.read())
-
-
-def _shown_value(workdir: str) -> Shown | None:
-    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or
-    None."""
-    path = os.path.join(workdir, "value.txt")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return Shown(f.read())
 
 
 def _run(cmd: list[str], timeout: float, stem: str, env: dict[str, str]) -> tuple[str, int]:

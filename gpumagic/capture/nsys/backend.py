@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...errors import (
@@ -39,17 +35,26 @@ from ...errors import (
     NsysTimeoutError,
 )
 from ...trace import Trace
-from .. import Capture, Shown
+from .. import Capture
 from ..cell import loop_notes
 from ..child.runner import rank_phases_file
-from ..child.shipping import free_names, release, ship
+from ..child.workdir import WorkDir, raise_cell_error, shown_value, source_text
 from ..guards import deferred_interrupts
 from ..marks.code_marks import code_from_nvtx
 from ..marks.function_ranges import function_table
-from ..options import ITERS, WARMUP, NsysOptions, graph_trace_args, lean_args, ready_profile_dir
+from ..options import (
+    ITERS,
+    WARMUP,
+    NsysOptions,
+    graph_trace_args,
+    lean_args,
+    ready_profile_dir,
+    report_stem,
+)
 from ..phases import PHASES_FILE, Phases, read_marks
 from ..tools import child_env, find_tool, run_in_session
 from . import ranks
+from .cell_report import CellReport, export_sqlite, nsys_error, traces_nvtx
 from .gpu_metrics import attach_counters
 from .sqlite import read_sqlite
 
@@ -84,36 +89,6 @@ def find_nsys(configured: str | None = None) -> str:
     return find_tool(
         "nsys", configured or os.environ.get("GPUMAGIC_NSYS"), _SEARCH, NsysNotFoundError
     )
-
-
-def _classify(command: list[str], output: str, rc: int, files: list[str]) -> NsysError | None:
-    """The error nsys' output and exit status mean, if any."""
-    if re.search(
-        r"newer than|created (?:in|by) (?:a )?newer|unsupported.*version", output, re.IGNORECASE
-    ):
-        return NewerReportError(output)
-    if "No reports were generated" in output:
-        return NoReportError(output)
-    if rc != 0:
-        return NsysFailedError(command, rc, output, files)
-    return None
-
-
-def export_sqlite(nsys: str, report: str, timeout: float = 600) -> str:
-    """Export ``report`` to a fresh ``.sqlite`` next to it with the same nsys; return its path."""
-    out = os.path.splitext(report)[0] + ".sqlite"
-    if os.path.exists(out):
-        os.remove(out)  # never reuse a stale or half-written export
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", out, report]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    err = _classify(cmd, proc.stdout + proc.stderr, proc.returncode, [])
-    if err is not None:
-        raise err
-    if not os.path.exists(out):
-        raise NsysFailedError(
-            cmd, proc.returncode, f"nsys export wrote no {out}.\n{proc.stdout + proc.stderr}"
-        )
-    return out
 
 
 def load_nsys(path: str | os.PathLike[str], nsys: str | None = None) -> Trace:
@@ -161,10 +136,7 @@ def capture(
 
     The cell runs only in the subprocess: ``namespace`` is read, never written.
     """
-    if not isinstance(cell, str):
-        raise TypeError(
-            "the nsys backend runs the cell in a subprocess: give it the cell's source text"
-        )
+    source_text(cell, "nsys")
     opts = options or NsysOptions()
     extra_args = opts.tool_args()  # before any work
     profile_dir = ready_profile_dir(opts.profile_dir)
@@ -172,83 +144,32 @@ def capture(
     nproc = opts.nproc or 1
     if nproc > 1:
         ranks.check_before_launch(nproc, opts.python)
+    one = nproc == 1
     # the functions the cell calls, marked with their lines in the child from their source here
-    functions = function_table(namespace or {}, cell) if nproc <= 1 else []
-    workdir = tempfile.mkdtemp(prefix="gpumagic-nsys-")
-    phases = Phases()
-    warm_notes: list[str] = []
-    shipped = None
-    warm = opts.warm and nproc == 1
-    if warm:
-        from .warm import launch_early
-    elif "gpumagic.capture.nsys.warm" in sys.modules:
-        # turned off, or ranks that want every GPU: the warm child's context and memory go now
-        sys.modules["gpumagic.capture.nsys.warm"].retire_current()
-
-    try:
-        with phases.timed("shipping"):
-            shipped = ship(
-                free_names(cell) + (free_names(opts.setup) if opts.setup else []),
-                namespace or {},
-                workdir,
-                # a new warm child starts while the inputs are written
-                checked=(lambda: launch_early(nsys, opts, extra_args)) if warm else None,
-                for_ranks=nproc > 1,
-            )
-            spec = {
-                "cell": cell,
-                "setup": opts.setup,
-                "warmup": warmup,
-                "iters": iters,
-                "label": label,
-                "nproc": nproc,
-                # the by-code view's ranges as NVTX: one process (ranks are read by rank)
-                "code_marks": nproc <= 1,
-                # the functions it calls, marked there from their source here
-                "functions": functions,
-            }
-            with open(os.path.join(workdir, "cell.json"), "w", encoding="utf-8") as f:
-                json.dump(spec, f)
-        stem = os.path.join(profile_dir, f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}")
-        report: str | None = None
-        if warm:
-            report, warm_notes = _try_warm(nsys, opts, extra_args, workdir, stem, phases)
-        from_warm = report is not None
-        if from_warm:
-            with phases.timed("export"):
-                sqlite = export_sqlite(nsys, report)
-        else:
-            report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
-        with phases.timed("reading"):
-            trace = read_sqlite(sqlite)
-        if from_warm and _warm_missed(trace, label, opts):
-            warm_notes = [
-                "Warm child not used: its report lacked the cell's NVTX range (the collection "
-                "began late); this run started nsys afresh."
-            ]
-            _clear_outputs(workdir)
-            report, sqlite = _one_shot(nsys, opts, label, stem, workdir, extra_args, phases)
-            with phases.timed("reading"):
-                trace = read_sqlite(sqlite)
-        trace.meta.update(label=label, nsys=nsys, phases=phases.rows, nsys_trace=opts.trace)
-        if nproc <= 1 and "nvtx" in opts.trace.split(","):
-            code_from_nvtx(trace, cell, functions=functions)
-        attach_counters(trace, sqlite, asked=opts.counters)
+    functions = function_table(namespace or {}, cell) if one else []
+    warm = _warm_wanted(opts, nproc)
+    run = CellReport(nsys, label, opts.trace, opts.counters, Phases())
+    spec = {
+        "warmup": warmup,
+        "iters": iters,
+        "label": label,
+        "nproc": nproc,
+        "code_marks": one,  # the by-code view's ranges as NVTX: one process (ranks: by rank)
+        "functions": functions,  # the functions it calls, marked there from their source here
+    }
+    with WorkDir("gpumagic-nsys-") as work:
+        with run.phases.timed("shipping"):
+            # a new warm child starts while the inputs are written
+            early = _early_launch(nsys, opts, extra_args) if warm else None
+            shipped = work.ship(cell, opts.setup, namespace, spec, early, for_ranks=not one)
+        stem = report_stem(profile_dir, label)
+        report, sqlite, trace, warm_notes = _recorded(run, opts, extra_args, stem, work.path, warm)
+        run.finish(trace, sqlite, cell, functions, by_code=one)
         if warm_notes and warm_notes[0].startswith("Warm child reused"):
             trace.meta["child"] = "warm child reused"
-        value = _shown_value(workdir)
-    finally:
-        with deferred_interrupts():  # the shipped tensors do not outlive an interrupted cell
-            shutil.rmtree(workdir, ignore_errors=True)
-            release(shipped)
-    files = {"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite}
-    notes = [
-        *([trace.meta["counters_note"]] if "counters_note" in trace.meta else []),
-        shipped.note(),
-        f"report: {report}" if report else "report: (not kept)",
-        f"SQLite export: {sqlite}",
-    ]
-    if nproc > 1:
+        value = shown_value(work.path)
+    notes = run.notes(trace, shipped.note(), report, sqlite)
+    if not one:
         notes.insert(
             0,
             f"{nproc} ranks (env:// rendezvous on this host), one GPU each; the capture opened and "
@@ -257,14 +178,61 @@ def capture(
     return Capture(
         trace,
         notes=loop_notes(warmup, iters) + warm_notes + notes,
-        files=files,
+        files={"report": report, "sqlite": sqlite} if report else {"sqlite": sqlite},
         value=value,
-        phases=phases,
+        phases=run.phases,
     )
 
 
+def _warm_wanted(opts: NsysOptions, nproc: int) -> bool:
+    """Whether the cell runs in the kernel's warm child: ``options.warm``, one process. Where it
+    does not (turned off, or ranks that want every GPU), a warm child left by an earlier cell is
+    retired now: its CUDA context and memory go."""
+    if opts.warm and nproc == 1:
+        return True
+    if "gpumagic.capture.nsys.warm" in sys.modules:
+        sys.modules["gpumagic.capture.nsys.warm"].retire_current()
+    return False
+
+
+def _early_launch(nsys: str, opts: NsysOptions, extra_args: list[str]) -> Callable[[], None]:
+    """What starts a new warm child (where none runs yet) once the cell's names are known to
+    travel: it starts while they are written."""
+    from .warm import launch_early
+
+    return lambda: launch_early(nsys, opts, extra_args)
+
+
+def _recorded(
+    run: CellReport,
+    opts: NsysOptions,
+    extra_args: list[str],
+    stem: str,
+    workdir: str,
+    warm: bool,
+) -> tuple[str | None, str, Trace, list[str]]:
+    """The cell recorded and its export read: in the warm child (``warm``) where it can run the
+    cell and its report holds the cell's range, else by a one-shot ``nsys profile``; (the report,
+    None where nsys kept none; the SQLite; the trace; the notes on the warm child)."""
+    warm_notes: list[str] = []
+    if warm:
+        report, warm_notes = _try_warm(run, opts, extra_args, workdir, stem)
+        if report is not None:
+            sqlite = run.export(report)
+            trace = run.read(sqlite)
+            if not _warm_missed(trace, run.label, opts):
+                return report, sqlite, trace, warm_notes
+            warm_notes = [
+                "Warm child not used: its report lacked the cell's NVTX range (the collection "
+                "began late); this run started nsys afresh."
+            ]
+            _clear_outputs(workdir)
+    report, sqlite = _one_shot(run, opts, stem, workdir, extra_args)
+    return report, sqlite, run.read(sqlite), warm_notes
+
+
 def _try_warm(
-    nsys: str, opts: NsysOptions, extra_args: list[str], workdir: str, stem: str, phases: Phases
+    run: CellReport, opts: NsysOptions, extra_args: list[str], workdir: str, stem: str
 ) -> tuple[str | None, list[str]]:
     """The cell in the kernel's warm child (``capture/nsys/warm.py``): its report and notes; (None,
     a note saying why) where the warm child could not run it, the work dir then left as shipped for
@@ -272,7 +240,7 @@ def _try_warm(
     from .warm import WarmUnavailable, run_warm
 
     try:
-        return run_warm(nsys, opts, extra_args, workdir, stem, phases)
+        return run_warm(run.nsys, opts, extra_args, workdir, stem, run.phases)
     except WarmUnavailable as exc:
         _clear_outputs(workdir)
         return None, [f"Warm child not used ({exc}); this run started nsys afresh."]
@@ -283,7 +251,7 @@ def _warm_missed(trace: Trace, label: str, opts: NsysOptions) -> bool:
     Where nsys does not trace NVTX (``-t`` without it), there is no range to look for."""
     from .warm import missed_range, retire_current
 
-    if "nvtx" not in opts.trace.split(",") or not missed_range(trace, label):
+    if not traces_nvtx(opts.trace) or not missed_range(trace, label):
         return False
     retire_current()
     return True
@@ -297,25 +265,19 @@ def _clear_outputs(workdir: str) -> None:
 
 
 def _one_shot(
-    nsys: str,
-    opts: NsysOptions,
-    label: str,
-    stem: str,
-    workdir: str,
-    extra_args: list[str],
-    phases: Phases,
+    run: CellReport, opts: NsysOptions, stem: str, workdir: str, extra_args: list[str]
 ) -> tuple[str | None, str]:
     """``nsys profile`` of a new child for this cell alone: (the report or None, the SQLite).
     nsys exports the SQLite itself before it exits (``--export=sqlite``): that export is part of
     the "tool stop/flush" phase here."""
     nproc = opts.nproc or 1
-    cmd = _profile_command(nsys, opts, label, stem, workdir, extra_args)
+    cmd = _profile_command(run.nsys, opts, run.label, stem, workdir, extra_args)
     started = time.time()
     output, returncode = _run(cmd, opts.timeout, stem, workdir if nproc > 1 else None, nproc)
     # ranks: rank 0's marks stand for the run ("child start" then holds nsys', the launcher's and
     # the rank's own start)
     marks = read_marks(workdir, rank_phases_file(0)) if nproc > 1 else read_marks(workdir)
-    phases.add_child(marks, started, time.time())
+    run.phases.add_child(marks, started, time.time())
     failed = (
         ranks.rank_failure(workdir, nproc, output, opts.python or sys.executable)
         if nproc > 1
@@ -323,11 +285,8 @@ def _one_shot(
     )
     if failed is not None:
         raise failed
-    error_file = os.path.join(workdir, "error.txt")
-    if os.path.exists(error_file):
-        with open(error_file, encoding="utf-8") as f:
-            raise CellError(f.read())
-    err = _classify(cmd, output, returncode, sorted(glob.glob(stem + "*")))
+    raise_cell_error(workdir, CellError)
+    err = nsys_error(cmd, output, returncode, sorted(glob.glob(stem + "*")))
     if err is not None:
         raise err
     report = stem + ".nsys-rep" if os.path.exists(stem + ".nsys-rep") else None
@@ -335,19 +294,8 @@ def _one_shot(
     if not os.path.exists(sqlite):
         if report is None:
             raise NoReportError(output, stem=stem)
-        with phases.timed("export"):
-            sqlite = export_sqlite(nsys, report)
+        sqlite = run.export(report)
     return report, sqlite
-
-
-def _shown_value(workdir: str) -> Shown | None:
-    """The cell's value as the subprocess printed it (``value.txt``, written by the runner), or
-    None."""
-    path = os.path.join(workdir, "value.txt")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return Shown(f.read())
 
 
 def _profile_command(
@@ -408,10 +356,6 @@ def _run(
     if workdir is not None:
         ranks.stop_run_processes(workdir)  # a rank that outlived the launcher (none, normally)
     return output, returncode
-
-
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:60] or "cell"
 
 
 def _kill(proc: subprocess.Popen[str], workdir: str | None = None) -> None:

@@ -24,17 +24,19 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
 from ...errors import InvalidOptionError, NsysFailedError
 from .. import Capture
-from ..cell import Cell, loop_notes, namespace_or_new, run_cell
-from ..marks.cell_lines import marked_cell
-from ..marks.code_marks import code_from_nvtx, nvtx_code_marks
-from ..marks.function_ranges import function_table
-from ..options import ITERS, WARMUP, NsysOptions, ready_profile_dir, split_start_args
+from ..cell import Cell, loop_notes
+from ..in_process import CellHere
+from ..marks.code_marks import nvtx_code_marks
+from ..marks.nvtx_calls import push_pop, synchronize
+from ..options import ITERS, WARMUP, NsysOptions, ready_profile_dir, report_stem, split_start_args
 from ..phases import Phases
+from .cell_report import CellReport, traces_nvtx
 from .warm import missed_range, settle_seconds, start_args
 
 __all__ = ["NSYS_ENV", "SESSION_ENV", "TRACE_ENV", "capture", "session"]
@@ -67,13 +69,6 @@ def _cli(nsys: str, name: str, *args: str) -> tuple[list[str], int, str]:
     return cmd, proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
-def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any], Callable[[], None]]:
-    """NVTX push and pop, and a device synchronization (none without CUDA)."""
-    from ..marks.nvtx_calls import push_pop, synchronize
-
-    return (*push_pop(), synchronize())
-
-
 def capture(
     cell: Cell | str | CodeType | Callable[[], Any],
     label: str,
@@ -87,14 +82,46 @@ def capture(
     ``warmup`` runs, then ``iters`` runs between this session's ``nsys start`` and ``nsys stop``,
     inside the NVTX range ``label``; export the report and read it. A cell's exception propagates
     after the collection has stopped and the range is popped."""
-    from .backend import export_sqlite, find_nsys
-    from .sqlite import read_sqlite
+    from .backend import find_nsys
 
     name = session()
     if name is None:
         raise RuntimeError(f"not under nsys: {SESSION_ENV} is unset")
     opts = options or NsysOptions()
-    extra_args = opts.tool_args()
+    extra_args = _start_only(opts.tool_args())
+    nsys = os.environ.get(NSYS_ENV) or find_nsys(opts.nsys_path)
+    stem = report_stem(ready_profile_dir(opts.profile_dir), label)
+    run = CellReport(nsys, label, os.environ.get(TRACE_ENV) or opts.trace, opts.counters, Phases())
+    collection = _Collection(nsys, name, stem, start_args(extra_args), run.phases)
+    here = CellHere.prepare(cell, namespace)
+    value = here.run(
+        warmup, iters, lambda: collection.captured(label, here), synchronize(), collection.warm_up
+    )
+    report = stem + ".nsys-rep"
+    sqlite = run.export(report)
+    trace = run.read(sqlite)
+    notes = loop_notes(warmup, iters)
+    if traces_nvtx(run.traced) and missed_range(trace, label):
+        notes.append(
+            "The report lacks the cell's NVTX range: nsys' collection began after the cell had "
+            "started, so some of its work may be missing. Run the cell again (the next waits "
+            "longer after nsys start)."
+        )
+    run.finish(trace, sqlite, here.cell.source, here.functions, child="in place")
+    where = f"Profiled in place: this kernel runs under nsys (session {name}); nothing was shipped."
+    notes += run.notes(trace, where, report, sqlite)
+    return Capture(
+        trace,
+        notes=notes,
+        files={"report": report, "sqlite": sqlite},
+        value=value,
+        phases=run.phases,
+    )
+
+
+def _start_only(extra_args: list[str]) -> list[str]:
+    """``extra_args`` where ``nsys start`` takes them all; those that only ``nsys launch`` takes
+    are refused, naming where they go instead."""
     launch_only = split_start_args(extra_args)[0]
     if launch_only:
         raise InvalidOptionError(
@@ -106,83 +133,61 @@ def capture(
                 "start a new kernel of that spec"
             ),
         )
-    nsys = os.environ.get(NSYS_ENV) or find_nsys(opts.nsys_path)
-    ns = namespace_or_new(namespace)
-    stem = os.path.join(
-        ready_profile_dir(opts.profile_dir), f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(label)}"
-    )
-    phases = Phases()
-    push, pop, sync = _nvtx()
-    warm_began = [time.time()]
+    return extra_args
+
+
+@dataclass
+class _Collection:
+    """One cell's collection in this kernel's nsys session: the warm-up watched
+    (:meth:`warm_up`), then :meth:`captured`: ``nsys start`` (its report to ``stem``), the
+    captured runs inside the cell's NVTX range and the by-code view's, and ``nsys stop`` however
+    they end; each step a phase."""
+
+    nsys: str
+    session: str
+    stem: str
+    start_args: list[str]
+    phases: Phases
+    warm_began: float = field(default_factory=time.time)
 
     @contextmanager
-    def outside() -> Iterator[None]:
-        warm_began[0] = time.time()
+    def warm_up(self) -> Iterator[None]:
+        self.warm_began = time.time()
         yield
 
     @contextmanager
-    def inside() -> Iterator[None]:
-        phases.add("warm-up", time.time() - warm_began[0])
-        t = time.perf_counter()
-        cmd, rc, out = _cli(
-            nsys, name, "start", "-o", stem, "--force-overwrite=true", *start_args(extra_args)
-        )
-        if rc != 0:
-            raise NsysFailedError(cmd, rc, out)
-        time.sleep(settle_seconds())  # `nsys start` answers before its collection records
-        phases.add("tool start", time.perf_counter() - t)
-        t = time.perf_counter()
+    def captured(self, label: str, here: CellHere) -> Iterator[None]:
+        self.phases.add("warm-up", time.time() - self.warm_began)
+        with self.phases.timed("tool start"):
+            _checked(
+                _cli(
+                    self.nsys,
+                    self.session,
+                    "start",
+                    "-o",
+                    self.stem,
+                    "--force-overwrite=true",
+                    *self.start_args,
+                )
+            )
+            time.sleep(settle_seconds())  # `nsys start` answers before its collection records
+        push, pop = push_pop()
+        began = time.perf_counter()
         push(label)
         try:
-            with nvtx_code_marks(ns, functions):  # the by-code view's ranges, as NVTX
+            with nvtx_code_marks(here.namespace, here.functions):  # the by-code view's, as NVTX
                 yield
         finally:
             pop()
-            phases.add("capture", time.perf_counter() - t)
-            t = time.perf_counter()
-            stop_cmd, stop_rc, stop_out = _cli(nsys, name, "stop")
-            phases.add("tool stop/flush", time.perf_counter() - t)
-        if stop_rc != 0:
-            raise NsysFailedError(stop_cmd, stop_rc, stop_out)
-
-    runnable = marked_cell(cell) if isinstance(cell, str) else Cell.of(cell)
-    functions = function_table(ns, runnable.source)
-    value = run_cell(runnable, ns, warmup, iters, inside, sync, outside)
-    report = stem + ".nsys-rep"
-    with phases.timed("export"):
-        sqlite = export_sqlite(nsys, report)
-    with phases.timed("reading"):
-        trace = read_sqlite(sqlite)
-    traced = os.environ.get(TRACE_ENV) or opts.trace
-    notes = loop_notes(warmup, iters)
-    if "nvtx" in traced.split(",") and missed_range(trace, label):
-        notes.append(
-            "The report lacks the cell's NVTX range: nsys' collection began after the cell had "
-            "started, so some of its work may be missing. Run the cell again (the next waits "
-            "longer after nsys start)."
-        )
-    trace.meta.update(
-        label=label, nsys=nsys, phases=phases.rows, nsys_trace=traced, child="in place"
-    )
-    if "nvtx" in traced.split(","):
-        source = runnable.source or (cell if isinstance(cell, str) else None)
-        code_from_nvtx(trace, source, functions=functions)
-    from .gpu_metrics import attach_counters
-
-    attach_counters(trace, sqlite, asked=opts.counters)
-    if "counters_note" in trace.meta:
-        notes.append(trace.meta["counters_note"])
-    notes += [
-        f"Profiled in place: this kernel runs under nsys (session {name}); nothing was shipped.",
-        f"report: {report}",
-        f"SQLite export: {sqlite}",
-    ]
-    return Capture(
-        trace, notes=notes, files={"report": report, "sqlite": sqlite}, value=value, phases=phases
-    )
+            self.phases.add("capture", time.perf_counter() - began)
+            with self.phases.timed("tool stop/flush"):
+                stopped = _cli(self.nsys, self.session, "stop")
+        _checked(stopped)
 
 
-def _slug(label: str) -> str:
-    from .backend import _slug as slug
-
-    return slug(label)
+def _checked(answer: tuple[list[str], int, str]) -> None:
+    """An ``nsys start`` or ``stop`` that failed, as the error that names its command and
+    output."""
+    cmd, rc, out = answer
+    if rc != 0:
+        raise NsysFailedError(cmd, rc, out)

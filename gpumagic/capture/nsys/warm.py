@@ -38,7 +38,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -51,8 +50,9 @@ from typing import Any
 from ...errors import CellError, NsysTimeoutError
 from ..child.runner import alive
 from ..child.warm_child import CMD_FIFO, READY_FILE
+from ..child.workdir import raise_cell_error
 from ..guards import deferred_interrupts
-from ..options import NsysOptions, graph_trace_args, lean_args, split_start_args
+from ..options import NsysOptions, graph_trace_args, label_slug, lean_args, split_start_args
 from ..phases import Phases, read_marks
 from ..tools import child_env
 
@@ -89,15 +89,11 @@ def missed_range(trace: Any, label: str) -> bool:
     after ``nsys start``; the caller retires this one and runs the cell the one-shot way."""
     global _settle
     texts = trace.nvtx["text"].astype(str) if len(trace.nvtx) else []
-    want = _slug(label)
-    if any(_slug(t.lstrip(":")) == want for t in texts):
+    want = label_slug(label)
+    if any(label_slug(t.lstrip(":")) == want for t in texts):
         return False
     _settle = min(_settle * 2, 4.0)
     return True
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60] or "cell"
 
 
 class WarmUnavailable(Exception):
@@ -430,10 +426,7 @@ def _run_cell(child: WarmChild, opts: NsysOptions, workdir: str, stem: str, phas
         phases.add(name, b - a)
     if marks and first == warm:
         phases.add("tool stop/flush", stopped - marks[-1][2])
-    error_file = os.path.join(workdir, "error.txt")
-    if os.path.exists(error_file):
-        with open(error_file, encoding="utf-8") as f:
-            raise CellError(f.read())
+    raise_cell_error(workdir, CellError)
     if rc != 0:
         raise WarmUnavailable(f"nsys stop failed (status {rc}): {out[-400:]}")
     report = stem + ".nsys-rep"

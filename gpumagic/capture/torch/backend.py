@@ -11,6 +11,7 @@ start/stop chatter on stderr is dropped; the cell's own stderr is left alone
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import warnings
@@ -20,9 +21,10 @@ from types import CodeType
 from typing import Any
 
 from ...gpu_activity.profiler_start import inductor_import_deferred, mark_started
+from ...trace import Trace
 from ...trace.coverage import recorded_kinds
 from .. import Capture
-from ..cell import Cell, loop_notes, namespace_or_new, run_cell
+from ..cell import Cell, loop_notes
 from ..chrome.reader import load_trace
 from ..guards import (
     deferred_interrupts,
@@ -33,9 +35,10 @@ from ..guards import (
     refuse_started,
     watch_for_profilers,
 )
-from ..marks.cell_lines import capped_lines, marked_cell, reset_runs
+from ..in_process import CellHere
+from ..marks.cell_lines import capped_lines
 from ..marks.code_marks import moved_ranges
-from ..marks.function_ranges import function_ranges, function_table, with_their_globals
+from ..marks.function_ranges import function_ranges, with_their_globals
 from ..marks.module_ranges import module_ranges
 from ..options import ITERS, WARMUP, TorchProfilerOptions
 from .inductor_kernels import fused_descriptions, fused_from_loaded_code
@@ -80,94 +83,123 @@ def capture(
     One profiler at a time (``capture/guards.py``): a profiler already running, or one the cell
     opens, is a :class:`~gpumagic.errors.NestedProfilerError` before the cell runs, not a crash."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
 
     opts = options or TorchProfilerOptions()
     cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    ns = namespace_or_new(namespace)
-    runnable = marked_cell(cell) if isinstance(cell, str) and opts.module_ranges else Cell.of(cell)
-    reset_runs()  # each line's ranges counted from this capture's first run
+    here = CellHere.prepare(cell, namespace, marked=opts.module_ranges)
     refuse_if_running()
-    refuse_profiler_calls(runnable.source, ns)
-    prof: Any = None
-    # the functions the cell calls, marked with their lines in the captured runs
-    table = function_table(ns, runnable.source) if opts.module_ranges else []
-    functions: list[dict[str, Any]] = []
+    refuse_profiler_calls(here.cell.source, here.namespace)
+    profiler = _Profiler(opts, cuda, label, here)
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    value = here.run(warmup, iters, profiler.captured, sync, _watched_warm_up)
+    trace = _exported(profiler.prof)
+    _run_meta(trace, label, cuda)
+    code_meta(trace, here.cell, here.namespace, opts)
+    if profiler.functions:
+        trace.meta.setdefault("code", {})["functions"] = profiler.functions
+    fused = fused_descriptions(fused_from_loaded_code(trace.kernels["name"].unique()))
+    if fused:  # what each Inductor kernel fused, from the output code the compiled graphs run
+        trace.meta["fused"] = fused
+    return Capture(trace, notes=loop_notes(warmup, iters), value=value)
+
+
+@contextmanager
+def _watched_warm_up() -> Iterator[None]:
+    """The warm-up, watched for a profiler the cell starts (refused before the capture), then
+    checked for one still running."""
+    with watch_for_profilers() as seen:
+        yield
+    refuse_started(seen)
+    refuse_if_running(after_warmup=True)
+
+
+class _Profiler:
+    """torch.profiler over the captured runs (:meth:`captured`), the cell's NVTX range and
+    ``record_function`` of its label inside it, and the by-code view's ranges where
+    ``module_ranges`` asks for them. ``prof``: the profiler, once started; ``functions``: the
+    functions marked, as their ranges give them back."""
+
+    def __init__(self, opts: TorchProfilerOptions, cuda: bool, label: str, here: CellHere) -> None:
+        self.opts, self.cuda, self.label, self.here = opts, cuda, label, here
+        self.prof: Any = None
+        self.functions: list[dict[str, Any]] = []
 
     @contextmanager
-    def outside() -> Iterator[None]:
-        with watch_for_profilers() as seen:
-            yield
-        refuse_started(seen)
-        refuse_if_running(after_warmup=True)
+    def captured(self) -> Iterator[None]:
+        """Start the profiler and enter the ranges (a Ctrl-C meanwhile: all start, then all are
+        closed); close the ranges and stop the profiler however the runs end (a Ctrl-C meanwhile
+        waits until it has stopped)."""
+        from torch.profiler import ProfilerActivity, profile
 
-    @contextmanager
-    def inside() -> Iterator[None]:
-        nonlocal prof
-        prof = profile(
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self.prof = profile(
             activities=activities,
-            record_shapes=opts.record_shapes,
-            with_modules=opts.with_modules,
-            with_stack=opts.with_stack,
+            record_shapes=self.opts.record_shapes,
+            with_modules=self.opts.with_modules,
+            with_stack=self.opts.with_stack,
         )
         around = ExitStack()
         try:
-            with (
-                deferred_interrupts()
-            ):  # a Ctrl-C while it starts: it starts, then it is stopped (finally)
-                with quiet_profiler_stderr(), warnings.catch_warnings():
-                    # torch's own "Profiler clears events at the end of each cycle" notice
-                    warnings.filterwarnings(
-                        "ignore", message=".*Profiler clears events at the end of each cycle"
-                    )
-                    with (
-                        inductor_import_deferred()
-                    ):  # its hasattr(torch, "_inductor") would import Inductor
-                        prof.__enter__()
-                if cuda:
+            with deferred_interrupts():
+                _start(self.prof)
+                if self.cuda:
                     mark_started()
-                around.callback(_stop, prof)
-                around.enter_context(refuse_nested_profilers())
-                around.enter_context(nvtx_range(label))
-                around.enter_context(record_function(label))
-                if opts.module_ranges:
-                    around.enter_context(module_ranges(with_their_globals(ns, table)))
-                    functions[:] = around.enter_context(function_ranges(ns, table))
+                around.callback(_stop, self.prof)
+                self._enter_ranges(around)
             yield
         finally:
-            with deferred_interrupts():  # a Ctrl-C while it stops waits until it has stopped
+            with deferred_interrupts():
                 around.close()
 
-    value = run_cell(
-        runnable,
-        ns,
-        warmup,
-        iters,
-        inside,
-        torch.cuda.synchronize if cuda else lambda: None,
-        outside,
-    )
+    def _enter_ranges(self, around: ExitStack) -> None:
+        from torch.profiler import record_function
+
+        around.enter_context(refuse_nested_profilers())
+        around.enter_context(nvtx_range(self.label))
+        around.enter_context(record_function(self.label))
+        if self.opts.module_ranges:
+            ns, table = self.here.namespace, self.here.functions
+            around.enter_context(module_ranges(with_their_globals(ns, table)))
+            self.functions[:] = around.enter_context(function_ranges(ns, table))
+
+
+def _start(prof: Any) -> None:
+    """Start the profiler without its start-up chatter: kineto's lines on stderr, torch's "Profiler
+    clears events at the end of each cycle" notice, and the Inductor import that its look for
+    ``torch._inductor`` would cause."""
+    with quiet_profiler_stderr(), warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=".*Profiler clears events at the end of each cycle"
+        )
+        with inductor_import_deferred():
+            prof.__enter__()
+
+
+def _exported(prof: Any) -> Trace:
+    """The profiler's events as a Trace, through a Chrome trace file removed once read (a Ctrl-C
+    cannot leave it behind: it is named before one is raised)."""
     path = None
     try:
-        with (
-            deferred_interrupts()
-        ):  # a Ctrl-C here cannot leave the file behind: it is named before it is raised
+        with deferred_interrupts():
             fd, path = tempfile.mkstemp(prefix="gpumagic-", suffix=".json")
             os.close(fd)
         prof.export_chrome_trace(path)
-        trace = load_trace(path)
+        return load_trace(path)
     finally:
         if path is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(path)
-            except OSError:
-                pass
+
+
+def _run_meta(trace: Trace, label: str, cuda: bool) -> None:
+    """The run's facts on ``trace``: the label, torch's and CUDA's versions, the device, and what
+    the profiler was asked to record, whatever the trace holds (CUDA kernels asked for and missing
+    were dropped, an error the self-check names, not left unrecorded)."""
+    import torch
+
     trace.meta.update(
         label=label, torch=torch.__version__, cuda_available=bool(cuda), cuda=torch.version.cuda
     )
-    # what the profiler was asked to record, whatever the trace holds: CUDA kernels asked for and
-    # missing were dropped (an error the self-check names), not left unrecorded
     trace.meta["recorded"] = recorded_kinds(
         {"ops", "nvtx", *(("kernels", "memops", "api") if cuda else ())}
     )
@@ -176,13 +208,6 @@ def capture(
     if not cuda:
         trace.meta.setdefault("device", "CPU")
     trace.meta.pop("source", None)
-    code_meta(trace, runnable, ns, opts)
-    if functions:
-        trace.meta.setdefault("code", {})["functions"] = functions
-    fused = fused_descriptions(fused_from_loaded_code(trace.kernels["name"].unique()))
-    if fused:  # what each Inductor kernel fused, from the output code the compiled graphs run
-        trace.meta["fused"] = fused
-    return Capture(trace, notes=loop_notes(warmup, iters), value=value)
 
 
 def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -> None:
