@@ -46,13 +46,28 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..capture.memory.snapshot import OOM
 from .finding import Finding
 from .memory_backward import name_backward
 from .memory_findings import findings_of, format_bytes, repeated_allocations
+from .memory_history import (
+    CATEGORIES,
+    CATEGORY_CODE,
+    Allocations,
+    BlocksBefore,
+    Levels,
+    Live,
+    allocations,
+    block_bytes,
+    blocks_before,
+    categories_before,
+    levels_of,
+    pair_allocations,
+)
 from .memory_levers import levers_of
-from .memory_owners import owners
+from .memory_owners import Owners, owners
 from .memory_ranges import ranges_of, when
-from .memory_sites import site_of
+from .memory_sites import Site, site_of
 
 if TYPE_CHECKING:
     from ..capture.memory.names import MemoryNames
@@ -60,25 +75,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CATEGORIES", "MemoryAnalysis", "analyze_memory", "block_bytes", "format_bytes"]
 
-CATEGORIES = (
-    "parameters",
-    "optimizer state",
-    "inputs",
-    "activations",
-    "gradients",
-    "temporaries",
-    "unknown",
-)
-_CAT = {c: i for i, c in enumerate(CATEGORIES)}
-_ALLOC, _FREE, _SEG_ALLOC, _SEG_FREE, _OOM = 0, 1, 3, 4, 5
 #: Samples drawn at most (each keeps its bucket's highest and lowest level); the exact peak is
 #: always among them.
 MAX_POINTS = 2000
-
-
-def block_bytes(size: np.ndarray) -> np.ndarray:
-    """The allocator's count for requests of ``size`` bytes: rounded up to 512, at least 512."""
-    return np.maximum(512, -(-size // 512) * 512)
 
 
 @dataclass
@@ -142,48 +141,6 @@ class MemoryAnalysis:
         return g
 
 
-def _pairs(snap: SnapshotData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For the history's alloc and free entries: (alloc rows, the row freeing each or -1, free rows
-    with no alloc)."""
-    rows = np.flatnonzero((snap.action == _ALLOC) | (snap.action == _FREE))
-    order = rows[np.lexsort((rows, snap.addr[rows]))]
-    a, act = snap.addr[order], snap.action[order]
-    paired = np.zeros(len(order), bool)
-    if len(order) > 1:
-        paired[1:] = (a[1:] == a[:-1]) & (act[1:] == _FREE) & (act[:-1] == _ALLOC)
-    free_of = np.full(len(snap.action), -1, np.int64)
-    free_of[order[:-1][paired[1:]]] = order[1:][paired[1:]]
-    allocs = np.flatnonzero(snap.action == _ALLOC)
-    orphan = order[(act == _FREE) & ~paired]
-    return allocs, free_of[allocs], np.sort(orphan)
-
-
-def _next_kind(alloc_rows: np.ndarray, is_kind: np.ndarray, n: int) -> np.ndarray:
-    """For each alloc (in row order) the row of the next alloc after it whose ``is_kind`` is set (n
-    if none)."""
-    nxt = np.where(is_kind, alloc_rows, n)
-    out = np.minimum.accumulate(nxt[::-1])[::-1]
-    return np.append(out[1:], n)
-
-
-def _categories(kinds: np.ndarray, rows: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """One category code per history allocation from its kind of code and its lifetime (the module's
-    rules)."""
-    back = kinds == "backward"
-    next_other = _next_kind(rows, ~back, n)
-    next_back = _next_kind(rows, back, n)
-    alive_end = ends >= n
-    cat = np.full(len(rows), _CAT["temporaries"], np.int8)
-    cat[(kinds == "optimizer") & alive_end] = _CAT["optimizer state"]
-    cat[back & (ends > next_other)] = _CAT["gradients"]
-    fwd = kinds == "forward"
-    cat[fwd & (next_back < n) & (ends > next_back)] = _CAT["activations"]
-    cat[fwd & (next_back >= n) & alive_end] = _CAT["activations"]
-    cat[kinds == "parameters"] = _CAT["parameters"]
-    cat[kinds == "inputs"] = _CAT["inputs"]
-    return cat
-
-
 def _sample_rows(level: np.ndarray, must: list[int], max_points: int) -> np.ndarray:
     """Rows to draw: all of them if few, else each bucket's highest and lowest, plus ``must`` (the
     peak, the oom)."""
@@ -215,6 +172,13 @@ NO_MODULE_TREE = (
     "(%%gpuprofile --memory takes it from the live models; "
     "MemoryNames(..., modules=module_tree(ns)) carries it)."
 )
+_NO_STACKS = (
+    "The history was recorded without stack traces: every allocation's category is unknown."
+)
+_RESERVED_FROM_ZERO = (
+    "The history's segment entries do not add up to the final segments: reserved memory is drawn "
+    "from the history alone, starting at zero."
+)
 
 
 def analyze_memory(
@@ -235,235 +199,193 @@ def analyze_memory(
     and module from them, blocks still alive at the end their name, and the blocks a module's
     forward made that module."""
     n = len(snap)
-    notes = list(snap.notes)
-    if names is not None and not len(names.modules) and (len(names.start) or len(names.end)):
-        notes.append(NO_MODULE_TREE)
     sites = [site_of(snap.stack_frames(i)) for i in range(len(snap.stacks))]
-    # index -1: an allocation with no Python frames, made by the autograd engine's thread
-    site_kind = np.array([s.kind for s in sites] + ["backward"], dtype=object)
-    blocks = snap.blocks
-    final_alloc = blocks["allocated"]
-    fb_addr, fb_size, fb_stack = (
-        blocks["addr"][final_alloc],
-        blocks["size"][final_alloc],
-        blocks["stack"][final_alloc],
+    rows, ends, orphans = pair_allocations(snap)
+    hist = allocations(snap, sites, rows, np.where(ends < 0, n, ends))
+    before = blocks_before(snap, hist, orphans)
+    alive_at_end = hist.ends >= n
+    own = owners(
+        snap,
+        sites,
+        hist.stacks_recorded,
+        hist.rows,
+        alive_at_end,
+        before.addr,
+        before.stacks,
+        names,
     )
-
-    allocs, ends, orphans = _pairs(snap)
-    ends = np.where(ends < 0, n, ends)
-    sizes = block_bytes(snap.size[allocs])
-    live_end = ends >= n
-    final_size = dict(zip(fb_addr.tolist(), fb_size.tolist(), strict=True))
-    if live_end.any():  # alive at the end: the block's own size, as the allocator counts it
-        idx = np.flatnonzero(live_end)
-        sizes[idx] = [
-            final_size.get(a, s)
-            for a, s in zip(snap.addr[allocs[idx]].tolist(), sizes[idx].tolist())
-        ]
-    stacked = snap.stack[allocs]
-    stacks_recorded = bool(n == 0 or (stacked >= 0).any() or len(allocs) == 0)
-    if not stacks_recorded:
-        notes.append(
-            "The history was recorded without stack traces: every allocation's category is unknown."
-        )
-    kinds = site_kind[stacked]
-    cats = (
-        _categories(kinds, allocs, ends, n)
-        if stacks_recorded
-        else np.full(len(allocs), _CAT["unknown"], np.int8)
-    )
-
-    # blocks allocated before the history: freed in it without an alloc, or alive at the end and
-    # never allocated
-    alive_addrs = set(snap.addr[allocs[live_end]].tolist())
-    before_end = np.array([a not in alive_addrs for a in fb_addr.tolist()], bool)
-    pre_addr = np.concatenate([snap.addr[orphans], fb_addr[before_end]])
-    pre_size = np.concatenate([block_bytes(snap.size[orphans]), fb_size[before_end]])
-    pre_end = np.concatenate([orphans, np.full(int(before_end.sum()), n, np.int64)])
-    pre_stack = np.concatenate([np.full(len(orphans), -1, np.int32), fb_stack[before_end]])
-    known = known or {}
-    own = owners(snap, sites, stacks_recorded, allocs, live_end, pre_addr, pre_stack, names)
-    if not stacks_recorded:  # the names, where they know, say what the stacks cannot
-        named = own.hist_cat != ""
-        cats[named] = [_CAT[c] for c in own.hist_cat[named]]
-    pre_cat = np.empty(len(pre_addr), np.int8)
-    for i, (a, s) in enumerate(zip(pre_addr.tolist(), pre_stack.tolist(), strict=True)):
-        name = known.get(a) or own.pre_cat[i] or None
-        if name is None and s >= 0:
-            kind = sites[s].kind
-            name = {
-                "parameters": "parameters",
-                "optimizer": "optimizer state",
-                "inputs": "inputs",
-            }.get(kind)
-            name = name or {"backward": "gradients", "forward": "activations"}.get(kind)
-        pre_cat[i] = _CAT.get(name or "unknown", _CAT["unknown"])
-    start_allocated = int(pre_size.sum())
-
-    # per-entry change of allocated bytes, and its category
-    delta = np.zeros(n, np.int64)
-    ev_cat = np.full(n, _CAT["unknown"], np.int8)
-    delta[allocs] = sizes
-    ev_cat[allocs] = cats
-    freed = ends < n
-    delta[ends[freed]] -= sizes[freed]
-    ev_cat[ends[freed]] = cats[freed]
-    pre_freed = pre_end < n
-    delta[pre_end[pre_freed]] -= pre_size[pre_freed]
-    ev_cat[pre_end[pre_freed]] = pre_cat[pre_freed]
-    level = start_allocated + np.cumsum(delta)
-
-    seg = np.zeros(n, np.int64)
-    is_sa, is_sf = snap.action == _SEG_ALLOC, snap.action == _SEG_FREE
-    seg[is_sa], seg[is_sf] = snap.size[is_sa], -snap.size[is_sf]
-    end_reserved = int(snap.segments["total"].sum())
-    start_reserved = end_reserved - int(seg.sum())
-    if start_reserved < 0:
-        notes.append(
-            "The history's segment entries do not add up to the final segments: reserved "
-            "memory is drawn "
-            "from the history alone, starting at zero."
-        )
-        start_reserved = 0
-    reserved = start_reserved + np.cumsum(seg)
-
-    end_allocated = int(fb_size.sum())
-    if n and int(level[-1]) != end_allocated:
-        notes.append(
-            f"The history ends at {format_bytes(int(level[-1]))} allocated, the snapshot's "
-            f"blocks at "
-            f"{format_bytes(end_allocated)}: some entries are missing (a full history buffer "
-            f"drops the oldest)."
-        )
-
-    peak = int(np.argmax(level)) if n else -1
-    peak_bytes = int(level[peak]) if n else start_allocated
-    t0 = int(snap.time_us[0]) if n else 0
-    t_ms = (snap.time_us - t0) / 1000.0 if snap.has_times else snap.time_us.astype(float)
-
-    ranges = pd.DataFrame()
-    if n and snap.has_times:
-        notes_ms = [((a - t0) / 1000.0, (b - t0) / 1000.0) for _, a, b in snap.annotations]
-        ranges = ranges_of(
-            t_ms[allocs],
-            kinds if stacks_recorded else np.full(len(allocs), "", object),
-            own.stack_module,
-            own.grad_module,
-            [(name, a, b) for (name, _, _), (a, b) in zip(snap.annotations, notes_ms)],
-            float(t_ms[-1]),
-        )
-        users = [s.users for s in sites] + [()]
-        own, ranges = name_backward(own, ranges, t_ms[allocs], kinds, stacked, users, sizes)
-
-    def live_at(row: int) -> pd.DataFrame:
-        in_hist = (allocs <= row) & (ends > row)
-        in_pre = pre_end > row
-
-        def both(h: np.ndarray, p: np.ndarray) -> np.ndarray:
-            return np.concatenate([h[in_hist], p[in_pre]])
-
-        return pd.DataFrame(
-            {
-                "bytes": both(sizes, pre_size),
-                "category": [CATEGORIES[c] for c in both(cats, pre_cat)],
-                "module": both(own.hist_module, own.pre_module),
-                "name": both(own.hist_name, own.pre_name),
-                "line": both(own.hist_line, own.pre_line),
-                "op": both(own.hist_op, own.pre_op),
-                "allocated_ms": np.concatenate(
-                    [t_ms[allocs[in_hist]], np.full(int(in_pre.sum()), np.nan)]
-                ),
-                "freed_ms": np.concatenate(
-                    [_time_or_nan(t_ms, ends[in_hist], n), _time_or_nan(t_ms, pre_end[in_pre], n)]
-                ),
-            }
-        ).sort_values("bytes", ascending=False, kind="stable", ignore_index=True)
-
-    live_peak = live_at(peak) if n else live_at(-1)
-    live_last = live_at(n - 1) if n else live_peak
-    oom_rows = np.flatnonzero(snap.action == _OOM)
-    oom = live_oom = None
-    if len(oom_rows):
-        r = int(oom_rows[-1])
-        oom = {
-            "row": r,
-            "bytes": int(snap.size[r]),
-            "device_free": int(snap.device_free.get(r, 0)),
-            "time_ms": float(t_ms[r]),
-            "allocated": int(level[r]),
-            "reserved": int(reserved[r]),
-            "count": len(oom_rows),
-        }
-        live_oom = live_at(r)
-    elif (
-        failed_request is not None
-    ):  # at the last entry; with none (its one allocation failed), at the start
-        r = n - 1
-        at = (
-            (float(t_ms[r]), int(level[r]), int(reserved[r]))
-            if n
-            else (0.0, start_allocated, start_reserved)
-        )
-        oom = {
-            "row": r,
-            "bytes": int(failed_request),
-            "device_free": 0,
-            "time_ms": at[0],
-            "allocated": at[1],
-        }
-        oom |= {"reserved": at[2], "count": 1, "from_error": True}
-        live_oom = live_at(r)
-
-    rows = (
-        _sample_rows(level, [peak] + ([oom["row"]] if oom else []), max_points)
-        if n
-        else np.array([], int)
-    )
-    samples = pd.DataFrame(
-        {"time_ms": t_ms[rows], "allocated": level[rows], "reserved": reserved[rows]}
-    )
-    start_cat = np.bincount(pre_cat, weights=pre_size, minlength=len(CATEGORIES)).astype(np.int64)
-    for c, name in enumerate(CATEGORIES):
-        d = np.where(ev_cat == c, delta, 0)
-        samples[name] = start_cat[c] + np.cumsum(d)[rows] if n else []
-    cat_peak = {
-        c: int(live_peak.loc[live_peak["category"] == c, "bytes"].sum()) for c in CATEGORIES
-    }
-
-    seg = snap.segments
-    empty = ~seg["expandable"] & (seg["allocated"] == 0) & (seg["active"] == 0)
+    hist.place_by_names(own.hist_cat)
+    before.cats = categories_before(before, own.pre_cat, sites, known or {})
+    levels = levels_of(snap, hist, before)
+    t_ms = _times_ms(snap)
+    own, ranges = _time_axis(snap, sites, hist, own, t_ms)
+    live = Live(hist, before, own, t_ms, n)
+    peak = int(np.argmax(levels.allocated)) if n else -1
+    oom = _oom(snap, t_ms, levels, failed_request)
+    live_peak = live.at(peak)
+    end_allocated = int(snap.blocks["size"][snap.blocks["allocated"]].sum())
     result = MemoryAnalysis(
-        samples=samples,
+        samples=_samples(levels, before, t_ms, [peak] + ([oom["row"]] if oom else []), max_points),
         events=n,
-        peak_bytes=peak_bytes,
+        peak_bytes=int(levels.allocated[peak]) if n else levels.start_allocated,
         peak_time_ms=float(t_ms[peak]) if n else 0.0,
-        peak_reserved=int(reserved[peak]) if n else start_reserved,
+        peak_reserved=int(levels.reserved[peak]) if n else levels.start_reserved,
         live_at_peak=live_peak,
-        start_allocated=start_allocated,
-        start_reserved=start_reserved,
-        at_end={"allocated": end_allocated, "reserved": end_reserved},
-        empty_cache_bytes=int(seg["total"][empty].sum()),
-        category_at_peak=cat_peak,
+        start_allocated=levels.start_allocated,
+        start_reserved=levels.start_reserved,
+        at_end={"allocated": end_allocated, "reserved": int(snap.segments["total"].sum())},
+        empty_cache_bytes=_empty_cache_bytes(snap.segments),
+        category_at_peak={
+            c: int(live_peak.loc[live_peak["category"] == c, "bytes"].sum()) for c in CATEGORIES
+        },
         oom=oom,
-        live_at_oom=live_oom,
-        live_at_end=live_last,
-        start_named=int(pre_size[own.pre_name != ""].sum()),
+        live_at_oom=live.at(oom["row"]) if oom else None,
+        live_at_end=live.at(n - 1),
+        start_named=int(before.sizes[own.pre_name != ""].sum()),
         device_memory=device_memory,
         has_times=snap.has_times,
-        stacks_recorded=stacks_recorded,
-        notes=notes,
+        stacks_recorded=hist.stacks_recorded,
+        notes=_notes(snap, names, hist.stacks_recorded, levels, end_allocated),
         source=snap.source,
         device=snap.device,
         ranges=ranges,
     )
-    line_of = np.array([s.line for s in sites] + [""], dtype=object)
-    op_of = np.array([s.op for s in sites] + [""], dtype=object)
-    temp = cats == _CAT["temporaries"]
-    result.repeats = repeated_allocations(
-        line_of[stacked][temp], op_of[stacked][temp], sizes[temp], allocs[temp], ends[temp]
-    )
+    result.repeats = _repeats(sites, hist)
     result.findings = findings_of(result) + _when(result) + levers_of(result, names)
     return result
+
+
+def _times_ms(snap: SnapshotData) -> np.ndarray:
+    """Each entry's time in milliseconds from the first (its entry number where the snapshot has no
+    times)."""
+    if not snap.has_times:
+        return snap.time_us.astype(float)
+    t0 = int(snap.time_us[0]) if len(snap) else 0
+    return (snap.time_us - t0) / 1000.0
+
+
+def _time_axis(
+    snap: SnapshotData, sites: list[Site], hist: Allocations, own: Owners, t_ms: np.ndarray
+) -> tuple[Owners, pd.DataFrame]:
+    """What the cell was doing along the time axis (:mod:`.memory_ranges`), and ``own`` with the
+    allocations of a backward pass placed on its unit (:func:`.memory_backward.name_backward`);
+    no ranges where the history is empty or has no times."""
+    if not len(snap) or not snap.has_times:
+        return own, pd.DataFrame()
+    t0 = int(snap.time_us[0])
+    ranges = ranges_of(
+        t_ms[hist.rows],
+        hist.kinds if hist.stacks_recorded else np.full(len(hist.rows), "", object),
+        own.stack_module,
+        own.grad_module,
+        [(name, (a - t0) / 1000.0, (b - t0) / 1000.0) for name, a, b in snap.annotations],
+        float(t_ms[-1]),
+    )
+    users = [s.users for s in sites] + [()]
+    return name_backward(own, ranges, t_ms[hist.rows], hist.kinds, hist.stacks, users, hist.sizes)
+
+
+def _oom(
+    snap: SnapshotData, t_ms: np.ndarray, levels: Levels, failed_request: int | None
+) -> dict[str, Any] | None:
+    """The failed request: the history's last ``oom`` entry, else ``failed_request`` placed at the
+    last entry (at the start where there is none: its one allocation failed), else None."""
+    oom_rows = np.flatnonzero(snap.action == OOM)
+    if len(oom_rows):
+        r = int(oom_rows[-1])
+        return {
+            "row": r,
+            "bytes": int(snap.size[r]),
+            "device_free": int(snap.device_free.get(r, 0)),
+            "time_ms": float(t_ms[r]),
+            "allocated": int(levels.allocated[r]),
+            "reserved": int(levels.reserved[r]),
+            "count": len(oom_rows),
+        }
+    if failed_request is None:
+        return None
+    r = len(snap) - 1
+    at = (
+        (float(t_ms[r]), int(levels.allocated[r]), int(levels.reserved[r]))
+        if len(snap)
+        else (0.0, levels.start_allocated, levels.start_reserved)
+    )
+    return {
+        "row": r,
+        "bytes": int(failed_request),
+        "device_free": 0,
+        "time_ms": at[0],
+        "allocated": at[1],
+        "reserved": at[2],
+        "count": 1,
+        "from_error": True,
+    }
+
+
+def _samples(
+    levels: Levels, before: BlocksBefore, t_ms: np.ndarray, must: list[int], max_points: int
+) -> pd.DataFrame:
+    """The drawn points (:func:`_sample_rows`, ``must`` among them): time, allocated and reserved
+    bytes, and one column per category summing to the allocated bytes."""
+    n = len(levels.allocated)
+    rows = _sample_rows(levels.allocated, must, max_points) if n else np.array([], int)
+    samples = pd.DataFrame(
+        {
+            "time_ms": t_ms[rows],
+            "allocated": levels.allocated[rows],
+            "reserved": levels.reserved[rows],
+        }
+    )
+    start = np.bincount(before.cats, weights=before.sizes, minlength=len(CATEGORIES))
+    for c, name in enumerate(CATEGORIES):
+        moved = np.where(levels.delta_cat == c, levels.delta, 0)
+        samples[name] = int(start[c]) + np.cumsum(moved)[rows] if n else []
+    return samples
+
+
+def _empty_cache_bytes(segments: Mapping[str, np.ndarray]) -> int:
+    """What ``torch.cuda.empty_cache()`` would hand back: the segments with nothing in them (an
+    expandable segment is never handed back whole)."""
+    empty = ~segments["expandable"] & (segments["allocated"] == 0) & (segments["active"] == 0)
+    return int(segments["total"][empty].sum())
+
+
+def _notes(
+    snap: SnapshotData,
+    names: MemoryNames | None,
+    stacks_recorded: bool,
+    levels: Levels,
+    end_allocated: int,
+) -> list[str]:
+    """What a reader should know of how the figures were had: the snapshot's own notes, then names
+    without a module tree, a history without stacks, segment entries that do not add up, and a
+    history that does not end at the snapshot's allocated total."""
+    notes = list(snap.notes)
+    if names is not None and not len(names.modules) and (len(names.start) or len(names.end)):
+        notes.append(NO_MODULE_TREE)
+    if not stacks_recorded:
+        notes.append(_NO_STACKS)
+    if not levels.reserved_adds_up:
+        notes.append(_RESERVED_FROM_ZERO)
+    last = int(levels.allocated[-1]) if len(levels.allocated) else end_allocated
+    if last != end_allocated:
+        notes.append(
+            f"The history ends at {format_bytes(last)} allocated, the snapshot's blocks at "
+            f"{format_bytes(end_allocated)}: some entries are missing (a full history buffer "
+            "drops the oldest)."
+        )
+    return notes
+
+
+def _repeats(sites: list[Site], hist: Allocations) -> pd.DataFrame:
+    """The temporaries made again and again at one site
+    (:func:`.memory_findings.repeated_allocations`)."""
+    line_of = np.array([s.line for s in sites] + [""], dtype=object)[hist.stacks]
+    op_of = np.array([s.op for s in sites] + [""], dtype=object)[hist.stacks]
+    temp = hist.cats == CATEGORY_CODE["temporaries"]
+    return repeated_allocations(
+        line_of[temp], op_of[temp], hist.sizes[temp], hist.rows[temp], hist.ends[temp]
+    )
 
 
 def _when(m: MemoryAnalysis) -> list[Finding]:
@@ -484,10 +406,3 @@ def _when(m: MemoryAnalysis) -> list[Finding]:
             dict(at),
         )
     ]
-
-
-def _time_or_nan(t_ms: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    out = np.full(len(rows), np.nan)
-    ok = rows < n
-    out[ok] = t_ms[rows[ok]]
-    return out

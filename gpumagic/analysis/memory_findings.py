@@ -10,12 +10,15 @@ size at the same line (a buffer re-made each time round a loop); and what
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .finding import Finding
+
+if TYPE_CHECKING:
+    from .memory import MemoryAnalysis
 
 __all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocations"]
 
@@ -67,56 +70,55 @@ def repeated_allocations(
     return g.drop(columns="_w").reset_index(drop=True)[cols]
 
 
-def _top(live: pd.DataFrame) -> str:
+def _top(live: pd.DataFrame | None) -> str:
     if live is None or live.empty:
         return ""
     g = live.groupby("line", sort=False)["bytes"].sum().sort_values(ascending=False, kind="stable")
     return f"{g.index[0]} ({format_bytes(int(g.iloc[0]))})"
 
 
-def findings_of(m: Any) -> list[Finding]:
-    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (see the module's
-    docstring)."""
+def findings_of(m: MemoryAnalysis) -> list[Finding]:
+    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`, in the module
+    docstring's order: one step each, a step that has nothing to say gives none."""
+    steps = (_oom, _peak, _gap, _largest_category, _remade, _empty_cache)
+    return [finding for step in steps for finding in step(m)]
+
+
+def _oom(m: MemoryAnalysis) -> list[Finding]:
+    """The out-of-memory failure, what was alive then, and whether a cap on the process refused a
+    request the device had room for."""
+    if not m.oom:
+        return []
+    b, o = format_bytes, m.oom
+    top = _top(m.live_at_oom)
+    return [
+        Finding(
+            "memory_oom",
+            "error",
+            f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} "
+            f"failed with "
+            f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and "
+            f"{b(o['reserved'])} "
+            f"reserved then"
+            + (f"; the most alive then came from {top}" if top else "")
+            + (
+                ". The device had room: a cap on this process "
+                "(torch.cuda.set_per_process_memory_fraction) "
+                "refused it."
+                if o["device_free"] > o["bytes"]
+                else "."
+            ),
+            dict(o),
+        )
+    ]
+
+
+def _peak(m: MemoryAnalysis) -> list[Finding]:
+    """The peak, against the device's memory where the caller gave it (a warning above 90%)."""
     b = format_bytes
-    out: list[Finding] = []
-    if m.oom:
-        o = m.oom
-        top = _top(m.live_at_oom)
-        out.append(
-            Finding(
-                "memory_oom",
-                "error",
-                f"Out of memory at {o['time_ms']:.1f} ms: a request for {b(o['bytes'])} "
-                f"failed with "
-                f"{b(o['device_free'])} free on the device; {b(o['allocated'])} allocated and "
-                f"{b(o['reserved'])} "
-                f"reserved then"
-                + (f"; the most alive then came from {top}" if top else "")
-                + (
-                    ". The device had room: a cap on this process "
-                    "(torch.cuda.set_per_process_memory_fraction) "
-                    "refused it."
-                    if o["device_free"] > o["bytes"]
-                    else "."
-                ),
-                dict(o),
-            )
-        )
     when = f" at {m.peak_time_ms:.1f} ms" if m.has_times else ""
-    if m.device_memory:
-        share = m.peak_bytes / m.device_memory
-        out.append(
-            Finding(
-                "memory_peak",
-                "warn" if share > 0.9 else "info",
-                f"Peak {b(m.peak_bytes)} allocated{when}: {share:.1%} of the device's "
-                f"{b(m.device_memory)} "
-                f"({b(m.peak_reserved)} reserved then).",
-                {"peak_bytes": m.peak_bytes, "device_memory": m.device_memory, "share": share},
-            )
-        )
-    else:
-        out.append(
+    if not m.device_memory:
+        return [
             Finding(
                 "memory_peak",
                 "info",
@@ -125,64 +127,98 @@ def findings_of(m: Any) -> list[Finding]:
                 "not say how much memory the device has (device_memory=).",
                 {"peak_bytes": m.peak_bytes},
             )
+        ]
+    share = m.peak_bytes / m.device_memory
+    return [
+        Finding(
+            "memory_peak",
+            "warn" if share > 0.9 else "info",
+            f"Peak {b(m.peak_bytes)} allocated{when}: {share:.1%} of the device's "
+            f"{b(m.device_memory)} "
+            f"({b(m.peak_reserved)} reserved then).",
+            {"peak_bytes": m.peak_bytes, "device_memory": m.device_memory, "share": share},
         )
+    ]
+
+
+def _gap(m: MemoryAnalysis) -> list[Finding]:
+    """Reserved but not allocated at the peak, from :data:`GAP_NOTED` of reserved (or 1 GiB) on;
+    above :data:`GAP_SHARE` a warning that names fragmentation and its remedy."""
     gap = m.peak_reserved - m.peak_bytes
-    if gap > 0 and m.peak_reserved and (gap / m.peak_reserved >= GAP_NOTED or gap >= 1 << 30):
-        share = gap / m.peak_reserved
-        out.append(
-            Finding(
-                "memory_gap",
-                "warn" if share > GAP_SHARE else "info",
-                f"At the peak {b(gap)} ({share:.0%} of reserved) was reserved but not "
-                f"allocated: cached blocks the "
-                "allocator could not use for the request"
-                + (
-                    " (fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets "
-                    "segments grow instead)."
-                    if share > GAP_SHARE
-                    else "."
-                ),
-                {"gap_bytes": gap, "share_of_reserved": share},
-            )
+    if not (gap > 0 and m.peak_reserved and (gap / m.peak_reserved >= GAP_NOTED or gap >= 1 << 30)):
+        return []
+    b, share = format_bytes, gap / m.peak_reserved
+    return [
+        Finding(
+            "memory_gap",
+            "warn" if share > GAP_SHARE else "info",
+            f"At the peak {b(gap)} ({share:.0%} of reserved) was reserved but not "
+            f"allocated: cached blocks the "
+            "allocator could not use for the request"
+            + (
+                " (fragmentation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets "
+                "segments grow instead)."
+                if share > GAP_SHARE
+                else "."
+            ),
+            {"gap_bytes": gap, "share_of_reserved": share},
         )
-    if m.peak_bytes:
-        name, size = max(m.category_at_peak.items(), key=lambda kv: kv[1])
-        if size:
-            out.append(
-                Finding(
-                    "memory_category",
-                    "info",
-                    f"The largest part at the peak is {name}: {b(size)} of {b(m.peak_bytes)} "
-                    f"({size / m.peak_bytes:.0%}).",
-                    {"category": name, "bytes": size},
-                )
-            )
-    if len(m.repeats):
-        r = m.repeats.iloc[0]
-        more = f" ({len(m.repeats) - 1} more sites in .repeats)" if len(m.repeats) > 1 else ""
-        out.append(
-            Finding(
-                "memory_remade",
-                "info",
-                f"{r['line']} freed and made a {b(int(r['bytes']))} block again "
-                f"{int(r['remade'])} times "
-                f"({r['op']}): a temporary re-made each time round a loop; made once and "
-                f"reused (out=, or kept), "
-                f"it saves the churn{more}.",
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()},
-            )
+    ]
+
+
+def _largest_category(m: MemoryAnalysis) -> list[Finding]:
+    """The category that holds the most at the peak."""
+    if not m.peak_bytes:
+        return []
+    name, size = max(m.category_at_peak.items(), key=lambda kv: kv[1])
+    if not size:
+        return []
+    b = format_bytes
+    return [
+        Finding(
+            "memory_category",
+            "info",
+            f"The largest part at the peak is {name}: {b(size)} of {b(m.peak_bytes)} "
+            f"({size / m.peak_bytes:.0%}).",
+            {"category": name, "bytes": size},
         )
-    if m.empty_cache_bytes:
-        out.append(
-            Finding(
-                "memory_empty_cache",
-                "info",
-                f"torch.cuda.empty_cache() would return {b(m.empty_cache_bytes)} of the "
-                f"{b(m.at_end['reserved'])} "
-                "reserved at the end (segments with no block in use); other processes could "
-                "use it, this one "
-                "would pay cudaMalloc again to get it back.",
-                {"bytes": m.empty_cache_bytes, "reserved": m.at_end["reserved"]},
-            )
+    ]
+
+
+def _remade(m: MemoryAnalysis) -> list[Finding]:
+    """The site that re-made the most bytes of temporaries (:func:`repeated_allocations`)."""
+    if not len(m.repeats):
+        return []
+    r = m.repeats.iloc[0]
+    more = f" ({len(m.repeats) - 1} more sites in .repeats)" if len(m.repeats) > 1 else ""
+    return [
+        Finding(
+            "memory_remade",
+            "info",
+            f"{r['line']} freed and made a {format_bytes(int(r['bytes']))} block again "
+            f"{int(r['remade'])} times "
+            f"({r['op']}): a temporary re-made each time round a loop; made once and "
+            f"reused (out=, or kept), "
+            f"it saves the churn{more}.",
+            {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()},
         )
-    return out
+    ]
+
+
+def _empty_cache(m: MemoryAnalysis) -> list[Finding]:
+    """What ``torch.cuda.empty_cache()`` would hand back at the end, and what that costs."""
+    if not m.empty_cache_bytes:
+        return []
+    b = format_bytes
+    return [
+        Finding(
+            "memory_empty_cache",
+            "info",
+            f"torch.cuda.empty_cache() would return {b(m.empty_cache_bytes)} of the "
+            f"{b(m.at_end['reserved'])} "
+            "reserved at the end (segments with no block in use); other processes could "
+            "use it, this one "
+            "would pay cudaMalloc again to get it back.",
+            {"bytes": m.empty_cache_bytes, "reserved": m.at_end["reserved"]},
+        )
+    ]
