@@ -15,6 +15,8 @@ One module per naming grammar:
   token helpers;
 - ``spelling``: demangling, one spelling for torch.profiler / nsys / nvprof names, signature
   parsing;
+- ``precision``: what each spelling of an element type means (``f16``, ``__half``, ``c10::Half``),
+  once for every library, and the per-library tables built from it;
 - ``cutlass``: CUTLASS 2.x and 3.x generator names;
 - ``cublas``: cuBLAS / cuDNN xmma names and cuBLASLt nvjet names;
 - ``cublas_legacy``: architecture-prefixed cuBLAS GEMMs and cuBLAS's helper kernels (GEMV, dot,

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 
 from .name import Draft
+from .precision import precision_table
 
 __all__ = ["decode_aiter"]
 
 _AITER = re.compile(r"(?:^|\b|_ZN\d*)aiter(?:::|\d+)(?P<leaf>[A-Za-z_]\w*)")
-_DTYPE = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp8": "fp8e4m3", "i8": "int8"}
+_DTYPE = precision_table("bf16", "fp16", "f16", "i8", aliases={"fp8": "fp8e4m3"})
 _OPS = (
     ("fmha", "attention"),
     ("mha", "attention"),

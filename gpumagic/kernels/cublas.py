@@ -15,6 +15,9 @@ from __future__ import annotations
 import re
 
 from .name import (
+    DTYPE,
+    MN_TOKEN,
+    MNK_TOKEN,
     OP_LABEL,
     Draft,
     add_ktile_stages,
@@ -32,26 +35,10 @@ _XMMA = re.compile(
 _XMMA_OP = re.compile(
     r"gemm|fprop|dgrad|wgrad|implicit|indexed|gemv|grouped|batched|syr2k|her2k|syrk|herk|trmm|conv\w*"
 )
+#: xmma's dtype codes, a subset of CUTLASS's (:data:`.name.DTYPE` says what each means)
 _XMMA_CODES = r"cf64|cf32|bf16|tf32|f16|f32|f64|e4m3|e5m2|s8|s32|i8|i32|u8|f8"
 _XMMA_DTYPES = re.compile(rf"(?:{_XMMA_CODES})+")
 _XMMA_CODE = re.compile(_XMMA_CODES)
-_XMMA_CANON = {
-    "cf64": "complex128",
-    "cf32": "complex64",
-    "bf16": "bf16",
-    "tf32": "tf32",
-    "f16": "fp16",
-    "f32": "fp32",
-    "f64": "fp64",
-    "e4m3": "fp8e4m3",
-    "e5m2": "fp8e5m2",
-    "s8": "int8",
-    "s32": "int32",
-    "i8": "int8",
-    "i32": "int32",
-    "u8": "uint8",
-    "f8": "fp8",
-}
 _MAX_VARIANT_WORDS = 3
 _XMMA_VARIANT = {"wo_smem": "without shared-memory staging"}
 _KSPLIT = {
@@ -118,15 +105,15 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     for tok, codes, label in zip(
         dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]
     ):
-        k.add(tok, "dtype", f"{label}: {', '.join(_XMMA_CANON[c] for c in codes)}")
-    k.dtypes = tuple(_XMMA_CANON[c] for codes in parsed for c in codes)
+        k.add(tok, "dtype", f"{label}: {', '.join(DTYPE[c] for c in codes)}")
+    k.dtypes = tuple(DTYPE[c] for codes in parsed for c in codes)
     if len(parsed) >= 2:
         # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real
         # part's
-        k.precision = _XMMA_CANON[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
-        k.details["accumulator"] = _XMMA_CANON[parsed[1][-1]]
+        k.precision = DTYPE[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
+        k.details["accumulator"] = DTYPE[parsed[1][-1]]
     elif parsed:
-        k.precision = _XMMA_CANON[parsed[0][0]]
+        k.precision = DTYPE[parsed[0][0]]
     ffma = False
     while i < len(toks):
         i, is_ffma = _xmma_token(k, toks, i)
@@ -216,7 +203,6 @@ _NVJET_LETTERS = {
     # (nvjet_sm120_biu_mma_...): int8 operands, int32 ('i') accumulation
     "b": "int8",
 }
-_MN = re.compile(r"\d+x\d+")
 
 
 def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
@@ -241,19 +227,19 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     n_geo = 0  # the n-th MxN token is the tile, then K-tile x stages, then the cluster
     scales: list[tuple[str, int, str]] = []
     for t in toks:
-        if _MN.fullmatch(t):
+        if MN_TOKEN.fullmatch(t):
             _nvjet_geometry(k, t, n_geo)
             n_geo += 1
         elif t == "mma":
             k.math = "tensor cores (mma.sync)"
             k.add(t, "math", "mma.sync tensor cores (SM12x has no wgmma or tcgen05)")
-        elif _MNK.fullmatch(t) and n_geo == 0:
+        elif MNK_TOKEN.fullmatch(t) and n_geo == 0:
             add_tile(k, t)  # the mma form spells the whole tile, M×N×K, then the stages
             n_geo = 2
         elif t.isdigit() and n_geo == 2 and k.tile and k.stages is None:
             k.stages = int(t)
             k.add(t, "stages", f"{t} pipeline stages")
-        elif _MNK.fullmatch(t) and k.math == "tensor cores (mma.sync)":
+        elif MNK_TOKEN.fullmatch(t) and k.math == "tensor cores (mma.sync)":
             k.details["warp_tile"] = t
             k.add(t, "warp tile", f"tile of each warp M×N×K = {dims(t)}")
         elif t.startswith("tma") or t.startswith("alignCD"):
@@ -296,7 +282,6 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
 
 
 _VEC = re.compile(r"(?P<op>[AB])vec(?P<n>\d+)(?P<scale>UE4M3|UE8M0)")
-_MNK = re.compile(r"\d+x\d+x\d+")
 
 
 def _block_scaled(k: Draft, scales: list[tuple[str, int, str]]) -> None:

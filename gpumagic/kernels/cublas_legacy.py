@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from .name import (
     ARCH_NAMES,
+    MN_TOKEN,
     PREFIX,
     Draft,
     add_ktile_stages,
@@ -33,6 +34,7 @@ from .name import (
     squash,
     upper,
 )
+from .precision import precision_table
 from .spelling import signature, value_types
 
 _LEGACY = re.compile(r"^(?P<arch>" + "|".join(ARCH_NAMES) + r")_(?P<body>.*)$")
@@ -40,15 +42,7 @@ _LEGACY = re.compile(r"^(?P<arch>" + "|".join(ARCH_NAMES) + r")_(?P<body>.*)$")
 #: ``scudnn_128x32_relu_small_nn_v1`` reads as its arch-prefixed kin, the arch unknown.
 _BARE_CUDNN = re.compile(r"^(?P<body>[shd]cudnn_(?:winograd_)?\d+x\d+\w*)$")
 _LEGACY_OP = re.compile(r"(g?)([a-z]?)(\d*)(gemm|gemv|conv\w*)")
-_LEGACY_DTYPE = {
-    "fp16": "fp16",
-    "bf16": "bf16",
-    "tf32": "tf32",
-    "fp32": "fp32",
-    "int8": "int8",
-    "s8": "int8",
-}
-_MN = re.compile(r"\d+x\d+")
+_LEGACY_DTYPE = precision_table("fp16", "bf16", "tf32", "fp32", "int8", "s8")
 
 
 def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
@@ -70,7 +64,7 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
             d = _LEGACY_DTYPE.get(t, "int8")
             k.dtypes += (d,)
             k.add(t, "dtype", f"{d} operands")
-        elif _MN.fullmatch(t) and k.tile is None:
+        elif MN_TOKEN.fullmatch(t) and k.tile is None:
             add_tile(k, t)
         elif re.fullmatch(r"sliced\d+x\d+", t):
             k.details["sliced"] = t[6:]
@@ -100,7 +94,7 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "fill", f"writes only the {t} triangle of C (SYRK / HERK-style update)")
         elif t == "stages" and i + 1 < len(toks):
             continue
-        elif _MN.fullmatch(t) and k.tile is not None and i > 0 and toks[i - 1] == "stages":
+        elif MN_TOKEN.fullmatch(t) and k.tile is not None and i > 0 and toks[i - 1] == "stages":
             add_ktile_stages(k, t, "stages_" + t, extend_tile=False)
         elif re.fullmatch(r"[ntc]{2}", t):
             add_layout(k, t, "AB")

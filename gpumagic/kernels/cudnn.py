@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from .name import DTYPE, Draft, dims, set_element_type, squash, upper
+from .name import DTYPE, MNK_TOKEN, Draft, dims, set_element_type, squash, upper
+from .precision import precision_table
 from .spelling import cpp_dtypes, signature, template_args
 
 _VARIANT = {"fprop": "forward", "bprop": "backward", "dgrad": "backward", "wgrad": "backward"}
@@ -216,7 +217,7 @@ def _fft_convolution(k: Draft, leaf: str, full: str) -> None:
 
 
 #: block-scaled data types cuDNN's generated names spell out (``..._flash_bprop_mxfp8_...``)
-_MX = {"mxfp8": "mxfp8", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "fp8": "fp8", "e4m3": "fp8e4m3"}
+_MX = precision_table("mxfp8", "mxfp4", "nvfp4", "e4m3", aliases={"fp8": "fp8"})
 
 
 def _sdpa_on_tensor_cores(arch: str | None) -> bool:
@@ -261,7 +262,7 @@ def _generated(k: Draft, name: str) -> None:
             k.precision = DTYPE[t]
             k.dtypes += (DTYPE[t],)
             k.add(t, "dtype", f"{DTYPE[t]} data")
-        elif re.fullmatch(r"\d+x\d+x\d+", t) and k.tile is None:
+        elif MNK_TOKEN.fullmatch(t) and k.tile is None:
             k.tile = t
             k.add(t, "tile", f"tile {dims(t)}")
         elif re.fullmatch(r"cga\d+x\d+x\d+", t):

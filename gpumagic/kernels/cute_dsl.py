@@ -21,20 +21,15 @@ import re
 
 from .flashinfer import cute_dsl_types
 from .name import Draft, upper
+from .precision import alternation, precision_table
 from .stack import op_label, op_of, snake
 
 __all__ = ["decode_cute_dsl", "decode_cutlass_fmha"]
 
 _DSL = re.compile(r"^kernel_cutlass_kernel_(?P<body>\w*?)(?:_object_at_(?P<args>\w*))?$")
-_VALUE_TYPE = re.compile(r"Valuetype(bf16|f16|f32|f8e4m3fn|f8e5m2|tf32)(?=[a-z_]|$)")
-_VALUE_CANON = {
-    "bf16": "bf16",
-    "f16": "fp16",
-    "f32": "fp32",
-    "tf32": "tf32",
-    "f8e4m3fn": "fp8e4m3",
-    "f8e5m2": "fp8e5m2",
-}
+#: a copy atom's element type in the argument digest (``Valuetypef16``)
+_VALUE_CANON = precision_table("bf16", "f16", "f32", "tf32", "f8e4m3fn", "f8e5m2")
+_VALUE_TYPE = re.compile(r"Valuetype(" + alternation(_VALUE_CANON) + r")(?=[a-z_]|$)")
 #: an architecture the class or module names: Sm100, sm_120, or the generation's name
 _ARCH = re.compile(r"(?:[Ss][Mm]_?(1\d\d|90|80)[af]?)|(Hopper|Blackwell|Ampere)")
 _GENERATION = {"Hopper": "sm90", "Blackwell": "sm100", "Ampere": "sm80"}

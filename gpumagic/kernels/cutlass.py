@@ -14,6 +14,8 @@ import re
 
 from .name import (
     DTYPE,
+    MN_TOKEN,
+    MNK_TOKEN,
     OP_LABEL,
     PREFIX,
     Draft,
@@ -51,8 +53,6 @@ _C2_OP_MEANING = {
     "dgrad": "convolution data gradient",
     "wgrad": "convolution weight gradient",
 }
-_MN = re.compile(r"\d+x\d+")
-_MNK = re.compile(r"\d+x\d+x\d+")
 
 
 def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
@@ -107,10 +107,10 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "epilogue", f"fused {t} epilogue")
         elif t in ("optimized", "analytic", "fixed", "few", "unity"):
             k.add(t, "iterator", f"{t} iterator / channels")
-        elif _MN.fullmatch(t) and k.tile is None:
+        elif MN_TOKEN.fullmatch(t) and k.tile is None:
             add_tile(k, t)
             nxt = toks[i + 1] if i + 1 < len(toks) else ""
-            if _MN.fullmatch(nxt):
+            if MN_TOKEN.fullmatch(nxt):
                 add_ktile_stages(k, nxt)
                 i += 1
         elif re.fullmatch(r"[ntch]{2,3}", t):
@@ -309,9 +309,9 @@ def _c3_token(k: Draft, toks: list[str], i: int) -> int:
     """Decode the geometry / schedule / epilogue token at ``i``; returns the index of the last token
     consumed."""
     t = toks[i]
-    if _MNK.fullmatch(t) and k.tile is None:
+    if MNK_TOKEN.fullmatch(t) and k.tile is None:
         add_tile(k, t)
-    elif _MNK.fullmatch(t) and k.cluster is None:
+    elif MNK_TOKEN.fullmatch(t) and k.cluster is None:
         k.cluster = t
         k.add(t, "cluster", f"thread-block cluster {dims(t)}")
     elif t.isdigit() and k.stages is None and k.cluster is not None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, add_tile
+from .name import MN_TOKEN, Draft, add_tile
+from .precision import precision_table
 
 __all__ = ["decode_flash4"]
 
@@ -16,7 +17,7 @@ _NAME = re.compile(
     r"^(?:void )?(?:kernel_)?flash_(?P<dir>fwd|bwd)(?P<step>(?:_[a-z]+)*?)_(?P<arch>sm1\d\d[af]?)_"
     r"(?P<rest>.*)$"
 )
-_DTYPE = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "e4m3": "fp8e4m3", "fp8": "fp8e4m3"}
+_DTYPE = precision_table("bf16", "fp16", "f16", "e4m3", aliases={"fp8": "fp8e4m3"})
 _VARIANTS = {
     "causal": "causal mask",
     "varlen": "variable-length sequences",
@@ -61,7 +62,7 @@ def decode_flash4(k: Draft, sym: str, full: str) -> bool:
         elif t.startswith("hdim") and t[4:].isdigit():
             k.details["head_dim"] = int(t[4:])
             k.add(t, "head dim", f"head dimension {t[4:]}")
-        elif t.startswith("tile") and re.fullmatch(r"\d+x\d+", t[4:]):
+        elif t.startswith("tile") and MN_TOKEN.fullmatch(t[4:]):
             add_tile(k, t[4:], t)
         elif t in _VARIANTS:
             k.add(t, "variant", _VARIANTS[t])

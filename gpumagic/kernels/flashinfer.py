@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from .name import Draft
+from .precision import alternation, precision_table
 from .spelling import signature
 from .stack import claim, element_types, snake
 
@@ -24,17 +25,9 @@ _FAMILY = "flashinfer"
 _CUTE_DSL = re.compile(r"^kernel_cutlass_kernel_(?P<body>\w*?)(?:_object_at_(?P<args>\w*)|$)")
 _DSL_PACKAGE = re.compile(r"flashinfer(norm|gemm|attention|quantization|activation|comm|moe)")
 _DSL_ARCH = re.compile(r"[Ss]m_?(1\d\d|90)[af]?|(blackwell)", re.IGNORECASE)
-_DSL_TYPES = {
-    "bf16": "bf16",
-    "f16": "fp16",
-    "f32": "fp32",
-    "f8e4m3fn": "fp8e4m3",
-    "f8e4m3": "fp8e4m3",
-    "f8e5m2": "fp8e5m2",
-    "f4e2m1fn": "fp4e2m1",
-    "i8": "int8",
-}
-_DSL_TYPE = re.compile(r"tensorptr(bf16|f16|f32|f8e4m3fn|f8e4m3|f8e5m2|f4e2m1fn|i8)", re.IGNORECASE)
+#: a tensor argument's element type in a CuTe DSL kernel's argument digest (``tensorptrbf16...``)
+_DSL_TYPES = precision_table("bf16", "f16", "f32", "f8e4m3fn", "f8e4m3", "f8e5m2", "f4e2m1fn", "i8")
+_DSL_TYPE = re.compile(r"tensorptr(" + alternation(_DSL_TYPES) + ")", re.IGNORECASE)
 
 
 def cute_dsl_types(args: str) -> tuple[str, ...]:

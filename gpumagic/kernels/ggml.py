@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .name import Draft
+from .precision import precision_table
 
 __all__ = ["GGML_TYPES", "decode_ggml"]
 
@@ -51,7 +52,8 @@ GGML_TYPES = {
     40: "NVFP4",
     41: "Q1_0",
 }
-_PLAIN = {"F32": "fp32", "F16": "fp16", "BF16": "bf16", "F64": "fp64"}
+#: the ggml types that are plain floating-point types (the others are its quantized formats)
+_PLAIN = precision_table("F32", "F16", "BF16", "F64")
 _KERNEL = re.compile(
     r"^(?:void )?(?P<fn>mul_mat_q|mul_mat_vec_q|mul_mat_q_stream_k_fixup|mul_mat_vec_f|mul_mat_f|"
     r"flash_attn_ext_f16|flash_attn_ext_vec|flash_attn_tile|flash_attn_combine_results|"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from .name import Draft, squash
+from .precision import precision_table
 
 _TRITON = re.compile(
     r"^triton_(?P<kind>poi|red|per|tem|mm|bmm|unk|for)_(?P<rest>.*?)(?:_(?P<n>\d+))?$"
@@ -359,33 +360,34 @@ def decode_user_triton(k: Draft, full: str, *, launched: bool = True) -> bool:
 
 
 _NCCL = re.compile(r"\bnccl(?:Symk)?(?:Dev)?Kernel_(\w+)")
-_NCCL_DT = {
-    "i8": "int8",
-    "u8": "uint8",
-    "i32": "int32",
-    "u32": "uint32",
-    "i64": "int64",
-    "u64": "uint64",
-    "f16": "fp16",
-    "f32": "fp32",
-    "f64": "fp64",
-    "bf16": "bf16",
-    "f8e4m3": "fp8e4m3",
-    "f8e5m2": "fp8e5m2",
-    "int8_t": "int8",
-    "uint8_t": "uint8",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "float32": "fp32",
-    "int32_t": "int32",
-    "uint32_t": "uint32",
-    "int64_t": "int64",
-    "uint64_t": "uint64",
-    "half": "fp16",
-    "float": "fp32",
-    "double": "fp64",
-    "__nv_bfloat16": "bf16",
-}
+#: the data types in NCCL's kernel names: its own codes (``f16``, ``f8e4m3``) and C type names
+_NCCL_DT = precision_table(
+    "i8",
+    "u8",
+    "i32",
+    "u32",
+    "i64",
+    "u64",
+    "f16",
+    "f32",
+    "f64",
+    "bf16",
+    "f8e4m3",
+    "f8e5m2",
+    "int8_t",
+    "uint8_t",
+    "bfloat16",
+    "float16",
+    "float32",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+    "half",
+    "float",
+    "double",
+    "__nv_bfloat16",
+)
 _NCCL_ALGO = (
     "COLLNET_DIRECT",
     "COLLNET_CHAIN",

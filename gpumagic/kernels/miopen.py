@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from .name import Draft, dims, squash, upper
+from .precision import precision_table
 from .spelling import signature
 from .stack import element_types, op_label
 from .tensile import FAMILY
@@ -17,19 +18,18 @@ from .tensile import FAMILY
 # MIOpen
 # --------------------------------------------------------------------------------------------------
 
-_MIOPEN_TYPES = {
-    "fp32": "fp32",
-    "fp16": "fp16",
-    "bf16": "bf16",
-    "float": "fp32",
-    "half": "fp16",
-    "bfloat16": "bf16",
-    "double": "fp64",
-    "int8": "int8",
-    "int8x4": "int8",
-    "fp8": "fp8e4m3",
-    "bf8": "fp8e5m2",
-}
+#: MIOpen's type words; its ``fp8`` / ``bf8`` are AMD's names for E4M3 / E5M2
+_MIOPEN_TYPES = precision_table(
+    "fp32",
+    "fp16",
+    "bf16",
+    "float",
+    "half",
+    "bfloat16",
+    "double",
+    "int8",
+    aliases={"int8x4": "int8", "fp8": "fp8e4m3", "bf8": "fp8e5m2"},
+)
 _DIRECTION = {"fwd": "conv_fprop", "bwd": "conv_dgrad", "wrw": "conv_wgrad"}
 _IGEMM = re.compile(r"igemm_(fwd|bwd|wrw)_(gtc\w*?)_(n\w+?|c\w+?)_(fp32|fp16|bf16|int8\w*?)(?:_|$)")
 _BT = re.compile(r"_bt(\d+)x(\d+)x(\d+)")

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
+from .precision import precision_table
 from .spelling import value_type_spellings
 
 FAMILIES = (
@@ -57,36 +58,36 @@ FAMILIES = (
     "other",
 )
 
-# Short dtype codes used across CUTLASS, cuBLAS, cuDNN names -> canonical names.
-DTYPE = {
-    "f64": "fp64",
-    "f32": "fp32",
-    "tf32": "tf32",
-    "f16": "fp16",
-    "bf16": "bf16",
-    "e4m3": "fp8e4m3",
-    "e5m2": "fp8e5m2",
-    "f8": "fp8",
-    "s8": "int8",
-    "u8": "uint8",
-    "i8": "int8",
-    "s32": "int32",
-    "i32": "int32",
-    "s4": "int4",
-    "u4": "uint4",
-    "void": "void",
-    "e2m1": "fp4e2m1",
-    "ue8m0": "ue8m0",
-    "fp16": "fp16",
-    "fp32": "fp32",
-    "half": "fp16",
-    "float": "fp32",
-    "double": "fp64",
-    "bfloat16": "bf16",
-    "cf32": "complex64",
-    "cf64": "complex128",
-    "nf4": "nf4",
-}
+# Short dtype codes used across CUTLASS, cuBLAS, cuDNN names -> canonical names. ``f8`` is an FP8
+# whose format the name does not give; ``void`` an operand that is not there (CUTLASS's void C).
+DTYPE = precision_table(
+    "f64",
+    "f32",
+    "tf32",
+    "f16",
+    "bf16",
+    "e4m3",
+    "e5m2",
+    "s8",
+    "u8",
+    "i8",
+    "s32",
+    "i32",
+    "s4",
+    "u4",
+    "e2m1",
+    "ue8m0",
+    "fp16",
+    "fp32",
+    "half",
+    "float",
+    "double",
+    "bfloat16",
+    "cf32",
+    "cf64",
+    "nf4",
+    aliases={"f8": "fp8", "void": "void"},
+)
 # CUTLASS 2.x and legacy cuBLAS one-letter precision prefixes (s1688gemm, h16816gemm, sgemm, dgemm,
 # ...).
 PREFIX = {"s": "fp32", "h": "fp16", "d": "fp64", "i": "int32", "c": "complex64", "z": "complex128"}
@@ -311,6 +312,12 @@ class Draft:
 # --------------------------------------------------------------------------------------------------
 # Token helpers shared by the decoders
 # --------------------------------------------------------------------------------------------------
+
+
+#: Geometry tokens as generated names spell them: ``128x64`` (an M×N tile, a K-tile × stages, a
+#: cluster) and ``128x128x32`` (M×N×K), each read with ``fullmatch``.
+MN_TOKEN = re.compile(r"\d+x\d+")
+MNK_TOKEN = re.compile(r"\d+x\d+x\d+")
 
 
 def parse_arch(token: str) -> str | None:

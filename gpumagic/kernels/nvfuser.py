@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .name import Draft
+from .precision import precision_table
 
 __all__ = ["decode_nvfuser"]
 
@@ -20,15 +21,14 @@ _NAME = re.compile(
     r"_g(?P<g>\d+)\b(?P<rest>.*)$"
 )
 _ARG = re.compile(r"Tensor<\s*(?P<t>[A-Za-z0-9_:]+)\s*,")
-_TYPES = {
-    "float": "fp32",
-    "double": "fp64",
-    "__half": "fp16",
-    "__bfloat": "bf16",
-    "__nv_bfloat16": "bf16",
-    "__e4m3": "fp8e4m3",
-    "__e5m2": "fp8e5m2",
-}
+#: the element types of nvFuser's generated code (its runtime's own ``__bfloat``, ``__e4m3``, ...)
+_TYPES = precision_table(
+    "float",
+    "double",
+    "__half",
+    "__nv_bfloat16",
+    aliases={"__bfloat": "bf16", "__e4m3": "fp8e4m3", "__e5m2": "fp8e5m2"},
+)
 _ORDER = ["fp64", "fp32", "bf16", "fp16", "fp8e4m3", "fp8e5m2"]
 _SCHED = {
     "pointwise": "elementwise",

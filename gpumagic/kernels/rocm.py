@@ -53,6 +53,7 @@ import re
 
 from .miopen import args_types
 from .name import Draft, squash, upper
+from .precision import precision_table
 from .spelling import signature, template_args
 from .stack import op_label, op_of, snake
 from .tensile import FAMILY
@@ -64,31 +65,35 @@ __all__ = ["decode_ck", "decode_rccl", "decode_rocblas", "decode_rocclr"]
 # Composable Kernel, rocBLAS, RCCL, HIP runtime
 # --------------------------------------------------------------------------------------------------
 
-_CK_TYPES = {
-    "ck::half_t": "fp16",
-    "_Float16": "fp16",
-    "ck::bhalf_t": "bf16",
-    "ck::f8_t": "fp8e4m3",
-    "ck::f8_fnuz_t": "fp8e4m3",
-    "ck::f8_ocp_t": "fp8e4m3",
-    "ck::bf8_t": "fp8e5m2",
-    "ck::bf8_fnuz_t": "fp8e5m2",
-    "ck::bf8_ocp_t": "fp8e5m2",
-    "ck::pk_i4_t": "int4",
-    "ck::f4x2_pk_t": "fp4e2m1",
-    "ck_tile::half_t": "fp16",
-    "ck_tile::bf16_t": "bf16",
-    "ck_tile::fp16_t": "fp16",
-    "ck_tile::fp8_t": "fp8e4m3",
-    "ck_tile::bf8_t": "fp8e5m2",
-    # the data-type tags of ck_tile's generated code: DF16b bf16, DF16 fp16
-    "ck_tile::DF16b": "bf16",
-    "ck_tile::DF16": "fp16",
-    "int8_t": "int8",
-    "signed char": "int8",
-    "float": "fp32",
-    "double": "fp64",
-}
+#: Composable Kernel's element types (its own ``ck::`` and ``ck_tile::`` ones, and the C types its
+#: templates also take)
+_CK_TYPES = precision_table(
+    "_Float16",
+    "int8_t",
+    "signed char",
+    "float",
+    "double",
+    aliases={
+        "ck::half_t": "fp16",
+        "ck::bhalf_t": "bf16",
+        "ck::f8_t": "fp8e4m3",
+        "ck::f8_fnuz_t": "fp8e4m3",
+        "ck::f8_ocp_t": "fp8e4m3",
+        "ck::bf8_t": "fp8e5m2",
+        "ck::bf8_fnuz_t": "fp8e5m2",
+        "ck::bf8_ocp_t": "fp8e5m2",
+        "ck::pk_i4_t": "int4",
+        "ck::f4x2_pk_t": "fp4e2m1",
+        "ck_tile::half_t": "fp16",
+        "ck_tile::bf16_t": "bf16",
+        "ck_tile::fp16_t": "fp16",
+        "ck_tile::fp8_t": "fp8e4m3",
+        "ck_tile::bf8_t": "fp8e5m2",
+        # the data-type tags of ck_tile's generated code: DF16b bf16, DF16 fp16
+        "ck_tile::DF16b": "bf16",
+        "ck_tile::DF16": "fp16",
+    },
+)
 _CK_TYPE_WORD = re.compile(r"ck(?:_tile)?::\w+|_Float16|int8_t|signed char|float|double")
 
 

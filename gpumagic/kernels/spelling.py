@@ -19,6 +19,8 @@ import sys
 from functools import cache, lru_cache
 from typing import NamedTuple
 
+from .precision import alternation, precision_table
+
 
 @cache
 def _cxa_demangle() -> object | None:
@@ -216,27 +218,28 @@ def split_top(args: str) -> list[str]:
     return out
 
 
-CPP_TYPE = {
-    "float": "fp32",
-    "double": "fp64",
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "cutlass::half_t": "fp16",
-    "cutlass::bfloat16_t": "bf16",
-    "__half": "fp16",
-    "__nv_bfloat16": "bf16",
-    "long": "int64",
-    "int": "int32",
-    "bool": "bool",
-    "unsigned char": "uint8",
-    "signed char": "int8",
-    "short": "int16",
-    "c10::Float8_e4m3fn": "fp8e4m3",
-    "c10::Float8_e5m2": "fp8e5m2",
-    "unsigned int": "uint32",
-    "unsigned long": "uint64",
-    "c10::complex<float>": "complex64",
-}
+#: C++ types as kernel templates name them (integer ones included: index and size types).
+CPP_TYPE = precision_table(
+    "float",
+    "double",
+    "c10::Half",
+    "c10::BFloat16",
+    "cutlass::half_t",
+    "cutlass::bfloat16_t",
+    "__half",
+    "__nv_bfloat16",
+    "long",
+    "int",
+    "bool",
+    "unsigned char",
+    "signed char",
+    "short",
+    "c10::Float8_e4m3fn",
+    "c10::Float8_e5m2",
+    "unsigned int",
+    "unsigned long",
+    "c10::complex<float>",
+)
 _CPP_PATTERNS = tuple(
     (re.compile(r"(?<![\w:])" + re.escape(cpp) + r"(?![\w])"), canon)
     for cpp, canon in CPP_TYPE.items()
@@ -255,23 +258,22 @@ def cpp_dtypes(text: str) -> tuple[str, ...]:
 
 # The element types math libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT) are instantiated for. CUDA's
 # vector types stand for complex numbers there: float2 is cuComplex, double2 cuDoubleComplex.
-_VALUE_TYPE = re.compile(
-    r"(?<![\w:])(cusparse::Complex<float>|cusparse::Complex<double>|cuComplex|cuDoubleComplex|float2|double2"
-    r"|__half|__nv_bfloat16|half|float|double)(?![\w])"
+VALUE_TYPE = precision_table(
+    "float",
+    "double",
+    "__half",
+    "half",
+    "__nv_bfloat16",
+    aliases={
+        "float2": "complex64",
+        "double2": "complex128",
+        "cuComplex": "complex64",
+        "cuDoubleComplex": "complex128",
+        "cusparse::Complex<float>": "complex64",
+        "cusparse::Complex<double>": "complex128",
+    },
 )
-VALUE_TYPE = {
-    "float": "fp32",
-    "double": "fp64",
-    "float2": "complex64",
-    "double2": "complex128",
-    "cuComplex": "complex64",
-    "cuDoubleComplex": "complex128",
-    "cusparse::Complex<float>": "complex64",
-    "cusparse::Complex<double>": "complex128",
-    "__half": "fp16",
-    "half": "fp16",
-    "__nv_bfloat16": "bf16",
-}
+_VALUE_TYPE = re.compile(r"(?<![\w:])(" + alternation(VALUE_TYPE) + r")(?![\w])")
 
 
 def value_types(text: str) -> tuple[str, ...]:

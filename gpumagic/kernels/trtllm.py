@@ -16,35 +16,31 @@ from __future__ import annotations
 import re
 
 from .name import Draft, add_layout, add_tile
+from .precision import alternation, precision_table
 from .spelling import signature
 from .stack import claim, set_types, snake
 
 _FAMILY = "trtllm"
 _LIB = "TensorRT-LLM"
 _FMHA_V2 = re.compile(r"^fmha_v2_(?P<body>\w+?)_sm(?P<sm>\d+)_kernel(?P<tail>\w*)$")
-_V2_TYPES = {
-    "fp16": "fp16",
-    "bf16": "bf16",
-    "e4m3": "fp8e4m3",
-    "fp32": "fp32",
-    "int8": "int8",
-    "e5m2": "fp8e5m2",
-}
+#: the element types fmha_v2's names spell (setup.py's dtype words)
+_V2_TYPES = precision_table("fp16", "bf16", "e4m3", "fp32", "int8", "e5m2")
 _XQA = re.compile(r"^xqa_kernel_(?P<body>\w+)$")
-_GEN_TYPE = re.compile(r"(MxE2m1|MxE4m3|E2m1|E4m3|E5m2|Bfloat16|Fp16|Fp32|Bf16|MxInt4|Int8)")
-_GEN_CANON = {
-    "E4m3": "fp8e4m3",
-    "MxE4m3": "fp8e4m3",
-    "E5m2": "fp8e5m2",
-    "E2m1": "fp4e2m1",
-    "MxE2m1": "fp4e2m1",
-    "Bfloat16": "bf16",
-    "Bf16": "bf16",
-    "Fp16": "fp16",
-    "Fp32": "fp32",
-    "MxInt4": "int4",
-    "Int8": "int8",
-}
+#: XQA's ``dt_`` (inputs) and ``kvt_`` (KV cache) types; its ``fp8`` is E4M3
+_XQA_TYPES = precision_table("fp16", "bf16", "e4m3", "int8", aliases={"fp8": "fp8e4m3"})
+#: trtllm-gen's CamelCase types; an ``Mx`` type is the element of an MX (block-scaled) format
+_GEN_CANON = precision_table(
+    "E4m3",
+    "E5m2",
+    "E2m1",
+    "Bfloat16",
+    "Bf16",
+    "Fp16",
+    "Fp32",
+    "Int8",
+    aliases={"MxE4m3": "fp8e4m3", "MxE2m1": "fp4e2m1", "MxInt4": "int4"},
+)
+_GEN_TYPE = re.compile("(" + alternation(_GEN_CANON) + ")")
 _GEN_GEMM = re.compile(r"^(?:bmm|gemm|batchedGemm|gemmGatedAct|bmmGatedAct)_(?P<rest>\w+)$")
 _GEN_FMHA = re.compile(r"^fmhaSm(?P<sm>\d+)[af]?Kernel_(?P<rest>\w+)$")
 _KNOWN_BARE = ("kernel_mha", "kernel_mha_impl")
@@ -130,7 +126,7 @@ def _xqa(k: Draft, m: re.Match) -> None:
         label="XQA decode attention",
     )
     pairs = dict(zip(toks[::2], toks[1::2]))
-    canon = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4m3", "e4m3": "fp8e4m3", "int8": "int8"}
+    canon = _XQA_TYPES
     if pairs.get("dt") in canon:
         k.precision = canon[pairs["dt"]]
         k.dtypes = (k.precision,)
