@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 #: The NVTX mark each rank emits at the start of its captured range (the readers map processes to
@@ -235,12 +235,10 @@ def run_spec(
     namespace: setup, warm-up, then the captured runs in the NVTX range ``label`` (entered after
     ``before_capture()``, the warm child's hand-over to the parent). Writes ``value.txt``, or
     ``error.txt`` and returns 3; the phases go to ``phases.json`` either way."""
-    from gpumagic.capture.cell import Cell, compile_source, run_cell
     from gpumagic.capture.child.shipping import restore
 
     push, pop = _nvtx()
     warm_up = WarmUp(marks)
-    code_marks = bool(spec.get("code_marks"))
 
     @contextmanager
     def nvtx_range() -> Iterator[None]:
@@ -249,7 +247,7 @@ def run_spec(
         start = time.time()
         push(spec["label"])
         try:
-            if code_marks:  # the by-code view's ranges, as NVTX (capture/marks/code_marks.py)
+            if spec.get("code_marks"):  # the by-code view's ranges, as NVTX (marks/code_marks.py)
                 from gpumagic.capture.marks.code_marks import nvtx_code_marks
 
                 with nvtx_code_marks(ns, spec.get("functions")):
@@ -264,24 +262,7 @@ def run_spec(
         ns: dict[str, Any] = {"__name__": "__main__"}
         with marks.mark("inputs"):
             ns.update(restore(workdir))
-        if spec.get("setup"):
-            with marks.mark("setup"):
-                exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
-        if code_marks and isinstance(spec["cell"], str):
-            from gpumagic.capture.marks.cell_lines import marked_cell
-
-            cell = marked_cell(spec["cell"])
-        else:
-            cell = Cell.of(spec["cell"])
-        value = run_cell(
-            cell,
-            ns,
-            spec.get("warmup", 1),
-            spec.get("iters", 1),
-            nvtx_range,
-            _sync(),
-            warm_up.watch,
-        )
+        value = _setup_and_loop(spec, ns, marks, warm_up, nvtx_range)
         if value is not None:
             with open(os.path.join(workdir, "value.txt"), "w", encoding="utf-8") as f:
                 f.write(repr(value))  # what Out[n] prints; the value itself stays here
@@ -292,6 +273,32 @@ def run_spec(
     finally:
         marks.write(workdir)
     return 0
+
+
+def _setup_and_loop(
+    spec: dict[str, Any],
+    ns: dict[str, Any],
+    marks: Any,
+    warm_up: WarmUp,
+    captured: Callable[[], AbstractContextManager[Any]],
+) -> Any:
+    """What every run of a ``cell.json`` does once its namespace ``ns`` is ready, in one process
+    or in each rank: the setup code (a phase of its own), then the loop (``capture/cell.py``) over
+    the cell, its lines marked where ``code_marks`` asks, the warm-up watched as a phase and the
+    captured runs inside ``captured()``. The last captured run's value."""
+    from gpumagic.capture.cell import Cell, compile_source, run_cell
+
+    if spec.get("setup"):
+        with marks.mark("setup"):
+            exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
+    if spec.get("code_marks") and isinstance(spec["cell"], str):
+        from gpumagic.capture.marks.cell_lines import marked_cell
+
+        cell = marked_cell(spec["cell"])
+    else:
+        cell = Cell.of(spec["cell"])
+    warmup, iters = spec.get("warmup", 1), spec.get("iters", 1)
+    return run_cell(cell, ns, warmup, iters, captured, _sync(), warm_up.watch)
 
 
 class WarmUp:
@@ -316,37 +323,21 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
     """One rank of a ``--nproc`` run (see the module's docstring). Its phases (torch import, CUDA
     init, process group, inputs, setup, warm-up, capture) go to ``phases-rankR.json``
     (:func:`rank_phases_file`)."""
-    from gpumagic.capture.cell import Cell, compile_source, run_cell
     from gpumagic.capture.child.shipping import restore
 
     rank, local_rank, world_size = (
         int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     )
-    warm_up = WarmUp(marks)
     try:
-        with marks.mark("torch import"):
-            try:
-                import torch
-                import torch.distributed as dist
-            except ModuleNotFoundError as exc:
-                # torch itself missing (nsys_ranks names the Python); a broken torch (no
-                # torch._C) is an error with its traceback
-                if exc.name in ("torch", "torch.distributed"):
-                    print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
-                    return 5
-                raise
+        modules = _rank_torch(rank, marks)
+        if modules is None:
+            return 5
+        torch, dist = modules
         with marks.mark("CUDA init"):
-            cuda = torch.cuda.is_available()
-            if cuda and torch.cuda.device_count() < int(
-                os.environ.get("LOCAL_WORLD_SIZE", world_size)
-            ):
-                write_whole(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
-                return 4
-            if cuda:
-                # before the names come back: their CUDA tensors land here
-                torch.cuda.set_device(local_rank)
-                torch.empty(1, device="cuda")  # the context: outside the capture
-        device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+            device = _rank_device(torch, workdir, rank, local_rank, world_size)
+        if device is None:
+            return 4
+        cuda = device.type == "cuda"
         with marks.mark("process group"):
             dist.init_process_group(backend="nccl" if cuda else "gloo")
             # gpumagic's own barriers: no kernel of theirs in the capture
@@ -354,51 +345,18 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
         with marks.mark("inputs"):
             ns: dict[str, Any] = {"__name__": "__main__", **restore(workdir, device=device)}
         ns.update(dist=dist, rank=rank, world_size=world_size, local_rank=local_rank, device=device)
-        push, pop = _nvtx()
-        mark = _mark(cuda)
-        profiler = torch.cuda.profiler if cuda else None
-        label, text = (
+        warm_up = WarmUp(marks)
+        captured = _RankCapture(
+            marks,
+            warm_up,
+            dist,
+            control,
+            torch.cuda.profiler if cuda else None,
+            _mark(cuda),
             spec["label"],
             RANK_MARK.format(rank=rank, local_rank=local_rank, world_size=world_size),
         )
-
-        @contextmanager
-        def captured() -> Iterator[None]:
-            warm_up.over()
-            start = time.time()
-            # every rank's warm-up is over (each synchronized its device first)
-            dist.barrier(group=control)
-            if profiler is not None:
-                # nsys --capture-range=cudaProfilerApi: the first rank's call starts it
-                profiler.start()
-            dist.barrier(group=control)  # every rank is being recorded before any runs the cell
-            marks.add("tool start", start, time.time())
-            start = time.time()
-            push(label)
-            mark(text)
-            try:
-                yield
-            finally:
-                pop()
-            # not reached after an error: that rank leaves, the launcher stops the rest
-            dist.barrier(group=control)
-            marks.add("capture", start, time.time())
-            if profiler is not None:
-                with marks.mark("tool stop"):
-                    profiler.stop()
-
-        if spec.get("setup"):
-            with marks.mark("setup"):
-                exec(compile_source(spec["setup"], "<gpuprofile-setup>"), ns)  # noqa: S102 - the user's setup code
-        value = run_cell(
-            Cell.of(spec["cell"]),
-            ns,
-            spec.get("warmup", 1),
-            spec.get("iters", 1),
-            captured,
-            _sync(),
-            warm_up.watch,
-        )
+        value = _setup_and_loop(spec, ns, marks, warm_up, captured.range)
         if rank == 0 and value is not None:
             write_whole(workdir, "value.txt", repr(value))
         with marks.mark("process group end"):
@@ -411,6 +369,87 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
             _leave(3)
     marks.write(workdir, rank_phases_file(rank))
     return 0
+
+
+def _rank_torch(rank: int, marks: Any) -> tuple[Any, Any] | None:
+    """torch and torch.distributed, imported as the "torch import" phase; None where torch itself
+    is missing, said on stderr (``nsys/ranks.py`` names the Python). A broken torch (no
+    ``torch._C``) raises: an error with its traceback."""
+    with marks.mark("torch import"):
+        try:
+            import torch
+            import torch.distributed as dist
+        except ModuleNotFoundError as exc:
+            if exc.name in ("torch", "torch.distributed"):
+                print(f"gpumagic rank {rank}: {exc}", file=sys.stderr, flush=True)
+                return None
+            raise
+    return torch, dist
+
+
+def _rank_device(torch: Any, workdir: str, rank: int, local_rank: int, world_size: int) -> Any:
+    """This rank's device: with CUDA, GPU ``local_rank``, made current and its context started
+    (outside the capture) before the names come back, so their CUDA tensors land there; else the
+    CPU. None where the host has fewer GPUs than local ranks (the count is written to
+    ``gpus-rankR.txt``)."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    if torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", world_size)):
+        write_whole(workdir, f"gpus-rank{rank}.txt", str(torch.cuda.device_count()))
+        return None
+    torch.cuda.set_device(local_rank)
+    torch.empty(1, device="cuda")  # the context: outside the capture
+    return torch.device("cuda", local_rank)
+
+
+class _RankCapture:
+    """A rank's captured runs (:meth:`range`), opened and closed on every rank together: after
+    every rank's warm-up the profiler starts (``cudaProfilerStart``: nsys'
+    ``--capture-range=cudaProfilerApi``, ``profiler`` None without CUDA), and no rank runs the
+    cell before every rank is recorded; inside the cell's NVTX range ``label`` the rank's mark
+    ``text`` comes first. Each step is a phase."""
+
+    def __init__(
+        self,
+        marks: Any,
+        warm_up: WarmUp,
+        dist: Any,
+        control: Any,
+        profiler: Any,
+        mark: Callable[[str], Any],
+        label: str,
+        text: str,
+    ) -> None:
+        self.marks, self.warm_up, self.dist, self.control = marks, warm_up, dist, control
+        self.profiler, self.mark, self.label, self.text = profiler, mark, label, text
+        self.push, self.pop = _nvtx()
+
+    def _barrier(self) -> None:
+        self.dist.barrier(group=self.control)
+
+    @contextmanager
+    def range(self) -> Iterator[None]:
+        marks = self.marks
+        self.warm_up.over()
+        start = time.time()
+        self._barrier()  # every rank's warm-up is over (each synchronized its device first)
+        if self.profiler is not None:
+            self.profiler.start()  # the first rank's call starts nsys' capture
+        self._barrier()  # every rank is being recorded before any runs the cell
+        marks.add("tool start", start, time.time())
+        start = time.time()
+        self.push(self.label)
+        self.mark(self.text)
+        try:
+            yield
+        finally:
+            self.pop()
+        # not reached after an error: that rank leaves, the launcher stops the rest
+        self._barrier()
+        marks.add("capture", start, time.time())
+        if self.profiler is not None:
+            with marks.mark("tool stop"):
+                self.profiler.stop()
 
 
 def _leave(status: int) -> None:
