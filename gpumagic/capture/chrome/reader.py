@@ -192,17 +192,65 @@ def trace_from_chrome(data: dict[str, Any] | list[Any], path: str = "<data>") ->
 
 
 def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
+    """The Trace of a Chrome trace's ``events`` (``data``: the whole file, for its metadata)."""
     sorted_events = sort_events(events)
     buckets = sorted_events.buckets
     dispatches = _dispatch_list(data, sorted_events)
-    unread: dict[str, dict[str, int]] = {}
-    processes = _process_names(sorted_events.processes)
+    unread = _npu_tasks(sorted_events)
+    profiled, counters, cats = _set_aside(buckets, unread)
+    columns = _table_columns(sorted_events, buckets, cats)
+    meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
+    unplaced = _unplaced(sorted_events, buckets, columns)
+    if unplaced:
+        meta["unplaced_events"] = unplaced
+    if dispatches:
+        meta["backend"] = ROCPROF
+        meta["vendor"] = "AMD"
+    rows = {table: len(c["start"]) for table, c in columns.items()}
     uncategorised = len(sorted_events.uncategorised)
+    for table in _not_cuda(meta, unread, uncategorised, cats, rows):
+        columns[table] = {}
+    if unread:
+        meta["unread_devices"] = unread
+    if profiled:
+        meta["range_profiler"] = {
+            "kernels": sum(profiled.values()),
+            "names": len(profiled),
+            "counters": sorted(counters),
+        }
+    names = columns["api"].get("name", [])
+    _said_as_amd(meta, names, columns["kernels"].get("name", []))
+    meta["recorded"] = recorded_kinds(
+        {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
+    )
+    autograd = columns["ops"].pop("autograd", None)
+    meta.update(code_events(buckets.get("python_function", []), autograd))
+    if "code_text" in meta:  # the functions' text, beside the ranges the events gave back
+        meta.setdefault("code", {}).update(meta.pop("code_text"))
+    return _tables(columns, meta)
+
+
+def _npu_tasks(sorted_events: Any) -> dict[str, dict[str, int]]:
+    """The events without a category that are an Ascend NPU's tasks, counted by process
+    (``{"NPU": {process: count}}``; {} where there are none): what ``meta["unread_devices"]``
+    starts from."""
+    processes = _process_names(sorted_events.processes)
+    unread: dict[str, dict[str, int]] = {}
     for ev in sorted_events.uncategorised:
         npu = _npu_task(ev, processes)
         if npu:
             per = unread.setdefault("NPU", {})
             per[npu] = per.get(npu, 0) + 1
+    return unread
+
+
+def _set_aside(
+    buckets: dict[str, list[dict[str, Any]]], unread: dict[str, dict[str, int]]
+) -> tuple[dict[str, int], set[str], set[str]]:
+    """Take out of ``buckets`` what is not activity gpumagic reads: a device's it does not read
+    (counted by category into ``unread``) and the range profiler's (its kernels counted by name,
+    the counters they hold named). Returns those counts, those counters, and the other categories
+    with an event placed in time, less the tables' own (the tables add theirs as they are read)."""
     profiled: dict[str, int] = {}
     counters: set[str] = set()
     cats: set[str] = set()
@@ -222,48 +270,40 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
             del buckets[cat]
         elif cat not in _TABLE_BUCKETS and any_placed(evs):
             cats.add(cat)
+    return profiled, counters, cats
+
+
+def _table_columns(
+    sorted_events: Any, buckets: dict[str, list[dict[str, Any]]], cats: set[str]
+) -> dict[str, dict[str, Any]]:
+    """Each table's columns, from the fields taken as the events were sorted (kernels, API calls,
+    ops: their events kept nowhere) or from its bucket; the categories of the events placed are
+    added to ``cats``."""
     columns = {}
     for cat, table in _TABLE_BUCKETS.items():
-        taken = sorted_events.taken.get(cat)  # kernels, API calls, ops: their fields, not events
+        taken = sorted_events.taken.get(cat)
         columns[table], spelled = _COLUMNS_OF[table](
             buckets.get(cat, []) if taken is None else taken
         )
         cats.update(map(category, spelled))
-    meta = _meta(data if isinstance(data, dict) else {}, buckets.get("trace", []))
-    unplaced = _unplaced(sorted_events, buckets, columns)
-    if unplaced:
-        meta["unplaced_events"] = unplaced
-    if dispatches:
-        meta["backend"] = ROCPROF
-        meta["vendor"] = "AMD"
-    rows = {table: len(c["start"]) for table, c in columns.items()}
-    for table in _not_cuda(meta, unread, uncategorised, cats, rows):
-        columns[table] = {}
-    if unread:
-        meta["unread_devices"] = unread
-    if profiled:
-        meta["range_profiler"] = {
-            "kernels": sum(profiled.values()),
-            "names": len(profiled),
-            "counters": sorted(counters),
-        }
-    names = columns["api"].get("name", [])
-    if any(str(n).startswith("hip") for n in names[:1000]) or is_amd(meta):
-        meta["vendor"] = (
-            "AMD"  # ROCm: its computeMajor (9 for gfx90a) is not NVIDIA's compute capability
-        )
-        meta.pop("compute_capability", None)
-        if not meta.get("device"):  # no deviceProperties: the GPU the kernels were built for
-            meta["device"] = amd_device_from_names(
-                pd.unique(pd.Series(columns["kernels"].get("name", [])))
-            )
-    meta["recorded"] = recorded_kinds(
-        {kind for kind, held in _HELD.items() if cats & held}, {made_by_api(n) for n in set(names)}
-    )
-    autograd = columns["ops"].pop("autograd", None)
-    meta.update(code_events(buckets.get("python_function", []), autograd))
-    if "code_text" in meta:  # the functions' text, beside the ranges the events gave back
-        meta.setdefault("code", {}).update(meta.pop("code_text"))
+    return columns
+
+
+def _said_as_amd(meta: dict[str, Any], api_names: list[Any], kernel_names: list[Any]) -> None:
+    """A ROCm trace (HIP calls, or an AMD device) said as AMD's: its ``computeMajor`` (9 for
+    gfx90a) is no NVIDIA compute capability, and where it names no device, the GPU its kernels
+    were built for stands in."""
+    if not (any(str(n).startswith("hip") for n in api_names[:1000]) or is_amd(meta)):
+        return
+    meta["vendor"] = "AMD"
+    meta.pop("compute_capability", None)
+    if not meta.get("device"):  # no deviceProperties
+        meta["device"] = amd_device_from_names(pd.unique(pd.Series(kernel_names)))
+
+
+def _tables(columns: dict[str, dict[str, Any]], meta: dict[str, Any]) -> Trace:
+    """The Trace of the tables' columns: integer fields as int64 (-1 where missing), the nesting
+    depth of ops and ranges, a copy's unknown bytes as NaN."""
     ops_df = frame("ops", pd.DataFrame(columns["ops"]))
     if not ops_df.empty:
         ops_df["depth"] = nesting_depth(ops_df)
