@@ -67,14 +67,14 @@ def summary_of(run: Run) -> ProfileSummary:
     )
 
 
-def _name(run: Any, default: str) -> str:
+def _name(run: Run, default: str) -> str:
     if isinstance(run, (str, os.PathLike)):
         return os.path.basename(os.fspath(run).rstrip("/")) or default
     return str(getattr(run, "label", "") or default)
 
 
 def diff(
-    a: Any, b: Any, *, name_a: str | None = None, name_b: str | None = None, top: int = 15
+    a: Run, b: Run, *, name_a: str | None = None, name_b: str | None = None, top: int = 15
 ) -> ProfileDiff:
     """What changed from run ``a`` to run ``b``: kernels matched by what they are, per launching op,
     the figures side by side, the largest changes in a sentence each, and where the GPU time moved

@@ -18,12 +18,16 @@ flags are set around its own call and put back (the user's TF32 setting is left 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
 from ..analysis.op_rates import GEMMS, parse_shapes
 from ..trace.launching_ops import PRECISION_OF_TYPE, launching_ops
+
+if TYPE_CHECKING:
+    from ..timing import TimingResult
+    from ..timing.compare_result import Comparison
 
 __all__ = ["REPLAYABLE", "ReplayError", "replay", "replayed_op"]
 
@@ -145,7 +149,27 @@ def _with_tf32(call: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def replay(report: Any, row: int | str = 0, *, compare: bool = False, **options: Any) -> Any:
+@overload
+def replay(
+    report: Any, row: int | str = 0, *, compare: Literal[False] = False, **options: Any
+) -> TimingResult: ...
+
+
+@overload
+def replay(
+    report: Any, row: int | str = 0, *, compare: Literal[True], **options: Any
+) -> Comparison: ...
+
+
+@overload
+def replay(
+    report: Any, row: int | str = 0, *, compare: bool, **options: Any
+) -> TimingResult | Comparison: ...
+
+
+def replay(
+    report: Any, row: int | str = 0, *, compare: bool = False, **options: Any
+) -> TimingResult | Comparison:  # Any: a ProfileReport or a Trace; TimingOptions fields
     """Re-create the op behind kernel row ``row`` of ``report`` (a ProfileReport or a Trace;
     ``row``: its place in the kernel table, 0 the heaviest, or the kernel's name) and time it as
     ``%gputime`` does: a :class:`~gpumagic.timing.TimingResult` whose notes say what was replayed

@@ -19,12 +19,12 @@ lasts.
 
 from __future__ import annotations
 
+import ast
 import gc
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import GpuMagicError, InvalidOptionError, TimingInterrupted
 from .compare_energy import energy_blocks
@@ -33,11 +33,14 @@ from .measure import MAX_BACKLOG
 from .options import TimingOptions
 from .samplers import Sampler
 from .staged import Prepared, conclude, finish_quietly, prepare
-from .statement import CompiledStatement, compile_statement
+from .statement import CompiledStatement, caller_globals, compile_statement
 from .stats import StopDecision
 from .steps import Sampling
 
 __all__ = ["ComparisonFailed", "ComparisonInterrupted", "compare", "compare_compiled", "labelled"]
+
+#: A statement as given: source text or a callable.
+_S = TypeVar("_S")
 
 
 class ComparisonInterrupted(TimingInterrupted):
@@ -87,7 +90,7 @@ def said(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def labelled(stmts: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+def labelled(stmts: Mapping[str, _S] | Sequence[_S]) -> dict[str, _S]:
     """The statements by label: a mapping as given; a list labelled by each statement's text (or
     function name)."""
     if isinstance(stmts, Mapping):
@@ -123,14 +126,14 @@ def _check_baseline(baseline: str | None, labels: Sequence[str]) -> str:
 
 
 def compare(
-    stmts: Mapping[str, str | Callable[[], Any]] | Sequence[str | Callable[[], Any]],
-    setup: str | Callable[[], Any] | None = None,
-    globals: Mapping[str, Any] | None = None,
+    stmts: Mapping[str, str | Callable[[], object]] | Sequence[str | Callable[[], object]],
+    setup: str | Callable[[], object] | None = None,
+    globals: Mapping[str, object] | None = None,
     *,
     baseline: str | None = None,
     options: TimingOptions | None = None,
-    ast_transform: Callable[[Any], Any] | None = None,
-    **overrides: Any,
+    ast_transform: Callable[[ast.Module], ast.Module] | None = None,
+    **overrides: Any,  # Any: TimingOptions fields of several types (validate() checks them)
 ) -> Comparison:
     """Time several statements interleaved and compare them: ``compare({"fp32": "A @ B", "bf16": "Ah
     @ Bh"})``.
@@ -150,7 +153,7 @@ def compare(
     opts.validate()
     sources = labelled(stmts)
     _check_baseline(baseline, list(sources))
-    namespace = globals if globals is not None else sys._getframe(1).f_globals
+    namespace = caller_globals(globals)
     compiled = {}
     for label, stmt in sources.items():
         try:
@@ -178,14 +181,14 @@ class _Lane:
     done: bool = False
     decision: StopDecision | None = None
     clock_start: int | None = None
-    in_flight: Any = None
+    in_flight: Any = None  # Any: the sampler's handle of the round under way (CUDA events)
     #: what the statement raised during its samples (the rounds stopped there)
     error: Exception | None = None
 
 
 def compare_compiled(
     statements: Mapping[str, CompiledStatement],
-    namespace: Mapping[str, Any] | None = None,
+    namespace: Mapping[str, object] | None = None,
     options: TimingOptions | None = None,
     *,
     baseline: str | None = None,

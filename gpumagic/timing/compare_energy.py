@@ -17,17 +17,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 from .energy import BLOCK_SECONDS, energy_known, pieces_of
 from .measure import MAX_BACKLOG
 from .options import TimingOptions
+from .steps import Prepared, Sampling
 
 __all__ = ["energy_blocks"]
 
 
+class EnergyLane(Protocol):
+    """What the blocks read and fill of a comparison's lane (``compare._Lane``, named here as a
+    protocol since that module imports this one): its prepared clock, statement and calibration,
+    and its samples so far."""
+
+    prep: Prepared
+    sampling: Sampling
+
+
 def energy_blocks(
-    lanes: Sequence[Any], opts: TimingOptions, wall_clock: Callable[[], float] = time.perf_counter
+    lanes: Sequence[EnergyLane],
+    opts: TimingOptions,
+    wall_clock: Callable[[], float] = time.perf_counter,
 ) -> None:
     """Fill each lane's ``sampling.energy`` (and ``energy_counter``) from blocks of its own calls.
     ``lanes``: the comparison's, each with ``prep`` (sampler, statement, calibration) and
@@ -74,7 +86,7 @@ def calls_per_block(median: float, calls_per_sample: int) -> int:
     return max(1, math.ceil(BLOCK_SECONDS / per_sample))
 
 
-def _block(lane: Any, wall_clock: Callable[[], float]) -> None:
+def _block(lane: EnergyLane, wall_clock: Callable[[], float]) -> None:
     """One block of the lane's statement back to back, the counter read at both ends."""
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     prep = lane.prep

@@ -230,7 +230,7 @@ class Comparison(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
         p.text(str(self))
 
     # --- data

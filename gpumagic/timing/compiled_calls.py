@@ -79,7 +79,7 @@ class CompiledCalls:
         local = frame.f_locals
         fn: Any = local.get("fn")  # Any: what the user handed torch.compile, a function or module
         wrapped = inspect.unwrap(fn)  # under dynamo's functools.wraps wrappers: the user's callable
-        inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]
+        inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]  # Any: torch values
         owner = getattr(wrapped, "__self__", wrapped)
         if isinstance(owner, torch.nn.Module):
             inputs += [list(owner.parameters()), list(owner.buffers())]

@@ -251,7 +251,8 @@ def sample(
     """
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     out = Sampling()
-    rounds: deque[Any] = deque()  # issued and not yet collected, the one being collected first
+    # issued and not yet collected, the one being collected first (Any: each clock's own handle)
+    rounds: deque[Any] = deque()
     k = cal.calls_per_sample
     clock_start = sampler.sm_clock()
     gc_was_enabled = gc.isenabled()
@@ -284,7 +285,7 @@ def _sample_rounds(
     cal: Calibration,
     wall_clock: Callable[[], float],
     out: Sampling,
-    rounds: deque[Any],
+    rounds: deque[Any],  # Any: each clock's own round handle
 ) -> None:
     """The double-buffered rounds: enqueue the next round, then collect the oldest, then ask whether
     to stop.

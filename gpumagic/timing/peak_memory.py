@@ -80,6 +80,10 @@ HISTORY_ENTRIES = 1 << 17
 #: while :func:`call_peak` records history itself.
 _COUNTED = ("alloc", "free_requested")
 _SKIPPED = ("free_completed", "segment_alloc", "segment_free", "oom", "snapshot")
+#: One entry of torch's allocator history (``action``, ``size``, ``addr``, ...): torch's dict.
+TraceEntry = Mapping[str, Any]
+#: The torch module, where this process has imported it (this module never imports it).
+_Torch = Any
 
 
 @dataclass
@@ -112,7 +116,7 @@ def block_bytes(size: int) -> int:
     return max(BLOCK_BYTES, -(-int(size) // BLOCK_BYTES) * BLOCK_BYTES)
 
 
-def peak_from_trace(entries: Sequence[Mapping[str, Any]]) -> int:
+def peak_from_trace(entries: Sequence[TraceEntry]) -> int:
     """The highest rise of allocated bytes above the start over ``entries``, in order (0 if it never
     rises).
 
@@ -135,8 +139,8 @@ def peak_from_trace(entries: Sequence[Mapping[str, Any]]) -> int:
 
 
 def call_entries(
-    trace: Sequence[Mapping[str, Any]], allocs: int, frees: int
-) -> Sequence[Mapping[str, Any]] | None:
+    trace: Sequence[TraceEntry], allocs: int, frees: int
+) -> Sequence[TraceEntry] | None:
     """The end of ``trace`` that holds exactly the last ``allocs`` allocations and ``frees`` frees;
     None if none does.
 
@@ -171,7 +175,7 @@ class _Counters(NamedTuple):
     frees: int  # allocation.all.freed
 
 
-def _counters(torch: Any, device: int) -> _Counters:
+def _counters(torch: _Torch, device: int) -> _Counters:
     stats = torch.cuda.memory.memory_stats_as_nested_dict(device)
     size, count = stats["allocated_bytes"]["all"], stats["allocation"]["all"]
     return _Counters(
@@ -184,13 +188,13 @@ def _counters(torch: Any, device: int) -> _Counters:
     )
 
 
-def _torch() -> Any:
+def _torch() -> _Torch:
     """PyTorch if this process has imported it, else None: CUDA cannot be in use without it, and
     importing it costs."""
     return sys.modules.get("torch")
 
 
-def _unmeasurable(torch: Any) -> str:
+def _unmeasurable(torch: _Torch) -> str:
     """Why no CUDA peak can be taken here ("" when it can); asks nothing that would start CUDA."""
     if torch is None:
         return "PyTorch is not loaded"
@@ -205,7 +209,7 @@ class _History:
     """The allocator's history recording for one call: used as found, or turned on here and off
     again by close()."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: _Torch) -> None:
         self.torch = torch
         self.ours = False  # recording was off and this turned it on: close() turns it off
         self.note = ""  # why the history cannot be read ("" when it can)
@@ -222,8 +226,8 @@ class _History:
         except Exception as exc:  # noqa: BLE001 - no history is a reason for no figure, not an error
             self.note = f"the allocator's history could not be used ({type(exc).__name__}: {exc})"
 
-    def _turn_on(self, memory: Any, enabled: Any) -> None:
-        settings: dict[str, Any] = {
+    def _turn_on(self, memory: Any, enabled: Any) -> None:  # Any: torch.cuda.memory, a torch hook
+        settings: dict[str, object] = {
             "context": None,
             "stacks": "python",
             "max_entries": HISTORY_ENTRIES,
@@ -242,7 +246,7 @@ class _History:
             return
         self.ours = True
 
-    def read(self, device: int) -> Sequence[Mapping[str, Any]]:
+    def read(self, device: int) -> Sequence[TraceEntry]:
         traces = self.torch.cuda.memory._snapshot()["device_traces"]
         return traces[device] if device < len(traces) else []
 
@@ -293,7 +297,9 @@ def call_peak() -> Iterator[CallPeak]:
         history.close()
 
 
-def _settle(peak: CallPeak, torch: Any, device: int, before: _Counters, history: _History) -> None:
+def _settle(
+    peak: CallPeak, torch: _Torch, device: int, before: _Counters, history: _History
+) -> None:
     """Fill ``peak`` from the counters after the call, and from the history where they cannot
     say."""
     try:
@@ -351,12 +357,12 @@ def _missing(history: _History, allocs: int, frees: int, held: int) -> str:
 
 
 def _from_history(
-    peak: CallPeak, entries: Sequence[Mapping[str, Any]], before: _Counters, after: _Counters
+    peak: CallPeak, entries: Sequence[TraceEntry], before: _Counters, after: _Counters
 ) -> None:
     """The peak from the call's entries, with the range the allocator's own byte counters allow."""
     rise = peak_from_trace(entries)
     asked = dict.fromkeys(_COUNTED, 0)
-    live: set[Any] = set()  # blocks the call allocated and has not freed yet
+    live: set[object] = set()  # blocks the call allocated and has not freed yet
     frees_earlier = False  # whether the call freed a block allocated before it
     for entry in entries:
         action = entry.get("action")

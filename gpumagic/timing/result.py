@@ -97,7 +97,7 @@ class TimingResult(Advised):
     precision: int = TimingOptions.precision
     first_call_ratio: float = TimingOptions.first_call_ratio
     first_call_min: float = TimingOptions.first_call_min
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # Any: facts of several types, for JSON
     hints: list[Hint] = field(default_factory=list)
     #: the SM clock (MHz, NVML) read beside each sample (as its round ended); None where it was not
     #: read
@@ -464,7 +464,7 @@ class TimingResult(Advised):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
         p.text(self._advised(f"<TimingResult : {self}>"))
 
     def _repr_html_(self) -> str:
@@ -474,7 +474,7 @@ class TimingResult(Advised):
 
     # --- data
     # ----------------------------------------------------------------------------------------------
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:  # Any: figures of several types, for JSON
         """The derived figures as a flat dict (seconds), for comparing runs or writing JSON."""
         has = bool(self.samples)
         return {

@@ -83,7 +83,7 @@ class Sampler:
 
     # measuring
     # ----------------------------------------------------------------------------------------------
-    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+    def first_call(self, once: Callable[[], object]) -> tuple[float, object]:
         """Run the statement once, synchronized; return (wall seconds, the statement's value)."""
         raise NotImplementedError
 
@@ -100,17 +100,17 @@ class Sampler:
         """Begin sampling; ``backlog`` is how much device work to queue ahead of the first
         sample."""
 
-    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> Any:
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> Any:  # Any: as collect
         """Issue a round of m samples of k calls each without waiting for them; a handle for
         :meth:`collect`."""
         raise NotImplementedError
 
-    def collect(self, handle: Any) -> list[float]:
+    def collect(self, handle: Any) -> list[float]:  # Any: each clock's own round handle
         """Wait for a round issued by :meth:`enqueue`; the duration of each of its samples
         (seconds)."""
         raise NotImplementedError
 
-    def salvage(self, handle: Any) -> list[float]:
+    def salvage(self, handle: Any) -> list[float]:  # Any: as in collect
         """After an interrupt and :meth:`finish`: the durations of a round that completed, in part
         or whole."""
         try:
@@ -156,7 +156,7 @@ class Sampler:
     def finish(self) -> None:
         """Wait for everything issued (errors from asynchronous work surface here)."""
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> dict[str, Any]:  # Any: facts of several types, for JSON
         """Facts about the clock and device for ``TimingResult.meta`` (versions, device index)."""
         return {}
 
@@ -169,7 +169,7 @@ class HostSampler(Sampler):
         self.backend = "host"
         self.reason = reason
 
-    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+    def first_call(self, once: Callable[[], object]) -> tuple[float, object]:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         t0 = time.perf_counter()
         value = once()
@@ -218,7 +218,10 @@ _SLEEP_CYCLES_PER_SECOND: dict[int, float] = {}
 
 
 class CudaSampler(Sampler):
-    """CUDA events on the current stream of ``device``; optional L2 flush or CUDA-graph replay."""
+    """CUDA events on the current stream of ``device``; optional L2 flush or CUDA-graph replay.
+
+    The ``Any`` in this class are torch's: devices, events, graphs, tensors (torch is imported
+    when a CUDA clock is made, never by this module)."""
 
     def __init__(self, device: Any, flush_l2: bool = False, graph: bool = False) -> None:
         import torch
@@ -281,7 +284,7 @@ class CudaSampler(Sampler):
     def host_fallback(self, reason: str) -> Sampler | None:
         return HostSampler(reason)
 
-    def first_call(self, once: Callable[[], Any]) -> tuple[float, Any]:
+    def first_call(self, once: Callable[[], object]) -> tuple[float, object]:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         self._sync()
         t0 = time.perf_counter()

@@ -76,7 +76,7 @@ class ClockReader:
             return None
 
 
-_NVML: Any = None
+_NVML: Any = None  # Any: the NVML library loaded through ctypes
 _NVML_FAILED = False
 
 

@@ -12,7 +12,7 @@ the same steps as ``%gputime``, in the same order, with the same notes.
 
 from __future__ import annotations
 
-import sys
+import ast
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -35,7 +35,7 @@ from .measure import (
 from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
-from .statement import CompiledStatement, compile_statement
+from .statement import CompiledStatement, caller_globals, compile_statement
 from .steps import KernelFigures, Notes, Prepared, Sampling
 from .work import count_work
 
@@ -44,7 +44,7 @@ __all__ = ["Prepared", "conclude", "finish_quietly", "gputime", "measure", "prep
 
 def prepare(
     statement: CompiledStatement,
-    namespace: Mapping[str, Any],
+    namespace: Mapping[str, object],
     opts: TimingOptions,
     *,
     sampler: Sampler | None = None,
@@ -111,7 +111,7 @@ def conclude(
 
 def measure(
     statement: CompiledStatement,
-    namespace: Mapping[str, Any] | None = None,
+    namespace: Mapping[str, object] | None = None,
     options: TimingOptions | None = None,
     *,
     sampler: Sampler | None = None,
@@ -137,13 +137,13 @@ def measure(
 
 
 def gputime(
-    stmt: str | Callable[[], Any],
-    setup: str | Callable[[], Any] | None = None,
-    globals: Mapping[str, Any] | None = None,
+    stmt: str | Callable[[], object],
+    setup: str | Callable[[], object] | None = None,
+    globals: Mapping[str, object] | None = None,
     *,
     options: TimingOptions | None = None,
-    ast_transform: Callable[[Any], Any] | None = None,
-    **overrides: Any,
+    ast_transform: Callable[[ast.Module], ast.Module] | None = None,
+    **overrides: Any,  # Any: TimingOptions fields of several types (validate() checks them)
 ) -> TimingResult:
     """Time ``stmt`` on the GPU (or the host, where there is no CUDA) and return a
     :class:`TimingResult`.
@@ -163,8 +163,6 @@ def gputime(
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     opts = replace(options or TimingOptions(), **overrides)
     opts.validate()
-    # Like a statement typed at that point: the caller's module globals, unless a namespace is
-    # given.
-    namespace = globals if globals is not None else sys._getframe(1).f_globals
+    namespace = caller_globals(globals)
     compiled = compile_statement(stmt, setup, namespace, ast_transform=ast_transform)
     return measure(compiled, namespace, opts)

@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import GpuMagicError
 from .compiled_calls import compiled_objects, is_compiled
 
-__all__ = ["AwaitedStatementError", "CompiledStatement", "compile_statement"]
+__all__ = ["AwaitedStatementError", "CompiledStatement", "caller_globals", "compile_statement"]
 
 _counter = itertools.count(1)
 
@@ -49,7 +49,7 @@ class CompiledStatement:
     returns its value."""
 
     inner: Callable[[int], None]
-    once: Callable[[], Any]
+    once: Callable[[], object]
     read_names: frozenset[str] = field(default_factory=frozenset)
     source: str = ""
     compile_time: float = 0.0
@@ -145,7 +145,9 @@ def _awaits(source: str) -> bool:
     return True
 
 
-def _from_callable(stmt: Callable[[], Any], setup: Callable[[], Any] | None) -> CompiledStatement:
+def _from_callable(
+    stmt: Callable[[], object], setup: Callable[[], object] | None
+) -> CompiledStatement:
     if setup is not None:
         setup()
 
@@ -161,10 +163,17 @@ def _from_callable(stmt: Callable[[], Any], setup: Callable[[], Any] | None) -> 
     )
 
 
+def caller_globals(globals: Mapping[str, object] | None) -> Mapping[str, object]:
+    """The namespace a statement runs in: ``globals`` as given, else the module globals of the code
+    that called the public function calling this one (``gputime``, ``compare``, ``sweep``), as a
+    statement typed at that point would see them."""
+    return globals if globals is not None else sys._getframe(2).f_globals
+
+
 def compile_statement(
-    stmt: str | Callable[[], Any],
-    setup: str | Callable[[], Any] | None = None,
-    globals: Mapping[str, Any] | None = None,
+    stmt: str | Callable[[], object],
+    setup: str | Callable[[], object] | None = None,
+    globals: Mapping[str, object] | None = None,
     *,
     ast_transform: Callable[[ast.Module], ast.Module] | None = None,
 ) -> CompiledStatement:
@@ -196,7 +205,7 @@ def compile_statement(
     code = _compiled_with_source(module)
     compile_time = time.perf_counter() - t0
 
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {}  # Any: what the exec'd factory binds
     exec(code, _exec_globals(globals), namespace)  # noqa: S102 - running user code is the point
     inner_fn, once_fn = namespace["__gm_factory"]()  # runs setup
     read = _read_names([stmt_tree, setup_tree])
@@ -257,7 +266,7 @@ def _compiled_with_source(module: ast.Module) -> CodeType:
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-def _exec_globals(globals: Mapping[str, Any] | None) -> dict[str, Any]:
+def _exec_globals(globals: Mapping[str, object] | None) -> dict[str, object]:
     """The globals the statement runs in: the namespace given, itself and not a copy, so that the
     statement reads it as it is when it runs (``exec`` takes nothing but a dict: any other mapping
     is copied once)."""

@@ -20,13 +20,14 @@ partial sweep.
 
 from __future__ import annotations
 
+import ast
 import gc
 import itertools
 import keyword
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidOptionError, TimingInterrupted
@@ -36,7 +37,7 @@ from .options import TimingOptions
 from .result import TimingResult
 from .samplers import Sampler
 from .staged import conclude, prepare
-from .statement import compile_statement
+from .statement import caller_globals, compile_statement
 from .sweep_result import Sweep, SweepPoint
 
 __all__ = [
@@ -89,7 +90,7 @@ def point_budget(opts: TimingOptions, calls_per_sample: int, per_call: float) ->
     return min(opts.time_budget, max(FAST_SHARE * opts.time_budget, wanted))
 
 
-def grid(params: Mapping[str, Sequence[Any]], zipped: bool = False) -> list[dict[str, Any]]:
+def grid(params: Mapping[str, Sequence[object]], zipped: bool = False) -> list[dict[str, object]]:
     """The points: every combination of the values (the first parameter varies slowest), or with
     ``zipped`` the i-th value of each. Raises :class:`~gpumagic.errors.InvalidOptionError` for no
     parameters, a name that cannot be a Python name, a parameter without values, or lists of unequal
@@ -100,7 +101,7 @@ def grid(params: Mapping[str, Sequence[Any]], zipped: bool = False) -> list[dict
             value=params,
             reason="must map each parameter to its values, e.g. {'n': [256, 512]}",
         )
-    values: dict[str, list[Any]] = {}
+    values: dict[str, list[object]] = {}
     for name, vals in params.items():
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise InvalidOptionError(
@@ -170,14 +171,14 @@ def free_memory() -> None:
 def sweep(
     stmt: str | Mapping[str, str],
     setup: str | None = None,
-    params: Mapping[str, Sequence[Any]] | None = None,
-    globals: Mapping[str, Any] | None = None,
+    params: Mapping[str, Sequence[object]] | None = None,
+    globals: Mapping[str, object] | None = None,
     *,
     zip: bool = False,
     options: TimingOptions | None = None,
-    ast_transform: Callable[[Any], Any] | None = None,
+    ast_transform: Callable[[ast.Module], ast.Module] | None = None,
     progress: Callable[[str], None] | None = None,
-    **overrides: Any,
+    **overrides: Any,  # Any: TimingOptions fields of several types (validate() checks them)
 ) -> Sweep:
     """Time ``stmt`` at every point of ``params``: ``sweep("A @ B", "A = torch.randn(n, n); B =
     ...", params={"n": [256, 512, 1024]})``.
@@ -206,7 +207,7 @@ def sweep(
         )  # a SyntaxError now, not once per point
     if setup is not None:
         compile(setup, "<sweep-setup>", "exec", dont_inherit=True)
-    namespace = globals if globals is not None else sys._getframe(1).f_globals
+    namespace = caller_globals(globals)
     return run_sweep(
         stmts, setup, points, namespace, opts, ast_transform=ast_transform, progress=progress
     )
@@ -215,12 +216,12 @@ def sweep(
 def run_sweep(
     stmts: Mapping[str, str],
     setup: str | None,
-    points: Sequence[Mapping[str, Any]],
-    namespace: Mapping[str, Any],
+    points: Sequence[Mapping[str, object]],
+    namespace: Mapping[str, object],
     opts: TimingOptions,
     *,
-    ast_transform: Callable[[Any], Any] | None = None,
-    sampler_for: Callable[[Mapping[str, Any], str], Sampler | None] | None = None,
+    ast_transform: Callable[[ast.Module], ast.Module] | None = None,
+    sampler_for: Callable[[Mapping[str, object], str], Sampler | None] | None = None,
     wall_clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[str], None] | None = None,
 ) -> Sweep:
@@ -229,13 +230,12 @@ def run_sweep(
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
     names = list(points[0]) if points else []
     out = Sweep(points=[], params=names, labels=list(stmts), planned=len(points) * len(stmts))
+    run = _PointRun(setup, namespace, opts, ast_transform, wall_clock)
     began, said = wall_clock(), [False]
     for point in points:
         for label, src in stmts.items():
             sampler = sampler_for(point, label) if sampler_for is not None else None
-            entry = _time_point(
-                src, setup, dict(point), label, namespace, opts, ast_transform, sampler, wall_clock
-            )
+            entry = _time_point(run, src, dict(point), label, sampler)
             out.points.append(entry)
             if progress is not None:
                 _progress(progress, out, entry, wall_clock() - began, said)
@@ -262,8 +262,8 @@ def _progress(
             "and Ctrl-C keeps those done."
         )
     value = ", ".join(f"{k}={v!r}" for k, v in entry.params.items())
-    r = entry.result
-    shown = f"{format_time(r.median, r.precision)}" if entry.measured and r else entry.status
+    r = entry.timed
+    shown = format_time(r.median, r.precision) if r is not None else entry.status
     if entry.error:
         shown += f" ({entry.error})"
     label = f" {entry.label}" if len(out.labels) > 1 else ""
@@ -279,16 +279,20 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m} min" if h else f"{m} min {sec} s" if m else f"{sec} s"
 
 
+@dataclass(frozen=True)
+class _PointRun:
+    """What every point of one sweep is measured with: the setup, the namespace the point's values
+    are added to, the options, the AST transform and the wall clock."""
+
+    setup: str | None
+    namespace: Mapping[str, object]
+    opts: TimingOptions
+    ast_transform: Callable[[ast.Module], ast.Module] | None
+    wall_clock: Callable[[], float]
+
+
 def _time_point(
-    src: str,
-    setup: str | None,
-    point: dict[str, Any],
-    label: str,
-    namespace: Mapping[str, Any],
-    opts: TimingOptions,
-    ast_transform: Callable[[Any], Any] | None,
-    sampler: Sampler | None,
-    wall_clock: Callable[[], float],
+    run: _PointRun, src: str, point: dict[str, object], label: str, sampler: Sampler | None
 ) -> SweepPoint:
     """One statement at one point; never raises but for a statement whose error is not an
     ``Exception``."""
@@ -296,9 +300,7 @@ def _time_point(
     entry = SweepPoint(params=point, label=label, result=None)
     out_of_memory = False
     try:
-        result = _measure_point(
-            src, setup, point, namespace, opts, ast_transform, sampler, wall_clock
-        )
+        result = _measure_point(run, src, point, sampler)
     except TimingInterrupted as exc:
         entry.result, entry.status = exc.result, "interrupted"
     except KeyboardInterrupt:
@@ -316,22 +318,15 @@ def _time_point(
 
 
 def _measure_point(
-    src: str,
-    setup: str | None,
-    point: dict[str, Any],
-    namespace: Mapping[str, Any],
-    opts: TimingOptions,
-    ast_transform: Callable[[Any], Any] | None,
-    sampler: Sampler | None,
-    wall_clock: Callable[[], float],
+    run: _PointRun, src: str, point: dict[str, object], sampler: Sampler | None
 ) -> TimingResult:
     """Compile in a copy of the namespace with the point's values, prepare, sample with the point's
     budget, conclude. An interrupt after the first sample raises :class:`TimingInterrupted` carrying
     the partial result."""
     __tracebackhide__ = True  # an error of the user's statement shows from their own code
-    ns = {**namespace, **point}
-    compiled = compile_statement(src, setup, ns, ast_transform=ast_transform)
-    prep = prepare(compiled, ns, opts, sampler=sampler, wall_clock=wall_clock)
+    ns, wall_clock = {**run.namespace, **point}, run.wall_clock
+    compiled = compile_statement(src, run.setup, ns, ast_transform=run.ast_transform)
+    prep = prepare(compiled, ns, run.opts, sampler=sampler, wall_clock=wall_clock)
     prep.opts = replace(
         prep.opts, time_budget=point_budget(prep.opts, prep.cal.calls_per_sample, prep.cal.per_call)
     )

@@ -78,7 +78,7 @@ class SweepPoint:
     where it failed), ``status`` ("ok", "failed", "out of memory" or "interrupted") and the error's
     first line."""
 
-    params: dict[str, Any]
+    params: dict[str, object]
     label: str
     result: TimingResult | None
     status: str = "ok"
@@ -271,7 +271,7 @@ class Sweep(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
         p.text(str(self))
 
     # --- plot and HTML
@@ -286,7 +286,7 @@ class Sweep(Advised, FigurePage):
     def _varies(self, name: str) -> bool:
         return len({repr(p.params[name]) for p in self.points}) > 1
 
-    def plot_data(self) -> dict[str, Any]:
+    def plot_data(self) -> dict[str, Any]:  # Any: plain values of several types, for Bokeh
         """What the plot draws, as plain values: series (name -> x, y and hover texts), failed
         points, peaks, the metric and the x parameter (see
         :func:`gpumagic.render.sweep_plot.sweep_figure`)."""

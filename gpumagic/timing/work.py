@@ -115,12 +115,12 @@ class Work:
     #: :func:`reconcile`)
     counted_at: str = "ops"
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         """Pickled with a plain dict where the read-only view is (a mappingproxy does not pickle): a
         result that holds a Work saves, and ships to a subprocess, like any other value."""
         return {**self.__dict__, "flops_by_precision": dict(self.flops_by_precision)}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:  # Any: what pickle hands back
         self.__dict__.update(
             state, flops_by_precision=MappingProxyType(dict(state["flops_by_precision"]))
         )
@@ -136,7 +136,7 @@ class Work:
             return None
         return self.flops / self.bytes
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:  # Any: figures of several types, for JSON
         return {
             "flops": self.flops,
             "bytes": self.bytes,
@@ -157,7 +157,7 @@ def _dominant(counts: Mapping[str, int]) -> str | None:
     return max(counts, key=lambda k: counts[k]) if counts and any(counts.values()) else None
 
 
-def count_work(call: Callable[[], Any], kernels_per_call: float | None = None) -> Work:
+def count_work(call: Callable[[], object], kernels_per_call: float | None = None) -> Work:
     """Run ``call()`` once under the FLOP and byte counters and return the :class:`Work` of that one
     call.
 
@@ -366,7 +366,7 @@ def reconcile(work: Work, kernels_per_call: float | None) -> Work:
     )
 
 
-def _peak_without_modes(call: Callable[[], Any]) -> int | None:
+def _peak_without_modes(call: Callable[[], object]) -> int | None:
     """Peak memory from a plain call, for a statement the counters could not run; None if that fails
     too."""
     try:

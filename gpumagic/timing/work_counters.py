@@ -175,6 +175,7 @@ class ByteTally:
     attributes that :func:`~.work.count_work` reads."""
 
     def __init__(self) -> None:
+        super().__init__()  # first in the mode's bases: the torch mode's own set-up runs next
         self.read = 0
         self.written = 0
         self.ops = 0
@@ -219,10 +220,6 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             # process that has imported it can be compiling, so the wrap is kept there and left out
             # elsewhere (decided as each counter is made).
             return "torch._dynamo" in sys.modules
-
-        def __init__(self) -> None:
-            TorchDispatchMode.__init__(self)
-            ByteTally.__init__(self)
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
@@ -283,6 +280,7 @@ class CallTally:
     :class:`ByteTally` is: the calls that moved data, their bytes, their names in order."""
 
     def __init__(self) -> None:
+        super().__init__()  # as in ByteTally
         self.calls = 0
         self.bytes = 0
         self.names: list[str] = []
@@ -296,10 +294,6 @@ def make_call_counter() -> Any:
     from torch.overrides import TorchFunctionMode
 
     class _CallCounter(CallTally, TorchFunctionMode):
-        def __init__(self) -> None:
-            TorchFunctionMode.__init__(self)
-            CallTally.__init__(self)
-
         def __torch_function__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:  # Any: torch's function, its arguments and its result
