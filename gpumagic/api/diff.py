@@ -31,11 +31,11 @@ def load_run(path: str | os.PathLike[str] | list[Any] | tuple[Any, ...]) -> Trac
     by either."""
     from ..job.reports import expand, is_many, load_nsys, load_trace
 
-    if is_many(path):
+    if isinstance(path, (list, tuple)) or is_many(path):  # the isinstance: for the type checker
         files = expand(path)
         chrome = bool(files) and all(str(f).endswith(_JSON) for f in files)
         return load_trace(files) if chrome else load_nsys(files)
-    text = os.fspath(path)  # type: ignore[arg-type]
+    text = os.fspath(path)
     return load_trace(text) if text.endswith(_JSON) else load_nsys(text)
 
 

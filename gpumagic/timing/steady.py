@@ -60,9 +60,10 @@ def window_settled(
         return False, spread, "spread"
     if abs(med - stats.median(before)) / med > tolerance / 2:
         return False, spread, "drift"
-    if all(clocks) and len(clocks) >= 2 * STEADY_WINDOW:
-        now = stats.median(clocks[-STEADY_WINDOW:])  # type: ignore[arg-type]
-        then = stats.median(clocks[-2 * STEADY_WINDOW : -STEADY_WINDOW])  # type: ignore[arg-type]
+    read = [c for c in clocks if c]  # every batch's clock, where each was read (and not 0)
+    if len(read) == len(clocks) and len(clocks) >= 2 * STEADY_WINDOW:
+        now = stats.median(read[-STEADY_WINDOW:])
+        then = stats.median(read[-2 * STEADY_WINDOW : -STEADY_WINDOW])
         if abs(now - then) / max(now, then) > CLOCK_TREND:
             return False, spread, "clock"
     return True, spread, ""
