@@ -53,9 +53,7 @@ def decode_aiter(k: Draft, sym: str, full: str) -> bool:
         return False
     leaf = m["leaf"]
     low = leaf.lower()
-    k.family = "rocm"
-    k.library = "aiter (ROCm)"
-    k.op = next((op for key, op in _OPS if key in low), "other")
+    k.identify("rocm", "aiter (ROCm)", next((op for key, op in _OPS if key in low), "other"))
     k.add(leaf, "op", f"aiter's {leaf}")
     toks = low.split("_")
     for t in toks:

@@ -55,8 +55,10 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     # a convolution is cuDNN's whatever the suffix says: cuBLAS runs no convolutions
     conv = re.match(r"(?:fprop|dgrad|wgrad)_", m.group("body")) is not None
     lib = m.group("lib") or ("cudnn" if "cudnn" in full or conv else "cublas")
-    k.family = "cudnn" if lib == "cudnn" else "cublas_xmma"
-    k.library = "cuDNN" if lib == "cudnn" else "cuBLAS"
+    if lib == "cudnn":
+        k.identify("cudnn", "cuDNN")
+    else:
+        k.identify("cublas_xmma", "cuBLAS")
     k.set_arch(m.group("arch"))
     k.add("xmma", "library", f"{k.library}'s xmma kernel generator")
     toks = m.group("body").split("_")
@@ -209,10 +211,7 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     m = _NVJET.match(sym)
     if not m:
         return False
-    k.family = "nvjet"
-    k.library = "cuBLAS (nvjet)"
-    k.op = "gemm"
-    k.tensor_cores = True
+    k.identify("nvjet", "cuBLAS (nvjet)", "gemm", tensor_cores=True)
     k.add("nvjet", "library", "cuBLASLt's nvjet GEMM kernels (tensor cores)")
     if m.group("arch"):
         k.set_arch(m.group("arch"))

@@ -51,8 +51,10 @@ def decode_arch_prefixed(k: Draft, sym: str, full: str) -> bool:
     m = _LEGACY.match(sym) or _BARE_CUDNN.match(sym)
     if not m or not re.search(r"gemm|conv|cudnn|gemv", sym):
         return False
-    k.family = "cublas_legacy" if "gemm" in m.group("body") and "cudnn" not in sym else "cudnn"
-    k.library = "cuBLAS" if k.family == "cublas_legacy" else "cuDNN"
+    if "gemm" in m.group("body") and "cudnn" not in sym:
+        k.identify("cublas_legacy", "cuBLAS")
+    else:
+        k.identify("cudnn", "cuDNN")
     if "arch" in m.groupdict():
         k.set_arch(m.group("arch"))
     toks = m.group("body").split("_")
@@ -350,9 +352,7 @@ def decode_helper(k: Draft, sym: str, full: str) -> bool:
         return False
     if helper.generic and "cublas" not in full:
         return False
-    k.family = "cublas_legacy"
-    k.library = "cuBLASLt" if "cublasLt::" in path else "cuBLAS"
-    k.op = helper.op
+    k.identify("cublas_legacy", "cuBLASLt" if "cublasLt::" in path else "cuBLAS", helper.op)
     k.add(path if helper.op == "epilogue" else name, "op", helper.meaning)
     types = value_types(args)
     letter = _PRECISION_LETTER.match(

@@ -64,10 +64,8 @@ def _legacy_conv(k: Draft, leaf: str, args: str) -> bool:
     m = _LEGACY_CONV.match(leaf)
     if not m:
         return False
-    k.family = "cudnn"
-    k.library = "cuDNN"
     # op "conv" as cuDNN's other fixed-function kernels; the direction goes to details
-    k.op = "conv"
+    k.identify("cudnn", "cuDNN", "conv")
     direction = next(op for word, op in _LEGACY_DIRECTION if word in leaf or word == "convolve")
     if not leaf.startswith(("fft2d", "conv2d_grouped")):
         k.details["direction"] = direction[5:]
@@ -95,10 +93,8 @@ def _cut_cutlass(k: Draft, full: str) -> bool:
     if not m:
         return False
     inner = m.group(1)
-    k.family = "cudnn"
-    k.library = "cuDNN"
     direction = next((d for d in ("fprop", "dgrad", "wgrad") if d in inner), None)
-    k.op = f"conv_{direction}" if direction else "conv"
+    k.identify("cudnn", "cuDNN", f"conv_{direction}" if direction else "conv")
     if "tensorop" in inner:
         k.tensor_cores, k.math = True, "tensor cores (mma)"
     elif "simt" in inner:
@@ -117,10 +113,7 @@ _FUSED_MATMUL = re.compile(r"^(?P<arch>sm\d+[af]?)_matMul(?P<tail>(?:_[a-zA-Z]+)
 
 
 def _fused_matmul(k: Draft, m: re.Match[str]) -> None:
-    k.family = "cudnn"
-    k.library = "cuDNN"
-    k.op = "gemm"
-    k.tensor_cores = True
+    k.identify("cudnn", "cuDNN", "gemm", tensor_cores=True)
     k.set_arch(m["arch"])
     k.add("matMul", "op", "matrix multiply of a cuDNN operation graph (runtime fusion)")
     nodes = [t for t in m["tail"].split("_") if t]
@@ -159,8 +152,7 @@ def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
     )  # a bare name is too thin to claim
     if not named and not rnn:
         return False
-    k.family = "cudnn"
-    k.library = "cuDNN"
+    k.identify("cudnn", "cuDNN")
     m = re.search(r"cudnn_generated_\w+", full)
     if m:
         _generated(k, m.group(0))

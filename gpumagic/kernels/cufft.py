@@ -127,9 +127,7 @@ def decode_cufft(k: Draft, sym: str, full: str) -> bool:
         step = None
     if not (m or old or step):
         return False
-    k.family = "cufft"
-    k.library = "cuFFT"
-    k.op = "fft"
+    k.identify("cufft", "cuFFT", "fft")
     set_element_type(k, args)
     if m:
         _transform(k, name, m, split_top(args))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, set_element_type, squash, upper
+from .name import Draft, routine_of, routine_table, set_element_type, squash, upper
 from .spelling import signature
 
 _OPS = {
@@ -29,10 +29,9 @@ _OPS = {
     "sparse_solve": "sparse solver",
     "helper": "helper",
 }
-# (op, pattern on the kernel name, what the routine is), first match wins
-_ROUTINES = tuple(
-    (op, re.compile(pattern), meaning)
-    for op, pattern, meaning in (
+#: (op, pattern on the kernel name, what the routine is); the first that matches wins
+_ROUTINES = routine_table(
+    (
         (
             "lu",
             r"getrf\w*|getf[24]\w*|getrs\w*|batch_getrf\w*|xxtrf4_set_info_ker|laswp_kernel2\w*|laswp_outofplace\w*",
@@ -146,9 +145,7 @@ def decode_cusolver(k: Draft, sym: str, full: str) -> bool:
     if hit is None:
         return False
     op, meaning = hit
-    k.family = "cusolver"
-    k.library = "cuSOLVER"
-    k.op = op
+    k.identify("cusolver", "cuSOLVER", op)
     k.add(name, "op", meaning)
     # the tridiagonal stage is real even for complex input: stedc_params_<float2, float, ...> is an
     # fp32 problem
@@ -171,9 +168,9 @@ def _routine(name: str, path: str, full: str) -> tuple[str, str] | None:
             ("kernel::", "cusolver")
         ):  # cuSOLVER's geev kernels live in namespace 'kernel'
             return None
-    for op, pattern, meaning in _ROUTINES:
-        if pattern.fullmatch(name):
-            return op, meaning
+    hit = routine_of(_ROUTINES, name)
+    if hit:
+        return hit
     if path.startswith("cusolver::"):
         return "helper", f"cuSOLVER internal kernel ({path})"
     return None

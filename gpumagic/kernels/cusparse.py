@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, set_element_type, squash, upper
+from .name import Draft, routine_of, routine_table, set_element_type, squash, upper
 from .spelling import index_type, signature, split_top
 
 _OPS = {
@@ -32,10 +32,9 @@ _OPS = {
     "scale": "scale",
     "helper": "helper",
 }
-# (op, pattern on the kernel name, meaning), first match wins
-_ROUTINES = tuple(
-    (op, re.compile(pattern), meaning)
-    for op, pattern, meaning in (
+#: (op, pattern on the kernel name, meaning); the first that matches wins
+_ROUTINES = routine_table(
+    (
         (
             "spmm",
             r"csrmm\w*|bsrmm\w*|coomm\w*|spmm\w*|csrMm\w*",
@@ -95,18 +94,13 @@ def decode_cusparse(k: Draft, sym: str, full: str) -> bool:
     )  # a CUB primitive instantiated with cuSPARSE's types
     if not (path.startswith("cusparse::") or cub or _LEGACY.fullmatch(name)):
         return False
-    op, meaning = next(
-        ((op, m) for op, pat, m in _ROUTINES if pat.fullmatch(name)),
-        ("helper", "cuSPARSE internal"),
-    )
+    op, meaning = routine_of(_ROUTINES, name) or ("helper", "cuSPARSE internal")
     if cub:
         op, meaning = (
             "helper",
             f"CUB {name} run by cuSPARSE (its template arguments name cuSPARSE types)",
         )
-    k.family = "cusparse"
-    k.library = "cuSPARSE"
-    k.op = op
+    k.identify("cusparse", "cuSPARSE", op)
     k.add(name, "op", meaning)
     alg = re.search(r"_(alg\d|v\d)(?:_|$)", name)
     if alg:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from .flash4 import LIBRARY as FLASH4
 from .flashinfer import cute_dsl_types
 from .name import Draft, upper
 from .precision import alternation, precision_table
@@ -62,18 +63,14 @@ def decode_cute_dsl(k: Draft, sym: str, full: str) -> bool:
     module = body[: len(body) - len(name)] if cls else ""
     k.add("kernel_cutlass_kernel_", "library", "compiled by CUTLASS's CuTe DSL (Python)")
     if body.startswith("flash_attncute"):
-        k.family = "flash_attention"
-        k.library = "FlashAttention 4 (CuTe DSL)"
-        k.op = "attention"
-        k.tensor_cores = True
+        k.identify("flash_attention", FLASH4, "attention", tensor_cores=True)
         direction = "backward" if "bwd" in body.lower() else "forward"
         k.details["direction"] = direction
         k.add(body, "op", f"FlashAttention 4 {direction} ({module or body})")
     else:
-        k.family = "cutlass3"
-        k.library = "CUTLASS (CuTe DSL)"
         words = snake(name)
-        k.op = "gemm" if "gemm" in words else op_of(words) or "other"
+        op = "gemm" if "gemm" in words else op_of(words) or "other"
+        k.identify("cutlass3", "CUTLASS (CuTe DSL)", op)
         if k.op in ("gemm", "attention"):
             k.tensor_cores = True
         where = "a script run as a program" if module.startswith("__main__") else module
@@ -99,10 +96,7 @@ def decode_cutlass_fmha(k: Draft, sym: str, full: str) -> bool:
     m = _FMHA.search(full)
     if not m:
         return False
-    k.family = "cutlass3"
-    k.library = "CUTLASS 3.x (FMHA)"
-    k.op = "attention"
-    k.tensor_cores = True
+    k.identify("cutlass3", "CUTLASS 3.x (FMHA)", "attention", tensor_cores=True)
     cls = m["cls"]
     direction = "backward" if "Bwd" in cls else "forward"
     k.details["direction"] = direction

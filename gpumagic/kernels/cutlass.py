@@ -59,10 +59,8 @@ def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
     m = _C2.match(sym)
     if not m:
         return False
-    k.family = "cutlass2"
-    k.library = "CUTLASS 2.x" + (
-        " (in cuDNN)" if "cudnn" in full else " (in cuBLAS)" if "cublas" in full else ""
-    )
+    where = " (in cuDNN)" if "cudnn" in full else " (in cuBLAS)" if "cublas" in full else ""
+    k.identify("cutlass2", "CUTLASS 2.x" + where)
     k.add("cutlass", "library", "CUTLASS 2.x procedural name")
     if m.group("arch"):
         k.set_arch(m.group("arch"))
@@ -196,8 +194,7 @@ def decode_cutlass3(k: Draft, sym: str, full: str) -> bool:
     m = _C3.match(sym)
     if not m:
         return False
-    k.family = "cutlass3"
-    k.library = "CUTLASS 3.x"
+    k.identify("cutlass3", "CUTLASS 3.x")
     k.add("cutlass3x", "library", "CUTLASS 3.x (CuTe) generated kernel")
     k.set_arch(m.group("arch"))
     k.tensor_cores = m.group("opclass") != "simt"

@@ -75,7 +75,7 @@ def _mangled(k: Draft, full: str) -> bool:
     input type."""
     if "GemmUniversal" not in full[:200]:
         return False
-    k.family, k.library, k.op, k.tensor_cores = "cutlass3", "CUTLASS 3.x", "gemm", True
+    k.identify("cutlass3", "CUTLASS 3.x", "gemm", tensor_cores=True)
     k.details["not_demangled"] = (
         "the mangled name does not demangle; read from the identifiers in it"
     )
@@ -131,10 +131,8 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
     ):
         return False
     owner = next((who for key, who in _OWNERS if key in full), None)
-    k.family = "cutlass3"
-    k.library = "CUTLASS 3.x" + (f" (in {owner})" if owner else "")
-    k.op = "gemm"
-    k.tensor_cores = True
+    library = "CUTLASS 3.x" + (f" (in {owner})" if owner else "")
+    k.identify("cutlass3", library, "gemm", tensor_cores=True)
     k.add(
         "cutlass::device_kernel",
         "library",

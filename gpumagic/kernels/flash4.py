@@ -13,6 +13,7 @@ from .precision import precision_table
 
 __all__ = ["decode_flash4"]
 
+LIBRARY = "FlashAttention 4 (CuTe DSL)"
 _NAME = re.compile(
     r"^(?:void )?(?:kernel_)?flash_(?P<dir>fwd|bwd)(?P<step>(?:_[a-z]+)*?)_(?P<arch>sm1\d\d[af]?)_"
     r"(?P<rest>.*)$"
@@ -33,10 +34,7 @@ def decode_flash4(k: Draft, sym: str, full: str) -> bool:
     m = _NAME.match(full.split("(")[0])
     if not m:
         return False
-    k.family = "flash_attention"
-    k.library = "FlashAttention 4 (CuTe DSL)"
-    k.op = "attention"
-    k.tensor_cores = True
+    k.identify("flash_attention", LIBRARY, "attention", tensor_cores=True)
     direction = "forward" if m["dir"] == "fwd" else "backward"
     k.details["direction"] = direction
     k.add(f"flash_{m['dir']}", "op", f"fused attention, {direction}")

@@ -98,9 +98,8 @@ def decode_ggml(k: Draft, sym: str, full: str) -> bool:
     if not m:
         return False
     fn = m["fn"]
-    k.family = "ggml"
-    k.library = "llama.cpp (ggml CUDA)"
-    k.op, meaning = _OPS[fn]
+    op, meaning = _OPS[fn]
+    k.identify("ggml", "llama.cpp (ggml CUDA)", op)
     k.add(fn, "op", meaning)
     types = [int(t) for t in _TYPE.findall(m["rest"] or "")]
     if types:

@@ -256,10 +256,8 @@ def decode_triton(k: Draft, sym: str, full: str) -> bool:
     m = _TRITON.match(sym)
     if not m:
         return False
-    k.family = "triton"
-    k.library = "Triton (TorchInductor)"
     kind = m.group("kind")
-    k.op = _TRITON_OP.get(kind, kind)
+    k.identify("triton", "Triton (TorchInductor)", _TRITON_OP.get(kind, kind))
     fused = split_fused(m.group("rest"))
     k.details["fused_ops"] = fused
     if kind == "tem":  # a template's op is what it templates: flex attention, a convolution, a GEMM
@@ -291,9 +289,7 @@ def _add_specialization(k: Draft) -> None:
 def _triton_anonymous(k: Draft, sym: str) -> bool:
     """``triton__0d1d2de``: an Inductor kernel from before Inductor named its kernels (PyTorch
     2.0), only Triton's specialisation suffix after ``triton_``."""
-    k.family = "triton"
-    k.library = "Triton (TorchInductor)"
-    k.op = "other"
+    k.identify("triton", "Triton (TorchInductor)", "other")
     k.details["kind"] = "unknown"
     k.add(
         "triton_", "kind", "Inductor-generated Triton kernel (PyTorch 2.0: no kind, no ops named)"
@@ -344,9 +340,7 @@ def decode_user_triton(k: Draft, full: str, *, launched: bool = True) -> bool:
         name = name[:cut]
     from .stack import op_label, op_of, snake
 
-    k.family = "triton"
-    k.library = "Triton"
-    k.op = op_of(snake(name)) or "other"
+    k.identify("triton", "Triton", op_of(snake(name)) or "other")
     k.details["kind"] = "user kernel (@triton.jit)"
     how = "launched through the driver API" if launched else "named by Triton 2.x's compiler"
     if launched:
@@ -424,12 +418,10 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
     m = _NCCL.search(full)
     if not m:
         return False
-    k.family = "nccl"
-    k.library = "NCCL"
+    k.identify("nccl", "NCCL", "communication")
     toks = m.group(1).split("_")
     coll = toks[0]
     k.details["collective"] = coll
-    k.op = "communication"
     k.add(m.group(0).split("_")[0] + "_" + coll, "collective", coll)
     rest = "_".join(toks[1:])
     if m.group(0).startswith("ncclSymk"):
@@ -502,11 +494,9 @@ def decode_memop(k: Draft, sym: str, full: str) -> bool:
         return False
     kind = m.group(1).lower()
     rest = m.group(2)
-    k.family = "memop"
-    k.library = "CUDA runtime"
     dm = _DIRECTION.search(rest)
     direction = _DIRECTION_SHORT.get(dm.group(1), dm.group(1)) if dm else None
-    k.op = kind + (f"_{direction.lower()}" if direction else "")
+    k.identify("memop", "CUDA runtime", kind + (f"_{direction.lower()}" if direction else ""))
     k.details["kind"] = kind
     if direction:
         k.details["direction"] = direction

@@ -53,8 +53,7 @@ def decode_magma(k: Draft, sym: str, full: str) -> bool:
     lettered = _LETTERED.fullmatch(name)
     if lettered is None and _PREFIXED.fullmatch(name) is None:
         return False
-    k.family = "magma"
-    k.library = "MAGMA"
+    k.identify("magma", "MAGMA")
     if lettered:
         letter, routine = lettered.groups()
         k.op = "helper"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .name import Draft
 from .spelling import signature
-from .stack import claim, element_types
+from .stack import claim, claim_listed, element_types
 
 _CUDA = ("selective_scan_", "causal_conv1d_")
 #: Mamba-2's Triton kernels (mamba_ssm/ops/triton) and their op
@@ -44,15 +44,9 @@ def decode_mamba(k: Draft, sym: str, full: str) -> bool:
     name = full.strip()
     if name in TRITON:
         conv = "conv1d" in name
-        claim(
-            k,
-            family="mamba",
-            library="Mamba (causal-conv1d, Triton)" if conv else "Mamba (Triton)",
-            full=name,
-            op=TRITON[name],
-            label=name,
-            types=(),
-            tensor_cores=True if TRITON[name] == "gemm" else None,
+        library = "Mamba (causal-conv1d, Triton)" if conv else "Mamba (Triton)"
+        claim_listed(
+            k, name, name, family="mamba", library=library, ops=TRITON, mma_op="gemm", types=()
         )
         return True
     if "selective_scan" not in full and "causal_conv1d" not in full:

@@ -66,8 +66,7 @@ def decode_miopen(k: Draft, sym: str, full: str) -> bool:
     what = _miopen_kind(k, name, args)
     if what is None:
         return False
-    k.family = FAMILY
-    k.library = "MIOpen"
+    k.identify(FAMILY, "MIOpen")
     k.short = squash(f"MIOpen {upper(k.precision)} {what}")
     return True
 

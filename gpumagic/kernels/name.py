@@ -288,6 +288,18 @@ class Draft:
         self.details = {}
         self.tokens = []
 
+    def identify(
+        self, family: str, library: str, op: str | None = None, *, tensor_cores: bool | None = None
+    ) -> None:
+        """Record whose kernel the name is, what every decoder does first once the name is its own:
+        the family (one timeline colour), the library and, where the name alone settles them, the
+        op and whether the math runs on tensor cores (each left as it is when not given)."""
+        self.family, self.library = family, library
+        if op is not None:
+            self.op = op
+        if tensor_cores is not None:
+            self.tensor_cores = tensor_cores
+
     def add(self, token: str, fieldname: str, meaning: str) -> None:
         """One explanation row: what ``token`` of the name is (``fieldname``) and what it means."""
         self.tokens.append((token, fieldname, meaning))
@@ -417,6 +429,22 @@ def geometry(
     if schedule and "schedule" in k.details:
         out += f", {str(k.details['schedule']).replace('warpspecialized_', '')}"
     return out
+
+
+#: A math library's routines: (op, pattern on the kernel's name, what the routine is).
+Routines = tuple[tuple[str, "re.Pattern[str]", str], ...]
+
+
+def routine_table(rows: Iterable[tuple[str, str, str]]) -> Routines:
+    """A math library's routines with their patterns compiled, read by :func:`routine_of`."""
+    return tuple((op, re.compile(pattern), meaning) for op, pattern, meaning in rows)
+
+
+def routine_of(routines: Routines, name: str) -> tuple[str, str] | None:
+    """(op, meaning) of the first routine whose pattern matches all of ``name``, or None. cuSOLVER
+    and cuSPARSE name their kernels after the routine they implement; a table lists a narrower
+    routine before a broader one that would also match."""
+    return next(((op, what) for op, pattern, what in routines if pattern.fullmatch(name)), None)
 
 
 def set_element_type(k: Draft, args: str, *, what: str = "data", real_only: bool = False) -> None:

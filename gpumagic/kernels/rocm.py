@@ -144,8 +144,7 @@ def decode_ck(k: Draft, sym: str, full: str) -> bool:
     else:
         k.op = op_of(snake(leaf)) or "other"
         what = leaf
-    k.family = FAMILY
-    k.library = "Composable Kernel"
+    k.identify(FAMILY, "Composable Kernel")
     k.add(path or leaf, "op", f"Composable Kernel: {what}")
     if "xdl" in words:
         k.tensor_cores, k.math = True, "matrix cores (MFMA)"
@@ -187,12 +186,8 @@ def decode_rocblas(k: Draft, sym: str, full: str) -> bool:
         r"geam|dgmm|symm|hemm)\w*?",
         routine,
     )
-    k.family = FAMILY
-    k.library = "rocBLAS"
-    if blas:
-        k.op = blas.group(1)
-    else:
-        k.op = op_of(snake(body)) or body.split("_")[0] or "other"
+    op = blas.group(1) if blas else op_of(snake(body)) or body.split("_")[0] or "other"
+    k.identify(FAMILY, "rocBLAS", op)
     args_types(k, args)
     k.tensor_cores, k.math = False, "vector ALUs"
     k.add(name, "op", f"rocBLAS {k.op} kernel")
@@ -205,9 +200,7 @@ def decode_rccl(k: Draft, sym: str, full: str) -> bool:
     through it, so the name says only that it is RCCL's."""
     if not full.lstrip().startswith(("rccl_main_kernel", "void rccl_main_kernel")):
         return False
-    k.family = "nccl"
-    k.library = "RCCL"
-    k.op = "communication"
+    k.identify("nccl", "RCCL", "communication")
     k.details["collective"] = "any"
     k.add("rccl_main_kernel", "collective", "RCCL's entry kernel (the collective is not named)")
     k.short = "RCCL collective"
@@ -224,10 +217,8 @@ def decode_rocclr(k: Draft, sym: str, full: str) -> bool:
     if not s.startswith(_ROCCLR):
         return False
     what = s[len(_ROCCLR) :].split("(", 1)[0]
-    k.family = "memop"
-    k.library = "HIP runtime (ROCclr)"
     fill = what.startswith("fill")
-    k.op = "memset" if fill else "copy"
+    k.identify("memop", "HIP runtime (ROCclr)", "memset" if fill else "copy")
     k.details["kind"] = "memset" if fill else "memcpy"
     k.add(s, "op", f"HIP runtime blit kernel: {'fill (memset)' if fill else 'copy'} ({what})")
     k.short = f"HIP {'memset' if fill else 'copy'} kernel ({what})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .name import Draft
 from .spelling import signature
-from .stack import claim, snake
+from .stack import claim, claim_listed, snake
 
 _FAMILY = "sglang"
 #: sgl-kernel's un-namespaced CUDA kernels (sgl-kernel/csrc/moe, gemm, elementwise, allreduce)
@@ -74,15 +74,8 @@ def decode_sglang(k: Draft, sym: str, full: str) -> bool:
     path, leaf, _ = signature(full)
     name = leaf or sym
     if name in TRITON and "<" not in full and "(" not in full:
-        claim(
-            k,
-            family=_FAMILY,
-            library="SGLang (Triton)",
-            full=full,
-            op=TRITON[name],
-            label=name,
-            tensor_cores=True if TRITON[name] == "attention" else None,
-        )
+        library = "SGLang (Triton)"
+        claim_listed(k, name, full, family=_FAMILY, library=library, ops=TRITON, mma_op="attention")
         return True
     sglang_ns = path.startswith(("sglang::", "sgl_kernel::", "sgl_hpu::")) or "::sglang::" in path
     anon = path.startswith("(anonymous namespace)::") and path.count("::") == 1

@@ -28,6 +28,7 @@ patterns.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from .name import Draft, squash, upper
 from .precision import precision_table
@@ -407,9 +408,7 @@ def claim(
     path, leaf, args = signature(full)
     if not leaf:
         leaf = full.split("(")[0].strip()
-    k.family = family
-    k.library = library
-    k.op = op or op_of(words if words is not None else snake(leaf)) or "other"
+    k.identify(family, library, op or op_of(words if words is not None else snake(leaf)) or "other")
     if types is None:
         # the template arguments first; a kernel without typed ones is read from its parameters
         # (c10::BFloat16*)
@@ -432,6 +431,34 @@ def claim(
     if k.details.get("weight_only"):
         prec = f"W{upper(k.precision)}A{k.details['activation'][-2:]}"
     k.short = squash(f"{library.split(' (')[0]} {prec} {what}")[:110]
+
+
+def claim_listed(
+    k: Draft,
+    name: str,
+    full: str,
+    *,
+    family: str,
+    library: str,
+    ops: Mapping[str, str],
+    mma_op: str | None = None,
+    types: tuple[str, ...] | None = None,
+) -> None:
+    """Claim one of a library's Triton kernels from its list (``ops``: the Python function's name
+    -> op). A profiler shows such a kernel by its function's name alone, so the name is the label
+    and the list says the op; the kernels of the library's ``mma_op`` (vLLM's and Mamba's GEMMs,
+    SGLang's attention) run ``tl.dot`` on tensor cores, of which the name says nothing."""
+    op = ops[name]
+    claim(
+        k,
+        family=family,
+        library=library,
+        full=full,
+        op=op,
+        label=name,
+        types=types,
+        tensor_cores=True if op == mma_op else None,
+    )
 
 
 def _categorise(k: Draft, words: str) -> None:

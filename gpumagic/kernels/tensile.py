@@ -87,9 +87,7 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
     toks = name.split("_")
     if len(toks) < 4 or toks[1] not in _LAYOUT_A or toks[2] not in _LAYOUT_B:
         return False
-    k.family = FAMILY
-    k.library = "hipBLASLt/rocBLAS (Tensile)"
-    k.op = "gemm"
+    k.identify(FAMILY, "hipBLASLt/rocBLAS (Tensile)", "gemm")
     k.details["generator"] = "Tensile"
     k.add("Cijk", "op", "Tensile GEMM: C[i,j,batch] = Σ_l A·B")
     layout = _LAYOUT_A[toks[1]] + _LAYOUT_B[toks[2]]

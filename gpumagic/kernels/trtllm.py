@@ -46,18 +46,35 @@ _GEN_FMHA = re.compile(r"^fmhaSm(?P<sm>\d+)[af]?Kernel_(?P<rest>\w+)$")
 _KNOWN_BARE = ("kernel_mha", "kernel_mha_impl")
 
 
-def _fmha_v2(k: Draft, m: re.Match) -> None:
-    toks = m.group("body").split("_")
+def _claim(
+    k: Draft,
+    full: str,
+    op: str | None,
+    label: str,
+    *,
+    part: str | None = None,
+    tensor_cores: bool | None = None,
+    words: str | None = None,
+) -> None:
+    """Claim a TensorRT-LLM kernel. A generated one (``part``: fmha_v2, XQA, trtllm-gen) is named
+    after its part, and its element types are left to its reader: the name spells them its own way
+    (``e4m3``, ``E4m3``) and has no C++ template arguments to read them from."""
     claim(
         k,
         family=_FAMILY,
-        library=f"{_LIB} (fmha_v2)",
-        full=m.group(0),
-        op="attention",
-        tensor_cores=True,
-        types=(),
-        label="fmha_v2 attention",
+        library=f"{_LIB} ({part})" if part else _LIB,
+        full=full,
+        words=words,
+        op=op,
+        tensor_cores=tensor_cores,
+        types=() if part else None,
+        label=label,
     )
+
+
+def _fmha_v2(k: Draft, m: re.Match) -> None:
+    toks = m.group("body").split("_")
+    _claim(k, m.group(0), "attention", "fmha_v2 attention", part="fmha_v2", tensor_cores=True)
     k.set_arch(f"sm{m.group('sm')}")
     i = 0
     if toks[:2] == ["flash", "attention"]:
@@ -115,16 +132,7 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
 
 def _xqa(k: Draft, m: re.Match) -> None:
     toks = m.group("body").split("_")
-    claim(
-        k,
-        family=_FAMILY,
-        library=f"{_LIB} (XQA)",
-        full=m.group(0),
-        op="attention",
-        tensor_cores=True,
-        types=(),
-        label="XQA decode attention",
-    )
+    _claim(k, m.group(0), "attention", "XQA decode attention", part="XQA", tensor_cores=True)
     pairs = dict(zip(toks[::2], toks[1::2]))
     canon = _XQA_TYPES
     if pairs.get("dt") in canon:
@@ -169,136 +177,122 @@ _WORD = re.compile(r"\w+")
 
 def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
     s = full.strip()
-    word = (
-        _WORD.fullmatch(s) is not None
-    )  # the generated names are one word; their patterns assume it
-    m = _FMHA_V2.match(s) if word else None
+    # the generated names are one word; their patterns assume it
+    if _WORD.fullmatch(s) is not None and _generated(k, s):
+        return True
+    path, leaf, _args = signature(full)
+    if not _is_trtllm_path(path, full):
+        return False
+    _template(k, full, path, leaf)
+    return True
+
+
+def _generated(k: Draft, s: str) -> bool:
+    """The generated kernels, one word each: fmha_v2, XQA (precompiled and JIT), trtllm-gen's FMHA,
+    its multi-CTA reduction and its GEMMs."""
+    m = _FMHA_V2.match(s)
     if m:
         _fmha_v2(k, m)
         return True
-    m = _XQA.match(s) if word else None
+    m = _XQA.match(s)
     if m:
         _xqa(k, m)
         return True
     if s in _KNOWN_BARE:
-        claim(
-            k,
-            family=_FAMILY,
-            library=f"{_LIB} (XQA)",
-            full=s,
-            op="attention",
-            tensor_cores=True,
-            types=(),
-            label="XQA attention (JIT)",
-        )
+        _claim(k, s, "attention", "XQA attention (JIT)", part="XQA", tensor_cores=True)
         return True
     if s == "fmhaReductionKernel":  # trtllm-gen's multi-CTA KV reduction (fmhaReduction.cu)
-        claim(
-            k,
-            family=_FAMILY,
-            library=f"{_LIB} (trtllm-gen)",
-            full=s,
-            op="attention",
-            tensor_cores=False,
-            types=(),
-            label="trtllm-gen attention: multi-CTA reduction",
-        )
+        label = "trtllm-gen attention: multi-CTA reduction"
+        _claim(k, s, "attention", label, part="trtllm-gen", tensor_cores=False)
         return True
-    m = _GEN_FMHA.match(s) if word else None
+    m = _GEN_FMHA.match(s)
     if m:
-        rest = m.group("rest")
-        claim(
-            k,
-            family=_FAMILY,
-            library=f"{_LIB} (trtllm-gen)",
-            full=s,
-            op="attention",
-            tensor_cores=True,
-            types=(),
-            label="trtllm-gen FMHA",
-        )
-        k.set_arch(f"sm{m.group('sm')}")
-        q_kv_o = _gen_fmha_types(rest)
-        if q_kv_o:
-            q, kv, o, head = q_kv_o
-            types = tuple(dict.fromkeys(_gen_types(q) + _gen_types(kv) + _gen_types(o)))
-            if types:
-                k.precision, k.dtypes = types[0], types
-            if _gen_types(kv):
-                k.details["kv_cache"] = _gen_types(kv)[0]
-            if head:
-                k.details["head_dim"] = head
-        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} attention"
+        _gen_fmha(k, m)
         return True
-    m = _GEN_GEMM.match(s) if word else None
+    m = _GEN_GEMM.match(s)
     if m and _GEN_TYPE.match(m.group("rest")):
-        toks = m.group("rest").split("_")
-        types = _gen_types(toks[0]) + _gen_types(toks[1] if len(toks) > 1 else "")
-        claim(
-            k,
-            family=_FAMILY,
-            library=f"{_LIB} (trtllm-gen)",
-            full=s,
-            op="gemm",
-            tensor_cores=True,
-            types=(),
-            label="trtllm-gen GEMM",
-        )
-        set_types(k, types, "gemm")
-        for t in toks[2:]:
-            tm = re.fullmatch(r"t(\d+)x(\d+)x(\d+)\w*", t)
-            if tm and k.tile is None:
-                add_tile(k, "x".join(tm.groups()), t)
-            elif re.fullmatch(r"s\d+", t) and k.stages is None:
-                k.stages = int(t[1:])
-                k.add(t, "stages", f"{t[1:]}-stage pipeline")
-            elif t.startswith("cga") and re.fullmatch(r"cga\d+x\d+x\d+", t):
-                k.cluster = t[3:]
-                k.add(t, "cluster", f"thread-block cluster {t[3:]}")
-            elif re.fullmatch(r"sm\d+[af]?", t):
-                k.set_arch(t)
-            elif re.fullmatch(r"[TN]{2}", t) and k.layout is None:
-                add_layout(k, t, "AB")
-        if s.startswith("bmm"):
-            k.details["grouped"] = "batched (MoE experts)"
-        k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (
-            f" {k.tile}" if k.tile else ""
-        )
+        _gen_gemm(k, m)
         return True
-    path, leaf, _args = signature(full)
-    if not (
-        path.startswith(("tensorrt_llm::", "moe::dev::", "fused_moe::", "batchedGemm::", "gemm::"))
-        or "::tensorrt_llm::" in path
-    ) or (path.startswith("gemm::") and "trtllm" not in full):
+    return False
+
+
+def _gen_fmha(k: Draft, m: re.Match) -> None:
+    """``fmhaSm100aKernel_QE4m3KvE2m1OE4m3H128PagedKv...``: the types of Q, the KV cache and O, and
+    the head dimension."""
+    _claim(k, m.group(0), "attention", "trtllm-gen FMHA", part="trtllm-gen", tensor_cores=True)
+    k.set_arch(f"sm{m.group('sm')}")
+    q_kv_o = _gen_fmha_types(m.group("rest"))
+    if q_kv_o:
+        q, kv, o, head = q_kv_o
+        types = tuple(dict.fromkeys(_gen_types(q) + _gen_types(kv) + _gen_types(o)))
+        if types:
+            k.precision, k.dtypes = types[0], types
+        if _gen_types(kv):
+            k.details["kv_cache"] = _gen_types(kv)[0]
+        if head:
+            k.details["head_dim"] = head
+    k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} attention"
+
+
+def _gen_gemm(k: Draft, m: re.Match) -> None:
+    """``bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2_s6_...``: the types, then tile, stages, cluster,
+    architecture and layout tokens in any order."""
+    s = m.group(0)
+    toks = m.group("rest").split("_")
+    types = _gen_types(toks[0]) + _gen_types(toks[1] if len(toks) > 1 else "")
+    _claim(k, s, "gemm", "trtllm-gen GEMM", part="trtllm-gen", tensor_cores=True)
+    set_types(k, types, "gemm")
+    for t in toks[2:]:
+        _gen_gemm_token(k, t)
+    if s.startswith("bmm"):
+        k.details["grouped"] = "batched (MoE experts)"
+    k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (
+        f" {k.tile}" if k.tile else ""
+    )
+
+
+def _gen_gemm_token(k: Draft, t: str) -> None:
+    """One of a trtllm-gen GEMM's geometry tokens: the first tile and stage count win."""
+    tm = re.fullmatch(r"t(\d+)x(\d+)x(\d+)\w*", t)
+    if tm and k.tile is None:
+        add_tile(k, "x".join(tm.groups()), t)
+    elif re.fullmatch(r"s\d+", t) and k.stages is None:
+        k.stages = int(t[1:])
+        k.add(t, "stages", f"{t[1:]}-stage pipeline")
+    elif t.startswith("cga") and re.fullmatch(r"cga\d+x\d+x\d+", t):
+        k.cluster = t[3:]
+        k.add(t, "cluster", f"thread-block cluster {t[3:]}")
+    elif re.fullmatch(r"sm\d+[af]?", t):
+        k.set_arch(t)
+    elif re.fullmatch(r"[TN]{2}", t) and k.layout is None:
+        add_layout(k, t, "AB")
+
+
+_NAMESPACES = ("tensorrt_llm::", "moe::dev::", "fused_moe::", "batchedGemm::", "gemm::")
+
+
+def _is_trtllm_path(path: str, full: str) -> bool:
+    """Whether a template's function path is TensorRT-LLM's: its namespaces (a bare ``gemm::`` only
+    where the name says trtllm)."""
+    if not (path.startswith(_NAMESPACES) or "::tensorrt_llm::" in path):
         return False
+    return not (path.startswith("gemm::") and "trtllm" not in full)
+
+
+def _template(k: Draft, full: str, path: str, leaf: str) -> None:
+    """A TensorRT-LLM template: the fused MoE GEMM, masked multi-head attention (on CUDA cores), or
+    a kernel whose op its words say (all-reduce fusions and MoE routing by their namespace)."""
     if path.startswith("fused_moe::"):
-        claim(
-            k,
-            family=_FAMILY,
-            library=_LIB,
-            full=full,
-            op="gemm",
-            tensor_cores=True,
-            label="fused MoE GEMM",
-        )
+        _claim(k, full, "gemm", "fused MoE GEMM", tensor_cores=True)
         k.details["grouped"] = "MoE experts"
-        return True
+        return
     words = snake(leaf)
     if "::mmha::" in full or "masked_multihead" in words:
-        claim(
-            k,
-            family=_FAMILY,
-            library=_LIB,
-            full=full,
-            op="attention",
-            tensor_cores=False,
-            label=leaf,
-        )
-        return True
+        _claim(k, full, "attention", leaf, tensor_cores=False)
+        return
     op = None
     if "::ar_fusion::" in full or "allreduce" in words or "::lamport" in full:
         op = "communication"
     elif "moe::dev::routing" in path or "::routing" in path:
         op = "moe_routing"
-    claim(k, family=_FAMILY, library=_LIB, full=full, words=words, op=op, label=leaf)
-    return True
+    _claim(k, full, op, leaf, words=words)

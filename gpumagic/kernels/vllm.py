@@ -18,7 +18,7 @@ import re
 
 from .name import Draft
 from .spelling import signature
-from .stack import claim, set_types, snake
+from .stack import claim, claim_listed, set_types, snake
 
 _FAMILY = "vllm"
 _MARLIN = re.compile(
@@ -116,15 +116,8 @@ def decode_vllm(k: Draft, sym: str, full: str) -> bool:
     path, leaf, args = signature(full)
     if sym in TRITON or leaf in TRITON:
         name = leaf or sym
-        claim(
-            k,
-            family=_FAMILY,
-            library="vLLM (Triton)",
-            full=full,
-            op=TRITON[name],
-            label=name,
-            tensor_cores=True if TRITON[name] == "gemm" else None,
-        )
+        library = "vLLM (Triton)"
+        claim_listed(k, name, full, family=_FAMILY, library=library, ops=TRITON, mma_op="gemm")
         if name in _TRITON_FP8:
             set_types(k, (_TRITON_FP8[name],), "gemm")
         return True
