@@ -19,14 +19,26 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 __all__ = ["PHASES_FILE", "PhaseMarks", "Phases", "read_marks"]
 
 #: The file the child writes its marks to, in the run's work dir.
 PHASES_FILE = "phases.json"
+
+
+@contextmanager
+def _clocked(clock: Callable[[], float], done: Callable[[float, float], None]) -> Iterator[None]:
+    """Time the block by ``clock`` and give ``done`` its start and end, even where it raises:
+    the one timer of both sides, the child's marks (wall clock: two processes compare them) and
+    the parent's phases (``perf_counter``: a duration within this process)."""
+    start = clock()
+    try:
+        yield
+    finally:
+        done(start, clock())
 
 
 class PhaseMarks:
@@ -36,13 +48,10 @@ class PhaseMarks:
     def __init__(self) -> None:
         self.marks: list[tuple[str, float, float]] = []
 
-    @contextmanager
-    def mark(self, name: str) -> Iterator[None]:
-        start = time.time()
-        try:
-            yield
-        finally:
-            self.marks.append((name, start, time.time()))
+    def mark(self, name: str) -> AbstractContextManager[None]:
+        """The block as the mark ``name``, in wall-clock time (the parent reads it beside its
+        own)."""
+        return _clocked(time.time, lambda start, end: self.add(name, start, end))
 
     def add(self, name: str, start: float, end: float) -> None:
         self.marks.append((name, start, end))
@@ -75,13 +84,9 @@ class Phases:
     def add(self, name: str, seconds: float) -> None:
         self.rows[name] = self.rows.get(name, 0.0) + max(0.0, seconds)
 
-    @contextmanager
-    def timed(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add(name, time.perf_counter() - start)
+    def timed(self, name: str) -> AbstractContextManager[None]:
+        """The block's seconds added to the phase ``name``."""
+        return _clocked(time.perf_counter, lambda start, end: self.add(name, end - start))
 
     def add_child(
         self, marks: list[tuple[str, float, float]], started: float | None, ended: float | None
