@@ -19,18 +19,18 @@ Frames are innermost first, as torch records them.
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from ...errors import GpuMagicError, InvalidOptionError
+from ..chrome.events import paused_gc
 
 __all__ = [
     "ACTIONS",
@@ -181,6 +181,7 @@ def _load(
         return source, "snapshot"
     if isinstance(source, list):  # torch.cuda.memory_snapshot(): the segments alone
         return _segments_only(source, "snapshot"), "snapshot"
+    stream: IO[bytes]
     if isinstance(source, bytes):
         stream, name = io.BytesIO(source), "snapshot bytes"
     else:
@@ -262,13 +263,8 @@ def read_snapshot(
     Python's cyclic garbage collector is paused while it reads (and set back as it was): unpickling
     a million small dicts and lists would run it over and over, for nothing (a snapshot holds no
     cycles), at almost half the cost."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _read(source, device)
-    finally:
-        if was:
-            gc.enable()
 
 
 def _read(
@@ -403,7 +399,7 @@ def _final_state(
                 frames = b["history"][-1].get("frames")
             b_stack.append(stacks.stack(frames))
             b_active.append(state == "active_allocated")
-    blocks = {
+    blocks: dict[str, np.ndarray] = {
         "addr": np.array(b_addr, np.int64),
         "size": np.array(b_size, np.int64),
         "requested": np.array(b_req, np.int64),
