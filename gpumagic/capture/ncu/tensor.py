@@ -104,24 +104,20 @@ INTEGER = ("int8",)
 
 
 def _metric_list() -> list[str]:
+    """Per precision, its first work counters (the alternatives are read where a section collected
+    them; fp16's split by destination is asked for too, for the chips without ``src_fp16``), then
+    its dense peaks."""
     names: list[str] = []
     for counts, dense in TENSOR_PRECISIONS.values():
-        first = counts[
-            0
-        ]  # the counters asked for; the alternatives are read where a section collected them
-        for c in first:
+        asked = list(counts[0])
+        if len(counts) > 1 and all(c.startswith("src_fp16_dst") for c in counts[1]):
+            asked += counts[1]
+        for c in asked:
             names += [
                 f"{_P}{c}.sum",
                 f"{_P}{c}.sum.per_cycle_elapsed",
                 f"{_P}{c}.sum.peak_sustained",
             ]
-        if len(counts) > 1 and all(c.startswith("src_fp16_dst") for c in counts[1]):
-            for c in counts[1]:  # fp16 is split by destination on the chips without "src_fp16"
-                names += [
-                    f"{_P}{c}.sum",
-                    f"{_P}{c}.sum.per_cycle_elapsed",
-                    f"{_P}{c}.sum.peak_sustained",
-                ]
         names += [f"{_P}{d}.sum.peak_sustained" for d in dense]
     return list(dict.fromkeys(names))
 
