@@ -16,20 +16,14 @@ ROOT = pathlib.Path(__file__).parents[1]
 #: Packages held to mypy's strict flags (pyproject's override): no finding at all.
 STRICT = {"api", "timing", "trace"}
 #: Findings per package as of this writing, checked but not yet clean: a change may lower a figure
-#: (then lower it here), never raise it.
+#: (then lower it here), never raise it. A package not named here has none, and is held to none.
 CEILING = {
-    "analysis": 17,
-    "capture": 37,
-    "cli": 2,
-    "device_peaks": 18,
-    "errors": 20,
+    "analysis": 5,
+    "capture": 27,
     "gpu_activity": 1,
-    "history": 11,
-    "job": 35,
     "kernels": 17,
-    "notebook": 10,
-    "render": 104,
-    "timing": 52,
+    "notebook": 9,
+    "render": 100,
 }
 FINDING = re.compile(r"^gpumagic/([A-Za-z_]+)(?:/|\.py)[^:]*:\d+: error:", re.M)
 
