@@ -69,6 +69,10 @@ class Cell:
             (self.code, self.last) if self.code is not None else compile_cell(self.source or "")
         )
         if isinstance(code, CodeType):
+            if not isinstance(namespace, dict):  # exec's globals: a dict and nothing else
+                raise TypeError(
+                    f"a cell's code runs in a dict namespace, not a {type(namespace).__name__}"
+                )
             exec(code, namespace)  # noqa: S102 - the user's own cell
             return eval(last, namespace) if last is not None else None
         return code()

@@ -221,8 +221,8 @@ def kernel_taker(
     return take, fields
 
 
-_KERNEL_FIELDS = ("name", "ts", "dur", "device", "stream", "correlation", "grid", "block")
-_KERNEL_FIELDS += ("registers", "shared_memory")
+_KERNEL_FIELDS: tuple[str, ...] = ("name", "ts", "dur", "device", "stream", "correlation", "grid")
+_KERNEL_FIELDS += ("block", "registers", "shared_memory")
 
 
 def kernel_columns(fields: dict[str, list[Any]]) -> tuple[dict[str, Any], set[str]]:

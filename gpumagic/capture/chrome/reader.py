@@ -385,7 +385,7 @@ _TABLE_BUCKETS = {
     "user_annotation": "nvtx",
 }
 #: How each table's columns are taken from its placed events.
-_COLUMNS_OF = {
+_COLUMNS_OF: dict[str, Callable[[Any], tuple[dict[str, Any], set[Any]]]] = {
     "kernels": kernel_columns,
     "memops": memop_columns,
     "api": api_columns,
