@@ -240,8 +240,8 @@ def _dry_run(values: dict[str, Any]) -> dict[str, str]:
 
     if problem(values) is None:
         return {}
-    found = {n: problem({n: v}) for n, v in values.items()}
-    found = {n: why for n, why in found.items() if why is not None}
+    each = {n: problem({n: v}) for n, v in values.items()}
+    found = {n: why for n, why in each.items() if why is not None}
     if not found:  # each travels alone but not together: say so of all
         found = {", ".join(values): "these cannot be pickled together: make them with --setup"}
     return found

@@ -187,7 +187,7 @@ def mark_body(
 def _marked(
     body: list[ast.stmt], depth: int, wrap: Callable[[ast.stmt], ast.stmt] = _wrapped
 ) -> list[ast.stmt]:
-    out = []
+    out: list[ast.stmt] = []
     for stmt in body:
         if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
             out.append(stmt)  # must stay first, and costs nothing
@@ -220,11 +220,13 @@ def mark_lines(tree: ast.Module) -> ast.Module:
     body = list(tree.body)
     last: ast.Expr | None = None
     tail: list[ast.stmt] = []  # a trailing expression a lambda cannot hold: left as it is
-    if body and isinstance(body[-1], ast.Expr):
-        if _plain(body[-1].value):
-            last = body.pop()
+    final = body[-1] if body else None
+    if isinstance(final, ast.Expr):
+        body.pop()
+        if _plain(final.value):
+            last = final
         else:
-            tail = [body.pop()]
+            tail = [final]
     tree.body = _marked(body, 1) + tail
     if last is not None:
         fn = ast.Lambda(

@@ -196,13 +196,17 @@ def _marked_code(fn: types.FunctionType, entry: Mapping[str, Any]) -> types.Code
     return None
 
 
-def with_their_globals(namespace: Mapping[str, Any], table: list[dict[str, Any]]) -> dict[str, Any]:
+def with_their_globals(
+    namespace: Mapping[str, Any], table: list[dict[str, Any]]
+) -> Mapping[str, Any]:
     """``namespace`` and the public names of the globals of the functions of ``table``: where the
     models those functions use are found (a subprocess's namespace holds only the cell's own names;
     the model a shipped ``step()`` trains travels in its globals)."""
-    scopes = [getattr(_reach(namespace, list(e["path"])), "__globals__", None) for e in table]
+    globals_of_each = (
+        getattr(_reach(namespace, list(e["path"])), "__globals__", None) for e in table
+    )
     # a notebook's own functions read the namespace itself: nothing to add
-    scopes = [g for g in scopes if g and g is not namespace]
+    scopes = [g for g in globals_of_each if g and g is not namespace]
     if not scopes:
         return namespace
     scope = dict(namespace)
