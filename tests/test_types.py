@@ -64,3 +64,50 @@ def test_no_package_gains_findings(mypy_output):
 def test_the_count_can_fail():
     out = "gpumagic/trace/model.py:3: error: x  [misc]\ngpumagic/units.py:9: error: y  [misc]\n"
     assert findings_by_package(out) == {"trace": 1, "units": 1}
+
+
+def untyped_returns(namespace: object, names: list[str]) -> list[str]:
+    """Public functions, and public methods of public classes, whose return is unannotated or
+    ``Any``: what a script gets back from gpumagic must say what it is."""
+    import inspect
+
+    def bare(f: object) -> bool:
+        ret = inspect.signature(f).return_annotation  # type: ignore[arg-type]
+        return ret is inspect.Signature.empty or ret in ("Any", "typing.Any")
+
+    out = []
+    for name in names:
+        obj = getattr(namespace, name)
+        if inspect.isfunction(obj) and bare(obj):
+            out.append(name)
+        elif inspect.isclass(obj):
+            out += [
+                f"{name}.{m}"
+                for m, f in vars(obj).items()
+                if inspect.isfunction(f) and not m.startswith("_") and bare(f)
+            ]
+    return out
+
+
+def test_the_front_door_says_what_it_returns():
+    import gpumagic
+
+    assert not untyped_returns(gpumagic, list(gpumagic.__all__))
+
+
+def test_the_return_check_can_fail():
+    import types
+    from typing import Any
+
+    def typed() -> int:
+        return 1
+
+    def loose():
+        return 1
+
+    class Result:
+        def to_dataframe(self) -> Any:
+            return None
+
+    ns = types.SimpleNamespace(typed=typed, loose=loose, Result=Result)
+    assert untyped_returns(ns, ["typed", "loose", "Result"]) == ["loose", "Result.to_dataframe"]

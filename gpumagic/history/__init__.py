@@ -23,6 +23,7 @@ has a ``__call__``).
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .plot import HistoryPlot
     from .store import ENV, Store, default_path, resolve_path
     from .versus import Versus, ratio_ci, versus
 
@@ -73,11 +75,18 @@ def history(*args: Any, **kwargs: Any) -> pd.DataFrame:
     return query(*args, **kwargs)
 
 
-def plot_history(*args: Any, **kwargs: Any) -> Any:
+def plot_history(
+    label: str | None = None,
+    statement: str | None = None,
+    device: str | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    last: int | None = None,
+) -> HistoryPlot:
     """:func:`gpumagic.history.plot.plot_history` (Bokeh loads on first use)."""
     from .plot import plot_history as plot
 
-    return plot(*args, **kwargs)
+    return plot(label, statement, device, path=path, last=last)
 
 
 class _CallableModule(types.ModuleType):

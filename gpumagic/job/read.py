@@ -17,7 +17,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GpuMagicError, JobReadError
 from .fold import Fold
@@ -32,16 +32,19 @@ __all__ = ["IN_FLIGHT_PER_WORKER", "JobReadError", "read_job"]
 IN_FLIGHT_PER_WORKER = 2
 Progress = Callable[[int, int], None]
 
+if TYPE_CHECKING:
+    from .model import Job
+
 
 def read_job(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     executor: cf.Executor | None = None,
-    client: Any = None,
+    client: Any = None,  # a dask.distributed.Client: Dask is optional, not imported to type it
     align: str = "auto",
     kind: ReportKind | None = None,
     progress: Progress | bool | None = None,
-) -> Any:
+) -> Job:
     """A :class:`~gpumagic.job.Job` of the per-rank reports at ``paths`` (a folder, a glob, a list;
     local paths or fsspec URLs), each reduced to its summary where it is read.
 

@@ -46,7 +46,7 @@ def roofline(
     device: str | None = None,
     *,
     title: str | None = None,
-) -> Any:
+) -> Figure:
     """The roofline of timed calls: each point a call (``(label, Achieved)``, or ``(label,
     intensity, FLOP/s[, Achieved])``; a mapping label -> Achieved too) on log-log axes, the
     datasheet ceilings of ``device`` (default: the points' device, else this CUDA device) as lines:

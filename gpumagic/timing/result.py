@@ -25,6 +25,8 @@ from .steps import Steadiness
 from .work import Work
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..device_peaks import Achieved
 
 __all__ = ["TimingResult"]
@@ -533,7 +535,7 @@ class TimingResult(Advised):
             **{k: (found.summary()[k] if found is not None else None) for k in _RATE_KEYS},
         }
 
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per sample (per-call seconds); the summary figures are in ``df.attrs``."""
         import pandas as pd
 
