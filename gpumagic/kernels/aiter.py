@@ -48,6 +48,8 @@ def _weight_format(leaf: str, toks: list[str], full: str) -> str | None:
 
 
 def decode_aiter(k: Draft, sym: str, full: str) -> bool:
+    """``aiter::fmha_fwd_hd128_bf16_causal...`` (or mangled): op, element type, head dimension,
+    layout and mask from the words of aiter's kernel name."""
     m = _AITER.search(full[:2000])
     if not m:
         return False

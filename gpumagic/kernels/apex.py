@@ -54,6 +54,8 @@ _FAST_LN = ("ln_fwd_kernel", "ln_bwd_kernel", "ln_bwd_finalize_kernel")
 
 
 def decode_apex(k: Draft, sym: str, full: str) -> bool:
+    """Apex's kernels: FastLayerNorm, its fused norms, its multi-tensor optimizers (told from
+    PyTorch's by namespace), Megatron's scaled softmax and SyncBatchNorm's Welford kernels."""
     path, leaf, args = signature(full)
     if path.startswith("layer_norm::") and leaf in _FAST_LN:
         claim(k, family="apex", library="Apex (FastLayerNorm)", full=full, op="norm", label=leaf)
@@ -63,13 +65,13 @@ def decode_apex(k: Draft, sym: str, full: str) -> bool:
     if leaf == "multi_tensor_apply_kernel" and path == leaf:  # PyTorch's own is at::native::...
         fm = _FUNCTOR.search(args)
         functor = fm.group(1) if fm else ""
-        op = "optimizer" if functor.startswith(_OPTIMIZERS) else "foreach"
+        apply_op = "optimizer" if functor.startswith(_OPTIMIZERS) else "foreach"
         claim(
             k,
             family="apex",
             library="Apex",
             full=full,
-            op=op,
+            op=apply_op,
             label=f"multi-tensor {functor or 'apply'}",
             types=element_types(args[fm.end() :] if fm else args),
         )

@@ -156,6 +156,8 @@ def _snake(name: str) -> str:
 
 
 def decode_aten(k: Draft, sym: str, full: str) -> bool:
+    """PyTorch's own kernels (and the CUB kernels it instantiates): the launcher's functor or the
+    table of known operations says the op, the template arguments the element type."""
     if not _ATEN.search(full):
         return False
     k.family = "aten"

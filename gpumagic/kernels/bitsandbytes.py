@@ -37,6 +37,8 @@ _DATA_TYPE = {"0": "int8", "1": "fp4e2m1", "2": "nf4"}
 
 
 def decode_bitsandbytes(k: Draft, sym: str, full: str) -> bool:
+    """bitsandbytes' global ``k*`` kernels by their stem: quantization, 4-bit GEMV, 8-bit
+    optimizers and LLM.int8() helpers, with the blockwise kernels' data type."""
     if not full.lstrip().startswith(("void k", "k")):
         return False
     path, leaf, args = signature(full)

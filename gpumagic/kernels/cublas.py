@@ -49,6 +49,9 @@ _KSPLIT = {
 
 
 def decode_xmma(k: Draft, sym: str, full: str) -> bool:
+    """``sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_..._cublas``: the xmma
+    generator's GEMMs and convolutions, read left to right: op, variant words, dtypes, then layout,
+    geometry and schedule tokens; whether the math runs on tensor cores last, from all of them."""
     m = _XMMA.match(sym)
     if not m:
         return False
@@ -62,60 +65,8 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     k.set_arch(m.group("arch"))
     k.add("xmma", "library", f"{k.library}'s xmma kernel generator")
     toks = m.group("body").split("_")
-    # op: gemm | fprop_implicit_gemm | dgrad_implicit_gemm | wgrad_indexed_implicit_gemm | syr2k_l |
-    # ...
-    ops = []
-    i = 0
-    while i < len(toks) and _XMMA_OP.fullmatch(toks[i]):
-        ops.append(toks[i])
-        i += 1
-    opname = "_".join(ops)
-    k.op = (
-        ("conv_" + ops[0])
-        if ops and ops[0] in ("fprop", "dgrad", "wgrad")
-        else "gemm"
-        if "gemm" in ops
-        else opname
-    )
-    k.add(opname, "op", {"gemm": "matrix multiply (GEMM)"}.get(opname, opname.replace("_", " ")))
-    if i < len(toks) and toks[i] in ("l", "u") and k.op in ("syr2k", "her2k", "syrk", "herk"):
-        k.details["fill"] = "lower" if toks[i] == "l" else "upper"
-        k.add(toks[i], "fill", f"writes the {k.details['fill']} triangle of C")
-        i += 1
-    # variant words between the op and the dtypes (implicit_gemm_indexed_wo_smem_tf32f32...): the
-    # dtypes must still be found, so words are read as a variant when a dtype token follows within a
-    # few tokens
-    j = next(
-        (
-            j
-            for j in range(i, min(i + _MAX_VARIANT_WORDS + 1, len(toks)))
-            if _XMMA_DTYPES.fullmatch(toks[j])
-        ),
-        i,
-    )
-    if j > i and all(t.isalpha() for t in toks[i:j]):
-        variant = "_".join(toks[i:j])
-        k.details["variant"] = variant
-        k.add(variant, "variant", _XMMA_VARIANT.get(variant, "kernel variant (not decoded)"))
-        i = j
-    # dtypes: up to three tokens of concatenated codes: AB, compute/accumulator, output
-    dt_roles = []
-    while i < len(toks) and _XMMA_DTYPES.fullmatch(toks[i]):
-        dt_roles.append(toks[i])
-        i += 1
-    parsed = [_XMMA_CODE.findall(d) for d in dt_roles]
-    for tok, codes, label in zip(
-        dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]
-    ):
-        k.add(tok, "dtype", f"{label}: {', '.join(DTYPE[c] for c in codes)}")
-    k.dtypes = tuple(DTYPE[c] for codes in parsed for c in codes)
-    if len(parsed) >= 2:
-        # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real
-        # part's
-        k.precision = DTYPE[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
-        k.details["accumulator"] = DTYPE[parsed[1][-1]]
-    elif parsed:
-        k.precision = DTYPE[parsed[0][0]]
+    i = _xmma_variant(k, toks, _xmma_op(k, toks))
+    i, parsed = _xmma_dtypes(k, toks, i)
     ffma = False
     while i < len(toks):
         i, is_ffma = _xmma_token(k, toks, i)
@@ -134,6 +85,73 @@ def decode_xmma(k: Draft, sym: str, full: str) -> bool:
     path = "FFMA" if ffma else "tensor-core"
     k.short = f"{k.library} {upper(k.precision)} {OP_LABEL.get(k.op, k.op)} ({path})" + geometry(k)
     return True
+
+
+def _xmma_op(k: Draft, toks: list[str]) -> int:
+    """The op words that lead the body (gemm | fprop_implicit_gemm | wgrad_indexed_implicit_gemm |
+    syr2k_l | ...), with a rank-k update's fill letter; returns the index of the next token."""
+    ops = []
+    i = 0
+    while i < len(toks) and _XMMA_OP.fullmatch(toks[i]):
+        ops.append(toks[i])
+        i += 1
+    opname = "_".join(ops)
+    k.op = (
+        ("conv_" + ops[0])
+        if ops and ops[0] in ("fprop", "dgrad", "wgrad")
+        else "gemm"
+        if "gemm" in ops
+        else opname
+    )
+    k.add(opname, "op", {"gemm": "matrix multiply (GEMM)"}.get(opname, opname.replace("_", " ")))
+    if i < len(toks) and toks[i] in ("l", "u") and k.op in ("syr2k", "her2k", "syrk", "herk"):
+        k.details["fill"] = "lower" if toks[i] == "l" else "upper"
+        k.add(toks[i], "fill", f"writes the {k.details['fill']} triangle of C")
+        i += 1
+    return i
+
+
+def _xmma_variant(k: Draft, toks: list[str], i: int) -> int:
+    """Variant words between the op and the dtypes (implicit_gemm_indexed_wo_smem_tf32f32...): the
+    dtypes must still be found, so words are read as a variant only when a dtype token follows
+    within a few tokens. Returns the index of the next token."""
+    j = next(
+        (
+            j
+            for j in range(i, min(i + _MAX_VARIANT_WORDS + 1, len(toks)))
+            if _XMMA_DTYPES.fullmatch(toks[j])
+        ),
+        i,
+    )
+    if j > i and all(t.isalpha() for t in toks[i:j]):
+        variant = "_".join(toks[i:j])
+        k.details["variant"] = variant
+        k.add(variant, "variant", _XMMA_VARIANT.get(variant, "kernel variant (not decoded)"))
+        return j
+    return i
+
+
+def _xmma_dtypes(k: Draft, toks: list[str], i: int) -> tuple[int, list[list[str]]]:
+    """Up to three tokens of concatenated dtype codes: inputs (A, B), math and accumulator, output.
+    Returns the index of the next token and each token's codes."""
+    dt_roles = []
+    while i < len(toks) and _XMMA_DTYPES.fullmatch(toks[i]):
+        dt_roles.append(toks[i])
+        i += 1
+    parsed = [_XMMA_CODE.findall(d) for d in dt_roles]
+    for tok, codes, label in zip(
+        dt_roles, parsed, ["inputs (A, B)", "math and accumulator", "output"]
+    ):
+        k.add(tok, "dtype", f"{label}: {', '.join(DTYPE[c] for c in codes)}")
+    k.dtypes = tuple(DTYPE[c] for codes in parsed for c in codes)
+    if len(parsed) >= 2:
+        # the math input type: tf32 for f32f32_tf32f32; a complex GEMM's math type is its real
+        # part's
+        k.precision = DTYPE[parsed[0][0] if parsed[0][0].startswith("c") else parsed[1][0]]
+        k.details["accumulator"] = DTYPE[parsed[1][-1]]
+    elif parsed:
+        k.precision = DTYPE[parsed[0][0]]
+    return i, parsed
 
 
 def _xmma_token(k: Draft, toks: list[str], i: int) -> tuple[int, bool]:
@@ -208,6 +226,9 @@ _NVJET_LETTERS = {
 
 
 def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
+    """``nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_NNT``: cuBLASLt's nvjet GEMMs, always on tensor
+    cores; the dtype letters first, then the n-th M×N token is the tile, the K-tile × stages, the
+    cluster, and the rest are schedule, epilogue, scaling and layout tokens."""
     m = _NVJET.match(sym)
     if not m:
         return False

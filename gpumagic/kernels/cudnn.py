@@ -128,6 +128,9 @@ def _fused_matmul(k: Draft, m: re.Match[str]) -> None:
 
 
 def decode_cudnn(k: Draft, sym: str, full: str) -> bool:
+    """cuDNN's kernels: runtime-fusion GEMMs, legacy convolution algorithms, its sub-libraries'
+    copies of the arch-prefixed kernels, generated names, FFT convolutions and the fixed-function
+    kernels named after what they do (RNN, layout transforms, norms, ...)."""
     fused = _FUSED_MATMUL.match(sym)
     if fused:
         _fused_matmul(k, fused)
@@ -215,7 +218,7 @@ _MX = precision_table("mxfp8", "mxfp4", "nvfp4", "e4m3", aliases={"fp8": "fp8"})
 def _sdpa_on_tensor_cores(arch: str | None) -> bool:
     """Whether cuDNN's generated SDPA for ``arch`` is a tensor-core kernel though its name says no
     instruction: the Blackwell ones (sm100, sm103, sm120, sm121)."""
-    return bool(arch) and arch[2:].isdigit() and int(arch[2:]) >= 100
+    return arch is not None and arch[2:].isdigit() and int(arch[2:]) >= 100
 
 
 def _generated(k: Draft, name: str) -> None:
@@ -304,6 +307,8 @@ _TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<(\d+), (\d+), (\d+), (\d+
 
 
 def decode_flash(k: Draft, sym: str, full: str) -> bool:
+    """FlashAttention (2 and 3) and PyTorch's memory-efficient attention: direction, step, dtype,
+    head dimension and tile where the name carries them."""
     if _FLASH.search(full) is None or _CUDNN_OWN.match(full):  # cuDNN's own fmha_* helpers
         return False
     k.family = "flash_attention"
@@ -319,7 +324,7 @@ def decode_flash(k: Draft, sym: str, full: str) -> bool:
         k.math = "tensor cores (mma)"
     else:
         k.math = "CUDA cores (a pre- or post-processing step)"
-    step = k.details.get("step", "")
+    step = str(k.details.get("step", ""))
     k.short = squash(
         f"attention {k.details.get('direction', '')} ({k.library.split(' (')[0]}) "
         f"{upper(k.precision)}{' ' + step.split(' (')[0] if step else ''}"

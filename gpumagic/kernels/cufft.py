@@ -113,6 +113,8 @@ _ENUM = re.compile(r"\((\w+_t)\)(-?\d+)")
 
 
 def decode_cufft(k: Draft, sym: str, full: str) -> bool:
+    """A cuFFT kernel: a transform pass with its length, radices and element type, or a step around
+    one (pre/post-processing, packing), also behind cuFFT's ``kernel_wrapper``."""
     path, name, args = signature(full)
     if (
         name == "kernel_wrapper"

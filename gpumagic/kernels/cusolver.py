@@ -138,6 +138,8 @@ _GENERIC_NAMES = (
 
 
 def decode_cusolver(k: Draft, sym: str, full: str) -> bool:
+    """A cuSOLVER kernel, from a full signature: its routine (or, for a generic name, its parameter
+    struct) gives the op, its first template argument the element type."""
     if "<" not in full and "(" not in full:
         return False  # a bare routine name is too thin to claim (see cublas_legacy's docstring)
     path, name, args = signature(full)

@@ -86,6 +86,8 @@ _LEGACY = re.compile(
 
 
 def decode_cusparse(k: Draft, sym: str, full: str) -> bool:
+    """A cuSPARSE kernel, from a full signature in namespace ``cusparse::`` (or one of the older
+    routine names): the routine, algorithm, index and value types."""
     if "<" not in full and "(" not in full:
         return False  # a bare routine name is too thin to claim (see cublas_legacy's docstring)
     path, name, args = signature(full)

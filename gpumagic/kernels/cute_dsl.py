@@ -54,6 +54,9 @@ def _dsl_types(args: str) -> tuple[str, ...]:
 
 
 def decode_cute_dsl(k: Draft, sym: str, full: str) -> bool:
+    """``kernel_cutlass_kernel_<module><Class>_object_at_<digest>``: a CuTe DSL kernel
+    (FlashAttention 4's, or a CUTLASS one), its op from the class name, types from the argument
+    digest."""
     m = _DSL.match(full.strip())
     if not m or m["body"].startswith("flashinfer"):
         return False

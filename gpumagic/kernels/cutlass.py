@@ -56,6 +56,8 @@ _C2_OP_MEANING = {
 
 
 def decode_cutlass2(k: Draft, sym: str, full: str) -> bool:
+    """``cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4``: a CUTLASS 2.x procedural name (also
+    as cuBLAS and cuDNN ship it), read token by token after the instruction part."""
     m = _C2.match(sym)
     if not m:
         return False
@@ -191,6 +193,8 @@ _EPI_ACT = ("bias", "relu", "gelu", "silu", "sigmoid", "clamp", "swish", "tanh")
 
 
 def decode_cutlass3(k: Draft, sym: str, full: str) -> bool:
+    """``cutlass3x_sm90_tensorop_s64x128x16gemm_f16_f16_f32_..._128x128x64_1x2x1_0_tnn_align8_...``:
+    a CUTLASS 3.x generated name: instruction, dtypes, then geometry, schedule and epilogue."""
     m = _C3.match(sym)
     if not m:
         return False

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 
 from .name import Draft, add_tile, dims, squash, upper
-from .stack import element_types, set_types
+from .precision import precision_table
+from .stack import element_types, precision_label, set_types
 
 _GEMM = (
     "GemmUniversal",
@@ -60,12 +61,10 @@ _SCHEDULES = (
 
 
 _MANGLED_MMA = re.compile(r"MMA_(\d+x\d+x\d+)_F32([A-Z0-9]+?)_(?:SS|RS)")
+#: the MMA atom's A and B types, spelled together in capitals (``F32BF16BF16``: BF16 in, FP32 out)
 _MMA_INPUT = {
-    "BF16BF16": "bf16",
-    "F16F16": "fp16",
-    "E4M3E4M3": "fp8e4m3",
-    "E5M2E5M2": "fp8e5m2",
-    "TF32TF32": "tf32",
+    spelled.upper() * 2: canon
+    for spelled, canon in precision_table("bf16", "f16", "e4m3", "e5m2", "tf32").items()
 }
 
 
@@ -106,21 +105,23 @@ def _mangled(k: Draft, full: str) -> bool:
     return True
 
 
+_WRAPPERS = (
+    "void cutlass::device_kernel<",
+    "cutlass::device_kernel<",
+    "void cutlass::Kernel2<",
+    "cutlass::Kernel2<",
+    "void cutlass::Kernel<",
+    "cutlass::Kernel<",
+)
+
+
 def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
+    """A CUTLASS 3.x GEMM template inside ``cutlass::device_kernel<...>`` (or a mangled one that
+    does not demangle): owner, architecture and MMA, the mainloop's stages, cluster and tile, the
+    element types, then grouping, schedule and scaling."""
     if full.startswith("_ZN7cutlass13device_kernel"):
         return _mangled(k, full)
-    if not (
-        full.startswith(
-            (
-                "void cutlass::device_kernel<",
-                "cutlass::device_kernel<",
-                "void cutlass::Kernel2<",
-                "cutlass::Kernel2<",
-                "void cutlass::Kernel<",
-                "cutlass::Kernel<",
-            )
-        )
-    ):
+    if not full.startswith(_WRAPPERS):
         return False
     head = full[:600]
     if (
@@ -138,6 +139,22 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
         "library",
         "CUTLASS 3.x GEMM template" + (f", built by {owner}" if owner else ""),
     )
+    _arch_and_mma(k, full)
+    start = full.find("CollectiveMma<")
+    body = full[start:] if start >= 0 else full
+    _mainloop(k, body)
+    set_types(k, element_types(body[:4000]), "gemm")
+    grouped = _features(k, full)
+    what = "grouped GEMM" if grouped else "GEMM"
+    prec = precision_label(k)
+    scaling = f" ({k.details['scaling']} scaled)" if "scaling" in k.details else ""
+    k.short = squash(f"CUTLASS 3 {prec} {what}{scaling}") + (f" {dims(k.tile)}" if k.tile else "")
+    return True
+
+
+def _arch_and_mma(k: Draft, full: str) -> None:
+    """The architecture the wrapper or mainloop names, and the MMA atom: ``SM90_*`` / GMMA is
+    Hopper's wgmma, ``SM100_*`` Blackwell's tcgen05."""
     arch = re.search(
         r"(?:enable_(?:3x_kernel_for_)?sm|arch::Sm|MainloopSm|KernelTmaWarpSpecializedSm)(\d{2,3})",
         full,
@@ -156,8 +173,12 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
         k.add(mma.group(0), "math", f"MMA instruction {dims(shape)}")
     else:
         k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
-    start = full.find("CollectiveMma<")
-    body = full[start:] if start >= 0 else full
+
+
+def _mainloop(k: Draft, body: str) -> None:
+    """``Mainloop<stages, cluster, schedule>, tile``: the pipeline stages, then the first
+    ``cute::tuple`` the cluster shape and the second the block tile (only the tile where the
+    mainloop names no cluster)."""
     ml = _MAINLOOP.search(body)
     if ml:
         k.details["mainloop"] = ml.group(1)
@@ -171,12 +192,16 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
         add_tile(k, "x".join(tuples[1].groups()), tuples[1].group(0))
     elif tuples:
         add_tile(k, "x".join(tuples[0].groups()), tuples[0].group(0))
-    types = element_types(body[:4000])
-    set_types(k, types, "gemm")
+
+
+def _features(k: Draft, full: str) -> bool:
+    """Grouping (one problem per expert), the kernel schedule, FP8 block or row-wise scaling and
+    Machete; returns whether the GEMM is grouped."""
     grouped = "GroupProblemShape" in full or "PtrArray" in full or "ArrayTma" in full
     if grouped:
-        k.details["grouped"] = "grouped GEMM (one problem per group / expert)"
-        k.add("GroupProblemShape", "grouped", k.details["grouped"])
+        what = "grouped GEMM (one problem per group / expert)"
+        k.details["grouped"] = what
+        k.add("GroupProblemShape", "grouped", what)
     sched = next((s for s in _SCHEDULES if s in full), None)
     if sched:
         k.details["schedule"] = sched
@@ -186,10 +211,4 @@ def decode_cutlass_device(k: Draft, sym: str, full: str) -> bool:
         k.details["scaling"] = "rowwise"
     if "machete" in full:
         k.details["kernel"] = "Machete (mixed-input GEMM)"
-    what = "grouped GEMM" if grouped else "GEMM"
-    prec = upper(k.precision)
-    if k.details.get("weight_only"):
-        prec = f"W{upper(k.precision)}A{k.details['activation'][-2:]}"
-    scaling = f" ({k.details['scaling']} scaled)" if "scaling" in k.details else ""
-    k.short = squash(f"CUTLASS 3 {prec} {what}{scaling}") + (f" {dims(k.tile)}" if k.tile else "")
-    return True
+    return grouped

@@ -21,6 +21,8 @@ _SCOPE = {
 
 
 def decode_deepep(k: Draft, sym: str, full: str) -> bool:
+    """DeepEP's ``deep_ep::`` kernels: dispatch, combine and their notify steps, by scope
+    (intranode, internode, low-latency)."""
     if "deep_ep::" not in full:
         return False
     path, leaf, args = signature(full)

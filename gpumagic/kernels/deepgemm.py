@@ -42,6 +42,8 @@ _WORD_TYPES = (
 
 
 def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
+    """DeepGEMM's ``deep_gemm::`` kernels: architecture, input types, scaling granularity and the
+    GEMM type (normal, M- or K-grouped, batched)."""
     if "deep_gemm" not in full:
         return False
     path, leaf, args = signature(full)

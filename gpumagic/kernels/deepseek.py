@@ -51,6 +51,8 @@ _HELPERS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 
 
 def decode_deepseek(k: Draft, sym: str, full: str) -> bool:
+    """DeepSeek's own builds: ``dpsk::`` DeepEP and grouped FP8 GEMMs, and the ``cuda::``
+    helpers."""
     if "dpsk::" in full:
         return _dpsk(k, full)
     if "cuda::" in full:

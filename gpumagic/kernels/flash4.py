@@ -31,6 +31,8 @@ _VARIANTS = {
 
 
 def decode_flash4(k: Draft, sym: str, full: str) -> bool:
+    """``flash_fwd_sm100_bf16_head_dim128_tile128x128_causal``: direction and step, architecture,
+    then dtype, head dimension, tile and variant words."""
     m = _NAME.match(full.split("(")[0])
     if not m:
         return False

@@ -123,5 +123,5 @@ def _quantize(k: Draft, name: str) -> None:
         k.details["input"] = k.precision
         k.precision = target
     k.short = f"FlashInfer quantize to {(target or 'a narrower type').upper()}" + (
-        f" (from {k.details['input'].upper()})" if k.details.get("input") else ""
+        f" (from {str(k.details['input']).upper()})" if k.details.get("input") else ""
     )

@@ -21,6 +21,8 @@ _TRAITS = re.compile(r"Flash_fwd_kernel_traits_mla<(\d+), (\d+), (\d+), (\d+)")
 
 
 def decode_flashmla(k: Draft, sym: str, full: str) -> bool:
+    """FlashMLA's kernels: split-KV MLA decode attention, its combine step and the metadata
+    planner."""
     if "mla" not in full:
         return False
     path, leaf, args = signature(full)

@@ -94,6 +94,8 @@ _OPS = {
 
 
 def decode_ggml(k: Draft, sym: str, full: str) -> bool:
+    """``mul_mat_q<(ggml_type)12, 64, false>``: one of llama.cpp's CUDA kernels, with its weights'
+    ggml type where the template gives one."""
     m = _KERNEL.match(full)
     if not m:
         return False

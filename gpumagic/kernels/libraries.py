@@ -239,6 +239,8 @@ def split_fused(rest: str) -> list[str]:
 
 
 def decode_triton(k: Draft, sym: str, full: str) -> bool:
+    """``triton_poi_fused_add_mul_0``: an Inductor-generated Triton kernel (its kind, fused ops and
+    index), or, by Triton 2.x's specialisation suffix, any other ``@triton.jit`` function."""
     cut = triton_signature_suffix(sym) if sym[:1] in _IDENT_START else -1
     if cut > 0 and not _IDENT.fullmatch(sym):
         cut = -1
@@ -283,7 +285,7 @@ def decode_triton(k: Draft, sym: str, full: str) -> bool:
 def _add_specialization(k: Draft) -> None:
     spec = k.details.get("specialization")
     if spec:
-        k.add(spec, "specialization", "Triton 2.x argument specialisation (index + d/e/c)")
+        k.add(str(spec), "specialization", "Triton 2.x argument specialisation (index + d/e/c)")
 
 
 def _triton_anonymous(k: Draft, sym: str) -> bool:
@@ -415,6 +417,8 @@ _NCCL_NOMINAL = {
 
 
 def decode_nccl(k: Draft, sym: str, full: str) -> bool:
+    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL``: the collective and data type, and the algorithm,
+    protocol and reduction words as the entry kernel's name gives them (:data:`_NCCL_NOMINAL`)."""
     m = _NCCL.search(full)
     if not m:
         return False
@@ -449,7 +453,7 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
             k.add(t, "dtype", k.precision)
         else:
             k.add(t, "raw", "not decoded")
-    tree = "tree" if "TREE" in k.details.get("algorithm", "") else ""
+    tree = "tree" if "TREE" in str(k.details.get("algorithm", "")) else ""
     k.short = "NCCL " + " ".join(p for p in (coll, k.precision or "", tree) if p)
     return True
 
@@ -488,6 +492,8 @@ _DIRECTION_SHORT = {
 
 
 def decode_memop(k: Draft, sym: str, full: str) -> bool:
+    """``[CUDA memcpy HtoD]``, ``Memset (Device)``: a profiler's row for a copy or memset, with its
+    direction and memory kind where the row names them."""
     s = full.strip()
     m = _MEMOP.match(s)
     if not m:

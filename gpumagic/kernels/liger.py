@@ -59,6 +59,7 @@ KERNELS = {
 
 
 def decode_liger(k: Draft, sym: str, full: str) -> bool:
+    """A bare Triton function name from Liger's list, or one that says ``liger``."""
     name = full.strip()
     if "<" in name or "(" in name or " " in name:
         return False

@@ -43,6 +43,8 @@ _OPS = (
 
 
 def decode_magma(k: Draft, sym: str, full: str) -> bool:
+    """A MAGMA kernel, a global function: a LAPACK auxiliary by its precision letter, or a
+    ``magma_*`` / ``magmablas_*`` kernel with its element type among the template arguments."""
     if "<" not in full and "(" not in full and not full.startswith("magma"):
         # a bare name is too thin to claim, as for the other math libraries, unless it says
         # MAGMA's own prefix (magma_hgemmEx_kernel: the batched GEMMs cuBLAS runs on SM 12.x)
@@ -73,7 +75,8 @@ def decode_magma(k: Draft, sym: str, full: str) -> bool:
             + (f" ({k.op})" if k.op != "helper" else ": a helper inside its routines"),
         )
         set_element_type(k, args)
-        if k.precision is None and re.search(r"magma(?:blas)?_([sdchz])gemm", name):
-            k.precision = PREFIX[re.search(r"magma(?:blas)?_([sdchz])gemm", name).group(1)]
+        gemm = re.search(r"magma(?:blas)?_([sdchz])gemm", name)
+        if k.precision is None and gemm:
+            k.precision = PREFIX[gemm.group(1)]
     k.short = squash(f"MAGMA {upper(k.precision)} {k.op}: {name}")
     return True

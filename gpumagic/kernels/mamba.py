@@ -41,6 +41,8 @@ TRITON = {
 
 
 def decode_mamba(k: Draft, sym: str, full: str) -> bool:
+    """Mamba-2's Triton kernels by their function names, and the CUDA selective-scan and
+    causal-conv1d kernels, global functions with their input type among the traits' types."""
     name = full.strip()
     if name in TRITON:
         conv = "conv1d" in name

@@ -72,73 +72,105 @@ def decode_miopen(k: Draft, sym: str, full: str) -> bool:
 
 
 def _miopen_kind(k: Draft, name: str, args: str) -> str | None:
-    if name.startswith("igemm_"):
-        m = _IGEMM.match(name)
-        if not m:
-            return None
-        direction, gtc, layout, dtype = m.groups()
-        k.op = _DIRECTION[direction]
-        k.precision = _MIOPEN_TYPES.get(dtype.split("_")[0], dtype)
+    """What an MIOpen kernel is, by its solver's naming (the op, types and geometry it gives, filled
+    in); returns the label's words, or None when the name is no MIOpen kernel's."""
+    for reader in (_igemm, _winograd, _batch_norm, _naive_conv, _layout_and_tensor_ops):
+        what = reader(k, name, args)
+        if what is not None:
+            return what
+    return _older_solvers(k, name)
+
+
+def _igemm(k: Draft, name: str, args: str) -> str | None:
+    """``igemm_{fwd,bwd,wrw}_gtc{,x,x2,x3}_{layout}_{type}_..._bt{M}x{N}x{K}_wt{..}``: the
+    implicit-GEMM assembly kernels; the xdlops (gtcx) variants run on MFMA."""
+    if not name.startswith("igemm_"):
+        return None
+    m = _IGEMM.match(name)
+    if not m:
+        return None
+    direction, gtc, layout, dtype = m.groups()
+    k.op = _DIRECTION[direction]
+    k.precision = _MIOPEN_TYPES.get(dtype.split("_")[0], dtype)
+    k.dtypes = (k.precision,)
+    k.layout = layout.upper()
+    k.add(f"igemm_{direction}", "op", f"implicit-GEMM convolution, {op_label(k.op)}")
+    k.add(gtc, "variant", "generic tensor contraction assembly kernel (MIOpen's igemm)")
+    k.add(layout, "layout", f"tensor layout {layout.upper()}")
+    k.add(dtype, "dtype", f"{k.precision} data")
+    bt = _BT.search(name)
+    if bt:
+        k.tile = "x".join(bt.groups())
+        k.add(bt.group(0)[1:], "tile", f"block tile M×N×K = {dims(k.tile)}")
+    wt = _WT.search(name)
+    if wt and gtc.startswith("gtcx"):  # the xdlops (MFMA) variants: gtcx, gtcx2, gtcx3
+        k.tensor_cores = True
+        k.math = "matrix cores (MFMA)"
+        shape = "x".join(wt.groups())
+        k.details["matrix_instruction"] = shape
+        k.add(wt.group(0)[1:], "math", f"MFMA wave tile {dims(shape)}")
+    elif gtc == "gtc":
+        k.tensor_cores = False
+        k.math = "vector ALUs (no matrix cores)"
+    return f"implicit-GEMM {op_label(k.op)} {k.layout}" + (f" {dims(k.tile)}" if k.tile else "")
+
+
+def _winograd(k: Draft, name: str, args: str) -> str | None:
+    """``miopenSp3AsmConv{,Rage,Fury,Ultra}_v{ver}_{gfx}_{type}_{f}{m}x{r}...``: the assembly
+    Winograd convolutions."""
+    if not name.startswith("miopenSp3AsmConv"):
+        return None
+    m = _WINOGRAD.match(name)
+    k.op = "conv"
+    k.details["algorithm"] = "winograd"
+    k.tensor_cores = False
+    k.math = "vector ALUs (Winograd assembly)"
+    dt = m.group(2) if m else None
+    if dt:
+        k.precision = _MIOPEN_TYPES[dt]
         k.dtypes = (k.precision,)
-        k.layout = layout.upper()
-        k.add(f"igemm_{direction}", "op", f"implicit-GEMM convolution, {op_label(k.op)}")
-        k.add(gtc, "variant", "generic tensor contraction assembly kernel (MIOpen's igemm)")
-        k.add(layout, "layout", f"tensor layout {layout.upper()}")
-        k.add(dtype, "dtype", f"{k.precision} data")
-        bt = _BT.search(name)
-        if bt:
-            k.tile = "x".join(bt.groups())
-            k.add(bt.group(0)[1:], "tile", f"block tile M×N×K = {dims(k.tile)}")
-        wt = _WT.search(name)
-        if wt and gtc.startswith("gtcx"):  # the xdlops (MFMA) variants: gtcx, gtcx2, gtcx3
-            k.tensor_cores = True
-            k.math = "matrix cores (MFMA)"
-            k.details["matrix_instruction"] = "x".join(wt.groups())
-            k.add(
-                wt.group(0)[1:], "math", f"MFMA wave tile {dims(k.details['matrix_instruction'])}"
-            )
-        elif gtc == "gtc":
-            k.tensor_cores = False
-            k.math = "vector ALUs (no matrix cores)"
-        return f"implicit-GEMM {op_label(k.op)} {k.layout}" + (f" {dims(k.tile)}" if k.tile else "")
-    if name.startswith("miopenSp3AsmConv") or name.startswith("miopenSp3AsmConvRxSf"):
-        m = _WINOGRAD.match(name)
-        k.op = "conv"
-        k.details["algorithm"] = "winograd"
-        k.tensor_cores = False
-        k.math = "vector ALUs (Winograd assembly)"
-        dt = m.group(2) if m else None
-        if dt:
-            k.precision = _MIOPEN_TYPES[dt]
-            k.dtypes = (k.precision,)
-        if "_fp16" in name and not dt:
-            k.precision, k.dtypes = "fp16", ("fp16",)
-        tile = re.search(r"_f(\d)x(\d)", name)
-        if tile:
-            k.details["winograd"] = f"F({tile.group(1)},{tile.group(2)})"
-        k.add(name, "op", "Winograd convolution (MIOpen assembly solver)")
-        return "Winograd conv" + (f" {k.details['winograd']}" if "winograd" in k.details else "")
+    if "_fp16" in name and not dt:
+        k.precision, k.dtypes = "fp16", ("fp16",)
+    tile = re.search(r"_f(\d)x(\d)", name)
+    if tile:
+        k.details["winograd"] = f"F({tile.group(1)},{tile.group(2)})"
+    k.add(name, "op", "Winograd convolution (MIOpen assembly solver)")
+    return "Winograd conv" + (f" {k.details['winograd']}" if "winograd" in k.details else "")
+
+
+def _batch_norm(k: Draft, name: str, args: str) -> str | None:
+    """``MIOpenBatchNorm{Fwd,Bwd}{Train,Infer}{Spatial,PerActivation}``."""
     m = _BN.match(name)
-    if m:
-        k.op = "norm"
-        direction = "forward" if m.group(1) == "Fwd" else "backward"
-        mode = {"Train": " training", "Infer": " inference"}.get(m.group(2) or "", "")
-        k.add(name, "op", f"batch norm {direction}{mode} ({m.group(3) or 'spatial'})")
-        args_types(k, args)
-        return f"batch norm {direction}{mode}"
+    if not m:
+        return None
+    k.op = "norm"
+    direction = "forward" if m.group(1) == "Fwd" else "backward"
+    mode = {"Train": " training", "Infer": " inference"}.get(m.group(2) or "", "")
+    k.add(name, "op", f"batch norm {direction}{mode} ({m.group(3) or 'spatial'})")
+    args_types(k, args)
+    return f"batch norm {direction}{mode}"
+
+
+def _naive_conv(k: Draft, name: str, args: str) -> str | None:
+    """``naive_conv_{fwd,bwd,wrw}_{layout}_{types}``: the reference convolutions."""
     m = _NAIVE.match(name)
-    if m:
-        direction, layout, types = m.groups()
-        k.op = _DIRECTION[direction]
-        k.layout = layout.upper()
-        k.tensor_cores = False
-        k.math = "vector ALUs (reference kernel)"
-        first = types.split("_")[0]
-        if first in _MIOPEN_TYPES:
-            k.precision = _MIOPEN_TYPES[first]
-            k.dtypes = (k.precision,)
-        k.add(name, "op", f"naive (reference) convolution, {op_label(k.op)}, {k.layout}")
-        return f"naive {op_label(k.op)} {k.layout}"
+    if not m:
+        return None
+    direction, layout, types = m.groups()
+    k.op = _DIRECTION[direction]
+    k.layout = layout.upper()
+    k.tensor_cores = False
+    k.math = "vector ALUs (reference kernel)"
+    first = types.split("_")[0]
+    if first in _MIOPEN_TYPES:
+        k.precision = _MIOPEN_TYPES[first]
+        k.dtypes = (k.precision,)
+    k.add(name, "op", f"naive (reference) convolution, {op_label(k.op)}, {k.layout}")
+    return f"naive {op_label(k.op)} {k.layout}"
+
+
+def _layout_and_tensor_ops(k: Draft, name: str, args: str) -> str | None:
+    """The layout transposes around a convolution and the sub-tensor ops and tensor helpers."""
     low = name.lower()
     if (
         name.startswith("batched_transpose")
@@ -160,6 +192,12 @@ def _miopen_kind(k: Draft, name: str, args: str) -> str | None:
         k.op = "copy" if "Copy" in name or "Cast" in name else "elementwise"
         k.add(name, "op", "tensor helper")
         return f"tensor helper {name}"
+    return None
+
+
+def _older_solvers(k: Draft, name: str) -> str | None:
+    """The older solvers' kernels (``MIOpenConv*``, ``gcnAsmConv*``, ``mloPooling*``,
+    ``MIOpenSoftmax*``, ...) and the HIP implicit-GEMM ones, by their name's prefix."""
     if name.startswith(
         ("MIOpenConv", "MIOpenCvD", "gcnAsmConv", "miopenGcnAsmConv", "MIOpenCvFwd")
     ):

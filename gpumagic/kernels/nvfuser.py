@@ -42,6 +42,8 @@ _SCHED = {
 
 
 def decode_nvfuser(k: Draft, sym: str, full: str) -> bool:
+    """``nvfuser_pointwise_f0_c1_r0_g0(...)``: the scheduler says the op; the narrowest floating
+    type among the arguments' tensors is the precision."""
     m = _NAME.match(full)
     if not m:
         return False

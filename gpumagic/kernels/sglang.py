@@ -71,6 +71,8 @@ TRITON = {
 
 
 def decode_sglang(k: Draft, sym: str, full: str) -> bool:
+    """SGLang's kernels: its Triton kernels by name, ``sglang::`` / ``sgl_kernel::`` templates, and
+    the un-namespaced sgl-kernel entry points from its list, with their template arguments."""
     path, leaf, _ = signature(full)
     name = leaf or sym
     if name in TRITON and "<" not in full and "(" not in full:

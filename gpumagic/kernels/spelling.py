@@ -202,7 +202,9 @@ def template_args(s: str) -> str:
 
 def split_top(args: str) -> list[str]:
     """Split template arguments at top-level commas."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in args:
         if ch in "<([{":
             depth += 1

@@ -427,10 +427,7 @@ def claim(
         if k.details.get("weight_only"):
             meaning = f"{k.precision} weights, {k.details['activation']} activations (weight-only)"
         k.add(", ".join(k.dtypes), "dtype", meaning)
-    prec = upper(k.precision)
-    if k.details.get("weight_only"):
-        prec = f"W{upper(k.precision)}A{k.details['activation'][-2:]}"
-    k.short = squash(f"{library.split(' (')[0]} {prec} {what}")[:110]
+    k.short = squash(f"{library.split(' (')[0]} {precision_label(k)} {what}")[:110]
 
 
 def claim_listed(
@@ -459,6 +456,14 @@ def claim_listed(
         types=types,
         tensor_cores=True if op == mma_op else None,
     )
+
+
+def precision_label(k: Draft) -> str:
+    """The precision as a short label says it: ``FP8E4M3``, or for a weight-only GEMM the weight
+    and activation widths, ``WINT4A16`` (what decides its rate is both)."""
+    if k.details.get("weight_only"):
+        return f"W{upper(k.precision)}A{str(k.details['activation'])[-2:]}"
+    return upper(k.precision)
 
 
 def _categorise(k: Draft, words: str) -> None:

@@ -99,66 +99,8 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
         f"B {'transposed' if layout[1] == 'T' else 'not transposed'} ({layout})",
     )
     _tensile_type_token(k, toks[3])
-    isa = None
-    epilogue: list[str] = []
-    rest = toks[4:]
-    for i, t in enumerate(rest):
-        m = _MT.fullmatch(t)
-        if m:
-            k.tile = "x".join(str(int(g)) for g in m.groups())  # older names pad: MT032x016x08
-            k.add(t, "tile", f"macro tile M×N×K = {dims(k.tile)} (one workgroup)")
-            continue
-        m = _MI.fullmatch(t)
-        if m:
-            k.details["matrix_instruction"] = "x".join(g for g in m.groups() if g)
-            k.add(t, "math", f"matrix instruction {dims(k.details['matrix_instruction'])}")
-            continue
-        m = _ISA.fullmatch(t) or _GFX_SUFFIX.fullmatch(t) if isa is None else None
-        if m:
-            isa = m.group(1)
-            k.arch = gfx_arch(isa)
-            k.add(t, "arch", f"compiled for {k.arch}")
-            continue
-        if t == "BH" or t == "B":
-            k.add(t, "flags", "uses beta" + (", high-precision accumulate" if t == "BH" else ""))
-        elif t == "Bias":
-            epilogue.append("bias")
-            k.add(t, "epilogue", "bias added in the epilogue")
-        elif epilogue and "A" in t and _tensile_types(t.replace("A", "", 1) or "S"):
-            # bias types, 'A' and the activation's compute type (HA, HAS, AS): the kernel can apply
-            # an activation, which one (or none) is chosen at run time
-            k.details["activation"] = "supported (chosen at run time)"
-            k.add(t, "epilogue", "activation supported in the epilogue (chosen at run time)")
-        elif t == "SAV":
-            k.details["scale_alpha_vector"] = True
-            k.add(t, "epilogue", "per-row alpha scaling supported (scale-alpha vector)")
-        elif t.startswith("Aux"):
-            epilogue.append("aux output")
-            k.add(t, "epilogue", "auxiliary output (pre-activation) written")
-        elif t == "UserArgs":
-            k.add(t, "flags", "arguments passed in a user buffer (hipBLASLt)")
-        elif t.startswith("GSU"):
-            gm = _GSU.match(t)
-            if gm and gm.group(1) != "1":
-                k.details["split_k"] = int(gm.group(1))
-            k.add(t, "split-K", "global split-U (split-K across workgroups)")
-        elif t.startswith("MX") and t[2:3] in ("A", "B"):
-            k.details.setdefault("scaling", "microscaling (MX) block scales")
-            k.add(t, "scaling", f"MX block scales for {t[2]} (block {t[3:]})")
-        else:
-            k.add(t, "raw", "Tensile solution parameter")
-        if i > 80:  # the parameters that matter come first; the rest are tuning knobs
-            break
-    mi = k.details.get("matrix_instruction")
-    if mi and not mi.startswith("0"):
-        unit = _matrix_unit(isa)
-        k.tensor_cores = True
-        k.math = f"matrix cores ({unit})"
-        k.details["matrix_unit"] = unit
-    elif mi is not None or k.tile:
-        # MI0, or no matrix-instruction parameter at all: Tensile's MAC kernel on the vector ALUs
-        k.tensor_cores = False
-        k.math = "vector ALUs (no matrix cores)"
+    isa, epilogue = _tensile_parameters(k, toks[4:])
+    _tensile_math(k, isa)
     if epilogue:
         k.epilogue = "+".join(dict.fromkeys(epilogue))
     label = f"({k.details['matrix_unit']})" if k.tensor_cores else ""
@@ -170,6 +112,82 @@ def decode_tensile(k: Draft, sym: str, full: str) -> bool:
         + (f", {k.epilogue}" if k.epilogue else "")
     )
     return True
+
+
+def _tensile_parameters(k: Draft, rest: list[str]) -> tuple[str | None, list[str]]:
+    """The solution parameters after the types: macro tile, matrix instruction and target, then
+    epilogue and other flags. Returns the ISA token (None where the name has none) and the epilogue
+    steps named."""
+    isa = None
+    epilogue: list[str] = []
+    for i, t in enumerate(rest):
+        m = _MT.fullmatch(t)
+        if m:
+            k.tile = "x".join(str(int(g)) for g in m.groups())  # older names pad: MT032x016x08
+            k.add(t, "tile", f"macro tile M×N×K = {dims(k.tile)} (one workgroup)")
+            continue
+        m = _MI.fullmatch(t)
+        if m:
+            shape = "x".join(g for g in m.groups() if g)
+            k.details["matrix_instruction"] = shape
+            k.add(t, "math", f"matrix instruction {dims(shape)}")
+            continue
+        m = _ISA.fullmatch(t) or _GFX_SUFFIX.fullmatch(t) if isa is None else None
+        if m:
+            isa = m.group(1)
+            k.arch = gfx_arch(isa)
+            k.add(t, "arch", f"compiled for {k.arch}")
+            continue
+        _tensile_flag(k, t, epilogue)
+        if i > 80:  # the parameters that matter come first; the rest are tuning knobs
+            break
+    return isa, epilogue
+
+
+def _tensile_flag(k: Draft, t: str, epilogue: list[str]) -> None:
+    """One epilogue or flag parameter; an epilogue step is appended to ``epilogue``."""
+    if t == "BH" or t == "B":
+        k.add(t, "flags", "uses beta" + (", high-precision accumulate" if t == "BH" else ""))
+    elif t == "Bias":
+        epilogue.append("bias")
+        k.add(t, "epilogue", "bias added in the epilogue")
+    elif epilogue and "A" in t and _tensile_types(t.replace("A", "", 1) or "S"):
+        # bias types, 'A' and the activation's compute type (HA, HAS, AS): the kernel can apply
+        # an activation, which one (or none) is chosen at run time
+        k.details["activation"] = "supported (chosen at run time)"
+        k.add(t, "epilogue", "activation supported in the epilogue (chosen at run time)")
+    elif t == "SAV":
+        k.details["scale_alpha_vector"] = True
+        k.add(t, "epilogue", "per-row alpha scaling supported (scale-alpha vector)")
+    elif t.startswith("Aux"):
+        epilogue.append("aux output")
+        k.add(t, "epilogue", "auxiliary output (pre-activation) written")
+    elif t == "UserArgs":
+        k.add(t, "flags", "arguments passed in a user buffer (hipBLASLt)")
+    elif t.startswith("GSU"):
+        gm = _GSU.match(t)
+        if gm and gm.group(1) != "1":
+            k.details["split_k"] = int(gm.group(1))
+        k.add(t, "split-K", "global split-U (split-K across workgroups)")
+    elif t.startswith("MX") and t[2:3] in ("A", "B"):
+        k.details.setdefault("scaling", "microscaling (MX) block scales")
+        k.add(t, "scaling", f"MX block scales for {t[2]} (block {t[3:]})")
+    else:
+        k.add(t, "raw", "Tensile solution parameter")
+
+
+def _tensile_math(k: Draft, isa: str | None) -> None:
+    """Matrix cores where the name gives a matrix instruction; ``MI0``, or a tile with no
+    matrix-instruction parameter at all, is Tensile's MAC kernel on the vector ALUs."""
+    mi = k.details.get("matrix_instruction")
+    if mi and not str(mi).startswith("0"):
+        unit = _matrix_unit(isa)
+        k.tensor_cores = True
+        k.math = f"matrix cores ({unit})"
+        k.details["matrix_unit"] = unit
+    elif mi is not None or k.tile:
+        k.tensor_cores = False
+        k.math = "vector ALUs (no matrix cores)"
 
 
 def _tensile_type_token(k: Draft, t: str) -> None:

@@ -35,6 +35,8 @@ _FP6 = ("QUANT_GEMM_Kernel", "SplitK_Reduction")
 
 
 def decode_torchao(k: Draft, sym: str, full: str) -> bool:
+    """torchao's kernels: its Triton kernels by their name's prefix, and its ``torchao::`` CUDA
+    extensions (Marlin 2:4, FP6-LLM, MX / FP8 GEMMs)."""
     name = full.strip()
     if "<" not in name and "(" not in name and " " not in name:
         if not name.startswith(TRITON_PREFIX):
@@ -64,9 +66,10 @@ def decode_torchao(k: Draft, sym: str, full: str) -> bool:
         if gemm and len(top) >= 4 and top[-2].isdigit() and top[-1].isdigit():
             bits = 1 + int(top[-2]) + int(top[-1])
             k.precision = f"fp{bits}e{top[-2]}m{top[-1]}"
-            k.details["activation"] = "fp16" if "half" in args else "bf16"
+            act = "fp16" if "half" in args else "bf16"
+            k.details["activation"] = act
             k.details["weight_only"] = True
-            k.dtypes = (k.details["activation"], k.precision)
+            k.dtypes = (act, k.precision)
             k.short = f"torchao FP6-LLM W{bits}A16 GEMM (e{top[-2]}m{top[-1]})"
         return True
     if not (path.startswith("torchao::") or "::torchao::" in path):

@@ -15,6 +15,7 @@ from .stack import claim, snake
 
 
 def decode_transformer_engine(k: Draft, sym: str, full: str) -> bool:
+    """Transformer Engine's own ``transformer_engine::`` kernels (its GEMMs are cuBLASLt's)."""
     if "transformer_engine" not in full:
         return False
     path, leaf, _args = signature(full)

@@ -91,7 +91,7 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
             "dtype",
             f"{types[0]} Q/K/V" + (f", {types[1]} output/accumulate" if len(types) > 1 else ""),
         )
-    nums = []
+    nums: list[str] = []
     while i < len(toks) and toks[i].isdigit() and len(nums) < 2:
         nums.append(toks[i])
         i += 1
@@ -176,6 +176,7 @@ _WORD = re.compile(r"\w+")
 
 
 def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
+    """TensorRT-LLM's generated kernels (one word each) and its namespaced templates."""
     s = full.strip()
     # the generated names are one word; their patterns assume it
     if _WORD.fullmatch(s) is not None and _generated(k, s):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, upper
 from .spelling import signature
 from .stack import claim, claim_listed, set_types, snake
 
@@ -104,13 +104,15 @@ def _marlin(k: Draft, full: str, args: str) -> None:
             bits = "".join(c for c in weight if c.isdigit())[:1] or "?"
             k.short = f"vLLM Marlin W{bits}A16 GEMM ({weight} weights, {act} activations)"
         else:
-            k.short = f"vLLM Marlin {k.precision.upper()} GEMM"
+            k.short = f"vLLM Marlin {upper(k.precision)} GEMM"
     if "moe" in full[:60].lower():
         k.details["grouped"] = "MoE experts"
         k.short += " (MoE)"
 
 
 def decode_vllm(k: Draft, sym: str, full: str) -> bool:
+    """vLLM's kernels: its Triton kernels by name, Marlin's weight-only GEMMs, and ``vllm::``
+    templates (GPTQ / AWQ / Machete GEMMs and dequantization, MoE routing, paged attention, ...)."""
     if "vllm" not in full and "arlin" not in full and sym not in TRITON:
         return False
     path, leaf, args = signature(full)

@@ -19,6 +19,8 @@ TRITON = {
 
 
 def decode_xformers(k: Draft, sym: str, full: str) -> bool:
+    """xFormers' kernels: its Triton split-K decoding, its ``xformers::`` kernels, and its copy of
+    the CUTLASS memory-efficient attention (outside PyTorch's namespace)."""
     name = full.strip()
     if name in TRITON or name.startswith("_fwd_kernel_splitK"):
         claim(
