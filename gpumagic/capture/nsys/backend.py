@@ -144,7 +144,7 @@ def capture(
     nproc = opts.nproc or 1
     if nproc > 1:
         ranks.check_before_launch(nproc, opts.python)
-    one = nproc == 1
+    one = nproc <= 1
     # the functions the cell calls, marked with their lines in the child from their source here
     functions = function_table(namespace or {}, cell) if one else []
     warm = _warm_wanted(opts, nproc)
