@@ -13,11 +13,25 @@ from .name import Draft
 from .spelling import signature, split_top
 from .stack import claim
 
-_SCOPE = {
+#: DeepEP's transports, as its namespaces name them (DeepSeek's own builds too), and what each is
+SCOPES = {
     "intranode": "within a node (NVLink)",
     "internode": "across nodes (NVLink + RDMA)",
     "internode_ll": "across nodes, low latency (RDMA)",
 }
+_SCOPE_WORD = {"intranode": "intranode", "internode": "internode", "internode_ll": "low-latency"}
+
+
+def add_phase_and_scope(k: Draft, phase: str | None, scope: str | None) -> str:
+    """Record a DeepEP kernel's phase (dispatch, combine, notify) and scope (its transport), as
+    DeepEP's releases and DeepSeek's own builds both name them; returns the scope's word for the
+    short label ('' where the name gives none)."""
+    if phase:
+        k.details["phase"] = phase
+    if scope:
+        k.details["scope"] = scope
+        k.add(scope, "scope", SCOPES[scope])
+    return _SCOPE_WORD.get(scope or "", "")
 
 
 def decode_deepep(k: Draft, sym: str, full: str) -> bool:
@@ -29,7 +43,7 @@ def decode_deepep(k: Draft, sym: str, full: str) -> bool:
     parts = path.split("::")
     if "deep_ep" not in parts[:-1]:
         return False
-    scope = next((p for p in parts if p in _SCOPE), None)
+    scope = next((p for p in parts if p in SCOPES), None)
     if "dispatch" in leaf and "layout" not in leaf:
         phase = "notify" if "notify" in leaf else "dispatch"
     elif "combine" in leaf:
@@ -47,20 +61,13 @@ def decode_deepep(k: Draft, sym: str, full: str) -> bool:
     else:
         op = None
     claim(k, family="deepep", library="DeepEP", full=full, op=op, label=leaf, types=())
-    if phase:
-        k.details["phase"] = phase
-    if scope:
-        k.details["scope"] = scope
-        k.add(scope, "scope", _SCOPE[scope])
+    where = add_phase_and_scope(k, phase, scope)
     top = split_top(args)
     if scope == "internode_ll" and phase == "dispatch" and top and top[0] in ("true", "1"):
         k.precision, k.dtypes = "fp8e4m3", ("fp8e4m3",)
         k.add(top[0], "dtype", "tokens sent as FP8 (e4m3) with per-128-channel scales")
     what = {"dispatch": "dispatch", "combine": "combine", "notify": f"notify ({leaf})"}.get(
         phase or "", leaf
-    )
-    where = {"intranode": "intranode", "internode": "internode", "internode_ll": "low-latency"}.get(
-        scope or "", ""
     )
     k.short = f"DeepEP {what} {where} {(k.precision or '').upper()}".replace("  ", " ").strip()
     return True

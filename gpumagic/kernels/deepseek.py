@@ -29,15 +29,11 @@ The ``cuda::`` namespace is generic (libcu++ uses ``cuda::std::``), so only a ba
 
 from __future__ import annotations
 
+from .deepep import SCOPES, add_phase_and_scope
 from .name import Draft, squash, upper
 from .spelling import signature
 from .stack import claim, element_types, op_label, set_types, snake
 
-_EP_SCOPE = {
-    "internode": "across nodes (NVLink + RDMA)",
-    "intranode": "within a node (NVLink)",
-    "internode_ll": "across nodes, low latency (RDMA)",
-}
 #: (words in a bare cuda:: helper's name, op, category) — first match wins
 _HELPERS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("swiglu",), "elementwise", "activation"),
@@ -117,7 +113,7 @@ def _grouped_gemm(k: Draft, inner: str) -> bool:
 
 
 def _ep(k: Draft, full: str, parts: list[str], leaf: str, args: str) -> None:
-    scope = next((p for p in parts if p in _EP_SCOPE), None)
+    scope = next((p for p in parts if p in SCOPES), None)
     if leaf.endswith("_ll") and scope == "internode":
         scope = "internode_ll"
     low = leaf.lower()
@@ -142,14 +138,9 @@ def _ep(k: Draft, full: str, parts: list[str], leaf: str, args: str) -> None:
         label=leaf,
         types=element_types(args),
     )
-    if phase:
-        k.details["phase"] = phase
-    if scope:
-        k.details["scope"] = scope
-        k.add(scope, "scope", _EP_SCOPE[scope])
-    where = {"internode": "internode", "intranode": "intranode", "internode_ll": "low-latency"}
+    where = add_phase_and_scope(k, phase, scope)
     what = leaf if phase == "notify" or not phase else phase
-    k.short = squash(f"DeepEP {what} {where.get(scope or '', '')} {upper(k.precision)}")
+    k.short = squash(f"DeepEP {what} {where} {upper(k.precision)}")
 
 
 def _helper(k: Draft, full: str) -> bool:

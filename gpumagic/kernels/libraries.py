@@ -448,14 +448,19 @@ def decode_nccl(k: Draft, sym: str, full: str) -> bool:
             k.details["reduction"] = t
             k.add(t, "reduction", _NCCL_NOMINAL["reduction"])
         elif t in _NCCL_DT:
-            k.precision = _NCCL_DT[t]
-            k.dtypes = (k.precision,)
-            k.add(t, "dtype", k.precision)
+            _nccl_dtype(k, t)
         else:
             k.add(t, "raw", "not decoded")
     tree = "tree" if "TREE" in str(k.details.get("algorithm", "")) else ""
     k.short = "NCCL " + " ".join(p for p in (coll, k.precision or "", tree) if p)
     return True
+
+
+def _nccl_dtype(k: Draft, t: str) -> None:
+    """The data type an NCCL kernel is compiled for: one kernel per type, so it is the precision."""
+    k.precision = _NCCL_DT[t]
+    k.dtypes = (k.precision,)
+    k.add(t, "dtype", k.precision)
 
 
 def _nccl_symmetric(k: Draft, coll: str, toks: list[str]) -> bool:
@@ -466,9 +471,7 @@ def _nccl_symmetric(k: Draft, coll: str, toks: list[str]) -> bool:
             k.details["reduction"] = t
             k.add(t, "reduction", f"{t} reduction")
         elif t in _NCCL_DT:
-            k.precision = _NCCL_DT[t]
-            k.dtypes = (k.precision,)
-            k.add(t, "dtype", k.precision)
+            _nccl_dtype(k, t)
         else:
             algo.append(t)
     if algo:

@@ -191,24 +191,17 @@ def decode_trtllm(k: Draft, sym: str, full: str) -> bool:
 def _generated(k: Draft, s: str) -> bool:
     """The generated kernels, one word each: fmha_v2, XQA (precompiled and JIT), trtllm-gen's FMHA,
     its multi-CTA reduction and its GEMMs."""
-    m = _FMHA_V2.match(s)
-    if m:
-        _fmha_v2(k, m)
-        return True
-    m = _XQA.match(s)
-    if m:
-        _xqa(k, m)
-        return True
+    for pattern, read in ((_FMHA_V2, _fmha_v2), (_XQA, _xqa), (_GEN_FMHA, _gen_fmha)):
+        m = pattern.match(s)
+        if m:
+            read(k, m)
+            return True
     if s in _KNOWN_BARE:
         _claim(k, s, "attention", "XQA attention (JIT)", part="XQA", tensor_cores=True)
         return True
     if s == "fmhaReductionKernel":  # trtllm-gen's multi-CTA KV reduction (fmhaReduction.cu)
         label = "trtllm-gen attention: multi-CTA reduction"
         _claim(k, s, "attention", label, part="trtllm-gen", tensor_cores=False)
-        return True
-    m = _GEN_FMHA.match(s)
-    if m:
-        _gen_fmha(k, m)
         return True
     m = _GEN_GEMM.match(s)
     if m and _GEN_TYPE.match(m.group("rest")):
