@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, squash, upper
 from .precision import precision_table
 
 __all__ = ["decode_aiter"]
@@ -75,7 +75,5 @@ def decode_aiter(k: Draft, sym: str, full: str) -> bool:
     direction = " backward" if "bwd" in toks else " forward" if "fwd" in toks else ""
     dim = f" d{k.details['head_dim']}" if "head_dim" in k.details else ""
     k.tensor_cores = True if k.op in ("attention", "gemm", "moe") else None
-    k.short = f"aiter {k.op}{direction} {(k.precision or '').upper()}{dim}".replace(
-        "  ", " "
-    ).strip()
+    k.short = squash(f"aiter {k.op}{direction} {upper(k.precision)}{dim}")
     return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, squash, upper
 from .spelling import signature, split_top
 from .stack import claim, element_types
 
@@ -79,5 +79,5 @@ def decode_bitsandbytes(k: Draft, sym: str, full: str) -> bool:
         k.details["weight_only"] = True
     if leaf.startswith("kInt8") or "int32" in leaf:
         k.precision = "int8"
-    k.short = f"bitsandbytes {(k.precision or '').upper()} {leaf}".replace("  ", " ")
+    k.short = squash(f"bitsandbytes {upper(k.precision)} {leaf}")
     return True

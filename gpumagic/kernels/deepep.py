@@ -9,7 +9,7 @@ The low-latency dispatch's first template argument says whether tokens travel as
 
 from __future__ import annotations
 
-from .name import Draft
+from .name import Draft, squash, upper
 from .spelling import signature, split_top
 from .stack import claim
 
@@ -69,5 +69,5 @@ def decode_deepep(k: Draft, sym: str, full: str) -> bool:
     what = {"dispatch": "dispatch", "combine": "combine", "notify": f"notify ({leaf})"}.get(
         phase or "", leaf
     )
-    k.short = f"DeepEP {what} {where} {(k.precision or '').upper()}".replace("  ", " ").strip()
+    k.short = squash(f"DeepEP {what} {where} {upper(k.precision)}")
     return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, squash, upper
 from .spelling import signature
 from .stack import claim, set_types
 
@@ -91,7 +91,5 @@ def decode_deepgemm(k: Draft, sym: str, full: str) -> bool:
         if kind != "normal":
             k.details["grouped"] = kind
     group = f" {k.details['grouped']}" if k.details.get("grouped") else ""
-    k.short = f"DeepGEMM {(k.precision or '').upper()} {'GEMM' if gemm else leaf}{group}".replace(
-        "  ", " "
-    )
+    k.short = squash(f"DeepGEMM {upper(k.precision)} {'GEMM' if gemm else leaf}{group}")
     return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .name import MN_TOKEN, Draft, add_tile
+from .name import MN_TOKEN, Draft, add_tile, squash, upper
 from .precision import precision_table
 
 __all__ = ["decode_flash4"]
@@ -71,12 +71,8 @@ def decode_flash4(k: Draft, sym: str, full: str) -> bool:
         i += 1
     step_text = f" {step.replace('_', ' ')}" if step else ""
     dim = k.details.get("head_dim")
-    k.short = (
-        (
-            f"attention {direction}{step_text} (FlashAttention 4) {(k.precision or '').upper()}"
-            + (f" d{dim}" if dim else "")
-        )
-        .replace("  ", " ")
-        .strip()
+    k.short = squash(
+        f"attention {direction}{step_text} (FlashAttention 4) {upper(k.precision)}"
+        + (f" d{dim}" if dim else "")
     )
     return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft
+from .name import Draft, squash, upper
 from .spelling import signature
 from .stack import claim, element_types
 
@@ -72,5 +72,5 @@ def decode_flashmla(k: Draft, sym: str, full: str) -> bool:
         if metadata
         else "MLA decode attention"
     )
-    k.short = f"FlashMLA {(k.precision or '').upper()} {what}".replace("  ", " ")
+    k.short = squash(f"FlashMLA {upper(k.precision)} {what}")
     return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, add_layout, add_tile
+from .name import Draft, add_layout, add_tile, squash, upper
 from .precision import alternation, precision_table
 from .spelling import signature
 from .stack import claim, set_types, snake
@@ -125,9 +125,9 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
             "variant",
             {"nl": "no-loop", "nl_tiled": "no-loop, tiled"}.get(tail, tail.replace("_", ", ")),
         )
-    k.short = f"TRT-LLM fmha_v2 {k.precision.upper() if k.precision else ''} attention".replace(
-        "  ", " "
-    ) + (f" d{k.details['head_dim']}" if "head_dim" in k.details else "")
+    k.short = squash(f"TRT-LLM fmha_v2 {upper(k.precision)} attention") + (
+        f" d{k.details['head_dim']}" if "head_dim" in k.details else ""
+    )
 
 
 def _xqa(k: Draft, m: re.Match) -> None:
@@ -145,7 +145,7 @@ def _xqa(k: Draft, m: re.Match) -> None:
         k.details["head_dim"] = pairs["d"]
     if pairs.get("sm"):
         k.set_arch(f"sm{pairs['sm']}")
-    k.short = f"TRT-LLM XQA {(k.precision or '').upper()} decode attention".replace("  ", " ")
+    k.short = squash(f"TRT-LLM XQA {upper(k.precision)} decode attention")
 
 
 def _gen_fmha_types(rest: str) -> tuple[str, str, str, str] | None:
@@ -225,7 +225,7 @@ def _gen_fmha(k: Draft, m: re.Match) -> None:
             k.details["kv_cache"] = _gen_types(kv)[0]
         if head:
             k.details["head_dim"] = head
-    k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} attention"
+    k.short = f"TRT-LLM trtllm-gen {upper(k.precision)} attention"
 
 
 def _gen_gemm(k: Draft, m: re.Match) -> None:
@@ -240,9 +240,7 @@ def _gen_gemm(k: Draft, m: re.Match) -> None:
         _gen_gemm_token(k, t)
     if s.startswith("bmm"):
         k.details["grouped"] = "batched (MoE experts)"
-    k.short = f"TRT-LLM trtllm-gen {(k.precision or '').upper()} GEMM" + (
-        f" {k.tile}" if k.tile else ""
-    )
+    k.short = f"TRT-LLM trtllm-gen {upper(k.precision)} GEMM" + (f" {k.tile}" if k.tile else "")
 
 
 def _gen_gemm_token(k: Draft, t: str) -> None:
