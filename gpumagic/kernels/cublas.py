@@ -26,6 +26,7 @@ from .name import (
     dims,
     geometry,
     layout_meaning,
+    tensor_core_math,
     upper,
 )
 
@@ -240,7 +241,7 @@ def decode_nvjet(k: Draft, sym: str, full: str) -> bool:
     # follows
     else:
         k.add("nvjet_", "arch", "architecture not in the name (cuBLAS 12.9+ spelling)")
-    k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+    k.math = tensor_core_math(k.arch)
     toks = m.group("body").split("_")
     if toks and re.fullmatch(r"[a-z]{3,6}", toks[0]):
         _nvjet_dtypes(k, toks.pop(0))

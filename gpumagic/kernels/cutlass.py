@@ -28,6 +28,7 @@ from .name import (
     mma_dims,
     mma_precision,
     squash,
+    tensor_core_math,
     upper,
 )
 
@@ -203,7 +204,7 @@ def decode_cutlass3(k: Draft, sym: str, full: str) -> bool:
     k.set_arch(m.group("arch"))
     k.tensor_cores = m.group("opclass") != "simt"
     if k.tensor_cores:
-        k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+        k.math = tensor_core_math(k.arch)
     else:
         k.math = "SIMT"
     k.add(m.group("opclass"), "math", "tensor cores" if k.tensor_cores else "SIMT: CUDA cores")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .name import Draft, add_tile, dims, squash, upper
+from .name import Draft, add_tile, dims, squash, tensor_core_math, upper
 from .precision import precision_table
 from .stack import element_types, precision_label, set_types
 
@@ -87,7 +87,7 @@ def _mangled(k: Draft, full: str) -> bool:
     if arch:
         k.set_arch(f"sm{arch.group(1)}")
     mma = _MANGLED_MMA.search(full)
-    k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+    k.math = tensor_core_math(k.arch)
     if mma and mma.group(2) in _MMA_INPUT:
         k.precision = _MMA_INPUT[mma.group(2)]
         k.dtypes = (k.precision,)
@@ -172,7 +172,7 @@ def _arch_and_mma(k: Draft, full: str) -> None:
         )
         k.add(mma.group(0), "math", f"MMA instruction {dims(shape)}")
     else:
-        k.math = "tensor cores (wgmma)" if k.arch == "sm90" else "tensor cores"
+        k.math = tensor_core_math(k.arch)
 
 
 def _mainloop(k: Draft, body: str) -> None:

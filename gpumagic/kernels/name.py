@@ -405,6 +405,12 @@ def add_alignment(k: Draft, token: str, what: str = "operands") -> None:
     k.add(token, "alignment", f"{what} aligned to {token[5:]} elements")
 
 
+def tensor_core_math(arch: str | None) -> str:
+    """What a tensor-core GEMM's ``math`` says when its name gives no instruction: Hopper's
+    (sm90) tensor-core GEMMs are all wgmma; on other architectures the instruction is not known."""
+    return "tensor cores (wgmma)" if arch == "sm90" else "tensor cores"
+
+
 def upper(precision: str | None) -> str:
     return (precision or "").upper()
 
