@@ -41,18 +41,12 @@ _C2 = re.compile(
     r"(?P<rest>_.*)?$"
 )
 _C2_CORE = re.compile(r"^([a-z])(\d*)(?!\d)([a-z0-9]*?)(gemm|fprop|dgrad|wgrad|gemv|conv\w*?)(.*)$")
-_C2_OP = {
-    "gemm": "gemm",
-    "fprop": "conv_fprop",
-    "dgrad": "conv_dgrad",
-    "wgrad": "conv_wgrad",
-    "gemv": "gemv",
-}
-_C2_OP_MEANING = {
-    "gemm": "matrix multiply (GEMM)",
-    "fprop": "convolution forward",
-    "dgrad": "convolution data gradient",
-    "wgrad": "convolution weight gradient",
+#: the instruction part's op word -> (op, what it means); any other word is its own op and meaning
+_C2_OPS = {
+    "gemm": ("gemm", "matrix multiply (GEMM)"),
+    "fprop": ("conv_fprop", "convolution forward"),
+    "dgrad": ("conv_dgrad", "convolution data gradient"),
+    "wgrad": ("conv_wgrad", "convolution weight gradient"),
 }
 
 
@@ -160,8 +154,8 @@ def _core(k: Draft, core: str) -> None:
     if mid:
         k.add(mid, "mma input", f"{DTYPE.get(mid, mid)} inputs to the MMA")
         k.precision = DTYPE.get(mid, mid)
-    k.op = _C2_OP.get(op, op)
-    k.add(op + tail, "op", _C2_OP_MEANING.get(op, op))
+    k.op, meaning = _C2_OPS.get(op, (op, op))
+    k.add(op + tail, "op", meaning)
 
 
 _C3 = re.compile(

@@ -18,20 +18,16 @@ from .spelling import signature
 from .stack import claim, set_types
 
 _GEMM_TYPE = re.compile(r"GemmType\)(\d)|GemmType::(\w+)")
-_GEMM_TYPES = {
-    "0": "normal",
-    "1": "grouped (M, contiguous)",
-    "2": "grouped (M, masked)",
-    "3": "grouped (K, contiguous)",
-    "4": "batched",
-    "Normal": "normal",
-    "GroupedContiguous": "grouped (M, contiguous)",
-    "GroupedMasked": "grouped (M, masked)",
-    "MGroupedContiguous": "grouped (M, contiguous)",
-    "MGroupedMasked": "grouped (M, masked)",
-    "KGroupedContiguous": "grouped (K, contiguous)",
-    "Batched": "batched",
-}
+#: DeepGEMM's GemmType enum: (value, the names releases give it, what it is). A name spells the
+#: type by value (``(deep_gemm::GemmType)1``) or by name (``GemmType::MGroupedContiguous``).
+_GEMM_KINDS = (
+    ("0", ("Normal",), "normal"),
+    ("1", ("GroupedContiguous", "MGroupedContiguous"), "grouped (M, contiguous)"),
+    ("2", ("GroupedMasked", "MGroupedMasked"), "grouped (M, masked)"),
+    ("3", ("KGroupedContiguous",), "grouped (K, contiguous)"),
+    ("4", ("Batched",), "batched"),
+)
+_GEMM_TYPES = {spelled: kind for value, names, kind in _GEMM_KINDS for spelled in (value, *names)}
 _WORD_TYPES = (
     ("fp8_fp4", ("fp8e4m3", "fp4e2m1")),
     ("fp8", ("fp8e4m3",)),
