@@ -23,7 +23,6 @@ has a ``__call__``).
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .plot import HistoryPlot
+    from .plot import plot_history
     from .store import ENV, Store, default_path, resolve_path
     from .versus import Versus, ratio_ci, versus
 
@@ -57,6 +56,7 @@ _LAZY = {
     "Versus": "versus",
     "ratio_ci": "versus",
     "versus": "versus",
+    "plot_history": "plot",  # Bokeh's figures: loaded when a plot is asked for
 }
 
 
@@ -73,20 +73,6 @@ def history(*args: Any, **kwargs: Any) -> pd.DataFrame:
     from .query import history as query
 
     return query(*args, **kwargs)
-
-
-def plot_history(
-    label: str | None = None,
-    statement: str | None = None,
-    device: str | None = None,
-    *,
-    path: str | os.PathLike[str] | None = None,
-    last: int | None = None,
-) -> HistoryPlot:
-    """:func:`gpumagic.history.plot.plot_history` (Bokeh loads on first use)."""
-    from .plot import plot_history as plot
-
-    return plot(label, statement, device, path=path, last=last)
 
 
 class _CallableModule(types.ModuleType):
