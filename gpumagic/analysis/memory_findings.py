@@ -10,15 +10,12 @@ size at the same line (a buffer re-made each time round a loop); and what
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .finding import Finding
-
-if TYPE_CHECKING:
-    from .memory import MemoryAnalysis
 
 __all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocations"]
 
@@ -77,14 +74,15 @@ def _top(live: pd.DataFrame | None) -> str:
     return f"{g.index[0]} ({format_bytes(int(g.iloc[0]))})"
 
 
-def findings_of(m: MemoryAnalysis) -> list[Finding]:
-    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`, in the module
-    docstring's order: one step each, a step that has nothing to say gives none."""
+def findings_of(m: Any) -> list[Finding]:
+    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (typed loosely: that
+    module imports this one), in the module docstring's order: one step each, a step that has
+    nothing to say gives none."""
     steps = (_oom, _peak, _gap, _largest_category, _remade, _empty_cache)
     return [finding for step in steps for finding in step(m)]
 
 
-def _oom(m: MemoryAnalysis) -> list[Finding]:
+def _oom(m: Any) -> list[Finding]:
     """The out-of-memory failure, what was alive then, and whether a cap on the process refused a
     request the device had room for."""
     if not m.oom:
@@ -113,7 +111,7 @@ def _oom(m: MemoryAnalysis) -> list[Finding]:
     ]
 
 
-def _peak(m: MemoryAnalysis) -> list[Finding]:
+def _peak(m: Any) -> list[Finding]:
     """The peak, against the device's memory where the caller gave it (a warning above 90%)."""
     b = format_bytes
     when = f" at {m.peak_time_ms:.1f} ms" if m.has_times else ""
@@ -141,7 +139,7 @@ def _peak(m: MemoryAnalysis) -> list[Finding]:
     ]
 
 
-def _gap(m: MemoryAnalysis) -> list[Finding]:
+def _gap(m: Any) -> list[Finding]:
     """Reserved but not allocated at the peak, from :data:`GAP_NOTED` of reserved (or 1 GiB) on;
     above :data:`GAP_SHARE` a warning that names fragmentation and its remedy."""
     gap = m.peak_reserved - m.peak_bytes
@@ -166,7 +164,7 @@ def _gap(m: MemoryAnalysis) -> list[Finding]:
     ]
 
 
-def _largest_category(m: MemoryAnalysis) -> list[Finding]:
+def _largest_category(m: Any) -> list[Finding]:
     """The category that holds the most at the peak."""
     if not m.peak_bytes:
         return []
@@ -185,7 +183,7 @@ def _largest_category(m: MemoryAnalysis) -> list[Finding]:
     ]
 
 
-def _remade(m: MemoryAnalysis) -> list[Finding]:
+def _remade(m: Any) -> list[Finding]:
     """The site that re-made the most bytes of temporaries (:func:`repeated_allocations`)."""
     if not len(m.repeats):
         return []
@@ -205,7 +203,7 @@ def _remade(m: MemoryAnalysis) -> list[Finding]:
     ]
 
 
-def _empty_cache(m: MemoryAnalysis) -> list[Finding]:
+def _empty_cache(m: Any) -> list[Finding]:
     """What ``torch.cuda.empty_cache()`` would hand back at the end, and what that costs."""
     if not m.empty_cache_bytes:
         return []
