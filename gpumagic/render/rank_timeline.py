@@ -97,7 +97,7 @@ def rank_legend(
     p: Any,
     names: Sequence[str],
     bands: Sequence[tuple[float, float]],
-    by_rank: Mapping[str, list[Any]],
+    by_rank: Mapping[str | None, list[Any]],
     featured: Mapping[str, str],
     px: tuple[int, int],
 ) -> Any:

@@ -431,7 +431,8 @@ def test_the_two_rank_report_shows_ranks_not_one_gpu(two):
 
 
 def test_the_timeline_groups_lanes_by_rank(two):
-    from gpumagic.render.timeline import _lanes, _rows
+    from gpumagic.render.timeline import _rows
+    from gpumagic.render.timeline_lanes import lanes as _lanes
 
     labels = [label for label, _, _ in _lanes(two)]
     assert labels == [
@@ -467,7 +468,7 @@ def test_the_single_gpu_report_has_no_rank_section(committed_nsys):
 
 def test_one_process_on_two_gpus_is_shown_per_gpu_without_skew():
     from gpumagic import load_trace
-    from gpumagic.render.timeline import _lanes
+    from gpumagic.render.timeline_lanes import lanes as _lanes
 
     t = load_trace(DATA / "torch_block.json.gz")  # torch.profiler: no process ids
     t.meta["label"] = LABEL

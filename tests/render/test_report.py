@@ -154,7 +154,8 @@ def test_missing_input_shapes_show_empty_not_nan():
 
 
 def test_gpu_streams_sort_as_numbers_and_the_axis_unit_fits_the_span():
-    from gpumagic.render.timeline import _lanes, time_unit, timeline_figure
+    from gpumagic.render.timeline import time_unit, timeline_figure
+    from gpumagic.render.timeline_lanes import lanes as _lanes
 
     ks = [
         dict(
