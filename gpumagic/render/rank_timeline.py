@@ -27,6 +27,19 @@ _TITLE_PX = 20  # its title
 # what a row of it may take: the plot's frame, in a ~950 px output area, less the lanes' labels
 _WIDTH_PX = 640
 
+#: How the legend of ranks looks: smaller than the families' legend above the lanes.
+_LEGEND_LOOK: dict[str, Any] = {
+    "title_text_font_size": "12px",
+    "title_text_font_style": "normal",
+    "label_text_font_size": "11px",
+    "glyph_width": 10,
+    "glyph_height": 10,
+    "spacing": 8,
+    "padding": 4,
+    "margin": 4,
+    "inactive_fill_alpha": 0.75,
+}
+
 # Restacks the shown ranks' lanes from the top: shifts each shown rank's boxes and ticks by how far
 # its top moves, shades every other shown rank and draws a line between them, and sizes the plot to
 # the shown lanes. It runs when the last renderer of a rank changes visibility: the legend has
@@ -105,10 +118,41 @@ def rank_legend(
     bottom, each rank's renderers in ``by_rank``, the featured ranks' shown) with a legend of ranks
     that shows or hides each one, and its height grown by that legend. ``px``: the timeline's pixels
     per lane row and around its lanes."""
-    from bokeh.models import ColumnDataSource, CustomJS, Legend, LegendItem, Range1d
+    from bokeh.models import CustomJS, Range1d
 
     roles = {label: role for role, label in featured.items()}
     n_shown = sum(label in roles for label in names)
+    rel, words = _ticks_by_band(p, bands)
+    p.y_range = Range1d(start=min(bands[n_shown - 1][1], -0.5), end=0.3)
+    strips, spans = _shade_bands(p, bands[:n_shown])
+    choice = [label for label in sorted(names, key=_rank_key) if by_rank.get(label)]
+    legend, rows = _legend_of_ranks(names, choice, by_rank, featured)
+    p.add_layout(legend, "below")  # under the lanes and their time axis: the lanes come first
+    p.height += _TITLE_PX + rows * _ROW_PX
+    args = {
+        "rends": [by_rank.get(label, []) for label in names],
+        "tops": [top for top, _ in bands],
+        "heights": [top - bottom for top, bottom in bands],
+        "rel": rel,
+        "texts": words,
+        "strips": strips,
+        "spans": spans,
+        "axis": p.yaxis[0],
+        "p": p,
+        "row_px": px[0],
+        "extra_px": px[1] + _TITLE_PX + rows * _ROW_PX,
+    }
+    restack = CustomJS(args=args, code=_RESTACK_JS)
+    for label in choice:
+        by_rank[label][-1].js_on_change("visible", restack)
+    return p
+
+
+def _ticks_by_band(
+    p: Any, bands: Sequence[tuple[float, float]]
+) -> tuple[list[list[float]], list[list[str]]]:
+    """The lane ticks of each rank's band, as offsets from its top, and their labels: what the
+    restacking script moves with the band."""
     ticks = list(p.yaxis[0].ticker.ticks)
     texts = p.yaxis[0].major_label_overrides
     rel, words = [], []
@@ -116,10 +160,17 @@ def rank_legend(
         mine = [t for t in ticks if bottom < t < top]
         rel.append([t - top for t in mine])
         words.append([texts[float(t)] for t in mine])
-    p.y_range = Range1d(start=min(bands[n_shown - 1][1], -0.5), end=0.3)
-    shaded = [b for i, b in enumerate(bands[:n_shown]) if i % 2]
+    return rel, words
+
+
+def _shade_bands(p: Any, shown: Sequence[tuple[float, float]]) -> tuple[Any, Any]:
+    """Every other shown band shaded and a line between them, from sources the restacking script
+    rewrites: returns (the strips' source, the lines' source)."""
+    from bokeh.models import ColumnDataSource
+
+    shaded = [b for i, b in enumerate(shown) if i % 2]
     strips = ColumnDataSource({"y0": [b for _, b in shaded], "y1": [t for t, _ in shaded]})
-    spans = ColumnDataSource({"y": [t for t, _ in bands[1:n_shown]]})
+    spans = ColumnDataSource({"y": [t for t, _ in shown[1:]]})
     p.hstrip(
         y0="y0",
         y1="y1",
@@ -132,9 +183,21 @@ def rank_legend(
     p.hspan(
         y="y", source=spans, line_color="#808080", line_alpha=0.6, line_width=1, level="underlay"
     )
-    choice = [label for label in sorted(names, key=_rank_key) if by_rank.get(label)]
+    return strips, spans
+
+
+def _legend_of_ranks(
+    names: Sequence[str],
+    choice: Sequence[str],
+    by_rank: Mapping[str | None, list[Any]],
+    featured: Mapping[str, str],
+) -> tuple[Any, int]:
+    """The legend of ranks (one entry per rank in ``choice``, as many to a row as fit in
+    :data:`_WIDTH_PX`), titled with how many ranks there are and which are shown; and its rows."""
+    from bokeh.models.annotations import Legend, LegendItem
+
     items = [LegendItem(label=_short(label), renderers=by_rank[label]) for label in choice]
-    cols = max(1, _WIDTH_PX // max(len(item.label.value) * 7 + 10 + 5 + 8 for item in items))
+    cols = max(1, _WIDTH_PX // max(len(_short(label)) * 7 + 10 + 5 + 8 for label in choice))
     ranks = sum(_rank_key(label)[0] == 0 for label in names)
     said = " and ".join(f"{label}, the {role}" for role, label in featured.items())
     legend = Legend(
@@ -145,33 +208,6 @@ def rank_legend(
         location="top_left",
         title=f"Ranks ({ranks}): click one to show or hide its lanes (greyed: hidden). Shown: "
         f"{said}.",
-        title_text_font_size="12px",
-        title_text_font_style="normal",
-        label_text_font_size="11px",
-        glyph_width=10,
-        glyph_height=10,
-        spacing=8,
-        padding=4,
-        margin=4,
-        inactive_fill_alpha=0.75,
+        **_LEGEND_LOOK,
     )
-    p.add_layout(legend, "below")  # under the lanes and their time axis: the lanes come first
-    extra_px = px[1] + _TITLE_PX + -(-len(items) // cols) * _ROW_PX
-    p.height += _TITLE_PX + -(-len(items) // cols) * _ROW_PX
-    args = {
-        "rends": [by_rank.get(label, []) for label in names],
-        "tops": [top for top, _ in bands],
-        "heights": [top - bottom for top, bottom in bands],
-        "rel": rel,
-        "texts": words,
-        "strips": strips,
-        "spans": spans,
-        "axis": p.yaxis[0],
-        "p": p,
-        "row_px": px[0],
-        "extra_px": extra_px,
-    }
-    restack = CustomJS(args=args, code=_RESTACK_JS)
-    for label in choice:
-        by_rank[label][-1].js_on_change("visible", restack)
-    return p
+    return legend, -(-len(items) // cols)
