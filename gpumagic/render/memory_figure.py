@@ -10,9 +10,11 @@ whichever suits the peak.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 
 from ..analysis.memory import CATEGORIES, MemoryAnalysis, format_bytes
 
@@ -92,7 +94,7 @@ def ranges_figure(m: MemoryAnalysis, x_range: Any) -> Any:
         height=40 + 26 * len(lanes),
         sizing_mode="stretch_width",
         x_range=x_range,
-        y_range=FactorRange(*reversed(lanes)),
+        y_range=FactorRange(factors=list(reversed(lanes))),
         tools="xpan,xwheel_zoom,reset",
         active_scroll="xwheel_zoom",
     )
@@ -142,103 +144,123 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
 
 
 def _memory_plot(m: MemoryAnalysis, title: str | None) -> Any:
-    from bokeh.models import ColumnDataSource, HoverTool, Label, Legend, LegendItem, Span
+    """The memory over time: the levels (:func:`_draw_levels`), the peak and the failure marked, the
+    legend above, and the y axis from 0 with room over the highest line for the peak's label."""
+    from bokeh.models import DataRange1d
+    from bokeh.models.annotations import Legend
     from bokeh.plotting import figure
 
     s = m.samples
     unit, per = _scale(float(max(m.peak_bytes, m.samples["reserved"].max() if len(s) else 0, 1)))
-    x_label = "ms since the recording began" if m.has_times else "history entry"
-    shown = [c for c in CATEGORIES if len(s) and s[c].max() > 0]
     p = figure(
         height=330,
         sizing_mode="stretch_width",
-        x_axis_label=x_label,
+        x_axis_label="ms since the recording began" if m.has_times else "history entry",
         y_axis_label=unit,
         tools="xpan,xwheel_zoom,box_zoom,reset,save",
         active_scroll="xwheel_zoom",
         title=title,
     )
     p.toolbar.logo = None
-    items = []
-    if len(s):
-        xs, _ = _steps(s["time_ms"].to_numpy(float), s["allocated"].to_numpy(float))
-        data: dict[str, Any] = {"x": xs}
-        for c in shown:
-            data[c] = _steps(s["time_ms"].to_numpy(float), s[c].to_numpy(float) / per)[1]
-        data["allocated"] = _steps(
-            s["time_ms"].to_numpy(float), s["allocated"].to_numpy(float) / per
-        )[1]
-        data["reserved"] = _steps(
-            s["time_ms"].to_numpy(float), s["reserved"].to_numpy(float) / per
-        )[1]
-        src = ColumnDataSource(data)
-        if shown:
-            areas = p.varea_stack(
-                shown, x="x", color=[CATEGORY_COLORS[c] for c in shown], source=src, alpha=0.85
-            )
-            items += [LegendItem(label=c, renderers=[r]) for c, r in zip(shown, areas, strict=True)]
-        res = p.line(
-            "x", "reserved", source=src, color="#555555", line_width=1.5, line_dash="dashed"
-        )
-        alloc = p.line("x", "allocated", source=src, color="#222222", line_width=1, alpha=0.6)
-        items += [
-            LegendItem(label="reserved", renderers=[res]),
-            LegendItem(label="allocated", renderers=[alloc]),
-        ]
-        tips = [("time", "@x{0,0.000}"), ("allocated", f"@allocated{{0,0.00}} {unit}")]
-        tips += [("reserved", f"@reserved{{0,0.00}} {unit}")] + [
-            (c, f"@{{{c}}}{{0,0.00}} {unit}") for c in shown
-        ]
-        p.add_tools(HoverTool(renderers=[alloc], tooltips=tips, mode="vline"))
+    items = _draw_levels(p, s, unit, per) if len(s) else []
     peak_y = m.peak_bytes / per
     top = max(peak_y, float(s["reserved"].max()) / per if len(s) else 0.0, 1e-9)
+    _mark_peak(p, m, peak_y)
+    if m.oom:
+        _mark_oom(p, m.oom, top)
+    if items:
+        legend = Legend(
+            items=items,
+            orientation="horizontal",
+            margin=4,
+            label_text_font_size="12px",
+            click_policy="hide",
+        )
+        p.add_layout(legend, "above")
+    y_range = cast(DataRange1d, p.y_range)
+    y_range.start = 0
+    y_range.end = top * 1.12  # room above the highest line for the peak's label
+    p.xgrid.grid_line_color = None
+    return p
+
+
+def _draw_levels(p: Any, s: pd.DataFrame, unit: str, per: float) -> list[Any]:
+    """The categories stacked (those that hold anything), reserved dashed above them, allocated as
+    a line, all as steps, with a hover that reads every level at a time; returns the legend's
+    items."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models.annotations import LegendItem
+
+    shown = [c for c in CATEGORIES if s[c].max() > 0]
+    times = s["time_ms"].to_numpy(float)
+    data: dict[str, Any] = {"x": _steps(times, s["allocated"].to_numpy(float))[0]}
+    for c in [*shown, "allocated", "reserved"]:
+        data[c] = _steps(times, s[c].to_numpy(float) / per)[1]
+    src = ColumnDataSource(data)
+    items = []
+    if shown:
+        colors = [CATEGORY_COLORS[c] for c in shown]
+        areas = p.varea_stack(shown, x="x", color=colors, source=src, alpha=0.85)
+        items += [LegendItem(label=c, renderers=[r]) for c, r in zip(shown, areas, strict=True)]
+    res = p.line("x", "reserved", source=src, color="#555555", line_width=1.5, line_dash="dashed")
+    alloc = p.line("x", "allocated", source=src, color="#222222", line_width=1, alpha=0.6)
+    items += [
+        LegendItem(label="reserved", renderers=[res]),
+        LegendItem(label="allocated", renderers=[alloc]),
+    ]
+    tips = [("time", "@x{0,0.000}"), ("allocated", f"@allocated{{0,0.00}} {unit}")]
+    tips += [("reserved", f"@reserved{{0,0.00}} {unit}")]
+    tips += [(c, f"@{{{c}}}{{0,0.00}} {unit}") for c in shown]
+    p.add_tools(HoverTool(renderers=[alloc], tooltips=tips, mode="vline"))
+    return items
+
+
+#: How a mark's label looks (the peak's, the failure's): small, on a light backing over the curves.
+_MARK_LABEL: dict[str, Any] = {
+    "text_font_size": "11px",
+    "background_fill_color": "white",
+    "background_fill_alpha": 0.7,
+}
+
+
+def _mark_peak(p: Any, m: MemoryAnalysis, peak_y: float) -> None:
+    """The peak: a dotted line at its time, a triangle at its height, its bytes beside it."""
+    from bokeh.models.annotations import Label, Span
+
     p.add_layout(
         Span(location=m.peak_time_ms, dimension="height", line_color="#c0392b", line_dash="dotted")
     )
     p.scatter([m.peak_time_ms], [peak_y], size=9, color="#c0392b", marker="triangle")
+    text = f"peak {format_bytes(m.peak_bytes)}"
     p.add_layout(
         Label(
             x=m.peak_time_ms,
             y=peak_y,
-            text=f"peak {format_bytes(m.peak_bytes)}",
+            text=text,
             x_offset=6,
             y_offset=4,
-            text_font_size="11px",
             text_color="#c0392b",
-            background_fill_color="white",
-            background_fill_alpha=0.7,
+            **_MARK_LABEL,
         )
     )
-    if m.oom:
-        p.add_layout(
-            Span(location=m.oom["time_ms"], dimension="height", line_color="#8e0000", line_width=2)
+
+
+def _mark_oom(p: Any, oom: Mapping[str, Any], top: float) -> None:
+    """The out-of-memory failure: a line at its time and the request's bytes near the top."""
+    from bokeh.models.annotations import Label, Span
+
+    p.add_layout(
+        Span(location=oom["time_ms"], dimension="height", line_color="#8e0000", line_width=2)
+    )
+    p.add_layout(
+        Label(
+            x=oom["time_ms"],
+            y=top * 0.98,
+            text=f"out of memory: {format_bytes(oom['bytes'])} requested",
+            x_offset=-6,
+            y_offset=-16,
+            text_align="right",
+            text_color="#8e0000",
+            **_MARK_LABEL,
         )
-        p.add_layout(
-            Label(
-                x=m.oom["time_ms"],
-                y=top * 0.98,
-                text=f"out of memory: {format_bytes(m.oom['bytes'])} requested",
-                x_offset=-6,
-                y_offset=-16,
-                text_align="right",
-                text_font_size="11px",
-                text_color="#8e0000",
-                background_fill_color="white",
-                background_fill_alpha=0.7,
-            )
-        )
-    if items:
-        p.add_layout(
-            Legend(
-                items=items,
-                orientation="horizontal",
-                margin=4,
-                label_text_font_size="12px",
-                click_policy="hide",
-            ),
-            "above",
-        )
-    p.y_range.start = 0
-    p.y_range.end = top * 1.12  # room above the highest line for the peak's label
-    p.xgrid.grid_line_color = None
-    return p
+    )
