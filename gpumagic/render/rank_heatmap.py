@@ -138,16 +138,49 @@ def _colors(values: np.ndarray, palette: str) -> tuple[list[str], list[str], flo
 def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None) -> Any:
     """The heatmap as a Bokeh figure; ``featured``: role -> label (``ranks_view.featured_ranks``),
     named on the rank axis. Its ``height`` is the whole plot's."""
-    from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
+    from bokeh.models import FixedTicker, Range1d
     from bokeh.plotting import figure
 
     values = heatmap_values(trace)
     n = len(values)
-    cell = float(max(MIN_CELL_PX, min(CELL_PX, ROWS_PX / max(n, 1))))
-    roles = {label: role for role, label in (featured or {}).items()}
+    cell = _cell_px(n)
+    p = figure(
+        height=int(n * cell) + _FRAME_PX,
+        sizing_mode="stretch_width",
+        max_width=_WIDTH_PX,
+        x_range=Range1d(start=-0.5, end=len(COLUMNS) - 0.5),
+        y_range=Range1d(start=n - 0.5, end=-0.5),  # rank 0 on top
+        x_axis_location="above",
+        tools="save",
+        toolbar_location=None,
+        title="Per rank: each column on its own scale, darker is more (hover a cell for its "
+        "numbers)",
+    )
+    _draw_cells(p, _cells(values), cell)
+    p.xaxis.ticker = FixedTicker(ticks=list(range(len(COLUMNS))))
+    p.xaxis.major_label_overrides = {j: name for j, (_, name, _) in enumerate(COLUMNS)}
+    p.xaxis.major_label_text_font_size = "12px"
+    # a rank on several GPUs has a row per GPU, each named after the rank's role
     base = [label.split(" \u00b7 GPU")[0] for label in values.index]
-    feat_rows = [i for i, b in enumerate(base) if b in roles]
-    keys = [k for k, *_ in COLUMNS]
+    font = f"{int(min(12, max(9, cell - 2)))}px" if n <= ROWS_PX // LABEL_PX else "11px"
+    _rank_axis(p, list(map(str, values.index)), base, featured, cell, font)
+    for axis in (p.xaxis, p.yaxis):
+        axis.major_tick_line_color = None
+        axis.minor_tick_line_color = None
+        axis.axis_line_color = None
+    return p
+
+
+def _cell_px(n: int) -> float:
+    """A row's height for ``n`` rows: :data:`CELL_PX`, less as rows are added to keep the rows near
+    :data:`ROWS_PX`, never under :data:`MIN_CELL_PX`."""
+    return float(max(MIN_CELL_PX, min(CELL_PX, ROWS_PX / max(n, 1))))
+
+
+def _cells(values: pd.DataFrame) -> dict[str, list[Any]]:
+    """One cell per rank and column (column by column): its place, colours, the value written in it
+    and what the hover says."""
+    n = len(values)
     data: dict[str, list[Any]] = {
         k: [] for k in ("x", "y", "fill", "ink", "value", "text", "row", "col", "scale")
     }
@@ -165,19 +198,14 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
         data["row"] += list(values.index)
         data["col"] += [name.replace("\n", " ")] * n
         data["scale"] += [f"0 to {top:.0%}"] * n
-    height = int(n * cell) + _FRAME_PX
-    p = figure(
-        height=height,
-        sizing_mode="stretch_width",
-        max_width=_WIDTH_PX,
-        x_range=Range1d(-0.5, len(COLUMNS) - 0.5),
-        y_range=Range1d(n - 0.5, -0.5),  # rank 0 on top
-        x_axis_location="above",
-        tools="save",
-        toolbar_location=None,
-        title="Per rank: each column on its own scale, darker is more (hover a cell for its "
-        "numbers)",
-    )
+    return data
+
+
+def _draw_cells(p: Any, data: dict[str, list[Any]], cell: float) -> None:
+    """The cells, a gap between them where rows are tall enough, each value written in its cell
+    from :data:`TEXT_PX` on, and the hover."""
+    from bokeh.models import ColumnDataSource, HoverTool
+
     src = ColumnDataSource(data)
     cells = p.rect(
         x="x",
@@ -189,7 +217,6 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
         line_color=None,
     )
     if cell >= TEXT_PX:
-        size = f"{int(min(12, cell - 3))}px"
         p.text(
             x="x",
             y="y",
@@ -198,35 +225,37 @@ def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None)
             text_color="ink",
             text_align="center",
             text_baseline="middle",
-            text_font_size=size,
+            text_font_size=f"{int(min(12, cell - 3))}px",
         )
-    p.add_tools(
-        HoverTool(
-            renderers=[cells],
-            tooltips=_TOOLTIP,
-        )
-    )
-    p.xaxis.ticker = FixedTicker(ticks=list(range(len(keys))))
-    p.xaxis.major_label_overrides = {j: name for j, (_, name, _) in enumerate(COLUMNS)}
-    ticks = _ticks(n, cell, feat_rows)
-    p.yaxis.ticker = FixedTicker(ticks=ticks)
+    p.add_tools(HoverTool(renderers=[cells], tooltips=_TOOLTIP))
+
+
+def _rank_axis(
+    p: Any,
+    labels: list[str],
+    ranks: list[str],
+    featured: Mapping[str, str] | None,
+    cell: float,
+    font: str,
+    offset: float = 0,
+) -> None:
+    """The rank axis of either heatmap: ticks at the rows :func:`_ticks` keeps (at row +
+    ``offset``), each named by its row's ``labels`` entry and, where its rank (``ranks``) is
+    featured, its role; the frame bare (no grid, no outline). Both heatmaps name the featured ranks
+    alike."""
+    from bokeh.models import FixedTicker
+
+    roles = {label: role for role, label in (featured or {}).items()}
+    ticks = _ticks(len(labels), cell, [i for i, r in enumerate(ranks) if r in roles])
+    p.yaxis.ticker = FixedTicker(ticks=[i + offset for i in ticks])
     p.yaxis.major_label_overrides = {
-        i: f"{values.index[i]} \u00b7 {roles[base[i]]}"
-        if base[i] in roles
-        else str(values.index[i])
+        i + offset: f"{labels[i]} \u00b7 {roles[ranks[i]]}" if ranks[i] in roles else labels[i]
         for i in ticks
     }
-    font = f"{int(min(12, max(9, cell - 2)))}px" if n <= ROWS_PX // LABEL_PX else "11px"
     p.yaxis.major_label_text_font_size = font
-    p.xaxis.major_label_text_font_size = "12px"
-    for axis in (p.xaxis, p.yaxis):
-        axis.major_tick_line_color = None
-        axis.minor_tick_line_color = None
-        axis.axis_line_color = None
     p.grid.grid_line_color = None
     p.outline_line_color = None
     p.min_border_left = 10
-    return p
 
 
 #: A rank x time heatmap draws at most this many rows: past it, consecutive ranks share a row.
@@ -262,20 +291,20 @@ def rank_time_heatmap_figure(
     """Busy share per rank (rows) and time bin (columns) as a Bokeh image: darker is busier. Past
     :data:`TIME_ROWS` ranks, a row stands for a block of consecutive ranks (their mean), so the page
     stays the same size at any rank count; the featured ranks' rows are named on the axis."""
-    from bokeh.models import FixedTicker, HoverTool, LinearColorMapper, Range1d
+    from bokeh.models import HoverTool, LinearColorMapper, Range1d
     from bokeh.palettes import Blues256
     from bokeh.plotting import figure
 
     shown, labels = grouped_rows(matrix, ranks)
     n, cols = shown.shape
-    cell = float(max(MIN_CELL_PX, min(CELL_PX, ROWS_PX / max(n, 1))))
+    cell = _cell_px(n)
     span_s = cols * width_ns * 1e-9
     p = figure(
         height=int(n * cell) + _FRAME_PX,
         sizing_mode="stretch_width",
         max_width=_WIDTH_PX,
-        x_range=Range1d(0, span_s),
-        y_range=Range1d(n, 0),  # rank 0 on top
+        x_range=Range1d(start=0, end=span_s),
+        y_range=Range1d(start=n, end=0),  # rank 0 on top
         tools="save,xwheel_zoom,xpan,reset",
         toolbar_location="right",
         title="GPU busy per rank over time (darker is busier; hover for the numbers)",
@@ -289,16 +318,5 @@ def rank_time_heatmap_figure(
             tooltips=[("time", "$x{0.000} s"), ("row", "$y{0}"), ("busy", "@image{0%}")],
         )
     )
-    roles = {label: role for role, label in (featured or {}).items()}
-    feat = [i for i, label in enumerate(labels) if label in roles]
-    ticks = _ticks(n, cell, feat)
-    p.yaxis.ticker = FixedTicker(ticks=[i + 0.5 for i in ticks])
-    p.yaxis.major_label_overrides = {
-        i + 0.5: f"{labels[i]} \u00b7 {roles[labels[i]]}" if labels[i] in roles else labels[i]
-        for i in ticks
-    }
-    p.yaxis.major_label_text_font_size = "11px"
-    p.grid.grid_line_color = None
-    p.outline_line_color = None
-    p.min_border_left = 10
+    _rank_axis(p, labels, labels, featured, cell, "11px", offset=0.5)
     return p
