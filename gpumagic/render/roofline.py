@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from ..units import format_si, format_time
+from .xy_figure import xy_figure
 
 __all__ = ["LIMITER_COLORS", "calls_figure", "roofline_figure"]
 
@@ -199,7 +200,7 @@ def _frame(
 ) -> Any:
     """The log-log axes, the DRAM slope and a flat roof per entry of ``roofs`` (name -> FLOP/s or
     OP/s)."""
-    from bokeh.plotting import figure
+    from bokeh.models import Range1d
 
     xs = [x for x in xs_in if x > 0] or [1.0]
     ys = [y for y in ys_in if y > 0] or [1e12]
@@ -207,18 +208,15 @@ def _frame(
     x0, x1 = min(xs + ridges) / 4, max(xs + ridges) * 4
     y0, y1 = min(ys) / 4, max(ys + list(roofs.values())) * 2
     x0, x1, y0, y1 = _compact([x0, x1, y0, y1])
-    p = figure(
+    p = xy_figure(
         title=title,
-        x_axis_type="log",
-        y_axis_type="log",
-        x_range=(x0, x1),
-        y_range=(y0, y1),
-        x_axis_label=x_label,
-        y_axis_label=y_label,
+        x_label=x_label,
+        y_label=y_label,
         height=380,
-        sizing_mode="stretch_width",
-        tools="pan,wheel_zoom,box_zoom,reset,save",
-        toolbar_location="above",
+        log_x=True,
+        log_y=True,
+        x_range=Range1d(start=x0, end=x1),
+        y_range=Range1d(start=y0, end=y1),
     )
     if dram:
         top = max(roofs.values()) if roofs else y1

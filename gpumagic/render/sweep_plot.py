@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .compare_plot import time_unit
+from .xy_figure import xy_figure
 
 __all__ = ["PALETTE", "geometric", "rate_scale", "sweep_figure"]
 
@@ -81,6 +83,25 @@ def _axis(metric: str, ys: Sequence[float]) -> tuple[float, str]:
     return factor, f"time per call [{unit}]"
 
 
+@dataclass
+class _Axes:
+    """How a sweep's values are placed: the x values (of every series and the failed points),
+    whether they are names (categorical), the y scale (``factor``) and label, and which axes are
+    logarithmic. ``scaled``: the positive y values as drawn."""
+
+    xs: list[Any]
+    categorical: bool
+    factor: float
+    y_label: str
+    log_x: bool
+    log_y: bool
+    scaled: list[float]
+
+    def x(self, values: Sequence[Any]) -> list[Any]:
+        """``values`` as the x axis takes them: names for a categorical axis."""
+        return [str(v) for v in values] if self.categorical else list(values)
+
+
 def sweep_figure(
     series: Mapping[str, Mapping[str, Sequence[Any]]],
     failed: Mapping[str, Sequence[Any]] | None = None,
@@ -93,11 +114,44 @@ def sweep_figure(
     median, rate), ``peaks`` (value in the metric's own unit per second -> its name) as dashed
     lines, ``failed`` points (x, label, error) as crosses along the bottom. ``metric``: "flop",
     "byte" or "time" (y values in seconds)."""
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
+    from bokeh.models import FactorRange, HoverTool
 
-    peaks = dict(peaks or {})
     failed = failed or {"x": [], "label": [], "error": []}
+    axes = _axes(series, failed, metric)
+    factors = list(dict.fromkeys(str(v) for v in axes.xs))
+    p = xy_figure(
+        title=title,
+        x_label=x,
+        y_label=axes.y_label,
+        height=360,
+        log_x=axes.log_x,
+        log_y=axes.log_y,
+        x_range=FactorRange(factors=factors) if axes.categorical else None,
+    )
+    hovered = _draw_series(p, series, axes)
+    x_ends = _ends(axes.xs, axes.categorical)
+    if metric != "time" and x_ends:
+        _draw_peaks(p, dict(peaks or {}), axes, x_ends)
+    if failed["x"]:
+        hovered.append(_draw_failed(p, failed, axes))
+    if axes.log_x:
+        _tick_at_values(p, axes.xs)
+    p.add_tools(HoverTool(renderers=hovered, tooltips=_TOOLTIP))
+    if p.legend:
+        # beside the plot, not in it: rising curves and the peaks dashed across the width leave no
+        # corner free
+        p.add_layout(p.legend[0], "right")
+        p.legend.click_policy = "hide"
+        p.legend.label_text_font_size = "11px"
+    return p
+
+
+def _axes(
+    series: Mapping[str, Mapping[str, Sequence[Any]]],
+    failed: Mapping[str, Sequence[Any]],
+    metric: str,
+) -> _Axes:
+    """The axes of a sweep (the module's docstring says when they are logarithmic)."""
     xs = [v for s in series.values() for v in s["x"]] + list(failed["x"])
     categorical = any(isinstance(v, str) for v in xs)
     ys = [float(v) for s in series.values() for v in s["y"] if v is not None and v > 0]
@@ -105,26 +159,22 @@ def sweep_figure(
     log_x = not categorical and geometric(xs)
     scaled = [v * factor for v in ys]
     log_y = log_x and bool(scaled) and max(scaled) > 10 * min(scaled)
-    factors = list(dict.fromkeys(str(v) for v in xs)) if categorical else None
-    ranges = {"x_range": factors} if categorical else {}
-    p = figure(
-        title=title,
-        x_axis_type="log" if log_x else "linear",
-        y_axis_type="log" if log_y else "linear",
-        **ranges,
-        x_axis_label=x,
-        y_axis_label=y_label,
-        height=360,
-        sizing_mode="stretch_width",
-        tools="pan,wheel_zoom,box_zoom,reset,save",
-        toolbar_location="above",
-    )
+    return _Axes(xs, categorical, factor, y_label, log_x, log_y, scaled)
+
+
+def _draw_series(
+    p: Any, series: Mapping[str, Mapping[str, Sequence[Any]]], axes: _Axes
+) -> list[Any]:
+    """One line and its points per series, a colour each; returns the points (what the hover
+    reads)."""
+    from bokeh.models import ColumnDataSource
+
     hovered = []
     for i, (name, s) in enumerate(series.items()):
         color = PALETTE[i % len(PALETTE)]
         data = {
-            "x": [str(v) for v in s["x"]] if categorical else list(s["x"]),
-            "y": [v * factor if v is not None else float("nan") for v in s["y"]],
+            "x": axes.x(s["x"]),
+            "y": [v * axes.factor if v is not None else float("nan") for v in s["y"]],
             "series": [name] * len(s["x"]),
             "params": list(s["params"]),
             "median": list(s["median"]),
@@ -141,46 +191,44 @@ def sweep_figure(
             name="series",
         )
         hovered.append(p.scatter("x", "y", source=source, size=7, color=color, legend_label=name))
-    x_ends = _ends(xs, categorical)
-    if metric != "time" and x_ends:
-        for i, (value, label) in enumerate(sorted(peaks.items(), reverse=True)):
-            shown = f"{label} {value * factor:.3g} {y_label}"
-            p.line(
-                list(x_ends),
-                [value * factor] * 2,
-                line_dash="dashed",
-                line_width=1.5,
-                line_color=_PEAK_COLORS[i % len(_PEAK_COLORS)],
-                legend_label=shown,
-                name="peak",
-            )
-    if failed["x"]:
-        bottom = min(scaled) if scaled else 1.0
-        source = ColumnDataSource(
-            {
-                "x": [str(v) for v in failed["x"]] if categorical else list(failed["x"]),
-                "y": [bottom] * len(failed["x"]),
-                "series": list(failed["label"]),
-                "params": list(failed["error"]),
-                "median": ["\u2014"] * len(failed["x"]),
-                "rate": ["not measured"] * len(failed["x"]),
-            }
+    return hovered
+
+
+def _draw_peaks(p: Any, peaks: Mapping[float, str], axes: _Axes, x_ends: tuple[Any, Any]) -> None:
+    """Each peak as a dashed line across the plot, highest first, named with its value."""
+    for i, (value, label) in enumerate(sorted(peaks.items(), reverse=True)):
+        shown = f"{label} {value * axes.factor:.3g} {axes.y_label}"
+        p.line(
+            list(x_ends),
+            [value * axes.factor] * 2,
+            line_dash="dashed",
+            line_width=1.5,
+            line_color=_PEAK_COLORS[i % len(_PEAK_COLORS)],
+            legend_label=shown,
+            name="peak",
         )
-        crosses = p.scatter(
-            "x", "y", source=source, marker="x", size=12, color="#b22222", legend_label="failed"
-        )
-        crosses.name = "failed"
-        hovered.append(crosses)
-    if log_x:
-        _tick_at_values(p, xs)
-    p.add_tools(HoverTool(renderers=hovered, tooltips=_TOOLTIP))
-    if p.legend:
-        # beside the plot, not in it: rising curves and the peaks dashed across the width leave no
-        # corner free
-        p.add_layout(p.legend[0], "right")
-        p.legend.click_policy = "hide"
-        p.legend.label_text_font_size = "11px"
-    return p
+
+
+def _draw_failed(p: Any, failed: Mapping[str, Sequence[Any]], axes: _Axes) -> Any:
+    """The points that failed, as crosses along the bottom of the plot, their error in the hover."""
+    from bokeh.models import ColumnDataSource
+
+    n = len(failed["x"])
+    source = ColumnDataSource(
+        {
+            "x": axes.x(failed["x"]),
+            "y": [min(axes.scaled) if axes.scaled else 1.0] * n,
+            "series": list(failed["label"]),
+            "params": list(failed["error"]),
+            "median": ["\u2014"] * n,
+            "rate": ["not measured"] * n,
+        }
+    )
+    crosses = p.scatter(
+        "x", "y", source=source, marker="x", size=12, color="#b22222", legend_label="failed"
+    )
+    crosses.name = "failed"
+    return crosses
 
 
 def _tick_at_values(p: Any, xs: Sequence[Any]) -> None:
