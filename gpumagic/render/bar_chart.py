@@ -15,27 +15,32 @@ def bar_chart(
     *,
     title: str,
     x_label: str,
-    x_end: float,
-    height: int,
     tooltip: str,
+    sizes: tuple[int, int],
+    label_room: float,
     left: str | None = None,
     right: str = "right",
     label_at: str | None = None,
 ) -> tuple[Any, Any]:
     """A Bokeh figure of one bar per ``data["label"]`` (top to bottom in order), from the column
     ``left`` (0 where None) to the column ``right``, coloured by ``data["color"]``, with
-    ``data["end"]`` written after the column ``label_at`` (default: ``right``); ``x_end``: the
-    axis' right end. Returns (figure, the bars' renderer) for marks a caller adds."""
-    from bokeh.models import ColumnDataSource, HoverTool, LabelSet
+    ``data["end"]`` written after the column ``label_at`` (default: ``right``). The axis runs
+    from 0 to ``label_room`` times the furthest label's place, so every end label fits;
+    ``sizes``: the frame's pixels and each bar's. Returns (figure, the bars' renderer) for marks a
+    caller adds."""
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d
+    from bokeh.models.annotations import LabelSet, Title
     from bokeh.plotting import figure
 
     labels = list(data["label"])
+    furthest = max(max(data[label_at or right], default=1.0), 1e-9)
+    frame_px, bar_px = sizes
     p = figure(
-        title=title,
-        y_range=list(reversed(labels)),
-        x_range=(0, x_end),
+        title=Title(text=title, text_font_size="12px"),
+        y_range=FactorRange(factors=list(reversed(labels))),
+        x_range=Range1d(start=0, end=furthest * label_room),
         x_axis_label=x_label,
-        height=height,
+        height=frame_px + bar_px * len(labels),
         sizing_mode="stretch_width",
         tools="save",
         toolbar_location=None,
@@ -58,5 +63,4 @@ def bar_chart(
     )
     p.add_tools(HoverTool(renderers=[bars], tooltips=tooltip))
     p.ygrid.grid_line_color = None
-    p.title.text_font_size = "12px"
     return p, bars

@@ -33,7 +33,7 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
     """A Bokeh figure: one bar per entry of ``bars`` (keys: label, median in seconds, text, speedup,
     rate, baseline), top to bottom in their order; the baseline grey, with a dashed line at its
     median."""
-    from bokeh.models import Span
+    from bokeh.models.annotations import Span
 
     from .bar_chart import bar_chart
 
@@ -49,14 +49,13 @@ def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per c
         "color": [BASELINE_COLOR if b.get("baseline") else BAR_COLOR for b in bars],
         "end": [b["speedup"].replace(" (baseline)", "") for b in bars],
     }
-    top = max(data["value"], default=1.0)
     p, _ = bar_chart(
         data,
         title=title,
         x_label=f"median per call [{unit}]",
-        x_end=top * 1.25,
-        height=60 + 30 * len(bars),
         tooltip=_TOOLTIP,
+        sizes=(60, 30),
+        label_room=1.25,
         right="value",
     )
     for b, value in zip(bars, data["value"]):

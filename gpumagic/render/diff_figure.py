@@ -68,7 +68,7 @@ def waterfall_rows(
     )
     rows[0]["end"] = f"{busy_a * scale:.3g} {unit}"
     rows[-1]["end"] = f"{busy_b * scale:.3g} {unit}"
-    for row, label in zip(rows, _unique([r["label"] for r in rows])):
+    for row, label in zip(rows, _unique([str(r["label"]) for r in rows])):
         row["label"] = label
     return rows, unit
 
@@ -122,14 +122,13 @@ def waterfall_figure(
     data = {k: [r[k] for r in rows] for k in ("left", "right", "color", "text", "end")}
     data["label"] = labels
     data["at"] = [max(r["left"], r["right"]) for r in rows]
-    top = max(max(data["at"]), 1e-9)
     p, _ = bar_chart(
         data,
         title=title,
         x_label=f"GPU time [{unit}]",
-        x_end=top * 1.22,
-        height=70 + 26 * len(rows),
         tooltip=_TOOLTIP,
+        sizes=(70, 26),
+        label_room=1.22,
         left="left",
         label_at="at",
     )
