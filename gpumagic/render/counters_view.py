@@ -9,7 +9,7 @@ from typing import Any
 
 from ..analysis.counters import code_counters, counters_table
 from ..analysis.finding import kernel_labels
-from .tables import esc, style
+from .tables import esc, style, table_html
 
 __all__ = ["counters_html", "counters_text_lines"]
 
@@ -95,10 +95,7 @@ def _rows_html(table: Any, first: str, heads: list[str], titles: list[str] | Non
             f"<td {style('num')}>{_cell(r[c])}</td>" for c, _ in _SHOWN if c != "Time (%)"
         )
         rows.append(f"<tr>{cells}</tr>")
-    return (
-        f"<table {style('table')}><thead><tr>{th}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+    return table_html(th, rows)
 
 
 def counters_text_lines(trace: Any, top: int) -> list[str]:

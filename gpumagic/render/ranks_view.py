@@ -23,7 +23,16 @@ from ..kernels import decode
 from ..trace import WINDOW_TEXT, Trace
 from ..units import format_ns
 from .options import MANY_RANKS, RANK_TABLE_EDGE, RANK_TABLE_ROWS
-from .tables import esc, kernel_name_cell, ns_title, style, yes_no
+from .tables import (
+    esc,
+    header_cells,
+    kernel_name_cell,
+    kernels_left_out,
+    ns_title,
+    style,
+    table_html,
+    yes_no,
+)
 
 __all__ = [
     "decoded_by_rank",
@@ -269,11 +278,7 @@ def rank_table_html(trace: Trace, featured: Mapping[str, str] | None = None) -> 
         for _, r in shown.assign(label=_with_role(shown["label"], featured)).iterrows()
     ]
     tail = f"<p class='gm-ranks-left-out' {style('muted')}>Showing {esc(said)}</p>" if said else ""
-    return (
-        f"<table class='gm-ranks' "
-        f"{style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        + tail
-    )
+    return table_html(ths, rows, "gm-ranks") + tail
 
 
 def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> list[str]:
@@ -361,10 +366,6 @@ def rank_kernel_table_html(
         .sum()
         .sort_values(ascending=False, kind="stable")
     )
-    ths = "".join(
-        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>"
-        for h, tip, role in _KERNEL_COLUMNS
-    )
     rows = []
     for name in order.index[:top]:
         group, others = _kernel_rows(s[s["Name"] == name], featured or {})
@@ -390,15 +391,8 @@ def rank_kernel_table_html(
             rows.append("<tr>" + "".join(cells) + "</tr>")
         if others:
             rows.append(f"<tr><td colspan='5' {style('muted')}>{esc(others)}</td></tr>")
-    more = len(order) - top
-    tail = (
-        f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
-    )
-    return (
-        f"<table class='gm-kernels gm-kernels-by-rank' "
-        f"{style('table')}><thead><tr>{ths}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{tail}"
-    )
+    table = table_html(header_cells(_KERNEL_COLUMNS), rows, "gm-kernels gm-kernels-by-rank")
+    return table + kernels_left_out(len(order) - top)
 
 
 def rank_kernel_text_lines(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -25,10 +25,13 @@ __all__ = [
     "breakable",
     "duration_table_html",
     "esc",
+    "header_cells",
     "kernel_name_cell",
     "kernel_table_html",
+    "kernels_left_out",
     "ns_title",
     "style",
+    "table_html",
     "yes_no",
 ]
 
@@ -68,6 +71,31 @@ def style(role: str) -> str:
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def table_html(ths: str, rows: Sequence[str], css_class: str = "") -> str:
+    """A table of header cells ``ths`` and body ``rows`` (each a whole ``<tr>``) in the report's
+    table style: the one way every table of the report is written."""
+    named = f"class='{css_class}' " if css_class else ""
+    return (
+        f"<table {named}{style('table')}><thead><tr>{ths}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def header_cells(columns: Iterable[tuple[str, str, str]]) -> str:
+    """The header cells of (header, tooltip, role) columns; one without a tooltip shows its header
+    on hover."""
+    return "".join(
+        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in columns
+    )
+
+
+def kernels_left_out(more: int) -> str:
+    """The line under a kernel table that says how many names ``--top`` left out ("" for none)."""
+    if more <= 0:
+        return ""
+    return f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>"
 
 
 def _text(value: Any) -> str:
@@ -208,9 +236,6 @@ def kernel_table_html(
         return f"<p {style('muted')}>{esc(unrecorded)}</p>" if unrecorded else "<p>No kernels.</p>"
     rates = rates or {}
     columns = [*_KERNEL_COLUMNS, *([_RATE_COLUMN] if rates else [])]
-    ths = "".join(
-        f"<th {style(role)} title='{esc(tip or h)}'>{esc(h)}</th>" for h, tip, role in columns
-    )
     rows = []
     if labels is None:  # every distinct name reads differently, even where shorts collide
         labels = distinct_labels(summary["Name"])
@@ -235,14 +260,8 @@ def kernel_table_html(
         if rates:
             cells.append(_rate_cell(rates.get(r["Name"], "")))
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    more = len(summary) - top
-    tail = (
-        f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>" if more > 0 else ""
-    )
-    return (
-        f"<table class='gm-kernels' {style('table')}><thead><tr>{ths}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{tail}"
-    )
+    table = table_html(header_cells(columns), rows, "gm-kernels")
+    return table + kernels_left_out(len(summary) - top)
 
 
 def duration_table_html(
@@ -282,7 +301,4 @@ def duration_table_html(
     tail = f"<p {style('muted')}>{more} more row(s) not shown.</p>" if more > 0 else ""
     if unrecorded:
         tail += f"<p {style('muted')}>{esc(unrecorded)}</p>"
-    return (
-        f"<table "
-        f"{style('table')}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}"
-    )
+    return table_html(ths, rows) + tail
