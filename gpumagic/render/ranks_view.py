@@ -24,6 +24,8 @@ from ..trace import WINDOW_TEXT, Trace
 from ..units import format_ns
 from .options import MANY_RANKS, RANK_TABLE_EDGE, RANK_TABLE_ROWS
 from .tables import (
+    DECODED_COLUMNS,
+    NAME_COLUMN,
     esc,
     header_cells,
     kernel_name_cell,
@@ -310,16 +312,13 @@ def rank_text_lines(trace: Trace, featured: Mapping[str, str] | None = None) -> 
 
 
 _KERNEL_COLUMNS = [
-    ("Kernel", "decoded name: expand for the raw name and what each token means", "th-name"),
+    NAME_COLUMN,
     ("Rank", "", "th-name"),
     ("Time", "share of this rank's kernel time", "th"),
     ("Total", "total GPU time of this kernel on this rank", "th"),
     ("Calls", "instances", "th"),
     ("Avg", "average per call (hover: Med, Min, Max, StdDev)", "th"),
-    ("Library", "", "th-name"),
-    ("Op", "", "th-name"),
-    ("Tensor cores", "", "th-name"),
-    ("Precision", "", "th-name"),
+    *DECODED_COLUMNS,
 ]
 
 

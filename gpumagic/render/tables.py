@@ -22,6 +22,8 @@ from ..trace.summaries import not_recorded
 from ..units import format_ns
 
 __all__ = [
+    "DECODED_COLUMNS",
+    "NAME_COLUMN",
     "breakable",
     "duration_table_html",
     "esc",
@@ -123,9 +125,22 @@ def ns_title(ns: Any) -> str:
 
 
 def yes_no(v: bool | None) -> str:
-    return {True: "yes", False: "no"}.get(v, "")
+    return "" if v is None else ("yes" if v else "no")
 
 
+#: (header, tooltip, role) of a kernel's decoded name, in every kernel table.
+NAME_COLUMN = (
+    "Kernel",
+    "decoded name: expand for the raw name and what each token means",
+    "th-name",
+)
+#: The columns of what the decoder says of a kernel, the same in every kernel table.
+DECODED_COLUMNS = [
+    ("Library", "", "th-name"),
+    ("Op", "", "th-name"),
+    ("Tensor cores", "", "th-name"),
+    ("Precision", "", "th-name"),
+]
 # (header, tooltip, role): the kernel table's columns. The rest of nsys' cuda_gpu_kern_sum (Med,
 # Min, Max, StdDev) and the tile and layout are in each row's expanded part and in
 # rep.kernel_summary().
@@ -134,11 +149,8 @@ _KERNEL_COLUMNS = [
     ("Total", "total GPU time of this kernel", "th"),
     ("Calls", "instances", "th"),
     ("Avg", "average per call (Med, Min, Max, StdDev: expand the name)", "th"),
-    ("Kernel", "decoded name: expand for the raw name and what each token means", "th-name"),
-    ("Library", "", "th-name"),
-    ("Op", "", "th-name"),
-    ("Tensor cores", "", "th-name"),
-    ("Precision", "", "th-name"),
+    NAME_COLUMN,
+    *DECODED_COLUMNS,
 ]
 
 
