@@ -30,11 +30,10 @@ def _point(item: Any) -> tuple[str, float | None, float | None, Achieved | None]
     element, say)."""
     label, *rest = item
     if len(rest) == 1 and isinstance(rest[0], Achieved):
-        a = rest[0]
-        return str(label), a.intensity, a.flop_rate, a
+        return str(label), rest[0].intensity, rest[0].flop_rate, rest[0]
     if len(rest) in (2, 3):
-        a = rest[2] if len(rest) == 3 and isinstance(rest[2], Achieved) else None
-        return str(label), rest[0], rest[1], a
+        achieved = rest[2] if len(rest) == 3 and isinstance(rest[2], Achieved) else None
+        return str(label), rest[0], rest[1], achieved
     raise TypeError(
         f"roofline: a point is (label, Achieved) or (label, intensity, FLOP/s[, Achieved]), "
         f"not {item!r}"
