@@ -27,25 +27,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .diff_match import match_kernels
+from .diff_match import MATCH_COLUMNS, PAIR_COLUMNS, match_kernels
 from .diff_text import change_sentences, environment
 from .profile_summary import ProfileSummary
 
 __all__ = ["DiffData", "diff_summaries", "module_diff"]
 
-_ROW_COLS = [
-    "rank",
-    "kind",
-    "name_a",
-    "name_b",
-    "calls_a",
-    "calls_b",
-    "ns_a",
-    "ns_b",
-    "delta_ns",
-    "ratio",
-]
-_ROW_COLS += ["match", "how", "op", "shapes", "first"]
+#: A diff row's columns: the rank and kind, both sides (:data:`.diff_match.PAIR_COLUMNS`), the
+#: change, and how the kernels were matched (:data:`.diff_match.MATCH_COLUMNS`).
+_ROW_COLS = ["rank", "kind", *PAIR_COLUMNS, "delta_ns", "ratio", *MATCH_COLUMNS]
 
 
 @dataclass

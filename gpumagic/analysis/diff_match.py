@@ -30,7 +30,13 @@ import pandas as pd
 
 from ..kernels import KernelName, decode, normalize
 
-__all__ = ["HEAVY_OPS", "identity", "kind_words", "match_kernels"]
+__all__ = ["HEAVY_OPS", "MATCH_COLUMNS", "PAIR_COLUMNS", "identity", "kind_words", "match_kernels"]
+
+#: What a matched row holds of each side: the kernel's name, calls and GPU time in A and in B.
+PAIR_COLUMNS = ["name_a", "name_b", "calls_a", "calls_b", "ns_a", "ns_b"]
+#: How the row was matched ("same", "loose", "new", "vanished"; a loose match's stage), the
+#: launching op and its shapes, and the kernel's place among its rank's kernels by first launch.
+MATCH_COLUMNS = ["match", "how", "op", "shapes", "first"]
 
 #: Ops whose kernel a library picks at run time (by shape, precision, heuristics): matched by op in
 #: stage 5.
@@ -164,20 +170,7 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         rows.append(_one(r, "a"))
     for _, r in right.iterrows():
         rows.append(_one(r, "b"))
-    cols = [
-        "name_a",
-        "name_b",
-        "calls_a",
-        "calls_b",
-        "ns_a",
-        "ns_b",
-        "match",
-        "how",
-        "op",
-        "shapes",
-        "first",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=[*PAIR_COLUMNS, *MATCH_COLUMNS])
 
 
 def _row(
