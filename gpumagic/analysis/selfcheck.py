@@ -4,6 +4,8 @@ to record it, never read as 0."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -58,6 +60,12 @@ def without_cuda(trace: Trace) -> bool:
     return trace.meta.get("cuda_available") is False or trace.meta.get("device") == "CPU"
 
 
+def _kernels_left_out(trace: Trace, kind: str, **facts: Any) -> Finding:
+    """An info finding that the capture left the kernels out on purpose (``kind`` says why), in the
+    trace's own sentence for it: never advice about dropped kernels or an idle GPU."""
+    return Finding(kind, "info", str(trace.not_recorded("kernels")), facts)
+
+
 def no_gpu_activity(trace: Trace) -> list[Finding]:
     """Why there is no GPU figure: the capture did not record kernels (say so, and how to record
     them); or nothing on the GPU: the profiler dropped it, there is no CUDA, or the cell ran on the
@@ -73,30 +81,14 @@ def no_gpu_activity(trace: Trace) -> list[Finding]:
                 "are shown.",
             )
         ]
-    if empty and trace.meta.get(
-        "unread_devices"
-    ):  # MTIA and the like: named and left out, not advised about
-        unread = trace.meta["unread_devices"]
-        return [
-            Finding(
-                "device_not_read",
-                "info",
-                str(trace.not_recorded("kernels")),
-                {"devices": list(unread)},
-            )
-        ]
-    if trace.kernels.empty and trace.meta.get(
-        "range_profiler"
-    ):  # counters per kernel, not dropped kernels
-        info = trace.meta["range_profiler"]
-        return [
-            Finding(
-                "range_profiler",
-                "info",
-                str(trace.not_recorded("kernels")),
-                {"kernels": info["kernels"]},
-            )
-        ]
+    # MTIA and the like: named and left out, not advised about
+    if empty and trace.meta.get("unread_devices"):
+        devices = list(trace.meta["unread_devices"])
+        return [_kernels_left_out(trace, "device_not_read", devices=devices)]
+    # counters per kernel, not dropped kernels
+    if trace.kernels.empty and trace.meta.get("range_profiler"):
+        kernels = trace.meta["range_profiler"]["kernels"]
+        return [_kernels_left_out(trace, "range_profiler", kernels=kernels)]
     if not trace.recorded("kernels"):
         return [_kernels_not_recorded(trace)]
     launched = launches(trace) if trace.kernels.empty else None
