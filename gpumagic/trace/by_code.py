@@ -46,7 +46,7 @@ from .code_frames import (
 )
 from .graph_nodes import GraphOrigins, graph_origins
 from .intervals import union_ns
-from .line_tree import line_tree, tree_order
+from .line_tree import LineTree, line_tree, tree_order
 from .summaries import launching_op_rows
 
 __all__ = [
@@ -180,8 +180,9 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
 
 
 def _attribute(trace: Any, memops: bool) -> Attribution:
+    """The module's chain (see its docstring) on every piece of work: its launch, forward or
+    backward and the place it counts from, then its module and its line."""
     work, unit = _work(trace, memops)
-    frames, auto = code_tables(trace)
     launched_at = work["at"].to_numpy(dtype=np.float64)
     launched_by = work["thread"].tolist()
     # a graph replay's kernel: where the capture launched its node, where the trace holds it
@@ -191,16 +192,59 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
         traced = ~np.isnan(graphs.at)
         at = np.where(traced, graphs.at, launched_at)
         threads = [g if t else w for g, t, w in zip(graphs.thread, traced, launched_by)]
+    origin = _origins(trace, threads, at)
+    mods, mod_nest, paths = module_frames(trace)
+    held = mod_nest.innermost(origin.thread, origin.at)
+    lines = _lines(trace)
+    items = pd.DataFrame(
+        {
+            "name": work["name"],
+            "start": work["start"].astype("int64"),
+            "dur": work["dur"].astype("int64"),
+            "backward": origin.backward,
+            "seq": origin.seq,
+            "module": [paths[i] if i >= 0 else None for i in held.tolist()],
+            "frame": held,
+            "line": lines.of(origin.thread, origin.at) if lines.kind else None,
+            "launch_line": lines.of(launched_by, launched_at.tolist()) if lines.kind else None,
+            "what": _what(trace, work, origin.backward, origin.seq, origin.forward_names),
+        }
+    )
+    spans = _forward_spans(items, mod_nest, paths)
+    attr = Attribution(
+        items, unit, bool(len(mods)), lines.kind, lines.text, module_paths(trace), spans
+    )
+    attr.graphs = graphs
+    if lines.tree is not None:
+        attr.line_parents = lines.tree.parents
+        attr.line_numbers = lines.tree.number
+        attr.capped = lines.tree.capped
+    return attr
 
-    # backward: inside an op autograd ran for a backward node; its forward op by sequence number
+
+@dataclass
+class _Origin:
+    """Per piece of work: whether it is backward, the sequence number of its backward node (-1:
+    none), and the thread and time it counts from (a backward piece's: its forward op's; None and
+    NaN where that op was not recorded). ``forward_names``: sequence number -> forward op name."""
+
+    backward: np.ndarray
+    seq: np.ndarray
+    thread: list[Any]
+    at: list[float]
+    forward_names: dict[int, str]
+
+
+def _origins(trace: Any, threads: list[Any], at: np.ndarray) -> _Origin:
+    """Forward or backward for work launched on ``threads`` at ``at``: backward inside an op
+    autograd ran for a backward node (its forward op by sequence number), or inside the engine's
+    other work (AccumulateGrad: gradients summed into .grad, of no forward op)."""
+    _, auto = code_tables(trace)
     bwd = auto[auto["fwd_thread"] > 0].reset_index(drop=True)
     fwd = auto[auto["fwd_thread"] <= 0].sort_values("start").drop_duplicates("seq")
     inside = Nest(bwd["start"], bwd["end"], bwd["thread"]).innermost(threads, at)
     seq = np.append(bwd["seq"].to_numpy(dtype=np.int64), -1)[inside]  # -1 picks the -1
     fwd_at = dict(zip(fwd["seq"], zip(fwd["thread"], fwd["start"])))
-    fwd_name = dict(zip(fwd["seq"], fwd["name"]))
-    # the engine's other work (AccumulateGrad: gradients summed into .grad) is backward too, of no
-    # forward op
     ops = trace.ops
     engine = ops[ops["name"].astype(str).str.startswith(ENGINE)] if len(ops) else ops
     in_engine = Nest(engine["start"], engine["end"], engine["thread"]).innermost(threads, at)
@@ -209,74 +253,64 @@ def _attribute(trace: Any, memops: bool) -> Attribution:
         fwd_at.get(s, (None, np.nan)) if b else (t, a)
         for b, s, t, a in zip(backward.tolist(), seq.tolist(), threads, at.tolist())
     ]
-    o_thread = [o[0] for o in origin]
-    o_at = [o[1] for o in origin]
+    return _Origin(
+        backward=backward,
+        seq=seq,
+        thread=[o[0] for o in origin],
+        at=[o[1] for o in origin],
+        forward_names=dict(zip(fwd["seq"], fwd["name"])),
+    )
 
-    # modules
-    mods, mod_nest, paths = module_frames(trace)
-    held = mod_nest.innermost(o_thread, o_at)
-    module = [paths[i] if i >= 0 else None for i in held.tolist()]
 
-    # lines: the cell's ranges, else the user's own frames
+@dataclass
+class _Lines:
+    """How work is put on lines: ``kind`` ("cell": the cell's line ranges; "stack": the user's own
+    frames; "": neither), the intervals (``nest``) and each one's line ``keys``, each key's
+    ``text``, and the cell's line tree where the ranges make one."""
+
+    kind: str
+    nest: Nest
+    keys: list[Any]
+    text: dict[Any, str]
+    tree: LineTree | None = None
+
+    def of(self, thread: list[Any], when: list[float]) -> list[Any]:
+        """The line of work running on ``thread`` at ``when``; work on another thread (autograd's)
+        goes to the line the main thread was running then."""
+        found = self.nest.innermost(thread, when)
+        main = self.nest.threads()[:1]
+        if main:
+            lost = np.flatnonzero(found < 0)
+            if len(lost):
+                found[lost] = self.nest.innermost(main * len(lost), [when[i] for i in lost])
+        return [self.keys[i] if i >= 0 else None for i in found.tolist()]
+
+
+def _lines(trace: Any) -> _Lines:
+    """The cell's line ranges where the capture pushed them, else the user's own Python frames."""
     ranges = line_ranges(trace)
-    line_text: dict[Any, str] = {}
     if len(ranges):
-        kind = "cell"
-        line_nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
+        nest = Nest(ranges["start"], ranges["end"], ranges["thread"])
         code = trace.meta.get("code") or {}
         tree = line_tree(
             ranges,
-            line_nest,
+            nest,
             str(trace.meta.get("cell_source") or ""),
             code.get("functions") or (),
             code.get("capped") or (),
             code.get("cells"),
         )
-        keys = tree.keys
-        line_text = {k: tree.text[k] for k in tree_order(list(dict.fromkeys(keys)), tree)}
-    else:
-        mine = {}  # each distinct frame name: is it a function of the user's own files
-        for name in pd.unique(frames["name"]):
-            p = parse_frame(name)
-            mine[name] = p is not None and not is_library_file(p[0])
-        user_frames = frames[frames["name"].map(mine).to_numpy(dtype=bool)]
-        user_frames = user_frames.reset_index(drop=True)
-        keys = user_frames["name"].tolist()  # "file.py(LINE): func"
-        line_text = {k: k for k in keys}
-        kind = "stack" if len(user_frames) else ""
-        line_nest = Nest(user_frames["start"], user_frames["end"], user_frames["thread"])
-    main = line_nest.threads()[:1]
-
-    def line_of(thread: list[Any], when: list[float]) -> list[Any]:
-        found = line_nest.innermost(thread, when)
-        if main:  # work on another thread (autograd's): the line the main thread was running
-            lost = np.flatnonzero(found < 0)
-            if len(lost):
-                found[lost] = line_nest.innermost(main * len(lost), [when[i] for i in lost])
-        return [keys[i] if i >= 0 else None for i in found.tolist()]
-
-    items = pd.DataFrame(
-        {
-            "name": work["name"],
-            "start": work["start"].astype("int64"),
-            "dur": work["dur"].astype("int64"),
-            "backward": backward,
-            "seq": seq,
-            "module": module,
-            "frame": held,
-            "line": line_of(o_thread, o_at) if kind else None,
-            "launch_line": line_of(launched_by, launched_at.tolist()) if kind else None,
-            "what": _what(trace, work, backward, seq, fwd_name),
-        }
-    )
-    spans = _forward_spans(items, mod_nest, paths)
-    attr = Attribution(items, unit, bool(len(mods)), kind, line_text, module_paths(trace), spans)
-    attr.graphs = graphs
-    if kind == "cell":
-        attr.line_parents = tree.parents
-        attr.line_numbers = tree.number
-        attr.capped = tree.capped
-    return attr
+        text = {k: tree.text[k] for k in tree_order(list(dict.fromkeys(tree.keys)), tree)}
+        return _Lines("cell", nest, tree.keys, text, tree)
+    frames, _ = code_tables(trace)
+    mine = {}  # each distinct frame name: is it a function of the user's own files
+    for name in pd.unique(frames["name"]):
+        p = parse_frame(name)
+        mine[name] = p is not None and not is_library_file(p[0])
+    user_frames = frames[frames["name"].map(mine).to_numpy(dtype=bool)].reset_index(drop=True)
+    keys = user_frames["name"].tolist()  # "file.py(LINE): func"
+    nest = Nest(user_frames["start"], user_frames["end"], user_frames["thread"])
+    return _Lines("stack" if len(user_frames) else "", nest, keys, {k: k for k in keys})
 
 
 def _forward_spans(items: pd.DataFrame, nest: Nest, paths: list[str]) -> dict[str, tuple[int, int]]:
