@@ -77,56 +77,16 @@ def profile_in_process_or_nsys(
 ) -> Any:
     """``%%gpuprofile`` (torch.profiler here) and ``--nsys`` (Nsight Systems in a subprocess): the
     capture, the report, its history row and ``--vs``'s diff."""
-    ncu_only = (args.kernels, args.launch_count is not None, args.ncu_set, args.no_clock_control)
-    if any(ncu_only) or args.ncu_args:
-        raise UsageError(f"%%gpuprofile: {', '.join(NCU_ONLY)} go with --ncu")
     run = CellRun.from_args(config, shell, args, cell)
     report_options = config.report_options(
         top=args.top, timeline=False if args.no_timeline else None
     )
-    if report_options.top < 1:
-        raise UsageError("%%gpuprofile: --top must be at least 1")
-    if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None or args.phases):
-        raise UsageError(
-            "%%gpuprofile: --setup, --nsys-args, --timeout and --phases go with --nsys"
-        )
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
-
+    _refuse_misplaced_options(args, report_options.top)
     from ..api.diff import versus_saved
     from ..capture.chrome.reader import check_writable
     from ..history.profiles import ProfileRecorder
 
-    if args.nsys:
-        from ..capture.nsys import backend
-        from ..capture.nsys import inplace as nsys_inplace
-
-        runnable: Any = run.source
-        options: Any = config.nsys_options(
-            setup=unquote(args.setup),
-            extra_args=unquote(args.nsys_args) or None,
-            timeout=args.timeout,
-            nproc=args.nproc,
-            counters=args.counters or None,
-        )
-        prefix = "%%gpuprofile --nsys"
-        if nsys_inplace.session() is None:
-            where = (
-                "Ran in a subprocess: this kernel is not under Nsight Systems (`python -m "
-                "gpumagic kernel install --nsys` installs one that profiles cells in place)."
-            )
-        elif (why_not := in_place_refusal(args)) is not None:
-            where = f"Ran in a subprocess, not in place: {why_not}."
-        else:
-            backend, where = nsys_inplace, ""
-            runnable = compile_cell(shell, run.source, lines=True)
-    else:
-        from ..capture.torch import backend
-
-        runnable, prefix = compile_cell(shell, run.source, lines=True), "%%gpuprofile"
-        options, where = None, ""
+    backend, runnable, options, prefix, where = _backend_for(config, shell, args, run)
     with capture_errors(prefix, said=bool(args.nsys), fallback=INTERRUPTED):
         if args.trace:
             check_writable(args.trace, "--trace")  # before the capture, not after it
@@ -147,15 +107,7 @@ def profile_in_process_or_nsys(
 
         captured.notes.insert(0, in_process_counters_line())
     shown = time.perf_counter()
-    meta = captured.trace.meta
-    written = run.written.splitlines()
-    if "cell_source" in meta and len(written) == len(str(meta["cell_source"]).splitlines()):
-        meta["cell_source"] = run.written  # line for line: the by-line view shows them as written
-    if (meta.get("code") or {}).get("functions"):  # "In [3]" for a function an earlier cell made
-        numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
-        if isinstance(numbers, dict):
-            files = {f.get("file") for f in meta["code"]["functions"]}
-            meta["code"]["cells"] = {k: numbers[k] for k in files if k in numbers}
+    _name_the_cells(captured.trace.meta, run, shell)
     show_report(shell, captured, run, report_options, trace_path=args.trace)
     if captured.phases is not None:
         captured.phases.add("report", time.perf_counter() - shown)
@@ -167,6 +119,69 @@ def profile_in_process_or_nsys(
     if versus is not None:
         display(versus)
     return run.value(captured.value)  # IPython shows it as the cell's Out[n], after the report
+
+
+def _refuse_misplaced_options(args: argparse.Namespace, top: int) -> None:
+    """Options of another tool, a --top below 1, or no PyTorch: said before anything runs."""
+    ncu_only = (args.kernels, args.launch_count is not None, args.ncu_set, args.no_clock_control)
+    if any(ncu_only) or args.ncu_args:
+        raise UsageError(f"%%gpuprofile: {', '.join(NCU_ONLY)} go with --ncu")
+    if top < 1:
+        raise UsageError("%%gpuprofile: --top must be at least 1")
+    if not args.nsys and (args.setup or args.nsys_args or args.timeout is not None or args.phases):
+        raise UsageError(
+            "%%gpuprofile: --setup, --nsys-args, --timeout and --phases go with --nsys"
+        )
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageError("%%gpuprofile needs PyTorch (torch.profiler): pip install torch") from None
+
+
+def _backend_for(
+    config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, run: CellRun
+) -> tuple[Any, Any, Any, str, str]:
+    """(backend module, what it runs, its options, the error prefix, the note on where it ran):
+    torch.profiler here; with --nsys, nsys in place where this kernel runs under Nsight Systems and
+    the options allow it, else a subprocess (and the note says why)."""
+    if not args.nsys:
+        from ..capture.torch import backend
+
+        return backend, compile_cell(shell, run.source, lines=True), None, "%%gpuprofile", ""
+    from ..capture.nsys import backend as nsys_backend
+    from ..capture.nsys import inplace as nsys_inplace
+
+    options = config.nsys_options(
+        setup=unquote(args.setup),
+        extra_args=unquote(args.nsys_args) or None,
+        timeout=args.timeout,
+        nproc=args.nproc,
+        counters=args.counters or None,
+    )
+    prefix = "%%gpuprofile --nsys"
+    if nsys_inplace.session() is None:
+        where = (
+            "Ran in a subprocess: this kernel is not under Nsight Systems (`python -m "
+            "gpumagic kernel install --nsys` installs one that profiles cells in place)."
+        )
+    elif (why_not := in_place_refusal(args)) is not None:
+        where = f"Ran in a subprocess, not in place: {why_not}."
+    else:
+        return nsys_inplace, compile_cell(shell, run.source, lines=True), options, prefix, ""
+    return nsys_backend, run.source, options, prefix, where
+
+
+def _name_the_cells(meta: dict[str, Any], run: CellRun, shell: InteractiveShell) -> None:
+    """The cell's text as written (line for line, for the by-line view), and "In [3]" for each
+    function an earlier cell made."""
+    written = run.written.splitlines()
+    if "cell_source" in meta and len(written) == len(str(meta["cell_source"]).splitlines()):
+        meta["cell_source"] = run.written
+    if (meta.get("code") or {}).get("functions"):
+        numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
+        if isinstance(numbers, dict):
+            files = {f.get("file") for f in meta["code"]["functions"]}
+            meta["code"]["cells"] = {k: numbers[k] for k in files if k in numbers}
 
 
 def profile_ncu(
