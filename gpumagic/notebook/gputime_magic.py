@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["recorder_for", "time_many", "time_one"]
 
 
-def recorder_for(history: str, args: argparse.Namespace) -> Recorder:
+def recorder_for(history: str | None, args: argparse.Namespace) -> Recorder:
     """Where this run is saved (``-l``) and ``--vs``'s reference (a label or an id is looked up
     now, before the measurement: an unknown reference costs no time)."""
     from ..history.saving import Recorder
@@ -135,6 +135,7 @@ def time_many(
             }
     except GpuMagicError as exc:
         raise usage_error("%gputime", exc) from None
+    result: Comparison | Sweep
     try:
         if params is not None:
             at = {"zip": args.zip, "options": options, "ast_transform": shell.transform_ast}

@@ -4,7 +4,7 @@ mean the same), their checks, and dispatch to the runs (:mod:`.gputime_magic`,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
@@ -15,6 +15,9 @@ from ..errors import GpuMagicError
 from .cell_syntax import split_options
 from .config import GpuMagicsConfig
 from .glue import INTERRUPTED, capture_errors, ends_with_semicolon, notebook_advice, usage_error
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
@@ -74,6 +77,14 @@ Examples
 @magics_class
 class GpuMagics(Magics, GpuMagicsConfig):
     """The gpumagic magics. Settings: ``%config GpuMagics`` lists them."""
+
+    @property
+    def _shell(self) -> InteractiveShell:
+        """The shell the magics run in: IPython gives one when it registers them (``Magics.shell``
+        is optional only for magics made outside a shell)."""
+        if self.shell is None:
+            raise UsageError("gpumagic's magics run inside an IPython shell")
+        return self.shell
 
     @magic_arguments()
     @argument(
@@ -251,7 +262,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         recorder = recorder_for(self.history, args)
         if args.compare or args.sweep:
             return time_many(
-                self.shell,
+                self._shell,
                 args,
                 stmt,
                 setup,
@@ -259,7 +270,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
                 cell_mode=cell is not None,
                 recorder=recorder,
             )
-        return time_one(self.shell, args, stmt, setup, options=options, recorder=recorder)
+        return time_one(self._shell, args, stmt, setup, options=options, recorder=recorder)
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")
@@ -433,10 +444,10 @@ class GpuMagics(Magics, GpuMagicsConfig):
             from .memory_magic import memory_magic
 
             with capture_errors("%%gpuprofile --memory", said=False, fallback=INTERRUPTED):
-                value = memory_magic(self, self.shell, args, cell, show=display)
+                value = memory_magic(self, self._shell, args, cell, show=display)
             return None if value is None or ends_with_semicolon(cell) else value
         from .profile_magic import profile_in_process_or_nsys, profile_ncu
 
         if args.ncu:
-            return profile_ncu(self, self.shell, args, cell)
-        return profile_in_process_or_nsys(self, self.shell, args, cell)
+            return profile_ncu(self, self._shell, args, cell)
+        return profile_in_process_or_nsys(self, self._shell, args, cell)
