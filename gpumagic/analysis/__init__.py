@@ -55,6 +55,7 @@ def findings(trace: Trace, top: int = 3) -> list[Finding]:
     if nothing:
         return nothing
     out: list[Finding] = unplaced_events(trace)  # said first: the figures are of the rest
-    for analyze in (*ANALYZERS, partial(top_kernels, top=top)):
+    every: tuple[Analyzer, ...] = (*ANALYZERS, partial(top_kernels, top=top))
+    for analyze in every:
         out.extend(analyze(trace))
     return out

@@ -101,7 +101,7 @@ def row_labels(rows: pd.DataFrame) -> dict[str, str]:
     of one kernel (torch.profiler's and nsys') share theirs."""
     k = rows[rows["kind"] == "kernel"]
     names = list(dict.fromkeys(str(n) for n in pd.concat([k["name_a"], k["name_b"]]).dropna()))
-    first = {}
+    first: dict[str, str] = {}
     for n in names:
         first.setdefault(identity(n), n)
     labels = distinct_labels(first.values())

@@ -3,6 +3,8 @@ device-to-device copies, and which kernels hold the time."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..trace import Trace
@@ -79,7 +81,8 @@ def _waits_left_out(trace: Trace, ranks: list[str]) -> str:
 def _ffma_per_rank(trace: Trace, facts: KernelFacts, ffma: np.ndarray) -> list[Finding]:
     places, labels = kernel_ranks(trace)
     work = work_durations(trace)
-    parts, numbers = [], {"ranks": [], "ffma_ns": [], "share": []}
+    parts: list[str] = []
+    numbers: dict[str, list[Any]] = {"ranks": [], "ffma_ns": [], "share": []}
     for i, label in enumerate(labels):
         mine = places == i
         hit = ffma & mine

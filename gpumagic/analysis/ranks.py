@@ -89,10 +89,11 @@ def processes(trace: Trace) -> pd.DataFrame:
         names = {int(p["pid"]): p.get("name") for p in trace.meta.get("processes") or []}
         df["name"] = [names.get(int(p)) for p in df["pid"]]
         marked = [marks.get(int(p)) for p in df["pid"]]
-        ranks = [m[0] for m in marked if m]
-        if len(df) and all(marked) and len(set(ranks)) == len(ranks):
+        found = [m for m in marked if m]
+        ranks = [m[0] for m in found]
+        if len(df) and len(found) == len(marked) and len(set(ranks)) == len(ranks):
             df["rank"], df["local_rank"], df["world"] = (
-                np.array([m[i] for m in marked]) for i in range(3)
+                np.array([m[i] for m in found]) for i in range(3)
             )
             df = df.sort_values("rank", kind="stable").reset_index(drop=True)
             df["label"] = [f"rank {r}" for r in df["rank"]]
