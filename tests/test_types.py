@@ -17,14 +17,7 @@ ROOT = pathlib.Path(__file__).parents[1]
 STRICT = {"api", "timing", "trace"}
 #: Findings per package as of this writing, checked but not yet clean: a change may lower a figure
 #: (then lower it here), never raise it. A package not named here has none, and is held to none.
-CEILING = {
-    "analysis": 5,
-    "capture": 27,
-    "gpu_activity": 1,
-    "kernels": 17,
-    "notebook": 9,
-    "render": 100,
-}
+CEILING: dict[str, int] = {}
 FINDING = re.compile(r"^gpumagic/([A-Za-z_]+)(?:/|\.py)[^:]*:\d+: error:", re.M)
 
 

@@ -3,6 +3,8 @@ synchronising with the GPU inside the cell (``.item()``, ``.cpu()``, printing a 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -250,7 +252,8 @@ def _advice(inside: pd.DataFrame) -> str:
 def _syncs_per_rank(trace: Trace, api: pd.DataFrame) -> list[Finding]:
     fig = rank_figures(trace).drop_duplicates("pid")
     pid = id_column(api["pid"])
-    parts, numbers = [], {"ranks": [], "ns": [], "calls": [], "share_of_window": []}
+    parts: list[str] = []
+    numbers: dict[str, list[Any]] = {"ranks": [], "ns": [], "calls": [], "share_of_window": []}
     # (share, label) of the ranks that waited less: every rank of the job is accounted for
     below = []
     for _, r in fig.iterrows():

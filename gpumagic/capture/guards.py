@@ -125,7 +125,7 @@ def _imported(path: str) -> Any:
     _UNKNOWN."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
-        obj = sys.modules.get(".".join(parts[:i]))
+        obj: object = sys.modules.get(".".join(parts[:i]))
         if obj is not None:
             for attr in parts[i:]:
                 obj = getattr(obj, attr, _UNKNOWN)
@@ -189,6 +189,8 @@ def profiler_calls(source: str, namespace: Mapping[str, Any]) -> list[tuple[int,
     classes = _profiler_classes()
     found: set[tuple[int, str]] = set()
     for node in _run_now(tree):
+        target: ast.expr
+        code: ast.expr
         if isinstance(node, ast.Call):
             target, code = node.func, node
         elif isinstance(node, ast.withitem) and not isinstance(node.context_expr, ast.Call):

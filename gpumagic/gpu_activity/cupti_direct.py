@@ -245,7 +245,7 @@ def _collector(
     copy_names = {int(k): k.name for k in cupti.ActivityMemcpyKind}
     spelled = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}
     acts, launched = out.activities, out.launched
-    span = [None, None]
+    span: list[int | None] = [None, None]
 
     def requested() -> tuple[int, int]:
         return BUFFER_BYTES, 0
@@ -255,9 +255,10 @@ def _collector(
             k = int(r.kind)
             if k in api_kinds:
                 launched.add(r.correlation_id)
-                span[0] = r.start if span[0] is None else min(span[0], r.start)
-                span[1] = r.end if span[1] is None else max(span[1], r.end)
-                out.api_span = (span[0], span[1])
+                first = r.start if span[0] is None else min(span[0], r.start)
+                last = r.end if span[1] is None else max(span[1], r.end)
+                span[:] = first, last
+                out.api_span = (first, last)
                 continue
             if k in kernel_kinds:
                 what, name = "kernel", demangle(r.name)

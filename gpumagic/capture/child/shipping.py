@@ -78,7 +78,7 @@ def _refusal(obj: Any) -> str | None:
         return f"a CUDA stream (it belongs to one process): {fix}"
     if qual in ("torch.cuda.streams.Event", "torch.cuda.Event", "torch.Event"):
         return f"a CUDA event (it belongs to one process): {fix}"
-    if qual == "torch.utils.data.dataloader.DataLoader" and getattr(obj, "num_workers", 0):
+    if qual == "torch.utils.data.dataloader.DataLoader" and getattr(obj, "num_workers", False):
         return (
             f"a DataLoader with {obj.num_workers} worker processes: pass a batch instead, give it "
             "num_workers=0 for the profile, or build the loader with --setup"
@@ -372,6 +372,7 @@ def _load_storages(directory: str, device: Any, torch: Any) -> dict[int, Any]:
         elif n == 0:
             own = torch.UntypedStorage(0, device=target)
         else:
+            assert blob is not None  # a storage of n > 0 bytes was written to the blob
             piece = blob[d["offset"] : d["offset"] + n]
             own = (
                 piece.clone() if target == "cpu" else piece.to(target, copy=True)

@@ -52,7 +52,7 @@ class _FirstUse(ast.NodeVisitor):
         self.visit(node.value)
         self.visit(node.target)
 
-    def visit_For(self, node: ast.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
         self.visit(node.target)
         for n in node.body + node.orelse:
@@ -75,7 +75,7 @@ class _FirstUse(ast.NodeVisitor):
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _visit_comp
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for d in node.decorator_list:
             self.visit(d)
         self._bind(node.name)

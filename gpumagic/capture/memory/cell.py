@@ -26,7 +26,6 @@ What is left as it was found (DESIGN: observing without disturbing):
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -183,9 +182,8 @@ def capture_memory(
     The cell's exception, an out-of-memory error included, is kept in ``error`` with what was
     recorded up to it (the caller shows it, then raises it again); a KeyboardInterrupt propagates
     after the recording is closed."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        import torch
+    import torch
+
     if not torch.cuda.is_available():
         raise MemoryRecordingError(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
     runnable, ns = Cell.of(cell), namespace_or_new(namespace)

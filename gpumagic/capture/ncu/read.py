@@ -98,6 +98,8 @@ _BASE_UNIT = re.compile(
 )
 #: ncu's short spellings (``--print-units base`` prints ``ns``, ``byte/s``) as one name each.
 _SPELLING = {"s": "second", "B": "byte", "Hz": "hz"}
+#: The columns of ncu's rule results (``--print-details`` rows), one row per rule per launch.
+_RULE_COLUMNS = ["ID", "Section", "Rule", "Type", "Message", "Speedup"]
 
 
 @dataclass
@@ -121,9 +123,6 @@ class NcuData:
     def ceilings(self) -> dict[str, float]:
         """The device's peaks at the clocks ncu ran at (see :func:`ceilings`)."""
         return ceilings(self.raw)
-
-
-_RULE_COLUMNS = ["ID", "Section", "Rule", "Type", "Message", "Speedup"]
 
 
 def _records(text: str) -> list[list[str]]:

@@ -92,8 +92,8 @@ def attach_counters(trace: Any, path: str, asked: bool = False) -> None:
     finally:
         con.close()
     period = sample_period(samples)
-    t0, t1 = trace.window() if len(trace.kernels) else (None, None)
-    if t0 is not None:
+    if len(trace.kernels):
+        t0, t1 = trace.window()
         keep = (samples["timestamp"] >= t0 - 2 * period) & (samples["timestamp"] <= t1 + 2 * period)
         samples = samples[keep.to_numpy()].reset_index(drop=True)
     table = kernel_counters(trace.kernels, samples, period)

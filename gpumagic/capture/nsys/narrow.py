@@ -18,6 +18,7 @@ import numpy as np
 
 from ...trace import Trace
 from .columns import distinct, int_columns
+from .sqlite import Export
 
 __all__ = ["narrow_read"]
 
@@ -45,9 +46,10 @@ def narrow_read(trace: Trace, sync_apis: Sequence[str]) -> dict[str, Any] | None
         or len({d.get("cuda_id") for d in meta.get("cuda_devices") or []}) > 1
     ):
         return None
-    con: sqlite3.Connection | None = getattr(src, "_con", None)
-    present: set[str] = getattr(src, "_present", set())
-    if con is None or _KERNEL not in present:
+    if not isinstance(src, Export):  # its figures come straight from the export's tables
+        return None
+    con, present = src._con, src._present
+    if _KERNEL not in present:
         return None
     try:
         ids, start, dur = int_columns(

@@ -375,7 +375,10 @@ class Export:
         return df
 
     def durations(self, table: str) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
-        spec = {"kernels": (_KERNEL, "demangledName", str), "api": (_RUNTIME, "nameId", _api_name)}
+        spec: dict[str, tuple[str, str, Callable[[Any], str]]] = {
+            "kernels": (_KERNEL, "demangledName", str),
+            "api": (_RUNTIME, "nameId", _api_name),
+        }
         spec["osrt"] = ("OSRT_API", "nameId", str)
         if table not in spec or spec[table][0] not in self._present:
             return None
