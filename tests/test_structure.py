@@ -78,7 +78,7 @@ def test_no_import_cycles():
 #: data flows one way (capture -> Trace -> analysis -> render; timing -> result -> history) and the
 #: folders read as the architecture. Packages in one layer do not import each other.
 LAYERS = [
-    {"errors", "units", "version", "kernels"},  # the ground: no gpumagic import above it
+    {"errors", "units", "version", "kernels", "edges"},  # the ground: no gpumagic import above it
     {"trace", "gpu_activity", "device_peaks"},  # the data model; GPU activity records; datasheets
     {"capture"},  # readers and backends: files and processes -> Trace
     {"analysis"},  # figures and findings from a Trace
@@ -90,8 +90,9 @@ LAYERS = [
     {"(root)", "__main__"},  # the package's face and python -m gpumagic
 ]
 RANK = {package: n for n, layer in enumerate(LAYERS) for package in layer}
-#: What may sit loose at the package root: the error family, units and the version.
-ROOT_MODULES = {"__init__", "__main__", "errors", "units", "version"}
+#: What may sit loose at the package root: the error family, units, the version and the names of
+#: third-party values (edges).
+ROOT_MODULES = {"__init__", "__main__", "edges", "errors", "units", "version"}
 
 
 def package_of(module: str) -> str:

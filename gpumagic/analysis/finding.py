@@ -71,7 +71,9 @@ class KernelFacts:
 
     def where(self, test: Callable[[KernelName], bool]) -> np.ndarray:
         """Each kernel's answer to ``test`` on its decoded name (a boolean array over the rows)."""
-        return np.array([bool(test(d)) for d in self.decoded], dtype=bool)[self.codes]
+        answers: np.ndarray = np.array([bool(test(d)) for d in self.decoded], dtype=bool)
+        per_row: np.ndarray = answers[self.codes]
+        return per_row
 
     def ns_by_label(self, rows: np.ndarray, durations: np.ndarray | None = None) -> pd.Series:
         """The summed duration of the kernels in ``rows`` (a boolean array) per label, labels in

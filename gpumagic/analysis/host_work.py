@@ -98,7 +98,8 @@ def covered(
         j = np.maximum(i, 0)
         return np.where(i < 0, 0, cum[j] + np.clip(x - a[j], 0, b[j] - a[j]))
 
-    return upto(ends) - upto(starts)
+    inside: np.ndarray = upto(ends) - upto(starts)
+    return inside
 
 
 def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
@@ -124,7 +125,8 @@ def _named(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
         cats = names.cat.categories
         hit = np.fromiter((bool(pattern.search(str(c))) for c in cats), dtype=bool, count=len(cats))
         codes = names.cat.codes.to_numpy()
-        return np.append(hit, False)[codes]  # code -1 (a missing name): the appended False
+        named: np.ndarray = np.append(hit, False)[codes]  # code -1 (no name): the appended False
+        return named
     names = names.astype(str)
     hits = {n for n in pd.unique(names) if pattern.search(n)}
     return names.isin(hits).to_numpy() if hits else np.zeros(len(names), dtype=bool)

@@ -55,7 +55,8 @@ CATEGORY_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 def block_bytes(size: np.ndarray) -> np.ndarray:
     """The allocator's count for requests of ``size`` bytes: rounded up to 512, at least 512."""
-    return np.maximum(512, -(-size // 512) * 512)
+    rounded: np.ndarray = np.maximum(512, -(-size // 512) * 512)
+    return rounded
 
 
 def pair_allocations(snap: SnapshotData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -177,10 +177,11 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
     chains, callers = _chains(snap, m)
     stacks = snap.stack[allocs].tolist()
     # pass 1: call identities. calls[i]: per level (call id, ordinal among its siblings, group)
-    calls: list[list[tuple[int, int, tuple]]] = [[] for _ in allocs]
-    group_size: dict[tuple, int] = {}
+    # a call's group: (its parent call's id, the parent's line, its code)
+    calls: list[list[tuple[int, int, tuple[int, int, Code]]]] = [[] for _ in allocs]
+    group_size: dict[tuple[int, int, Code], int] = {}
     prev: Sequence[tuple[Code, int]] = ()
-    prev_ids: list[tuple[int, int, tuple]] = []
+    prev_ids: list[tuple[int, int, tuple[int, int, Code]]] = []
     prev_s, next_id = -1, 0
     for i, s in enumerate(stacks):
         if s < 0:
@@ -192,7 +193,7 @@ def allocation_modules(snap: SnapshotData, allocs: np.ndarray, tree: ModuleTree)
         if s == prev_s:  # the same lines at every level: the same calls
             calls[i] = prev_ids
             continue
-        ids: list[tuple[int, int, tuple]] = []
+        ids: list[tuple[int, int, tuple[int, int, Code]]] = []
         same = True
         for j, (code, line) in enumerate(chain):
             if same and j < len(prev) and prev[j][0] == code and line >= prev[j][1]:

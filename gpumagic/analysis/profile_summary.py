@@ -154,7 +154,8 @@ def _env(trace: Trace) -> dict[str, Any]:
     for k in ("label", "source"):
         if meta.get(k):
             env[k] = meta[k] if isinstance(meta[k], str) else [str(s) for s in meta[k]]
-    return _plain(env)
+    plain: dict[str, Any] = _plain(env)
+    return plain
 
 
 def summarize(trace: Trace, narrow: Narrow | None = None) -> ProfileSummary:
@@ -419,7 +420,10 @@ def _nccl_waits(trace: Trace, krank: np.ndarray, order: list[str]) -> list[int]:
     from .rank_kernels import nccl_waits
 
     waits = nccl_waits(trace)
-    return np.bincount(krank, weights=waits, minlength=len(order)).astype(np.int64).tolist()
+    per_rank: list[int] = (
+        np.bincount(krank, weights=waits, minlength=len(order)).astype(np.int64).tolist()
+    )
+    return per_rank
 
 
 def _unversioned(name: Any) -> str:

@@ -68,7 +68,8 @@ def nccl_waits(trace: Trace) -> np.ndarray:
 
 def work_durations(trace: Trace) -> np.ndarray:
     """Per kernel row, its duration less any wait for other ranks inside it: the time it worked."""
-    return kernel_facts(trace).durations - nccl_waits(trace)
+    worked: np.ndarray = kernel_facts(trace).durations - nccl_waits(trace)
+    return worked
 
 
 def waits_by_rank(trace: Trace) -> dict[str, int]:

@@ -258,7 +258,8 @@ def _after_last_kernel(launched: pd.DataFrame, seen: np.ndarray) -> np.ndarray:
     none = np.iinfo(np.int64).min
     last = pd.Series(np.where(seen, start, none)).groupby(pid).transform("max").to_numpy()
     last = np.where(last == none, np.iinfo(np.int64).max, last)  # none seen: dropped, not after
-    return start > last
+    after: np.ndarray = start > last
+    return after
 
 
 def _row_ids(df: pd.DataFrame) -> np.ndarray:
@@ -275,7 +276,8 @@ def _sorted_holds(sorted_ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     if not len(sorted_ids):
         return np.zeros(len(keys), dtype=bool)
     pos = np.minimum(np.searchsorted(sorted_ids, keys), len(sorted_ids) - 1)
-    return sorted_ids[pos] == keys
+    held: np.ndarray = sorted_ids[pos] == keys
+    return held
 
 
 def _distinct(a: np.ndarray) -> np.ndarray:

@@ -148,7 +148,7 @@ def demangle(name: str) -> str:
     if fn is None:
         return name
     try:
-        return fn(name)
+        return str(fn(name))
     except Exception:  # noqa: BLE001 - a name it cannot read stays as it came
         return name
 
@@ -235,7 +235,7 @@ def _module() -> Any:
 
 def _collector(
     cupti: Any, out: Recording
-) -> tuple[Callable[[], tuple[int, int]], Callable[[list], None]]:
+) -> tuple[Callable[[], tuple[int, int]], Callable[[list[Any]], None]]:
     """CUPTI's two buffer callbacks, filling ``out``. Fields are copied out inside the callback: a
     record object points into a buffer that CUPTI reuses once the callback returns."""
     kind = cupti.ActivityKind
@@ -250,7 +250,7 @@ def _collector(
     def requested() -> tuple[int, int]:
         return BUFFER_BYTES, 0
 
-    def completed(records: list) -> None:
+    def completed(records: list[Any]) -> None:  # Any: cupti-python's activity records
         for r in records:
             k = int(r.kind)
             if k in api_kinds:

@@ -70,7 +70,7 @@ RESULT_COLUMNS = (
 )
 
 
-def _little(values: array) -> bytes:
+def _little(values: array[Any]) -> bytes:  # Any: int or float arrays
     if sys.byteorder != "little":
         values = array(values.typecode, values)
         values.byteswap()

@@ -86,4 +86,5 @@ def rebin(b: BusyBins, offset: int, shift: int, first: int, n: int) -> np.ndarra
     cum = np.concatenate([[0.0], np.cumsum(b.busy.astype(np.float64) * width)])
     target = (first + np.arange(n + 1, dtype=np.int64)) << shift
     done = np.interp(target, edges, cum, left=0.0, right=cum[-1])
-    return (np.diff(done) / float(1 << shift)).astype(np.float32)
+    out: np.ndarray = (np.diff(done) / float(1 << shift)).astype(np.float32)
+    return out

@@ -93,7 +93,7 @@ def _split_by_process(events: list[Any]) -> dict[int, list[dict[str, Any]]] | No
     if len(_launching_pids(events)) < 2:  # the usual file: one process, told in a light pass
         return None
     launches: dict[Any, set[int]] = {}
-    device: dict[Any, Counter] = {}
+    device: dict[Any, Counter[int]] = {}
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue

@@ -273,7 +273,8 @@ def _member(keys: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     if not len(sorted_ids):
         return np.zeros(len(keys), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_ids, keys), len(sorted_ids) - 1)
-    return sorted_ids[at] == keys
+    held: np.ndarray = sorted_ids[at] == keys
+    return held
 
 
 def _last_found(pids: np.ndarray, starts: np.ndarray, found: np.ndarray) -> np.ndarray:

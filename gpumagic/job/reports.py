@@ -471,7 +471,7 @@ def rank_rule(reports: Sequence[Any]) -> tuple[list[int], str]:
     ]
     for ranks, rule in candidates:
         if all(x is not None for x in ranks) and len(set(ranks)) == len(ranks):
-            return [int(x) for x in ranks], rule  # type: ignore[arg-type]
+            return [int(x) for x in ranks], rule
     return list(
         range(len(reports))
     ), "the order of the files (no rule gave every file its own rank)"

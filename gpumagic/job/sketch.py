@@ -117,5 +117,5 @@ def median(sketch: np.ndarray, groups: int) -> np.ndarray:
     at_hi = (before <= hi_rank) & (hi_rank < before + n)
     lo[g[at_lo]] = vals[at_lo]
     hi[g[at_hi]] = vals[at_hi]
-    out = (lo + hi) / 2
-    return out
+    middle: np.ndarray = (lo + hi) / 2
+    return middle

@@ -149,7 +149,7 @@ OP_LABEL = {
 _ARCH = re.compile(r"(?:sm_?)?(\d{2,3})[af]?")  # 'a': arch-specific; 'f': family-portable
 
 
-class FrozenList(tuple):
+class FrozenList(tuple[object, ...]):
     """An immutable sequence that still equals a list with the same items.
 
     Decoded lists (Inductor's fused ops, cuDNN variants) must not be editable through a cached

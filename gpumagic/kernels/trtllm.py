@@ -72,7 +72,7 @@ def _claim(
     )
 
 
-def _fmha_v2(k: Draft, m: re.Match) -> None:
+def _fmha_v2(k: Draft, m: re.Match[str]) -> None:
     toks = m.group("body").split("_")
     _claim(k, m.group(0), "attention", "fmha_v2 attention", part="fmha_v2", tensor_cores=True)
     k.set_arch(f"sm{m.group('sm')}")
@@ -130,7 +130,7 @@ def _fmha_v2(k: Draft, m: re.Match) -> None:
     )
 
 
-def _xqa(k: Draft, m: re.Match) -> None:
+def _xqa(k: Draft, m: re.Match[str]) -> None:
     toks = m.group("body").split("_")
     _claim(k, m.group(0), "attention", "XQA decode attention", part="XQA", tensor_cores=True)
     pairs = dict(zip(toks[::2], toks[1::2]))
@@ -210,7 +210,7 @@ def _generated(k: Draft, s: str) -> bool:
     return False
 
 
-def _gen_fmha(k: Draft, m: re.Match) -> None:
+def _gen_fmha(k: Draft, m: re.Match[str]) -> None:
     """``fmhaSm100aKernel_QE4m3KvE2m1OE4m3H128PagedKv...``: the types of Q, the KV cache and O, and
     the head dimension."""
     _claim(k, m.group(0), "attention", "trtllm-gen FMHA", part="trtllm-gen", tensor_cores=True)
@@ -228,7 +228,7 @@ def _gen_fmha(k: Draft, m: re.Match) -> None:
     k.short = f"TRT-LLM trtllm-gen {upper(k.precision)} attention"
 
 
-def _gen_gemm(k: Draft, m: re.Match) -> None:
+def _gen_gemm(k: Draft, m: re.Match[str]) -> None:
     """``bmm_E4m3_E4m3E4m3_Fp32_t128x8x128u2_s6_...``: the types, then tile, stages, cluster,
     architecture and layout tokens in any order."""
     s = m.group(0)

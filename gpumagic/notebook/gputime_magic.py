@@ -237,7 +237,7 @@ def shown_once(statements: Mapping[str, CompiledStatement]) -> Iterator[dict[str
 
     gated = {k: dataclasses.replace(c, once=first_shown(c.once)) for k, c in statements.items()}
     try:
-        with contextlib.redirect_stdout(gates[0]), contextlib.redirect_stderr(gates[1]):  # type: ignore[type-var]
+        with contextlib.redirect_stdout(gates[0]), contextlib.redirect_stderr(gates[1]):
             yield gated
     finally:
         held = sum(gate.held for gate in gates)

@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["DEFAULT_NAME", "install", "launch_command", "main"]
 
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def kernel_json(
     nsys: str | None = None, trace: str | None = None, nsys_args: str = "", display_name: str = ""
-) -> dict:
+) -> dict[str, Any]:
     """The kernel spec: Jupyter's ``kernel.json`` (argv with ``{connection_file}``, display name,
     language, and gpumagic's settings in ``metadata``)."""
     argv = [sys.executable, "-m", "gpumagic.notebook.nsys_kernel"]

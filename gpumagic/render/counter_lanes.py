@@ -85,9 +85,12 @@ def plan_lanes(trace: Any, t0: int, y: float) -> tuple[list[CounterLane], float]
     return lanes, y - _GAP
 
 
-def draw_lanes(p: Any, lanes: list[CounterLane], per: float) -> tuple[list[float], dict]:
+def draw_lanes(
+    p: Any, lanes: list[CounterLane], per: float
+) -> tuple[list[float], dict[float, str]]:
     """Draw ``lanes`` on figure ``p`` (x in units of ``per`` ns); the ticks and labels they add."""
-    ticks, labels = [], {}
+    ticks: list[float] = []
+    labels: dict[float, str] = {}
     for lane in lanes:
         base = np.full(len(lane.x), lane.bottom)
         x = lane.x / per

@@ -84,7 +84,7 @@ if (p.height !== h) p.height = h;
 
 def shown_first(
     groups: list[tuple[str, Any]], shown: Collection[str], limit: int
-) -> tuple[list, list[int]]:
+) -> tuple[list[tuple[str, Any]], list[int]]:
     """The groups of lanes in stacking order (the ``shown`` ones first, in that order, then the
     others by rank) and each one's glyph budget per lane: the shown ranks share the figure's, the
     others get :data:`HIDDEN_GLYPHS`."""

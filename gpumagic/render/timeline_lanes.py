@@ -89,11 +89,17 @@ def _groups(
 
 
 def _ints(df: pd.DataFrame, col: str) -> np.ndarray:
-    return df[col].to_numpy(dtype="int64")
+    values: np.ndarray = df[col].to_numpy(dtype="int64")
+    return values
 
 
 def _host_lane(
-    df: pd.DataFrame, rows: np.ndarray, name: str, family: str, extra: Callable, depth: bool
+    df: pd.DataFrame,
+    rows: np.ndarray,
+    name: str,
+    family: str,
+    extra: Callable[[pd.DataFrame], pd.Series],
+    depth: bool,
 ) -> Lane:
     """A lane of host events (NVTX ranges, torch ops, API calls) from rows of ``df``."""
     g = df.iloc[rows]

@@ -118,7 +118,7 @@ def _untyped(obj: Any, torch: Any) -> tuple[Any, Any] | None:
 def _pickler_class() -> type:
     import cloudpickle
 
-    class Writer(cloudpickle.Pickler):
+    class Writer(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no types
         """cloudpickle's pickler that refuses what must not travel and keeps storages out of
         the stream (``found`` maps each storage's key to it, each storage once)."""
 
@@ -206,7 +206,9 @@ def _dump_named(writer: Any, values: dict[str, Any]) -> None:
         writer.dump(value)
 
 
-def _values_of(names: list[str], namespace: Mapping[str, Any]) -> tuple[dict, dict]:
+def _values_of(
+    names: list[str], namespace: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
     values: dict[str, Any] = {}
     modules: dict[str, str] = {}
     for name in dict.fromkeys(names):

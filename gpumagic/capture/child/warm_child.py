@@ -66,7 +66,8 @@ class Commands:
                 self.buffer += os.read(self.fd, 65536)
             line, self.buffer = self.buffer.split(b"\n", 1)
             if line.strip():
-                return json.loads(line)
+                command: dict[str, Any] = json.loads(line)
+                return command
 
 
 def _watch(parent: int, ctrl: str, session: str, nsys: str) -> None:

@@ -139,11 +139,13 @@ def read_chrome_json(path: str) -> dict[str, Any] | list[Any]:
         with opener(path, "rb") as f, paused_gc():
             raw = f.read()
             try:
-                return parse(raw)
+                data: dict[str, Any] | list[Any] = parse(raw)
+                return data
             except ValueError:
                 if name == "json" or not _only_json_reads(raw):
                     raise
-                return json.loads(raw)
+                data = json.loads(raw)
+                return data
     except FileNotFoundError:
         raise FileMissingError(path=path, what="The trace") from None
     except (OSError, EOFError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
@@ -332,7 +334,9 @@ ROCPROF = "rocprof"
 _DISPATCH_CATEGORIES = ("gpu", "kernel_dispatch")
 
 
-def _unplaced(sorted_events: Any, buckets: dict[str, Any], columns: dict[str, Any]) -> dict:
+def _unplaced(
+    sorted_events: Any, buckets: dict[str, Any], columns: dict[str, Any]
+) -> dict[str, int]:
     """Per GPU table, how many of its events were left out for a time that cannot be placed (a
     negative or NaN ``dur``, a ``ts`` that is no number): counted, so that the report says so
     rather than "the trace has no 'kernel' events"."""

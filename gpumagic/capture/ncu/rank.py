@@ -103,7 +103,8 @@ class FirstPass:
                 raise NcuTimeoutError(timeout)
             time.sleep(POLL)
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            ranked: list[dict[str, Any]] = json.load(f)
+            return ranked
 
     def close(self, grace: float = 30.0) -> None:
         """Let the process finish its exit (``grace`` seconds), else stop it and its session."""

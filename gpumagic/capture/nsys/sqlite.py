@@ -33,7 +33,7 @@ import re
 import sqlite3
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,8 @@ from .processes import PID_OF_GLOBAL, process_meta
 __all__ = ["SUPPORTED_SCHEMA_MAJOR", "NoCudaDataError", "NsysExportError", "read_sqlite"]
 
 SUPPORTED_SCHEMA_MAJOR = 3
+#: What a guarded read returns.
+_R = TypeVar("_R")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -313,6 +315,14 @@ def _api_name(name: str) -> str:
     return re.sub(r"_v\d{4}$", "", name)
 
 
+#: Per table a duration read serves: the export's table, the name column, how a name is cleaned.
+_NAMED_DURATIONS: dict[str, tuple[str, str, Callable[[str], str]]] = {
+    "kernels": (_KERNEL, "demangledName", str),
+    "api": (_RUNTIME, "nameId", _api_name),
+    "osrt": ("OSRT_API", "nameId", str),
+}
+
+
 class Export:
     """An open nsys export, the Trace's :class:`~gpumagic.trace.TableSource`: each table read on
     first use. The connection stays open until every table has been read (the export may be moved or
@@ -375,20 +385,14 @@ class Export:
         return df
 
     def durations(self, table: str) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
-        spec: dict[str, tuple[str, str, Callable[[Any], str]]] = {
-            "kernels": (_KERNEL, "demangledName", str),
-            "api": (_RUNTIME, "nameId", _api_name),
-        }
-        spec["osrt"] = ("OSRT_API", "nameId", str)
-        if table not in spec or spec[table][0] not in self._present:
+        spec = _NAMED_DURATIONS.get(table)
+        if spec is None or spec[0] not in self._present:
             return None
-        sql_table, name_col, clean = spec[table]
+        sql_table, name_col, clean = spec
 
         def read() -> tuple[np.ndarray, np.ndarray, list[Any]]:
-            exprs = [name_col, "end - start"]
-            ids, dur = int_columns(
-                self._con, sql_table, exprs, self._where(sql_table), self._same_file()
-            )
+            exprs, where = [name_col, "end - start"], self._where(sql_table)
+            ids, dur = int_columns(self._con, sql_table, exprs, where, self._same_file())
             uniq, inverse = distinct(ids)
             labels = [clean(n) for n in self._names(uniq)]
             names, code_of = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
@@ -397,32 +401,24 @@ class Export:
         return self._guarded(read)
 
     def count(self, table: str) -> int:
-        sql = {
-            "kernels": [_KERNEL],
-            "api": [_RUNTIME],
-            "memops": ["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"],
-            "nvtx": ["NVTX_EVENTS"],
-            "osrt": ["OSRT_API"],
-        }[table]
-        where = {t: self._where(t) for t in sql if t in self._present}
-        return self._guarded(
-            lambda: sum(
-                self._con.execute(
-                    f"SELECT COUNT(*) FROM {t}{f' WHERE {w}' if w else ''}"
-                ).fetchone()[0]
+        where = {t: self._where(t) for t in _HELD[table] if t in self._present}
+
+        def read() -> int:
+            sql = "SELECT COUNT(*) FROM {}{}"
+            run = self._con.execute
+            return sum(
+                int(run(sql.format(t, f" WHERE {w}" if w else "")).fetchone()[0])
                 for t, w in where.items()
             )
-        )
+
+        return self._guarded(read)
 
     # --- reading
     # ----------------------------------------------------------------------------------------------
-    def _guarded(self, read: Callable[[], Any]) -> Any:
+    def _guarded(self, read: Callable[[], _R]) -> _R:
         try:
             return read()
-        except (
-            sqlite3.DatabaseError,
-            pd.errors.DatabaseError,
-        ) as exc:  # a damaged page, met by this query
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # a damaged page, met here
             raise _damaged(self.path, exc) from exc
 
     def _where(self, table: str) -> str:

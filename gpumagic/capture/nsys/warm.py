@@ -131,7 +131,9 @@ def current_child() -> WarmChild | None:
     return _current
 
 
-def child_key(nsys: str, opts: NsysOptions, extra_args: list[str], env: dict[str, str]) -> dict:
+def child_key(
+    nsys: str, opts: NsysOptions, extra_args: list[str], env: dict[str, str]
+) -> dict[str, Any]:
     """What a child is started with: a cell whose key differs needs a new child."""
     try:
         from importlib.metadata import version
@@ -185,7 +187,7 @@ def start_args(extra_args: list[str]) -> list[str]:
     return [*lean_args(given), *given]
 
 
-def _launch(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict) -> WarmChild:
+def _launch(nsys: str, opts: NsysOptions, extra_args: list[str], key: dict[str, Any]) -> WarmChild:
     """``nsys launch`` the child; it is not waited for (:func:`_await_ready`)."""
     ctrl = tempfile.mkdtemp(prefix="gpumagic-nsys-warm-")
     os.mkfifo(os.path.join(ctrl, CMD_FIFO))
