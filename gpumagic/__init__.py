@@ -15,6 +15,7 @@ from .errors import GpuMagicError
 
 if TYPE_CHECKING:  # loaded on first use (below); named here for type checkers
     from .api.gputime import compare, gputime, sweep
+    from .edges import Shell
     from .kernels import KernelName
     from .kernels import decode as decode_kernel
     from .timing import TimingOptions, TimingResult
@@ -105,7 +106,7 @@ def __dir__() -> list[str]:
 _MAGIC_NAMES = {"line": ["gputime"], "cell": ["gputime", "gpuprofile"]}
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: Shell) -> None:
     """Register the magics and make their settings reachable from ``%config GpuMagics``."""
     from .notebook.magics import GpuMagics  # IPython is imported only when the extension is loaded
 
@@ -115,7 +116,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.configurables.append(magics)
 
 
-def unload_ipython_extension(ipython: Any) -> None:
+def unload_ipython_extension(ipython: Shell) -> None:
     table = ipython.magics_manager.magics
     for kind, names in _MAGIC_NAMES.items():
         for name in names:

@@ -12,10 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import GpuMagicError
 from .history import EXIT_SLOWER, EXIT_UNREADABLE, percentage
+
+if TYPE_CHECKING:
+    from ..render.diff_view import ProfileDiff
 
 __all__ = ["main", "parser"]
 
@@ -88,7 +91,7 @@ def _path(args: argparse.Namespace, sides: list[str]) -> str:
     return ", ".join(str(args.a if side == "A" else args.b) for side in sides)
 
 
-def _write(result: Any, args: argparse.Namespace) -> None:
+def _write(result: ProfileDiff, args: argparse.Namespace) -> None:
     """The page and the JSON asked for."""
     if args.html:
         result.save_html(args.html)

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..history.profiles import unpack_summary
@@ -96,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _name(row: Any) -> str:
+def _name(row: Mapping[str, Any]) -> str:
     name = row.get("label") or one_line(row.get("statement"), 40)
     if row.get("variant") and row.get("variant") != name:
         name += f" / {row['variant']}"
@@ -105,7 +105,7 @@ def _name(row: Any) -> str:
     return name
 
 
-def _median(row: Any) -> str:
+def _median(row: Mapping[str, Any]) -> str:
     """A timing's median ± IQR; a profile's GPU busy time; a memory run's peak."""
     if row.get("kind") == MEMORY:
         from ..analysis.memory_findings import format_bytes

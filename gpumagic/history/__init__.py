@@ -76,7 +76,7 @@ def history(*args: Any, **kwargs: Any) -> pd.DataFrame:
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
         return history(*args, **kwargs)
 
 

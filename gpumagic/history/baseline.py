@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..edges import JsonValue
 from .provenance import MEASURED_ON
 from .query import select
 from .rows import RESULT_COLUMNS, unpack_samples
@@ -103,7 +104,7 @@ def read_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def _entry_problem(entry: Any) -> str | None:
+def _entry_problem(entry: JsonValue) -> str | None:
     """What is wrong with one baseline result, or None."""
     if not isinstance(entry, dict):
         return f"is {type(entry).__name__}, not an object"

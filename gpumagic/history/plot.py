@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..edges import BokehModel
 from ..render.compare_plot import time_unit
 from ..render.figure_page import FigurePage
 from ..render.sweep_plot import PALETTE
@@ -48,7 +49,7 @@ def series_name(row: Mapping[str, Any]) -> str:
 
 def history_figure(
     rows: Sequence[Mapping[str, Any]], title: str = "History: median and IQR per call"
-) -> Any:
+) -> BokehModel:
     """A Bokeh figure: per series a line through the medians with each result's IQR as a vertical
     bar."""
     from bokeh.models import ColumnDataSource, HoverTool
@@ -120,7 +121,7 @@ class HistoryPlot(FigurePage):
         series = {series_name(r) for r in self.rows}
         return f"{len(self.rows)} results in {len(series)} series from {self.path}"
 
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         return history_figure(self.rows)
 
     def html(self, figure: str | None = "iframe") -> str:

@@ -32,6 +32,7 @@ from .saving import Recorder, UnknownReferenceError
 from .store import PROFILE, Store
 
 if TYPE_CHECKING:
+    from ..analysis.profile_summary import ProfileSummary
     from ..trace import Trace
 
 
@@ -84,7 +85,7 @@ def summary_row(
 
 
 def profile_row(
-    summary: Any,
+    summary: ProfileSummary,
     cell: str,
     context: Mapping[str, Any],
     *,
@@ -103,7 +104,7 @@ def profile_row(
     }
 
 
-def _kept_trace(capture: Any, trace_path: str | None) -> str | None:
+def _kept_trace(capture: Captured, trace_path: str | None) -> str | None:
     """The trace the user can open again: the ``--trace`` file written, else the report nsys
     kept."""
     if trace_path and os.path.exists(trace_path):
@@ -125,7 +126,7 @@ class ProfileOutcome:
 
     ids: list[int] = field(default_factory=list)
     reference: dict[str, Any] | None = None
-    summary: Any = None
+    summary: ProfileSummary | None = None
     names: tuple[str, str] = ("", "")
     lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .provenance import MEASURED_ON
 from .rows import RESULT_COLUMNS, statement_key, unpack_samples
 from .store import MEMORY, PROFILE, Store, of_kind, resolve_path
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["COLUMNS", "KINDS", "SHOWN", "history", "select"]
 
@@ -43,7 +46,7 @@ SHOWN = [*COLUMNS[: COLUMNS.index("byte_rate") + 1], *FROM_EXTRA]
 SHOWN += COLUMNS[COLUMNS.index("byte_rate") + 1 :]
 
 
-def _extra(text: Any) -> dict[str, Any]:
+def _extra(text: str | bytes | None) -> dict[str, Any]:
     """A row's ``extra`` JSON as a dict ({} where absent or unreadable)."""
     try:
         found = json.loads(text) if text else {}
@@ -104,7 +107,7 @@ def history(
     kind: str | None = None,
     path: str | os.PathLike[str] | None = None,
     samples: bool = False,
-) -> Any:
+) -> pd.DataFrame:
     """The saved results as a DataFrame, one row a result (oldest first): when, label, statement,
     kind, median and IQR (seconds), samples, kernel time, rates, energy per call (J) and power (W)
     where measured (``--energy``), device, clocks, versions, commit;

@@ -15,8 +15,11 @@ import math
 import sys
 import uuid
 from array import array
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..timing.result import TimingResult
 
 __all__ = [
     "FIGURES",
@@ -77,7 +80,7 @@ def _little(values: array[Any]) -> bytes:  # Any: int or float arrays
     return values.tobytes()
 
 
-def pack_samples(samples: Any) -> bytes:
+def pack_samples(samples: Iterable[float]) -> bytes:
     return _little(array("d", [float(s) for s in samples]))
 
 
@@ -89,12 +92,13 @@ def unpack_samples(blob: bytes | bytearray | memoryview | None) -> list[float]:
     return values.tolist()
 
 
-def pack_clocks(clocks: Any, n: int) -> bytes | None:
+def pack_clocks(clocks: Iterable[int | None] | None, n: int) -> bytes | None:
     """The per-sample SM clocks (MHz) where every sample has one, else None."""
     clocks = list(clocks or [])
     if len(clocks) != n or n == 0 or any(c is None or not 0 <= c < 65536 for c in clocks):
         return None
-    return _little(array("H", [int(c) for c in clocks]))
+    known = [int(c) for c in clocks if c is not None]  # every one: a None returned above
+    return _little(array("H", known))
 
 
 def unpack_clocks(blob: bytes | None) -> list[int] | None:
@@ -113,14 +117,14 @@ def statement_key(statement: str) -> str:
     return hashlib.sha1(statement.strip().encode()).hexdigest()[:20]
 
 
-def one_line(text: Any, width: int) -> str:
+def one_line(text: object, width: int) -> str:
     """``text`` on one line (its white space folded), cut to ``width`` characters with an ellipsis:
     how a statement is shown where a listing or a note gives it one line."""
     one = " ".join(str(text or "").split())
     return one if len(one) <= width else one[: width - 1] + "\u2026"
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> bool | int | float | str | None:
     """A value JSON and SQLite can hold (numbers stay numbers; NaN and the rest become text or
     None)."""
     if value is None or isinstance(value, (bool, int, str)):
@@ -128,7 +132,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     try:
-        number = float(value)  # numpy scalars
+        number = float(value)  # type: ignore[arg-type]  # numpy scalars
         return number if math.isfinite(number) else None
     except (TypeError, ValueError):
         return str(value)
@@ -151,7 +155,7 @@ def row_start(
 
 
 def result_row(
-    result: Any,
+    result: TimingResult,
     statement: str,
     context: Mapping[str, Any],
     *,

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import GpuMagicError
 from .provenance import provenance
@@ -42,6 +42,14 @@ __all__ = [
 
 _STORES: dict[Path, Store] = {}
 _SAID: set[tuple[str, str]] = set()
+
+
+class _Saving(Protocol):
+    """What saving fills in of any outcome (a timing's, a profile's, a memory run's): the ids saved
+    and the lines for the output."""
+
+    ids: list[int]
+    lines: list[str]
 
 
 class HistoryOffError(GpuMagicError, ValueError):
@@ -243,7 +251,7 @@ class Recorder:
         subclass finds its own kind's)."""
         return store.last_of(row["stmt_key"], row["device_key"])
 
-    def _saved_with_reference(self, row: dict[str, Any], out: Any) -> dict[str, Any] | None:
+    def _saved_with_reference(self, row: dict[str, Any], out: _Saving) -> dict[str, Any] | None:
         """Save ``row`` (its id into ``out.ids`` and the row) and return ``--vs``'s saved
         reference: for ``last`` the one :meth:`_last_saved` finds, read before the save so that it
         is never the row itself; else the one looked up before the measurement. None without
@@ -269,7 +277,7 @@ class Recorder:
             out.lines.append(f"vs last: no earlier {self.noun} on this device; {saved}")
         return ref
 
-    def _context(self, result: Any) -> dict[str, Any]:
+    def _context(self, result: TimingResult) -> dict[str, Any]:
         return provenance(result.device, result.backend, getattr(result, "meta", None))
 
     def _save(self, rows: list[dict[str, Any]]) -> list[int]:

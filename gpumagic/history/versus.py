@@ -20,11 +20,14 @@ import html
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..units import format_time
 from .provenance import MEASURED_ON
 from .rows import one_line, unpack_samples
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CLOCK_BAND",
@@ -194,7 +197,7 @@ class Versus:
         warn = "".join(f"<div>\u26a0 {html.escape(w)}</div>" for w in self.warnings)
         return f"<div class='gpumagic-versus'><code>{html.escape(self.line())}</code>{warn}</div>"
 
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         """Two rows (reference, new): id, label, median, iqr, samples, device and versions; the
         ratio, its interval and the verdict in ``df.attrs``."""
         import pandas as pd

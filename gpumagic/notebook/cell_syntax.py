@@ -25,9 +25,13 @@ import io
 import re
 import tokenize
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..edges import UserValue
 from ..errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["labelled_statements", "own_label", "split_options", "sweep_params"]
 
@@ -37,7 +41,7 @@ _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(=\S*)?")
 LABEL_WIDTH = 40
 
 
-def split_options(line: str, parser: Any) -> tuple[str, str]:
+def split_options(line: str, parser: argparse.ArgumentParser) -> tuple[str, str]:
     """Split ``line`` into its leading options and the statement, which is kept verbatim.
 
     ``parse_argstring`` alone would shell-split the statement and eat its quotes (``d['k']`` ->
@@ -159,7 +163,7 @@ def labelled_statements(cell: str) -> dict[str, str]:
     return out
 
 
-def _as_values(value: Any) -> list[Any]:
+def _as_values(value: UserValue) -> list[Any]:
     """A tuple, list, range or other iterable gives its items; a string or a single value is one
     value."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):

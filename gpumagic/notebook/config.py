@@ -17,9 +17,9 @@ from __future__ import annotations
 import warnings
 from copy import deepcopy
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets import Bool, Float, Int, TraitError, TraitType, Unicode, validate
 from traitlets.config import Config, Configurable
 
 from ..capture.options import WARMUP, NcuOptions, NsysOptions
@@ -27,6 +27,9 @@ from ..errors import InvalidOptionError
 from ..render.options import ReportOptions
 from ..timing.options import BOUNDS, Bounds, TimingOptions
 from ..timing.stats import StopRule
+
+if TYPE_CHECKING:
+    from traitlets.utils.bunch import Bunch
 
 _Options = TypeVar("_Options", TimingOptions, NsysOptions, NcuOptions, ReportOptions)
 
@@ -216,10 +219,11 @@ class GpuMagicsConfig(Configurable):
     ).tag(config=True)
 
     @validate(*_TIMING_TRAITS, *PROFILE_BOUNDS)
-    def _check_bounds(self, proposal: Any) -> Any:
+    def _check_bounds(self, proposal: Bunch) -> float:
         """Refuse a value outside its setting's bounds when it is set, naming the setting, the range
         and the default."""
-        name, value = proposal["trait"].name, proposal["value"]
+        name: str = proposal["trait"].name
+        value: float = proposal["value"]
         try:
             _bounds(name).check(name, value)
         except InvalidOptionError as exc:
@@ -236,7 +240,10 @@ class GpuMagicsConfig(Configurable):
         self._settled = True
 
     def _load_config(
-        self, cfg: Config, section_names: list[str] | None = None, traits: Any = None
+        self,
+        cfg: Config,
+        section_names: list[str] | None = None,
+        traits: dict[str, TraitType[Any, Any]] | None = None,
     ) -> None:
         """Load settings from a config; while the extension loads, a value outside its bounds is
         dropped with a warning (the default stays) instead of failing the load.
@@ -302,7 +309,9 @@ def _with_overrides(base: _Options, overrides: dict[str, Any]) -> _Options:
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def _option_value(name: str, value: Any) -> Any:
+def _option_value(
+    name: str, value: bool | int | float | str | None
+) -> bool | int | float | str | None:
     """Setting ``name``'s ``value`` as its option takes it: an empty path is the option's None."""
     return None if name in _EMPTY_IS_NONE and not value else value
 

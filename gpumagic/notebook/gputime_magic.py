@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..edges import UserValue
 from ..errors import GpuMagicError, TimingInterrupted
 from ..timing import measure
 from ..timing.statement import compile_statement
@@ -219,7 +220,7 @@ def shown_once(statements: Mapping[str, CompiledStatement]) -> Iterator[dict[str
     def first_shown(once: Callable[[], Any]) -> Callable[[], Any]:
         calls = [0]
 
-        def run() -> Any:
+        def run() -> UserValue:
             __tracebackhide__ = True  # the statement's error shows from the user's own code
             calls[0] += 1
             if calls[0] > 1:

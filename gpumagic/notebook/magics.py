@@ -4,13 +4,14 @@ mean the same), their checks, and dispatch to the runs (:mod:`.gputime_magic`,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ..edges import UserValue
 from ..errors import GpuMagicError
 from .cell_syntax import split_options
 from .config import GpuMagicsConfig
@@ -18,6 +19,10 @@ from .glue import INTERRUPTED, capture_errors, ends_with_semicolon, notebook_adv
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
+
+    from ..timing.compare_result import Comparison
+    from ..timing.result import TimingResult
+    from ..timing.sweep_result import Sweep
 
 __all__ = ["GpuMagics", "notebook_advice", "split_options"]
 
@@ -191,7 +196,9 @@ class GpuMagics(Magics, GpuMagicsConfig):
     )
     @kwds(epilog=GPUTIME_EXAMPLES)
     @line_cell_magic
-    def gputime(self, line: str = "", cell: str | None = None) -> Any:
+    def gputime(
+        self, line: str = "", cell: str | None = None
+    ) -> TimingResult | Comparison | Sweep | None:
         """Time a statement on the GPU: the %timeit of CUDA code.
 
         Usage, in line mode:
@@ -394,7 +401,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
     )
     @kwds(epilog=GPUPROFILE_EXAMPLES)
     @cell_magic
-    def gpuprofile(self, line: str, cell: str) -> Any:
+    def gpuprofile(self, line: str, cell: str) -> UserValue:
         """Profile a cell: every kernel it runs, what each one is, and a timeline.
 
         Usage:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.memory import analyze_memory, format_bytes
 from ..analysis.memory_diff import diff_memory, memory_summary
+from ..edges import Shell, UserValue
 from ..render.memory_view import MemoryView
 from .glue import compile_cell
 
@@ -26,7 +27,7 @@ __all__ = ["memory_magic", "profile_cell_memory"]
 
 
 def profile_cell_memory(
-    shell: Any,
+    shell: Shell,
     cell: str,
     *,
     label: str,
@@ -36,7 +37,7 @@ def profile_cell_memory(
     output: str | None = None,
     show: Callable[[Any], Any] = print,
     saver: MemoryRecorder | None = None,
-) -> Any:
+) -> UserValue:
     """``%%gpuprofile --memory``: record the cell's allocations (``capture.memory.cell``), show the
     view with ``show``, keep it in ``shell.user_ns[output]`` when asked, and return the cell's
     value. A cell that raised (an out-of-memory error among others) is shown with what was alive
@@ -96,7 +97,7 @@ def memory_magic(
     args: argparse.Namespace,
     cell: str,
     show: Callable[[Any], Any],
-) -> Any:
+) -> UserValue:
     """``%%gpuprofile --memory`` from the magic's parsed options; returns the cell's value."""
     from ..errors import InvalidOptionError
     from .profile_magic import CellRun

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..edges import UserValue
 from .glue import (
     INTERRUPTED,
     capture_errors,
@@ -25,6 +26,7 @@ from .glue import (
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ..capture import Capture
     from ..render.options import ReportOptions
     from .config import GpuMagicsConfig
 
@@ -67,14 +69,14 @@ class CellRun:
         label = args.label or f"cell:{shell.execution_count}"
         return cls(label, shell.transform_cell(cell), warmup, args.iters, args.output, cell)
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: UserValue) -> UserValue:
         """The cell's value as IPython would show it: hidden by a trailing ';'."""
         return None if value is None or ends_with_semicolon(self.source) else value
 
 
 def profile_in_process_or_nsys(
     config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
-) -> Any:
+) -> UserValue:
     """``%%gpuprofile`` (torch.profiler here) and ``--nsys`` (Nsight Systems in a subprocess): the
     capture, the report, its history row and ``--vs``'s diff."""
     run = CellRun.from_args(config, shell, args, cell)
@@ -186,7 +188,7 @@ def _name_the_cells(meta: dict[str, Any], run: CellRun, shell: InteractiveShell)
 
 def profile_ncu(
     config: GpuMagicsConfig, shell: InteractiveShell, args: argparse.Namespace, cell: str
-) -> Any:
+) -> UserValue:
     """``%%gpuprofile --ncu``: the cell under Nsight Compute in a subprocess; an NcuReport shown."""
     if args.nsys or args.trace or args.nsys_args or args.vs or args.counters:
         raise UsageError(
@@ -253,7 +255,7 @@ def in_place_refusal(args: argparse.Namespace) -> str | None:
 
 def show_report(
     shell: InteractiveShell,
-    captured: Any,
+    captured: Capture,
     run: CellRun,
     options: ReportOptions,
     *,

@@ -21,13 +21,18 @@ from .roofline import calls_figure
 
 __all__ = ["roofline"]
 
+#: A point as the caller gives it: ``(label, Achieved)``, or ``(label, FLOP per byte, FLOP/s)`` with
+#: the Achieved it came from, where there is one, last.
+Point = tuple[str, Achieved] | tuple[str, float, float] | tuple[str, float, float, Achieved]
+
 _TENSOR = {"tf32", "bf16", "fp16", "fp8", "fp4", "int8"}
 
 
-def _point(item: Any) -> tuple[str, float | None, float | None, Achieved | None]:
+def _point(item: Point) -> tuple[str, float | None, float | None, Achieved | None]:
     """(label, FLOP per byte, FLOP/s, the Achieved) of a ``(label, Achieved)`` pair or a ``(label,
     intensity, FLOP/s[, Achieved])`` tuple (for work the counting leaves out, an add's FLOP per
     element, say)."""
+    rest: list[Any]  # the shapes are told apart by their length and their last item below
     label, *rest = item
     if len(rest) == 1 and isinstance(rest[0], Achieved):
         return str(label), rest[0].intensity, rest[0].flop_rate, rest[0]
@@ -41,7 +46,7 @@ def _point(item: Any) -> tuple[str, float | None, float | None, Achieved | None]
 
 
 def roofline(
-    points: Iterable[Any] | Mapping[str, Achieved],
+    points: Iterable[Point] | Mapping[str, Achieved],
     device: str | None = None,
     *,
     title: str | None = None,

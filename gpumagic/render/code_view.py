@@ -9,10 +9,12 @@ the outside row included, make that total.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from ..trace import Trace
 from ..trace.by_code import attribution
 from ..units import format_ns
 from .tables import esc, style
@@ -26,11 +28,11 @@ _NUM = "display:inline-block;width:6.5em;text-align:right;padding-right:.6em"
 _INDENT = "padding-left:1.1em"
 
 
-def _unit(trace: Any) -> str:
+def _unit(trace: Trace) -> str:
     return "GPU time" if trace.recorded("kernels") or not trace.kernels.empty else "CPU time"
 
 
-def _sections(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+def _sections(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The two tables, or None where there is nothing to place: no torch ops to tie work to (an
     nsys capture), or no work (an idle GPU)."""
     if trace.ops.empty or not attribution(trace).total_ns:
@@ -43,7 +45,7 @@ def _total(modules: pd.DataFrame) -> int:
     return int(modules.loc[modules["depth"] == 0, "total_ns"].sum())
 
 
-def _name(r: Any) -> str:
+def _name(r: pd.Series | Mapping[str, Any]) -> str:
     """A module row's name: its dotted name where the model named it, else its own instance name
     (the tree's indentation says where it sits)."""
     if r["module"] != r["instance"] or not r["instance"]:
@@ -51,7 +53,7 @@ def _name(r: Any) -> str:
     return str(r["instance"]).rsplit(".", 1)[-1]
 
 
-def _bound(r: Any) -> str:
+def _bound(r: pd.Series | Mapping[str, Any]) -> str:
     """A launch-bound module's mark: how little of its forward's span its kernels kept the GPU
     busy."""
     if not r.get("launch_bound"):
@@ -62,7 +64,7 @@ def _bound(r: Any) -> str:
     )
 
 
-def code_text_lines(trace: Any, top: int) -> list[str]:
+def code_text_lines(trace: Trace, top: int) -> list[str]:
     """The report's text lines for the by-code view: the module tree's top levels and the lines
     (``top`` rows each, largest first where there are more), or the sentence of what is missing."""
     got = _sections(trace)
@@ -110,7 +112,7 @@ def code_text_lines(trace: Any, top: int) -> list[str]:
     return out
 
 
-def code_html(trace: Any, top: int) -> str:
+def code_html(trace: Trace, top: int) -> str:
     """The by-code sections as collapsed ``<details>``: the module tree (each module opens to its
     children) and the line table; the sentence of what is missing where the trace cannot tell."""
     got = _sections(trace)
@@ -149,7 +151,7 @@ def _details(title: str, body: str, open_: bool = False) -> str:
     )
 
 
-def _cells(r: Any) -> str:
+def _cells(r: pd.Series | Mapping[str, Any]) -> str:
     title = f"{int(r['kernels']):,} kernels and memory operations"
     if r["instance"]:
         title += (
@@ -204,13 +206,13 @@ def _tree_html(modules: pd.DataFrame) -> str:
     return f"<div style='font-size:12.5px;margin:4px 0 10px 0'>{''.join(out)}</div>"
 
 
-def _line_depth(r: Any) -> int:
+def _line_depth(r: pd.Series | Mapping[str, Any]) -> int:
     """How many of the cell's lines enclose this one (a loop's body is one deeper)."""
     depth = r.get("depth") if hasattr(r, "get") else None
     return int(depth) if depth is not None and depth == depth else 0
 
 
-def _with_body(r: Any, total: int) -> str:
+def _with_body(r: pd.Series | Mapping[str, Any], total: int) -> str:
     """'  [with its body: 91.2%, 4.1 ms]' for a line whose body ran work (a loop, a ``with``)."""
     incl, own = r.get("incl_ns"), r.get("total_ns")
     if incl is None or incl != incl or not incl > own:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..edges import BokehModel
+
 __all__ = ["BAR_COLOR", "BASELINE_COLOR", "compare_figure", "time_unit"]
 
 BAR_COLOR = "#1f77b4"
@@ -29,7 +31,7 @@ def time_unit(seconds: float) -> tuple[float, str]:
     return 1e9, "ns"
 
 
-def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per call") -> Any:
+def compare_figure(bars: Sequence[Mapping[str, Any]], title: str = "Median per call") -> BokehModel:
     """A Bokeh figure: one bar per entry of ``bars`` (keys: label, median in seconds, text, speedup,
     rate, baseline), top to bottom in their order; the baseline grey, with a dashed line at its
     median."""

@@ -11,10 +11,12 @@ small page.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ..edges import BokehModel
+from ..trace import Trace
 
 __all__ = ["LANE_HEIGHT", "MAX_POINTS", "CounterLane", "draw_lanes", "plan_lanes"]
 
@@ -56,7 +58,7 @@ def _binned(ts: np.ndarray, values: np.ndarray, period: float) -> tuple[np.ndarr
     return x, np.repeat(values, 2)
 
 
-def plan_lanes(trace: Any, t0: int, y: float) -> tuple[list[CounterLane], float]:
+def plan_lanes(trace: Trace, t0: int, y: float) -> tuple[list[CounterLane], float]:
     """The lanes to draw from ``y`` down (none where the capture sampled no counters), and the y
     below them."""
     samples = trace.meta.get("counter_samples")
@@ -86,7 +88,7 @@ def plan_lanes(trace: Any, t0: int, y: float) -> tuple[list[CounterLane], float]
 
 
 def draw_lanes(
-    p: Any, lanes: list[CounterLane], per: float
+    p: BokehModel, lanes: list[CounterLane], per: float
 ) -> tuple[list[float], dict[float, str]]:
     """Draw ``lanes`` on figure ``p`` (x in units of ``per`` ns); the ticks and labels they add."""
     ticks: list[float] = []

@@ -5,10 +5,12 @@ the kernel table names it."""
 from __future__ import annotations
 
 import math
-from typing import Any
+
+import pandas as pd
 
 from ..analysis.counters import code_counters, counters_table
 from ..analysis.finding import kernel_labels
+from ..trace import Trace
 from .tables import esc, style, table_html
 
 __all__ = ["counters_html", "counters_text_lines"]
@@ -28,7 +30,7 @@ _H4 = "style='margin:10px 0 2px 0;font-size:14px'"
 CODE_ROWS = 8
 
 
-def _period(trace: Any, short: bool = False) -> str:
+def _period(trace: Trace, short: bool = False) -> str:
     """'every 100 µs, metric set gh100' (``short``) or with the set's name after its alias."""
     period = trace.meta.get("counters_period_ns")
     text = f"every {period / 1000:.0f} µs" if period else "periodically"
@@ -38,13 +40,13 @@ def _period(trace: Any, short: bool = False) -> str:
     return f"{text}, metric set {chosen}" if chosen else text
 
 
-def _cell(value: Any) -> str:
+def _cell(value: float | None) -> str:
     return (
         "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.0f}"
     )
 
 
-def counters_html(trace: Any, top: int) -> str:
+def counters_html(trace: Trace, top: int) -> str:
     """The section's HTML: a heading that says how the counters were sampled, then one row per
     kernel name, heaviest first."""
     table = counters_table(trace, top)
@@ -64,7 +66,7 @@ def counters_html(trace: Any, top: int) -> str:
     )
 
 
-def _code_html(table: Any, first: str, title: str) -> str:
+def _code_html(table: pd.DataFrame, first: str, title: str) -> str:
     """One by-code table: the module or line and its pass, its verdict under it, its counters."""
     if table.empty:
         return ""
@@ -78,7 +80,9 @@ def _code_html(table: Any, first: str, title: str) -> str:
     )
 
 
-def _rows_html(table: Any, first: str, heads: list[str], titles: list[str] | None = None) -> str:
+def _rows_html(
+    table: pd.DataFrame, first: str, heads: list[str], titles: list[str] | None = None
+) -> str:
     """A counters table: Time %, then ``first`` with each row's ``heads`` HTML and its verdict
     under it (``titles``: a hover text per row), then the counters as shares of peak."""
     th = f"<th {style('th')}>Time %</th><th {style('th-name')}>{esc(first)}: verdict</th>"
@@ -98,7 +102,7 @@ def _rows_html(table: Any, first: str, heads: list[str], titles: list[str] | Non
     return table_html(th, rows)
 
 
-def counters_text_lines(trace: Any, top: int) -> list[str]:
+def counters_text_lines(trace: Trace, top: int) -> list[str]:
     """The section as terminal lines: one verdict per heavy kernel."""
     table = counters_table(trace, top)
     if table.empty:

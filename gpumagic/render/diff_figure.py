@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..edges import BokehModel
 from .compare_plot import time_unit
 
 __all__ = ["LESS", "MORE", "waterfall_figure", "waterfall_html", "waterfall_rows"]
@@ -110,7 +111,7 @@ def waterfall_figure(
     busy_b: int,
     steps: Sequence[Mapping[str, Any]],
     title: str = "Where the GPU time moved",
-) -> Any:
+) -> BokehModel:
     """A Bokeh figure: A's busy time, one step per entry of ``steps`` (keys: label, delta_ns, text),
     B's busy."""
     from bokeh.models import NumeralTickFormatter

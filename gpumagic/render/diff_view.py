@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..analysis.diff import DiffData
 from ..analysis.diff_text import MEMOP_NOUN, row_labels
+from ..edges import BokehModel
 from ..units import format_ns
 from .figure_page import FigurePage
 from .tables import esc, ns_title, style
@@ -44,7 +45,7 @@ def _ratio(r: float) -> str:
     return "" if r is None or (isinstance(r, float) and math.isnan(r)) else f"{r:.2f}\u00d7"
 
 
-def _figure_value(v: Any, unit: str) -> str:
+def _figure_value(v: float | None, unit: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "\u2014"
     if unit == "ns":
@@ -169,7 +170,7 @@ class ProfileDiff(FigurePage):
             steps.append({"label": f"{len(rest)} other changes", "delta_ns": d, "text": signed(d)})
         return steps
 
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         """The waterfall from A's GPU busy time to B's (``render/diff_figure.py``)."""
         from .diff_figure import waterfall_figure
 

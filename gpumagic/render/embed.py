@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..edges import BokehModel, JsonValue
+
 __all__ = [
     "BokehJSOnce",
     "bokehjs",
@@ -103,7 +105,7 @@ class BokehJSOnce:
 ONCE = BokehJSOnce()
 
 
-def _json_for_script(value: Any) -> str:
+def _json_for_script(value: JsonValue) -> str:
     """JSON that cannot end its ``<script>`` element or open a tag, whatever names it holds."""
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
@@ -158,7 +160,7 @@ _EMBED_JS = """(function () {
 })();"""
 
 
-def _block(fig: Any, carrier: bool, note: str, margin: str = "6px 0 0 0") -> str:
+def _block(fig: BokehModel, carrier: bool, note: str, margin: str = "6px 0 0 0") -> str:
     from bokeh.embed import json_item
 
     script = _EMBED_JS % {
@@ -176,13 +178,13 @@ def _block(fig: Any, carrier: bool, note: str, margin: str = "6px 0 0 0") -> str
     )
 
 
-def notebook_block(fig: Any, carrier: bool) -> str:
+def notebook_block(fig: BokehModel, carrier: bool) -> str:
     """The timeline for a notebook output whose window BokehJS reaches once (``carrier``: this
     output brings it)."""
     return _block(fig, carrier, UNTRUSTED_NOTE)
 
 
-def page_block(fig: Any, margin: str = "6px 0 0 0") -> str:
+def page_block(fig: BokehModel, margin: str = "6px 0 0 0") -> str:
     """The timeline for a page that loads BokehJS in its head (``save_html``)."""
     return _block(fig, False, MISSING_NOTE, margin)
 
@@ -208,7 +210,7 @@ _FIT_JS = """(function () {
 })();"""
 
 
-def iframe_block(fig: Any, title: str) -> str:
+def iframe_block(fig: BokehModel, title: str) -> str:
     """The timeline as a page of its own in an ``<iframe srcdoc>`` as tall as the figure (BokehJS
     inside)."""
     page = standalone_page(

@@ -8,14 +8,13 @@ an ``<iframe srcdoc>`` with BokehJS inside, for whoever calls ``_repr_html_`` di
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..edges import BokehModel
 from . import embed
 
 __all__ = ["figure_html"]
 
 
-def figure_html(fig: Any, mode: str, title: str) -> str:
+def figure_html(fig: BokehModel, mode: str, title: str) -> str:
     """``fig`` as HTML for ``mode`` ("notebook", "page" or "iframe"); ``title`` names the iframe."""
     if mode == "notebook" and embed.shares_window():
         return embed.notebook_block(fig, carrier=embed.ONCE.take())

@@ -11,9 +11,19 @@ in its head ("page").
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Container
+from typing import Protocol
+
+from ..edges import BokehModel
 
 __all__ = ["Figure", "FigurePage"]
+
+
+class _Printer(Protocol):
+    """What :meth:`FigurePage._repr_pretty_` uses of IPython's pretty printer (render does not
+    import IPython, not even for its types)."""
+
+    def text(self, obj: str) -> None: ...
 
 
 class FigurePage:
@@ -37,7 +47,7 @@ class FigurePage:
         :meth:`_repr_pretty_`)."""
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: _Printer, cycle: bool) -> None:
         p.text(str(self))
 
     def _repr_html_(self) -> str:
@@ -45,7 +55,9 @@ class FigurePage:
         alone."""
         return self._advised(self.html("iframe"))
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(
+        self, include: Container[str] | None = None, exclude: Container[str] | None = None
+    ) -> dict[str, str]:
         """What a notebook shows: HTML with the figure drawn by BokehJS sent once per kernel
         session, and the text for front ends without HTML."""
         bundle = {"text/plain": self._advised(str(self))}
@@ -69,7 +81,7 @@ class Figure(FigurePage):
     (about 4 MB, twice over) in the notebook. ``Figure(p)`` as a cell's value, or
     ``display(Figure(p))``; ``save_html(path)`` writes a page of its own."""
 
-    def __init__(self, figure: Any, title: str | None = None) -> None:
+    def __init__(self, figure: BokehModel, title: str | None = None) -> None:
         self.figure = figure
         self.title = title or getattr(getattr(figure, "title", None), "text", None) or "figure"
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.memory import CATEGORIES, MemoryAnalysis, format_bytes
+from ..edges import BokehModel
 
 __all__ = ["CATEGORY_COLORS", "memory_figure"]
 
@@ -60,7 +61,7 @@ def _short(label: str, lane: str) -> str:
     return label.split(".", 1)[1]
 
 
-def ranges_figure(m: MemoryAnalysis, x_range: Any) -> Any:
+def ranges_figure(m: MemoryAnalysis, x_range: BokehModel) -> BokehModel | None:
     """The lanes of ``m.ranges`` (one row each) on ``x_range``; None when there are none."""
     from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.plotting import figure
@@ -130,7 +131,7 @@ def ranges_figure(m: MemoryAnalysis, x_range: Any) -> Any:
     return p
 
 
-def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
+def memory_figure(m: MemoryAnalysis, title: str | None = None) -> BokehModel:
     """The Bokeh figure of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`: the memory
     over time, with the ranges' lanes below it on the same axis where the analysis has any."""
     p = _memory_plot(m, title)
@@ -143,7 +144,7 @@ def memory_figure(m: MemoryAnalysis, title: str | None = None) -> Any:
     return column(p, lanes, sizing_mode="stretch_width", height=p.height + lanes.height)
 
 
-def _memory_plot(m: MemoryAnalysis, title: str | None) -> Any:
+def _memory_plot(m: MemoryAnalysis, title: str | None) -> BokehModel:
     """The memory over time: the levels (:func:`_draw_levels`), the peak and the failure marked, the
     legend above, and the y axis from 0 with room over the highest line for the peak's label."""
     from bokeh.models import DataRange1d
@@ -184,7 +185,7 @@ def _memory_plot(m: MemoryAnalysis, title: str | None) -> Any:
     return p
 
 
-def _draw_levels(p: Any, s: pd.DataFrame, unit: str, per: float) -> list[Any]:
+def _draw_levels(p: BokehModel, s: pd.DataFrame, unit: str, per: float) -> list[Any]:
     """The categories stacked (those that hold anything), reserved dashed above them, allocated as
     a line, all as steps, with a hover that reads every level at a time; returns the legend's
     items."""
@@ -223,7 +224,7 @@ _MARK_LABEL: dict[str, Any] = {
 }
 
 
-def _mark_peak(p: Any, m: MemoryAnalysis, peak_y: float) -> None:
+def _mark_peak(p: BokehModel, m: MemoryAnalysis, peak_y: float) -> None:
     """The peak: a dotted line at its time, a triangle at its height, its bytes beside it."""
     from bokeh.models.annotations import Label, Span
 
@@ -245,7 +246,7 @@ def _mark_peak(p: Any, m: MemoryAnalysis, peak_y: float) -> None:
     )
 
 
-def _mark_oom(p: Any, oom: Mapping[str, Any], top: float) -> None:
+def _mark_oom(p: BokehModel, oom: Mapping[str, Any], top: float) -> None:
     """The out-of-memory failure: a line at its time and the request's bytes near the top."""
     from bokeh.models.annotations import Label, Span
 

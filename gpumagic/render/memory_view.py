@@ -14,11 +14,11 @@ came for.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pandas as pd
 
 from ..analysis.memory import CATEGORIES, MemoryAnalysis, format_bytes
+from ..edges import BokehModel
 from .figure_page import FigurePage
 from .memory_figure import CATEGORY_COLORS
 from .tables import esc, style
@@ -80,7 +80,7 @@ class MemoryView(FigurePage):
         (bytes)."""
         return self.analysis.samples.copy()
 
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         from .memory_figure import memory_figure
 
         return memory_figure(self.analysis)

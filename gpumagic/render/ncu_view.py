@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import pandas as pd
 
+from ..edges import BokehModel
 from ..kernels.labels import distinct_labels
 from ..units import format_si, format_time
 from .figure_page import FigurePage
@@ -145,7 +146,7 @@ class NcuReport(FigurePage):
             f"{format_time(total * 1e-9)} of kernel time under ncu{took}"
         )
 
-    def _rules_for(self, launch: Any) -> list[tuple[str, str]]:
+    def _rules_for(self, launch: int) -> list[tuple[str, str]]:
         r = self.rules
         if r.empty:
             return []
@@ -207,7 +208,7 @@ class NcuReport(FigurePage):
             lines.append(f"  report: {self.path}")
         return "\n".join(lines)
 
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         """The Bokeh roofline: each profiled launch a point, the report's ceilings as lines."""
         from .roofline import roofline_figure
 

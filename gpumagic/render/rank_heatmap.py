@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.ranks import rank_figures
+from ..edges import BokehModel
 from ..trace import Trace
 from ..units import format_ns
 from .ranks_view import times
@@ -135,7 +136,7 @@ def _colors(values: np.ndarray, palette: str) -> tuple[list[str], list[str], flo
     return [colors[i] for i in idx], ["white" if x > 0.55 else "#222" for x in level], top
 
 
-def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None) -> Any:
+def rank_heatmap_figure(trace: Trace, featured: Mapping[str, str] | None = None) -> BokehModel:
     """The heatmap as a Bokeh figure; ``featured``: role -> label (``ranks_view.featured_ranks``),
     named on the rank axis. Its ``height`` is the whole plot's."""
     from bokeh.models import FixedTicker, Range1d
@@ -201,7 +202,7 @@ def _cells(values: pd.DataFrame) -> dict[str, list[Any]]:
     return data
 
 
-def _draw_cells(p: Any, data: dict[str, list[Any]], cell: float) -> None:
+def _draw_cells(p: BokehModel, data: dict[str, list[Any]], cell: float) -> None:
     """The cells, a gap between them where rows are tall enough, each value written in its cell
     from :data:`TEXT_PX` on, and the hover."""
     from bokeh.models import ColumnDataSource, HoverTool
@@ -231,7 +232,7 @@ def _draw_cells(p: Any, data: dict[str, list[Any]], cell: float) -> None:
 
 
 def _rank_axis(
-    p: Any,
+    p: BokehModel,
     labels: list[str],
     ranks: list[str],
     featured: Mapping[str, str] | None,
@@ -287,7 +288,7 @@ def rank_time_heatmap_figure(
     width_ns: int,
     start_ns: int,
     featured: Mapping[str, str] | None = None,
-) -> Any:
+) -> BokehModel:
     """Busy share per rank (rows) and time bin (columns) as a Bokeh image: darker is busier. Past
     :data:`TIME_ROWS` ranks, a row stands for a block of consecutive ranks (their mean), so the page
     stays the same size at any rank count; the featured ranks' rows are named on the axis."""

@@ -17,6 +17,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..edges import BokehModel
+
 __all__ = ["rank_legend", "shown_first"]
 
 #: The glyph budget of each lane of a rank shown only on request: a coarse picture (time buckets) of
@@ -107,13 +109,13 @@ def _short(label: str) -> str:
 
 
 def rank_legend(
-    p: Any,
+    p: BokehModel,
     names: Sequence[str],
     bands: Sequence[tuple[float, float]],
     by_rank: Mapping[str | None, list[Any]],
     featured: Mapping[str, str],
     px: tuple[int, int],
-) -> Any:
+) -> BokehModel:
     """The figure ``p`` (every rank's lanes stacked in ``names`` order, from ``bands``' top to
     bottom, each rank's renderers in ``by_rank``, the featured ranks' shown) with a legend of ranks
     that shows or hides each one, and its height grown by that legend. ``px``: the timeline's pixels
@@ -149,7 +151,7 @@ def rank_legend(
 
 
 def _ticks_by_band(
-    p: Any, bands: Sequence[tuple[float, float]]
+    p: BokehModel, bands: Sequence[tuple[float, float]]
 ) -> tuple[list[list[float]], list[list[str]]]:
     """The lane ticks of each rank's band, as offsets from its top, and their labels: what the
     restacking script moves with the band."""
@@ -163,7 +165,9 @@ def _ticks_by_band(
     return rel, words
 
 
-def _shade_bands(p: Any, shown: Sequence[tuple[float, float]]) -> tuple[Any, Any]:
+def _shade_bands(
+    p: BokehModel, shown: Sequence[tuple[float, float]]
+) -> tuple[BokehModel, BokehModel]:
     """Every other shown band shaded and a line between them, from sources the restacking script
     rewrites: returns (the strips' source, the lines' source)."""
     from bokeh.models import ColumnDataSource

@@ -5,6 +5,7 @@ chrome://tracing."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,6 +18,7 @@ from ..analysis.finding import kernel_labels
 from ..analysis.op_rates import code_rates, kernel_rates, rate_text
 from ..analysis.ranks import is_multi, rank_figures
 from ..analysis.selfcheck import launches, without_cuda
+from ..edges import BokehModel, TorchValue
 from ..kernels import decode
 from ..trace import Trace
 from ..trace.chrome_export import chrome_trace_events, write_chrome_trace
@@ -170,7 +172,7 @@ class ProfileReport(FigurePage):
     def to_dataframe(self) -> pd.DataFrame:
         return self.kernel_summary()
 
-    def by_module(self, model: Any = None) -> pd.DataFrame:
+    def by_module(self, model: TorchValue | Mapping[str, TorchValue] | None = None) -> pd.DataFrame:
         """GPU time by ``nn.Module``, forward and backward, with an outside row: the rows make the
         report's kernel and memory-operation time exactly (``Trace.by_module``). ``model``: the
         live module (or name -> module), to name rows as the code does (``blocks.1.attn``)."""
@@ -293,7 +295,7 @@ class ProfileReport(FigurePage):
 
     # --- HTML
     # ----------------------------------------------------------------------------------------------
-    def _timeline_figure(self) -> Any:
+    def _timeline_figure(self) -> BokehModel:
         from .timeline import timeline_figure
 
         title = "Timeline" + (f" \u00b7 {self.label}" if self.label else "")
@@ -309,7 +311,7 @@ class ProfileReport(FigurePage):
         own in an iframe; ``page``: for a page that loads BokehJS in its head."""
         return self._figure_html(self._timeline_figure(), mode, "timeline")
 
-    def _figure_html(self, fig: Any, mode: str, what: str) -> str:
+    def _figure_html(self, fig: BokehModel, mode: str, what: str) -> str:
         from .figure_modes import figure_html
 
         if mode == "notebook" and self.bokehjs != "once":
@@ -451,7 +453,7 @@ class ProfileReport(FigurePage):
         return write_chrome_trace(self.trace, path)
 
 
-def _rates(trace: Any) -> dict[str, str]:
+def _rates(trace: Trace) -> dict[str, str]:
     """Kernel name -> its rate as the kernel table shows it (none where nothing was counted)."""
     table = kernel_rates(trace)
     return {str(r["Name"]): text for r in table.to_dict("records") if (text := rate_text(r))}

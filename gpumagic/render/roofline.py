@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..edges import BokehModel
 from ..units import format_si, format_time
 from .xy_figure import xy_figure
 
@@ -158,7 +159,7 @@ def roofline_figure(
     ceilings: Mapping[str, float],
     title: str = "Roofline",
     labels: Mapping[str, str] | None = None,
-) -> Any:
+) -> BokehModel:
     """A Bokeh figure: one glyph per row of ``kernels`` (``ncu_read.kernel_figures`` columns), the
     ``ceilings`` (``fp32``/``fp64``/``fp16`` FLOP/s; ``bf16 tensor`` ... where some kernel used that
     precision's tensor cores; ``dram`` bytes/s) as lines. ``labels`` maps a raw name to its short
@@ -197,7 +198,7 @@ def _frame(
     title: str,
     x_label: str,
     y_label: str,
-) -> Any:
+) -> BokehModel:
     """The log-log axes, the DRAM slope and a flat roof per entry of ``roofs`` (name -> FLOP/s or
     OP/s)."""
     from bokeh.models import Range1d
@@ -242,7 +243,7 @@ def _frame(
     return p
 
 
-def _scatter(p: Any, data: dict[str, list[Any]]) -> Any:
+def _scatter(p: BokehModel, data: dict[str, list[Any]]) -> BokehModel:
     from bokeh.models import ColumnDataSource
 
     data = {**data, "x": _compact(data["x"]), "y": _compact(data["y"])}
@@ -269,7 +270,7 @@ def calls_figure(
     roofs: Mapping[str, float],
     dram: float | None,
     title: str = "Roofline",
-) -> Any:
+) -> BokehModel:
     """A Bokeh roofline of timed calls (``device_peaks.view.roofline``): ``points`` columns ``x``
     (FLOP per byte), ``y`` (FLOP/s), ``label``, ``rate_text``, ``ai_text``, ``share_text``,
     ``limiter_text``, ``limiter`` (a key of :data:`LIMITER_COLORS`, or None); ``roofs``: name ->

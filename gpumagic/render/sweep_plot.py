@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..edges import BokehModel
 from .compare_plot import time_unit
 from .xy_figure import xy_figure
 
@@ -109,7 +110,7 @@ def sweep_figure(
     metric: str = "time",
     x: str = "",
     title: str = "Sweep",
-) -> Any:
+) -> BokehModel:
     """A Bokeh figure: one line per entry of ``series`` (name -> x, y and the hover texts params,
     median, rate), ``peaks`` (value in the metric's own unit per second -> its name) as dashed
     lines, ``failed`` points (x, label, error) as crosses along the bottom. ``metric``: "flop",
@@ -163,7 +164,7 @@ def _axes(
 
 
 def _draw_series(
-    p: Any, series: Mapping[str, Mapping[str, Sequence[Any]]], axes: _Axes
+    p: BokehModel, series: Mapping[str, Mapping[str, Sequence[Any]]], axes: _Axes
 ) -> list[Any]:
     """One line and its points per series, a colour each; returns the points (what the hover
     reads)."""
@@ -194,7 +195,9 @@ def _draw_series(
     return hovered
 
 
-def _draw_peaks(p: Any, peaks: Mapping[float, str], axes: _Axes, x_ends: tuple[Any, Any]) -> None:
+def _draw_peaks(
+    p: BokehModel, peaks: Mapping[float, str], axes: _Axes, x_ends: tuple[Any, Any]
+) -> None:
     """Each peak as a dashed line across the plot, highest first, named with its value."""
     for i, (value, label) in enumerate(sorted(peaks.items(), reverse=True)):
         shown = f"{label} {value * axes.factor:.3g} {axes.y_label}"
@@ -209,7 +212,7 @@ def _draw_peaks(p: Any, peaks: Mapping[float, str], axes: _Axes, x_ends: tuple[A
         )
 
 
-def _draw_failed(p: Any, failed: Mapping[str, Sequence[Any]], axes: _Axes) -> Any:
+def _draw_failed(p: BokehModel, failed: Mapping[str, Sequence[Any]], axes: _Axes) -> BokehModel:
     """The points that failed, as crosses along the bottom of the plot, their error in the hover."""
     from bokeh.models import ColumnDataSource
 
@@ -231,7 +234,7 @@ def _draw_failed(p: Any, failed: Mapping[str, Sequence[Any]], axes: _Axes) -> An
     return crosses
 
 
-def _tick_at_values(p: Any, xs: Sequence[Any]) -> None:
+def _tick_at_values(p: BokehModel, xs: Sequence[Any]) -> None:
     """Ticks at the swept values themselves (256, 512, 1024, ...) where they are few and span under
     :data:`TICKED_SPAN`: a log axis otherwise labels 1000, 2000, ... 9000, none of them a size that
     was run."""

@@ -12,7 +12,6 @@ import html
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -71,7 +70,7 @@ def style(role: str) -> str:
     return f"style='{STYLES[role]}'"
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
@@ -100,7 +99,7 @@ def kernels_left_out(more: int) -> str:
     return f"<p {style('muted')}>{more} more kernel name(s) not shown (--top).</p>"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A name cell's text: missing values (None, NaN, 'nan') show empty."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -111,15 +110,15 @@ def _text(value: Any) -> str:
 _BREAK_AFTER = re.compile(r"(?<=[_,(<])|(?<=::)")
 
 
-def breakable(value: Any) -> str:
+def breakable(value: object) -> str:
     """Escaped text with a line-break opportunity (``<wbr>``) after each ``_ , ( <`` and ``::``: C++
     and generated kernel names wrap between their tokens instead of mid-word."""
     return "<wbr>".join(esc(part) for part in _BREAK_AFTER.split(_text(value)))
 
 
-def ns_title(ns: Any) -> str:
+def ns_title(ns: object) -> str:
     try:
-        return f" title='{float(ns):,.1f} ns'"
+        return f" title='{float(ns):,.1f} ns'"  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return ""
 

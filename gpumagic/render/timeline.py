@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.ranks import is_multi
+from ..edges import BokehModel
 from ..trace import Trace
 from ..units import format_time
 from . import counter_lanes, rank_timeline
@@ -189,7 +190,7 @@ def timeline_figure(
     max_glyphs_per_lane: int = ReportOptions.max_glyphs_per_lane,
     title: str | None = None,
     featured: Mapping[str, str] | None = None,
-) -> Any:
+) -> BokehModel:
     """The figure; its ``height`` is the whole plot's (title, legend and axis included): what a page
     must give it. Past :data:`~.options.MANY_RANKS` ranks, the ``featured`` ranks' lanes (role ->
     label; by default the straggler's and the fastest rank's) shown, the others' a click away in a
@@ -244,7 +245,7 @@ def _frame(
 
 
 def _draw_families(
-    p: Any,
+    p: BokehModel,
     rows: pd.DataFrame,
     groups: list[str],
     shown: list[str] | None,
@@ -274,7 +275,7 @@ def _draw_families(
 
 
 def _family_renderers(
-    p: Any, sel: pd.DataFrame, color: str, shown: list[str] | None, per: float
+    p: BokehModel, sel: pd.DataFrame, color: str, shown: list[str] | None, per: float
 ) -> list[tuple[str | None, Any]]:
     """One family's boxes as (rank, renderer): one renderer, or with many ranks one per rank, named
     after it and hidden unless shown, each sharing the first one's glyphs (256 ranks stay a small
@@ -299,7 +300,7 @@ def _family_renderers(
     return mine
 
 
-def _boxes_source(part: pd.DataFrame, per: float) -> Any:
+def _boxes_source(part: pd.DataFrame, per: float) -> BokehModel:
     """The boxes' data: numbers as arrays (sent as binary), text as lists; times in ``per`` ns."""
     from bokeh.models import ColumnDataSource
 
@@ -314,7 +315,7 @@ def _boxes_source(part: pd.DataFrame, per: float) -> Any:
     )
 
 
-def _rank_bands(p: Any, bands: list[tuple[float, float]]) -> None:
+def _rank_bands(p: BokehModel, bands: list[tuple[float, float]]) -> None:
     """One band per rank (``bands``: each one's top and bottom): every other one shaded, a line
     between them."""
     from bokeh.models.annotations import BoxAnnotation, Span

@@ -30,7 +30,7 @@ __all__ = ["MAX_DEPTH", "Lane", "bucket", "lane_groups", "lanes"]
 MAX_DEPTH = 6
 
 
-def _stream_key(value: Any) -> tuple[int, float, str]:
+def _stream_key(value: object) -> tuple[int, float, str]:
     """Streams sort as numbers (7, 13, 17, 143), names after them."""
     s = str(value)
     m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*", s)

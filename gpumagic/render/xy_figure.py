@@ -4,7 +4,7 @@ stretch to the page, zoom and pan, and keep their toolbar above the plot alike.
 
 from __future__ import annotations
 
-from typing import Any
+from ..edges import BokehModel
 
 __all__ = ["EXPLORE_TOOLS", "xy_figure"]
 
@@ -20,9 +20,9 @@ def xy_figure(
     height: int,
     log_x: bool = False,
     log_y: bool = False,
-    x_range: Any = None,
-    y_range: Any = None,
-) -> Any:
+    x_range: BokehModel | None = None,
+    y_range: BokehModel | None = None,
+) -> BokehModel:
     """An empty Bokeh figure of ``height`` px, as wide as the page, with :data:`EXPLORE_TOOLS`
     above it; log axes where asked; ``x_range``/``y_range``: Bokeh ranges (None: from the data)."""
     from bokeh.plotting import figure
