@@ -20,10 +20,13 @@ phases of a tool run (``phases.py``) and finding the tools (``tools.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
+
+from ..edges import UserValue
 
 if TYPE_CHECKING:
     from ..trace import Trace
+    from .phases import Phases
 
 __all__ = ["Capture", "Shown"]
 
@@ -40,8 +43,15 @@ class Capture:
     trace: Trace
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
-    value: Any = None
-    phases: Any = None
+    value: UserValue = None
+    phases: Phases | None = None
+
+
+class _Printer(Protocol):
+    """What :meth:`Shown._repr_pretty_` uses of IPython's pretty printer (the capture layer does not
+    import IPython, not even for its types)."""
+
+    def text(self, obj: str) -> None: ...
 
 
 class Shown:
@@ -54,5 +64,5 @@ class Shown:
     def __repr__(self) -> str:
         return self.text
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: _Printer, cycle: bool) -> None:
         p.text(self.text)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from ..edges import UserValue
 from ..errors import InvalidOptionError
 
 __all__ = [
@@ -61,7 +62,7 @@ class Cell:
             f"a cell is source text, a code object or a callable, not {type(cell).__name__}"
         )
 
-    def run(self, namespace: MutableMapping[str, Any]) -> Any:
+    def run(self, namespace: MutableMapping[str, Any]) -> UserValue:
         """Run once: a code object in ``namespace`` (its assignments land there, as a normal run
         leaves them). Returns the cell's value: its trailing expression's (None without one), or
         what a callable returns."""
@@ -123,7 +124,7 @@ def run_cell(
     inside: Callable[[], AbstractContextManager[Any]] = nullcontext,
     sync: Callable[[], None] = lambda: None,
     outside: Callable[[], AbstractContextManager[Any]] = nullcontext,
-) -> Any:
+) -> UserValue:
     """Warm up ``warmup`` times (inside ``outside()``, a watch the backend may keep over the
     warm-up), synchronize, then run ``iters`` times inside ``inside()`` (the capture), synchronized
     before it closes. Returns the cell's value from the last captured run. An exception propagates

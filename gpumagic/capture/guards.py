@@ -29,8 +29,9 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
+from ..edges import TorchValue
 from ..errors import NestedProfilerError
 
 __all__ = [
@@ -120,7 +121,7 @@ def _profiler_classes() -> tuple[type, ...]:
     return tuple(c for c in found if isinstance(c, type))
 
 
-def _imported(path: str) -> Any:
+def _imported(path: str) -> object:
     """The object at dotted ``path`` among modules already imported (nothing is imported here), or
     _UNKNOWN."""
     parts = path.split(".")
@@ -140,7 +141,7 @@ def _resolve(
     aliases: dict[str, str],
     namespace: Mapping[str, Any],
     classes: tuple[type, ...] = (),
-) -> Any:
+) -> object:
     """What a name or dotted attribute stands for, without running anything: attributes are read on
     modules only."""
     if isinstance(node, ast.Name):
@@ -253,7 +254,7 @@ def watch_for_profilers() -> Iterator[list[str]]:
     seen: list[str] = []
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def recorded(*args: Any, **kwargs: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> TorchValue:
             seen.append(_caller())
             return original(*args, **kwargs)
 
@@ -279,7 +280,7 @@ def refuse_nested_profilers() -> Iterator[None]:
     later."""
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def refused(*args: Any, **kwargs: Any) -> Any:
+        def refused(*args: Any, **kwargs: Any) -> NoReturn:
             raise NestedProfilerError(
                 found=f"The cell started a profiler inside gpumagic's capture ({_caller()})",
                 fix=DROP_ONE,

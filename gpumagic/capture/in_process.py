@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from ..edges import UserValue
 from .cell import Cell, namespace_or_new, run_cell
 from .marks.cell_lines import marked_cell, reset_runs
 from .marks.function_ranges import function_table
@@ -56,7 +57,7 @@ class CellHere:
         inside: Callable[[], AbstractContextManager[Any]],
         sync: Callable[[], None],
         outside: Callable[[], AbstractContextManager[Any]],
-    ) -> Any:
+    ) -> UserValue:
         """The loop (:func:`cell.run_cell`) over this cell in its namespace: the warm-up inside
         ``outside()``, the captured runs inside ``inside()``; the last captured run's value."""
         return run_cell(self.cell, self.namespace, warmup, iters, inside, sync, outside)

@@ -21,7 +21,10 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PHASES_FILE", "PhaseMarks", "Phases", "read_marks"]
 
@@ -110,7 +113,7 @@ class Phases:
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in self.rows.items()}
 
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         total = self.total or 1.0

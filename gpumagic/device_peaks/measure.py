@@ -26,11 +26,17 @@ import math
 import os
 import pathlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from ..edges import TorchValue
 from ..errors import GpuMagicError
 from .table import PRECISIONS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MeasuredPeaks", "NoGpuError", "cache_path", "cached_peak", "measure_peak"]
 
@@ -131,7 +137,7 @@ class MeasuredPeaks:
             f"({self.size}<sup>3</sup> GEMMs)</div><table>{body}</table>{notes}{where}</div>"
         )
 
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         rows = [{"what": f"{p} GEMM", "value": v, "unit": "FLOP/s"} for p, v in self.flops.items()]
@@ -196,7 +202,7 @@ def _store(found: MeasuredPeaks) -> MeasuredPeaks:
     return kept
 
 
-def _best_seconds(torch: Any, fn: Any) -> float:
+def _best_seconds(torch: ModuleType, fn: Callable[[], TorchValue]) -> float:
     """Seconds per call of ``fn``: the fastest of ``REPETITIONS`` repetitions of back-to-back
     calls."""
     fn()
@@ -219,7 +225,7 @@ def _best_seconds(torch: Any, fn: Any) -> float:
     return best
 
 
-def _gemm(torch: Any, precision: str, n: int) -> Any:
+def _gemm(torch: ModuleType, precision: str, n: int) -> Callable[[], TorchValue]:
     """A zero-argument GEMM of ``precision`` on n x n operands (fp8 through
     ``torch._scaled_mm``)."""
     if precision == "fp8":
@@ -240,7 +246,7 @@ def _gemm(torch: Any, precision: str, n: int) -> Any:
     return lambda: torch.mm(a, b)
 
 
-def _with_tf32(torch: Any, on: bool, fn: Any) -> float:
+def _with_tf32(torch: ModuleType, on: bool, fn: Callable[[], TorchValue]) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         matmul = torch.backends.cuda.matmul
@@ -256,7 +262,7 @@ def _with_tf32(torch: Any, on: bool, fn: Any) -> float:
                 matmul.fp32_precision = old_precision
 
 
-def free_bytes(torch: Any) -> int | None:
+def free_bytes(torch: ModuleType) -> int | None:
     """The device's free memory, or None where the driver does not report it: a unified-memory
     device (GB10, whose GPU shares the system's LPDDR5X) answers NVML's memory query with "Not
     Supported", and some drivers raise or return 0 for ``cudaMemGetInfo`` there too."""
@@ -276,7 +282,7 @@ def copy_bytes(free: int | None) -> int:
     return int(min(COPY_BYTES, free * COPY_SHARE_OF_FREE)) // 16 * 16
 
 
-def _copy_bandwidth(torch: Any) -> float:
+def _copy_bandwidth(torch: ModuleType) -> float:
     """Bytes/s of a device-to-device copy far larger than the L2 (read + written)."""
     nbytes = copy_bytes(free_bytes(torch))
     src = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32).fill_(1.0)
@@ -284,10 +290,11 @@ def _copy_bandwidth(torch: Any) -> float:
     return 2 * nbytes / _best_seconds(torch, lambda: dst.copy_(src))
 
 
-def _measure(torch: Any, device: str, size: int) -> MeasuredPeaks:
+def _measure(torch: ModuleType, device: str, size: int) -> MeasuredPeaks:
     flops: dict[str, float] = {}
     notes: list[str] = []
     override = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
+    fn: Callable[[], TorchValue] | None  # dropped after each GEMM: its operands are freed
     for precision in ("fp32", "tf32", "bf16", "fp16", "fp8"):
         if precision == "fp32" and override:
             notes.append(

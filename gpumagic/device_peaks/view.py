@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .measure import MeasuredPeaks, cached_peak
 from .table import DEVICES, PRECISIONS, DevicePeaks, lookup_reason
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PeakTable", "current_device", "peaks"]
 
@@ -101,7 +104,7 @@ class PeakTable:
             f"<tbody>{''.join(body)}</tbody></table>{foot}</div>"
         )
 
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per device (and one for the measured peaks): TFLOP/s per precision, TB/s, memory,
         source."""
         import pandas as pd

@@ -19,8 +19,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
 
+from ..edges import TorchValue
 from . import cupti_direct
 from .cupti_direct import Activity, CuptiRefused, Recording
 from .profiler_start import profiler_state, profiling, warm_profiler
@@ -36,7 +36,7 @@ KINETO_STARTED = (
 
 
 @contextmanager
-def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
+def recording(device: TorchValue | None = None, direct: bool = True) -> Iterator[Recording]:
     """Record the block (which waits for its GPU work) with CUPTI directly, else (or with
     ``direct=False``) with torch.profiler; the :class:`Recording` is filled when the block ends.
     ``device`` is where the fallback's one-time start runs (the current CUDA device for None). A
@@ -76,7 +76,9 @@ def recording(device: Any = None, direct: bool = True) -> Iterator[Recording]:
         yield rec
 
 
-def record(run: Callable[[], None], device: Any = None, direct: bool = True) -> Recording:
+def record(
+    run: Callable[[], None], device: TorchValue | None = None, direct: bool = True
+) -> Recording:
     """:func:`recording` of ``run()``, run once more under torch.profiler where the direct records
     turn out not to be on CUPTI's nanosecond clock (a torch.profiler of the user's own started
     earlier in the process)."""
@@ -91,7 +93,7 @@ def record(run: Callable[[], None], device: Any = None, direct: bool = True) -> 
 
 
 @contextmanager
-def _torch_profiler(device: Any) -> Iterator[Recording]:
+def _torch_profiler(device: TorchValue | None) -> Iterator[Recording]:
     """The block under a CUDA-only torch.profiler capture, after the profiler's one-time start (a
     throwaway capture: kineto drops kernels at the start of a process's first capture, pytorch
     #192021)."""
@@ -120,7 +122,7 @@ def _kind(name: str) -> str:
     return "kernel"
 
 
-def from_kineto(prof: Any) -> Recording:
+def from_kineto(prof: TorchValue) -> Recording:
     """A finished torch.profiler capture's GPU activities and launches as a :class:`Recording`."""
     out = Recording(backend="torch.profiler")
     for ev in prof.profiler.kineto_results.events():

@@ -31,7 +31,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
+
+from ..edges import CuptiRecord
 
 __all__ = [
     "Activity",
@@ -205,7 +208,7 @@ def refusal() -> CuptiRefused | None:
     return None
 
 
-def _module() -> Any:
+def _module() -> ModuleType:
     """``cupti.cupti``, checked against torch's CUDA major; raises (and remembers)
     :class:`CuptiRefused`."""
     if _LASTING:
@@ -230,12 +233,13 @@ def _module() -> Any:
             )
         )
         raise _LASTING[0]
-    return cupti
+    binding: ModuleType = cupti  # cupti-python ships no types
+    return binding
 
 
 def _collector(
-    cupti: Any, out: Recording
-) -> tuple[Callable[[], tuple[int, int]], Callable[[list[Any]], None]]:
+    cupti: ModuleType, out: Recording
+) -> tuple[Callable[[], tuple[int, int]], Callable[[list[CuptiRecord]], None]]:
     """CUPTI's two buffer callbacks, filling ``out``. Fields are copied out inside the callback: a
     record object points into a buffer that CUPTI reuses once the callback returns."""
     kind = cupti.ActivityKind
@@ -250,7 +254,7 @@ def _collector(
     def requested() -> tuple[int, int]:
         return BUFFER_BYTES, 0
 
-    def completed(records: list[Any]) -> None:  # Any: cupti-python's activity records
+    def completed(records: list[CuptiRecord]) -> None:
         for r in records:
             k = int(r.kind)
             if k in api_kinds:
@@ -276,7 +280,7 @@ def _collector(
     return requested, completed
 
 
-def _refused_by(cupti: Any, exc: BaseException) -> CuptiRefused:
+def _refused_by(cupti: ModuleType, exc: BaseException) -> CuptiRefused:
     status = getattr(exc, "status", None)
     try:
         name = cupti.Result(status).name
@@ -295,7 +299,7 @@ def _refused_by(cupti: Any, exc: BaseException) -> CuptiRefused:
     return CuptiRefused(f"CUPTI refused: CUPTI_{name}", lasting=False)
 
 
-def _kinds(cupti: Any) -> list[Any]:
+def _kinds(cupti: ModuleType) -> list[Any]:
     k = cupti.ActivityKind
     return [k.CONCURRENT_KERNEL, k.MEMCPY, k.MEMSET, k.RUNTIME, k.DRIVER]
 
@@ -364,7 +368,7 @@ def _check_clock(out: Recording, wall_ns: int) -> None:
         _LASTING.append(CuptiRefused(FOREIGN_CLOCK))
 
 
-def _disable(cupti: Any, kinds: list[Any]) -> None:
+def _disable(cupti: ModuleType, kinds: list[Any]) -> None:
     """Disable what was enabled and drain what is left, whatever state CUPTI is in."""
     for kind in reversed(kinds):
         try:

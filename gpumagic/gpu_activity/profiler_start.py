@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..edges import TorchValue
+
 __all__ = [
     "inductor_import_deferred",
     "mark_started",
@@ -70,7 +72,7 @@ def inductor_import_deferred() -> Iterator[None]:
 
 
 @contextmanager
-def profiling(prof: Any) -> Iterator[Any]:
+def profiling(prof: TorchValue) -> Iterator[TorchValue]:
     """``with prof:`` for a torch.profiler of gpumagic's own: started without importing Inductor
     (:func:`inductor_import_deferred`), stopped however the block ends."""
     with inductor_import_deferred():
@@ -87,7 +89,7 @@ def mark_started() -> None:
     _STATE["warm"] = True
 
 
-def _throwaway_capture(device: Any) -> None:
+def _throwaway_capture(device: TorchValue) -> None:
     """One capture of one tiny kernel on a stream of its own, waited for on that stream only."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -104,7 +106,9 @@ def _throwaway_capture(device: Any) -> None:
                 side.synchronize()
 
 
-def warm_profiler(device: Any, capture: Callable[[Any], None] = _throwaway_capture) -> float | None:
+def warm_profiler(
+    device: TorchValue, capture: Callable[[TorchValue], None] = _throwaway_capture
+) -> float | None:
     """Start torch.profiler if this process has not yet; the seconds it took, or None where it had
     started before.
 

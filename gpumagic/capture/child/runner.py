@@ -36,7 +36,13 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpumagic.edges import TorchValue, UserValue
+
+if TYPE_CHECKING:
+    from gpumagic.capture.phases import PhaseMarks
 
 #: The NVTX mark each rank emits at the start of its captured range (the readers map processes to
 #: ranks by it).
@@ -86,7 +92,7 @@ def main(workdir: str, gated: bool = False) -> int:
     return run_spec(workdir, spec, marks)
 
 
-def gated_main(workdir: str, early: Any) -> int:
+def gated_main(workdir: str, early: PhaseMarks) -> int:
     """``--gated``: started before the parent has decided to use it (``capture/ncu/backend.py``
     starts it beside the first pass), this process imports torch and starts CUDA at once, then waits
     for ``cell.json`` and for the gate: "go" runs the cell as :func:`main` would, "stop" ends it
@@ -143,7 +149,7 @@ def alive(pid: int) -> bool:
         return True
 
 
-def start_cuda(marks: Any) -> None:
+def start_cuda(marks: PhaseMarks) -> None:
     """Import torch and start CUDA (a context on the current device) as phases of their own, so
     that the breakdown says what the child's start costs; a failure here is left to the cell.
 
@@ -180,7 +186,7 @@ class _Driver(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(name="gpumagic-cuda-start", daemon=True)
-        self.lib: Any = None
+        self.lib: ctypes.CDLL | None = None
         self.device = ctypes.c_int(0)
         self.held = False
 
@@ -196,14 +202,14 @@ class _Driver(threading.Thread):
         self.held = lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.device) == 0
 
     def release(self) -> None:
-        if self.held:
+        if self.held and self.lib is not None:  # held only once the library is loaded
             self.held = False
             # the _v2 entry point is the one cuda.h names since CUDA 11
             release = getattr(self.lib, "cuDevicePrimaryCtxRelease_v2", None)
             (release or self.lib.cuDevicePrimaryCtxRelease)(self.device)
 
 
-def driver_library() -> Any:
+def driver_library() -> ctypes.CDLL:
     """The CUDA driver's library, as ctypes loads it (OSError where there is none)."""
     return ctypes.CDLL("libcuda.so.1")
 
@@ -228,7 +234,7 @@ def start_driver() -> _Driver | None:
 def run_spec(
     workdir: str,
     spec: dict[str, Any],
-    marks: Any,
+    marks: PhaseMarks,
     before_capture: Callable[[], None] = lambda: None,
 ) -> int:
     """One cell as ``cell.json`` says, its names restored from ``workdir`` into a fresh
@@ -278,10 +284,10 @@ def run_spec(
 def _setup_and_loop(
     spec: dict[str, Any],
     ns: dict[str, Any],
-    marks: Any,
+    marks: PhaseMarks,
     warm_up: WarmUp,
     captured: Callable[[], AbstractContextManager[Any]],
-) -> Any:
+) -> UserValue:
     """What every run of a ``cell.json`` does once its namespace ``ns`` is ready, in one process
     or in each rank: the setup code (a phase of its own), then the loop (``capture/cell.py``) over
     the cell, its lines marked where ``code_marks`` asks, the warm-up watched as a phase and the
@@ -305,7 +311,7 @@ class WarmUp:
     """The "warm-up" phase of a run: from the loop's warm-up (:meth:`watch`, the watch
     ``cell.run_cell`` keeps over it) to the capture's start (:meth:`over`)."""
 
-    def __init__(self, marks: Any) -> None:
+    def __init__(self, marks: PhaseMarks) -> None:
         self.marks = marks
         self.began: float | None = None
 
@@ -319,7 +325,7 @@ class WarmUp:
         self.marks.add("warm-up", self.began if self.began is not None else now, now)
 
 
-def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
+def rank_main(workdir: str, spec: dict[str, Any], marks: PhaseMarks) -> int:
     """One rank of a ``--nproc`` run (see the module's docstring). Its phases (torch import, CUDA
     init, process group, inputs, setup, warm-up, capture) go to ``phases-rankR.json``
     (:func:`rank_phases_file`)."""
@@ -371,7 +377,7 @@ def rank_main(workdir: str, spec: dict[str, Any], marks: Any) -> int:
     return 0
 
 
-def _rank_torch(rank: int, marks: Any) -> tuple[Any, Any] | None:
+def _rank_torch(rank: int, marks: PhaseMarks) -> tuple[ModuleType, ModuleType] | None:
     """torch and torch.distributed, imported as the "torch import" phase; None where torch itself
     is missing, said on stderr (``nsys/ranks.py`` names the Python). A broken torch (no
     ``torch._C``) raises: an error with its traceback."""
@@ -387,7 +393,9 @@ def _rank_torch(rank: int, marks: Any) -> tuple[Any, Any] | None:
     return torch, dist
 
 
-def _rank_device(torch: Any, workdir: str, rank: int, local_rank: int, world_size: int) -> Any:
+def _rank_device(
+    torch: ModuleType, workdir: str, rank: int, local_rank: int, world_size: int
+) -> TorchValue | None:
     """This rank's device: with CUDA, GPU ``local_rank``, made current and its context started
     (outside the capture) before the names come back, so their CUDA tensors land there; else the
     CPU. None where the host has fewer GPUs than local ranks (the count is written to
@@ -411,11 +419,11 @@ class _RankCapture:
 
     def __init__(
         self,
-        marks: Any,
+        marks: PhaseMarks,
         warm_up: WarmUp,
-        dist: Any,
-        control: Any,
-        profiler: Any,
+        dist: ModuleType,
+        control: TorchValue,
+        profiler: ModuleType | None,
         mark: Callable[[str], Any],
         label: str,
         text: str,

@@ -35,10 +35,14 @@ import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ...edges import TorchValue, UserValue
 from ...errors import ShippingError
 from ..marks.cell_inputs import free_names
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["Manifest", "ShippingError", "free_names", "onto", "restore", "ship"]
 
@@ -61,7 +65,7 @@ class _Refused(Exception):
         self.why = why
 
 
-def _refusal(obj: Any) -> str | None:
+def _refusal(obj: UserValue) -> str | None:
     """Why ``obj`` must not travel, with what to do instead; None where it may. These are values
     that pickle badly or not at all, and whose pickling error would not say what to do."""
     fix = 'make it in the cell, or with --setup "..." (it runs in the subprocess first)'
@@ -96,7 +100,7 @@ def _refusal(obj: Any) -> str | None:
     return None
 
 
-def _torch() -> Any:
+def _torch() -> types.ModuleType | None:
     try:
         import torch
     except ImportError:  # pragma: no cover - the tools' paths need torch anyway
@@ -104,7 +108,9 @@ def _torch() -> Any:
     return torch
 
 
-def _untyped(obj: Any, torch: Any) -> tuple[Any, Any] | None:
+def _untyped(
+    obj: UserValue, torch: types.ModuleType | None
+) -> tuple[TorchValue, TorchValue | None] | None:
     """(the untyped storage, the typed storage's dtype or None) where ``obj`` is a storage."""
     if torch is None:
         return None
@@ -122,12 +128,12 @@ def _pickler_class() -> type:
         """cloudpickle's pickler that refuses what must not travel and keeps storages out of
         the stream (``found`` maps each storage's key to it, each storage once)."""
 
-        def __init__(self, file: Any) -> None:
+        def __init__(self, file: io.RawIOBase | io.BufferedIOBase) -> None:
             super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
             self.torch = _torch()
-            self.found: dict[int, Any] = {}
+            self.found: dict[int, TorchValue] = {}
 
-        def persistent_id(self, obj: Any) -> Any:
+        def persistent_id(self, obj: UserValue) -> tuple[str, int, TorchValue | None] | None:
             st = _untyped(obj, self.torch)
             if st is None:
                 return None
@@ -136,7 +142,8 @@ def _pickler_class() -> type:
             self.found.setdefault(key, untyped)
             return ("storage", key, dtype)
 
-        def reducer_override(self, obj: Any) -> Any:
+        def reducer_override(self, obj: UserValue) -> object:
+            # a reduce tuple or NotImplemented: for the pickling machinery only, never read here
             why = _refusal(obj)
             if why is not None:
                 raise _Refused(why)
@@ -151,8 +158,8 @@ class _Discard(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b: Any) -> int:
-        return len(b)
+    def write(self, b: ReadableBuffer) -> int:
+        return memoryview(b).nbytes
 
 
 @dataclass
@@ -198,7 +205,7 @@ class Manifest:
         return text
 
 
-def _dump_named(writer: Any, values: dict[str, Any]) -> None:
+def _dump_named(writer: pickle.Pickler, values: dict[str, Any]) -> None:
     """Each name, then its value, through one pickler: its memo spans them all (identity across
     names holds), and the subprocess can say which name failed to load."""
     for name, value in values.items():
@@ -249,7 +256,7 @@ def _dry_run(values: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _ipc_way(untyped: Any, for_ranks: bool) -> tuple[str, Any]:
+def _ipc_way(untyped: TorchValue, for_ranks: bool) -> tuple[str, Any]:
     """(IPC, the handle) where the subprocess can open ``untyped``'s memory; else (HOST, why)."""
     if for_ranks:
         return HOST, "ranks load every tensor onto their own GPU"
@@ -261,7 +268,7 @@ def _ipc_way(untyped: Any, for_ranks: bool) -> tuple[str, Any]:
         return HOST, f"CUDA IPC refused a storage ({type(exc).__name__}: {str(exc)[:80]})"
 
 
-def _check_fits(device_copy: dict[str, int], torch: Any) -> None:
+def _check_fits(device_copy: dict[str, int], torch: types.ModuleType) -> None:
     """A second copy of the CUDA tensors that cannot fit is said before anything is written."""
     for dev, nbytes in device_copy.items():
         try:
@@ -318,6 +325,7 @@ def ship(
             manifest.device_copy[target] = manifest.device_copy.get(target, 0) + untyped.nbytes()
         plan.append((key, untyped, device, way, detail))
     if manifest.device_copy and not for_ranks:
+        assert torch is not None  # a storage was found: torch is imported
         _check_fits(manifest.device_copy, torch)
     if checked is not None:
         checked()
@@ -331,6 +339,7 @@ def ship(
                 entry["handle"] = detail
                 manifest.keep.append(untyped)
             elif nbytes:
+                assert torch is not None  # a storage was found: torch is imported
                 host = untyped.cpu() if untyped.device.type != "cpu" else untyped
                 view = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
                 blob.write(memoryview(view.numpy()))
@@ -348,7 +357,9 @@ def ship(
     return manifest
 
 
-def _load_storages(directory: str, device: Any, torch: Any) -> dict[int, Any]:
+def _load_storages(
+    directory: str, device: TorchValue | None, torch: types.ModuleType
+) -> dict[int, TorchValue]:
     """Each shipped storage, copied into memory this process owns (``device``: a rank's GPU,
     where every CUDA storage goes)."""
     with open(os.path.join(directory, STORAGES), "rb") as f:
@@ -360,7 +371,7 @@ def _load_storages(directory: str, device: Any, torch: Any) -> dict[int, Any]:
     blob = torch.from_file(blob_path, shared=False, size=size, dtype=torch.uint8) if size else None
     if any(d["way"] == IPC for d in descriptors):
         torch.cuda.init()  # opening a CUDA IPC handle before CUDA's start crashes the process
-    built: dict[int, Any] = {}
+    built: dict[int, TorchValue] = {}
     for d in descriptors:
         target = d["device"]
         if device is not None and target.startswith("cuda"):
@@ -385,7 +396,7 @@ def _load_storages(directory: str, device: Any, torch: Any) -> dict[int, Any]:
     return built
 
 
-def restore(directory: str, device: Any = None) -> dict[str, Any]:
+def restore(directory: str, device: TorchValue | None = None) -> dict[str, Any]:
     """The namespace ``ship`` wrote (used by the runner in the subprocess). With a CUDA ``device``
     (a rank's, under ``--nproc``) every CUDA tensor, a module's parameters included, comes back on
     that device whatever device it was saved from: each rank gets its own copy on its own GPU; CPU
@@ -403,11 +414,12 @@ def restore(directory: str, device: Any = None) -> dict[str, Any]:
     storages = _load_storages(directory, device, torch) if torch is not None else {}
 
     class Reader(pickle.Unpickler):
-        def persistent_load(self, pid: Any) -> Any:
+        def persistent_load(self, pid: tuple[str, int, TorchValue | None]) -> TorchValue:
             _tag, key, dtype = pid
             untyped = storages[key]
             if dtype is None:
                 return untyped
+            assert torch is not None  # the storage above was loaded by it
             return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
 
     with open(os.path.join(directory, VALUES), "rb") as f:
@@ -435,7 +447,7 @@ class RestoreError(RuntimeError):
         self.name = name
 
 
-def _rewrap_schedulers(ns: Mapping[str, Any], torch: Any) -> None:
+def _rewrap_schedulers(ns: Mapping[str, Any], torch: types.ModuleType | None) -> None:
     """An LR scheduler wraps its optimizer's ``step`` to see it called; an optimizer's pickle
     keeps its state, not that wrapper, so a restored pair would warn that ``optimizer.step()`` was
     overridden. The wrapper is put back as the scheduler put it (torch/optim/lr_scheduler.py)."""
@@ -452,7 +464,12 @@ def _rewrap_schedulers(ns: Mapping[str, Any], torch: Any) -> None:
             continue
         func, opt_ref = opt.step.__func__, weakref.ref(opt)
 
-        def wrapper(*args: Any, _func: Any = func, _ref: Any = opt_ref, **kwargs: Any) -> Any:
+        def wrapper(
+            *args: Any,
+            _func: types.FunctionType = func,
+            _ref: Callable[[], TorchValue] = opt_ref,
+            **kwargs: Any,
+        ) -> TorchValue:
             target = _ref()
             target._opt_called = True
             return _func.__get__(target, target.__class__)(*args, **kwargs)
@@ -462,7 +479,7 @@ def _rewrap_schedulers(ns: Mapping[str, Any], torch: Any) -> None:
         opt.step = wrapper
 
 
-def onto(device: Any) -> Any:
+def onto(device: TorchValue | None) -> Callable[[TorchValue, str], TorchValue] | None:
     """``torch.load``'s ``map_location`` that puts every CUDA storage on ``device`` (None: where it
     was saved)."""
     if device is None or getattr(device, "type", None) != "cuda":
@@ -480,4 +497,5 @@ def release(manifest: Manifest | None) -> None:
     manifest.keep.clear()
     torch = _torch()
     with contextlib.suppress(Exception):
-        torch.cuda.ipc_collect()
+        if torch is not None:  # it is, since storages were kept
+            torch.cuda.ipc_collect()

@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from gpumagic.capture.child.runner import alive, write_whole
+from gpumagic.edges import JsonValue
 
 #: The FIFO the parent writes commands to.
 CMD_FIFO = "cmd"
@@ -45,7 +46,7 @@ class Aborted(RuntimeError):
     """The parent did not start the capture (``nsys start`` failed): the cell stops there."""
 
 
-def write_json(path: str, data: Any) -> None:
+def write_json(path: str, data: JsonValue) -> None:
     """Written whole or not at all: the other side polls for the file."""
     write_whole(os.path.dirname(path), os.path.basename(path), json.dumps(data))
 

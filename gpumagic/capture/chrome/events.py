@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ...edges import JsonValue
+
 #: Kineto's earlier category names -> today's (traces of PyTorch 1.8-1.9 and the tutorials made with
 #: them).
 OLD_CATEGORY = {
@@ -43,7 +45,7 @@ _MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 _NOT_A_TYPE = ("", "Scalar", "ScalarList", "TensorList", "GenericList")
 
 
-def category(raw: Any) -> str:
+def category(raw: JsonValue) -> str:
     """An event's category as gpumagic reads it: lower case, Kineto's old names as today's."""
     cat = str(raw).lower()
     return OLD_CATEGORY.get(cat, cat)
@@ -132,7 +134,7 @@ def _ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(np.where(ok, ns, 0.0)).astype(np.int64), ok
 
 
-def _number(v: Any) -> float:
+def _number(v: JsonValue) -> float:
     try:
         return float(v)
     except (TypeError, ValueError):
@@ -395,7 +397,7 @@ def range_columns(evs: list[dict[str, Any]]) -> tuple[dict[str, Any], set[Any]]:
     return {**c, "domain": ["torch.profiler"] * n, "style": ["PushPop"] * n}, _spelling(evs, c)
 
 
-def _spelled(values: list[Any], spell: Any) -> list[str | None]:
+def _spelled(values: list[Any], spell: Callable[[JsonValue], str | None]) -> list[str | None]:
     """``spell(v)`` of each value, each distinct list of numbers or strings spelled once."""
     seen: dict[Any, str | None] = {}
     out = []
@@ -452,14 +454,14 @@ def _fast_dumps() -> Callable[[Any], bytes] | None:
         return None
 
 
-def _dim(v: Any) -> str | None:
+def _dim(v: JsonValue) -> str | None:
     """A launch shape ([32, 96, 1]) as "32x96x1"."""
     if isinstance(v, (list, tuple)):
         return "x".join(str(int(x)) for x in v)
     return None if v is None else str(v)
 
 
-def shapes(dims: Any) -> str | None:
+def shapes(dims: JsonValue) -> str | None:
     """An op's "Input Dims" ([[16, 512], [], [[2], [2]]]) as "[16, 512], [], [[2], [2]]"."""
     if not dims:
         return None
@@ -472,7 +474,7 @@ def shapes(dims: Any) -> str | None:
     )
 
 
-def dtypes(types: Any) -> str | None:
+def dtypes(types: JsonValue) -> str | None:
     """An op's "Input type" (["c10::BFloat16", "Scalar", "float"]) as "c10::BFloat16, float": its
     tensors' types, where the trace recorded them."""
     if not types:

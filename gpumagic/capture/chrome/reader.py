@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...edges import JsonValue
 from ...errors import FileMissingError, TraceFormatError, UnwritablePathError
 from ...trace import Trace, frame, nesting_depth
 from ...trace.chrome_export import CODE_TEXT_KEY, chrome_trace_events, write_chrome_trace
@@ -41,6 +42,7 @@ from ...trace.coverage import made_by_api, recorded_kinds
 from ...trace.device_caps import amd_device_from_names, is_amd
 from .code_text import code_events
 from .events import (
+    SortedEvents,
     any_placed,
     api_columns,
     category,
@@ -67,11 +69,11 @@ _UNREAD_DEVICE = {"mtia_": "MTIA", "xpu_": "XPU", "hpu_": "HPU", "privateuse1_":
 _RANGE_PROFILER = "cuda_profiler_range"
 
 
-def _ns(us: Any) -> int:
+def _ns(us: JsonValue) -> int:
     return round(float(us) * 1000.0)
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: JsonValue) -> bool:
     """A number a time can be made of (an object ``ts`` raised TypeError in the reader)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -232,7 +234,7 @@ def _build(data: dict[str, Any] | list[Any], events: list[Any]) -> Trace:
     return _tables(columns, meta)
 
 
-def _npu_tasks(sorted_events: Any) -> dict[str, dict[str, int]]:
+def _npu_tasks(sorted_events: SortedEvents) -> dict[str, dict[str, int]]:
     """The events without a category that are an Ascend NPU's tasks, counted by process
     (``{"NPU": {process: count}}``; {} where there are none): what ``meta["unread_devices"]``
     starts from."""
@@ -276,7 +278,7 @@ def _set_aside(
 
 
 def _table_columns(
-    sorted_events: Any, buckets: dict[str, list[dict[str, Any]]], cats: set[str]
+    sorted_events: SortedEvents, buckets: dict[str, list[dict[str, Any]]], cats: set[str]
 ) -> dict[str, dict[str, Any]]:
     """Each table's columns, from the fields taken as the events were sorted (kernels, API calls,
     ops: their events kept nowhere) or from its bucket; the categories of the events placed are
@@ -335,7 +337,7 @@ _DISPATCH_CATEGORIES = ("gpu", "kernel_dispatch")
 
 
 def _unplaced(
-    sorted_events: Any, buckets: dict[str, Any], columns: dict[str, Any]
+    sorted_events: SortedEvents, buckets: dict[str, Any], columns: dict[str, Any]
 ) -> dict[str, int]:
     """Per GPU table, how many of its events were left out for a time that cannot be placed (a
     negative or NaN ``dur``, a ``ts`` that is no number): counted, so that the report says so
@@ -350,7 +352,7 @@ def _unplaced(
     return out
 
 
-def _dispatch_list(data: Any, events: Any) -> int:
+def _dispatch_list(data: JsonValue, events: SortedEvents) -> int:
     """How many GPU dispatches a rocprof kernel list holds, now taken as kernels (0 for any other
     file). Such a list writes each dispatch as a complete event in category ``gpu`` with no
     Kineto metadata and no ``kernel`` events: its device is the event's ``gpu-id`` (else its
@@ -366,7 +368,7 @@ def _dispatch_list(data: Any, events: Any) -> int:
     n = 0
     for cat in found:
         for ev in events.buckets.pop(cat):
-            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            args: JsonValue = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             pid, tid = (_id(ev.get(k)) for k in ("pid", "tid"))  # a list one is no device
             device = args.get("gpu-id", args.get("agent", args.get("device", pid)))
             stream = args.get("queue-id", args.get("queue", args.get("stream", tid)))
@@ -375,7 +377,7 @@ def _dispatch_list(data: Any, events: Any) -> int:
     return n
 
 
-def _id(value: Any) -> Any:
+def _id(value: JsonValue) -> int | str | None:
     """A process or thread id as the trace wrote it, None where it is no number or string."""
     return value if isinstance(value, (int, str)) else None
 

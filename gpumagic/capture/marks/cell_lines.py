@@ -23,8 +23,11 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from ..cell import Cell
 
 __all__ = [
     "LINE_RANGE_TEXT",
@@ -85,7 +88,7 @@ def nvtx_ranges() -> Iterator[None]:
         _NVTX.pop()
 
 
-def fast_range(text: str) -> Any:
+def fast_range(text: str) -> AbstractContextManager[object]:
     """A profiler range named ``text``, as a context manager: torch's ``_RecordFunctionFast`` (1.5
     µs a range under the profiler on this CPU, against 13 µs for ``record_function``; recorded as
     an op, ``cpu_op``), ``record_function`` where a torch lacks it; an NVTX range inside
@@ -94,7 +97,9 @@ def fast_range(text: str) -> Any:
         return _NvtxRange(text)
     import torch
 
-    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    fast: Callable[[str], AbstractContextManager[object]] | None = getattr(
+        torch._C._profiler, "_RecordFunctionFast", None
+    )
     if fast is not None:
         return fast(text)
     from torch.autograd.profiler import record_function
@@ -104,8 +109,8 @@ def fast_range(text: str) -> Any:
 
 #: Ranges one line pushes in a capture (warm-up and captured runs) before it stops.
 LINE_RUNS = 20_000
-_RUNS: dict[Any, int] = {}
-_CAPPED: set[Any] = set()
+_RUNS: dict[int | str, int] = {}
+_CAPPED: set[int | str] = set()
 
 
 class _NoRange:
@@ -127,18 +132,18 @@ def reset_runs() -> None:
     _CAPPED.clear()
 
 
-def capped_lines() -> list[Any]:
+def capped_lines() -> list[int | str]:
     """The lines that ran more than :data:`LINE_RUNS` times since :func:`reset_runs`: a cell's by
     number, a function's as its range text (``gpumagic fline 1 5``)."""
     return sorted(_CAPPED, key=str)
 
 
-def line_range(line: int) -> Any:
+def line_range(line: int) -> AbstractContextManager[object]:
     """The range of one line of the cell (none past :data:`LINE_RUNS` runs of it)."""
     return counted_range(line, LINE_RANGE_TEXT.format(line))
 
 
-def counted_range(key: Any, text: str) -> Any:
+def counted_range(key: int | str, text: str) -> AbstractContextManager[object]:
     """The range ``text`` for one run of the line ``key`` (a cell line's number, or a function's
     line), none past :data:`LINE_RUNS` runs of it (:func:`capped_lines` names it)."""
     runs = _RUNS.get(key, 0) + 1
@@ -240,7 +245,7 @@ def mark_lines(tree: ast.Module) -> ast.Module:
     return ast.fix_missing_locations(tree)
 
 
-def marked_cell(source: str) -> Any:
+def marked_cell(source: str) -> Cell:
     """A :class:`~gpumagic.capture.cell.Cell` of ``source`` with each line in its range (what
     ``capture()`` runs for source text; the magic marks IPython's own compile of the cell)."""
     from ..cell import CELL_FILENAME, Cell, compile_cell, compile_tree

@@ -22,10 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ...trace import Trace
 
 __all__ = ["OP_RANGE", "code_from_nvtx", "moved_ranges", "nvtx_code_marks"]
 
@@ -138,7 +141,7 @@ def _autograd(ops: pd.DataFrame, column: str) -> dict[str, list[Any]]:
 
 
 def code_from_nvtx(
-    trace: Any,
+    trace: Trace,
     cell_source: str | None,
     marked: bool = True,
     functions: list[dict[str, Any]] | None = None,

@@ -6,12 +6,13 @@ code (``capture.marks.module_ranges``) or must not advise compiling it again (``
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+from ...edges import UserValue
 
 __all__ = ["is_compiled_function"]
 
 
-def is_compiled_function(obj: Any) -> bool:
+def is_compiled_function(obj: UserValue) -> bool:
     """Whether ``obj`` is a ``torch.compile``d function (or any object dynamo wrapped the same
     way); an object whose attribute lookup raises is not."""
     if "torch._dynamo.eval_frame" not in sys.modules:

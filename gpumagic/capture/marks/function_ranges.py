@@ -29,9 +29,10 @@ import sys
 import textwrap
 import types
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from ...edges import UserValue
 from .cell_inputs import free_names
 from .cell_lines import counted_range, fast_range, imported, mark_body
 from .compiled_functions import is_compiled_function
@@ -60,18 +61,18 @@ _LIBRARY_ROOTS = tuple(
 )
 
 
-def function_range(token: int, name: str) -> Any:
+def function_range(token: int, name: str) -> AbstractContextManager[object]:
     """The range of one call of function ``token``."""
     return fast_range(FUNCTION_RANGE_TEXT.format(token, name))
 
 
-def function_line(token: int, line: int) -> Any:
+def function_line(token: int, line: int) -> AbstractContextManager[object]:
     """The range of one run of a function's line (none past ``cell_lines.LINE_RUNS`` runs)."""
     text = FUNCTION_LINE_TEXT.format(token, line)
     return counted_range(text, text)
 
 
-def _plain(fn: Any) -> bool:
+def _plain(fn: UserValue) -> bool:
     """Whether ``fn`` is a plain function whose code can be swapped: not a generator or coroutine,
     no closure, no method, not compiled."""
     if not isinstance(fn, types.FunctionType) or is_compiled_function(fn):
@@ -80,7 +81,7 @@ def _plain(fn: Any) -> bool:
     return not (code.co_flags & _NOT_PLAIN or code.co_freevars or "." in fn.__qualname__)
 
 
-def _users(fn: Any) -> bool:
+def _users(fn: UserValue) -> bool:
     """Whether ``fn`` is a plain function of the user's own code."""
     if not _plain(fn):
         return False
@@ -140,10 +141,10 @@ def function_table(namespace: Mapping[str, Any], source: str | None) -> list[dic
     return out
 
 
-def _reach(namespace: Mapping[str, Any], path: list[str]) -> Any:
+def _reach(namespace: Mapping[str, Any], path: list[str]) -> UserValue:
     """The object ``path`` names: its first name in ``namespace``, each next one in the globals of
     the function before it."""
-    obj: Any = namespace.get(path[0]) if path else None
+    obj: UserValue = namespace.get(path[0]) if path else None
     for name in path[1:]:
         obj = getattr(obj, "__globals__", {}).get(name)
     return obj

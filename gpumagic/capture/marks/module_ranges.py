@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from ...edges import TorchValue
 from .cell_lines import fast_range
 from .compiled_functions import is_compiled_function
 
@@ -82,7 +83,7 @@ def _named(roots: Mapping[str, Any]) -> list[tuple[Any, str, str]]:
     return out
 
 
-def _compiled(module: Any) -> bool:
+def _compiled(module: TorchValue) -> bool:
     """A ``torch.compile``d model: the wrapper ``torch.compile(model)`` returns, or a module
     compiled in place (``model.compile()``)."""
     return (
@@ -115,12 +116,12 @@ def module_ranges(namespace: Mapping[str, Any]) -> Iterator[None]:
     handles = []
 
     def hooks(text: str) -> tuple[Any, Any]:
-        def pre(_module: Any, _args: Any) -> None:
+        def pre(_module: TorchValue, _args: tuple[TorchValue, ...]) -> None:
             rf = fast_range(text)
             rf.__enter__()
             open_.append(rf)
 
-        def post(_module: Any, _args: Any, _out: Any) -> None:
+        def post(_module: TorchValue, _args: tuple[TorchValue, ...], _out: TorchValue) -> None:
             if open_:
                 open_.pop().__exit__(None, None, None)
 

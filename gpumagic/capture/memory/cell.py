@@ -29,8 +29,10 @@ import os
 import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+from ...edges import UserValue
 from ...errors import GpuMagicError
 from ..cell import Cell, namespace_or_new
 from .names import MemoryNames, ModuleTree, NameTable, module_tree, name_storages
@@ -66,13 +68,13 @@ class MemoryCapture:
     device_memory: int | None = None
     notes: list[str] = field(default_factory=list)
     error: BaseException | None = None
-    value: Any = None
+    value: UserValue = None
     peak_counter: int | None = None
     device_name: str = ""
     device_index: int | None = None
 
 
-def _counts(torch: Any, device: int) -> tuple[int, int, int]:
+def _counts(torch: ModuleType, device: int) -> tuple[int, int, int]:
     stats = torch.cuda.memory.memory_stats_as_nested_dict(device)
     n = stats["allocation"]["all"]
     return int(n["allocated"]), int(n["freed"]), int(stats["allocated_bytes"]["all"]["peak"])
@@ -108,7 +110,7 @@ class _Recording:
     """The allocator's history for the cell: the user's left alone, or turned on here and off by
     ``close()``."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: ModuleType) -> None:
         self.torch, self.ours, self.notes = torch, False, []
         backend = getattr(torch.cuda.memory, "get_allocator_backend", lambda: "native")()
         if backend != "native":
@@ -157,7 +159,7 @@ class _Recording:
             self.torch.cuda.memory._record_memory_history(None)
 
 
-def _dump(torch: Any, device: int, notes: list[str]) -> SnapshotData:
+def _dump(torch: ModuleType, device: int, notes: list[str]) -> SnapshotData:
     fd, path = tempfile.mkstemp(prefix="gpumagic-memory-", suffix=".pickle")
     os.close(fd)
     try:

@@ -28,9 +28,12 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
+
+from ...edges import TorchValue, UserValue
 
 __all__ = [
     "PRECEDENCE",
@@ -169,7 +172,7 @@ def _values(namespace: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def _modules_and_optimizers(
-    torch: Any, namespace: Mapping[str, Any]
+    torch: ModuleType, namespace: Mapping[str, Any]
 ) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]], list[tuple[str, Any]]]:
     """The namespace's outermost modules (a submodule of another one left out), its optimizers,
     and its other values."""
@@ -193,10 +196,12 @@ def _modules_and_optimizers(
     return [(n, m) for n, m in modules if id(m) not in inner], optimizers, others
 
 
-def _torch() -> Any:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        import torch
+def _torch() -> ModuleType:
+    found = sys.modules.get("torch")
+    if found is not None:
+        return found
+    import torch
+
     return torch
 
 
@@ -206,7 +211,9 @@ def _tied(others: list[str]) -> str:
     return f" (tied: {', '.join(others)})" if others else ""
 
 
-def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable:
+def name_storages(
+    namespace: Mapping[str, Any], device: TorchValue | str | int | None = None
+) -> NameTable:
     """The :class:`NameTable` of the tensors ``namespace`` reaches (see the module's docstring).
     ``device``: keep only storages on it (a ``torch.device``, "cuda:0", an index for a CUDA
     device); None keeps every device (the CPU too, which is how this is tested)."""
@@ -219,7 +226,7 @@ def name_storages(namespace: Mapping[str, Any], device: Any = None) -> NameTable
     tensor_cls = torch.Tensor
     found: dict[int, tuple[str, str, str, int, int]] = {}
 
-    def add(t: Any, name: str, kind: str, module: str) -> None:
+    def add(t: UserValue, name: str, kind: str, module: str) -> None:
         if not isinstance(t, tensor_cls) or t.is_meta:
             return
         if want is not None and (

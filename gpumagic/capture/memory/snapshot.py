@@ -25,7 +25,7 @@ import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class SnapshotFormatError(GpuMagicError, ValueError):
 class _PlainUnpickler(pickle.Unpickler):
     """Unpickles dicts, lists, tuples, strings and numbers only: a snapshot holds nothing else."""
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> NoReturn:
         raise pickle.UnpicklingError(
             f"it names a Python object ({module}.{name}), which a snapshot never holds"
         )

@@ -25,7 +25,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from ...errors import (
     NcuTimeoutError,
     NoKernelsProfiledError,
 )
+from .. import Shown
 from ..cell import loop_notes
 from ..child.workdir import WorkDir, raise_cell_error, shown_value, source_text
 from ..guards import deferred_interrupts
@@ -83,7 +84,7 @@ class NcuCapture:
     data: NcuData
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
-    value: Any = None
+    value: Shown | None = None
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -383,7 +384,7 @@ def _run(cmd: list[str], timeout: float, stem: str, env: dict[str, str]) -> tupl
     )
 
 
-def _timed_out(timeout: float) -> Any:
+def _timed_out(timeout: float) -> Callable[[list[str]], NcuTimeoutError]:
     return lambda partial: NcuTimeoutError(timeout, partial)
 
 

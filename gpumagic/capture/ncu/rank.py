@@ -26,7 +26,10 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpumagic.capture.cell import Cell
 
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
 #: Seconds between looks for the files the two sides hand each other.
@@ -118,7 +121,7 @@ class FirstPass:
             _kill(self.proc)  # type: ignore[arg-type]
 
 
-def rank(cell: Any, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
+def rank(cell: Cell, ns: dict[str, Any], warmup: int, iters: int) -> list[dict[str, Any]]:
     """Run ``cell`` as every backend does (``cell.run_cell``) with kernel records on (CUPTI
     directly, torch.profiler where it cannot be: :func:`gpumagic.gpu_activity`; no CPU op tracing,
     no Trace: this pass should cost little more than the cell), and total each kernel name's GPU

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any
 
 import pandas as pd
 
+from ...trace import Trace
 from ...trace.counters import METRICS, kernel_counters, records, sample_period
 
 __all__ = ["NO_PERMISSION", "attach_counters", "metric_set", "read_samples"]
@@ -75,7 +75,7 @@ def metric_set(con: sqlite3.Connection) -> str | None:
 _SET = re.compile(r"-\s*alias:\s*(\S+)\s*\n\s*name:\s*([^\n]+)")
 
 
-def attach_counters(trace: Any, path: str, asked: bool = False) -> None:
+def attach_counters(trace: Trace, path: str, asked: bool = False) -> None:
     """Put the export's GPU metrics on ``trace``: ``meta["counter_samples"]`` (the samples of
     the metrics read, over the trace's window), ``meta["counters_period_ns"]``,
     ``meta["counters"]`` (per kernel name, :func:`~gpumagic.trace.counters.kernel_counters`) and

@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import CellError, NsysTimeoutError
 from ..child.runner import alive
@@ -55,6 +55,9 @@ from ..guards import deferred_interrupts
 from ..options import NsysOptions, graph_trace_args, label_slug, lean_args, split_start_args
 from ..phases import Phases, read_marks
 from ..tools import child_env
+
+if TYPE_CHECKING:
+    from ...trace import Trace
 
 __all__ = [
     "WarmChild",
@@ -83,7 +86,7 @@ def settle_seconds() -> float:
     return _settle
 
 
-def missed_range(trace: Any, label: str) -> bool:
+def missed_range(trace: Trace, label: str) -> bool:
     """Whether a warm report lacks the cell's NVTX range (``label``): its collection began after
     the cell had run, so some of the cell's work may be missing. The next child waits longer
     after ``nsys start``; the caller retires this one and runs the cell the one-shot way."""

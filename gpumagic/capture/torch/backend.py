@@ -20,6 +20,7 @@ from contextlib import ExitStack, contextmanager
 from types import CodeType
 from typing import Any
 
+from ...edges import TorchValue
 from ...gpu_activity.profiler_start import inductor_import_deferred, mark_started
 from ...trace import Trace
 from ...trace.coverage import recorded_kinds
@@ -121,7 +122,7 @@ class _Profiler:
 
     def __init__(self, opts: TorchProfilerOptions, cuda: bool, label: str, here: CellHere) -> None:
         self.opts, self.cuda, self.label, self.here = opts, cuda, label, here
-        self.prof: Any = None
+        self.prof: TorchValue = None
         self.functions: list[dict[str, Any]] = []
 
     @contextmanager
@@ -163,7 +164,7 @@ class _Profiler:
             self.functions[:] = around.enter_context(function_ranges(ns, table))
 
 
-def _start(prof: Any) -> None:
+def _start(prof: TorchValue) -> None:
     """Start the profiler without its start-up chatter: kineto's lines on stderr, torch's "Profiler
     clears events at the end of each cycle" notice, and the Inductor import that its look for
     ``torch._inductor`` would cause."""
@@ -175,7 +176,7 @@ def _start(prof: Any) -> None:
             prof.__enter__()
 
 
-def _exported(prof: Any) -> Trace:
+def _exported(prof: TorchValue) -> Trace:
     """The profiler's events as a Trace, through a Chrome trace file removed once read (a Ctrl-C
     cannot leave it behind: it is named before one is raised)."""
     path = None
@@ -210,7 +211,9 @@ def _run_meta(trace: Trace, label: str, cuda: bool) -> None:
     trace.meta.pop("source", None)
 
 
-def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -> None:
+def code_meta(
+    trace: Trace, cell: Cell, namespace: Mapping[str, Any], opts: TorchProfilerOptions
+) -> None:
     """What the by-code view needs beside the trace: the cell's source (its lines' text), whether
     modules were marked (a cell that ran none says so, not "record them"), and the ranges of the
     cell's lines and modules, moved out of the range table (they are the view's, not the user's
@@ -235,6 +238,6 @@ def code_meta(trace: Any, cell: Cell, namespace: Mapping[str, Any], opts: Any) -
             trace.meta["module_names"] = dotted_names(paths, roots_of(namespace))
 
 
-def _stop(prof: Any) -> None:
+def _stop(prof: TorchValue) -> None:
     with quiet_profiler_stderr():
         prof.__exit__(None, None, None)
