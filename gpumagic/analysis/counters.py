@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..trace import Trace
 from ..trace.by_code import attribution, range_names
 from ..trace.counters import grouped_means, kernel_integrals
 
@@ -30,7 +31,7 @@ SMS_IDLE = 50.0
 OWN_SHARE = 0.5
 
 
-def _pct(value: Any) -> float:
+def _pct(value: float | None) -> float:
     return float(value) if value is not None and value == value else 0.0
 
 
@@ -66,7 +67,7 @@ def verdict(row: dict[str, Any]) -> str:
     return text
 
 
-def counters_table(trace: Any, top: int | None = None) -> pd.DataFrame:
+def counters_table(trace: Trace, top: int | None = None) -> pd.DataFrame:
     """The counters of ``trace`` per kernel name, heaviest first: Time (%), Instances, SM Active
     (%), SM Issue (%), Tensor Active (%), DRAM Read (%), DRAM Write (%), Warps (%), GPC (MHz),
     Verdict, Name. Empty where the capture sampled none."""
@@ -130,7 +131,7 @@ _SHOWN_KEYS = {
 }
 
 
-def _kernel_parts(trace: Any) -> pd.DataFrame | None:
+def _kernel_parts(trace: Trace) -> pd.DataFrame | None:
     """Each kernel's metric integrals (``trace/counters.py``), in ``trace.kernels``' order; None
     where the capture sampled no counters."""
     samples = trace.meta.get("counter_samples")
@@ -144,7 +145,7 @@ def _kernel_parts(trace: Any) -> pd.DataFrame | None:
 
 
 def code_counters(
-    trace: Any, by: str = "module", top: int | None = None, names: dict[str, str] | None = None
+    trace: Trace, by: str = "module", top: int | None = None, names: dict[str, str] | None = None
 ) -> pd.DataFrame:
     """The sampled counters over the user's own code, heaviest first: per module (``by=
     "module"``: its kernels and its children's, forward and backward apart, named as ``by_module``
@@ -238,6 +239,6 @@ def _module_keys(modules: list[Any]) -> tuple[list[str], np.ndarray]:
     return keys, np.asarray(rows, dtype=np.int64)
 
 
-def _line_label(key: Any, text: dict[Any, str]) -> str:
+def _line_label(key: int | str, text: dict[Any, str]) -> str:
     source = text.get(key, "")
     return f"{key}: {source}" if isinstance(key, int) else str(source or key)

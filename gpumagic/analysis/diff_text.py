@@ -10,10 +10,10 @@ names cannot explain says what they do tell: the calls, or the time per call.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import pandas as pd
 
+from ..edges import JsonValue
 from ..kernels import KernelName, decode
 from ..kernels.labels import distinct_labels
 from ..units import format_time
@@ -47,7 +47,7 @@ def t(ns: float) -> str:
     return format_time(ns * 1e-9)
 
 
-def _env_value(key: str, value: Any) -> str:
+def _env_value(key: str, value: JsonValue) -> str:
     if key == "cuda_driver_version" and isinstance(value, int) and value > 1000:
         return f"{value // 1000}.{value % 1000 // 10}"  # 13000 -> 13.0, as CUDA spells it
     return str(value)

@@ -141,5 +141,5 @@ def api_names(trace: Trace) -> pd.Series:
     return trace.memo("analysis.api_names", lambda: map_distinct(trace.api["name"], _unversioned))
 
 
-def _unversioned(name: Any) -> str:
+def _unversioned(name: object) -> str:
     return re.sub(r"_v\d+$", "", str(name))

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from .memory_findings import format_bytes
+
+if TYPE_CHECKING:
+    from .memory import MemoryAnalysis
 
 __all__ = ["MODULES_KEPT", "MemoryDiff", "diff_memory", "memory_summary"]
 
@@ -28,7 +31,7 @@ SAID_SHARE = 0.005
 OTHER = "(other modules)"
 
 
-def memory_summary(m: Any) -> dict[str, Any]:
+def memory_summary(m: MemoryAnalysis) -> dict[str, Any]:
     """The saved summary of one :class:`~gpumagic.analysis.memory.MemoryAnalysis`."""
     by_module = m.by("module") if "module" in m.live_at_peak else pd.DataFrame()
     modules: dict[str, int] = {}

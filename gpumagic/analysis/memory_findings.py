@@ -10,14 +10,20 @@ size at the same line (a buffer re-made each time round a loop); and what
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from .finding import Finding
 
-__all__ = ["REMADE_AT_LEAST", "findings_of", "format_bytes", "repeated_allocations"]
+__all__ = [
+    "REMADE_AT_LEAST",
+    "MemoryFacts",
+    "findings_of",
+    "format_bytes",
+    "repeated_allocations",
+]
 
 #: An allocation site counts as re-made in a loop from this many frees followed by the same
 #: allocation again.
@@ -28,6 +34,25 @@ REMADE_MIN_BYTES = 1 << 20
 GAP_NOTED = 0.05
 #: A reserved-minus-allocated gap reads as notable above this share of reserved memory.
 GAP_SHARE = 0.2
+
+
+class MemoryFacts(Protocol):
+    """What the findings and the levers read of a :class:`~gpumagic.analysis.memory.MemoryAnalysis`
+    (that module imports this one and :mod:`.memory_levers`: naming the class here would be an
+    import cycle)."""
+
+    peak_bytes: int
+    peak_time_ms: float
+    peak_reserved: int
+    has_times: bool
+    device_memory: int | None
+    oom: dict[str, Any] | None
+    live_at_oom: pd.DataFrame | None
+    live_at_peak: pd.DataFrame
+    category_at_peak: dict[str, int]
+    at_end: dict[str, int]
+    empty_cache_bytes: int
+    repeats: pd.DataFrame
 
 
 def format_bytes(n: float) -> str:
@@ -74,15 +99,15 @@ def _top(live: pd.DataFrame | None) -> str:
     return f"{g.index[0]} ({format_bytes(int(g.iloc[0]))})"
 
 
-def findings_of(m: Any) -> list[Finding]:
-    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (typed loosely: that
-    module imports this one), in the module docstring's order: one step each, a step that has
-    nothing to say gives none."""
+def findings_of(m: MemoryFacts) -> list[Finding]:
+    """The findings of one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (its figures:
+    :class:`MemoryFacts`), in the module docstring's order: one step each, a step that has nothing
+    to say gives none."""
     steps = (_oom, _peak, _gap, _largest_category, _remade, _empty_cache)
     return [finding for step in steps for finding in step(m)]
 
 
-def _oom(m: Any) -> list[Finding]:
+def _oom(m: MemoryFacts) -> list[Finding]:
     """The out-of-memory failure, what was alive then, and whether a cap on the process refused a
     request the device had room for."""
     if not m.oom:
@@ -111,7 +136,7 @@ def _oom(m: Any) -> list[Finding]:
     ]
 
 
-def _peak(m: Any) -> list[Finding]:
+def _peak(m: MemoryFacts) -> list[Finding]:
     """The peak, against the device's memory where the caller gave it (a warning above 90%)."""
     b = format_bytes
     when = f" at {m.peak_time_ms:.1f} ms" if m.has_times else ""
@@ -139,7 +164,7 @@ def _peak(m: Any) -> list[Finding]:
     ]
 
 
-def _gap(m: Any) -> list[Finding]:
+def _gap(m: MemoryFacts) -> list[Finding]:
     """Reserved but not allocated at the peak, from :data:`GAP_NOTED` of reserved (or 1 GiB) on;
     above :data:`GAP_SHARE` a warning that names fragmentation and its remedy."""
     gap = m.peak_reserved - m.peak_bytes
@@ -164,7 +189,7 @@ def _gap(m: Any) -> list[Finding]:
     ]
 
 
-def _largest_category(m: Any) -> list[Finding]:
+def _largest_category(m: MemoryFacts) -> list[Finding]:
     """The category that holds the most at the peak."""
     if not m.peak_bytes:
         return []
@@ -183,7 +208,7 @@ def _largest_category(m: Any) -> list[Finding]:
     ]
 
 
-def _remade(m: Any) -> list[Finding]:
+def _remade(m: MemoryFacts) -> list[Finding]:
     """The site that re-made the most bytes of temporaries (:func:`repeated_allocations`)."""
     if not len(m.repeats):
         return []
@@ -203,7 +228,7 @@ def _remade(m: Any) -> list[Finding]:
     ]
 
 
-def _empty_cache(m: Any) -> list[Finding]:
+def _empty_cache(m: MemoryFacts) -> list[Finding]:
     """What ``torch.cuda.empty_cache()`` would hand back at the end, and what that costs."""
     if not m.empty_cache_bytes:
         return []

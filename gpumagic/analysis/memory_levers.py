@@ -19,13 +19,13 @@ model): without names the parts cannot be told apart.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .finding import Finding
-from .memory_findings import format_bytes
+from .memory_findings import MemoryFacts, format_bytes
 
 if TYPE_CHECKING:
     from ..capture.memory.names import MemoryNames
@@ -135,7 +135,7 @@ def _batch(cats: dict[str, int], peak: int) -> Finding | None:
     )
 
 
-def levers_of(m: Any, names: MemoryNames | None) -> list[Finding]:
+def levers_of(m: MemoryFacts, names: MemoryNames | None) -> list[Finding]:
     """The estimates for one :class:`~gpumagic.analysis.memory.MemoryAnalysis` (none without
     names; see the module's docstring)."""
     if names is None or not (len(names.start) or len(names.end)):

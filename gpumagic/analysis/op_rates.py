@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ import pandas as pd
 
 from ..device_peaks.table import lookup
 from ..kernels import decode
+from ..trace import Trace
 from ..trace.launching_ops import PRECISION_OF_TYPE, launching_ops
 from ..units import format_si
 
@@ -47,7 +49,7 @@ _SIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8e4m3": 1, "fp8e5m2": 1,
 _SHAPE = re.compile(r"\[([0-9,\s]*)\]")
 
 
-def parse_shapes(text: Any) -> list[list[int]] | None:
+def parse_shapes(text: object) -> list[list[int]] | None:
     """kineto's "[8, 512, 768], [], [768]" as lists of sizes ([] for a scalar or a non-tensor);
     None where the op recorded no shapes."""
     if not isinstance(text, str) or "[" not in text:
@@ -55,7 +57,7 @@ def parse_shapes(text: Any) -> list[list[int]] | None:
     return [[int(d) for d in m.split(",") if d.strip()] for m in _SHAPE.findall(text)]
 
 
-def _types(text: Any) -> list[str]:
+def _types(text: object) -> list[str]:
     return [t.strip() for t in text.split(",")] if isinstance(text, str) else []
 
 
@@ -73,7 +75,7 @@ def _broadcast(shapes: list[list[int]]) -> list[int]:
     return out
 
 
-def op_work(name: str, shapes: Any, types: Any) -> tuple[float | None, float | None]:
+def op_work(name: str, shapes: object, types: object) -> tuple[float | None, float | None]:
     """(FLOPs, bytes) one call of op ``name`` does, from its recorded shapes and types (kineto
     lists a type per tensor argument, in order); None for what cannot be counted."""
     sizes = parse_shapes(shapes)
@@ -116,7 +118,7 @@ def _peak_class(precision: str) -> str:
     return "fp4" if "fp4" in p else p
 
 
-def _precision(kernel: str, op_types: Any) -> str | None:
+def _precision(kernel: str, op_types: object) -> str | None:
     """The peak's precision class: the kernel name's (``tf32``, ``bf16``...), else its inputs'."""
     said = decode(kernel).precision
     if said:
@@ -128,7 +130,7 @@ def _precision(kernel: str, op_types: Any) -> str | None:
     return None
 
 
-def kernel_rates(trace: Any) -> pd.DataFrame:
+def kernel_rates(trace: Trace) -> pd.DataFrame:
     """Per kernel name: the counted calls, FLOPs and bytes, the time of those calls, the FLOP and
     byte rates, the peak they are set against and the share of it (``flop_share`` for GEMMs,
     ``byte_share`` for the rest). Empty where no op recorded shapes."""
@@ -137,13 +139,13 @@ def kernel_rates(trace: Any) -> pd.DataFrame:
     return trace.memo("op_rates.kernel_rates", lambda: _kernel_rates(trace, cols))
 
 
-def kernel_work(trace: Any) -> pd.DataFrame | None:
+def kernel_work(trace: Trace) -> pd.DataFrame | None:
     """Per kernel (``trace.kernels``' order): Name, dur (ns), flops and bytes (its launching op's
     share; NaN where uncounted), types (its op's input types); None where no op recorded shapes."""
     return trace.memo("op_rates.kernel_work", lambda: _kernel_work(trace))
 
 
-def _kernel_work(trace: Any) -> pd.DataFrame | None:
+def _kernel_work(trace: Trace) -> pd.DataFrame | None:
     kernels, ops = trace.kernels, trace.ops
     if kernels.empty or ops.empty or "shapes" not in ops:
         return None
@@ -175,7 +177,7 @@ def _kernel_work(trace: Any) -> pd.DataFrame | None:
     ).assign(bytes=moved, types=types)
 
 
-def _kernel_rates(trace: Any, cols: list[str]) -> pd.DataFrame:
+def _kernel_rates(trace: Trace, cols: list[str]) -> pd.DataFrame:
     frame = kernel_work(trace)
     if frame is None:
         return pd.DataFrame(columns=cols)
@@ -212,7 +214,7 @@ def _kernel_rates(trace: Any, cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def code_rates(trace: Any, by: str = "module") -> pd.DataFrame:
+def code_rates(trace: Trace, by: str = "module") -> pd.DataFrame:
     """Per module (its children's kernels included) or line of the cell, forward and backward
     apart: the counted FLOPs and bytes over all of its kernels' time (what the row achieved, its
     uncounted kernels' time included) and the share of time whose work was counted. Empty where
@@ -267,11 +269,11 @@ def code_rates(trace: Any, by: str = "module") -> pd.DataFrame:
     return table.sort_values("time_ns", ascending=False, ignore_index=True)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: float | None) -> float | None:
     return float(value) if value is not None and value == value else None
 
 
-def rate_text(row: Any) -> str:
+def rate_text(row: Mapping[str, Any]) -> str:
     """'671 TFLOP/s bf16, 68% of peak' or '4.1 TB/s, 86% of bandwidth' for one row of
     :func:`kernel_rates`; past the peak, as a multiple of it with what that means ('4.4 TB/s, 1.3×
     DRAM bandwidth: part of its data was in the L2 cache'); '' where nothing was counted."""

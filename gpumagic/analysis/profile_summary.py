@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..edges import JsonValue
 from ..trace import Trace, id_column
 from ..trace.intervals import union_by_group, union_ns
 from ..trace.summaries import launching_op_rows
@@ -137,7 +138,7 @@ class ProfileSummary:
         )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JsonValue:
     """Meta as JSON takes it: numbers, text, lists and dicts."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -426,7 +427,7 @@ def _nccl_waits(trace: Trace, krank: np.ndarray, order: list[str]) -> list[int]:
     return per_rank
 
 
-def _unversioned(name: Any) -> str:
+def _unversioned(name: object) -> str:
     return re.sub(r"_v\d+$", "", str(name))
 
 

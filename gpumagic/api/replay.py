@@ -18,14 +18,17 @@ flags are set around its own call and put back (the user's TF32 setting is left 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 
 from ..analysis.op_rates import GEMMS, parse_shapes
+from ..edges import TorchValue
+from ..trace import Trace
 from ..trace.launching_ops import PRECISION_OF_TYPE, launching_ops
 
 if TYPE_CHECKING:
+    from ..render.report import ProfileReport
     from ..timing import TimingResult
     from ..timing.compare_result import Comparison
 
@@ -42,7 +45,7 @@ class ReplayError(ValueError):
     """A row that cannot be replayed: the reason and what to do."""
 
 
-def replayed_op(trace: Any, row: int | str) -> dict[str, Any]:
+def replayed_op(trace: Trace, row: int | str) -> dict[str, Any]:
     """The op a kernel row's work came from: the launching op (name, shapes, types) that launched
     most of that kernel's time. ``row``: the row's place in ``trace.kernel_summary()`` (0: the
     heaviest) or the kernel's name."""
@@ -132,13 +135,13 @@ def _statements(op: dict[str, Any], device: str, compare: bool) -> dict[str, Cal
     return out
 
 
-def _with_tf32(call: Callable[[], Any]) -> Callable[[], Any]:
+def _with_tf32(call: Callable[[], TorchValue]) -> Callable[[], TorchValue]:
     """``call`` with TF32 matmuls allowed around it, the setting put back after each call."""
     import torch
 
     flags = torch.backends.cuda.matmul
 
-    def run() -> Any:
+    def run() -> TorchValue:
         before = flags.allow_tf32
         flags.allow_tf32 = True
         try:
@@ -151,25 +154,29 @@ def _with_tf32(call: Callable[[], Any]) -> Callable[[], Any]:
 
 @overload
 def replay(
-    report: Any, row: int | str = 0, *, compare: Literal[False] = False, **options: Any
+    report: ProfileReport | Trace,
+    row: int | str = 0,
+    *,
+    compare: Literal[False] = False,
+    **options: Any,
 ) -> TimingResult: ...
 
 
 @overload
 def replay(
-    report: Any, row: int | str = 0, *, compare: Literal[True], **options: Any
+    report: ProfileReport | Trace, row: int | str = 0, *, compare: Literal[True], **options: Any
 ) -> Comparison: ...
 
 
 @overload
 def replay(
-    report: Any, row: int | str = 0, *, compare: bool, **options: Any
+    report: ProfileReport | Trace, row: int | str = 0, *, compare: bool, **options: Any
 ) -> TimingResult | Comparison: ...
 
 
 def replay(
-    report: Any, row: int | str = 0, *, compare: bool = False, **options: Any
-) -> TimingResult | Comparison:  # Any: a ProfileReport or a Trace; TimingOptions fields
+    report: ProfileReport | Trace, row: int | str = 0, *, compare: bool = False, **options: Any
+) -> TimingResult | Comparison:  # options: TimingOptions fields
     """Re-create the op behind kernel row ``row`` of ``report`` (a ProfileReport or a Trace;
     ``row``: its place in the kernel table, 0 the heaviest, or the kernel's name) and time it as
     ``%gputime`` does: a :class:`~gpumagic.timing.TimingResult` whose notes say what was replayed
@@ -183,7 +190,7 @@ def replay(
     from ..timing.compare import compare as compare_statements
     from ..units import format_ns
 
-    trace = getattr(report, "trace", report)
+    trace = cast("Trace", getattr(report, "trace", report))  # a report's trace, or the trace
     op = replayed_op(trace, row)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     stmts = _statements(op, device, compare)

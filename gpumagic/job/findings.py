@@ -10,7 +10,7 @@ ranks' median NCCL time is below every other host's by at least the straggler's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from ..analysis.job_files import job_files_of
 from ..analysis.rank_lists import LIST_RANKS, on_ranks
 from ..analysis.transfers import SYNC_SHARE
 from ..units import plural
+
+if TYPE_CHECKING:  # named through the package: Job's own module imports this one (lazily)
+    from . import Job
 
 __all__ = ["IDLE_SHARE", "groups", "job_findings"]
 
@@ -54,7 +57,7 @@ def _by_group(hit: pd.Series, group: pd.Series) -> str:
     return "; ".join(parts[:LIST_RANKS]) + more
 
 
-def job_findings(job: Any) -> list[Finding]:
+def job_findings(job: Job) -> list[Finding]:
     """Every finding about ``job`` (a :class:`~.model.Job`), the reading of its files first."""
     fig, ranks = job.data.figures, job.data.ranks
     out = list(job_files_of(job.meta))
@@ -187,7 +190,7 @@ def _syncs(fig: pd.DataFrame, ranks: pd.DataFrame) -> list[Finding]:
     ]
 
 
-def _top(job: Any, top: int = 3) -> list[Finding]:
+def _top(job: Job, top: int = 3) -> list[Finding]:
     spread = job.kernel_spread()
     if spread.empty:
         return []

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from ..edges import JsonValue
+
 __all__ = ["CLOCKS_APART_NS", "RUN_ID_VARIABLES", "chrome_identity", "mismatch", "nsys_identity"]
 
 #: Reports whose first recorded activity lies this far apart on their hosts' clocks are not one
@@ -70,7 +72,7 @@ def chrome_identity(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"world_size": world} if world is not None else {}
 
 
-def _int(value: Any) -> int | None:
+def _int(value: JsonValue) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..edges import JsonValue
 from ..trace import Trace
 from ..trace.clock_alignment import align_on_collective
 
@@ -39,7 +40,7 @@ _DEVICE = {
 }
 
 
-def rank_of(ev: Any) -> int | None:
+def rank_of(ev: JsonValue) -> int | None:
     """The ``args.rank`` an event was tagged with by a merge, or None."""
     if not isinstance(ev, dict):
         return None

@@ -17,7 +17,7 @@ alignment moved a rank by part of a bin.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from ..analysis.finding import Finding
 from ..errors import JobRankError
 from ..trace import Trace
 from .fold import JobData
+
+if TYPE_CHECKING:
+    from ..render.report import ProfileReport
 
 __all__ = ["Job", "JobRankError"]
 
@@ -173,7 +176,7 @@ class Job:
     def _featured_ranks(self) -> list[int]:
         return [int(label.split()[-1]) for label in self.featured().values()]
 
-    def report(self, ranks: list[int] | None = None, **options: Any) -> Any:
+    def report(self, ranks: list[int] | None = None, **options: Any) -> ProfileReport:
         """The full report (timeline, kernel rows) of ``ranks`` (default: the featured ranks)."""
         from ..render.report import ProfileReport
 

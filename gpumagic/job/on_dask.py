@@ -20,8 +20,8 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable
-from typing import Any
 
+from ..edges import DaskClient
 from .fold import Fold
 from .rank_summary import RankSummary
 
@@ -32,7 +32,7 @@ FOLD_RANKS = 16
 
 
 def read_on_dask(
-    client: Any,
+    client: DaskClient,
     files: list[str],
     read: Callable[[str], RankSummary | str],
     in_flight: int,
@@ -52,17 +52,17 @@ def read_on_dask(
     fold = Fold(files)
     parts = as_completed([], with_results=False)  # the folds of ranks, taken here as they are done
 
-    def submit(index: int) -> Any:
+    def submit(index: int) -> DaskClient:
         fut = client.submit(read, files[index], pure=False, key=f"gpumagic-rank-{index}-{tag}")
         index_of[fut.key] = index
         return fut
 
-    def take(part: Any) -> None:
+    def take(part: DaskClient) -> None:
         fold.merge(part.result())
         part.release()
 
     queue = as_completed([submit(i) for i in itertools.islice(todo, limit)], with_results=False)
-    batch: list[tuple[int, Any]] = []
+    batch: list[tuple[int, DaskClient]] = []
     for done, fut in enumerate(queue, start=1):
         for i in todo:  # the next read first: the worker never waits on the fold
             queue.add(submit(i))

@@ -21,7 +21,7 @@ __all__ = ["expand_urls", "is_url", "local_file", "to_local"]
 _SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
 
 
-def is_url(path: Any) -> bool:
+def is_url(path: object) -> bool:
     """A string with a protocol (``file://``, ``s3://``...)."""
     return isinstance(path, str) and "://" in path
 

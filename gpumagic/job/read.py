@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..edges import DaskClient
 from ..errors import GpuMagicError, JobReadError
 from .fold import Fold
 from .on_dask import read_on_dask
@@ -40,7 +41,7 @@ def read_job(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     executor: cf.Executor | None = None,
-    client: Any = None,  # a dask.distributed.Client: Dask is optional, not imported to type it
+    client: DaskClient = None,
     align: str = "auto",
     kind: ReportKind | None = None,
     progress: Progress | bool | None = None,
@@ -74,7 +75,9 @@ def read_job(
     return Job(data)
 
 
-def _files(paths: Any, kind: ReportKind | None) -> tuple[list[str], list[dict[str, str]]]:
+def _files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], kind: ReportKind | None
+) -> tuple[list[str], list[dict[str, str]]]:
     urls = expand_urls(paths)
     if urls is None:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)

@@ -124,7 +124,7 @@ class FileReport:
     )  # what it records of its job (job/identity.py)
 
 
-def is_many(path: Any) -> bool:
+def is_many(path: object) -> bool:
     """Whether ``path`` names several reports: a list or tuple, a directory, or a glob pattern."""
     if isinstance(path, (list, tuple, set)):
         return True

@@ -4,17 +4,20 @@ their own files, and stacked into one Trace on the job's clock. Nothing of the o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import JobRankError
 from ..trace import Trace
 from .paths import local_file
 from .reports import read_one, stack
 
+if TYPE_CHECKING:  # named through the package: Job's own module imports this one (lazily)
+    from . import Job
+
 __all__ = ["read_ranks"]
 
 
-def read_ranks(job: Any, ranks: list[int]) -> Trace:
+def read_ranks(job: Job, ranks: list[int]) -> Trace:
     """``ranks`` of ``job`` (a :class:`~.model.Job`) as one Trace: each file read whole, moved by
     the shift the job's clock alignment gave its rank, stacked with the job's rank numbers."""
     shifts = (job.meta.get("clock_alignment") or {}).get("shifts_ns") or {}

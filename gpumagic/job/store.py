@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import pandas as pd
 
+from ..edges import JsonValue
 from ..errors import FileMissingError
 from .fold import JobData
 from .stats import TABLES
@@ -43,7 +43,7 @@ def save(data: JobData, path: str) -> str:
     return path
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JsonValue:
     if hasattr(value, "item"):
         return value.item()
     return str(value)

@@ -7,13 +7,16 @@ with their spread across ranks. The detailed timeline is a second pass: ``job.re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..render.report import ROOT_STYLE
 from ..render.tables import esc, style
 from ..units import format_ns
+
+if TYPE_CHECKING:  # named through the package: Job's own module imports this one (lazily)
+    from . import Job
 
 __all__ = ["EDGE", "TOP_KERNELS", "html_report", "table", "text_report"]
 
@@ -33,7 +36,7 @@ def _range(values: pd.Series) -> str:
     return lo if lo == hi else f"{lo} to {hi}"
 
 
-def summary_line(job: Any) -> str:
+def summary_line(job: Job) -> str:
     fig, ranks, meta = job.data.figures, job.data.ranks, job.meta
     gpus = ", ".join(meta.get("gpus") or []) or meta.get("device", "GPU")
     kernels = int(job.data.rank_kernels["Instances"].sum()) if len(job.data.rank_kernels) else 0
@@ -53,7 +56,7 @@ def _order(fig: pd.DataFrame) -> str:
     return "nccl_ns" if fig["nccl_ns"].gt(0).any() else "busy_ns"
 
 
-def excerpt(job: Any, edge: int = EDGE) -> tuple[pd.DataFrame, str]:
+def excerpt(job: Job, edge: int = EDGE) -> tuple[pd.DataFrame, str]:
     """The per-rank rows worth a look: the featured ranks and the ``edge`` at either end by NCCL
     time (busy time without NCCL), in rank order, with a sentence of what was left out."""
     fig = job.data.figures
@@ -74,7 +77,7 @@ def excerpt(job: Any, edge: int = EDGE) -> tuple[pd.DataFrame, str]:
 
 
 def table(
-    job: Any, page: int = 0, size: int = 50, by: str = "rank", ascending: bool = True
+    job: Job, page: int = 0, size: int = 50, by: str = "rank", ascending: bool = True
 ) -> pd.DataFrame:
     """A page of the per-rank table (``job.to_dataframe()``) sorted by ``by``."""
     df = job.to_dataframe().sort_values(by, ascending=ascending, kind="stable")
@@ -91,7 +94,7 @@ def _skew_text(ns: int) -> str:
     return "no kernels" if ns < 0 else "fastest" if ns == 0 else f"+{format_ns(ns)}"
 
 
-def _rank_lines(job: Any) -> list[str]:
+def _rank_lines(job: Job) -> list[str]:
     shown, said = excerpt(job)
     roles = {label: role for role, label in job.featured().items()}
     waits = job.waits()
@@ -111,7 +114,7 @@ def _rank_lines(job: Any) -> list[str]:
     return lines + ([f"  ({said})"] if said else [])
 
 
-def _kernel_lines(job: Any, top: int) -> list[str]:
+def _kernel_lines(job: Job, top: int) -> list[str]:
     s = job.kernel_spread().head(top)
     if s.empty:
         return []
@@ -135,7 +138,7 @@ def _labels(names: pd.Series) -> dict[str, str]:
     return distinct_labels(list(names))
 
 
-def text_report(job: Any) -> str:
+def text_report(job: Job) -> str:
     lines = [summary_line(job)]
     lines += [f"  {'!' if f.severity == 'warn' else '-'} {f.message}" for f in job.findings()]
     lines += ["Per rank and GPU:", *_rank_lines(job)]
@@ -146,7 +149,7 @@ def text_report(job: Any) -> str:
     return "\n".join(lines)
 
 
-def _rank_table_html(job: Any) -> str:
+def _rank_table_html(job: Job) -> str:
     shown, said = excerpt(job)
     roles = {label: role for role, label in job.featured().items()}
     waits = job.waits()
@@ -173,7 +176,7 @@ def _rank_table_html(job: Any) -> str:
     )
 
 
-def _kernel_table_html(job: Any, top: int) -> str:
+def _kernel_table_html(job: Job, top: int) -> str:
     s = job.kernel_spread()
     if s.empty:
         return "<p>No kernels.</p>"
@@ -205,7 +208,7 @@ def _kernel_table_html(job: Any, top: int) -> str:
     )
 
 
-def html_report(job: Any, mode: str = "iframe") -> str:
+def html_report(job: Job, mode: str = "iframe") -> str:
     """The job's HTML: ``mode`` as ``render.figure_modes.figure_html`` takes it."""
     from ..render.figure_modes import figure_html
     from ..render.rank_heatmap import rank_time_heatmap_figure

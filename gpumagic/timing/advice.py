@@ -6,11 +6,18 @@ front end."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-__all__ = ["Advised"]
+__all__ = ["Advised", "Printer"]
 
 _Result = TypeVar("_Result", bound="Advised")
+
+
+class Printer(Protocol):
+    """What a result's ``_repr_pretty_`` uses of IPython's pretty printer (the core does not import
+    IPython, not even for its types)."""
+
+    def text(self, obj: str) -> None: ...
 
 
 class Advised:

@@ -41,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..edges import TorchValue
+
 __all__ = [
     "MASKED_BELOW",
     "AttentionCount",
@@ -112,8 +114,8 @@ def window_pairs(lq: int, lk: int, left: int | None, right: int | None) -> int:
 
 
 def bind(
-    schema: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:  # Any: a torch op's schema and its tensors and scalars
+    schema: TorchValue, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:  # Any: a torch op's tensors and scalars
     """An op's arguments by name, from its schema: positional ones in order, then keywords, then
     defaults."""
     out: dict[str, Any] = {}
@@ -138,7 +140,7 @@ def _family(name: str) -> tuple[str, bool] | None:
     return None
 
 
-def _mask_share(mask: Any) -> tuple[int, int] | None:  # Any: a torch tensor
+def _mask_share(mask: TorchValue) -> tuple[int, int] | None:
     """(entries that keep a pair, entries) of a mask; None where it cannot be read."""
     import torch
 
@@ -156,7 +158,7 @@ def _mask_share(mask: Any) -> tuple[int, int] | None:  # Any: a torch tensor
         return None
 
 
-def _lengths(cum: Any) -> list[int] | None:  # Any: a torch tensor of cumulative lengths
+def _lengths(cum: TorchValue) -> list[int] | None:  # a tensor of cumulative lengths
     try:
         bounds = [int(x) for x in cum.tolist()]
     except (RuntimeError, AttributeError, TypeError):

@@ -11,8 +11,10 @@ statement is timed on the host clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
+from ..edges import TorchValue
 from .options import TimingOptions
 from .samplers import CudaSampler, HostSampler, Sampler
 
@@ -58,7 +60,7 @@ def tensor_devices(values: Iterable[object], depth: int = 2) -> set[str]:
     return found
 
 
-def _cuda_device_of(torch: Any, values: Iterable[object]) -> Any:  # Any: torch and its device
+def _cuda_device_of(torch: ModuleType, values: Iterable[object]) -> TorchValue:
     """The device of the first CUDA tensor or module among ``values``; else the current CUDA
     device."""
     for v in values:

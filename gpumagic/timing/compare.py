@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from ..edges import TorchValue
 from ..errors import GpuMagicError, InvalidOptionError, TimingInterrupted
 from .compare_energy import energy_blocks
 from .compare_result import Comparison
@@ -181,7 +182,8 @@ class _Lane:
     done: bool = False
     decision: StopDecision | None = None
     clock_start: int | None = None
-    in_flight: Any = None  # Any: the sampler's handle of the round under way (CUDA events)
+    #: the sampler's handle of the round under way (CUDA events on the device's clock)
+    in_flight: TorchValue = None
     #: what the statement raised during its samples (the rounds stopped there)
     error: Exception | None = None
 

@@ -12,13 +12,17 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ..edges import BokehModel
 from ..errors import Hint
 from ..render.figure_page import FigurePage
 from ..units import format_time
-from .advice import Advised
+from .advice import Advised, Printer
 from .result import TimingResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["INTERLEAVED_NOTE", "Comparison", "parse_time", "rate_cells"]
 
@@ -230,12 +234,12 @@ class Comparison(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
+    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
         p.text(str(self))
 
     # --- data
     # ----------------------------------------------------------------------------------------------
-    def to_dataframe(self) -> Any:
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per statement: label, median, iqr, kernel_time (seconds), rates and shares of
         peak, launch_bound, speedup (exact: baseline median / median), samples. ``df.attrs``:
         baseline, rounds, interleaved."""
@@ -275,7 +279,7 @@ class Comparison(Advised, FigurePage):
 
     # --- HTML
     # ----------------------------------------------------------------------------------------------
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         """The Bokeh bar chart of the medians, the baseline marked."""
         from ..render.compare_plot import compare_figure
 

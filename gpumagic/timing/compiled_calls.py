@@ -30,6 +30,7 @@ from types import FrameType
 from typing import Any, Literal
 
 from ..capture.marks.compiled_functions import is_compiled_function
+from ..edges import TorchValue, UserValue
 from .work_counters import _tensors, _traffic
 
 __all__ = ["CompiledCalls", "DynamoCannotStandAside", "compiled_objects", "outside_dynamo"]
@@ -77,7 +78,7 @@ class CompiledCalls:
         import torch
 
         local = frame.f_locals
-        fn: Any = local.get("fn")  # Any: what the user handed torch.compile, a function or module
+        fn: UserValue = local.get("fn")  # what the user handed torch.compile: a function, a module
         wrapped = inspect.unwrap(fn)  # under dynamo's functools.wraps wrappers: the user's callable
         inputs: list[Any] = [local.get("args", ()), local.get("kwargs", {})]  # Any: torch values
         owner = getattr(wrapped, "__self__", wrapped)
@@ -89,7 +90,7 @@ class CompiledCalls:
         if self.probe is not None:
             self._at_entry = self.probe()
 
-    def returned(self, value: Any) -> None:  # Any: the compiled call's torch value
+    def returned(self, value: TorchValue) -> None:  # the compiled call's torch value
         """The innermost compiled call under way returned ``value``."""
         self._frames.pop()
         if not self._frames:
@@ -102,7 +103,7 @@ class CompiledCalls:
                 )
 
 
-def _name_of(wrapped: Any) -> str:  # Any: the user's compiled function or module
+def _name_of(wrapped: UserValue) -> str:  # the user's compiled function or module
     owner = getattr(wrapped, "__self__", None)
     if owner is not None and not isinstance(owner, type):
         return type(owner).__name__
@@ -151,7 +152,7 @@ def outside_dynamo(probe: Callable[[], tuple[int, int]] | None = None) -> Iterat
     previous = sys.getprofile()
     chained = previous if callable(previous) else None
 
-    def watch(frame: FrameType, event: _ProfileEvent, arg: Any) -> None:  # Any: as sys.setprofile
+    def watch(frame: FrameType, event: _ProfileEvent, arg: object) -> None:  # as sys.setprofile
         if event == "call" and _is_compiled_wrapper(frame):
             seen.entered(frame)
         elif event == "return" and seen._frames and frame is seen._frames[-1]:

@@ -52,10 +52,13 @@ entry for the snapshot; PyTorch's default settings, with Python and C++ stack tr
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NamedTuple
+
+from ..edges import TorchValue
 
 __all__ = [
     "BLOCK_BYTES",
@@ -82,8 +85,6 @@ _COUNTED = ("alloc", "free_requested")
 _SKIPPED = ("free_completed", "segment_alloc", "segment_free", "oom", "snapshot")
 #: One entry of torch's allocator history (``action``, ``size``, ``addr``, ...): torch's dict.
 TraceEntry = Mapping[str, Any]
-#: The torch module, where this process has imported it (this module never imports it).
-_Torch = Any
 
 
 @dataclass
@@ -175,7 +176,7 @@ class _Counters(NamedTuple):
     frees: int  # allocation.all.freed
 
 
-def _counters(torch: _Torch, device: int) -> _Counters:
+def _counters(torch: TorchValue, device: int) -> _Counters:
     stats = torch.cuda.memory.memory_stats_as_nested_dict(device)
     size, count = stats["allocated_bytes"]["all"], stats["allocation"]["all"]
     return _Counters(
@@ -188,13 +189,13 @@ def _counters(torch: _Torch, device: int) -> _Counters:
     )
 
 
-def _torch() -> _Torch:
+def _torch() -> TorchValue:
     """PyTorch if this process has imported it, else None: CUDA cannot be in use without it, and
     importing it costs."""
     return sys.modules.get("torch")
 
 
-def _unmeasurable(torch: _Torch) -> str:
+def _unmeasurable(torch: TorchValue) -> str:
     """Why no CUDA peak can be taken here ("" when it can); asks nothing that would start CUDA."""
     if torch is None:
         return "PyTorch is not loaded"
@@ -209,7 +210,7 @@ class _History:
     """The allocator's history recording for one call: used as found, or turned on here and off
     again by close()."""
 
-    def __init__(self, torch: _Torch) -> None:
+    def __init__(self, torch: TorchValue) -> None:
         self.torch = torch
         self.ours = False  # recording was off and this turned it on: close() turns it off
         self.note = ""  # why the history cannot be read ("" when it can)
@@ -226,7 +227,7 @@ class _History:
         except Exception as exc:  # noqa: BLE001 - no history is a reason for no figure, not an error
             self.note = f"the allocator's history could not be used ({type(exc).__name__}: {exc})"
 
-    def _turn_on(self, memory: Any, enabled: Any) -> None:  # Any: torch.cuda.memory, a torch hook
+    def _turn_on(self, memory: ModuleType, enabled: Callable[[], bool]) -> None:
         settings: dict[str, object] = {
             "context": None,
             "stacks": "python",
@@ -298,7 +299,7 @@ def call_peak() -> Iterator[CallPeak]:
 
 
 def _settle(
-    peak: CallPeak, torch: _Torch, device: int, before: _Counters, history: _History
+    peak: CallPeak, torch: TorchValue, device: int, before: _Counters, history: _History
 ) -> None:
     """Fill ``peak`` from the counters after the call, and from the history where they cannot
     say."""

@@ -11,13 +11,14 @@ never restated here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Hint
 from ..units import format_time
 from . import stats
-from .advice import Advised
+from .advice import Advised, Printer
 from .energy import EnergySummary, summarize_energy
 from .options import TimingOptions
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
@@ -70,6 +71,20 @@ _RATE_KEYS = (
 #: Kernel time and per-call time further apart than this share of the per-call time are both shown,
 #: with the gap.
 KERNELS_APART = 0.03
+
+
+#: The summary's figures of each optional part of a result: summary key -> the part's attribute
+#: (the work's figures keep their names).
+_ENERGY = {"energy_per_call": "joules_per_call", "power_w": "watts", "energy_rel_ci": "rel_ci"}
+_CLOCKS = {"sm_clock_low": "low", "sm_clock_high": "high", "sm_clock_prevailing": "prevailing"}
+_STEADY = {"steady_seconds": "seconds", "steady_settled": "settled"}
+_WORK = {name: name for name in ("flops", "bytes", "precision_class", "peak_memory")}
+
+
+def _figures_of(part: object | None, figures: Mapping[str, str]) -> dict[str, Any]:
+    """``figures`` read off ``part``, in their order; all None where the result has no such part
+    (no energy read, no clock, no work counted)."""
+    return {key: getattr(part, name) if part else None for key, name in figures.items()}
 
 
 @dataclass
@@ -466,7 +481,7 @@ class TimingResult(Advised):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
+    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
         p.text(self._advised(f"<TimingResult : {self}>"))
 
     def _repr_html_(self) -> str:
@@ -507,31 +522,19 @@ class TimingResult(Advised):
         }
 
     def _energy_figures(self) -> dict[str, Any]:
-        found = self.energy
-        return {
-            "energy_per_call": found.joules_per_call if found else None,
-            "power_w": found.watts if found else None,
-            "energy_rel_ci": found.rel_ci if found else None,
-        }
+        return _figures_of(self.energy, _ENERGY)
 
     def _clock_figures(self) -> dict[str, Any]:
-        clocks, found = self.clock_summary, self.steadiness
         return {
-            "sm_clock_low": clocks.low if clocks else None,
-            "sm_clock_high": clocks.high if clocks else None,
-            "sm_clock_prevailing": clocks.prevailing if clocks else None,
+            **_figures_of(self.clock_summary, _CLOCKS),
             "prevailing_median": self.prevailing_median,
-            "steady_seconds": found.seconds if found else None,
-            "steady_settled": found.settled if found else None,
+            **_figures_of(self.steadiness, _STEADY),
         }
 
     def _work_figures(self) -> dict[str, Any]:
-        work, found = self.work, self.achieved
+        found = self.achieved
         return {
-            "flops": work.flops if work else None,
-            "bytes": work.bytes if work else None,
-            "precision_class": work.precision_class if work else None,
-            "peak_memory": work.peak_memory if work else None,
+            **_figures_of(self.work, _WORK),
             **{k: (found.summary()[k] if found is not None else None) for k in _RATE_KEYS},
         }
 

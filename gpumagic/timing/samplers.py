@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..edges import TorchValue
 from .cupti import busy_per_call, gpu_activity_names, record_calls
 from .smclock import ClockReader, open_reader
 
@@ -100,17 +101,17 @@ class Sampler:
         """Begin sampling; ``backlog`` is how much device work to queue ahead of the first
         sample."""
 
-    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> Any:  # Any: as collect
+    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> TorchValue:
         """Issue a round of m samples of k calls each without waiting for them; a handle for
-        :meth:`collect`."""
+        :meth:`collect` (each clock's own: CUDA events on the device's clock)."""
         raise NotImplementedError
 
-    def collect(self, handle: Any) -> list[float]:  # Any: each clock's own round handle
+    def collect(self, handle: TorchValue) -> list[float]:  # what enqueue gave
         """Wait for a round issued by :meth:`enqueue`; the duration of each of its samples
         (seconds)."""
         raise NotImplementedError
 
-    def salvage(self, handle: Any) -> list[float]:  # Any: as in collect
+    def salvage(self, handle: TorchValue) -> list[float]:  # as in collect
         """After an interrupt and :meth:`finish`: the durations of a round that completed, in part
         or whole."""
         try:
@@ -220,10 +221,10 @@ _SLEEP_CYCLES_PER_SECOND: dict[int, float] = {}
 class CudaSampler(Sampler):
     """CUDA events on the current stream of ``device``; optional L2 flush or CUDA-graph replay.
 
-    The ``Any`` in this class are torch's: devices, events, graphs, tensors (torch is imported
-    when a CUDA clock is made, never by this module)."""
+    The ``TorchValue`` in this class are torch's: devices, events, graphs, tensors (torch is
+    imported when a CUDA clock is made, never by this module)."""
 
-    def __init__(self, device: Any, flush_l2: bool = False, graph: bool = False) -> None:
+    def __init__(self, device: TorchValue, flush_l2: bool = False, graph: bool = False) -> None:
         import torch
 
         self.torch = torch
@@ -236,10 +237,10 @@ class CudaSampler(Sampler):
         self.stream = torch.cuda.current_stream(self.dev)
         self.flush_l2 = flush_l2
         self.use_graph = graph
-        self.graph: Any = None
+        self.graph: TorchValue = None
         self.backend = "cuda-events"
-        self._flush_buffer: Any = None
-        self._boundary: Any = None
+        self._flush_buffer: TorchValue = None
+        self._boundary: TorchValue = None
         self.profiler_startup: float | None = None
         self._kernel_pass_notes: list[str] = []
         self._clock_reader: ClockReader | None = None
@@ -247,7 +248,7 @@ class CudaSampler(Sampler):
 
     # helpers
     # ----------------------------------------------------------------------------------------------
-    def _event(self) -> Any:
+    def _event(self) -> TorchValue:
         e = self.torch.cuda.Event(enable_timing=True)
         e.record(self.stream)
         return e
@@ -371,7 +372,9 @@ class CudaSampler(Sampler):
         self._sleep(backlog)
         self._boundary = self._event()
 
-    def enqueue(self, inner: Callable[[int], None], k: int, m: int) -> list[tuple[Any, Any]]:
+    def enqueue(
+        self, inner: Callable[[int], None], k: int, m: int
+    ) -> list[tuple[TorchValue, TorchValue]]:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         pairs = []
         for _ in range(m):
@@ -389,7 +392,7 @@ class CudaSampler(Sampler):
             self._boundary = end
         return pairs
 
-    def collect(self, handle: list[tuple[Any, Any]]) -> list[float]:
+    def collect(self, handle: list[tuple[TorchValue, TorchValue]]) -> list[float]:
         __tracebackhide__ = True  # an error of the user's statement shows from their own code
         handle[-1][1].synchronize()
         return [start.elapsed_time(end) * 1e-3 for start, end in handle]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from . import stats
 
@@ -76,11 +75,11 @@ class ClockReader:
             return None
 
 
-_NVML: Any = None  # Any: the NVML library loaded through ctypes
+_NVML: ctypes.CDLL | None = None  # the NVML library loaded through ctypes
 _NVML_FAILED = False
 
 
-def _nvml() -> Any:
+def _nvml() -> ctypes.CDLL | None:
     """The NVML library, initialised once per process; None where there is none."""
     global _NVML, _NVML_FAILED
     if _NVML is not None or _NVML_FAILED:
@@ -97,7 +96,7 @@ def _nvml() -> Any:
     return lib
 
 
-def _handle(lib: Any, uuid: str | None, index: int) -> Any:
+def _handle(lib: ctypes.CDLL, uuid: str | None, index: int) -> ctypes.c_void_p | None:
     handle = ctypes.c_void_p()
     if uuid:
         text = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"

@@ -14,17 +14,21 @@ import html
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..edges import BokehModel
 from ..errors import Hint
 from ..render.figure_page import FigurePage
 from ..units import format_time
-from .advice import Advised
+from .advice import Advised, Printer
 from .compare_result import rate_cells
 from .measure import LONGER_RUN
 from .passes import PROFILER_START
 from .result import TimingResult
 from .stats import median_ci
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Sweep", "SweepPoint"]
 
@@ -151,7 +155,7 @@ class Sweep(Advised, FigurePage):
         """Each point that measured, with its result."""
         return [(p, p.result) for p in self.points if p.result is not None and p.result.samples]
 
-    def to_dataframe(self) -> Any:  # Any: a pandas DataFrame (pandas loads on first use)
+    def to_dataframe(self) -> pd.DataFrame:  # pandas loads on first use
         """One row per point and statement: the parameters, label, median, iqr, kernel_time
         (seconds), flop_rate, byte_rate (per second), flop_share, byte_share, precision,
         energy_per_call (J) and power_w (--energy), launch_bound, samples, status, error."""
@@ -271,7 +275,7 @@ class Sweep(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Any: IPython's pretty printer
+    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
         p.text(str(self))
 
     # --- plot and HTML
@@ -324,7 +328,7 @@ class Sweep(Advised, FigurePage):
                 peaks.setdefault(found.bandwidth, found.byte_label)
         return {"series": series, "failed": failed, "peaks": peaks, "metric": metric, "x": x or ""}
 
-    def figure(self) -> Any:
+    def figure(self) -> BokehModel:
         """The Bokeh plot: rate (or time) against the x parameter, one line per statement, the peak
         dashed."""
         from ..render.sweep_plot import sweep_figure

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..edges import TorchValue
 from .attention_work import AttentionCount
 
 __all__ = [
@@ -114,7 +115,7 @@ def precision_class(
     return cls
 
 
-def _footprint(t: Any) -> int:  # Any: a torch tensor
+def _footprint(t: TorchValue) -> int:  # a torch tensor
     """Bytes a tensor's elements occupy: an expanded (stride-0) tensor reads its storage once, not
     once per view."""
     n = t.numel()
@@ -127,7 +128,7 @@ def _footprint(t: Any) -> int:  # Any: a torch tensor
     return int(min(n, span) * t.element_size())
 
 
-def _tensors(obj: Any) -> list[Any]:  # Any: torch values in, torch tensors out
+def _tensors(obj: TorchValue) -> list[TorchValue]:  # torch values in, torch tensors out
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -143,8 +144,8 @@ def _op_kind(name: str) -> str:
 
 
 def _traffic(
-    ins: list[Any], outs: list[Any]
-) -> tuple[int, int, dict[str, int], set[str]]:  # Any: torch tensors
+    ins: list[TorchValue], outs: list[TorchValue]
+) -> tuple[int, int, dict[str, int], set[str]]:  # torch tensors
     """(bytes read, bytes written, bytes by dtype, device types) of one op: each distinct tensor
     once per side."""
     read = written = 0
@@ -186,7 +187,7 @@ class ByteTally:
         self.tf32 = {"matmul": tf32_enabled("matmul"), "conv": tf32_enabled("conv")}
         self.attention: list[AttentionCount] = []  # one per attention op
 
-    def _add(self, ins: list[Any], outs: list[Any]) -> None:  # Any: torch tensors
+    def _add(self, ins: list[TorchValue], outs: list[TorchValue]) -> None:  # torch tensors
         read, written, by_dtype, devices = _traffic(ins, outs)
         self.ops += 1
         self.read += read
@@ -195,18 +196,18 @@ class ByteTally:
             self.bytes_by_dtype[dt] = self.bytes_by_dtype.get(dt, 0) + size
         self.device_types |= devices
 
-    def _add_flops(self, flops: int, a: Any, kind: str) -> None:  # Any: the op's first tensor
+    def _add_flops(self, flops: int, a: TorchValue, kind: str) -> None:  # the op's first tensor
         dt = str(a.dtype).removeprefix("torch.")
         cls = precision_class(dt, a.device.type, kind, self.tf32.get(kind, False)) or dt
         self.flops_by_class[cls] = self.flops_by_class.get(cls, 0) + flops
         self.flops_by_dtype[dt] = self.flops_by_dtype.get(dt, 0) + flops
 
 
-def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
+def make_byte_counter(flop_formulas: Mapping[TorchValue, Callable[..., int]]) -> TorchValue:
     """A TorchDispatchMode that sums bytes per op and FLOPs per precision class (built here: torch
     loads lazily). Its sums are those of :class:`ByteTally`.
 
-    Any: the keys are torch op packets, and the mode is a torch class made on first use.
+    The keys are torch op packets, and the mode is a torch class made on first use.
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -222,8 +223,12 @@ def make_byte_counter(flop_formulas: Mapping[Any, Callable[..., int]]) -> Any:
             return "torch._dynamo" in sys.modules
 
         def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:  # Any: torch's op, its arguments and its result
+            self,
+            func: TorchValue,
+            types: tuple[type, ...],
+            args: tuple[TorchValue, ...] = (),
+            kwargs: dict[str, TorchValue] | None = None,
+        ) -> TorchValue:  # torch's op, its arguments and its result
             kwargs = kwargs or {}
             if func._overloadpacket not in flop_formulas and not getattr(func, "is_view", False):
                 # an op without a formula that decomposes is counted as its parts (as
@@ -286,17 +291,21 @@ class CallTally:
         self.names: list[str] = []
 
 
-def make_call_counter() -> Any:
+def make_call_counter() -> TorchValue:
     """A TorchFunctionMode that counts the statement's outermost torch calls at their own level:
     each call's inputs read once and its outputs written once, the traffic of the call as one
     kernel. (Inside a mode's handler the mode is off, so only the outermost calls are seen:
-    ``F.rms_norm``, not the ops it is made of.) Any: a torch class made on first use."""
+    ``F.rms_norm``, not the ops it is made of.) A torch class made on first use."""
     from torch.overrides import TorchFunctionMode
 
     class _CallCounter(CallTally, TorchFunctionMode):
         def __torch_function__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:  # Any: torch's function, its arguments and its result
+            self,
+            func: TorchValue,
+            types: tuple[type, ...],
+            args: tuple[TorchValue, ...] = (),
+            kwargs: dict[str, TorchValue] | None = None,
+        ) -> TorchValue:  # torch's function, its arguments and its result
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             name = getattr(func, "__name__", str(func))
@@ -338,14 +347,14 @@ def make_call_counter() -> Any:
 
 
 def _int_mm_ops(
-    a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any
-) -> int:  # Any: the op's torch arguments, as the registry passes them
+    a: TorchValue, b: TorchValue, *args: Any, out_val: TorchValue = None, **kwargs: Any
+) -> int:  # the op's torch arguments, as the registry passes them
     """``torch._int_mm``: an int8 GEMM's 2*M*N*K integer ops (counted as its precision's
     "FLOPs")."""
     return 2 * int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
 
 
-def flop_formulas() -> dict[Any, Callable[..., int]]:  # Any: torch op packets
+def flop_formulas() -> dict[TorchValue, Callable[..., int]]:  # keys: torch op packets
     """PyTorch's FLOP formulas (``torch.utils.flop_counter``), also taught the CPU flash-attention
     kernels SDPA dispatches to on the CPU, and the int8 GEMM ``torch._int_mm`` (its integer ops,
     held against the int8 peak)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,9 @@ from .graph_nodes import GraphOrigins, graph_origins
 from .intervals import union_ns
 from .line_tree import LineTree, line_tree, tree_order
 from .summaries import launching_op_rows
+
+if TYPE_CHECKING:  # named through the package: Trace's own module imports this one (lazily)
+    from . import Trace
 
 __all__ = [
     "NO_LINES",
@@ -115,7 +118,7 @@ class Attribution:
         return int(self.items["dur"].sum())
 
 
-def attribution(trace: Any, memops: bool = True) -> Attribution:
+def attribution(trace: Trace, memops: bool = True) -> Attribution:
     """The attribution of ``trace``'s GPU work (kernels, and memory operations with ``memops``); of
     its torch ops' CPU time where it recorded no GPU work (a capture on the CPU). Kept per Trace."""
     found: Attribution = trace.memo(
@@ -124,7 +127,7 @@ def attribution(trace: Any, memops: bool = True) -> Attribution:
     return found
 
 
-def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
+def _work(trace: Trace, memops: bool) -> tuple[pd.DataFrame, str]:
     """The pieces of work: dur, thread and time of the launch, the launching op's row; and the
     unit. GPU work where the trace recorded kernels; else the outermost torch ops (CPU time)."""
     ops, api = trace.ops, trace.api
@@ -179,7 +182,7 @@ def _work(trace: Any, memops: bool) -> tuple[pd.DataFrame, str]:
     )
 
 
-def _attribute(trace: Any, memops: bool) -> Attribution:
+def _attribute(trace: Trace, memops: bool) -> Attribution:
     """The module's chain (see its docstring) on every piece of work: its launch, forward or
     backward and the place it counts from, then its module and its line."""
     work, unit = _work(trace, memops)
@@ -235,7 +238,7 @@ class _Origin:
     forward_names: dict[int, str]
 
 
-def _origins(trace: Any, threads: list[Any], at: np.ndarray) -> _Origin:
+def _origins(trace: Trace, threads: list[Any], at: np.ndarray) -> _Origin:
     """Forward or backward for work launched on ``threads`` at ``at``: backward inside an op
     autograd ran for a backward node (its forward op by sequence number), or inside the engine's
     other work (AccumulateGrad: gradients summed into .grad, of no forward op)."""
@@ -286,7 +289,7 @@ class _Lines:
         return [self.keys[i] if i >= 0 else None for i in found.tolist()]
 
 
-def _lines(trace: Any) -> _Lines:
+def _lines(trace: Trace) -> _Lines:
     """The cell's line ranges where the capture pushed them, else the user's own Python frames."""
     ranges = line_ranges(trace)
     if len(ranges):
@@ -329,7 +332,7 @@ def _forward_spans(items: pd.DataFrame, nest: Nest, paths: list[str]) -> dict[st
     return out
 
 
-def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
+def module_frames(trace: Trace) -> tuple[pd.DataFrame, Nest, list[str]]:
     """The trace's module forwards (frames), their nesting, and each one's path of instance names
     ("GPT_0.Block_1"). Kept per Trace."""
 
@@ -353,7 +356,7 @@ def module_frames(trace: Any) -> tuple[pd.DataFrame, Nest, list[str]]:
     return found
 
 
-def range_names(trace: Any) -> dict[str, str]:
+def range_names(trace: Trace) -> dict[str, str]:
     """Module path -> the dotted name its range gave (a capture's module ranges); {} otherwise."""
     mods, _, paths = module_frames(trace)
     if "text" not in mods:
@@ -368,7 +371,7 @@ def _range_match(text: str) -> re.Match[str]:
     return found
 
 
-def module_paths(trace: Any) -> list[str]:
+def module_paths(trace: Trace) -> list[str]:
     """Every module path of the trace, in the order their forwards first started."""
     mods, _, paths = module_frames(trace)
     first = pd.Series(mods["start"].to_numpy(), index=paths).groupby(level=0).min()
@@ -381,7 +384,11 @@ def _paths(nest: Nest, names: list[str]) -> list[str]:
 
 
 def _what(
-    trace: Any, work: pd.DataFrame, backward: np.ndarray, seq: np.ndarray, fwd_name: dict[Any, Any]
+    trace: Trace,
+    work: pd.DataFrame,
+    backward: np.ndarray,
+    seq: np.ndarray,
+    fwd_name: dict[Any, Any],
 ) -> list[str]:
     """What each piece of work was, as the outside rows say it: the torch range around it (the
     optimizer's ``Optimizer.step#AdamW.step``; not a range around a module's forward, such as the

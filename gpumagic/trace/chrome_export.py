@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, SupportsInt
 
 import pandas as pd
 
@@ -166,7 +166,7 @@ def _process_lanes(df: pd.DataFrame, kind: str) -> list[str] | None:
     return [f"{kind} \u00b7 pid {int(p)}" if p == p else kind for p in pids]
 
 
-def _json_value(v: Any) -> Any:
+def _json_value(v: SupportsInt | str | None) -> int | list[int] | str | None:
     """A table value as the reader expects it back: launch geometry 'XxYxZ' as a list, numbers as
     int, -1 and missing values left out."""
     if v is None or (isinstance(v, float) and v != v):
@@ -181,7 +181,7 @@ def _json_value(v: Any) -> Any:
     return None if n == -1 else n
 
 
-def _json_tid(tid: Any) -> Any:
+def _json_tid(tid: SupportsInt | str | None) -> int | str | None:
     """A thread or stream id JSON can hold: numpy integers as int, a missing (NaN) one as 0."""
     if tid is None or isinstance(tid, str):
         return tid

@@ -17,10 +17,15 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from ..edges import JsonValue
+
+if TYPE_CHECKING:  # named through the package: Trace's own module reaches this one (lazily)
+    from . import Trace
 
 __all__ = [
     "CODE_LINE_RANGE",
@@ -80,7 +85,7 @@ _LIBRARIES = {
 }
 
 
-def thread_key(value: Any) -> Any:
+def thread_key(value: JsonValue) -> int | str:
     """A thread id as one type (kineto writes ints; a column may hold numpy ints or text)."""
     try:
         return int(value)
@@ -122,7 +127,7 @@ def _installed(top: str) -> bool:
     return "site-packages" in where or "dist-packages" in where
 
 
-def code_tables(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def code_tables(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(frames, autograd) of a Trace from ``meta["code"]`` (``capture/chrome/code_text.py``): frames
     with name, start, end, thread; autograd entries with name, start, end, thread, seq, fwd_thread.
     Empty frames where the trace did not record them."""
@@ -143,7 +148,7 @@ def code_tables(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     return found
 
 
-def line_ranges(trace: Any) -> pd.DataFrame:
+def line_ranges(trace: Trace) -> pd.DataFrame:
     """The ranges of a cell's lines (text, start, end, thread): kept apart from the NVTX table by
     the capture (``meta["code"]["lines"]``), or among the ranges of a trace read from a file."""
     kept = (trace.meta.get("code") or {}).get("lines")

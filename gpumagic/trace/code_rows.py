@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..edges import TorchValue
 from ..units import format_ns
 from .by_code import (
     NO_LINES,
@@ -38,6 +39,9 @@ from .by_code import (
     top_whats,
 )
 from .graph_nodes import graph_note
+
+if TYPE_CHECKING:  # named through the package: Trace's own module imports this one (lazily)
+    from . import Trace
 
 __all__ = [
     "LINE_COLUMNS",
@@ -104,7 +108,7 @@ STACK_LINES = (
 )
 
 
-def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFrame:
+def by_module(trace: Trace, model: TorchValue = None, memops: bool = True) -> pd.DataFrame:
     """``Trace.by_module``: the module table of ``trace`` (:func:`module_rows`), its rows named by
     ``model`` (the live module, or name -> module: :func:`dotted_names`) where given, else by the
     names the capture found (``meta["module_names"]``), else by instance."""
@@ -112,13 +116,13 @@ def by_module(trace: Any, model: Any = None, memops: bool = True) -> pd.DataFram
     if not attr.has_modules and trace.meta.get("with_modules"):
         return _graphs(_empty(MODULE_COLUMNS, NO_MODULE_RAN), attr)
     if model is not None:
-        names = dotted_names(attr.module_paths, model)
+        names: Mapping[str, str] | None = dotted_names(attr.module_paths, model)
     else:
         names = range_names(trace) or trace.meta.get("module_names")
     return _graphs(module_rows(attr, names), attr)
 
 
-def by_line(trace: Any, memops: bool = True) -> pd.DataFrame:
+def by_line(trace: Trace, memops: bool = True) -> pd.DataFrame:
     """``Trace.by_line``: the line table of ``trace`` (:func:`line_rows`)."""
     attr = attribution(trace, memops)
     return _graphs(line_rows(attr), attr)
@@ -298,7 +302,7 @@ def line_rows(attr: Attribution) -> pd.DataFrame:
     return df
 
 
-def _depth(key: Any, parents: Mapping[Any, Any]) -> int:
+def _depth(key: int | str | None, parents: Mapping[Any, Any]) -> int:
     """How many lines enclose ``key`` (0 at the top level)."""
     depth, seen = 0, {key}
     while (key := parents.get(key)) is not None and key not in seen:
@@ -360,14 +364,14 @@ def dotted_names(paths: list[str], roots: Mapping[str, Any] | Any) -> dict[str, 
 
 
 def _match(
-    path: str, mod: Any, dotted: str, children: dict[str, list[str]], out: dict[str, str]
+    path: str, mod: TorchValue, dotted: str, children: dict[str, list[str]], out: dict[str, str]
 ) -> None:
     """Name the instance paths under ``path`` (the live ``mod``, named ``dotted``) in ``out``."""
     kids = children.get(path, [])
     classes = {_class(k) for k in kids}
     found: dict[str, list[tuple[str, Any]]] = defaultdict(list)
 
-    def look(m: Any, prefix: str) -> None:
+    def look(m: TorchValue, prefix: str) -> None:
         for name, child in m.named_children():
             full = f"{prefix}{name}"
             if type(child).__name__ in classes:

@@ -133,7 +133,7 @@ _ELSEWHERE = {
 }
 
 
-def made_by_api(name: Any) -> str | None:
+def made_by_api(name: object) -> str | None:
     """The GPU record a CUDA API call makes: "kernels" for a kernel or graph launch, "memops" for a
     memcpy or memset, else None (``cudaLaunchKernel_v7000`` is ``cudaLaunchKernel``)."""
     base = re.sub(r"_v\d+$", "", str(name))

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .coverage import LAUNCH_APIS, names_passing
+
+if TYPE_CHECKING:  # named through the package: Trace's own module reaches this one (lazily)
+    from . import Trace
 
 __all__ = ["GraphOrigins", "graph_note", "graph_origins"]
 
@@ -66,12 +69,12 @@ class GraphOrigins:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def _base(name: Any) -> str:
+def _base(name: object) -> str:
     """An API name without its version suffix (``cudaStreamBeginCapture_v10000``)."""
     return str(name).split("_v")[0]
 
 
-def graph_origins(trace: Any, work: pd.DataFrame) -> GraphOrigins:
+def graph_origins(trace: Trace, work: pd.DataFrame) -> GraphOrigins:
     """The :class:`GraphOrigins` of ``work`` (rows with ``correlation``, ``start``, ``stream`` and
     ``kernel``: whether it is a kernel) in ``trace``."""
     n = len(work)

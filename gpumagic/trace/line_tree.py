@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .code_frames import FUNCTION_LINE_RANGE, FUNCTION_RANGE, LINE_RANGE, Nest
 
@@ -49,7 +50,7 @@ def _where(entry: Mapping[str, Any], cells: Mapping[str, Any]) -> str:
 
 
 def line_tree(
-    ranges: Any,
+    ranges: pd.DataFrame,
     nest: Nest,
     cell_source: str,
     functions: Sequence[Mapping[str, Any]] = (),
@@ -81,7 +82,7 @@ def line_tree(
         up = tree.keys[parent] if parent >= 0 else None
         text = texts[i]
         if m := LINE_RANGE.match(text):
-            key: Any = int(m[1])
+            key = int(m[1])
             tree.number[key] = key
             tree.text[key] = source[key - 1].strip() if 0 < key <= len(source) else ""
             if up != key:  # a line's range inside its own (a loop body calling back): no parent
@@ -122,7 +123,7 @@ def tree_order(keys: Sequence[Any], tree: LineTree) -> list[Any]:
     out: list[Any] = []
     seen: set[Any] = set()
 
-    def walk(parent: Any) -> None:
+    def walk(parent: int | None) -> None:
         for key in sorted(children.get(parent, []), key=lambda k: tree.number.get(k, 0)):
             if key not in seen:
                 seen.add(key)

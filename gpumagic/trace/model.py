@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from ..edges import TorchValue
 from . import coverage, summaries
 from .intervals import union_by_group, union_ns
 
@@ -194,7 +195,7 @@ class Trace:
             return table
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         # a replaced table makes every kept answer stale (tables are replaced, never edited in
         # place)
         if name in COLUMNS and "_memo" in self.__dict__:
@@ -500,7 +501,7 @@ class Trace:
             return 0
         return int(iv["end"].max() - iv["start"].min())
 
-    def by_module(self, model: Any = None, memops: bool = True) -> pd.DataFrame:
+    def by_module(self, model: TorchValue = None, memops: bool = True) -> pd.DataFrame:
         """GPU time by ``nn.Module``, forward and backward, the outside row making the total
         (``trace.code_rows``); ``model``, the live module, names the rows as the code does."""
         from .code_rows import by_module
