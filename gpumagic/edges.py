@@ -9,17 +9,21 @@ signature names it with one of the aliases below instead: each says what the val
 Why not the real classes: Bokeh and torch are imported lazily (Bokeh's import is 0.9 s; torch may
 not be installed in a reader's process), and following torch's inline types makes mypy take
 minutes; IPython, cupti-python, cloudpickle and Dask ship partial types or none.
+
+:class:`PrettyPrinter` is what the results' ``_repr_pretty_`` use of IPython's printer, as a
+protocol: one definition for every layer that shows a result in a terminal.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "BokehModel",
     "CuptiRecord",
     "DaskClient",
     "JsonValue",
+    "PrettyPrinter",
     "Shell",
     "TorchValue",
     "UserValue",
@@ -40,3 +44,10 @@ DaskClient = Any
 JsonValue = Any
 #: A value of the user's: what a cell's namespace, a statement or a callable returns, unknowable.
 UserValue = Any
+
+
+class PrettyPrinter(Protocol):
+    """What a result's ``_repr_pretty_`` uses of IPython's pretty printer: the core does not import
+    IPython, not even for its types."""
+
+    def text(self, obj: str) -> None: ...

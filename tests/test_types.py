@@ -116,3 +116,50 @@ def test_the_return_check_can_fail():
 
     ns = types.SimpleNamespace(typed=typed, loose=loose, Result=Result)
     assert untyped_returns(ns, ["typed", "loose", "Result"]) == ["loose", "Result.to_dataframe"]
+
+
+def bare_any(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each annotation in ``source`` that is ``Any`` itself: a parameter, a return
+    or a variable. ``*args: Any`` and ``**kwargs: Any`` pass values on as they came and are not
+    counted; a module's ``__getattr__`` (PEP 562) returns whatever the name is."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs:
+                if arg.annotation is not None and ast.unparse(arg.annotation) == "Any":
+                    found.append((arg.lineno, f"{node.name}({arg.arg})"))
+            returns = ast.unparse(node.returns) if node.returns is not None else ""
+            if returns == "Any" and node.name != "__getattr__":
+                found.append((node.lineno, f"{node.name} ->"))
+        elif isinstance(node, ast.AnnAssign) and ast.unparse(node.annotation) == "Any":
+            found.append((node.lineno, ast.unparse(node.target)))
+    return found
+
+
+def test_any_is_only_where_a_third_party_value_enters():
+    """A bare ``Any`` says nothing of the value: the package names each third-party value with an
+    alias of ``gpumagic.edges`` that says why it is ``Any``, and types its own values."""
+    found = {}
+    for path in sorted((ROOT / "gpumagic").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "gpumagic/edges.py":
+            continue
+        for line, what in bare_any(path.read_text(encoding="utf-8")):
+            found[f"{rel}:{line}"] = what
+    assert not found, f"{len(found)} bare Any annotations: " + ", ".join(
+        f"{k} {v}" for k, v in list(found.items())[:40]
+    )
+
+
+def test_the_any_check_can_fail():
+    src = (
+        "from typing import Any\n"
+        "def f(a: Any, *args: Any, b: int = 0, **kw: Any) -> Any: ...\n"
+        "def __getattr__(name: str) -> Any: ...\n"
+        "x: Any = 1\n"
+        "def g(c: dict[str, Any]) -> list[Any]: ...\n"
+    )
+    assert bare_any(src) == [(2, "f(a)"), (2, "f ->"), (4, "x")]

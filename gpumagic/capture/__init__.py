@@ -20,9 +20,9 @@ phases of a tool run (``phases.py``) and finding the tools (``tools.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from ..edges import UserValue
+from ..edges import PrettyPrinter, UserValue
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -47,13 +47,6 @@ class Capture:
     phases: Phases | None = None
 
 
-class _Printer(Protocol):
-    """What :meth:`Shown._repr_pretty_` uses of IPython's pretty printer (the capture layer does not
-    import IPython, not even for its types)."""
-
-    def text(self, obj: str) -> None: ...
-
-
 class Shown:
     """A value that stayed in another process, by its printed form: its repr is the repr it had
     there, so ``Out[n]`` shows the same text."""
@@ -64,5 +57,5 @@ class Shown:
     def __repr__(self) -> str:
         return self.text
 
-    def _repr_pretty_(self, p: _Printer, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(self.text)

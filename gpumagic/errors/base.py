@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,14 @@ class InvalidOptionError(GpuMagicError, ValueError):
     template = "{option} {reason}, got {value!r}"
 
 
-class TimingInterrupted(KeyboardInterrupt):
+#: The partial result an interrupt carries (a class of ``gpumagic.timing``, a layer above).
+_Partial = TypeVar("_Partial")
+
+
+class TimingInterrupted(KeyboardInterrupt, Generic[_Partial]):
     """Ctrl-C while a measurement was sampling: ``result`` is the partial ``TimingResult`` (marked
-    ``interrupted``).
+    ``interrupted``); its subclasses carry a partial ``Comparison`` or ``Sweep``. The result's
+    class is a type parameter because the results live in ``gpumagic.timing``, above the errors.
 
     Not a :class:`GpuMagicError` on purpose: it is a ``KeyboardInterrupt``, so that no ``except
     Exception`` (nor the magics' ``except GpuMagicError``) swallows it and IPython stops the cells
@@ -75,9 +80,9 @@ class TimingInterrupted(KeyboardInterrupt):
     reads ``err.result``.
     """
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: _Partial) -> None:
         self.result = result
-        n = len(result.samples)
+        n = len(getattr(result, "samples", ()))  # a TimingResult's; the subclasses say their own
         super().__init__(
             f"timing interrupted after {n} sample{'s' if n != 1 else ''}; "
             "the partial TimingResult is this exception's .result"

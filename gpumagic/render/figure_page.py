@@ -12,18 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container
-from typing import Protocol
 
-from ..edges import BokehModel
+from ..edges import BokehModel, PrettyPrinter
 
 __all__ = ["Figure", "FigurePage"]
-
-
-class _Printer(Protocol):
-    """What :meth:`FigurePage._repr_pretty_` uses of IPython's pretty printer (render does not
-    import IPython, not even for its types)."""
-
-    def text(self, obj: str) -> None: ...
 
 
 class FigurePage:
@@ -47,7 +39,7 @@ class FigurePage:
         :meth:`_repr_pretty_`)."""
         return str(self)
 
-    def _repr_pretty_(self, p: _Printer, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(str(self))
 
     def _repr_html_(self) -> str:

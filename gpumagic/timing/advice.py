@@ -6,18 +6,11 @@ front end."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-__all__ = ["Advised", "Printer"]
+__all__ = ["Advised"]
 
 _Result = TypeVar("_Result", bound="Advised")
-
-
-class Printer(Protocol):
-    """What a result's ``_repr_pretty_`` uses of IPython's pretty printer (the core does not import
-    IPython, not even for its types)."""
-
-    def text(self, obj: str) -> None: ...
 
 
 class Advised:

@@ -44,7 +44,7 @@ __all__ = ["ComparisonFailed", "ComparisonInterrupted", "compare", "compare_comp
 _S = TypeVar("_S")
 
 
-class ComparisonInterrupted(TimingInterrupted):
+class ComparisonInterrupted(TimingInterrupted[Comparison]):
     """Ctrl-C during a comparison: ``result`` is the partial :class:`~.compare_result.Comparison`
     (what was measured).
 

@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..edges import BokehModel
+from ..edges import BokehModel, PrettyPrinter
 from ..errors import Hint
 from ..render.figure_page import FigurePage
 from ..units import format_time
-from .advice import Advised, Printer
+from .advice import Advised
 from .result import TimingResult
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class Comparison(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(str(self))
 
     # --- data

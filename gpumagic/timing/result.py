@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..edges import PrettyPrinter
 from ..errors import Hint
 from ..units import format_time
 from . import stats
-from .advice import Advised, Printer
+from .advice import Advised
 from .energy import EnergySummary, summarize_energy
 from .options import TimingOptions
 from .smclock import PREVAILING_BAND, ClockSummary, reason_words, summarize_clocks
@@ -481,7 +482,7 @@ class TimingResult(Advised):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(self._advised(f"<TimingResult : {self}>"))
 
     def _repr_html_(self) -> str:

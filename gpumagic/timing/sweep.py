@@ -61,7 +61,7 @@ LONG_SWEEP = 10.0
 FAST_SHARE = 0.4
 
 
-class SweepInterrupted(TimingInterrupted):
+class SweepInterrupted(TimingInterrupted[Sweep]):
     """Ctrl-C during a sweep: ``result`` is the partial :class:`~.sweep_result.Sweep` (the points
     done, and the one that was running with what it had measured). A ``KeyboardInterrupt``, as
     :class:`TimingInterrupted` is."""

@@ -16,11 +16,11 @@ import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..edges import BokehModel
+from ..edges import BokehModel, PrettyPrinter
 from ..errors import Hint
 from ..render.figure_page import FigurePage
 from ..units import format_time
-from .advice import Advised, Printer
+from .advice import Advised
 from .compare_result import rate_cells
 from .measure import LONGER_RUN
 from .passes import PROFILER_START
@@ -275,7 +275,7 @@ class Sweep(Advised, FigurePage):
     def __repr__(self) -> str:
         return str(self)
 
-    def _repr_pretty_(self, p: Printer, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(str(self))
 
     # --- plot and HTML
