@@ -236,18 +236,7 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.help:
             print(self.gputime.parser.format_help())
             return None
-        if cell is None:
-            stmt, setup = rest, None
-            if not stmt.strip():
-                raise UsageError(
-                    "%gputime needs a statement to time, e.g. %gputime torch.matmul(A, B)"
-                )
-        else:
-            stmt, setup = cell, rest or None
-            if not stmt.strip():
-                raise UsageError(
-                    "%%gputime needs a statement in the cell body (the first line is setup code)"
-                )
+        stmt, setup = _statement_and_setup(rest, cell)
         try:
             options = self.timing_options(
                 calls_per_sample=args.number,
@@ -458,3 +447,17 @@ class GpuMagics(Magics, GpuMagicsConfig):
         if args.ncu:
             return profile_ncu(self, self._shell, args, cell)
         return profile_in_process_or_nsys(self, self._shell, args, cell)
+
+
+def _statement_and_setup(rest: str, cell: str | None) -> tuple[str, str | None]:
+    """%gputime's statement and setup: the line is the statement; in cell mode the cell is, and the
+    line (if any) is setup run once. An empty statement is refused with an example."""
+    if cell is None:
+        if not rest.strip():
+            raise UsageError("%gputime needs a statement to time, e.g. %gputime torch.matmul(A, B)")
+        return rest, None
+    if not cell.strip():
+        raise UsageError(
+            "%%gputime needs a statement in the cell body (the first line is setup code)"
+        )
+    return cell, rest or None
