@@ -249,7 +249,6 @@ def _collector(
     copy_names = {int(k): k.name for k in cupti.ActivityMemcpyKind}
     spelled = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}
     acts, launched = out.activities, out.launched
-    span: list[int | None] = [None, None]
 
     def requested() -> tuple[int, int]:
         return BUFFER_BYTES, 0
@@ -259,10 +258,12 @@ def _collector(
             k = int(r.kind)
             if k in api_kinds:
                 launched.add(r.correlation_id)
-                first = r.start if span[0] is None else min(span[0], r.start)
-                last = r.end if span[1] is None else max(span[1], r.end)
-                span[:] = first, last
-                out.api_span = (first, last)
+                span = out.api_span  # the launches' span so far, widened by each
+                out.api_span = (
+                    (r.start, r.end)
+                    if span is None
+                    else (min(span[0], r.start), max(span[1], r.end))
+                )
                 continue
             if k in kernel_kinds:
                 what, name = "kernel", demangle(r.name)

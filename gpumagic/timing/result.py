@@ -11,7 +11,6 @@ never restated here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,20 +71,6 @@ _RATE_KEYS = (
 #: Kernel time and per-call time further apart than this share of the per-call time are both shown,
 #: with the gap.
 KERNELS_APART = 0.03
-
-
-#: The summary's figures of each optional part of a result: summary key -> the part's attribute
-#: (the work's figures keep their names).
-_ENERGY = {"energy_per_call": "joules_per_call", "power_w": "watts", "energy_rel_ci": "rel_ci"}
-_CLOCKS = {"sm_clock_low": "low", "sm_clock_high": "high", "sm_clock_prevailing": "prevailing"}
-_STEADY = {"steady_seconds": "seconds", "steady_settled": "settled"}
-_WORK = {name: name for name in ("flops", "bytes", "precision_class", "peak_memory")}
-
-
-def _figures_of(part: object | None, figures: Mapping[str, str]) -> dict[str, Any]:
-    """``figures`` read off ``part``, in their order; all None where the result has no such part
-    (no energy read, no clock, no work counted)."""
-    return {key: getattr(part, name) if part else None for key, name in figures.items()}
 
 
 @dataclass
@@ -523,19 +508,31 @@ class TimingResult(Advised):
         }
 
     def _energy_figures(self) -> dict[str, Any]:
-        return _figures_of(self.energy, _ENERGY)
+        found = self.energy
+        return {
+            "energy_per_call": found.joules_per_call if found else None,
+            "power_w": found.watts if found else None,
+            "energy_rel_ci": found.rel_ci if found else None,
+        }
 
     def _clock_figures(self) -> dict[str, Any]:
+        clocks, found = self.clock_summary, self.steadiness
         return {
-            **_figures_of(self.clock_summary, _CLOCKS),
+            "sm_clock_low": clocks.low if clocks else None,
+            "sm_clock_high": clocks.high if clocks else None,
+            "sm_clock_prevailing": clocks.prevailing if clocks else None,
             "prevailing_median": self.prevailing_median,
-            **_figures_of(self.steadiness, _STEADY),
+            "steady_seconds": found.seconds if found else None,
+            "steady_settled": found.settled if found else None,
         }
 
     def _work_figures(self) -> dict[str, Any]:
-        found = self.achieved
+        work, found = self.work, self.achieved
         return {
-            **_figures_of(self.work, _WORK),
+            "flops": work.flops if work else None,
+            "bytes": work.bytes if work else None,
+            "precision_class": work.precision_class if work else None,
+            "peak_memory": work.peak_memory if work else None,
             **{k: (found.summary()[k] if found is not None else None) for k in _RATE_KEYS},
         }
 
